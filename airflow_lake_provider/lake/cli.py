@@ -1,0 +1,119 @@
+"""The ``lake`` command line: a stable contract that users and other services script against."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake.reader import read_snapshot
+from airflow_lake_provider.lake.table import LakeTable
+from airflow_lake_provider.lake.writer import Operation, write
+
+
+def _fields(value: str) -> tuple[str, ...]:
+    fields = tuple(f.strip() for f in value.split(",") if f.strip())
+    if not fields:
+        raise argparse.ArgumentTypeError("expected one or more comma-separated field names")
+    return fields
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lake", description="Apache Hudi (table version 6) tables from Python.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("init", help="create an empty table")
+    p.add_argument("path")
+    p.add_argument("--table-type", required=True, choices=["cow", "mor"])
+    p.add_argument("--name", required=True)
+    p.add_argument("--record-key", required=True, type=_fields, help="F[,F]")
+    p.add_argument("--precombine", required=True, help="ordering field: the larger value wins")
+    p.add_argument("--partition-fields", type=_fields, default=(), help="F[,F]")
+    p.add_argument("--hive-style", action="store_true", help="partition folders named field=value")
+
+    p = sub.add_parser("write", help="commit a parquet file of records as one instant")
+    p.add_argument("path")
+    p.add_argument("--input", required=True, help="FILE.parquet")
+    p.add_argument("--operation", required=True, choices=[o.value for o in Operation])
+
+    p = sub.add_parser("read", help="write the snapshot (with meta columns) to a parquet file")
+    p.add_argument("path")
+    p.add_argument("--output", required=True, help="FILE.parquet")
+    p.add_argument("--as-of", help="instant time: read the table as it was then")
+
+    p = sub.add_parser("timeline", help="list instants (time, action, state)")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true")
+    return parser
+
+
+def _cmd_init(args: argparse.Namespace) -> None:
+    table = LakeTable.create(
+        args.path,
+        name=args.name,
+        table_type=args.table_type,
+        record_key_fields=args.record_key,
+        precombine_field=args.precombine,
+        partition_fields=args.partition_fields,
+        hive_style=args.hive_style,
+    )
+    print(f"created {table.config.table_type.value} table {table.config.name} at {table.base_path}")
+
+
+def _cmd_write(args: argparse.Namespace) -> None:
+    table = LakeTable.open(args.path)
+    batch = pq.read_table(args.input)
+    result = write(table, batch, args.operation)
+    print(result.instant)
+
+
+def _cmd_read(args: argparse.Namespace) -> None:
+    table = LakeTable.open(args.path)
+    snapshot = read_snapshot(table, as_of=args.as_of)
+    out = Path(args.output)
+    tmp = out.with_name(f".{out.name}.tmp")
+    pq.write_table(snapshot if snapshot.num_columns else pa.table({}), tmp)
+    os.replace(tmp, out)
+    print(f"{snapshot.num_rows} rows -> {out}")
+
+
+def _cmd_timeline(args: argparse.Namespace) -> None:
+    timeline = LakeTable.open(args.path).timeline()
+    rows = [
+        {"time": i.timestamp, "action": i.action.value, "state": i.state.name}
+        for i in timeline.instants
+    ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    for row in rows:
+        print(f"{row['time']}  {row['action']:<14} {row['state']}")
+
+
+_COMMANDS = {"init": _cmd_init, "write": _cmd_write, "read": _cmd_read, "timeline": _cmd_timeline}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        _COMMANDS[args.command](args)
+    except (LakeError, OSError, pa.ArrowException) as exc:
+        message = " ".join(str(exc).split())
+        print(f"lake: error: {message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

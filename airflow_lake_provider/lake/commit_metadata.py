@@ -1,0 +1,164 @@
+"""Commit metadata JSON of completed ``commit``/``deltacommit``/``replacecommit`` instants (v6)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_lake_provider.lake.errors import CorruptTimelineFileError
+
+
+def join_partition(partition: str, name: str) -> str:
+    """The table-relative path of ``name`` in ``partition`` ("" is the table root)."""
+    return f"{partition}/{name}" if partition else name
+
+
+@dataclass(frozen=True)
+class WriteStat:
+    """What one write did to one file group (Spark 0.14's field set, so Java tools parse it)."""
+
+    file_id: str
+    partition_path: str
+    path: str
+    prev_commit: str = "null"
+    num_writes: int = 0
+    num_deletes: int = 0
+    num_update_writes: int = 0
+    num_inserts: int = 0
+    total_write_bytes: int = 0
+    file_size_in_bytes: int = 0
+    base_file: str | None = None
+    log_files: tuple[str, ...] | None = None
+    log_version: int | None = None
+    log_offset: int | None = None
+    total_log_records: int = 0
+    total_log_files_compacted: int = 0
+    total_log_size_compacted: int = 0
+    total_updated_records_compacted: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "fileId": self.file_id,
+            "path": self.path,
+            "cdcStats": None,
+            "prevCommit": self.prev_commit,
+            "numWrites": self.num_writes,
+            "numDeletes": self.num_deletes,
+            "numUpdateWrites": self.num_update_writes,
+            "numInserts": self.num_inserts,
+            "totalWriteBytes": self.total_write_bytes,
+            "totalWriteErrors": 0,
+            "tempPath": None,
+            "partitionPath": self.partition_path,
+            "totalLogRecords": self.total_log_records,
+            "totalLogFilesCompacted": self.total_log_files_compacted,
+            "totalLogSizeCompacted": self.total_log_size_compacted,
+            "totalUpdatedRecordsCompacted": self.total_updated_records_compacted,
+            "totalLogBlocks": 0,
+            "totalCorruptLogBlock": 0,
+            "totalRollbackBlocks": 0,
+            "fileSizeInBytes": self.file_size_in_bytes,
+            "minEventTime": None,
+            "maxEventTime": None,
+            "runtimeStats": None,
+        }
+        if self.log_files is not None:
+            out.update(
+                logVersion=self.log_version,
+                logOffset=self.log_offset,
+                baseFile=self.base_file or "",
+                logFiles=list(self.log_files),
+                recordsStats={"val": None},
+            )
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], partition: str) -> WriteStat:
+        logs = data.get("logFiles")
+        return cls(
+            file_id=data.get("fileId") or "",
+            partition_path=data.get("partitionPath") or partition,
+            path=data.get("path") or "",
+            prev_commit=str(data.get("prevCommit") or "null"),
+            num_writes=int(data.get("numWrites") or 0),
+            num_deletes=int(data.get("numDeletes") or 0),
+            num_update_writes=int(data.get("numUpdateWrites") or 0),
+            num_inserts=int(data.get("numInserts") or 0),
+            total_write_bytes=int(data.get("totalWriteBytes") or 0),
+            file_size_in_bytes=int(data.get("fileSizeInBytes") or 0),
+            base_file=data.get("baseFile"),
+            log_files=tuple(logs) if logs is not None else None,
+            log_version=data.get("logVersion"),
+            log_offset=data.get("logOffset"),
+            total_log_records=int(data.get("totalLogRecords") or 0),
+            total_log_files_compacted=int(data.get("totalLogFilesCompacted") or 0),
+            total_log_size_compacted=int(data.get("totalLogSizeCompacted") or 0),
+            total_updated_records_compacted=int(data.get("totalUpdatedRecordsCompacted") or 0),
+        )
+
+
+@dataclass(frozen=True)
+class CommitMetadata:
+    """The JSON body of a completed write instant."""
+
+    operation_type: str
+    partition_to_write_stats: Mapping[str, tuple[WriteStat, ...]] = field(default_factory=dict)
+    extra_metadata: Mapping[str, str] = field(default_factory=dict)
+    compacted: bool = False
+    partition_to_replace_file_ids: Mapping[str, tuple[str, ...]] | None = None
+
+    @property
+    def schema(self) -> str | None:
+        """The table's Avro schema (data fields only) as this commit recorded it."""
+        return self.extra_metadata.get("schema") or None
+
+    @property
+    def partitions(self) -> set[str]:
+        """Partitions written, plus partitions whose file groups were replaced."""
+        touched = set(self.partition_to_write_stats)
+        touched.update(self.partition_to_replace_file_ids or {})
+        return touched
+
+    def write_stats(self) -> list[WriteStat]:
+        return [stat for stats in self.partition_to_write_stats.values() for stat in stats]
+
+    def to_json_bytes(self) -> bytes:
+        body: dict[str, Any] = {
+            "partitionToWriteStats": {
+                part: [stat.to_json() for stat in stats] for part, stats in self.partition_to_write_stats.items()
+            },
+            "compacted": self.compacted,
+            "extraMetadata": dict(self.extra_metadata),
+            "operationType": self.operation_type,
+        }
+        if self.partition_to_replace_file_ids is not None:
+            body["partitionToReplaceFileIds"] = {
+                part: list(ids) for part, ids in self.partition_to_replace_file_ids.items()
+            }
+        return json.dumps(body, indent=2).encode("utf-8")
+
+    @classmethod
+    def from_json_bytes(cls, data: bytes, source: str) -> CommitMetadata:
+        """Parse commit JSON; ``source`` (the timeline file) is named in errors."""
+        try:
+            body = json.loads(data.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise CorruptTimelineFileError(f"{source}: commit metadata is not JSON ({exc})") from None
+        if not isinstance(body, dict):
+            raise CorruptTimelineFileError(f"{source}: commit metadata is not a JSON object")
+        stats = {
+            part: tuple(WriteStat.from_json(s, part) for s in (entries or []) if isinstance(s, dict))
+            for part, entries in (body.get("partitionToWriteStats") or {}).items()
+        }
+        replaced = body.get("partitionToReplaceFileIds")
+        return cls(
+            operation_type=str(body.get("operationType") or "UNKNOWN"),
+            partition_to_write_stats=stats,
+            extra_metadata={k: v for k, v in (body.get("extraMetadata") or {}).items() if isinstance(v, str)},
+            compacted=bool(body.get("compacted")),
+            partition_to_replace_file_ids=(
+                {part: tuple(ids or ()) for part, ids in replaced.items()} if isinstance(replaced, dict) else None
+            ),
+        )

@@ -1,0 +1,55 @@
+"""The exception tree of the table core: every error it raises is a ``LakeError``."""
+
+from __future__ import annotations
+
+
+class LakeError(Exception):
+    """Root of every error raised by the table core."""
+
+
+class TableNotFoundError(LakeError, FileNotFoundError):
+    """The path holds no Hudi table (no ``.hoodie/hoodie.properties``)."""
+
+
+class TableExistsError(LakeError, FileExistsError):
+    """``init`` was asked to create a table where one already exists."""
+
+
+class TableConfigError(LakeError, ValueError):
+    """``hoodie.properties`` is missing a required key or holds an unsupported value."""
+
+
+class UnsupportedTableVersionError(TableConfigError):
+    """The table version (or timeline layout) is not one this core reads and writes."""
+
+
+class InvalidInstantError(LakeError, ValueError):
+    """An instant time or timeline file name does not follow the Hudi grammar."""
+
+
+class InvalidStateTransitionError(LakeError):
+    """A timeline transition was asked from a state the instant is not in."""
+
+
+class CommitConflictError(LakeError):
+    """Another writer created the same timeline file first; nothing was overwritten."""
+
+
+class CorruptTimelineFileError(LakeError):
+    """A timeline file (JSON or Avro) cannot be parsed."""
+
+
+class InvalidFileNameError(LakeError, ValueError):
+    """A base, log or marker file name (or a file id) does not follow the Hudi grammar."""
+
+
+class CorruptLogBlockError(LakeError):
+    """A log block cannot be decoded (raised only where skipping it is not safe)."""
+
+
+class SchemaError(LakeError, ValueError):
+    """A batch or schema is incompatible with the table (missing key, bad type, ...)."""
+
+
+class UnsafePathError(LakeError, ValueError):
+    """A path to delete or write lies outside the table base path or inside ``.hoodie/``."""

@@ -1,0 +1,83 @@
+"""Reading and writing ``hoodie.properties`` (Java properties text) and Hudi's table checksum."""
+
+from __future__ import annotations
+
+import datetime as dt
+import zlib
+from collections.abc import Mapping
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+CHECKSUM_KEY = "hoodie.table.checksum"
+
+
+def _unescape(text: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 == len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and i + 6 <= len(text):
+            out.append(chr(int(text[i + 2 : i + 6], 16)))
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def _logical_lines(text: str) -> list[str]:
+    """Join continuation lines (a line ending in an odd number of backslashes)."""
+    lines: list[str] = []
+    pending = ""
+    for raw in text.splitlines():
+        line = raw.lstrip() if pending else raw
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            pending += line[:-1]
+            continue
+        lines.append(pending + line)
+        pending = ""
+    if pending:
+        lines.append(pending)
+    return lines
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java properties text: ``#``/``!`` comments, ``key=value`` or ``key:value``, escapes."""
+    props: dict[str, str] = {}
+    for line in _logical_lines(text):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        i = 0
+        while i < len(stripped) and stripped[i] not in "=:" and not stripped[i].isspace():
+            i += 2 if stripped[i] == "\\" else 1
+        key = stripped[:i]
+        rest = stripped[i:].lstrip()
+        if rest[:1] in ("=", ":"):
+            rest = rest[1:].lstrip()
+        props[_unescape(key)] = _unescape(rest)
+    return props
+
+
+def table_checksum(props: Mapping[str, str]) -> int:
+    """Hudi's table checksum: CRC32 of ``"<database>.<table>"`` (database may be empty)."""
+    name = f"{props.get('hoodie.database.name', '')}.{props['hoodie.table.name']}"
+    return zlib.crc32(name.encode("utf-8"))
+
+
+def format_properties(props: Mapping[str, str], now: dt.datetime | None = None) -> str:
+    """Render properties with unescaped values (hudi-rs reads them raw), checksum last."""
+    moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
+    lines = [f"#Properties saved on {moment.isoformat().replace('+00:00', 'Z')}"]
+    for key in sorted(k for k in props if k != CHECKSUM_KEY):
+        value = props[key]
+        if "\n" in value or "\r" in value:
+            value = value.replace("\r", "\\r").replace("\n", "\\n")
+        lines.append(f"{key}={value}")
+    lines.append(f"{CHECKSUM_KEY}={table_checksum(props)}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,145 @@
+"""The active timeline of a v6 table (read side): which instants exist and what they hold."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from airflow_lake_provider.lake import timeline_avro
+from airflow_lake_provider.lake.commit_metadata import CommitMetadata
+from airflow_lake_provider.lake.errors import CorruptTimelineFileError, InvalidInstantError
+from airflow_lake_provider.lake.instant import COMMIT_ACTIONS, Action, Instant, State
+
+HOODIE_DIR = ".hoodie"
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Every instant in ``.hoodie/`` at its latest state, in timeline order.
+
+    A completed compaction shows as a completed ``commit``; ``compaction_times`` remembers which
+    commits were compactions (their requested/inflight files say so).
+    """
+
+    base_path: Path
+    instants: tuple[Instant, ...]
+    compaction_times: frozenset[str] = frozenset()
+
+    @classmethod
+    def load(cls, base_path: str | os.PathLike[str]) -> Timeline:
+        base = Path(base_path)
+        latest: dict[str, Instant] = {}
+        compactions: set[str] = set()
+        with os.scandir(base / HOODIE_DIR) as entries:
+            for entry in entries:
+                if not entry.is_file():
+                    continue
+                instant = Instant.from_file_name(entry.name)
+                if instant is None:
+                    continue
+                if instant.action is Action.COMPACTION:
+                    compactions.add(instant.timestamp)
+                known = latest.get(instant.timestamp)
+                if known is None or instant.state > known.state:
+                    latest[instant.timestamp] = instant
+        return cls(base, tuple(sorted(latest.values())), frozenset(compactions))
+
+    # -- selections -------------------------------------------------------------------------
+    def filter(self, actions: Iterable[Action] | None = None, states: Iterable[State] | None = None) -> list[Instant]:
+        acts = set(actions) if actions is not None else None
+        sts = set(states) if states is not None else None
+        return [
+            i for i in self.instants if (acts is None or i.action in acts) and (sts is None or i.state in sts)
+        ]
+
+    @cached_property
+    def completed_commits(self) -> tuple[Instant, ...]:
+        """The commit timeline: completed commit, deltacommit and replacecommit instants."""
+        return tuple(self.filter(COMMIT_ACTIONS, [State.COMPLETED]))
+
+    @cached_property
+    def _committed_times(self) -> frozenset[str]:
+        return frozenset(i.timestamp for i in self.completed_commits)
+
+    @cached_property
+    def _all_times(self) -> frozenset[str]:
+        return frozenset(i.timestamp for i in self.instants)
+
+    @property
+    def pending(self) -> list[Instant]:
+        return [i for i in self.instants if not i.is_completed]
+
+    @property
+    def last_completed_commit(self) -> Instant | None:
+        return self.completed_commits[-1] if self.completed_commits else None
+
+    @property
+    def latest_time(self) -> str | None:
+        """The newest instant time of any action or state (new instants must be later)."""
+        return self.instants[-1].timestamp if self.instants else None
+
+    def get(self, timestamp: str) -> Instant | None:
+        for instant in self.instants:
+            if instant.timestamp == timestamp:
+                return instant
+        return None
+
+    def is_compaction(self, instant: Instant) -> bool:
+        return instant.timestamp in self.compaction_times
+
+    def is_committed(self, timestamp: str) -> bool:
+        """True if data stamped ``timestamp`` is visible: a completed write, or archived history.
+
+        Instants older than the whole active timeline were archived, and only completed instants are
+        ever archived; a missing time between active instants is a failed, removed write.
+        """
+        if timestamp in self._committed_times:
+            return True
+        if timestamp in self._all_times or not self.instants:
+            return False
+        return timestamp < self.instants[0].timestamp
+
+    def pending_compactions(self) -> list[Instant]:
+        return self.filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT])
+
+    def savepoints(self) -> list[Instant]:
+        return self.filter([Action.SAVEPOINT], [State.COMPLETED])
+
+    # -- contents ---------------------------------------------------------------------------
+    def path_of(self, instant: Instant) -> Path:
+        return self.base_path / HOODIE_DIR / instant.file_name
+
+    def read_bytes(self, instant: Instant) -> bytes:
+        return self.path_of(instant).read_bytes()
+
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        """The JSON metadata of a completed write instant."""
+        if instant.action not in COMMIT_ACTIONS or not instant.is_completed:
+            raise InvalidInstantError(f"{instant}: only completed commit actions carry commit metadata")
+        path = self.path_of(instant)
+        return CommitMetadata.from_json_bytes(path.read_bytes(), str(path))
+
+    def avro_record(self, instant: Instant) -> dict[str, Any]:
+        """The Avro record of a plan or metadata file (clean, compaction, rollback, savepoint...)."""
+        path = self.path_of(instant)
+        data = path.read_bytes()
+        if not data:
+            raise CorruptTimelineFileError(f"{path}: the Avro timeline file is empty")
+        return timeline_avro.read_avro(data, str(path))
+
+    def compaction_plan(self, timestamp: str) -> dict[str, Any]:
+        """The ``HoodieCompactionPlan`` of a compaction instant, pending or completed."""
+        requested = Instant(timestamp, State.REQUESTED, Action.COMPACTION)
+        return self.avro_record(requested)
+
+    def latest_schema(self) -> str | None:
+        """The table schema recorded by the newest completed commit that carries one."""
+        for instant in reversed(self.completed_commits):
+            schema = self.commit_metadata(instant).schema
+            if schema:
+                return schema
+        return None

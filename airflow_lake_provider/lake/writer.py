@@ -1,0 +1,418 @@
+"""Insert, upsert and delete of an Arrow batch into a COW or MOR table, one instant per call.
+
+Durable order: requested -> inflight -> (markers, then data files) -> completed. Readers only see
+files and log blocks of completed instants, so a crash at any earlier point leaves the table
+readable and unchanged; the markers name every file the failed instant wrote, for rollback.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from airflow_lake_provider.lake import log_format
+from airflow_lake_provider.lake.avro_schema import META_FIELDS, arrow_to_avro, avro_to_arrow, with_meta_fields
+from airflow_lake_provider.lake.commit_metadata import CommitMetadata, WriteStat, join_partition
+from airflow_lake_provider.lake.errors import SchemaError
+from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName, new_file_id, write_token
+from airflow_lake_provider.lake.fs_view import FileGroup, FileSlice, FileSystemView
+from airflow_lake_provider.lake.instant import Action
+from airflow_lake_provider.lake.partitioning import partition_paths, record_keys, write_partition_metadata
+from airflow_lake_provider.lake.reader import SliceReader, conform
+from airflow_lake_provider.lake.table import LakeTable
+from airflow_lake_provider.lake.table_config import MergeMode
+from airflow_lake_provider.lake.timeline import Timeline
+from airflow_lake_provider.lake.timeline_store import IOType
+
+log = logging.getLogger(__name__)
+
+# Internal columns carried alongside a batch while it is routed; never written.
+_KEY, _PART, _ORD = "__lake_key", "__lake_partition", "__lake_ordering"
+DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
+
+
+class Operation(str, Enum):
+    INSERT = "insert"
+    UPSERT = "upsert"
+    DELETE = "delete"
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    instant: str
+    action: str
+    operation: Operation
+    metadata: CommitMetadata
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    files: tuple[str, ...] = field(default=())
+
+
+FaultHook = Callable[[str], None]
+
+
+def _no_fault(_point: str) -> None:
+    return None
+
+
+def write(
+    table: LakeTable,
+    batch: pa.Table,
+    operation: Operation | str,
+    *,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    fault: FaultHook = _no_fault,
+) -> WriteResult:
+    """Write ``batch`` as one new instant and return what was committed.
+
+    ``fault`` is called at each durable step (``requested``, ``inflight``, ``file``, ``commit``) so
+    tests can inject a crash there.
+    """
+    operation = Operation(operation)
+    timeline = table.timeline()
+    data_schema = _check_batch(table, batch, operation, timeline)
+    rows = _route(table, batch, operation)
+    action = Action.DELTACOMMIT if table.config.is_mor else Action.COMMIT
+    instant = table.clock.next(after=timeline.latest_time)
+    # The avro schema of the table (data fields only), as recorded in every commit.
+    avro = arrow_to_avro(data_schema, f"{table.config.name}_record", f"hoodie.{table.config.name}")
+    full_schema = pa.schema([pa.field(m, pa.string()) for m in META_FIELDS] + list(data_schema))
+
+    requested = table.store.create_requested(instant, action)
+    fault("requested")
+    inflight_body = CommitMetadata(operation_type=operation.name, extra_metadata={"schema": json.dumps(avro)})
+    inflight = table.store.transition_to_inflight(requested, inflight_body.to_json_bytes())
+    fault("inflight")
+
+    job = _WriteJob(table, timeline, instant, full_schema, avro, operation, max_rows_per_file, fault)
+    stats = job.run(rows)
+    metadata = CommitMetadata(
+        operation_type=operation.name,
+        partition_to_write_stats=stats,
+        extra_metadata={"schema": json.dumps(avro)},
+    )
+    fault("commit")
+    table.store.transition_to_completed(inflight, metadata.to_json_bytes())
+    table.store.delete_markers(instant)
+    log.info(
+        "committed %s %s at %s: %d inserted, %d updated, %d deleted in %d files",
+        action.value, operation.value, instant, job.inserted, job.updated, job.deleted, len(job.files),
+    )
+    return WriteResult(instant, action.value, operation, metadata, job.inserted, job.updated, job.deleted,
+                       tuple(job.files))
+
+
+def _check_batch(table: LakeTable, batch: pa.Table, operation: Operation, timeline: Timeline) -> pa.Schema:
+    """Validate the batch against the table and return the table's data schema (Arrow)."""
+    cfg = table.config
+    required = list(cfg.record_key_fields) + list(cfg.partition_fields if cfg.is_partitioned else ())
+    required += [cfg.precombine_field] if cfg.precombine_field else []
+    missing = [c for c in required if c not in batch.column_names]
+    if missing:
+        raise SchemaError(f"batch is missing required column(s) {missing} (record key, partition, precombine)")
+    if cfg.precombine_field and batch.column(cfg.precombine_field).null_count:
+        raise SchemaError(f"precombine field {cfg.precombine_field!r} has null values")
+    data = pa.schema([f for f in batch.schema if f.name not in META_FIELDS and not f.name.startswith("__lake_")])
+    if not cfg.populate_meta_fields:
+        raise SchemaError(f"{table.base_path}: writing tables without meta fields is not supported")
+    existing = table.data_avro_schema(timeline)
+    if existing is None:
+        # Canonical types: what a reader of the recorded Avro schema will expect in the files.
+        return avro_to_arrow(arrow_to_avro(data, "probe", "probe"))
+    table_schema = pa.schema([f for f in avro_to_arrow(existing) if f.name not in META_FIELDS])
+    if operation is Operation.DELETE:
+        for name in data.names:
+            if name in table_schema.names:
+                _check_castable(batch.schema.field(name), table_schema.field(name))
+        return table_schema
+    extra = [n for n in data.names if n not in table_schema.names]
+    absent = [n for n in table_schema.names if n not in data.names]
+    if extra or absent:
+        raise SchemaError(
+            f"batch schema does not match the table: unknown column(s) {extra}, missing column(s) {absent}"
+        )
+    for name in data.names:
+        _check_castable(data.field(name), table_schema.field(name))
+    return table_schema
+
+
+def _check_castable(got: pa.Field, want: pa.Field) -> None:
+    if got.type == want.type:
+        return
+    ok = (
+        (pa.types.is_integer(got.type) and pa.types.is_integer(want.type) and got.type.bit_width <= want.type.bit_width)
+        or (pa.types.is_floating(got.type) and pa.types.is_floating(want.type))
+        or ({str(got.type), str(want.type)} <= {"string", "large_string"})
+        or (pa.types.is_timestamp(got.type) and pa.types.is_timestamp(want.type) and got.type.unit == want.type.unit)
+    )
+    if not ok:
+        raise SchemaError(f"column {got.name!r} has type {got.type}, the table stores {want.type}")
+
+
+def _dedupe(rows: pa.Table, event_time: bool) -> pa.Table:
+    """Keep one row per (partition, key): the largest ordering value, later rows winning ties."""
+    idx = pa.array(range(rows.num_rows), pa.int64())
+    tagged = rows.append_column("__lake_idx", idx)
+    sort = [(_PART, "ascending"), (_KEY, "ascending")]
+    sort += [(_ORD, "ascending")] if event_time else []
+    ordered = tagged.take(pc.sort_indices(tagged, sort_keys=[*sort, ("__lake_idx", "ascending")]))
+    if ordered.num_rows <= 1:
+        return ordered.drop_columns(["__lake_idx"])
+    k = pc.binary_join_element_wise(ordered.column(_PART), ordered.column(_KEY), "\x00").combine_chunks()
+    last = pa.concat_arrays([pc.not_equal(k.slice(0, len(k) - 1), k.slice(1)), pa.array([True])])
+    return ordered.filter(last).drop_columns(["__lake_idx"])
+
+
+def _route(table: LakeTable, batch: pa.Table, operation: Operation) -> pa.Table:
+    cfg = table.config
+    batch = batch.drop_columns([c for c in batch.column_names if c in META_FIELDS])
+    rows = batch.append_column(_KEY, record_keys(batch, cfg.record_key_fields))
+    rows = rows.append_column(_PART, partition_paths(batch, cfg))
+    if cfg.precombine_field:
+        rows = rows.append_column(_ORD, batch.column(cfg.precombine_field))
+    return _dedupe(rows, cfg.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(cfg.precombine_field))
+
+
+class _WriteJob:
+    """The data-file part of one write: index lookup, then new base files and log appends."""
+
+    def __init__(
+        self,
+        table: LakeTable,
+        timeline: Timeline,
+        instant: str,
+        schema: pa.Schema,
+        avro: dict,
+        operation: Operation,
+        max_rows_per_file: int,
+        fault: FaultHook,
+    ) -> None:
+        self.table, self.timeline, self.instant = table, timeline, instant
+        self.schema, self.avro, self.operation = schema, avro, operation
+        self.log_avro = with_meta_fields(avro)
+        self.max_rows = max(1, max_rows_per_file)
+        self.fault = fault
+        self.cfg = table.config
+        self.event_time = self.cfg.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(self.cfg.precombine_field)
+        self.inserted = self.updated = self.deleted = 0
+        self.files: list[str] = []
+        self.stats: dict[str, list[WriteStat]] = {}
+        self.file_counter = 0
+        pre = self.cfg.precombine_field
+        # Joins cannot carry a null-typed column, so a table without an ordering field uses int64 nulls.
+        self._ord_type = schema.field(pre).type if pre and pre in schema.names else pa.int64()
+
+    def run(self, rows: pa.Table) -> dict[str, tuple[WriteStat, ...]]:
+        partitions = sorted(set(rows.column(_PART).to_pylist()))
+        if not partitions:
+            return {}
+        view = self.table.file_system_view(self.timeline, partitions)
+        for partition in partitions:
+            part_rows = rows.filter(pc.equal(rows.column(_PART), partition))
+            self._write_partition(view, partition, part_rows)
+        return {p: tuple(s) for p, s in self.stats.items()}
+
+    # -- index ----------------------------------------------------------------------------------
+    def _current(self, view: FileSystemView, partition: str) -> tuple[dict[str, FileGroup], pa.Table]:
+        """Live keys of the partition: key, ordering value and owning file id."""
+        groups = {}
+        parts = []
+        wanted = list(self.cfg.record_key_fields) + ([self.cfg.precombine_field] if self.cfg.precombine_field else [])
+        fields = [self.schema.field("_hoodie_record_key")] + [self.schema.field(n) for n in dict.fromkeys(wanted)]
+        reader = SliceReader(self.table, self.timeline, pa.schema(fields))
+        for group in view.file_groups(partition):
+            if view.is_replaced(group):
+                continue
+            slice_ = view.merged_latest_slice(group)
+            if slice_ is None:
+                continue
+            live = reader.read_slice(slice_)
+            groups[group.file_id] = group
+            parts.append(
+                pa.table(
+                    {
+                        _KEY: reader.keys_of(live),
+                        _ORD: live.column(self.cfg.precombine_field) if self.cfg.precombine_field
+                        else pa.nulls(live.num_rows, self._ord_type),
+                        "__lake_fid": pa.array([group.file_id] * live.num_rows, pa.string()),
+                    }
+                )
+            )
+        if not parts:
+            return groups, pa.table({_KEY: pa.array([], pa.string()), _ORD: pa.array([], self._ord_type),
+                                     "__lake_fid": pa.array([], pa.string())})
+        return groups, pa.concat_tables(parts)
+
+    def _write_partition(self, view: FileSystemView, partition: str, rows: pa.Table) -> None:
+        groups, current = self._current(view, partition)
+        located = rows.join(current.rename_columns([_KEY, "__lake_cur", "__lake_fid"]), _KEY, join_type="left outer")
+        found = pc.is_valid(located.column("__lake_fid"))
+        new_rows = located.filter(pc.invert(found))
+        old_rows = located.filter(found)
+        if self.event_time and old_rows.num_rows:
+            # A version with a smaller ordering value than the stored one loses: drop it here.
+            wins = pc.greater_equal(old_rows.column(_ORD).cast(old_rows.column("__lake_cur").type),
+                                    old_rows.column("__lake_cur"))
+            old_rows = old_rows.filter(pc.fill_null(wins, True))
+        if self.operation is Operation.DELETE:
+            new_rows = new_rows.slice(0, 0)  # deleting an absent key does nothing
+        if new_rows.num_rows:
+            self._write_inserts(partition, new_rows)
+        for fid in sorted(set(old_rows.column("__lake_fid").to_pylist())):
+            group_rows = old_rows.filter(pc.equal(old_rows.column("__lake_fid"), fid))
+            if self.cfg.is_mor:
+                self._append_log(view, groups[fid], group_rows)
+            else:
+                self._rewrite_group(view, groups[fid], group_rows)
+
+    # -- files ----------------------------------------------------------------------------------
+    def _next_token(self) -> str:
+        self.file_counter += 1
+        return write_token(self.file_counter, 1, 0)
+
+    def _meta_rows(self, rows: pa.Table, partition: str, file_name: str) -> pa.Table:
+        n = rows.num_rows
+        start = self.inserted + self.updated
+        data = conform(rows.select([c for c in rows.column_names if not c.startswith("__lake_")]), pa.schema(
+            [f for f in self.schema if f.name not in META_FIELDS]))
+        meta = {
+            "_hoodie_commit_time": pa.array([self.instant] * n, pa.string()),
+            "_hoodie_commit_seqno": pa.array([f"{self.instant}_{self.file_counter}_{start + i}" for i in range(n)]),
+            "_hoodie_record_key": rows.column(_KEY).cast(pa.string()),
+            "_hoodie_partition_path": pa.array([partition] * n, pa.string()),
+            "_hoodie_file_name": pa.array([file_name] * n, pa.string()),
+        }
+        return pa.Table.from_arrays(list(meta.values()) + list(data.columns), schema=self.schema)
+
+    def _ensure_partition(self, partition: str) -> None:
+        depth = len(partition.split("/")) if partition else 0
+        write_partition_metadata(self.table.base_path, partition, self.instant, depth)
+
+    def _write_parquet(self, partition: str, name: str, table: pa.Table) -> int:
+        path = self.table.base_path / join_partition(partition, name)
+        keys = table.column("_hoodie_record_key")
+        meta = {b"hoodie_min_record_key": str(pc.min(keys).as_py() or "").encode(),
+                b"hoodie_max_record_key": str(pc.max(keys).as_py() or "").encode()}
+        table = table.replace_schema_metadata(meta)
+        pq.write_table(table, path, compression="snappy")
+        _fsync(path)
+        self.files.append(join_partition(partition, name))
+        self.fault("file")
+        return path.stat().st_size
+
+    def _write_inserts(self, partition: str, rows: pa.Table) -> None:
+        self._ensure_partition(partition)
+        for start in range(0, rows.num_rows, self.max_rows):
+            chunk = rows.slice(start, self.max_rows)
+            file_id = new_file_id()
+            name = BaseFileName.create(file_id, self._next_token(), self.instant).name
+            self.table.store.create_marker(self.instant, partition, name, IOType.CREATE)
+            out = self._meta_rows(chunk, partition, name)
+            size = self._write_parquet(partition, name, out)
+            self.inserted += chunk.num_rows
+            self._stat(WriteStat(file_id, partition, join_partition(partition, name), "null",
+                                 num_writes=chunk.num_rows, num_inserts=chunk.num_rows,
+                                 total_write_bytes=size, file_size_in_bytes=size))
+
+    def _rewrite_group(self, view: FileSystemView, group: FileGroup, changes: pa.Table) -> None:
+        """COW: write the group's full new row set as a new base file at this instant."""
+        slice_ = view.merged_latest_slice(group)
+        assert slice_ is not None and slice_.base_file is not None
+        reader = SliceReader(self.table, self.timeline, self.schema)
+        current = reader.read_slice(slice_)
+        keys = reader.keys_of(current)
+        changed = changes.column(_KEY).combine_chunks()
+        name = BaseFileName.create(group.file_id, self._next_token(), self.instant).name
+        self.table.store.create_marker(self.instant, group.partition, name, IOType.MERGE)
+        kept = current.filter(pc.invert(pc.is_in(keys, value_set=changed)))
+        kept = kept.set_column(4, "_hoodie_file_name", pa.array([name] * kept.num_rows, pa.string()))
+        parts = [kept]
+        deleted = updated = 0
+        if self.operation is Operation.DELETE:
+            deleted = changes.num_rows
+        else:
+            updated = changes.num_rows
+            parts.append(self._meta_rows(changes, group.partition, name))
+        out = pa.concat_tables(parts)
+        size = self._write_parquet(group.partition, name, out)
+        self.updated += updated
+        self.deleted += deleted
+        self._stat(WriteStat(group.file_id, group.partition, join_partition(group.partition, name),
+                             slice_.base_instant, num_writes=out.num_rows, num_deletes=deleted,
+                             num_update_writes=updated, total_write_bytes=size, file_size_in_bytes=size))
+
+    def _append_log(self, view: FileSystemView, group: FileGroup, changes: pa.Table) -> None:
+        """MOR: a new log file version of the group's newest slice with a data or delete block."""
+        newest = group.latest_slice  # may be a pending compaction's slice: Java semantics
+        merged = view.merged_latest_slice(group)
+        base_name = merged.base_file.file_name if merged is not None and merged.base_file else ""
+        version = max((f.name.version for f in newest.log_files), default=0) + 1
+        name = LogFileName.create(group.file_id, newest.base_instant, version, self._next_token()).name
+        self.table.store.create_marker(self.instant, group.partition, name, IOType.APPEND)
+        if self.operation is Operation.DELETE:
+            block = self._delete_block(changes, group.partition)
+            updated, deleted = 0, changes.num_rows
+        else:
+            records = self._meta_rows(changes, group.partition, group.file_id)  # Java: file id in logs
+            block = log_format.avro_data_block(records, self.log_avro, self.instant)
+            updated, deleted = changes.num_rows, 0
+        path = self.table.base_path / join_partition(group.partition, name)
+        offset, size = log_format.append_blocks(path, [block])
+        self.files.append(join_partition(group.partition, name))
+        self.fault("file")
+        self.updated += updated
+        self.deleted += deleted
+        self._stat(WriteStat(group.file_id, group.partition, join_partition(group.partition, name),
+                             newest.base_instant, num_writes=updated, num_deletes=deleted,
+                             num_update_writes=updated, total_write_bytes=size - offset, file_size_in_bytes=size,
+                             base_file=base_name, log_files=(name,), log_version=version, log_offset=offset))
+
+    def _delete_block(self, changes: pa.Table, partition: str) -> bytes:
+        ordering = self.cfg.precombine_field
+        ord_type = None
+        if ordering:
+            ord_type = _avro_primitive(self.schema.field(ordering).type)
+        # Event time: the delete's own ordering value (it won above). Commit time: the stored value,
+        # so Java, which compares ordering values even there, deletes too.
+        source = _ORD if self.event_time else "__lake_cur"
+        values = changes.column(source).to_pylist() if ordering else [None] * changes.num_rows
+        records = [
+            log_format.DeleteRecord(key, partition, value, ord_type if value is not None else None)
+            for key, value in zip(changes.column(_KEY).to_pylist(), values, strict=True)
+        ]
+        return log_format.delete_block(records, self.instant, self.log_avro)
+
+    def _stat(self, stat: WriteStat) -> None:
+        self.stats.setdefault(stat.partition_path, []).append(stat)
+
+
+def _avro_primitive(typ: pa.DataType) -> str:
+    if pa.types.is_int64(typ):
+        return "long"
+    if pa.types.is_integer(typ):
+        return "int"
+    if pa.types.is_float32(typ):
+        return "float"
+    if pa.types.is_floating(typ):
+        return "double"
+    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
+        return "string"
+    raise SchemaError(f"precombine field type {typ} cannot be written as a delete ordering value")
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

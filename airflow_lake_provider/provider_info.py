@@ -1,0 +1,24 @@
+"""Provider metadata read by Airflow's ProvidersManager (entry point ``apache_airflow_provider``).
+
+Keep this module free of Airflow imports: Airflow calls it while it discovers providers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_lake_provider import __version__
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Return the provider description Airflow expects (``package-name`` is the distribution name)."""
+    return {
+        "package-name": "airflow-lake-provider",
+        "name": "Lake (Apache Hudi table services)",
+        "description": "Runs Apache Hudi table services (clean, compaction, clustering) from Airflow.",
+        "versions": [__version__],
+        "hooks": [],
+        "operators": [],
+        "sensors": [],
+        "triggers": [],
+    }

@@ -1,0 +1,1 @@
+"""Airflow triggers of the lake provider."""

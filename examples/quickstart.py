@@ -1,0 +1,3 @@
+"""Quick start (placeholder until the real one is written)."""
+
+print("TODO")

@@ -1,0 +1,164 @@
+"""Test-wide set-up: environment for Airflow and Spark, Hypothesis profiles, shared fixtures.
+
+The environment block at the top runs when pytest loads this file, before any test module (and so
+before any ``import airflow``): Airflow reads ``AIRFLOW_HOME`` and its configuration once, at import.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import sysconfig
+import tempfile
+import zipfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_DIR = REPO_ROOT.parent / "shared"
+
+# --- Environment, before any Airflow import ---------------------------------------------------------
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="lake-airflow-home-"))
+_VENV_BIN = sysconfig.get_path("scripts")  # the running interpreter's bin/ (the venv's, under make)
+
+os.environ.update(
+    {
+        # A fresh home per session: its SQLite metadata DB, airflow.cfg and task logs.
+        "AIRFLOW_HOME": str(_AIRFLOW_HOME),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+        # Not Airflow's unit-test mode: it loads airflow's own unit_tests.cfg (Airflow's test DAGs
+        # folder, load_examples=True, ...), which is meant for Airflow's own test suite.
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        # local[2] must be JSON (or URI-encoded): an unencoded "local[2]" falls back to --master yarn.
+        "AIRFLOW_CONN_SPARK_DEFAULT": '{"conn_type": "spark", "host": "local[2]"}',
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        # spark-submit and the airflow CLI are looked up on PATH: use this venv's.
+        "PATH": os.pathsep.join([_VENV_BIN, *(p for p in os.environ.get("PATH", "").split(os.pathsep) if p)]),
+    }
+)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
+
+
+# --- Hypothesis profiles ----------------------------------------------------------------------------
+# "ci": reproducible (derandomized, no example database) and with no per-example deadline, since a
+# loaded 2-core CI machine makes timings noisy. "dev": random search with Hypothesis' defaults.
+# HYPOTHESIS_PROFILE picks one explicitly; otherwise CI=true selects "ci".
+settings.register_profile(
+    "ci",
+    derandomize=True,
+    deadline=None,
+    max_examples=50,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", deadline=None, max_examples=100)
+_IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if _IN_CI else "dev"))
+
+
+# --- Paths and data ---------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    """The checkout's root (the folder holding pyproject.toml)."""
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    """``shared/`` beside the checkout: docs, hudi-tables zips, Hudi avro schemas, compose-spec."""
+    if not SHARED_DIR.is_dir():
+        pytest.skip(f"shared data folder not found at {SHARED_DIR}")
+    return SHARED_DIR
+
+
+@pytest.fixture
+def hudi_table_zip(shared_dir: Path, tmp_path: Path) -> Callable[[str], Path]:
+    """Factory: ``hudi_table_zip("cow_v6_nonpartitioned")`` unzips that table and returns its dir.
+
+    Each zip holds one top-level table directory, and COW/MOR zips reuse the same inner names, so
+    every table goes into its own ``tmp_path/<name>/`` folder. ``__MACOSX/`` entries are skipped.
+    """
+
+    def extract(name: str) -> Path:
+        archive = shared_dir / "hudi-tables" / f"{name.removesuffix('.zip')}.zip"
+        if not archive.is_file():
+            raise FileNotFoundError(f"no such test table: {archive}")
+        dest = tmp_path / archive.stem
+        dest.mkdir()
+        with zipfile.ZipFile(archive) as zf:
+            for member in zf.infolist():
+                parts = Path(member.filename).parts
+                if not parts or parts[0] == "__MACOSX":
+                    continue
+                if member.filename.startswith("/") or ".." in parts:
+                    raise ValueError(f"unsafe path in {archive.name}: {member.filename}")
+                zf.extract(member, dest)
+        tops = [p for p in dest.iterdir() if p.is_dir()]
+        if len(tops) != 1:
+            raise ValueError(f"{archive.name} should hold one top-level directory, found {tops}")
+        return tops[0]
+
+    return extract
+
+
+# --- Spark ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One local[2] SparkSession for the whole test process (the JVM start takes 10-20 s).
+
+    Hive support with an embedded Derby metastore; warehouse and Derby home live under tmp.
+    """
+    from pyspark.sql import SparkSession
+
+    base = tmp_path_factory.mktemp("spark")
+    derby_home = base / "derby"
+    derby_home.mkdir()
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("airflow-lake-provider-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "2g")
+        .config("spark.sql.warehouse.dir", str(base / "warehouse"))
+        .config("spark.local.dir", str(base / "local"))
+        # Hive's default metastore URL names a relative "metastore_db": Derby puts it (and
+        # derby.log) under derby.system.home instead of the working directory.
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={derby_home}")
+        .enableHiveSupport()
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("WARN")
+    try:
+        yield session
+    finally:
+        session.stop()
+
+
+# --- Airflow ----------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """Create the SQLite metadata DB in this session's AIRFLOW_HOME (about 5-7 s); returns its path.
+
+    ``dag.test()`` needs the tables but does not create them. ``airflow.utils.db.initdb()`` builds
+    them from the ORM models on an empty DB (``resetdb()`` would drop and re-create them).
+    """
+    from airflow.utils.db import initdb
+
+    initdb()
+    return _AIRFLOW_HOME / "airflow.db"

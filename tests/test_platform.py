@@ -1,0 +1,174 @@
+"""The platform the project stands on: install layout, Spark, Airflow, and the core's import rule."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+# Imports every module of the table core with Airflow and Spark made unimportable, so any
+# ``import airflow``/``import pyspark`` reached from a core module fails with ImportError.
+_CORE_IMPORT_CHECK = textwrap.dedent(
+    """
+    import importlib, pkgutil, sys, traceback
+    for banned in ("airflow", "pyspark"):
+        sys.modules[banned] = None
+    import airflow_lake_provider.lake as core
+    names = [core.__name__]
+    failed = []
+    def onerror(name):
+        failed.append(name)
+        traceback.print_exc()
+    for info in pkgutil.walk_packages(core.__path__, core.__name__ + ".", onerror=onerror):
+        names.append(info.name)
+        try:
+            importlib.import_module(info.name)
+        except BaseException:
+            failed.append(info.name)
+            print(f"--- {info.name}", file=sys.stderr)
+            traceback.print_exc()
+    leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("airflow", "pyspark")
+                    and sys.modules[m] is not None)
+    print("\\n".join(names))
+    sys.exit(1 if failed or leaked else 0)
+    """
+)
+
+
+def test_core_imports_without_airflow_or_spark(repo_root: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", _CORE_IMPORT_CHECK],
+        cwd=repo_root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, f"core import failed:\n{proc.stdout}\n{proc.stderr}"
+    imported = proc.stdout.split()
+    assert imported[0] == "airflow_lake_provider.lake"
+    missing = _core_modules(repo_root) - set(imported)
+    assert not missing, f"walk_packages did not reach: {sorted(missing)}"
+
+
+def _core_modules(repo_root: Path) -> set[str]:
+    """Dotted names of the .py files under lake/ that sit in packages (folders with __init__.py)."""
+    lake = repo_root / "airflow_lake_provider" / "lake"
+    names = set()
+    for path in lake.rglob("*.py"):
+        subdirs = [d for d in path.parents if d.is_relative_to(lake) and d != lake]
+        if all((d / "__init__.py").is_file() for d in subdirs):
+            parts = path.relative_to(repo_root).with_suffix("").parts
+            names.add(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
+    return names
+
+
+def _record_mismatches(dist: metadata.Distribution, prefix: str) -> list[str]:
+    """Files under ``prefix`` whose content differs from the distribution's RECORD hash."""
+    bad = []
+    for row in csv.reader((dist.read_text("RECORD") or "").splitlines()):
+        path, digest = row[0], row[1] if len(row) > 1 else ""
+        if not path.startswith(prefix) or not digest:
+            continue
+        algo, _, expected = digest.partition("=")
+        data = Path(dist.locate_file(path)).read_bytes()
+        actual = base64.urlsafe_b64encode(hashlib.new(algo, data).digest()).rstrip(b"=").decode()
+        if actual != expected:
+            bad.append(path)
+    return bad
+
+
+def test_pyspark_code_matches_its_jars() -> None:
+    """The pyspark-client trap: pyspark-client 4.2.0 writes its files into the same pyspark/ folder."""
+    import pyspark
+
+    jars = Path(pyspark.__file__).parent / "jars"
+    cores = sorted(jars.glob("spark-core_*.jar"))
+    assert len(cores) == 1, f"expected one spark-core jar in {jars}, found {cores}"
+    jar_version = cores[0].stem.split("-")[-1]  # spark-core_2.13-4.3.0
+    assert pyspark.__version__ == jar_version
+    assert metadata.version("pyspark") == jar_version
+    overwritten = _record_mismatches(metadata.distribution("pyspark"), "pyspark/")
+    assert not overwritten, (
+        f"{len(overwritten)} pyspark files were overwritten (by pyspark-client?), e.g. {overwritten[:5]}; "
+        "fix: pip install --no-deps --force-reinstall pyspark==" + jar_version
+    )
+
+
+@pytest.mark.spark
+def test_spark_local_job(spark) -> None:
+    assert spark.sparkContext.master == "local[2]"
+    assert spark.range(1000).count() == 1000
+    # A Python-side job: starts Python workers with PYSPARK_PYTHON.
+    assert spark.sparkContext.parallelize(range(10), 2).map(lambda x: x * x).sum() == 285
+
+
+def test_provider_info_is_well_formed() -> None:
+    import jsonschema
+
+    from airflow_lake_provider import __version__
+    from airflow_lake_provider.provider_info import get_provider_info
+
+    info = get_provider_info()
+    assert info["package-name"] == "airflow-lake-provider"
+    assert info["versions"][0] == __version__ == metadata.version("airflow-lake-provider")
+    # Validate against the schema Airflow itself uses (shipped inside airflow-core).
+    schema_file = Path(importlib.util.find_spec("airflow").submodule_search_locations[0])
+    schema = json.loads((schema_file / "provider_info.schema.json").read_text())
+    jsonschema.validate(info, schema)
+    json.dumps(info)  # plain data only
+
+
+@pytest.mark.airflow
+def test_airflow_sees_the_provider() -> None:
+    from airflow.providers_manager import ProvidersManager
+
+    providers = ProvidersManager().providers
+    assert "airflow-lake-provider" in providers
+    assert providers["airflow-lake-provider"].version == "0.1.0"
+
+
+@pytest.mark.airflow
+@pytest.mark.slow
+def test_airflow_cli_lists_the_provider(tmp_path: Path) -> None:
+    """The CLI loads every provider's info; a malformed dict would crash it."""
+    airflow = Path(sys.executable).parent / "airflow"
+    proc = subprocess.run(
+        [str(airflow), "providers", "list", "-o", "json"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    listed = {p["package_name"]: p for p in json.loads(proc.stdout)}
+    assert listed["airflow-lake-provider"]["version"] == "0.1.0"
+
+
+@pytest.mark.airflow
+def test_smoke_dag_runs_under_dag_test(airflow_db: Path, repo_root: Path) -> None:
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    path = repo_root / "dags" / "example_smoke.py"
+    spec = importlib.util.spec_from_file_location("example_smoke_under_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    dr = module.dag.test()
+    assert dr.state == "success"
+    with create_session() as session:
+        states = dict(
+            session.query(TaskInstance.task_id, TaskInstance.state).filter(
+                TaskInstance.dag_id == "example_smoke", TaskInstance.run_id == dr.run_id
+            )
+        )
+    assert states == {"produce": "success", "double": "success"}

@@ -3,6 +3,12 @@
 #   make test      -> install into .venv, then run the whole test suite (what CI runs via .ci/run)
 # The install is shared and idempotent: it reruns only when pyproject.toml or constraints.txt change
 # (the stamp file's name carries a hash of both).
+# pyspark-client trap: apache-airflow-providers-apache-spark pulls in pyspark-client 4.2.0, which
+# writes into the same pyspark/ folder as pyspark 4.3.0 (uv installs both in parallel, so which file
+# wins varies). After the install, pyspark is uninstalled and installed again with --no-deps (from
+# uv's cache: under a second); never uninstall pyspark-client, that deletes shared files.
+# (`uv pip install --reinstall-package` would also work but implies a cache refresh: it rebuilds
+# pyspark's sdist, about 25 s.)
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
@@ -35,8 +41,9 @@ $(STAMP):
 	test -x $(PY) || $(PYTHON) -m venv $(VENV); \
 	$(PY) -m pip install $(PIP_QUIET) --disable-pip-version-check -c constraints.txt uv; \
 	$(UV) pip install --python $(PY) -c constraints.txt -e '.[test]'; \
-	echo "pyspark-client trap: putting pyspark's own files back over pyspark-client's"; \
-	$(UV) pip install --python $(PY) --no-deps --reinstall-package pyspark -c constraints.txt pyspark; \
+	echo "pyspark-client trap: reinstalling pyspark's own files over pyspark-client's"; \
+	$(UV) pip uninstall --python $(PY) pyspark; \
+	$(UV) pip install --python $(PY) --no-deps -c constraints.txt pyspark; \
 	rm -f $(VENV)/.install-*.stamp; touch $@; \
 	echo "install: $$(( $$(date +%s) - start )) s"
 

@@ -6,6 +6,7 @@ before any ``import airflow``): Airflow reads ``AIRFLOW_HOME`` and its configura
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -144,6 +145,9 @@ def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("WARN")
+    # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
+    # pytest has closed the streams its handlers write to ("--- Logging error ---").
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     try:
         yield session
     finally:

@@ -98,8 +98,8 @@ def test_pyspark_code_matches_its_jars() -> None:
     assert metadata.version("pyspark") == jar_version
     overwritten = _record_mismatches(metadata.distribution("pyspark"), "pyspark/")
     assert not overwritten, (
-        f"{len(overwritten)} pyspark files were overwritten (by pyspark-client?), e.g. {overwritten[:5]}; "
-        "fix: pip install --no-deps --force-reinstall pyspark==" + jar_version
+        f"{len(overwritten)} pyspark files overwritten (by pyspark-client?), e.g. {overwritten[:5]}; fix: "
+        f"`uv pip uninstall pyspark && uv pip install --no-deps pyspark=={jar_version}` (see Makefile)"
     )
 
 

@@ -172,3 +172,16 @@ def test_smoke_dag_runs_under_dag_test(airflow_db: Path, repo_root: Path) -> Non
             )
         )
     assert states == {"produce": "success", "double": "success"}
+
+
+def test_hudi_table_zip_and_hudi_rs(hudi_table_zip) -> None:
+    """The fixture unzips each table into its own folder (COW and MOR zips share inner names)."""
+    from hudi import HudiTableBuilder
+
+    cow = hudi_table_zip("cow_v6_nonpartitioned")
+    mor = hudi_table_zip("morparquet_v6_nonpartitioned")
+    assert cow.name == mor.name == "v6_nonpartitioned" and cow != mor
+    assert (cow / ".hoodie" / "hoodie.properties").is_file()
+    assert not any(p.name == "__MACOSX" for p in cow.parent.parent.rglob("*"))
+    batches = HudiTableBuilder.from_base_uri(str(cow)).build().read()
+    assert sum(b.num_rows for b in batches) == 4

@@ -13,8 +13,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake import spark_submit
+from airflow_lake_provider.lake.clean import run_clean
+from airflow_lake_provider.lake.clean_config import POLICY_KEYS, CleanConfig, CleanPolicy
+from airflow_lake_provider.lake.errors import CleanConfigError, LakeError
 from airflow_lake_provider.lake.reader import read_snapshot
+from airflow_lake_provider.lake.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.writer import Operation, write
 
@@ -53,6 +57,20 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("timeline", help="list instants (time, action, state)")
     p.add_argument("path")
     p.add_argument("--json", action="store_true")
+
+    p = sub.add_parser("clean", help="delete file versions no retained snapshot or savepoint needs")
+    p.add_argument("path")
+    p.add_argument("--policy", choices=[c.value for c in CleanPolicy])
+    p.add_argument("--retained", type=int, help="commits, file versions or hours to retain (per policy)")
+    p.add_argument("--option", action="append", default=[], metavar="K=V", help="any hoodie.clean* option")
+    p.add_argument("--dry-run", action="store_true", help="print the plan; write and delete nothing")
+    p.add_argument("--spark", action="store_true", help="list and delete on Spark (spark_jobs/clean.py)")
+    p.add_argument("--master", default="local[2]", help="Spark master for --spark")
+
+    p = sub.add_parser("savepoint", help="keep a commit's files from every clean")
+    p.add_argument("action", choices=["create", "delete"])
+    p.add_argument("path")
+    p.add_argument("--instant", required=True, help="the completed commit to (un)savepoint")
     return parser
 
 
@@ -99,7 +117,51 @@ def _cmd_timeline(args: argparse.Namespace) -> None:
         print(f"{row['time']}  {row['action']:<14} {row['state']}")
 
 
-_COMMANDS = {"init": _cmd_init, "write": _cmd_write, "read": _cmd_read, "timeline": _cmd_timeline}
+def _clean_options(args: argparse.Namespace) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in args.option:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CleanConfigError(f"--option {pair!r} is not K=V")
+        options[key.strip()] = value.strip()
+    if args.policy:
+        options[POLICY_KEYS[0]] = args.policy
+    if args.retained is not None:
+        options.update(CleanConfig.from_options(options).retention_option(args.retained))
+    return options
+
+
+def _cmd_clean(args: argparse.Namespace) -> None:
+    table = LakeTable.open(args.path)
+    options = _clean_options(args)
+    if args.spark:
+        job_args = ["--table", str(table.base_path)] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
+        result = spark_submit.submit("clean.py", job_args + (["--dry-run"] if args.dry_run else []), master=args.master)
+        if result.get("outcome") == "FAILED":
+            raise LakeError(str(result.get("error")))
+    else:
+        result = run_clean(table, options, dry_run=args.dry_run).to_dict()
+    print(json.dumps(result, indent=2))
+
+
+def _cmd_savepoint(args: argparse.Namespace) -> None:
+    table = LakeTable.open(args.path)
+    if args.action == "create":
+        point = create_savepoint(table, args.instant)
+        print(f"savepoint {point.instant}: {len(point.files)} files kept")
+    else:
+        delete_savepoint(table, args.instant)
+        print(f"savepoint {args.instant} deleted")
+
+
+_COMMANDS = {
+    "init": _cmd_init,
+    "write": _cmd_write,
+    "read": _cmd_read,
+    "timeline": _cmd_timeline,
+    "clean": _cmd_clean,
+    "savepoint": _cmd_savepoint,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

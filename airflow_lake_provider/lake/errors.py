@@ -53,3 +53,27 @@ class SchemaError(LakeError, ValueError):
 
 class UnsafePathError(LakeError, ValueError):
     """A path to delete or write lies outside the table base path or inside ``.hoodie/``."""
+
+
+class ServiceBusyError(LakeError):
+    """Another run of the same table service holds the table's lock."""
+
+
+class CleanConfigError(TableConfigError):
+    """A cleaner option has an unknown name or an invalid value."""
+
+
+class SavepointError(LakeError):
+    """A savepoint cannot be created or deleted at the instant asked for."""
+
+
+class CompactionError(LakeError):
+    """A compaction cannot be scheduled, executed or committed as asked."""
+
+
+class CompactionConfigError(CompactionError, ValueError):
+    """A ``hoodie.compact*`` option holds a value the compaction services do not accept."""
+
+
+class CompactionScheduleConflictError(CompactionError):
+    """No valid plan instant: it must follow every completed instant and precede every pending write."""

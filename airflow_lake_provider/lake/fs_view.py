@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -19,6 +19,7 @@ from airflow_lake_provider.lake.table_config import TableConfig
 from airflow_lake_provider.lake.timeline import HOODIE_DIR, Timeline
 
 _SKIPPED_TOP_LEVEL = {HOODIE_DIR, "_delta_log", "metadata"}
+Lister = Callable[[Sequence[str]], Mapping[str, Sequence[tuple[str, int]]]]
 
 
 @dataclass(frozen=True)
@@ -91,20 +92,32 @@ class FileSystemView:
     partitions: tuple[str, ...]
     replaced: dict[tuple[str, str], str] = field(default_factory=dict)
     pending_compaction: dict[tuple[str, str], str] = field(default_factory=dict)
+    # Base instant of the slice each pending compaction rewrites.
+    pending_compaction_base: dict[tuple[str, str], str] = field(default_factory=dict)
     uncommitted_files: tuple[str, ...] = ()
 
     @classmethod
     def build(
-        cls, config: TableConfig, timeline: Timeline, partitions: Iterable[str] | None = None
+        cls,
+        config: TableConfig,
+        timeline: Timeline,
+        partitions: Iterable[str] | None = None,
+        lister: Lister | None = None,
     ) -> FileSystemView:
+        """List ``partitions`` (default: all) and group their committed files.
+
+        ``lister`` may replace the local listing (e.g. to spread it over Spark executors): it maps
+        partition paths to ``(file name, size)`` pairs.
+        """
         base = timeline.base_path
         names = sorted(set(partitions)) if partitions is not None else list_partitions(base, config)
+        listing = lister(names) if lister is not None else {p: list_files(base / p if p else base) for p in names}
         pending = {i.timestamp for i in timeline.pending_compactions()}
         bases: dict[tuple[str, str], dict[str, BaseFile]] = defaultdict(dict)
         logs: dict[tuple[str, str], dict[str, list[LogFile]]] = defaultdict(lambda: defaultdict(list))
         uncommitted: list[str] = []
         for partition in names:
-            for name, size in _list_files(base / partition if partition else base):
+            for name, size in listing.get(partition, ()):
                 parsed_base = BaseFileName.parse(name)
                 if parsed_base is not None:
                     rel = f"{partition}/{name}" if partition else name
@@ -123,9 +136,14 @@ class FileSystemView:
                     )
                 else:
                     uncommitted.append(f"{partition}/{name}" if partition else name)
+        compacting = _pending_compaction_groups(timeline)
         groups: dict[tuple[str, str], FileGroup] = {}
         for key in set(bases) | set(logs):
             instants = set(bases.get(key, {})) | set(logs.get(key, {}))
+            if key in compacting:
+                # Java adds an empty slice at a pending compaction's instant, so writers append their
+                # logs against it (named with that instant) and readers fold it into the slice before.
+                instants.add(compacting[key][0])
             slices = tuple(
                 FileSlice(
                     key[0],
@@ -143,7 +161,8 @@ class FileSystemView:
             groups=groups,
             partitions=tuple(names),
             replaced=_replaced_file_groups(timeline),
-            pending_compaction=_pending_compaction_groups(timeline),
+            pending_compaction={k: v[0] for k, v in compacting.items()},
+            pending_compaction_base={k: v[1] for k, v in compacting.items()},
             uncommitted_files=tuple(sorted(uncommitted)),
         )
 
@@ -202,7 +221,8 @@ def list_partitions(base: Path, config: TableConfig) -> list[str]:
     return sorted(found)
 
 
-def _list_files(folder: Path) -> list[tuple[str, int]]:
+def list_files(folder: Path) -> list[tuple[str, int]]:
+    """Names and sizes of the files directly in ``folder`` (none if it does not exist)."""
     try:
         with os.scandir(folder) as entries:
             return [(e.name, e.stat().st_size) for e in entries if e.is_file()]
@@ -222,10 +242,12 @@ def _replaced_file_groups(timeline: Timeline) -> dict[tuple[str, str], str]:
     return replaced
 
 
-def _pending_compaction_groups(timeline: Timeline) -> dict[tuple[str, str], str]:
-    groups: dict[tuple[str, str], str] = {}
+def _pending_compaction_groups(timeline: Timeline) -> dict[tuple[str, str], tuple[str, str]]:
+    """(partition, file id) -> (pending compaction instant, base instant of the slice it rewrites)."""
+    groups: dict[tuple[str, str], tuple[str, str]] = {}
     for instant in timeline.pending_compactions():
         plan = timeline.compaction_plan(instant.timestamp)
         for op in plan.get("operations") or []:
-            groups[(op.get("partitionPath") or "", op["fileId"])] = instant.timestamp
+            key = (op.get("partitionPath") or "", op["fileId"])
+            groups[key] = (instant.timestamp, op.get("baseInstantTime") or "")
     return groups

@@ -11,7 +11,8 @@ from enum import Enum
 from airflow_lake_provider.lake.errors import InvalidInstantError
 
 INSTANT_FORMAT = "%Y%m%d%H%M%S"
-_INSTANT_RE = re.compile(r"^\d{14}(\d{3})?$")
+# ASCII digits only, whole string (``$`` would also accept a trailing newline, ``\d`` other scripts' digits).
+_INSTANT_RE = re.compile(r"[0-9]{14}(?:[0-9]{3})?")
 
 
 class Action(str, Enum):
@@ -45,7 +46,7 @@ _COMPLETES_AS = {Action.COMPACTION: Action.COMMIT, Action.LOGCOMPACTION: Action.
 
 def validate_instant_time(value: str) -> str:
     """Return ``value`` if it is a valid 17 (or 14) digit UTC instant time, else raise."""
-    if not isinstance(value, str) or not _INSTANT_RE.match(value):
+    if not isinstance(value, str) or not _INSTANT_RE.fullmatch(value):
         raise InvalidInstantError(f"instant time {value!r} is not 14 or 17 digits (yyyyMMddHHmmss[SSS])")
     try:
         dt.datetime.strptime(value[:14], INSTANT_FORMAT)
@@ -140,7 +141,7 @@ class Instant:
     def from_file_name(cls, name: str) -> Instant | None:
         """Parse a ``.hoodie/`` file name; ``None`` for files that are not timeline instants."""
         parts = name.split(".")
-        if len(parts) not in (2, 3) or not _INSTANT_RE.match(parts[0]):
+        if len(parts) not in (2, 3) or not _INSTANT_RE.fullmatch(parts[0]):
             return None
         time, rest = parts[0], parts[1:]
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -38,36 +39,46 @@ class DeleteItem:
 LogItem = DataItem | DeleteItem
 
 
+def _arange(start: int, n: int) -> pa.Array:
+    """int64 ``start, start + 1, ...`` (n values), built natively (``pa.array(range(...))`` is slow)."""
+    return pl.int_range(start, start + n, dtype=pl.Int64, eager=True).to_arrow()
+
+
+def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
 def _candidates(items: Sequence[LogItem], ordering_type: pa.DataType | None, ordering: str | None) -> pa.Table:
     keys, ords, natural, deletes, refs = [], [], [], [], []
     row_offset = 0
     for item in items:
         n = len(item.keys)
-        keys.append(item.keys)
+        keys.append(_flat(item.keys))
         if isinstance(item, DataItem):
             if ordering and ordering in item.table.column_names and ordering_type is not None:
-                ords.append(item.table.column(ordering).combine_chunks().cast(ordering_type))
+                col = _flat(item.table.column(ordering))
+                ords.append(col if col.type == ordering_type else col.cast(ordering_type))
             else:
                 ords.append(pa.nulls(n, ordering_type or pa.null()))
-            natural.append(pa.array([False] * n))
+            natural.append(pa.repeat(False, n))
             if IS_DELETED_FIELD in item.table.column_names:
-                flag = pc.fill_null(item.table.column(IS_DELETED_FIELD).combine_chunks(), False)
+                flag = pc.fill_null(_flat(item.table.column(IS_DELETED_FIELD)), False)
                 deletes.append(flag.cast(pa.bool_()))
             else:
-                deletes.append(pa.array([False] * n))
-            refs.append(pa.array(range(row_offset, row_offset + n), pa.int64()))
+                deletes.append(pa.repeat(False, n))
+            refs.append(_arange(row_offset, n))
             row_offset += n
         else:
-            ords.append(item.ordering.cast(ordering_type) if ordering_type is not None else pa.nulls(n))
-            natural.append(pc.is_null(item.ordering))
-            deletes.append(pa.array([True] * n))
-            refs.append(pa.array([-1] * n, pa.int64()))
+            ords.append(_flat(item.ordering).cast(ordering_type) if ordering_type is not None else pa.nulls(n))
+            natural.append(_flat(pc.is_null(item.ordering)))
+            deletes.append(pa.repeat(True, n))
+            refs.append(pa.repeat(pa.scalar(-1, pa.int64()), n))
     total = sum(len(k) for k in keys)
     return pa.table(
         {
             "key": pa.concat_arrays(keys) if keys else pa.array([], pa.string()),
             "ord": pa.concat_arrays(ords) if ords else pa.array([]),
-            "seq": pa.array(range(total), pa.int64()),
+            "seq": _arange(0, total),
             "natural": pa.concat_arrays(natural) if natural else pa.array([], pa.bool_()),
             "is_delete": pa.concat_arrays(deletes) if deletes else pa.array([], pa.bool_()),
             "ref": pa.concat_arrays(refs) if refs else pa.array([], pa.int64()),
@@ -98,7 +109,10 @@ def merge_slice(
     ordering: str | None,
     schema: pa.Schema,
 ) -> pa.Table:
-    """Merge ``items`` (in log order) onto ``base``; returns the live rows shaped as ``schema``."""
+    """Merge ``items`` (in log order) onto ``base``; returns the live rows shaped as ``schema``.
+
+    Rows come out as: the surviving base rows in base order, then the winning log rows by key.
+    """
     base = base if base is not None else schema.empty_table()
     base_keys = base_keys if base_keys is not None else pa.array([], pa.string())
     if not items:
@@ -110,34 +124,45 @@ def merge_slice(
     natural = cand.filter(cand.column("natural"))
     cleared = natural.group_by("key").aggregate([("seq", "max")]).rename_columns(["key", "cleared_at"])
     if cleared.num_rows:
-        cand = cand.join(cleared, "key", join_type="left outer")
-        cand = cand.filter(pc.greater(cand.column("seq"), pc.fill_null(cand.column("cleared_at"), -1)))
+        cleared_at = cleared.column("cleared_at").take(pc.index_in(cand.column("key"), value_set=cleared.column("key")))
+        cand = cand.filter(pc.greater(cand.column("seq"), pc.fill_null(cleared_at, -1)))
     sort = [("ord", "ascending"), ("seq", "ascending")] if event_time else [("seq", "ascending")]
     winners = _last_per_key(cand.select(["key", "ord", "seq", "is_delete", "ref"]), sort)
 
-    data = pa.concat_tables([i.table for i in items if isinstance(i, DataItem)]) if any(
-        isinstance(i, DataItem) for i in items
-    ) else schema.empty_table()
-    touched = pa.concat_arrays([winners.column("key").combine_chunks(), cleared.column("key").combine_chunks()])
-    base_untouched = base.filter(pc.invert(pc.is_in(base_keys, value_set=touched)))
-    keep_base = base_untouched
-    if event_time and winners.num_rows and base.num_rows:
-        # The base row survives a log version only with a strictly larger ordering value.
-        base_idx = pa.table({"key": base_keys, "bord": base.column(ordering).combine_chunks().cast(ordering_type),
-                             "bidx": pa.array(range(base.num_rows), pa.int64())})
-        if cleared.num_rows:
-            base_idx = base_idx.filter(pc.invert(pc.is_in(base_idx.column("key"), value_set=cleared.column("key"))))
-        duel = winners.join(base_idx, "key", join_type="inner")
-        base_wins = pc.fill_null(
-            pc.or_kleene(
-                pc.greater(duel.column("bord"), duel.column("ord")),
-                pc.and_(pc.is_null(duel.column("ord")), pc.is_valid(duel.column("bord"))),
-            ),
-            False,
-        )
-        keep_base = pa.concat_tables([base_untouched, base.take(duel.filter(base_wins).column("bidx"))])
-        beaten = duel.filter(base_wins).column("key")
-        winners = winners.filter(pc.invert(pc.is_in(winners.column("key"), value_set=beaten.combine_chunks())))
-    live = winners.filter(pc.invert(winners.column("is_delete")))
-    log_rows = data.take(live.column("ref"))
+    data_tables = [i.table for i in items if isinstance(i, DataItem)]
+    data = pa.concat_tables(data_tables) if data_tables else schema.empty_table()
+    winner_keys = _flat(winners.column("key"))
+    winner_alive = pc.invert(_flat(winners.column("is_delete")))
+    if base.num_rows:
+        # One hash probe of the base keys against the (unique) winner keys.
+        match = pc.index_in(base_keys, value_set=winner_keys)
+        matched = pc.is_valid(match)
+        cleared_keys = _flat(cleared.column("key"))
+        # A base row is gone if a natural-order delete cleared its key ...
+        keep = pc.invert(pc.is_in(base_keys, value_set=cleared_keys)) if cleared.num_rows else None
+        if event_time and winners.num_rows:
+            # ... and survives a log version only with a strictly larger ordering value.
+            bord = base.column(ordering)
+            bord = bord if bord.type == ordering_type else bord.cast(ordering_type)
+            word = winners.column("ord").take(match)  # null where there is no winner
+            base_wins = pc.and_(
+                matched,
+                pc.fill_null(
+                    pc.or_kleene(pc.greater(bord, word), pc.and_(pc.is_null(word), pc.is_valid(bord))), False
+                ),
+            )
+            survives = pc.or_(pc.invert(matched), base_wins)
+            keep = survives if keep is None else pc.and_(keep, survives)
+            duel_won = base_wins if cleared.num_rows == 0 else pc.and_(base_wins, keep)
+            if pc.any(duel_won).as_py():
+                beaten = pc.unique(_flat(match.filter(duel_won)))
+                beaten_mask = pc.is_in(_arange(0, winners.num_rows), value_set=beaten.cast(pa.int64()))
+                winner_alive = pc.and_(winner_alive, pc.invert(beaten_mask))
+        else:
+            untouched = pc.invert(matched)
+            keep = untouched if keep is None else pc.and_(keep, untouched)
+        keep_base = base.filter(keep)
+    else:
+        keep_base = base
+    log_rows = data.take(winners.column("ref").filter(winner_alive))
     return pa.concat_tables([keep_base, log_rows])

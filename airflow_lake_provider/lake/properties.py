@@ -35,6 +35,9 @@ def _logical_lines(text: str) -> list[str]:
     pending = ""
     for raw in text.splitlines():
         line = raw.lstrip() if pending else raw
+        if not pending and line.lstrip()[:1] in ("#", "!"):
+            lines.append(line)  # Java: a comment ends at its line break, even after a backslash
+            continue
         trailing = len(line) - len(line.rstrip("\\"))
         if trailing % 2 == 1:
             pending += line[:-1]

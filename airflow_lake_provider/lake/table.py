@@ -17,7 +17,7 @@ from airflow_lake_provider.lake.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from airflow_lake_provider.lake.fs_view import FileSystemView
+from airflow_lake_provider.lake.fs_view import FileSystemView, Lister
 from airflow_lake_provider.lake.instant import DEFAULT_CLOCK, InstantClock
 from airflow_lake_provider.lake.properties import parse_properties
 from airflow_lake_provider.lake.table_config import TableConfig, TableType
@@ -84,8 +84,10 @@ class LakeTable:
     def timeline(self) -> Timeline:
         return Timeline.load(self.base_path)
 
-    def file_system_view(self, timeline: Timeline | None = None, partitions: list[str] | None = None) -> FileSystemView:
-        return FileSystemView.build(self.config, timeline or self.timeline(), partitions)
+    def file_system_view(
+        self, timeline: Timeline | None = None, partitions: list[str] | None = None, lister: Lister | None = None
+    ) -> FileSystemView:
+        return FileSystemView.build(self.config, timeline or self.timeline(), partitions, lister)
 
     def data_avro_schema(self, timeline: Timeline | None = None, as_of: str | None = None) -> dict | None:
         """The table's Avro schema (data fields): newest commit's, else ``hoodie.table.create.schema``."""

@@ -32,7 +32,8 @@ class Timeline:
     @classmethod
     def load(cls, base_path: str | os.PathLike[str]) -> Timeline:
         base = Path(base_path)
-        latest: dict[str, Instant] = {}
+        # A savepoint shares its time with the commit it protects, so it is keyed apart.
+        latest: dict[tuple[str, bool], Instant] = {}
         compactions: set[str] = set()
         with os.scandir(base / HOODIE_DIR) as entries:
             for entry in entries:
@@ -43,9 +44,10 @@ class Timeline:
                     continue
                 if instant.action is Action.COMPACTION:
                     compactions.add(instant.timestamp)
-                known = latest.get(instant.timestamp)
+                key = (instant.timestamp, instant.action is Action.SAVEPOINT)
+                known = latest.get(key)
                 if known is None or instant.state > known.state:
-                    latest[instant.timestamp] = instant
+                    latest[key] = instant
         return cls(base, tuple(sorted(latest.values())), frozenset(compactions))
 
     # -- selections -------------------------------------------------------------------------
@@ -83,8 +85,9 @@ class Timeline:
         return self.instants[-1].timestamp if self.instants else None
 
     def get(self, timestamp: str) -> Instant | None:
+        """The instant at ``timestamp`` (savepoints, which share a commit's time, are not returned)."""
         for instant in self.instants:
-            if instant.timestamp == timestamp:
+            if instant.timestamp == timestamp and instant.action is not Action.SAVEPOINT:
                 return instant
         return None
 
@@ -102,6 +105,10 @@ class Timeline:
         if timestamp in self._all_times or not self.instants:
             return False
         return timestamp < self.instants[0].timestamp
+
+    def last_completed(self, action: Action) -> Instant | None:
+        done = self.filter([action], [State.COMPLETED])
+        return done[-1] if done else None
 
     def pending_compactions(self) -> list[Instant]:
         return self.filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT])

@@ -15,7 +15,6 @@ from importlib import resources
 from typing import Any
 
 import fastavro
-from fastavro.types import NamedSchemas  # noqa: F401  (documents the shape of named schemas)
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError
 
@@ -55,23 +54,50 @@ def load_schema_text(stem: str) -> dict[str, Any]:
     return json.loads(_COMMENT_RE.sub("", text))
 
 
+def _inline(node: Any, named: dict[str, Any], defined: set[str]) -> Any:
+    """Replace references to types defined in other files by their definitions (first use only).
+
+    A container file's header must carry a self-contained writer schema, or no reader can use it.
+    """
+    if isinstance(node, str):
+        if node in named and node not in defined:
+            return _inline(named[node], named, defined)
+        return node
+    if isinstance(node, list):
+        return [_inline(n, named, defined) for n in node]
+    if isinstance(node, dict):
+        if node.get("type") in ("record", "enum", "fixed") and "name" in node:
+            defined.add(node["name"])
+        out = dict(node)
+        if "fields" in out:
+            out["fields"] = [{**f, "type": _inline(f["type"], named, defined)} for f in out["fields"]]
+        for key in ("items", "values"):
+            if key in out:
+                out[key] = _inline(out[key], named, defined)
+        if isinstance(out.get("type"), (dict, list)):
+            out["type"] = _inline(out["type"], named, defined)
+        return out
+    return node
+
+
 @cache
-def _parsed() -> tuple[dict[str, Any], dict[str, Any]]:
+def _parsed() -> dict[str, Any]:
     named: dict[str, Any] = {}
     top: dict[str, Any] = {}
     for stem in _SCHEMA_FILES:
         raw = load_schema_text(stem)
-        parsed = fastavro.parse_schema(raw, named_schemas=named)
-        top[f"{raw.get('namespace', '')}.{raw['name']}".lstrip(".")] = parsed
-    return top, named
+        fastavro.parse_schema(raw, named_schemas=named)
+        top[f"{raw.get('namespace', '')}.{raw['name']}".lstrip(".")] = raw
+    expanded = {}
+    for full_name in list(top) + [n for n in named if n not in top]:
+        parsed = fastavro.parse_schema(top.get(full_name, named.get(full_name)), named_schemas=dict(named))
+        expanded[full_name] = fastavro.parse_schema(_inline(parsed, named, set()), _write_hint=True)
+    return expanded
 
 
 def schema(full_name: str) -> dict[str, Any]:
-    """The parsed schema of a Hudi timeline record, e.g. :data:`CLEANER_PLAN`."""
-    top, named = _parsed()
-    if full_name in top:
-        return top[full_name]
-    return named[full_name]
+    """The self-contained parsed schema of a Hudi timeline record, e.g. :data:`CLEANER_PLAN`."""
+    return _parsed()[full_name]
 
 
 def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:

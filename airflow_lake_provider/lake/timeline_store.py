@@ -8,14 +8,20 @@ half-written file and an existing file is never overwritten (a second writer get
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_lake_provider.lake.errors import CommitConflictError, InvalidStateTransitionError, UnsafePathError
+from airflow_lake_provider.lake.errors import (
+    CommitConflictError,
+    InvalidStateTransitionError,
+    ServiceBusyError,
+    UnsafePathError,
+)
 from airflow_lake_provider.lake.instant import Action, Instant, State, validate_instant_time
 from airflow_lake_provider.lake.properties import format_properties
 from airflow_lake_provider.lake.timeline import HOODIE_DIR
@@ -96,13 +102,14 @@ class TimelineStore:
         write_file_atomically(self.hoodie / PROPERTIES_FILE, format_properties(props).encode(), overwrite=True)
 
     # -- instants ---------------------------------------------------------------------------
-    def _states_present(self, timestamp: str) -> dict[State, Instant]:
+    def _states_present(self, timestamp: str, savepoint: bool = False) -> dict[State, Instant]:
+        """States of the instant at ``timestamp``; savepoints (which reuse a commit's time) apart."""
         found: dict[State, Instant] = {}
         prefix = timestamp + "."
         for name in os.listdir(self.hoodie):
             if name.startswith(prefix):
                 instant = Instant.from_file_name(name)
-                if instant is not None:
+                if instant is not None and (instant.action is Action.SAVEPOINT) == savepoint:
                     found[instant.state] = instant
         return found
 
@@ -125,12 +132,11 @@ class TimelineStore:
             raise InvalidStateTransitionError(
                 f"{instant.timestamp}: cannot move to inflight, it is already {max(present).name.lower()}"
             )
-        if instant.action is not Action.SAVEPOINT:
-            requested = present.get(State.REQUESTED)
-            if requested is None or requested.action is not instant.action:
-                raise InvalidStateTransitionError(
-                    f"{instant.timestamp}: no requested {instant.action.value} to move to inflight"
-                )
+        requested = present.get(State.REQUESTED)
+        if requested is None or requested.action is not instant.action:
+            raise InvalidStateTransitionError(
+                f"{instant.timestamp}: no requested {instant.action.value} to move to inflight"
+            )
         inflight = Instant(instant.timestamp, State.INFLIGHT, instant.action)
         write_file_atomically(self.hoodie / inflight.file_name, content, overwrite=False)
         return inflight
@@ -169,10 +175,41 @@ class TimelineStore:
                 removed.append(present[state].file_name)
         return removed
 
-    def remove_completed_savepoint(self, timestamp: str) -> None:
+    def create_savepoint(self, timestamp: str, content: bytes) -> Instant:
+        """Write ``<t>.savepoint.inflight`` then ``<t>.savepoint`` for the commit at ``timestamp``."""
+        present = self._states_present(timestamp, savepoint=True)
+        if State.COMPLETED in present:
+            raise CommitConflictError(f"{timestamp}: a savepoint already exists")
+        inflight = Instant(timestamp, State.INFLIGHT, Action.SAVEPOINT)
+        if State.INFLIGHT not in present:  # an interrupted create left it: finish it
+            write_file_atomically(self.hoodie / inflight.file_name, b"", overwrite=False)
+        completed = inflight.with_state(State.COMPLETED)
+        write_file_atomically(self.hoodie / completed.file_name, content, overwrite=False)
+        return completed
+
+    def remove_savepoint(self, timestamp: str) -> None:
         """Delete a savepoint's files (savepoints are the one completed instant users may drop)."""
+        present = self._states_present(timestamp, savepoint=True)
+        if not present:
+            raise InvalidStateTransitionError(f"{timestamp}: there is no savepoint at this instant")
         for state in (State.COMPLETED, State.INFLIGHT):
             (self.hoodie / Instant(timestamp, state, Action.SAVEPOINT).file_name).unlink(missing_ok=True)
+        _fsync_dir(self.hoodie)
+
+    @contextlib.contextmanager
+    def exclusive(self, service: str) -> Iterator[None]:
+        """Hold the table's lock for ``service`` (one clean, or one compaction, at a time)."""
+        folder = self.hoodie / ".aux"
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / f".lake-{service}.lock", "a+") as fh:
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ServiceBusyError(f"{self.base_path}: another {service} is running on this table") from None
+            try:
+                yield
+            finally:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
     # -- markers ----------------------------------------------------------------------------
     def marker_dir(self, timestamp: str) -> Path:

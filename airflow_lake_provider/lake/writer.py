@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake import log_format
 from airflow_lake_provider.lake.avro_schema import META_FIELDS, arrow_to_avro, avro_to_arrow, with_meta_fields
+from airflow_lake_provider.lake.base_file import write_base_file
 from airflow_lake_provider.lake.commit_metadata import CommitMetadata, WriteStat, join_partition
 from airflow_lake_provider.lake.errors import SchemaError
 from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName, new_file_id, write_token
-from airflow_lake_provider.lake.fs_view import FileGroup, FileSlice, FileSystemView
+from airflow_lake_provider.lake.fs_view import FileGroup, FileSystemView
 from airflow_lake_provider.lake.instant import Action
 from airflow_lake_provider.lake.partitioning import partition_paths, record_keys, write_partition_metadata
 from airflow_lake_provider.lake.reader import SliceReader, conform
@@ -300,15 +298,10 @@ class _WriteJob:
 
     def _write_parquet(self, partition: str, name: str, table: pa.Table) -> int:
         path = self.table.base_path / join_partition(partition, name)
-        keys = table.column("_hoodie_record_key")
-        meta = {b"hoodie_min_record_key": str(pc.min(keys).as_py() or "").encode(),
-                b"hoodie_max_record_key": str(pc.max(keys).as_py() or "").encode()}
-        table = table.replace_schema_metadata(meta)
-        pq.write_table(table, path, compression="snappy")
-        _fsync(path)
+        size = write_base_file(path, table)
         self.files.append(join_partition(partition, name))
         self.fault("file")
-        return path.stat().st_size
+        return size
 
     def _write_inserts(self, partition: str, rows: pa.Table) -> None:
         self._ensure_partition(partition)
@@ -409,10 +402,3 @@ def _avro_primitive(typ: pa.DataType) -> str:
         return "string"
     raise SchemaError(f"precombine field type {typ} cannot be written as a delete ordering value")
 
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

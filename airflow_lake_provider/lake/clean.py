@@ -1,0 +1,314 @@
+"""Running a clean: finish pending cleans, plan, persist the plan, delete, complete.
+
+Durable order: ``<t>.clean.requested`` (the plan) -> ``<t>.clean.inflight`` -> deletes ->
+``<t>.clean`` (metadata). A crash before completion leaves a pending clean that the next run
+finishes from its stored plan; it is never planned twice. Deleting a file that is already gone
+counts as deleted, so finishing twice is harmless.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from airflow_lake_provider.lake import timeline_avro
+from airflow_lake_provider.lake.clean_config import CleanConfig
+from airflow_lake_provider.lake.clean_planner import (
+    CleanPlan,
+    earliest_commit_to_retain,
+    partitions_to_scan,
+    plan_clean,
+)
+from airflow_lake_provider.lake.errors import UnsafePathError
+from airflow_lake_provider.lake.fs_view import Lister
+from airflow_lake_provider.lake.instant import Action, Instant, State
+from airflow_lake_provider.lake.savepoint import savepointed_files, savepoints
+from airflow_lake_provider.lake.table import LakeTable
+from airflow_lake_provider.lake.timeline import HOODIE_DIR, Timeline
+
+log = logging.getLogger(__name__)
+PARALLEL_DELETE_THRESHOLD = 64
+
+
+class Outcome(str, Enum):
+    CLEANED = "CLEANED"  # a clean instant completed
+    SCHEDULED = "SCHEDULED"  # a plan was written, not executed (mode schedule)
+    PLANNED = "PLANNED"  # dry run: the plan was computed, nothing written
+    NO_WORK = "NO_WORK"  # nothing to delete: no instant written
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    deleted: tuple[str, ...]
+    failed: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CleanResult:
+    outcome: Outcome
+    instant: str | None = None
+    plan: CleanPlan | None = None
+    deleted_files: int = 0
+    failed_files: int = 0
+    finished_pending: tuple[str, ...] = ()
+    duration_seconds: float = 0.0
+    reason: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (pushed to XCom, printed by the CLI and the Spark job)."""
+        summary = self.plan.summary() if self.plan else {}
+        return {
+            "outcome": self.outcome.value,
+            "instant": self.instant,
+            "earliest_commit_to_retain": (
+                self.plan.earliest_instant_to_retain.timestamp
+                if self.plan and self.plan.earliest_instant_to_retain else None
+            ),
+            "policy": self.plan.policy.value if self.plan else None,
+            "files_planned": self.plan.file_count if self.plan else 0,
+            "bytes_planned": sum(p["bytes"] for p in summary.values()),
+            "partitions": summary,
+            "deleted_files": self.deleted_files,
+            "failed_files": self.failed_files,
+            "finished_pending": list(self.finished_pending),
+            "duration_seconds": round(self.duration_seconds, 3),
+            "reason": self.reason,
+        }
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def clean_config(table: LakeTable, options: Mapping[str, object] | None = None) -> CleanConfig:
+    """Table properties, overridden by the caller's options."""
+    return CleanConfig.from_options(table.config.properties, options or {})
+
+
+def _last_clean(timeline: Timeline) -> Mapping[str, Any] | None:
+    last = timeline.last_completed(Action.CLEAN)
+    return timeline.avro_record(last) if last is not None else None
+
+
+def commits_since_last_clean(timeline: Timeline) -> int:
+    last = timeline.last_completed(Action.CLEAN)
+    return sum(1 for c in timeline.completed_commits if last is None or c.timestamp > last.timestamp)
+
+
+def plan(
+    table: LakeTable,
+    config: CleanConfig,
+    timeline: Timeline | None = None,
+    now: dt.datetime | None = None,
+    lister: Lister | None = None,
+) -> CleanPlan | None:
+    """Compute a clean plan (writes nothing). ``lister`` may replace local partition listing."""
+    timeline = timeline or table.timeline()
+    earliest = earliest_commit_to_retain(timeline, config, now or _now())
+    points = savepoints(timeline)
+    scan = partitions_to_scan(timeline, config, earliest, _last_clean(timeline), [sp.instant for sp in points])
+    if scan == []:
+        log.info("clean of %s: nothing to scan (earliest commit to retain: %s)", table.base_path, earliest)
+        return None
+    view = table.file_system_view(timeline, scan, lister)
+    log.info("clean of %s: scanned %d partitions, %d file groups", table.base_path, len(view.partitions),
+             len(view.groups))
+    extra = {"lake.policy": config.policy.value, "lake.savepoints": ",".join(sorted(sp.instant for sp in points))}
+    return plan_clean(view, config, earliest, frozenset(f for sp in points for f in sp.files), extra)
+
+
+def resolve_deletable(base_path: Path, relative: str) -> Path:
+    """The absolute path of a planned file; refuse anything outside the table or inside ``.hoodie/``."""
+    base = base_path.resolve()
+    target = (base / relative).resolve() if not os.path.isabs(relative) else Path(relative).resolve()
+    try:
+        rel = target.relative_to(base)
+    except ValueError:
+        raise UnsafePathError(f"refusing to delete {relative}: it is outside the table base path {base}") from None
+    if not rel.parts or rel.parts[0] == HOODIE_DIR:
+        raise UnsafePathError(f"refusing to delete {relative}: it is the table root or under {HOODIE_DIR}/")
+    return target
+
+
+def delete_files(base_path: Path, paths: Sequence[str], workers: int = 8) -> DeleteOutcome:
+    """Delete table-relative ``paths`` (all checked first); a file already gone counts as deleted."""
+    targets = [(p, resolve_deletable(base_path, p)) for p in paths]
+
+    def remove(item: tuple[str, Path]) -> tuple[str, bool]:
+        rel, target = item
+        try:
+            target.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            log.warning("could not delete %s: %s", target, exc)
+            return rel, False
+        return rel, True
+
+    if len(targets) >= PARALLEL_DELETE_THRESHOLD:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            results = list(pool.map(remove, targets))
+    else:
+        results = [remove(t) for t in targets]
+    return DeleteOutcome(tuple(r for r, ok in results if ok), tuple(r for r, ok in results if not ok))
+
+
+def clean_metadata(
+    plan: CleanPlan, instant: str, outcomes: Mapping[str, DeleteOutcome], started: float
+) -> dict[str, Any]:
+    """The ``HoodieCleanMetadata`` record of a finished clean."""
+    partitions = {}
+    for part, paths in plan.files_per_partition.items():
+        outcome = outcomes.get(part, DeleteOutcome((), tuple(paths)))
+        partitions[part] = {
+            "partitionPath": part,
+            "policy": plan.policy.value,
+            "deletePathPatterns": [p.rsplit("/", 1)[-1] for p in paths],
+            "successDeleteFiles": [p.rsplit("/", 1)[-1] for p in outcome.deleted],
+            "failedDeleteFiles": [p.rsplit("/", 1)[-1] for p in outcome.failed],
+            "isPartitionDeleted": False,
+        }
+    ecr = plan.earliest_instant_to_retain
+    return {
+        "startCleanTime": instant,
+        "timeTakenInMillis": int((time.monotonic() - started) * 1000),
+        "totalFilesDeleted": sum(len(o.deleted) for o in outcomes.values()),
+        "earliestCommitToRetain": ecr.timestamp if ecr else "",
+        "lastCompletedCommitTimestamp": plan.last_completed_commit,
+        "partitionMetadata": partitions,
+        "version": 2,
+        "bootstrapPartitionMetadata": None,
+        "extraMetadata": dict(plan.extra_metadata) or None,
+    }
+
+
+def pending_cleans(timeline: Timeline) -> list[Instant]:
+    return timeline.filter([Action.CLEAN], [State.REQUESTED, State.INFLIGHT])
+
+
+def stored_plan(table: LakeTable, timeline: Timeline, instant: Instant) -> CleanPlan:
+    requested = Instant(instant.timestamp, State.REQUESTED, Action.CLEAN)
+    return CleanPlan.from_avro(timeline.avro_record(requested), str(table.base_path))
+
+
+Deleter = Callable[[LakeTable, CleanPlan], Mapping[str, DeleteOutcome]]
+
+
+def local_deleter(table: LakeTable, plan: CleanPlan) -> dict[str, DeleteOutcome]:
+    # Validate every path of the plan before the first delete: a bad plan deletes nothing.
+    for paths in plan.files_per_partition.values():
+        for p in paths:
+            resolve_deletable(table.base_path, p)
+    return {part: delete_files(table.base_path, paths) for part, paths in plan.files_per_partition.items()}
+
+
+def execute_pending(
+    table: LakeTable, instant: Instant, timeline: Timeline, deleter: Deleter = local_deleter
+) -> CleanResult:
+    """Finish one requested or inflight clean from its stored plan."""
+    started = time.monotonic()
+    plan_ = stored_plan(table, timeline, instant)
+    for paths in plan_.files_per_partition.values():
+        for p in paths:
+            resolve_deletable(table.base_path, p)  # refuse before the instant moves on
+    if instant.state is State.REQUESTED:
+        instant = table.store.transition_to_inflight(instant, timeline.read_bytes(instant))
+    outcomes = deleter(table, plan_)
+    metadata = clean_metadata(plan_, instant.timestamp, outcomes, started)
+    table.store.transition_to_completed(instant, timeline_avro.write_avro(timeline_avro.CLEAN_METADATA, metadata))
+    deleted = sum(len(o.deleted) for o in outcomes.values())
+    failed = sum(len(o.failed) for o in outcomes.values())
+    log.info("clean %s of %s completed: %d files deleted, %d failed", instant.timestamp, table.base_path,
+             deleted, failed)
+    return CleanResult(Outcome.CLEANED, instant.timestamp, plan_, deleted, failed,
+                       duration_seconds=time.monotonic() - started)
+
+
+def run_clean(
+    table: LakeTable,
+    options: Mapping[str, object] | None = None,
+    *,
+    mode: str = "schedule_and_execute",
+    dry_run: bool = False,
+    now: dt.datetime | None = None,
+    instant: str | None = None,
+    deleter: Deleter = local_deleter,
+    lister: Lister | None = None,
+) -> CleanResult:
+    """One clean run. ``mode``: ``schedule``, ``execute`` or ``schedule_and_execute``.
+
+    Pending cleans are finished first (never re-planned). ``dry_run`` writes and deletes nothing and
+    returns the plan a run would make now. ``execute`` finishes ``instant`` or every pending clean.
+    """
+    if mode not in ("schedule", "execute", "schedule_and_execute"):
+        raise ValueError(f"unknown clean mode {mode!r}")
+    config = clean_config(table, options)
+    started = time.monotonic()
+    if dry_run:
+        timeline = table.timeline()
+        pending = pending_cleans(timeline)
+        if pending:
+            found = stored_plan(table, timeline, pending[0])
+            return CleanResult(Outcome.PLANNED, pending[0].timestamp, found, reason="a pending clean would be finished")
+        found = plan(table, config, timeline, now, lister)
+        return CleanResult(Outcome.PLANNED if found else Outcome.NO_WORK, None, found,
+                           duration_seconds=time.monotonic() - started,
+                           reason="" if found else "nothing to delete")
+    with table.store.exclusive("clean"):
+        timeline = table.timeline()
+        finished: list[str] = []
+        last: CleanResult | None = None
+        if mode != "schedule":
+            for pending in pending_cleans(timeline):
+                if instant is not None and pending.timestamp != instant:
+                    continue
+                last = execute_pending(table, pending, timeline, deleter)
+                finished.append(pending.timestamp)
+            if mode == "execute":
+                if last is None:
+                    return CleanResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started,
+                                       reason="no pending clean to execute")
+                return CleanResult(Outcome.CLEANED, last.instant, last.plan, last.deleted_files, last.failed_files,
+                                   tuple(finished), time.monotonic() - started)
+            timeline = table.timeline()
+        if pending_cleans(timeline) and not config.allow_multiple:
+            return _after_pending(last, finished, started, "a clean is pending and hoodie.clean.allow.multiple=false")
+        if commits_since_last_clean(timeline) < config.max_commits:
+            return _after_pending(
+                last, finished, started, f"fewer than {config.max_commits} commits since the last clean"
+            )
+        new_plan = plan(table, config, timeline, now, lister)
+        if new_plan is None:
+            return _after_pending(last, finished, started, "nothing to delete")
+        t = table.clock.next(after=timeline.latest_time)
+        requested = table.store.create_requested(
+            t, Action.CLEAN, timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(str(table.base_path)))
+        )
+        log.info("clean %s of %s planned: %d files in %d partitions", t, table.base_path, new_plan.file_count,
+                 len(new_plan.files_per_partition))
+        if mode == "schedule":
+            return CleanResult(Outcome.SCHEDULED, t, new_plan, finished_pending=tuple(finished),
+                               duration_seconds=time.monotonic() - started)
+        done = execute_pending(table, requested, table.timeline(), deleter)
+        return CleanResult(Outcome.CLEANED, t, new_plan, done.deleted_files, done.failed_files, tuple(finished),
+                           time.monotonic() - started)
+
+
+def _after_pending(last: CleanResult | None, finished: list[str], started: float, reason: str) -> CleanResult:
+    """Nothing new to plan (``reason``): report the pending cleans this run finished, if any."""
+    log.info("clean: no new plan: %s", reason)
+    if last is None:
+        return CleanResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
+    return CleanResult(Outcome.CLEANED, last.instant, last.plan, last.deleted_files, last.failed_files,
+                       tuple(finished), time.monotonic() - started, reason=reason)
+
+
+__all__ = ["CleanResult", "Outcome", "delete_files", "plan", "run_clean", "savepointed_files"]

@@ -1,0 +1,230 @@
+"""The clean planner (pure): which file slices a clean deletes, and which it must keep.
+
+Rules: services-semantics section 1. Never planned for deletion: a savepointed file, a slice a pending
+compaction reads or is forming, the latest slice of a file group, and (by commits or hours) the last
+slice before the earliest commit to retain, which a query started earlier may still be reading.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from airflow_lake_provider.lake.clean_config import CleanConfig, CleanPolicy
+from airflow_lake_provider.lake.fs_view import FileGroup, FileSlice, FileSystemView
+from airflow_lake_provider.lake.instant import (
+    COMMIT_ACTIONS,
+    Action,
+    Instant,
+    State,
+    format_instant,
+)
+from airflow_lake_provider.lake.timeline import Timeline
+
+PLAN_VERSION = 2
+# Pending instants that may still read or form file slices.
+_GUARDED_PENDING = frozenset({*COMMIT_ACTIONS, Action.COMPACTION, Action.LOGCOMPACTION})
+
+
+@dataclass(frozen=True)
+class CleanPlan:
+    """What one clean deletes: table-relative paths per partition (plus, not persisted, their sizes)."""
+
+    earliest_instant_to_retain: Instant | None
+    last_completed_commit: str
+    policy: CleanPolicy
+    files_per_partition: Mapping[str, tuple[str, ...]]
+    file_sizes: Mapping[str, int] = field(default_factory=dict, compare=False)
+    extra_metadata: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def file_count(self) -> int:
+        return sum(len(v) for v in self.files_per_partition.values())
+
+    def summary(self) -> dict[str, dict[str, int]]:
+        """Files and bytes per partition (bytes unknown for plans read back from the timeline: 0)."""
+        return {
+            part: {"files": len(paths), "bytes": sum(self.file_sizes.get(p, 0) for p in paths)}
+            for part, paths in sorted(self.files_per_partition.items())
+        }
+
+    def to_avro(self, base_path: str) -> dict[str, Any]:
+        """The ``HoodieCleanerPlan`` record (v2): absolute file paths, as Java writes them."""
+        ecr = self.earliest_instant_to_retain
+        return {
+            "earliestInstantToRetain": (
+                {"timestamp": ecr.timestamp, "action": ecr.action.value, "state": ecr.state.name} if ecr else None
+            ),
+            "lastCompletedCommitTimestamp": self.last_completed_commit,
+            "policy": self.policy.value,
+            "filesToBeDeletedPerPartition": {},
+            "version": PLAN_VERSION,
+            "filePathsToBeDeletedPerPartition": {
+                part: [{"filePath": f"{base_path.rstrip('/')}/{p}", "isBootstrapBaseFile": False} for p in paths]
+                for part, paths in self.files_per_partition.items()
+            },
+            "partitionsToBeDeleted": [],
+            "extraMetadata": dict(self.extra_metadata) or None,
+        }
+
+    @classmethod
+    def from_avro(cls, record: Mapping[str, Any], base_path: str) -> CleanPlan:
+        """Read a stored plan (ours or Java's, v1 file names or v2 paths) back as table-relative paths."""
+        ecr = record.get("earliestInstantToRetain")
+        earliest = None
+        if ecr and ecr.get("timestamp"):
+            earliest = Instant(ecr["timestamp"], State[ecr.get("state") or "COMPLETED"], Action(ecr["action"]))
+        files: dict[str, tuple[str, ...]] = {}
+        for part, infos in (record.get("filePathsToBeDeletedPerPartition") or {}).items():
+            files[part] = tuple(_relative(info.get("filePath") or "", base_path) for info in infos)
+        for part, names in (record.get("filesToBeDeletedPerPartition") or {}).items():
+            if part not in files:
+                files[part] = tuple(f"{part}/{n}" if part else n for n in names)
+        return cls(
+            earliest_instant_to_retain=earliest,
+            last_completed_commit=record.get("lastCompletedCommitTimestamp") or "",
+            policy=CleanPolicy(record.get("policy") or CleanPolicy.KEEP_LATEST_COMMITS.value),
+            files_per_partition=MappingProxyType(files),
+            extra_metadata=MappingProxyType(dict(record.get("extraMetadata") or {})),
+        )
+
+
+def _relative(path: str, base_path: str) -> str:
+    """Table-relative form of a plan path; anything else is returned as is for the executor to refuse."""
+    for prefix in ("file://", "file:"):
+        if path.startswith(prefix):
+            path = path[len(prefix):]
+            break
+    base = base_path.rstrip("/") + "/"
+    return path[len(base):] if path.startswith(base) else path
+
+
+def earliest_commit_to_retain(timeline: Timeline, config: CleanConfig, now: dt.datetime) -> Instant | None:
+    """The oldest commit whose view must stay readable, or ``None`` (nothing to clean by age)."""
+    commits = timeline.completed_commits
+    earliest: Instant | None = None
+    if config.policy is CleanPolicy.KEEP_LATEST_COMMITS:
+        if len(commits) > config.commits_retained:
+            earliest = commits[len(commits) - config.commits_retained]
+    elif config.policy is CleanPolicy.KEEP_LATEST_BY_HOURS:
+        cutoff = format_instant(now - dt.timedelta(hours=config.hours_retained))
+        earliest = next((c for c in commits if c.timestamp >= cutoff), None)
+    else:
+        return None
+    if earliest is None:
+        return None
+    # A pending write or service older than it may still need older slices: retain from before it.
+    pending = [i for i in timeline.pending if i.action in _GUARDED_PENDING and i.timestamp < earliest.timestamp]
+    if pending:
+        oldest = pending[0].timestamp
+        before = [c for c in commits if c.timestamp < oldest]
+        earliest = before[-1] if before else None
+    return earliest
+
+
+def partitions_to_scan(
+    timeline: Timeline,
+    config: CleanConfig,
+    earliest: Instant | None,
+    last_clean: Mapping[str, Any] | None,
+    savepoint_times: Iterable[str],
+) -> list[str] | None:
+    """Partitions worth listing: ``None`` means all of them, ``[]`` means there is nothing to clean.
+
+    Incremental mode only looks at partitions written by commits in [E0, E1): E0 the earliest commit the
+    last clean retained, E1 the new one. The first clean, a changed policy or a changed set of
+    savepoints (deleting one frees files in old partitions) scans everything.
+    """
+    if config.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
+        return None
+    if earliest is None:
+        return []
+    if not config.incremental or last_clean is None:
+        return None
+    previous = last_clean.get("earliestCommitToRetain") or ""
+    extra = last_clean.get("extraMetadata") or {}
+    if not previous or extra.get("lake.policy") != config.policy.value:
+        return None
+    if extra.get("lake.savepoints", "") != ",".join(sorted(savepoint_times)):
+        return None
+    touched: set[str] = set()
+    for instant in timeline.completed_commits:
+        if previous <= instant.timestamp < earliest.timestamp:
+            touched |= timeline.commit_metadata(instant).partitions
+    return sorted(touched)
+
+
+def plan_clean(
+    view: FileSystemView,
+    config: CleanConfig,
+    earliest: Instant | None,
+    savepointed: frozenset[str],
+    extra_metadata: Mapping[str, str] | None = None,
+) -> CleanPlan | None:
+    """The clean plan for the partitions in ``view``, or ``None`` when nothing would be deleted."""
+    if config.policy is not CleanPolicy.KEEP_LATEST_FILE_VERSIONS and earliest is None:
+        return None
+    files: dict[str, list[str]] = {}
+    sizes: dict[str, int] = {}
+    for group in view.file_groups():
+        doomed = _doomed_slices(view, group, config, earliest, savepointed)
+        for slice_ in doomed:
+            for f in slice_.files:
+                files.setdefault(group.partition, []).append(f.relative_path)
+                sizes[f.relative_path] = f.size
+    if not files:
+        return None
+    last = view.timeline.last_completed_commit
+    return CleanPlan(
+        earliest_instant_to_retain=earliest,
+        last_completed_commit=last.timestamp if last else "",
+        policy=config.policy,
+        files_per_partition=MappingProxyType({p: tuple(sorted(v)) for p, v in sorted(files.items())}),
+        file_sizes=MappingProxyType(sizes),
+        extra_metadata=MappingProxyType(dict(extra_metadata or {})),
+    )
+
+
+def _protected(slice_: FileSlice, savepointed: frozenset[str], view: FileSystemView) -> bool:
+    """Savepointed, or read or formed by a pending compaction."""
+    if any(f.relative_path in savepointed for f in slice_.files):
+        return True
+    group = (slice_.partition, slice_.file_id)
+    return slice_.base_instant in (view.pending_compaction.get(group), view.pending_compaction_base.get(group))
+
+
+def _doomed_slices(
+    view: FileSystemView,
+    group: FileGroup,
+    config: CleanConfig,
+    earliest: Instant | None,
+    savepointed: frozenset[str],
+) -> list[FileSlice]:
+    slices = list(group.slices)
+    replaced_at = view.replaced.get((group.partition, group.file_id))
+    if config.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
+        if replaced_at is not None:
+            return [s for s in slices if not _protected(s, savepointed, view)]
+        # A pending compaction's new slice counts as one of the versions kept.
+        budget = config.file_versions_retained - ((group.partition, group.file_id) in view.pending_compaction)
+        doomed = []
+        for slice_ in reversed(slices):
+            if _protected(slice_, savepointed, view):
+                continue
+            if budget > 0:
+                budget -= 1
+                continue
+            doomed.append(slice_)
+        return doomed
+    assert earliest is not None
+    e = earliest.timestamp
+    if replaced_at is not None and replaced_at < e:
+        return [s for s in slices if not _protected(s, savepointed, view)]
+    older = [s for s in slices if s.base_instant < e]
+    keep = {slices[-1].base_instant}
+    if older:
+        keep.add(older[-1].base_instant)  # a query that began before E may read it
+    return [s for s in older if s.base_instant not in keep and not _protected(s, savepointed, view)]

@@ -1,0 +1,120 @@
+"""Compaction configuration: Hudi's ``hoodie.compact*`` keys and defaults, validated once."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from airflow_lake_provider.lake.compaction_strategy import strategy_for
+from airflow_lake_provider.lake.errors import CompactionConfigError
+
+TRIGGER_KEY = "hoodie.compact.inline.trigger.strategy"
+MAX_DELTA_COMMITS_KEY = "hoodie.compact.inline.max.delta.commits"
+MAX_DELTA_SECONDS_KEY = "hoodie.compact.inline.max.delta.seconds"
+STRATEGY_KEY = "hoodie.compaction.strategy"
+LOG_SIZE_THRESHOLD_KEY = "hoodie.compaction.logfile.size.threshold"
+LOG_NUM_THRESHOLD_KEY = "hoodie.compaction.logfile.num.threshold"
+TARGET_IO_KEY = "hoodie.compaction.target.io"
+DAY_PARTITIONS_KEY = "hoodie.compaction.daybased.target.partitions"
+PARTITION_REGEX_KEY = "hoodie.compaction.partition.path.regex"
+
+STRATEGY_PACKAGE = "org.apache.hudi.table.action.compact.strategy"
+DEFAULT_STRATEGY = f"{STRATEGY_PACKAGE}.LogFileSizeBasedCompactionStrategy"
+
+
+class TriggerStrategy(str, Enum):
+    """When a compaction is due (``hoodie.compact.inline.trigger.strategy``)."""
+
+    NUM_COMMITS = "NUM_COMMITS"
+    NUM_COMMITS_AFTER_LAST_REQUEST = "NUM_COMMITS_AFTER_LAST_REQUEST"
+    TIME_ELAPSED = "TIME_ELAPSED"
+    NUM_AND_TIME = "NUM_AND_TIME"
+    NUM_OR_TIME = "NUM_OR_TIME"
+
+
+def _raw(options: Mapping[str, object], key: str) -> str | None:
+    value = options.get(key)
+    if value is None or str(value).strip() == "":
+        return None
+    return str(value).strip()
+
+
+def _int(options: Mapping[str, object], key: str, default: int) -> int:
+    raw = _raw(options, key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise CompactionConfigError(f"{key}={raw!r} is not a whole number") from None
+    if value < 0:
+        raise CompactionConfigError(f"{key}={value} must not be negative")
+    return value
+
+
+def _float(options: Mapping[str, object], key: str, default: float) -> float:
+    raw = _raw(options, key)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise CompactionConfigError(f"{key}={raw!r} is not a number") from None
+    if value < 0 or value != value:  # NaN never compares equal to itself
+        raise CompactionConfigError(f"{key}={raw} must be a non-negative number")
+    return value
+
+
+@dataclass(frozen=True)
+class CompactionConfig:
+    """Every knob the compaction trigger and planner read, with Hudi's defaults.
+
+    ``target_io_mb`` is Hudi's ``hoodie.compaction.target.io`` (MB per run); fractions are accepted
+    so small tables can exercise the bound.
+    """
+
+    trigger: TriggerStrategy = TriggerStrategy.NUM_COMMITS
+    max_delta_commits: int = 5
+    max_delta_seconds: int = 3600
+    strategy: str = DEFAULT_STRATEGY
+    log_size_threshold: int = 0
+    log_num_threshold: int = 0
+    target_io_mb: float = 512000.0
+    day_partitions: int = 10
+    partition_regex: str | None = None
+
+    @classmethod
+    def from_options(cls, *layers: Mapping[str, object]) -> CompactionConfig:
+        """Build from option layers, later ones overriding earlier (e.g. table properties, then user)."""
+        merged: dict[str, object] = {}
+        for layer in layers:
+            merged.update({k: v for k, v in layer.items() if v is not None})
+        trigger_raw = _raw(merged, TRIGGER_KEY)
+        trigger = TriggerStrategy.NUM_COMMITS
+        if trigger_raw is not None:
+            try:
+                trigger = TriggerStrategy(trigger_raw.upper())
+            except ValueError:
+                allowed = ", ".join(t.value for t in TriggerStrategy)
+                raise CompactionConfigError(f"{TRIGGER_KEY}={trigger_raw!r} is not one of {allowed}") from None
+        regex = _raw(merged, PARTITION_REGEX_KEY)
+        if regex is not None:
+            try:
+                re.compile(regex)
+            except re.error as exc:
+                raise CompactionConfigError(f"{PARTITION_REGEX_KEY}={regex!r} is not a valid regex: {exc}") from None
+        config = cls(
+            trigger=trigger,
+            max_delta_commits=_int(merged, MAX_DELTA_COMMITS_KEY, 5),
+            max_delta_seconds=_int(merged, MAX_DELTA_SECONDS_KEY, 3600),
+            strategy=_raw(merged, STRATEGY_KEY) or DEFAULT_STRATEGY,
+            log_size_threshold=_int(merged, LOG_SIZE_THRESHOLD_KEY, 0),
+            log_num_threshold=_int(merged, LOG_NUM_THRESHOLD_KEY, 0),
+            target_io_mb=_float(merged, TARGET_IO_KEY, 512000.0),
+            day_partitions=_int(merged, DAY_PARTITIONS_KEY, 10),
+            partition_regex=regex,
+        )
+        strategy_for(config)  # resolve now, so a misspelt name fails before anything is planned
+        return config

@@ -1,0 +1,32 @@
+"""Shared plumbing of the Spark entry scripts: session, logging and the one-line JSON result."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+from airflow_lake_provider.lake.spark_submit import RESULT_PREFIX
+
+
+def build_spark_session(app_name: str) -> Any:
+    """The session ``spark-submit`` configured (master, conf); UI and progress bars off for batch use."""
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.appName(app_name)
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+    spark.sparkContext.setLogLevel("WARN")
+    return spark
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def emit_result(result: dict[str, Any]) -> None:
+    """Print the job's result as one JSON line (the hook reads the last line with this prefix)."""
+    print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)

@@ -1,0 +1,89 @@
+"""Spark entry script of the clean service, for large tables.
+
+Partition listing and deletes are spread over the executors, one task per partition; planning and
+every timeline transition stay on the driver, in the table core.
+
+    spark-submit spark_jobs/clean.py --table PATH [--option k=v ...] [--mode M] [--dry-run] [--instant T]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from spark_jobs._common import build_spark_session, emit_result, setup_logging
+
+from airflow_lake_provider.lake.clean import DeleteOutcome, delete_files, run_clean
+from airflow_lake_provider.lake.clean_planner import CleanPlan
+from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake.fs_view import list_files
+from airflow_lake_provider.lake.table import LakeTable
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="clean.py", description=__doc__)
+    parser.add_argument("--table", required=True, help="table base path")
+    parser.add_argument("--option", action="append", default=[], help="cleaner option k=v (repeatable)")
+    parser.add_argument("--mode", default="schedule_and_execute", choices=["schedule", "execute", "schedule_and_execute"])
+    parser.add_argument("--instant", help="with --mode execute: the pending clean to finish")
+    parser.add_argument("--dry-run", action="store_true")
+    return parser.parse_args(argv)
+
+
+def options_of(pairs: Sequence[str]) -> dict[str, str]:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--option {pair!r} is not k=v")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
+    sc = spark.sparkContext
+    table = LakeTable.open(args.table)
+    base = str(table.base_path)
+
+    def lister(partitions: Sequence[str]) -> Mapping[str, Sequence[tuple[str, int]]]:
+        if not partitions:
+            return {}
+        rdd = sc.parallelize(list(partitions), min(len(partitions), sc.defaultParallelism * 4))
+        return dict(rdd.map(lambda p: (p, list_files(Path(base) / p if p else Path(base)))).collect())
+
+    def deleter(tbl: LakeTable, plan: CleanPlan) -> dict[str, DeleteOutcome]:
+        items = list(plan.files_per_partition.items())
+        if not items:
+            return {}
+        rdd = sc.parallelize(items, min(len(items), sc.defaultParallelism * 4))
+        return dict(rdd.map(lambda kv: (kv[0], delete_files(Path(base), kv[1]))).collect())
+
+    result = run_clean(
+        table, options_of(args.option), mode=args.mode, dry_run=args.dry_run, instant=args.instant,
+        deleter=deleter, lister=lister,
+    )
+    return result.to_dict()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    setup_logging()
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    spark = build_spark_session("lake-clean")
+    try:
+        emit_result(run(args, spark))
+    except LakeError as exc:
+        emit_result({"outcome": "FAILED", "error": str(exc)})
+        return 1
+    finally:
+        spark.stop()
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -16,7 +16,14 @@ import pyarrow.parquet as pq
 from airflow_lake_provider.lake import spark_submit
 from airflow_lake_provider.lake.clean import run_clean
 from airflow_lake_provider.lake.clean_config import POLICY_KEYS, CleanConfig, CleanPolicy
-from airflow_lake_provider.lake.errors import CleanConfigError, LakeError
+from airflow_lake_provider.lake.compaction import Outcome, execute_compaction, schedule_compaction
+from airflow_lake_provider.lake.compaction_config import STRATEGY_KEY
+from airflow_lake_provider.lake.errors import (
+    CleanConfigError,
+    CompactionConfigError,
+    CompactionError,
+    LakeError,
+)
 from airflow_lake_provider.lake.reader import read_snapshot
 from airflow_lake_provider.lake.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.table import LakeTable
@@ -66,6 +73,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--dry-run", action="store_true", help="print the plan; write and delete nothing")
     p.add_argument("--spark", action="store_true", help="list and delete on Spark (spark_jobs/clean.py)")
     p.add_argument("--master", default="local[2]", help="Spark master for --spark")
+
+    p = sub.add_parser("compact", help="schedule and/or execute a compaction of a merge-on-read table")
+    p.add_argument("path")
+    p.add_argument("--mode", required=True, choices=["schedule", "execute", "run"],
+                   help="schedule a plan, execute a pending plan, or both (run)")
+    p.add_argument("--instant", help="schedule: the plan's time; execute: the pending compaction to run")
+    p.add_argument("--strategy", help="hoodie.compaction.strategy (class name or short name)")
+    p.add_argument("--option", action="append", default=[], metavar="K=V", help="any hoodie.compact* option")
+    p.add_argument("--force", action="store_true", help="schedule even if the trigger strategy is not due")
+    p.add_argument("--dry-run", action="store_true", help="print what would be planned or executed")
+    p.add_argument("--spark", action="store_true", help="execute the operations on Spark")
 
     p = sub.add_parser("savepoint", help="keep a commit's files from every clean")
     p.add_argument("action", choices=["create", "delete"])
@@ -144,6 +162,36 @@ def _cmd_clean(args: argparse.Namespace) -> None:
     print(json.dumps(result, indent=2))
 
 
+def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in args.option:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CompactionConfigError(f"--option {pair!r} is not K=V")
+        options[key.strip()] = value.strip()
+    if args.strategy:
+        options[STRATEGY_KEY] = args.strategy
+    return options
+
+
+def _cmd_compact(args: argparse.Namespace) -> None:
+    table = LakeTable.open(args.path)
+    if args.spark:
+        raise CompactionError("lake compact --spark is not available yet; run it without --spark")
+    options = _compaction_options(args)
+    summary: dict[str, object] = {"mode": args.mode}
+    if args.mode == "execute":
+        executed = execute_compaction(table, args.instant, dry_run=args.dry_run)
+        summary.update(outcome=executed.outcome.value, execute=executed.to_json())
+    else:
+        scheduled = schedule_compaction(table, options, dry_run=args.dry_run, instant=args.instant, force=args.force)
+        summary.update(outcome=scheduled.outcome.value, schedule=scheduled.to_json())
+        if args.mode == "run" and scheduled.outcome is Outcome.SCHEDULED and not args.dry_run:
+            executed = execute_compaction(table, scheduled.instant)
+            summary.update(outcome=executed.outcome.value, execute=executed.to_json())
+    print(json.dumps(summary, indent=2))
+
+
 def _cmd_savepoint(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     if args.action == "create":
@@ -161,6 +209,7 @@ _COMMANDS = {
     "timeline": _cmd_timeline,
     "clean": _cmd_clean,
     "savepoint": _cmd_savepoint,
+    "compact": _cmd_compact,
 }
 
 

@@ -112,8 +112,16 @@ class SliceReader:
         return DeleteItem(pa.array([r.record_key for r in records], pa.string()), ords)
 
     def read_slice(self, slice_: FileSlice) -> pa.Table:
-        base = self.read_base(slice_)
-        items = self.log_items(slice_.log_files) if slice_.log_files else []
+        if slice_.base_file is not None and slice_.log_files:
+            # The parquet read and the log decoding are independent and both release the GIL:
+            # overlap them.
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                pending_base = pool.submit(self.read_base, slice_)
+                items = self.log_items(slice_.log_files)
+                base = pending_base.result()
+        else:
+            base = self.read_base(slice_)
+            items = self.log_items(slice_.log_files) if slice_.log_files else []
         if not items:
             return base if base is not None else self.schema.empty_table()
         base_keys = self.keys_of(base) if base is not None else None

@@ -148,13 +148,20 @@ def _check_castable(got: pa.Field, want: pa.Field) -> None:
     if got.type == want.type:
         return
     ok = (
-        (pa.types.is_integer(got.type) and pa.types.is_integer(want.type) and got.type.bit_width <= want.type.bit_width)
+        (pa.types.is_integer(got.type) and pa.types.is_integer(want.type) and _int_fits(got.type, want.type))
         or (pa.types.is_floating(got.type) and pa.types.is_floating(want.type))
         or ({str(got.type), str(want.type)} <= {"string", "large_string"})
         or (pa.types.is_timestamp(got.type) and pa.types.is_timestamp(want.type) and got.type.unit == want.type.unit)
     )
     if not ok:
         raise SchemaError(f"column {got.name!r} has type {got.type}, the table stores {want.type}")
+
+
+def _int_fits(got: pa.DataType, want: pa.DataType) -> bool:
+    """Every value of integer type ``got`` fits ``want`` (uint64 does not fit int64, int8 not uint8)."""
+    if pa.types.is_signed_integer(got) == pa.types.is_signed_integer(want):
+        return got.bit_width <= want.bit_width
+    return pa.types.is_unsigned_integer(got) and got.bit_width < want.bit_width
 
 
 def _dedupe(rows: pa.Table, event_time: bool) -> pa.Table:

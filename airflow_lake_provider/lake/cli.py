@@ -184,7 +184,9 @@ def _cmd_compact(args: argparse.Namespace) -> None:
         executed = execute_compaction(table, args.instant, dry_run=args.dry_run)
         summary.update(outcome=executed.outcome.value, execute=executed.to_json())
     else:
-        scheduled = schedule_compaction(table, options, dry_run=args.dry_run, instant=args.instant, force=args.force)
+        scheduled = schedule_compaction(
+            table, options, dry_run=args.dry_run, instant=args.instant, force=args.force
+        )
         summary.update(outcome=scheduled.outcome.value, schedule=scheduled.to_json())
         if args.mode == "run" and scheduled.outcome is Outcome.SCHEDULED and not args.dry_run:
             executed = execute_compaction(table, scheduled.instant)

@@ -131,7 +131,9 @@ def plan_instant(table: LakeTable, timeline: Timeline, requested: str | None = N
     """
     writes = [i.timestamp for i in timeline.pending if i.action in COMMIT_ACTIONS]
     others = [i.timestamp for i in timeline.instants if i.timestamp not in writes]
-    instant = validate_instant_time(requested) if requested else table.clock.next(after=max(others, default=None))
+    instant = (
+        validate_instant_time(requested) if requested else table.clock.next(after=max(others, default=None))
+    )
     completed = [i.timestamp for i in timeline.instants if i.is_completed]
     last_completed = max(completed, default=None)
     if any(i.timestamp == instant for i in timeline.instants):
@@ -168,7 +170,9 @@ def schedule_compaction(
     config = _config(options)
     now = now or dt.datetime.now(dt.timezone.utc)
     if not table.config.is_mor:
-        return ScheduleResult(Outcome.NO_WORK, reason=f"{table.base_path} is copy-on-write; nothing to compact")
+        return ScheduleResult(
+            Outcome.NO_WORK, reason=f"{table.base_path} is copy-on-write; nothing to compact"
+        )
     with table.store.exclusive(SCHEDULE_LOCK):
         timeline = table.timeline()
         trigger = trigger_state(timeline, config, now)
@@ -177,18 +181,26 @@ def schedule_compaction(
             return ScheduleResult(Outcome.NO_WORK, reason=f"not due: {trigger.reason}", dry_run=dry_run)
         plan = plan_compaction(timeline, table.file_system_view(timeline), config, now=now)
         if plan is None:
-            return ScheduleResult(Outcome.NO_WORK, reason=f"no file slice selected by {config.strategy}",
-                                  dry_run=dry_run)
+            return ScheduleResult(
+                Outcome.NO_WORK, reason=f"no file slice selected by {config.strategy}", dry_run=dry_run
+            )
         if not table.config.populate_meta_fields:
-            raise CompactionError(f"{table.base_path}: compacting tables without meta fields is not supported")
+            raise CompactionError(
+                f"{table.base_path}: compacting tables without meta fields is not supported"
+            )
         c = plan_instant(table, timeline, instant)
         plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
         if dry_run:
             return ScheduleResult(Outcome.SCHEDULED, c, plan, trigger.reason, dry_run=True)
         body = timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan.to_avro())
         table.store.create_requested(c, Action.COMPACTION, body)
-    log.info("compaction %s of %s scheduled: %d file groups, %.3f MB IO", c, table.base_path,
-             len(plan.operations), plan.total_io_mb)
+    log.info(
+        "compaction %s of %s scheduled: %d file groups, %.3f MB IO",
+        c,
+        table.base_path,
+        len(plan.operations),
+        plan.total_io_mb,
+    )
     return ScheduleResult(Outcome.SCHEDULED, c, plan, trigger.reason)
 
 
@@ -217,14 +229,17 @@ def plan_slice(table: LakeTable, op: CompactionOperation) -> FileSlice:
             return (folder / name).stat().st_size
         except FileNotFoundError:
             raise CompactionError(
-                f"compaction of file group {op.file_id}: planned file {join_partition(op.partition, name)} is missing"
+                f"compaction of file group {op.file_id}: planned file "
+                f"{join_partition(op.partition, name)} is missing"
             ) from None
 
     base = None
     if op.data_file_name:
         parsed = BaseFileName.parse(op.data_file_name)
         if parsed is None:
-            raise CompactionError(f"compaction plan names {op.data_file_name!r}, which is not a base file name")
+            raise CompactionError(
+                f"compaction plan names {op.data_file_name!r}, which is not a base file name"
+            )
         base = BaseFile(op.partition, parsed, size_of(op.data_file_name))
     logs = []
     for name in op.delta_file_names:
@@ -258,15 +273,26 @@ def execute_operation(
     items = reader.log_items(slice_.log_files)
     base_keys = reader.keys_of(base) if base is not None else pa.array([], pa.string())
     if items:
-        merged = merge_slice(base, base_keys, items, mode=table.config.merge_mode,
-                             ordering=table.config.precombine_field, schema=schema)
+        merged = merge_slice(
+            base,
+            base_keys,
+            items,
+            mode=table.config.merge_mode,
+            ordering=table.config.precombine_field,
+            schema=schema,
+        )
     else:
         merged = base if base is not None else schema.empty_table()
     name = BaseFileName.create(op.file_id, token or write_token(), instant).name
     # An empty result still gets a base file: it ends the old slice, so its rows stay deleted.
-    table.store.create_marker(instant, op.partition, name, IOType.MERGE if base is not None else IOType.CREATE)
-    out = merged.set_column(merged.schema.get_field_index(FILE_NAME_COLUMN), FILE_NAME_COLUMN,
-                            pa.array([name] * merged.num_rows, pa.string()))
+    table.store.create_marker(
+        instant, op.partition, name, IOType.MERGE if base is not None else IOType.CREATE
+    )
+    out = merged.set_column(
+        merged.schema.get_field_index(FILE_NAME_COLUMN),
+        FILE_NAME_COLUMN,
+        pa.array([name] * merged.num_rows, pa.string()),
+    )
     relative = join_partition(op.partition, name)
     size = write_base_file(table.base_path / relative, out)
     fault("file")
@@ -317,14 +343,16 @@ def remove_partial_output(table: LakeTable, instant: str, plan: CompactionPlan) 
     Nothing else is touched: log files written against ``instant`` by later writers are kept.
     """
     targets = {
-        m.relative_path for m in table.store.read_markers(instant) if _own_output(instant, plan, m.partition,
-                                                                                   m.file_name)
+        m.relative_path
+        for m in table.store.read_markers(instant)
+        if _own_output(instant, plan, m.partition, m.file_name)
     }
     for partition in sorted({op.partition for op in plan.operations}):
         folder = table.base_path / partition if partition else table.base_path
         with os.scandir(folder) as entries:
             targets.update(
-                join_partition(partition, e.name) for e in entries
+                join_partition(partition, e.name)
+                for e in entries
                 if e.is_file() and _own_output(instant, plan, partition, e.name)
             )
     removed = sorted(t for t in targets if _remove(table, t))
@@ -347,7 +375,9 @@ def commit_compaction(
     if current is None or current.action is not Action.COMPACTION or not current.is_inflight:
         if current is not None and current.is_completed and timeline.is_compaction(current):
             raise CommitConflictError(f"compaction {instant} is already completed")
-        raise InvalidStateTransitionError(f"compaction {instant} is not inflight (found {current or 'nothing'})")
+        raise InvalidStateTransitionError(
+            f"compaction {instant} is not inflight (found {current or 'nothing'})"
+        )
     plan = load_plan(timeline, instant)
     reported = [(s.partition_path, s.file_id) for s in stats]
     missing = sorted(plan.groups - set(reported))
@@ -359,7 +389,9 @@ def commit_compaction(
         )
     written = {s.path for s in stats}
     for marker in table.store.read_markers(instant):
-        if marker.relative_path not in written and _own_output(instant, plan, marker.partition, marker.file_name):
+        if marker.relative_path not in written and _own_output(
+            instant, plan, marker.partition, marker.file_name
+        ):
             _remove(table, marker.relative_path)
     per_partition: dict[str, list[WriteStat]] = {}
     for stat in stats:
@@ -377,7 +409,7 @@ def commit_compaction(
 
 
 def _pick(timeline: Timeline, instant: str | None) -> Instant | None:
-    """The compaction to run: the one asked for, else a crashed (inflight) one, else the earliest requested."""
+    """The compaction to run: the one asked for, else a crashed (inflight) one, else the earliest."""
     if instant is not None:
         validate_instant_time(instant)
         found = timeline.get(instant)
@@ -414,8 +446,13 @@ def execute_compaction(
             return CompactionResult(Outcome.ALREADY_COMPLETED, c, duration_seconds=time.monotonic() - started)
         plan = load_plan(timeline, c)
         if dry_run:
-            return CompactionResult(Outcome.DRY_RUN, c, len(plan.operations), recovered=target.is_inflight,
-                                    duration_seconds=time.monotonic() - started)
+            return CompactionResult(
+                Outcome.DRY_RUN,
+                c,
+                len(plan.operations),
+                recovered=target.is_inflight,
+                duration_seconds=time.monotonic() - started,
+            )
         removed: list[str] = []
         if target.is_inflight:
             removed = remove_partial_output(table, c, plan)
@@ -426,14 +463,18 @@ def execute_compaction(
         stats, failures = [], []
         for index, op in enumerate(plan.operations):
             try:
-                stats.append(execute_operation(table, timeline, schema, c, op,
-                                               token=write_token(index, 1, 0), fault=fault))
+                stats.append(
+                    execute_operation(
+                        table, timeline, schema, c, op, token=write_token(index, 1, 0), fault=fault
+                    )
+                )
             except (LakeError, OSError, pa.ArrowException) as exc:
                 log.error("compaction %s: file group %s/%s failed: %s", c, op.partition, op.file_id, exc)
                 failures.append(f"{join_partition(op.partition, op.file_id)}: {exc}")
         if failures:
             raise CompactionError(
-                f"compaction {c}: {len(failures)} of {len(plan.operations)} operations failed; the instant stays "
+                f"compaction {c}: {len(failures)} of {len(plan.operations)} operations failed; "
+                "the instant stays "
                 f"inflight for a retry: {'; '.join(failures)}"
             )
         fault("commit")
@@ -451,8 +492,14 @@ def execute_compaction(
         duration_seconds=time.monotonic() - started,
         stats=tuple(stats),
     )
-    log.info("compaction %s of %s completed: %d file groups, %d rows, %d bytes", c, table.base_path,
-             result.operations, result.records_written, result.bytes_written)
+    log.info(
+        "compaction %s of %s completed: %d file groups, %d rows, %d bytes",
+        c,
+        table.base_path,
+        result.operations,
+        result.records_written,
+        result.bytes_written,
+    )
     return result
 
 
@@ -469,4 +516,3 @@ def run_compaction(
     if scheduled.outcome is not Outcome.SCHEDULED:
         return scheduled, CompactionResult(Outcome.NO_WORK)
     return scheduled, execute_compaction(table, scheduled.instant)
-

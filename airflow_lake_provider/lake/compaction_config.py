@@ -98,13 +98,17 @@ class CompactionConfig:
                 trigger = TriggerStrategy(trigger_raw.upper())
             except ValueError:
                 allowed = ", ".join(t.value for t in TriggerStrategy)
-                raise CompactionConfigError(f"{TRIGGER_KEY}={trigger_raw!r} is not one of {allowed}") from None
+                raise CompactionConfigError(
+                    f"{TRIGGER_KEY}={trigger_raw!r} is not one of {allowed}"
+                ) from None
         regex = _raw(merged, PARTITION_REGEX_KEY)
         if regex is not None:
             try:
                 re.compile(regex)
             except re.error as exc:
-                raise CompactionConfigError(f"{PARTITION_REGEX_KEY}={regex!r} is not a valid regex: {exc}") from None
+                raise CompactionConfigError(
+                    f"{PARTITION_REGEX_KEY}={regex!r} is not a valid regex: {exc}"
+                ) from None
         config = cls(
             trigger=trigger,
             max_delta_commits=_int(merged, MAX_DELTA_COMMITS_KEY, 5),

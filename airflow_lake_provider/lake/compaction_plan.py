@@ -97,7 +97,9 @@ class CompactionOperation:
     def from_avro(cls, record: Mapping[str, Any], source: str) -> CompactionOperation:
         file_id, base_instant = record.get("fileId"), record.get("baseInstantTime")
         if not file_id or not base_instant:
-            raise CorruptTimelineFileError(f"{source}: a compaction operation lacks fileId or baseInstantTime")
+            raise CorruptTimelineFileError(
+                f"{source}: a compaction operation lacks fileId or baseInstantTime"
+            )
         data = record.get("dataFilePath")
         return cls(
             partition=record.get("partitionPath") or "",
@@ -144,7 +146,14 @@ class CompactionPlan:
             "operations": len(self.operations),
             "log_files": sum(op.log_file_count for op in self.operations),
             "total_io_mb": round(self.total_io_mb, 6),
-            "file_groups": [{"partition": op.partition, "file_id": op.file_id, "base_instant": op.base_instant,
-                             "base_file": op.data_file_name, "log_files": list(op.delta_file_names)}
-                            for op in self.operations],
+            "file_groups": [
+                {
+                    "partition": op.partition,
+                    "file_id": op.file_id,
+                    "base_instant": op.base_instant,
+                    "base_file": op.data_file_name,
+                    "log_files": list(op.delta_file_names),
+                }
+                for op in self.operations
+            ],
         }

@@ -50,9 +50,11 @@ def trigger_state(timeline: Timeline, config: CompactionConfig, now: dt.datetime
     """Evaluate ``config.trigger`` at ``now`` (an aware datetime); only *completed* delta commits count."""
     deltas = [i.timestamp for i in timeline.filter([Action.DELTACOMMIT], [State.COMPLETED])]
     last_done = _last_completed_compaction(timeline)
-    anchor = _last_requested_compaction(timeline) if (
-        config.trigger is TriggerStrategy.NUM_COMMITS_AFTER_LAST_REQUEST
-    ) else last_done
+    anchor = (
+        _last_requested_compaction(timeline)
+        if (config.trigger is TriggerStrategy.NUM_COMMITS_AFTER_LAST_REQUEST)
+        else last_done
+    )
     count = sum(1 for t in deltas if anchor is None or t > anchor)
     # Time runs from the last completed compaction, or from the first delta commit of the table.
     since = last_done or (deltas[0] if deltas else None)
@@ -113,12 +115,20 @@ def plan_compaction(
     allowed = set(strategy.filter_partitions(view.partitions))
     candidates = []
     for group in view.file_groups():
-        if group.partition not in allowed or (group.partition, group.file_id) in busy or view.is_replaced(group):
+        if (
+            group.partition not in allowed
+            or (group.partition, group.file_id) in busy
+            or view.is_replaced(group)
+        ):
             continue
         latest = group.latest_slice
         if latest.log_files:
             candidates.append(CompactionOperation.from_slice(latest))
     operations = strategy.order_and_filter(candidates)
-    log.debug("compaction planning: %d candidates, %d selected by %s", len(candidates), len(operations),
-              config.strategy)
+    log.debug(
+        "compaction planning: %d candidates, %d selected by %s",
+        len(candidates),
+        len(operations),
+        config.strategy,
+    )
     return CompactionPlan(tuple(operations)) if operations else None

@@ -32,7 +32,9 @@ class CompactionStrategy:
         return list(operations)
 
 
-def bounded_by_io(operations: Sequence[CompactionOperation], target_io_mb: float) -> list[CompactionOperation]:
+def bounded_by_io(
+    operations: Sequence[CompactionOperation], target_io_mb: float
+) -> list[CompactionOperation]:
     """The leading operations whose accumulated IO estimate stays within ``target_io_mb``."""
     taken, total = [], 0.0
     for op in operations:
@@ -44,7 +46,7 @@ def bounded_by_io(operations: Sequence[CompactionOperation], target_io_mb: float
 
 
 def partition_date(partition: str) -> dt.date:
-    """The day a date partition stands for: ``2024/01/31``, ``2024-01-31``, ``dt=2024-01-31``, ``year=2024/...``."""
+    """The day of a date partition: ``2024/01/31``, ``2024-01-31``, ``dt=2024-01-31``, ``year=2024/...``."""
     values = "/".join(segment.split("=", 1)[-1] for segment in partition.split("/"))
     match = _DATE_RE.match(values)
     if match:
@@ -52,8 +54,10 @@ def partition_date(partition: str) -> dt.date:
             return dt.date(int(match[1]), int(match[2]), int(match[3]))
         except ValueError:
             pass
-    raise CompactionConfigError(f"partition {partition!r} is not a date partition (yyyy/MM/dd); a day based "
-                                "compaction strategy cannot order it")
+    raise CompactionConfigError(
+        f"partition {partition!r} is not a date partition (yyyy/MM/dd); a day based "
+        "compaction strategy cannot order it"
+    )
 
 
 def _newest_first(partitions: Sequence[str]) -> list[str]:
@@ -235,6 +239,10 @@ def _one(name: str, config: CompactionConfig, today: dt.date) -> CompactionStrat
         return UnboundedStrategy()
     if kind == "partitionregex":
         return PartitionRegexStrategy(config.partition_regex)
-    known = "LogFileSizeBased, LogFileNumBased, BoundedIO, DayBased, DayBasedAndBoundedIO, BoundedPartitionAware, " \
-            "UnBoundedPartitionAware, UnBounded, PartitionRegexBased"
-    raise CompactionConfigError(f"hoodie.compaction.strategy: unknown strategy {name.strip()!r} (known: {known})")
+    known = (
+        "LogFileSizeBased, LogFileNumBased, BoundedIO, DayBased, DayBasedAndBoundedIO, "
+        "BoundedPartitionAware, UnBoundedPartitionAware, UnBounded, PartitionRegexBased"
+    )
+    raise CompactionConfigError(
+        f"hoodie.compaction.strategy: unknown strategy {name.strip()!r} (known: {known})"
+    )

@@ -7,8 +7,10 @@ import time
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake import timeline_avro
-from airflow_lake_provider.lake.commit_metadata import join_partition
+from airflow_lake_provider.lake.commit_metadata import WriteStat, join_partition
 from airflow_lake_provider.lake.errors import SavepointError
+from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.fs_view import FileSystemView
 from airflow_lake_provider.lake.instant import COMMIT_ACTIONS, Action, State, validate_instant_time
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.timeline import Timeline
@@ -54,6 +56,7 @@ def create_savepoint(table: LakeTable, instant: str, user: str | None = None, co
                 f"({last_clean.timestamp}) retained; its files may be gone"
             )
     view = table.file_system_view(timeline)
+    _check_slices_present(timeline, view, instant, table)
     per_partition: dict[str, list[str]] = {}
     for slice_ in view.latest_slices(as_of=instant):
         for f in slice_.files:
@@ -70,6 +73,39 @@ def create_savepoint(table: LakeTable, instant: str, user: str | None = None, co
     table.store.create_savepoint(instant, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
     files = frozenset(join_partition(p, n) for p, names in per_partition.items() for n in names)
     return Savepoint(instant, files)
+
+
+def _slice_instant(stat: WriteStat) -> str | None:
+    """The base instant of the slice a write stat wrote to (base file or log file name)."""
+    name = stat.path.rsplit("/", 1)[-1]
+    base = BaseFileName.parse(name)
+    if base is not None:
+        return base.instant
+    log_name = LogFileName.parse(name)
+    return log_name.base_instant if log_name is not None else None
+
+
+def _check_slices_present(timeline: Timeline, view: FileSystemView, instant: str, table: LakeTable) -> None:
+    """Refuse a savepoint whose snapshot a clean already broke: every file group live at ``instant``
+    must still hold the slice that instant read (commit write stats say which one that was)."""
+    expected: dict[tuple[str, str], str] = {}
+    for commit in timeline.completed_commits:
+        if commit.timestamp > instant:
+            break
+        for stat in timeline.commit_metadata(commit).write_stats():
+            at = _slice_instant(stat)
+            key = (stat.partition_path, stat.file_id)
+            if at is not None and at > expected.get(key, ""):
+                expected[key] = at
+    for key, at in sorted(expected.items()):
+        group = view.groups.get(key)
+        if group is not None and view.is_replaced(group, instant):
+            continue
+        if group is None or not any(s.base_instant == at for s in group.slices):
+            raise SavepointError(
+                f"{table.base_path}: cannot savepoint {instant}: the file slice {at} of file group "
+                f"{key[1]} in partition {key[0] or '<root>'} it reads was already cleaned"
+            )
 
 
 def delete_savepoint(table: LakeTable, instant: str) -> None:

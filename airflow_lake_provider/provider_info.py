@@ -17,8 +17,25 @@ def get_provider_info() -> dict[str, Any]:
         "name": "Lake (Apache Hudi table services)",
         "description": "Runs Apache Hudi table services (clean, compaction, clustering) from Airflow.",
         "versions": [__version__],
-        "hooks": [],
-        "operators": [],
+        "hooks": [
+            {
+                "integration-name": "Lake",
+                "python-modules": ["airflow_lake_provider.hooks.lake"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Lake",
+                "python-modules": ["airflow_lake_provider.operators.clean"],
+            }
+        ],
+        "connection-types": [
+            {
+                "connection-type": "lake",
+                "hook-class-name": "airflow_lake_provider.hooks.lake.LakeHook",
+                "hook-name": "Lake (Apache Hudi)",
+            }
+        ],
         "sensors": [],
         "triggers": [],
     }

@@ -80,7 +80,8 @@ def build_table(path: Path, rows: int, updates: int) -> None:
     picked = np.sort(rng.choice(rows, size=updates, replace=False))
     upd_ids = ids.take(pa.array(picked))
     upd_ts = base.column("ts").to_numpy()[picked] + rng.integers(1, 1000, updates)
-    writer.write(table, _make_rows(updates, upd_ids, upd_ts, rng), "upsert", max_rows_per_file=max(rows, 1_000_000))
+    upd = _make_rows(updates, upd_ids, upd_ts, rng)
+    writer.write(table, upd, "upsert", max_rows_per_file=max(rows, 1_000_000))
 
     slices = table.file_system_view().latest_slices()
     if len(slices) != 1:
@@ -92,7 +93,8 @@ def build_table(path: Path, rows: int, updates: int) -> None:
 
     blocks = log_format.read_log_blocks(table.base_path / slice_.log_files[0].relative_path)
     if len(blocks) != 1 or blocks[0].block_type is not log_format.BlockType.AVRO_DATA:
-        raise SystemExit(f"expected one AVRO_DATA block in the log file, got {[b.block_type for b in blocks]}")
+        kinds = [b.block_type.name for b in blocks]
+        raise SystemExit(f"expected one AVRO_DATA block in the log file, got {kinds}")
 
 
 def slice_paths(path: Path) -> tuple[str, list[str], int, int]:
@@ -130,7 +132,8 @@ def _read_hudi_fg(path: str):  # noqa: ANN202
 
     base, logs, _, _ = slice_paths(Path(path))
     batch = HudiFileGroupReader(path).read_file_slice_from_paths(base, logs)
-    return pa.Table.from_batches([batch]) if isinstance(batch, pa.RecordBatch) else pa.Table.from_batches(batch)
+    batches = [batch] if isinstance(batch, pa.RecordBatch) else list(batch)
+    return pa.Table.from_batches(batches)
 
 
 READERS = {
@@ -150,42 +153,89 @@ def _vm_hwm_kib() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-def _child(name: str, path: str, runs: int, out_file: str, queue) -> None:  # noqa: ANN001
+def _cpu_seconds() -> float:
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)  # all threads of this process
+    return usage.ru_utime + usage.ru_stime
+
+
+def _child(name: str, path: str, out_file: str, conn) -> None:  # noqa: ANN001
+    """Serve timing requests for one reader: "run" -> seconds of one read; "finish" -> stats."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.feather as feather
 
     read = READERS[name]
+    result = None
     try:
-        result = read(path)  # warm-up (imports, page cache)
-        times = []
-        for _ in range(runs):
-            del result
-            start = time.perf_counter()
-            result = read(path)
-            times.append(time.perf_counter() - start)
-        hwm = _vm_hwm_kib()
-        # Outside the timing: the rows to compare, sorted by key.
-        cols = [KEY, "ts", VALUE_COLUMN]
-        small = result.select(cols)
-        small = small.take(pc.sort_indices(small, sort_keys=[(KEY, "ascending")]))
-        small = pa.table([c.cast(t) for c, t in zip(small.columns, (pa.string(), pa.int64(), pa.float64()))],
-                         names=cols)
-        feather.write_feather(small, out_file, compression="uncompressed")
-        queue.put({"times": times, "hwm_kib": hwm, "rows": result.num_rows})
+        while True:
+            command = conn.recv()
+            if command == "run":
+                result = None
+                cpu0 = _cpu_seconds()
+                start = time.perf_counter()
+                result = read(path)
+                conn.send((time.perf_counter() - start, _cpu_seconds() - cpu0))
+                continue
+            hwm = _vm_hwm_kib()
+            # Outside the timing: the rows to compare, sorted by key.
+            cols = [KEY, "ts", VALUE_COLUMN]
+            small = result.select(cols)
+            small = small.take(pc.sort_indices(small, sort_keys=[(KEY, "ascending")]))
+            types = (pa.string(), pa.int64(), pa.float64())
+            small = pa.table([c.cast(t) for c, t in zip(small.columns, types, strict=True)], names=cols)
+            feather.write_feather(small, out_file, compression="uncompressed")
+            conn.send({"hwm_kib": hwm, "rows": result.num_rows})
+            return
     except BaseException as exc:  # noqa: BLE001 - reported to the parent
-        queue.put({"error": f"{type(exc).__name__}: {exc}"})
+        conn.send({"error": f"{type(exc).__name__}: {exc}"})
         raise
 
 
-def run_reader(name: str, path: Path, runs: int, out_file: Path) -> dict:
+def run_readers(names: list[str], path: Path, runs: int, workdir: Path) -> dict[str, dict]:
+    """One long-lived child process per reader (so each has its own RSS high-water mark); the
+    timed runs are interleaved round-robin so that background load hits every reader alike."""
     ctx = mp.get_context("spawn")  # a fresh interpreter: the RSS peak is this reader's alone
-    queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(name, str(path), runs, str(out_file), queue))
-    proc.start()
-    result = queue.get()
-    proc.join()
-    return result
+    children = {}
+    for name in names:
+        parent_end, child_end = ctx.Pipe()
+        proc = ctx.Process(target=_child, args=(name, str(path), str(_out_file(workdir, name)), child_end))
+        proc.start()
+        children[name] = (proc, parent_end)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    failed: dict[str, str] = {}
+    for round_no in range(runs + 1):  # round 0 is the warm-up
+        for name, (_, conn) in children.items():
+            if name in failed:
+                continue
+            try:
+                conn.send("run")
+                got = conn.recv()
+            except (EOFError, OSError) as exc:
+                got = {"error": f"child process died: {exc!r}"}
+            if isinstance(got, dict):
+                failed[name] = got["error"]
+            elif round_no:
+                times[name].append(got[0])
+                cpu[name].append(got[1])
+    results = {}
+    for name, (proc, conn) in children.items():
+        if name in failed:
+            results[name] = {"error": failed[name]}
+        else:
+            try:
+                conn.send("finish")
+                results[name] = {"times": times[name], "cpu": cpu[name], **conn.recv()}
+            except (EOFError, OSError) as exc:
+                results[name] = {"error": f"child process died: {exc!r}"}
+        proc.join()
+    return results
+
+
+def _out_file(workdir: Path, name: str) -> Path:
+    return workdir / f"{name.replace(' ', '_')}.arrow"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -224,40 +274,41 @@ def main(argv: list[str] | None = None) -> int:
         if "hudi-rs fg-reader" in names and not hasattr(hudi, "HudiFileGroupReader"):
             names.remove("hudi-rs fg-reader")
         results = {}
-        for name in names:
-            out = run_reader(name, table_path, args.runs, workdir / f"{name.replace(' ', '_')}.arrow")
+        for name, out in run_readers(names, table_path, args.runs, workdir).items():
             if "error" in out:
                 print(f"{name}: FAILED {out['error']}")
                 continue
             results[name] = out
-            print(f"{name}: " + " / ".join(f"{t:.2f}" for t in out["times"]) + " s", flush=True)
 
         import pyarrow.feather as feather
 
         ok = True
         ref_name = "ours" if "ours" in results else next(iter(results), None)
-        ref = feather.read_table(workdir / f"{ref_name.replace(' ', '_')}.arrow") if ref_name else None
+        ref = feather.read_table(_out_file(workdir, ref_name)) if ref_name else None
         checks = {}
         for name in results:
-            got = feather.read_table(workdir / f"{name.replace(' ', '_')}.arrow")
+            got = feather.read_table(_out_file(workdir, name))
             same = got.num_rows == args.rows and got.equals(ref)
             checks[name] = same
             ok &= same
 
-        hudi_median = statistics.median(results["hudi-rs table"]["times"]) if "hudi-rs table" in results else None
+        hudi_rs = results.get("hudi-rs table")
+        hudi_median = statistics.median(hudi_rs["times"]) if hudi_rs else None
         print()
-        print(f"{'reader':<20} {'median s':>9} {'runs s':>20} {'ours/this':>10} {'peak RSS MB':>12} {'rows':>9} {'same':>5}")
+        print(f"{'reader':<18} {'median s':>9} {'runs s':>26} {'ours/this':>9} {'CPU s':>6} "
+              f"{'peak RSS MB':>11} {'rows':>8} {'same':>4}")
         ours_median = statistics.median(results["ours"]["times"]) if "ours" in results else None
         for name, out in results.items():
             med = statistics.median(out["times"])
             ratio = f"{ours_median / med:.2f}" if ours_median else "-"
             runs = "/".join(f"{t:.2f}" for t in out["times"])
-            print(f"{name:<20} {med:>9.3f} {runs:>20} {ratio:>10} {out['hwm_kib'] / 1024:>12.0f} "
-                  f"{out['rows']:>9} {'yes' if checks[name] else 'NO':>5}")
+            print(f"{name:<18} {med:>9.3f} {runs:>26} {ratio:>9} {statistics.median(out['cpu']):>6.2f} "
+                  f"{out['hwm_kib'] / 1024:>11.0f} {out['rows']:>8} {'yes' if checks[name] else 'NO':>4}")
         if ours_median and hudi_median:
             ratio = ours_median / hudi_median
+            verdict = "<= 1.0 OK" if ratio <= 1.0 else "> 1.0 SLOWER"
             print(f"\nSUMMARY: ours {ours_median:.3f} s vs hudi-rs {hudi_median:.3f} s => ratio {ratio:.2f} "
-                  f"({'<= 1.0 OK' if ratio <= 1.0 else '> 1.0 SLOWER'}); rows identical: {'yes' if ok else 'NO'}; "
+                  f"({verdict}); rows identical: {'yes' if ok else 'NO'}; "
                   f"peak RSS ours {results['ours']['hwm_kib'] / 1024:.0f} MB vs hudi-rs "
                   f"{results['hudi-rs table']['hwm_kib'] / 1024:.0f} MB")
         return 0 if ok and len(results) == len(names) else 1

@@ -7,6 +7,7 @@ slice before the earliest commit to retain, which a query started earlier may st
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -14,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from airflow_lake_provider.lake.clean_config import CleanConfig, CleanPolicy
-from airflow_lake_provider.lake.fs_view import FileGroup, FileSlice, FileSystemView
+from airflow_lake_provider.lake.fs_view import FileSystemView, SlotEntry
 from airflow_lake_provider.lake.instant import (
     COMMIT_ACTIONS,
     Action,
@@ -169,12 +170,20 @@ def plan_clean(
         return None
     files: dict[str, list[str]] = {}
     sizes: dict[str, int] = {}
-    for group in view.file_groups():
-        doomed = _doomed_slices(view, group, config, earliest, savepointed)
-        for slice_ in doomed:
-            for f in slice_.files:
-                files.setdefault(group.partition, []).append(f.relative_path)
-                sizes[f.relative_path] = f.size
+    # The planner walks the view's plain index: a large table has 100,000s of slices.
+    for (partition, file_id), slots in view.slice_index.items():
+        instants = sorted(slots)
+        doomed = _doomed_instants(view, partition, file_id, instants, slots, config, earliest, savepointed)
+        if not doomed:
+            continue
+        prefix = f"{partition}/" if partition else ""
+        paths = files.setdefault(partition, [])
+        for at in doomed:
+            base, logs = slots[at]
+            for name, size in ((base,) if base else ()) + logs:
+                rel = prefix + name
+                paths.append(rel)
+                sizes[rel] = size
     if not files:
         return None
     last = view.timeline.last_completed_commit
@@ -188,43 +197,51 @@ def plan_clean(
     )
 
 
-def _protected(slice_: FileSlice, savepointed: frozenset[str], view: FileSystemView) -> bool:
-    """Savepointed, or read or formed by a pending compaction."""
-    if any(f.relative_path in savepointed for f in slice_.files):
-        return True
-    group = (slice_.partition, slice_.file_id)
-    return slice_.base_instant in (view.pending_compaction.get(group), view.pending_compaction_base.get(group))
-
-
-def _doomed_slices(
+def _doomed_instants(
     view: FileSystemView,
-    group: FileGroup,
+    partition: str,
+    file_id: str,
+    instants: list[str],
+    slots: Mapping[str, SlotEntry],
     config: CleanConfig,
     earliest: Instant | None,
     savepointed: frozenset[str],
-) -> list[FileSlice]:
-    slices = list(group.slices)
-    replaced_at = view.replaced.get((group.partition, group.file_id))
+) -> list[str]:
+    """Base instants of the slices of one file group (``instants``: oldest first) to delete."""
+    key = (partition, file_id)
+    compacting = (view.pending_compaction.get(key), view.pending_compaction_base.get(key))
+    prefix = f"{partition}/" if partition else ""
+
+    def protected(at: str) -> bool:
+        """Savepointed, or read or formed by a pending compaction."""
+        if at in compacting:
+            return True
+        if savepointed:
+            base, logs = slots[at]
+            return any(prefix + name in savepointed for name, _ in ((base,) if base else ()) + logs)
+        return False
+
+    replaced_at = view.replaced.get(key)
     if config.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
         if replaced_at is not None:
-            return [s for s in slices if not _protected(s, savepointed, view)]
+            return [at for at in instants if not protected(at)]
         # A pending compaction's new slice counts as one of the versions kept.
-        budget = config.file_versions_retained - ((group.partition, group.file_id) in view.pending_compaction)
+        budget = config.file_versions_retained - (compacting[0] is not None)
         doomed = []
-        for slice_ in reversed(slices):
-            if _protected(slice_, savepointed, view):
+        for at in reversed(instants):
+            if protected(at):
                 continue
             if budget > 0:
                 budget -= 1
                 continue
-            doomed.append(slice_)
+            doomed.append(at)
         return doomed
     assert earliest is not None
     e = earliest.timestamp
     if replaced_at is not None and replaced_at < e:
-        return [s for s in slices if not _protected(s, savepointed, view)]
-    older = [s for s in slices if s.base_instant < e]
-    keep = {slices[-1].base_instant}
-    if older:
-        keep.add(older[-1].base_instant)  # a query that began before E may read it
-    return [s for s in older if s.base_instant not in keep and not _protected(s, savepointed, view)]
+        return [at for at in instants if not protected(at)]
+    # All but the last slice before E (a query that began before E may still read it) and the
+    # latest slice are candidates.
+    n_older = bisect.bisect_left(instants, e)
+    candidates = instants[: min(n_older - 1, len(instants) - 1)] if n_older > 1 else []
+    return [at for at in candidates if not protected(at)]

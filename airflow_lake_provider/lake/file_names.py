@@ -12,7 +12,7 @@ from airflow_lake_provider.lake.instant import validate_instant_time
 # Java's grammar: file ids and tokens use [A-Za-z0-9-] only; a "_" would make hudi-rs drop the file.
 _FILE_ID_RE = re.compile(r"^[A-Za-z0-9-]+$")
 _TOKEN_RE = re.compile(r"^\d+-\d+-\d+$")
-_BASE_RE = re.compile(r"^([A-Za-z0-9-]+)_([A-Za-z0-9-]+)_(\d{14,17})\.parquet$")
+BASE_FILE_RE = re.compile(r"^([A-Za-z0-9-]+)_([A-Za-z0-9-]+)_(\d{14,17})\.parquet$")
 _LOG_RE = re.compile(r"^\.([A-Za-z0-9-]+)_(\d{14,17})\.log\.(\d+)(?:_(\d+-\d+-\d+))?$")
 PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
 
@@ -33,7 +33,7 @@ def write_token(task_partition: int = 0, stage: int = 0, attempt: int = 0) -> st
     return f"{task_partition}-{stage}-{attempt}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BaseFileName:
     file_id: str
     write_token: str
@@ -45,7 +45,7 @@ class BaseFileName:
 
     @classmethod
     def parse(cls, name: str) -> BaseFileName | None:
-        m = _BASE_RE.match(name)
+        m = BASE_FILE_RE.match(name)
         return cls(m.group(1), m.group(2), m.group(3)) if m else None
 
     @classmethod
@@ -56,7 +56,7 @@ class BaseFileName:
         return cls(file_id, token, validate_instant_time(instant))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogFileName:
     file_id: str
     base_instant: str

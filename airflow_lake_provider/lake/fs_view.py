@@ -8,12 +8,11 @@ compaction's instant are merged into the slice that compaction is rewriting.
 from __future__ import annotations
 
 import os
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.file_names import BASE_FILE_RE, BaseFileName, LogFileName
 from airflow_lake_provider.lake.instant import Action, State
 from airflow_lake_provider.lake.table_config import TableConfig
 from airflow_lake_provider.lake.timeline import HOODIE_DIR, Timeline
@@ -22,7 +21,7 @@ _SKIPPED_TOP_LEVEL = {HOODIE_DIR, "_delta_log", "metadata"}
 Lister = Callable[[Sequence[str]], Mapping[str, Sequence[tuple[str, int]]]]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BaseFile:
     partition: str
     name: BaseFileName
@@ -34,10 +33,10 @@ class BaseFile:
 
     @property
     def relative_path(self) -> str:
-        return f"{self.partition}/{self.file_name}" if self.partition else self.file_name
+        return f"{self.partition}/{self.name.name}" if self.partition else self.name.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class LogFile:
     partition: str
     name: LogFileName
@@ -49,10 +48,10 @@ class LogFile:
 
     @property
     def relative_path(self) -> str:
-        return f"{self.partition}/{self.file_name}" if self.partition else self.file_name
+        return f"{self.partition}/{self.name.name}" if self.partition else self.name.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileSlice:
     """A base file (absent while a compaction is pending) and the log files written against it."""
 
@@ -88,7 +87,7 @@ class FileSystemView:
 
     config: TableConfig
     timeline: Timeline
-    groups: dict[tuple[str, str], FileGroup]
+    groups: Mapping[tuple[str, str], FileGroup]
     partitions: tuple[str, ...]
     replaced: dict[tuple[str, str], str] = field(default_factory=dict)
     pending_compaction: dict[tuple[str, str], str] = field(default_factory=dict)
@@ -110,61 +109,81 @@ class FileSystemView:
         partition paths to ``(file name, size)`` pairs.
         """
         base = timeline.base_path
-        names = sorted(set(partitions)) if partitions is not None else list_partitions(base, config)
-        listing = lister(names) if lister is not None else {p: list_files(base / p if p else base) for p in names}
+        if partitions is not None:
+            names = sorted(set(partitions))
+            listing = (
+                lister(names) if lister is not None else {p: list_files(base / p if p else base) for p in names}
+            )
+        elif lister is not None:
+            names = list_partitions(base, config)
+            listing = lister(names)
+        else:
+            listing = list_table(base, config)  # one walk finds partitions and lists them
+            names = sorted(listing)
+        return cls._group(config, timeline, names, listing)
+
+    @classmethod
+    def _group(
+        cls,
+        config: TableConfig,
+        timeline: Timeline,
+        names: list[str],
+        listing: Mapping[str, Sequence[tuple[str, int]]],
+    ) -> FileSystemView:
         pending = {i.timestamp for i in timeline.pending_compactions()}
-        bases: dict[tuple[str, str], dict[str, BaseFile]] = defaultdict(dict)
-        logs: dict[tuple[str, str], dict[str, list[LogFile]]] = defaultdict(lambda: defaultdict(list))
+        # Plain tuples and dicts here: a big table has 100,000s of files, and the clean planner walks
+        # this index directly; FileGroup objects are built only for the groups someone asks for.
+        index: dict[tuple[str, str], dict[str, SlotEntry]] = {}
         uncommitted: list[str] = []
+        committed: dict[str, bool] = {}  # few instants, many files: decide each instant once
         for partition in names:
             for name, size in listing.get(partition, ()):
-                parsed_base = BaseFileName.parse(name)
-                if parsed_base is not None:
-                    rel = f"{partition}/{name}" if partition else name
-                    if timeline.is_committed(parsed_base.instant):
-                        key = (partition, parsed_base.file_id)
-                        bases[key][parsed_base.instant] = BaseFile(partition, parsed_base, size)
+                if name.endswith(".parquet"):
+                    parsed = _split_base(name)
+                    if parsed is None:
+                        continue
+                    file_id, at = parsed
+                    ok = committed.get(at)
+                    if ok is None:
+                        ok = committed[at] = timeline.is_committed(at)
+                    if ok:
+                        slots = index.setdefault((partition, file_id), {})
+                        entry = slots.get(at)
+                        slots[at] = ((name, size), entry[1]) if entry else ((name, size), ())
                     else:
-                        uncommitted.append(rel)
+                        uncommitted.append(f"{partition}/{name}" if partition else name)
                     continue
-                parsed_log = LogFileName.parse(name)
+                parsed_log = LogFileName.parse(name) if name.startswith(".") else None
                 if parsed_log is None:
                     continue
-                if timeline.is_committed(parsed_log.base_instant) or parsed_log.base_instant in pending:
-                    logs[(partition, parsed_log.file_id)][parsed_log.base_instant].append(
-                        LogFile(partition, parsed_log, size)
-                    )
+                at = parsed_log.base_instant
+                if timeline.is_committed(at) or at in pending:
+                    slots = index.setdefault((partition, parsed_log.file_id), {})
+                    entry = slots.get(at)
+                    slots[at] = (entry[0], (*entry[1], (name, size))) if entry else (None, ((name, size),))
                 else:
                     uncommitted.append(f"{partition}/{name}" if partition else name)
         compacting = _pending_compaction_groups(timeline)
-        groups: dict[tuple[str, str], FileGroup] = {}
-        for key in set(bases) | set(logs):
-            instants = set(bases.get(key, {})) | set(logs.get(key, {}))
-            if key in compacting:
-                # Java adds an empty slice at a pending compaction's instant, so writers append their
-                # logs against it (named with that instant) and readers fold it into the slice before.
-                instants.add(compacting[key][0])
-            slices = tuple(
-                FileSlice(
-                    key[0],
-                    key[1],
-                    t,
-                    bases.get(key, {}).get(t),
-                    tuple(sorted(logs.get(key, {}).get(t, []), key=lambda f: f.name.sort_key)),
-                )
-                for t in sorted(instants)
-            )
-            groups[key] = FileGroup(key[0], key[1], slices)
+        for key, (c, _base) in compacting.items():
+            # Java adds an empty slice at a pending compaction's instant, so writers append their logs
+            # against it (named with that instant) and readers fold it into the slice before.
+            if key in index:
+                index[key].setdefault(c, (None, ()))
         return cls(
             config=config,
             timeline=timeline,
-            groups=groups,
+            groups=_LazyGroups(index),
             partitions=tuple(names),
             replaced=_replaced_file_groups(timeline),
             pending_compaction={k: v[0] for k, v in compacting.items()},
             pending_compaction_base={k: v[1] for k, v in compacting.items()},
             uncommitted_files=tuple(sorted(uncommitted)),
         )
+
+    @property
+    def slice_index(self) -> Mapping[tuple[str, str], Mapping[str, SlotEntry]]:
+        """(partition, file id) -> base instant -> ((base name, size) or None, ((log name, size), ...))."""
+        return self.groups.index if isinstance(self.groups, _LazyGroups) else {}
 
     def file_groups(self, partition: str | None = None) -> list[FileGroup]:
         return sorted(
@@ -219,6 +238,80 @@ def list_partitions(base: Path, config: TableConfig) -> list[str]:
         if any(BaseFileName.parse(f) or LogFileName.parse(f) for f in files):
             found.append(rel.replace(os.sep, "/"))
     return sorted(found)
+
+
+def list_table(base: Path, config: TableConfig) -> dict[str, list[tuple[str, int]]]:
+    """Every partition folder holding data files, with its files' names and sizes, in one walk."""
+    if not config.is_partitioned:
+        return {"": list_files(base)}
+    found: dict[str, list[tuple[str, int]]] = {}
+
+    def walk(folder: str, rel: str) -> None:
+        files: list[tuple[str, int]] = []
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    if not entry.name.startswith(".") and (rel or entry.name not in _SKIPPED_TOP_LEVEL):
+                        walk(entry.path, f"{rel}/{entry.name}" if rel else entry.name)
+                elif entry.is_file():
+                    files.append((entry.name, entry.stat().st_size))
+        if rel and any(BaseFileName.parse(n) or LogFileName.parse(n) for n, _ in files):
+            found[rel] = files
+
+    walk(str(base), "")
+    return found
+
+
+def _split_base(name: str) -> tuple[str, str] | None:
+    """(file id, instant) of a base file name, by ``BaseFileName``'s grammar, without building one."""
+    match = BASE_FILE_RE.match(name)
+    return match.group(1, 3) if match else None
+
+
+SlotEntry = tuple[tuple[str, int] | None, tuple[tuple[str, int], ...]]
+
+
+class _LazyGroups(Mapping[tuple[str, str], FileGroup]):
+    """File groups built from the view's index on first access (most services touch a few)."""
+
+    def __init__(self, index: dict[tuple[str, str], dict[str, SlotEntry]]) -> None:
+        self.index = index
+        self._built: dict[tuple[str, str], FileGroup] = {}
+
+    def __getitem__(self, key: tuple[str, str]) -> FileGroup:
+        group = self._built.get(key)
+        if group is None:
+            group = self._built[key] = _make_group(key, self.index[key])
+        return group
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.index
+
+
+def _make_group(key: tuple[str, str], slots: Mapping[str, SlotEntry]) -> FileGroup:
+    partition, file_id = key
+    slices = []
+    for at in sorted(slots):
+        base_entry, log_entries = slots[at]
+        base = None
+        if base_entry is not None:
+            parsed = BaseFileName.parse(base_entry[0])
+            assert parsed is not None
+            base = BaseFile(partition, parsed, base_entry[1])
+        logs = []
+        for name, size in log_entries:
+            parsed_log = LogFileName.parse(name)
+            assert parsed_log is not None
+            logs.append(LogFile(partition, parsed_log, size))
+        logs.sort(key=lambda f: f.name.sort_key)
+        slices.append(FileSlice(partition, file_id, at, base, tuple(logs)))
+    return FileGroup(partition, file_id, tuple(slices))
 
 
 def list_files(folder: Path) -> list[tuple[str, int]]:

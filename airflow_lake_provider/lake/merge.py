@@ -69,7 +69,9 @@ def _candidates(items: Sequence[LogItem], ordering_type: pa.DataType | None, ord
             refs.append(_arange(row_offset, n))
             row_offset += n
         else:
-            ords.append(_flat(item.ordering).cast(ordering_type) if ordering_type is not None else pa.nulls(n))
+            ords.append(
+                _flat(item.ordering).cast(ordering_type) if ordering_type is not None else pa.nulls(n)
+            )
             natural.append(_flat(pc.is_null(item.ordering)))
             deletes.append(pa.repeat(True, n))
             refs.append(pa.repeat(pa.scalar(-1, pa.int64()), n))
@@ -124,7 +126,8 @@ def merge_slice(
     natural = cand.filter(cand.column("natural"))
     cleared = natural.group_by("key").aggregate([("seq", "max")]).rename_columns(["key", "cleared_at"])
     if cleared.num_rows:
-        cleared_at = cleared.column("cleared_at").take(pc.index_in(cand.column("key"), value_set=cleared.column("key")))
+        where = pc.index_in(cand.column("key"), value_set=cleared.column("key"))
+        cleared_at = cleared.column("cleared_at").take(where)
         cand = cand.filter(pc.greater(cand.column("seq"), pc.fill_null(cleared_at, -1)))
     sort = [("ord", "ascending"), ("seq", "ascending")] if event_time else [("seq", "ascending")]
     winners = _last_per_key(cand.select(["key", "ord", "seq", "is_delete", "ref"]), sort)

@@ -30,16 +30,22 @@ PARTITIONS = ("a", "b")
 def _build_table(path: Path, upserts: int = 12) -> tuple[LakeTable, list[str]]:
     """A COW table with two partitions; every upsert rewrites both file groups (one new slice each)."""
     table = LakeTable.create(
-        path, name="trips", table_type="cow", record_key_fields=("id",), precombine_field="ts",
+        path,
+        name="trips",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
         partition_fields=("p",),
     )
     commits = []
     for ts in range(upserts):
-        batch = pa.table({
-            "id": ["k1", "k2", "k3", "k4"],
-            "ts": pa.array([ts] * 4, pa.int64()),
-            "p": ["a", "a", "b", "b"],
-        })
+        batch = pa.table(
+            {
+                "id": ["k1", "k2", "k3", "k4"],
+                "ts": pa.array([ts] * 4, pa.int64()),
+                "p": ["a", "a", "b", "b"],
+            }
+        )
         commits.append(write(table, batch, "upsert").instant)
     return table, commits
 
@@ -97,14 +103,15 @@ def _xcom(run_id: str, task_id: str, key: str = "return_value") -> Any:
         return row.value
 
 
-def _run(dag: Any, **conf: Any) -> Any:
-    mark = conf.pop("mark_success_pattern", None)
-    dr = dag.test(run_conf=conf, mark_success_pattern=mark)
-    return dr
+def _run(dag: Any, mark_success_pattern: str | None = None, **conf: Any) -> Any:
+    """One run of the DAG with ``conf`` as params; it returns the DagRun without raising on failure."""
+    return dag.test(run_conf=conf, mark_success_pattern=mark_success_pattern)
 
 
 # -- tests ----------------------------------------------------------------------------------------
-def test_example_dag_cleans_oldest_slices_then_second_run_is_no_work(example_dag: Any, tmp_path: Path) -> None:
+def test_example_dag_cleans_oldest_slices_then_second_run_is_no_work(
+    example_dag: Any, tmp_path: Path
+) -> None:
     table, commits = _build_table(tmp_path / "trips")
     before = _data_files(table.base_path)
     expected_deleted = _written_at(before, commits[0])
@@ -187,7 +194,10 @@ def test_hook_clean_surfaces_a_held_lock_as_service_busy(tmp_path: Path) -> None
 
     table, _ = _build_table(tmp_path / "trips")
     before = _data_files(table.base_path)
-    with table.store.exclusive("clean"), pytest.raises(LakeServiceBusyError, match="another clean is running"):
+    with (
+        table.store.exclusive("clean"),
+        pytest.raises(LakeServiceBusyError, match="another clean is running"),
+    ):
         LakeHook().clean(str(table.base_path))
     assert _data_files(table.base_path) == before
     assert _clean_instants(table.base_path) == []
@@ -224,7 +234,9 @@ def test_hook_rejects_bad_options_and_paths_outside_base_path(tmp_path: Path, mo
         LakeHook().clean(str(table.base_path), {"hoodie.cleaner.policy": "KEEP_NOTHING"})
     with pytest.raises(LakeConfigError, match="mode"):
         LakeHook().clean(str(table.base_path), mode="vacuum")
-    monkeypatch.setenv("AIRFLOW_CONN_LAKE_TEST", f'{{"conn_type": "lake", "extra": {{"base_path": "{tmp_path}"}}}}')
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_TEST", f'{{"conn_type": "lake", "extra": {{"base_path": "{tmp_path}"}}}}'
+    )
     hook = LakeHook(lake_conn_id="lake_test")
     assert hook.resolve_table_path("trips") == str(table.base_path)
     with pytest.raises(LakeConfigError, match="outside"):
@@ -251,3 +263,32 @@ def test_format_plan_table_lists_partitions_and_total() -> None:
     assert lines[0].split(" | ") == ["partition", "files", "bytes"]
     assert [line.split("|")[0].strip() for line in lines[2:]] == ["p=a", "<root>", "total"]
     assert lines[-1].replace(" ", "") == "total|3|105"
+
+
+def test_hook_spark_path_is_judged_from_the_timeline_not_the_exit_code(tmp_path: Path, monkeypatch) -> None:
+    """spark-submit failing after the clean completed is a success; exiting 0 without it is a failure."""
+    from airflow_lake_provider.hooks.lake import LakeHook, LakeSparkJobError, SparkSubmission
+    from airflow_lake_provider.lake.clean import run_clean
+
+    table, _ = _build_table(tmp_path / "trips")
+    calls: list[list[str]] = []
+
+    def finishes_then_fails(self, script, args, **kwargs):
+        calls.append([script, *args])
+        run_clean(LakeTable.open(args[1]), mode="execute", instant=args[args.index("--instant") + 1])
+        return SparkSubmission(tuple(args), False, "exit code 1")
+
+    monkeypatch.setattr(LakeHook, "submit_spark_job", finishes_then_fails)
+    result = LakeHook().clean(str(table.base_path), spark_threshold=0)
+    assert result["outcome"] == "CLEANED" and result["executor"] == "spark" and result["deleted_files"] == 2
+    assert calls[0][:5] == ["clean.py", "--table", str(table.base_path), "--mode", "execute"]
+    assert calls[0][-2:] == ["--instant", result["instant"]]
+
+    table2, _ = _build_table(tmp_path / "trips2")
+    monkeypatch.setattr(
+        LakeHook, "submit_spark_job", lambda self, s, a, **kw: SparkSubmission(tuple(a), True)
+    )
+    with pytest.raises(LakeSparkJobError, match="did not complete on Spark"):
+        LakeHook().clean(str(table2.base_path), spark_threshold=0)
+    # The plan stays requested: the next clean finishes it.
+    assert [f.rsplit(".", 1)[-1] for f in _clean_instants(table2.base_path)] == ["requested"]

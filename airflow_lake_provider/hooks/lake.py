@@ -1,0 +1,388 @@
+"""``LakeHook``: the Airflow side of the table services (connection, local runs, Spark submission).
+
+The hook plans in the worker with the pure-Python table core (no JVM). Small services run in the
+worker too; large ones are scheduled in the worker and executed by a ``spark_jobs`` script submitted
+through the Spark provider's ``SparkSubmitHook``. Whether a Spark run succeeded is read from the
+table's timeline, never from ``spark-submit``'s exit code: the timeline is the table's only truth,
+and a job can commit and still exit non-zero (or the reverse).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_lake_provider.lake.clean import (
+    CleanResult,
+    Outcome,
+    clean_config,
+    pending_cleans,
+    run_clean,
+    stored_plan,
+)
+from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+from airflow_lake_provider.lake.instant import Action, Instant, State
+from airflow_lake_provider.lake.spark_submit import job_script, spark_submit_binary
+from airflow_lake_provider.lake.table import LakeTable
+from airflow_lake_provider.lake.timeline import Timeline
+
+CLEAN_MODES = ("schedule", "execute", "schedule_and_execute")
+# Plans deleting more files than this run on Spark; smaller ones are deleted by the worker itself.
+DEFAULT_SPARK_THRESHOLD = 10_000
+# The only connection extras the hook reads (never the whole extra dict).
+EXTRA_BASE_PATH = "base_path"
+
+
+class LakeHookError(AirflowException):
+    """A table service failed; the message names the table and the instant."""
+
+
+class LakeConfigError(LakeHookError, AirflowFailException):
+    """Invalid arguments or table options: retrying cannot help, so the task fails at once."""
+
+
+class LakeServiceBusyError(LakeHookError):
+    """Another run of the same service holds the table's lock (a retry later may succeed)."""
+
+
+class LakeSparkJobError(LakeHookError):
+    """The Spark job did not complete the instant it was submitted for."""
+
+
+@dataclass(frozen=True)
+class SparkSubmission:
+    """How ``spark-submit`` ended: ``ok`` is its exit status only, not the service's outcome."""
+
+    command: tuple[str, ...]
+    ok: bool
+    error: str = ""
+
+
+def spark_job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for ``spark-submit`` so the driver and Python workers use this interpreter.
+
+    The pip ``pyspark`` puts ``spark-submit`` beside the interpreter and looks for ``python3`` on
+    ``PATH``; the job imports ``airflow_lake_provider`` and ``spark_jobs``, so their parent folders
+    go on ``PYTHONPATH``.
+    """
+    import airflow_lake_provider
+    import spark_jobs
+
+    bin_dir = str(Path(sys.executable).parent)
+    roots = {
+        str(Path(airflow_lake_provider.__file__).resolve().parent.parent),
+        str(Path(spark_jobs.__file__).resolve().parent.parent),
+    }
+    python_path = [*sorted(roots), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    path = [bin_dir, *(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != bin_dir)]
+    env = {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PATH": os.pathsep.join(path),
+        "PYTHONPATH": os.pathsep.join(dict.fromkeys(python_path)),
+    }
+    env.update(extra or {})
+    return env
+
+
+def _as_bool(value: bool | str, name: str) -> bool:
+    """A flag that may arrive as a rendered template string (``"True"``, ``"false"``)."""
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no", ""):
+        return False
+    raise LakeConfigError(f"{name}={value!r} is not a boolean")
+
+
+def _as_threshold(value: int | str) -> int:
+    try:
+        threshold = int(value)
+    except (TypeError, ValueError):
+        raise LakeConfigError(f"spark_threshold={value!r} is not an integer") from None
+    if threshold < 0:
+        raise LakeConfigError(f"spark_threshold={threshold} must be >= 0")
+    return threshold
+
+
+def _completed_clean(timeline: Timeline, timestamp: str) -> Instant | None:
+    done = [i for i in timeline.filter([Action.CLEAN], [State.COMPLETED]) if i.timestamp == timestamp]
+    return done[0] if done else None
+
+
+class LakeHook(BaseHook):
+    """Runs table services on Hudi tables; the ``lake`` connection is optional.
+
+    With a connection, its extra ``base_path`` is the root of the lake: relative table paths are
+    resolved under it and absolute ones must lie inside it. Without one, table paths are used as
+    given.
+
+    :param lake_conn_id: Airflow connection id of type ``lake``, or ``None`` for no connection.
+    """
+
+    conn_name_attr = "lake_conn_id"
+    default_conn_name = "lake_default"
+    conn_type = "lake"
+    hook_name = "Lake (Apache Hudi)"
+
+    def __init__(self, lake_conn_id: str | None = None) -> None:
+        super().__init__()
+        self.lake_conn_id = lake_conn_id
+        self._base_path: str | None = None
+        self._base_path_loaded = False
+        self._spark_hook: Any = None
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """The connection form: only the extra field is used (``{"base_path": "/lake"}``)."""
+        return {
+            "hidden_fields": ["host", "schema", "login", "password", "port"],
+            "relabeling": {},
+            "placeholders": {"extra": '{"base_path": "/data/lake"}'},
+        }
+
+    def get_conn(self) -> Any:
+        """The Airflow connection, or ``None`` when the hook runs without one."""
+        if self.lake_conn_id is None:
+            return None
+        return self.get_connection(self.lake_conn_id)
+
+    # -- tables --------------------------------------------------------------------------------
+    @property
+    def base_path(self) -> str | None:
+        """The connection's ``base_path`` extra (read once), or ``None``."""
+        if not self._base_path_loaded:
+            conn = self.get_conn()
+            value = conn.extra_dejson.get(EXTRA_BASE_PATH) if conn is not None else None
+            self._base_path = str(value) if value else None
+            self._base_path_loaded = True
+        return self._base_path
+
+    def resolve_table_path(self, table_path: str) -> str:
+        """The absolute table path: relative paths go under ``base_path``, which also bounds absolute ones.
+
+        :param table_path: the table's base path, absolute or relative to the connection's ``base_path``.
+        """
+        if not table_path or not str(table_path).strip():
+            raise LakeConfigError("table_path is empty")
+        path = str(table_path).strip()
+        if path.startswith("file://"):
+            path = path[len("file://") :]
+        base = self.base_path
+        if base is None:
+            return path
+        root = PurePosixPath(os.path.normpath(base))
+        target = PurePosixPath(os.path.normpath(root / path))
+        if target != root and root not in target.parents:
+            raise LakeConfigError(
+                f"table path {table_path!r} lies outside the connection's base_path {base!r}"
+            )
+        return str(target)
+
+    def open_table(self, table_path: str) -> LakeTable:
+        """Open the table at ``table_path`` (resolved with :meth:`resolve_table_path`)."""
+        try:
+            return LakeTable.open(self.resolve_table_path(table_path))
+        except LakeError as exc:
+            raise LakeConfigError(str(exc)) from exc
+
+    # -- clean ---------------------------------------------------------------------------------
+    def clean(
+        self,
+        table_path: str,
+        options: Mapping[str, Any] | None = None,
+        *,
+        mode: str = "schedule_and_execute",
+        dry_run: bool | str = False,
+        spark_threshold: int | str = DEFAULT_SPARK_THRESHOLD,
+        spark_conn_id: str = "spark_default",
+        spark_conf: Mapping[str, Any] | None = None,
+        spark_env: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Clean a table and return the JSON summary of :meth:`CleanResult.to_dict` plus ``executor``.
+
+        The plan is computed here, without a JVM. Nothing to clean returns outcome ``NO_WORK``.
+        A plan of at most ``spark_threshold`` files runs in this process; a larger one is scheduled
+        here (``<t>.clean.requested``) and executed by ``spark_jobs/clean.py`` through
+        ``SparkSubmitHook``, then judged from the timeline (``<t>.clean`` must exist).
+
+        :param table_path: the table's base path.
+        :param options: cleaner options (``hoodie.clean*``/``hoodie.cleaner*`` keys) over the table's own.
+        :param mode: ``schedule``, ``execute`` or ``schedule_and_execute``.
+        :param dry_run: compute and report the plan, write and delete nothing.
+        :param spark_threshold: the largest plan (in files) executed in this process.
+        :param spark_conn_id: the Spark connection used for large plans.
+        :param spark_conf: extra ``--conf`` values for ``spark-submit``.
+        :param spark_env: extra environment variables for ``spark-submit``.
+        """
+        if mode not in CLEAN_MODES:
+            raise LakeConfigError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")
+        dry_run = _as_bool(dry_run, "dry_run")
+        threshold = _as_threshold(spark_threshold)
+        opts = {str(k): v for k, v in (options or {}).items()}
+        table = self.open_table(table_path)
+        try:
+            clean_config(table, opts)  # fail on bad options before anything is written
+            preview = run_clean(table, opts, dry_run=True)
+            if mode == "execute" and not pending_cleans(table.timeline()):
+                preview = CleanResult(Outcome.NO_WORK, reason="no pending clean to execute")
+            if dry_run or preview.outcome is Outcome.NO_WORK:
+                return self._summary(table, preview, "none")
+            planned = preview.plan.file_count if preview.plan else 0
+            if mode == "schedule" or planned <= threshold:
+                self.log.info(
+                    "clean of %s: %d files planned (<= %d): running in the worker",
+                    table.base_path,
+                    planned,
+                    threshold,
+                )
+                return self._summary(table, run_clean(table, opts, mode=mode), "local")
+            self.log.info(
+                "clean of %s: %d files planned (> %d): executing on Spark",
+                table.base_path,
+                planned,
+                threshold,
+            )
+            return self._clean_on_spark(table, opts, mode, spark_conn_id, spark_conf, spark_env)
+        except ServiceBusyError as exc:
+            raise LakeServiceBusyError(f"clean of {table.base_path} not started: {exc}") from exc
+        except ValueError as exc:  # core input errors (CleanConfigError, UnsafePathError, ...)
+            raise LakeConfigError(f"clean of {table.base_path}: {exc}") from exc
+        except LakeError as exc:
+            raise LakeHookError(f"clean of {table.base_path} failed: {exc}") from exc
+
+    def _clean_on_spark(
+        self,
+        table: LakeTable,
+        options: Mapping[str, Any],
+        mode: str,
+        conn_id: str,
+        conf: Mapping[str, Any] | None,
+        env: Mapping[str, str] | None,
+    ) -> dict[str, Any]:
+        """Schedule here, execute with ``spark_jobs/clean.py --mode execute``, judge from the timeline."""
+        pending = [i.timestamp for i in pending_cleans(table.timeline())]
+        targets = list(pending)
+        scheduled: CleanResult | None = None
+        if mode == "schedule_and_execute":
+            scheduled = run_clean(table, options, mode="schedule")
+            if scheduled.outcome is Outcome.SCHEDULED and scheduled.instant:
+                targets.append(scheduled.instant)
+        if not targets:
+            result = scheduled or CleanResult(Outcome.NO_WORK, reason="no pending clean to execute")
+            return self._summary(table, result, "none")
+        args = ["--table", str(table.base_path), "--mode", "execute"]
+        for key, value in options.items():
+            args += ["--option", f"{key}={value}"]
+        if len(targets) == 1:
+            args += ["--instant", targets[0]]
+        submission = self.submit_spark_job(
+            "clean.py", args, conn_id=conn_id, conf=conf, env_vars=env, name=f"lake-clean-{table.config.name}"
+        )
+        timeline = table.timeline()
+        completed = {t: _completed_clean(timeline, t) for t in targets}
+        missing = [t for t, done in completed.items() if done is None]
+        if missing:
+            raise LakeSparkJobError(
+                f"clean {', '.join(missing)} of {table.base_path} did not complete on Spark"
+                f"{': ' + submission.error if submission.error else ''}; the next clean finishes it"
+            )
+        if not submission.ok:
+            self.log.warning(
+                "spark-submit reported a failure, but the timeline shows clean %s completed: %s",
+                ", ".join(targets),
+                submission.error,
+            )
+        last = targets[-1]
+        metadata = timeline.avro_record(completed[last])  # type: ignore[arg-type]  # not None: checked above
+        failed = sum(
+            len(p.get("failedDeleteFiles") or []) for p in (metadata.get("partitionMetadata") or {}).values()
+        )
+        plan = scheduled.plan if scheduled is not None and scheduled.instant == last else None
+        if plan is None:
+            plan = stored_plan(table, timeline, Instant(last, State.REQUESTED, Action.CLEAN))
+        result = CleanResult(
+            Outcome.CLEANED,
+            last,
+            plan,
+            int(metadata.get("totalFilesDeleted") or 0),
+            failed,
+            finished_pending=tuple(pending),
+            duration_seconds=int(metadata.get("timeTakenInMillis") or 0) / 1000,
+        )
+        return self._summary(table, result, "spark")
+
+    @staticmethod
+    def _summary(table: LakeTable, result: CleanResult, executor: str) -> dict[str, Any]:
+        return {**result.to_dict(), "table_path": str(table.base_path), "executor": executor}
+
+    # -- Spark ---------------------------------------------------------------------------------
+    def submit_spark_job(
+        self,
+        script: str,
+        args: Sequence[str],
+        *,
+        conn_id: str = "spark_default",
+        conf: Mapping[str, Any] | None = None,
+        env_vars: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> SparkSubmission:
+        """Run ``spark_jobs/<script>`` with ``SparkSubmitHook`` and report how ``spark-submit`` ended.
+
+        A non-zero exit does not raise: callers judge the outcome from the table's timeline.
+
+        :param script: file name under ``spark_jobs/`` (e.g. ``clean.py``).
+        :param args: the script's arguments.
+        :param conn_id: the Spark connection (its master, deploy mode, queue).
+        :param conf: extra ``--conf`` values.
+        :param env_vars: environment variables over :func:`spark_job_env`'s.
+        :param name: the Spark application name.
+        """
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        application = str(job_script(script))
+        hook = SparkSubmitHook(
+            conf={str(k): str(v) for k, v in (conf or {}).items()},
+            conn_id=conn_id,
+            name=name or f"lake-{Path(script).stem}",
+            application_args=[str(a) for a in args],
+            env_vars=spark_job_env(env_vars),
+            # The connection extra only allows bare names; the argument takes the venv's binary.
+            spark_binary=spark_submit_binary(),
+        )
+        self._spark_hook = hook
+        command = (application, *map(str, args))
+        try:
+            hook.submit(application=application)
+        except AirflowException as exc:
+            return SparkSubmission(command, False, str(exc))
+        finally:
+            self._spark_hook = None
+        return SparkSubmission(command, True)
+
+    def on_kill(self) -> None:
+        """Stop a running ``spark-submit`` (the task was killed)."""
+        if self._spark_hook is not None:
+            self._spark_hook.on_kill()
+
+
+__all__ = [
+    "CLEAN_MODES",
+    "DEFAULT_SPARK_THRESHOLD",
+    "LakeConfigError",
+    "LakeHook",
+    "LakeHookError",
+    "LakeServiceBusyError",
+    "LakeSparkJobError",
+    "SparkSubmission",
+    "spark_job_env",
+]

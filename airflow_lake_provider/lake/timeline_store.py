@@ -196,6 +196,14 @@ class TimelineStore:
             (self.hoodie / Instant(timestamp, state, Action.SAVEPOINT).file_name).unlink(missing_ok=True)
         _fsync_dir(self.hoodie)
 
+    def write_aux(self, name: str, data: bytes) -> None:
+        """Replace a small bookkeeping file under ``.hoodie/.aux/`` (Hudi readers ignore the folder)."""
+        if "/" in name or name.startswith("."):
+            raise UnsafePathError(f"aux file name {name!r} must be a plain, visible file name")
+        folder = self.hoodie / ".aux"
+        folder.mkdir(parents=True, exist_ok=True)
+        write_file_atomically(folder / name, data, overwrite=True)
+
     @contextlib.contextmanager
     def exclusive(self, service: str) -> Iterator[None]:
         """Hold the table's lock for ``service`` (one clean, or one compaction, at a time)."""

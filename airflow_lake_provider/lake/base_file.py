@@ -13,7 +13,7 @@ RECORD_KEY = "_hoodie_record_key"
 
 
 def fsync_file(path: Path) -> None:
-    """Flush ``path`` to stable storage (the commit that makes it visible comes later)."""
+    """Flush a file (or a folder's entries) to stable storage before a later step depends on it."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)

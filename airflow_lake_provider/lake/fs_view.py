@@ -22,34 +22,34 @@ _SKIPPED_TOP_LEVEL = {HOODIE_DIR, "_delta_log", "metadata"}
 Lister = Callable[[Sequence[str]], Mapping[str, Sequence[tuple[str, int]]]]
 
 
+class _DataFile:
+    """Names derived from a parsed file name (computed on use: views hold 100,000s of files)."""
+
+    __slots__ = ()
+    partition: str
+    name: BaseFileName | LogFileName
+
+    @property
+    def file_name(self) -> str:
+        return self.name.name
+
+    @property
+    def relative_path(self) -> str:
+        return f"{self.partition}/{self.name.name}" if self.partition else self.name.name
+
+
 @dataclass(frozen=True, slots=True)
-class BaseFile:
+class BaseFile(_DataFile):
     partition: str
     name: BaseFileName
     size: int
 
-    @property
-    def file_name(self) -> str:
-        return self.name.name
-
-    @property
-    def relative_path(self) -> str:
-        return f"{self.partition}/{self.name.name}" if self.partition else self.name.name
-
 
 @dataclass(frozen=True, slots=True)
-class LogFile:
+class LogFile(_DataFile):
     partition: str
     name: LogFileName
     size: int
-
-    @property
-    def file_name(self) -> str:
-        return self.name.name
-
-    @property
-    def relative_path(self) -> str:
-        return f"{self.partition}/{self.name.name}" if self.partition else self.name.name
 
 
 @dataclass(frozen=True, slots=True)

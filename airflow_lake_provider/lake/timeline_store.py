@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_lake_provider.lake.base_file import fsync_file
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     InvalidStateTransitionError,
@@ -54,14 +55,6 @@ class Marker:
         return f"{self.partition}/{self.file_name}" if self.partition else self.file_name
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_file_atomically(path: Path, data: bytes, *, overwrite: bool) -> None:
     """Write ``data`` to a hidden temp file beside ``path`` and move it into place."""
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
@@ -80,7 +73,7 @@ def write_file_atomically(path: Path, data: bytes, *, overwrite: bool) -> None:
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-    _fsync_dir(path.parent)
+    fsync_file(path.parent)
 
 
 class TimelineStore:
@@ -194,7 +187,7 @@ class TimelineStore:
             raise InvalidStateTransitionError(f"{timestamp}: there is no savepoint at this instant")
         for state in (State.COMPLETED, State.INFLIGHT):
             (self.hoodie / Instant(timestamp, state, Action.SAVEPOINT).file_name).unlink(missing_ok=True)
-        _fsync_dir(self.hoodie)
+        fsync_file(self.hoodie)
 
     def write_aux(self, name: str, data: bytes) -> None:
         """Replace a small bookkeeping file under ``.hoodie/.aux/`` (Hudi readers ignore the folder)."""

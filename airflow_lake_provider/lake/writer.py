@@ -381,7 +381,7 @@ class _WriteJob:
         ordering = self.cfg.precombine_field
         ord_type = None
         if ordering:
-            ord_type = _avro_primitive(self.schema.field(ordering).type)
+            ord_type = log_format.ordering_type_for(self.schema.field(ordering).type)
         # Event time: the delete's own ordering value (it won above). Commit time: the stored value,
         # so Java, which compares ordering values even there, deletes too.
         source = _ORD if self.event_time else "__lake_cur"
@@ -394,18 +394,3 @@ class _WriteJob:
 
     def _stat(self, stat: WriteStat) -> None:
         self.stats.setdefault(stat.partition_path, []).append(stat)
-
-
-def _avro_primitive(typ: pa.DataType) -> str:
-    if pa.types.is_int64(typ):
-        return "long"
-    if pa.types.is_integer(typ):
-        return "int"
-    if pa.types.is_float32(typ):
-        return "float"
-    if pa.types.is_floating(typ):
-        return "double"
-    if pa.types.is_string(typ) or pa.types.is_large_string(typ):
-        return "string"
-    raise SchemaError(f"precombine field type {typ} cannot be written as a delete ordering value")
-

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from airflow_lake_provider.lake.errors import CleanConfigError
+from airflow_lake_provider.lake.options import get_bool, get_int, lookup, merge_layers
 
 
 class CleanPolicy(str, Enum):
@@ -25,38 +26,6 @@ ALLOW_MULTIPLE_KEYS = ("hoodie.clean.allow.multiple", "hoodie.clean.multiple.ena
 INCREMENTAL_KEYS = ("hoodie.cleaner.incremental.mode", "hoodie.clean.incremental.enabled")
 
 
-def _lookup(options: Mapping[str, object], keys: tuple[str, ...]) -> tuple[str, object] | None:
-    for key in keys:
-        if key in options and options[key] is not None and options[key] != "":
-            return key, options[key]
-    return None
-
-
-def _int(options: Mapping[str, object], keys: tuple[str, ...], default: int, minimum: int) -> int:
-    found = _lookup(options, keys)
-    if found is None:
-        return default
-    key, raw = found
-    try:
-        value = int(str(raw).strip())
-    except ValueError:
-        raise CleanConfigError(f"{key}={raw!r} is not a whole number") from None
-    if value < minimum:
-        raise CleanConfigError(f"{key}={value} must be at least {minimum}")
-    return value
-
-
-def _bool(options: Mapping[str, object], keys: tuple[str, ...], default: bool) -> bool:
-    found = _lookup(options, keys)
-    if found is None:
-        return default
-    key, raw = found
-    text = str(raw).strip().lower()
-    if text not in ("true", "false"):
-        raise CleanConfigError(f"{key}={raw!r} is not true or false")
-    return text == "true"
-
-
 @dataclass(frozen=True)
 class CleanConfig:
     policy: CleanPolicy = CleanPolicy.KEEP_LATEST_COMMITS
@@ -70,26 +39,24 @@ class CleanConfig:
     @classmethod
     def from_options(cls, *layers: Mapping[str, object]) -> CleanConfig:
         """Build from option layers, later ones overriding earlier (e.g. table properties, then user)."""
-        merged: dict[str, object] = {}
-        for layer in layers:
-            merged.update({k: v for k, v in layer.items() if v is not None})
-        policy_found = _lookup(merged, POLICY_KEYS)
+        merged = merge_layers(*layers)
+        policy_found = lookup(merged, POLICY_KEYS)
         policy = CleanPolicy.KEEP_LATEST_COMMITS
         if policy_found is not None:
             key, raw = policy_found
             try:
-                policy = CleanPolicy(str(raw).strip().upper())
+                policy = CleanPolicy(raw.upper())
             except ValueError:
                 names = ", ".join(p.value for p in CleanPolicy)
                 raise CleanConfigError(f"{key}={raw!r} is not one of {names}") from None
         return cls(
             policy=policy,
-            commits_retained=_int(merged, COMMITS_KEYS, 10, 1),
-            file_versions_retained=_int(merged, VERSIONS_KEYS, 3, 1),
-            hours_retained=_int(merged, HOURS_KEYS, 24, 0),
-            max_commits=_int(merged, MAX_COMMITS_KEYS, 1, 0),
-            allow_multiple=_bool(merged, ALLOW_MULTIPLE_KEYS, True),
-            incremental=_bool(merged, INCREMENTAL_KEYS, True),
+            commits_retained=get_int(merged, COMMITS_KEYS, 10, 1, CleanConfigError),
+            file_versions_retained=get_int(merged, VERSIONS_KEYS, 3, 1, CleanConfigError),
+            hours_retained=get_int(merged, HOURS_KEYS, 24, 0, CleanConfigError),
+            max_commits=get_int(merged, MAX_COMMITS_KEYS, 1, 0, CleanConfigError),
+            allow_multiple=get_bool(merged, ALLOW_MULTIPLE_KEYS, True, CleanConfigError),
+            incremental=get_bool(merged, INCREMENTAL_KEYS, True, CleanConfigError),
         )
 
     def retention_option(self, retained: int) -> dict[str, str]:

@@ -9,6 +9,7 @@ from enum import Enum
 
 from airflow_lake_provider.lake.compaction_strategy import strategy_for
 from airflow_lake_provider.lake.errors import CompactionConfigError
+from airflow_lake_provider.lake.options import get_float, get_int, get_str, merge_layers
 
 TRIGGER_KEY = "hoodie.compact.inline.trigger.strategy"
 MAX_DELTA_COMMITS_KEY = "hoodie.compact.inline.max.delta.commits"
@@ -34,39 +35,6 @@ class TriggerStrategy(str, Enum):
     NUM_OR_TIME = "NUM_OR_TIME"
 
 
-def _raw(options: Mapping[str, object], key: str) -> str | None:
-    value = options.get(key)
-    if value is None or str(value).strip() == "":
-        return None
-    return str(value).strip()
-
-
-def _int(options: Mapping[str, object], key: str, default: int) -> int:
-    raw = _raw(options, key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise CompactionConfigError(f"{key}={raw!r} is not a whole number") from None
-    if value < 0:
-        raise CompactionConfigError(f"{key}={value} must not be negative")
-    return value
-
-
-def _float(options: Mapping[str, object], key: str, default: float) -> float:
-    raw = _raw(options, key)
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise CompactionConfigError(f"{key}={raw!r} is not a number") from None
-    if value < 0 or value != value:  # NaN never compares equal to itself
-        raise CompactionConfigError(f"{key}={raw} must be a non-negative number")
-    return value
-
-
 @dataclass(frozen=True)
 class CompactionConfig:
     """Every knob the compaction trigger and planner read, with Hudi's defaults.
@@ -88,10 +56,8 @@ class CompactionConfig:
     @classmethod
     def from_options(cls, *layers: Mapping[str, object]) -> CompactionConfig:
         """Build from option layers, later ones overriding earlier (e.g. table properties, then user)."""
-        merged: dict[str, object] = {}
-        for layer in layers:
-            merged.update({k: v for k, v in layer.items() if v is not None})
-        trigger_raw = _raw(merged, TRIGGER_KEY)
+        merged = merge_layers(*layers)
+        trigger_raw = get_str(merged, TRIGGER_KEY)
         trigger = TriggerStrategy.NUM_COMMITS
         if trigger_raw is not None:
             try:
@@ -101,7 +67,7 @@ class CompactionConfig:
                 raise CompactionConfigError(
                     f"{TRIGGER_KEY}={trigger_raw!r} is not one of {allowed}"
                 ) from None
-        regex = _raw(merged, PARTITION_REGEX_KEY)
+        regex = get_str(merged, PARTITION_REGEX_KEY)
         if regex is not None:
             try:
                 re.compile(regex)
@@ -111,13 +77,13 @@ class CompactionConfig:
                 ) from None
         config = cls(
             trigger=trigger,
-            max_delta_commits=_int(merged, MAX_DELTA_COMMITS_KEY, 5),
-            max_delta_seconds=_int(merged, MAX_DELTA_SECONDS_KEY, 3600),
-            strategy=_raw(merged, STRATEGY_KEY) or DEFAULT_STRATEGY,
-            log_size_threshold=_int(merged, LOG_SIZE_THRESHOLD_KEY, 0),
-            log_num_threshold=_int(merged, LOG_NUM_THRESHOLD_KEY, 0),
-            target_io_mb=_float(merged, TARGET_IO_KEY, 512000.0),
-            day_partitions=_int(merged, DAY_PARTITIONS_KEY, 10),
+            max_delta_commits=get_int(merged, MAX_DELTA_COMMITS_KEY, 5, 0, CompactionConfigError),
+            max_delta_seconds=get_int(merged, MAX_DELTA_SECONDS_KEY, 3600, 0, CompactionConfigError),
+            strategy=get_str(merged, STRATEGY_KEY) or DEFAULT_STRATEGY,
+            log_size_threshold=get_int(merged, LOG_SIZE_THRESHOLD_KEY, 0, 0, CompactionConfigError),
+            log_num_threshold=get_int(merged, LOG_NUM_THRESHOLD_KEY, 0, 0, CompactionConfigError),
+            target_io_mb=get_float(merged, TARGET_IO_KEY, 512000.0, 0.0, CompactionConfigError),
+            day_partitions=get_int(merged, DAY_PARTITIONS_KEY, 10, 0, CompactionConfigError),
             partition_regex=regex,
         )
         strategy_for(config)  # resolve now, so a misspelt name fails before anything is planned

@@ -62,7 +62,8 @@ def submit(
 ) -> dict[str, Any]:
     """Run ``spark_jobs/<script>`` and return its JSON result; the job's log goes to our stderr."""
     command = [spark_submit_binary(), "--master", master]
-    for key, value in (conf or {}).items():
+    # Spark's INFO start-up chatter drowns the job's own progress lines.
+    for key, value in {"spark.log.level": "WARN", **(conf or {})}.items():
         command += ["--conf", f"{key}={value}"]
     command += [str(job_script(script)), *args]
     run_env = dict(os.environ)

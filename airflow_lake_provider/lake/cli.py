@@ -83,7 +83,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="any hoodie.compact* option")
     p.add_argument("--force", action="store_true", help="schedule even if the trigger strategy is not due")
     p.add_argument("--dry-run", action="store_true", help="print what would be planned or executed")
-    p.add_argument("--spark", action="store_true", help="execute the operations on Spark")
+    p.add_argument("--spark", action="store_true", help="execute the operations on Spark (spark_jobs/compact.py)")
+    p.add_argument("--master", default="local[2]", help="Spark master for --spark")
 
     p = sub.add_parser("savepoint", help="keep a commit's files from every clean")
     p.add_argument("action", choices=["create", "delete"])
@@ -176,21 +177,29 @@ def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
 
 def _cmd_compact(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
-    if args.spark:
-        raise CompactionError("lake compact --spark is not available yet; run it without --spark")
     options = _compaction_options(args)
     summary: dict[str, object] = {"mode": args.mode}
-    if args.mode == "execute":
-        executed = execute_compaction(table, args.instant, dry_run=args.dry_run)
+
+    def execute(instant: str | None) -> None:
+        if args.spark and not args.dry_run:
+            job_args = ["--table", str(table.base_path)] + (["--instant", instant] if instant else [])
+            result = spark_submit.submit("compact.py", job_args, master=args.master)
+            if result.get("outcome") == "FAILED":
+                raise CompactionError(str(result.get("error")))
+            summary.update(outcome=result["outcome"], execute=result)
+            return
+        executed = execute_compaction(table, instant, dry_run=args.dry_run)
         summary.update(outcome=executed.outcome.value, execute=executed.to_json())
+
+    if args.mode == "execute":
+        execute(args.instant)
     else:
         scheduled = schedule_compaction(
             table, options, dry_run=args.dry_run, instant=args.instant, force=args.force
         )
         summary.update(outcome=scheduled.outcome.value, schedule=scheduled.to_json())
         if args.mode == "run" and scheduled.outcome is Outcome.SCHEDULED and not args.dry_run:
-            executed = execute_compaction(table, scheduled.instant)
-            summary.update(outcome=executed.outcome.value, execute=executed.to_json())
+            execute(scheduled.instant)
     print(json.dumps(summary, indent=2))
 
 

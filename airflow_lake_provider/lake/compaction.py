@@ -408,6 +408,41 @@ def commit_compaction(
     return metadata
 
 
+# Runs a plan's operations: a write stat per operation that succeeded, an error text per failure.
+OperationRunner = Callable[
+    [LakeTable, Timeline, pa.Schema, str, Sequence[CompactionOperation]], list["WriteStat | str"]
+]
+
+
+def run_operation(
+    table: LakeTable,
+    timeline: Timeline,
+    schema: pa.Schema,
+    instant: str,
+    index: int,
+    op: CompactionOperation,
+    *,
+    attempt: int = 0,
+    fault: FaultHook = _no_fault,
+) -> WriteStat | str:
+    """One operation, its failure turned into a message (the token keeps retried attempts apart)."""
+    try:
+        return execute_operation(table, timeline, schema, instant, op, token=write_token(index, 1, attempt),
+                                 fault=fault)
+    except (LakeError, OSError, pa.ArrowException) as exc:
+        log.error("compaction %s: file group %s/%s failed: %s", instant, op.partition, op.file_id, exc)
+        return f"{join_partition(op.partition, op.file_id)}: {exc}"
+
+
+def _local_runner(fault: FaultHook) -> OperationRunner:
+    def run(
+        table: LakeTable, timeline: Timeline, schema: pa.Schema, instant: str, ops: Sequence[CompactionOperation]
+    ) -> list[WriteStat | str]:
+        return [run_operation(table, timeline, schema, instant, i, op, fault=fault) for i, op in enumerate(ops)]
+
+    return run
+
+
 def _pick(timeline: Timeline, instant: str | None) -> Instant | None:
     """The compaction to run: the one asked for, else a crashed (inflight) one, else the earliest."""
     if instant is not None:
@@ -427,8 +462,12 @@ def execute_compaction(
     *,
     dry_run: bool = False,
     fault: FaultHook = _no_fault,
+    runner: OperationRunner | None = None,
 ) -> CompactionResult:
     """Run one pending compaction to completion and return its metrics.
+
+    ``runner`` executes the plan's operations (default: one after another in this process; the
+    Spark job spreads them over executors); everything else happens here, under the lock.
 
     Without ``instant``, an inflight (crashed) compaction is recovered first, else the earliest
     requested one runs. Holds the table's compaction lock: a concurrent run gets ``ServiceBusyError``,
@@ -460,17 +499,9 @@ def execute_compaction(
             table.store.transition_to_inflight(target, timeline.read_bytes(target))
         fault("inflight")
         schema = output_schema(table, timeline)
-        stats, failures = [], []
-        for index, op in enumerate(plan.operations):
-            try:
-                stats.append(
-                    execute_operation(
-                        table, timeline, schema, c, op, token=write_token(index, 1, 0), fault=fault
-                    )
-                )
-            except (LakeError, OSError, pa.ArrowException) as exc:
-                log.error("compaction %s: file group %s/%s failed: %s", c, op.partition, op.file_id, exc)
-                failures.append(f"{join_partition(op.partition, op.file_id)}: {exc}")
+        outcomes = (runner or _local_runner(fault))(table, timeline, schema, c, plan.operations)
+        stats = [o for o in outcomes if isinstance(o, WriteStat)]
+        failures = [o for o in outcomes if not isinstance(o, WriteStat)]
         if failures:
             raise CompactionError(
                 f"compaction {c}: {len(failures)} of {len(plan.operations)} operations failed; "

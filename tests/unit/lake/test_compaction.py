@@ -429,8 +429,9 @@ def test_cli_compact_modes(mor: tuple[LakeTable, Model], capsys: pytest.CaptureF
     assert json.loads(capsys.readouterr().out)["outcome"] == "NO_WORK"
     assert cli.main(["compact", path, "--mode", "execute"]) == 0
     assert json.loads(capsys.readouterr().out)["outcome"] == "NO_WORK"
-    assert cli.main(["compact", path, "--mode", "run", "--spark"]) == 1
-    assert "not available yet" in capsys.readouterr().err
+    # Nothing due: NO_WORK, exit 0, and no Spark job is submitted.
+    assert cli.main(["compact", path, "--mode", "run", "--spark"]) == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "NO_WORK"
     assert cli.main(["compact", path, "--mode", "run", "--strategy", "Nope"]) == 1
     assert "Nope" in capsys.readouterr().err
     _check(table, model)

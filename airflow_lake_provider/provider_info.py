@@ -15,18 +15,21 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-lake-provider",
         "name": "Lake (Apache Hudi table services)",
-        "description": "Runs Apache Hudi table services (clean, compaction, clustering) from Airflow.",
+        "description": "Runs Apache Hudi table services (clean, compaction) from Airflow.",
         "versions": [__version__],
         "hooks": [
             {
                 "integration-name": "Lake",
-                "python-modules": ["airflow_lake_provider.hooks.lake"],
+                "python-modules": ["airflow_lake_provider.hooks.lake", "airflow_lake_provider.hooks.compaction"],
             }
         ],
         "operators": [
             {
                 "integration-name": "Lake",
-                "python-modules": ["airflow_lake_provider.operators.clean"],
+                "python-modules": [
+                    "airflow_lake_provider.operators.clean",
+                    "airflow_lake_provider.operators.compaction",
+                ],
             }
         ],
         "connection-types": [
@@ -36,6 +39,10 @@ def get_provider_info() -> dict[str, Any]:
                 "hook-name": "Lake (Apache Hudi)",
             }
         ],
-        "sensors": [],
-        "triggers": [],
+        "sensors": [
+            {"integration-name": "Lake", "python-modules": ["airflow_lake_provider.sensors.compaction"]}
+        ],
+        "triggers": [
+            {"integration-name": "Lake", "python-modules": ["airflow_lake_provider.triggers.compaction"]}
+        ],
     }

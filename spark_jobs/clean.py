@@ -17,13 +17,12 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_jobs._common import build_spark_session, emit_result, setup_logging
-
 from airflow_lake_provider.lake.clean import DeleteOutcome, delete_files, run_clean
 from airflow_lake_provider.lake.clean_planner import CleanPlan
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.fs_view import list_files
 from airflow_lake_provider.lake.table import LakeTable
+from spark_jobs._common import build_spark_session, emit_result, setup_logging
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -20,14 +20,13 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from spark_jobs._common import build_spark_session, emit_result, setup_logging
-
 from airflow_lake_provider.lake.commit_metadata import WriteStat
 from airflow_lake_provider.lake.compaction import Outcome, execute_compaction, run_operation
 from airflow_lake_provider.lake.compaction_plan import CompactionOperation
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.timeline import Timeline
+from spark_jobs._common import build_spark_session, emit_result, setup_logging
 
 log = logging.getLogger("lake.compact")
 

@@ -17,8 +17,16 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException
 
+from airflow_lake_provider.hooks.compaction import CompactionHookMixin
+from airflow_lake_provider.hooks.errors import (
+    LakeConfigError,
+    LakeHookError,
+    LakeServiceBusyError,
+    LakeSparkJobError,
+    as_bool,
+)
 from airflow_lake_provider.lake.clean import (
     CleanResult,
     Outcome,
@@ -38,22 +46,6 @@ CLEAN_MODES = ("schedule", "execute", "schedule_and_execute")
 DEFAULT_SPARK_THRESHOLD = 10_000
 # The only connection extras the hook reads (never the whole extra dict).
 EXTRA_BASE_PATH = "base_path"
-
-
-class LakeHookError(AirflowException):
-    """A table service failed; the message names the table and the instant."""
-
-
-class LakeConfigError(LakeHookError, AirflowFailException):
-    """Invalid arguments or table options: retrying cannot help, so the task fails at once."""
-
-
-class LakeServiceBusyError(LakeHookError):
-    """Another run of the same service holds the table's lock (a retry later may succeed)."""
-
-
-class LakeSparkJobError(LakeHookError):
-    """The Spark job did not complete the instant it was submitted for."""
 
 
 @dataclass(frozen=True)
@@ -92,18 +84,6 @@ def spark_job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def _as_bool(value: bool | str, name: str) -> bool:
-    """A flag that may arrive as a rendered template string (``"True"``, ``"false"``)."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no", ""):
-        return False
-    raise LakeConfigError(f"{name}={value!r} is not a boolean")
-
-
 def _as_threshold(value: int | str) -> int:
     try:
         threshold = int(value)
@@ -119,7 +99,7 @@ def _completed_clean(timeline: Timeline, timestamp: str) -> Instant | None:
     return done[0] if done else None
 
 
-class LakeHook(BaseHook):
+class LakeHook(CompactionHookMixin, BaseHook):
     """Runs table services on Hudi tables; the ``lake`` connection is optional.
 
     With a connection, its extra ``base_path`` is the root of the lake: relative table paths are
@@ -226,7 +206,7 @@ class LakeHook(BaseHook):
         """
         if mode not in CLEAN_MODES:
             raise LakeConfigError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")
-        dry_run = _as_bool(dry_run, "dry_run")
+        dry_run = as_bool(dry_run, "dry_run")
         threshold = _as_threshold(spark_threshold)
         opts = {str(k): v for k, v in (options or {}).items()}
         table = self.open_table(table_path)

@@ -1,0 +1,133 @@
+"""Compaction methods of ``LakeHook``: schedule in the worker, execute on Spark, judge from the timeline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_lake_provider.hooks.errors import (
+    LakeConfigError,
+    LakeHookError,
+    LakeServiceBusyError,
+    LakeSparkJobError,
+    as_bool,
+)
+from airflow_lake_provider.lake.compaction import schedule_compaction
+from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+from airflow_lake_provider.lake.instant import Action, State
+from airflow_lake_provider.lake.table import LakeTable
+from airflow_lake_provider.lake.timeline import Timeline
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.hooks.lake import SparkSubmission
+
+
+def earliest_requested_compaction(table: LakeTable) -> str | None:
+    """The instant of the earliest compaction plan waiting to run (ours or an external writer's)."""
+    pending = table.timeline().filter([Action.COMPACTION], [State.REQUESTED])
+    return pending[0].timestamp if pending else None
+
+
+def next_compaction(timeline: Timeline) -> str | None:
+    """What an execution without an instant runs: a crashed (inflight) compaction, else the earliest."""
+    pending = timeline.pending_compactions()
+    inflight = [i for i in pending if i.is_inflight]
+    return (inflight or pending)[0].timestamp if pending else None
+
+
+def compaction_metrics(timeline: Timeline, instant: str) -> dict[str, Any] | None:
+    """Metrics of a completed compaction read from its commit, or ``None`` if it is not completed."""
+    found = timeline.get(instant)
+    if found is None or not found.is_completed or not timeline.is_compaction(found):
+        return None
+    stats = timeline.commit_metadata(found).write_stats()
+    return {
+        "operations": len(stats),
+        "records_written": sum(s.num_writes for s in stats),
+        "log_records_merged": sum(s.total_log_records for s in stats),
+        "records_updated": sum(s.num_update_writes for s in stats),
+        "bytes_written": sum(s.total_write_bytes for s in stats),
+        "files": sorted(s.path for s in stats),
+    }
+
+
+class CompactionHookMixin:
+    """Compaction service of :class:`~airflow_lake_provider.hooks.lake.LakeHook` (mixed into it)."""
+
+    def schedule_compaction(
+        self, table_path: str, options: Mapping[str, Any] | None = None, *, dry_run: bool | str = False
+    ) -> dict[str, Any]:
+        """Evaluate trigger and strategy and write ``<c>.compaction.requested``; a JSON-ready summary.
+
+        Outcome ``NO_WORK`` (with a reason) when nothing is due or no file group is selected.
+        """
+        table = self.open_table(table_path)  # type: ignore[attr-defined]
+        try:
+            result = schedule_compaction(
+                table,
+                {str(k): v for k, v in (options or {}).items()},
+                dry_run=as_bool(dry_run, "dry_run"),
+            )
+        except ServiceBusyError as exc:
+            raise LakeServiceBusyError(f"compaction scheduling of {table.base_path}: {exc}") from exc
+        except ValueError as exc:  # bad options: retrying cannot help
+            raise LakeConfigError(f"compaction scheduling of {table.base_path}: {exc}") from exc
+        except LakeError as exc:
+            raise LakeHookError(f"compaction scheduling of {table.base_path} failed: {exc}") from exc
+        return {**result.to_json(), "table_path": str(table.base_path)}
+
+    def find_requested_compaction(self, table_path: str) -> str | None:
+        """The earliest requested compaction plan's instant, or ``None``."""
+        return earliest_requested_compaction(self.open_table(table_path))  # type: ignore[attr-defined]
+
+    def run_compaction(
+        self,
+        table_path: str,
+        instant: str | None = None,
+        *,
+        spark_conn_id: str = "spark_default",
+        spark_conf: Mapping[str, Any] | None = None,
+        spark_env: Mapping[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Execute a compaction with ``spark_jobs/compact.py`` through ``SparkSubmitHook``.
+
+        Without ``instant``, a crashed (inflight) compaction is recovered first, else the earliest
+        requested plan runs; none pending is outcome ``NO_WORK``. The job removes a crashed attempt's
+        partial output before it executes. Success is read from the timeline (``<c>.commit`` of the
+        compaction exists), never from the exit code; if the instant is still pending afterwards this
+        raises, and a retry of the task recovers it.
+        """
+        table: LakeTable = self.open_table(table_path)  # type: ignore[attr-defined]
+        timeline = table.timeline()
+        target = instant or next_compaction(timeline)
+        summary: dict[str, Any] = {"table_path": str(table.base_path), "instant": target}
+        if target is None:
+            return {**summary, "outcome": "NO_WORK", "reason": "no requested or inflight compaction"}
+        done = compaction_metrics(timeline, target)
+        if done is not None:
+            return {**summary, "outcome": "ALREADY_COMPLETED", **done}
+        started = time.monotonic()
+        submission: SparkSubmission = self.submit_spark_job(  # type: ignore[attr-defined]
+            "compact.py",
+            ["--table", str(table.base_path), "--instant", target],
+            conn_id=spark_conn_id,
+            conf=spark_conf,
+            env_vars=spark_env,
+            name=f"lake-compact-{table.config.name}",
+        )
+        done = compaction_metrics(table.timeline(), target)
+        if done is None:
+            raise LakeSparkJobError(
+                f"compaction {target} of {table.base_path} did not complete on Spark"
+                f"{': ' + submission.error if submission.error else ''}; it stays pending and a retry "
+                "recovers it"
+            )
+        if not submission.ok:
+            self.log.warning(  # type: ignore[attr-defined]
+                "spark-submit reported a failure, but compaction %s is completed on the timeline: %s",
+                target,
+                submission.error,
+            )
+        return {**summary, "outcome": "COMPLETED", "duration_seconds": round(time.monotonic() - started, 3),
+                **done}

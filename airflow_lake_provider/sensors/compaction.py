@@ -1,0 +1,83 @@
+"""``CompactionPlanSensor``: waits for a compaction plan (ours or an external writer's) on a table."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
+
+from airflow_lake_provider.hooks.errors import LakeHookError
+from airflow_lake_provider.hooks.lake import LakeHook
+from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+class CompactionPlanSensor(BaseSensorOperator):
+    """Succeeds when a requested compaction plan exists on the table; its instant is the XCom value.
+
+    Plans written by this provider's ``ScheduleCompactionOperator`` and by external writers (Spark or
+    Flink Hudi jobs scheduling inline) count alike. ``deferrable=True`` frees the worker slot and
+    polls from the triggerer. ``timeout`` and ``soft_fail`` behave as for any sensor (in deferrable
+    mode too: a soft-failing sensor is skipped when the time is up).
+
+    :param table_path: base path of the table, or a path relative to the lake connection's
+        ``base_path``. (templated)
+    :param lake_conn_id: optional ``lake`` connection. (templated)
+    :param deferrable: wait in the triggerer instead of a worker slot.
+    """
+
+    template_fields: Sequence[str] = ("table_path", "lake_conn_id")
+    ui_color = "#dae8fc"
+
+    def __init__(
+        self, *, table_path: str, lake_conn_id: str | None = None, deferrable: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table_path = table_path
+        self.lake_conn_id = lake_conn_id
+        self.deferrable = deferrable
+
+    def _hook(self) -> LakeHook:
+        return LakeHook(lake_conn_id=self.lake_conn_id)
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        instant = self._hook().find_requested_compaction(self.table_path)
+        if instant is not None:
+            self.log.info("compaction plan %s is requested on %s", instant, self.table_path)
+        return PokeReturnValue(is_done=instant is not None, xcom_value=instant)
+
+    def execute(self, context: Context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        hook = self._hook()
+        instant = hook.find_requested_compaction(self.table_path)
+        if instant is not None:  # no need to hand over to the triggerer
+            self.log.info("compaction plan %s is requested on %s", instant, self.table_path)
+            return instant
+        self.defer(
+            trigger=CompactionPlanTrigger(
+                table_path=hook.resolve_table_path(self.table_path),
+                poll_interval=self.poke_interval,
+                timeout_at=time.time() + self.timeout,
+            ),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout + self.poke_interval * 2),
+        )
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
+        status = event.get("status")
+        if status == "success":
+            self.log.info("compaction plan %s is requested on %s", event["instant"], self.table_path)
+            return str(event["instant"])
+        if status == "timeout":
+            message = f"no compaction plan on {self.table_path} within {self.timeout} s"
+            if self.soft_fail:
+                raise AirflowSkipException(message)
+            raise AirflowSensorTimeout(message)
+        raise LakeHookError(f"waiting for a compaction plan on {self.table_path} failed: {event.get('message')}")

@@ -1,0 +1,61 @@
+"""``CompactionPlanTrigger``: waits, in the triggerer, for a requested compaction plan to appear."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_lake_provider.hooks.compaction import earliest_requested_compaction
+from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake.table import LakeTable
+
+
+class CompactionPlanTrigger(BaseTrigger):
+    """Polls a table's timeline until a ``<c>.compaction.requested`` exists, then fires with ``c``.
+
+    Events: ``{"status": "success", "instant": c}``, ``{"status": "timeout"}`` once ``timeout_at``
+    (epoch seconds) passes, ``{"status": "error", "message": ...}`` if the table cannot be read.
+
+    :param table_path: absolute base path of the table (already resolved by the sensor).
+    :param poll_interval: seconds between two looks at the timeline.
+    :param timeout_at: epoch seconds after which the trigger gives up, or ``None``.
+    """
+
+    def __init__(self, table_path: str, poll_interval: float = 30.0, timeout_at: float | None = None) -> None:
+        super().__init__()
+        if not table_path:
+            raise ValueError("table_path must not be empty")
+        if float(poll_interval) <= 0:
+            raise ValueError(f"poll_interval={poll_interval} must be positive")
+        self.table_path = str(table_path)
+        self.poll_interval = float(poll_interval)
+        self.timeout_at = None if timeout_at is None else float(timeout_at)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {"table_path": self.table_path, "poll_interval": self.poll_interval, "timeout_at": self.timeout_at},
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        while True:
+            try:
+                # File system calls block: keep them off the triggerer's event loop.
+                instant = await asyncio.to_thread(self._look)
+            except LakeError as exc:
+                yield TriggerEvent({"status": "error", "message": str(exc)})
+                return
+            if instant is not None:
+                yield TriggerEvent({"status": "success", "instant": instant})
+                return
+            if self.timeout_at is not None and time.time() >= self.timeout_at:
+                yield TriggerEvent({"status": "timeout"})
+                return
+            await asyncio.sleep(self.poll_interval)
+
+    def _look(self) -> str | None:
+        return earliest_requested_compaction(LakeTable.open(self.table_path))

@@ -1,0 +1,55 @@
+"""Compaction of a merge-on-read table: schedule a plan, wait for it, execute it on Spark.
+
+- ``schedule``: evaluates the trigger (5 delta commits since the last compaction by default) and
+  the selection strategy, and writes ``<c>.compaction.requested``; nothing due is a success (NO_WORK).
+- ``wait_for_plan``: waits (deferred, in the triggerer) until a plan exists, ours or one an external
+  writer (Spark or Flink Hudi with inline scheduling) requested; skipped if none comes in time.
+- ``compact``: runs the plan with ``spark_jobs/compact.py`` on the ``spark_default`` connection.
+  A failed run leaves the plan inflight; the retry cleans up and finishes it.
+
+Trigger the DAG with ``{"table_path": "/path/to/table"}``.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from airflow_lake_provider.operators.compaction import RunCompactionOperator, ScheduleCompactionOperator
+from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
+
+COMPACTION_OPTIONS = {
+    "hoodie.compact.inline.trigger.strategy": "NUM_COMMITS",
+    "hoodie.compact.inline.max.delta.commits": "5",
+    "hoodie.compaction.strategy": "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy",
+}
+
+with DAG(
+    dag_id="example_lake_compaction",
+    schedule=None,
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["example", "lake", "compaction"],
+    doc_md=__doc__,
+    default_args={"retries": 1},
+    params={"table_path": Param("/tmp/lake/example_table", type="string", description="Base path of the table.")},
+) as dag:
+    schedule = ScheduleCompactionOperator(
+        task_id="schedule", table_path="{{ params.table_path }}", options=COMPACTION_OPTIONS
+    )
+    wait_for_plan = CompactionPlanSensor(
+        task_id="wait_for_plan",
+        table_path="{{ params.table_path }}",
+        deferrable=True,
+        poke_interval=30,
+        timeout=30 * 60,
+        soft_fail=True,
+    )
+    compact = RunCompactionOperator(
+        task_id="compact",
+        table_path="{{ params.table_path }}",
+        instant="{{ ti.xcom_pull(task_ids='wait_for_plan') }}",
+        spark_conn_id="spark_default",
+    )
+
+    schedule >> wait_for_plan >> compact

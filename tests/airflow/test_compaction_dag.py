@@ -1,0 +1,173 @@
+"""Compaction from Airflow: the example DAG (schedule -> deferrable sensor -> Spark run) under
+``dag.test()`` on local Spark, the sensor and its trigger, and the operators' outcomes."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hudi import HudiTableBuilder
+
+from airflow_lake_provider.hooks.lake import LakeHook
+from airflow_lake_provider.lake.compaction import schedule_compaction
+from airflow_lake_provider.lake.instant import Action, State
+from airflow_lake_provider.lake.reader import read_snapshot
+from airflow_lake_provider.lake.table import LakeTable
+from airflow_lake_provider.lake.writer import write
+from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
+from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
+
+pytestmark = pytest.mark.airflow
+
+DAG_ID = "example_lake_compaction"
+DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
+
+
+def _mor_table(path: Path, deltas: int = 5) -> LakeTable:
+    """A MOR table: 4 file groups of 10 rows, then ``deltas`` upserts/deletes as log files."""
+    table = LakeTable.create(path, name="trips", table_type="mor", record_key_fields=("id",), precombine_field="ts",
+                             partition_fields=("p",))
+    ids = [f"k{i:02d}" for i in range(40)]
+    write(table, pa.table({"id": ids, "ts": pa.array([0] * 40, pa.int64()), "p": ["a", "b"] * 20,
+                           "v": list(range(40))}), "insert", max_rows_per_file=10)
+    for d in range(1, deltas + 1):
+        chosen = ids[d::7]
+        op = "delete" if d == deltas else "upsert"
+        write(table, pa.table({"id": chosen, "ts": pa.array([d] * len(chosen), pa.int64()),
+                               "p": ["a" if int(k[1:]) % 2 == 0 else "b" for k in chosen],
+                               "v": [1000 * d] * len(chosen)}), op)
+    return table
+
+
+def _rows(table: pa.Table) -> list[tuple]:
+    return sorted(zip(*(table.column(c).to_pylist() for c in ("_hoodie_record_key", "ts", "v")), strict=True))
+
+
+def _hudi_rs(path: Path) -> list[tuple]:
+    return _rows(pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read()))
+
+
+@pytest.fixture(scope="module")
+def example_dag(repo_root: Path, airflow_db: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"{DAG_ID}_under_test", repo_root / "dags" / f"{DAG_ID}.py")
+    assert spec is not None and spec.loader is not None
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+def _states(run_id: str) -> dict[str, str]:
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(TaskInstance.task_id, TaskInstance.state).filter(
+            TaskInstance.dag_id == DAG_ID, TaskInstance.run_id == run_id
+        )
+        return {task_id: str(state) for task_id, state in rows}
+
+
+def _xcom(run_id: str, task_id: str, key: str = "return_value") -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(XComModel.get_many(run_id=run_id, key=key, task_ids=task_id, dag_ids=DAG_ID)).first()
+        assert row is not None, f"no XCom {key!r} from {task_id}"
+        return row.value
+
+
+@pytest.mark.spark
+def test_example_dag_schedules_waits_and_compacts_on_spark(example_dag: Any, tmp_path: Path) -> None:
+    table = _mor_table(tmp_path / "trips")
+    expected = _rows(read_snapshot(table))
+    assert _hudi_rs(table.base_path) == expected and len(expected) == 35
+    dr = example_dag.test(run_conf={"table_path": str(table.base_path)})
+    assert dr.state == "success", _states(dr.run_id)
+    scheduled = _xcom(dr.run_id, "schedule")
+    assert scheduled["outcome"] == "SCHEDULED" and scheduled["plan"]["operations"] == 4
+    c = scheduled["instant"]
+    assert str(_xcom(dr.run_id, "wait_for_plan")) == c
+    result = _xcom(dr.run_id, "compact")
+    assert result["outcome"] == "COMPLETED" and result["instant"] == c
+    assert result["operations"] == 4 and result["records_written"] == 35 and result["bytes_written"] > 0
+    timeline = table.timeline()
+    done = timeline.get(c)
+    assert done is not None and done.is_completed and timeline.is_compaction(done)
+    # Every file group now has a base file at c; rows are unchanged for us and for hudi-rs.
+    assert all(g.latest_slice.base_instant == c and not g.latest_slice.log_files
+               for g in table.file_system_view().file_groups())
+    assert _rows(read_snapshot(table)) == expected == _hudi_rs(table.base_path)
+
+
+def test_sensor_poke_finds_a_plan_an_external_writer_requested(tmp_path: Path) -> None:
+    table = _mor_table(tmp_path / "trips", deltas=1)
+    sensor = CompactionPlanSensor(task_id="wait", table_path=str(table.base_path))
+    first = sensor.poke({})
+    assert first.is_done is False and first.xcom_value is None
+    # An external writer (e.g. Spark Hudi with inline scheduling) requests a plan.
+    c = schedule_compaction(table, DUE).instant
+    assert c is not None
+    found = sensor.poke({})
+    assert found.is_done is True and found.xcom_value == c
+
+
+def test_trigger_fires_when_a_plan_appears_and_round_trips(tmp_path: Path) -> None:
+    table = _mor_table(tmp_path / "trips", deltas=1)
+    trigger = CompactionPlanTrigger(str(table.base_path), poll_interval=0.2, timeout_at=time.time() + 30)
+    path, kwargs = trigger.serialize()
+    assert path == "airflow_lake_provider.triggers.compaction.CompactionPlanTrigger"
+    assert CompactionPlanTrigger(**kwargs).serialize() == (path, kwargs)
+    scheduled: dict[str, str | None] = {}
+
+    def later() -> None:
+        time.sleep(0.6)
+        scheduled["c"] = schedule_compaction(table, DUE).instant
+
+    thread = threading.Thread(target=later)
+    thread.start()
+
+    async def first_event() -> Any:
+        async for event in trigger.run():
+            return event.payload
+
+    payload = asyncio.run(first_event())
+    thread.join()
+    assert payload == {"status": "success", "instant": scheduled["c"]}
+
+
+def test_trigger_times_out_and_sensor_soft_fail_skips(tmp_path: Path) -> None:
+    from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
+
+    table = _mor_table(tmp_path / "trips", deltas=1)
+    trigger = CompactionPlanTrigger(str(table.base_path), poll_interval=0.1, timeout_at=time.time() + 0.3)
+
+    async def first_event() -> Any:
+        async for event in trigger.run():
+            return event.payload
+
+    assert asyncio.run(first_event()) == {"status": "timeout"}
+    soft = CompactionPlanSensor(task_id="w", table_path=str(table.base_path), deferrable=True, soft_fail=True)
+    with pytest.raises(AirflowSkipException):
+        soft.execute_complete({}, {"status": "timeout"})
+    hard = CompactionPlanSensor(task_id="w", table_path=str(table.base_path), deferrable=True)
+    with pytest.raises(AirflowSensorTimeout):
+        hard.execute_complete({}, {"status": "timeout"})
+
+
+def test_schedule_with_nothing_due_is_no_work_and_run_without_plan_is_no_work(tmp_path: Path) -> None:
+    table = _mor_table(tmp_path / "trips", deltas=1)
+    hook = LakeHook()
+    scheduled = hook.schedule_compaction(str(table.base_path))  # 1 delta commit < 5 (the default)
+    assert scheduled["outcome"] == "NO_WORK" and "not due" in scheduled["reason"]
+    assert not table.timeline().filter([Action.COMPACTION])
+    ran = hook.run_compaction(str(table.base_path))
+    assert ran["outcome"] == "NO_WORK"  # judged before anything is submitted to Spark
+    assert not table.timeline().filter([Action.COMPACTION], [State.INFLIGHT])

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,14 +58,52 @@ def _task(items: Any, base: str, timeline: Timeline, schema: Any, instant: str) 
 
     from pyspark import TaskContext
 
+    import pyarrow as pa
+
     context = TaskContext.get()
     attempt = context.attemptNumber() if context is not None else 0
+    # Use the cores Spark gave this task, no more: Arrow's pool defaults to every core of the host,
+    # and concurrent tasks would fight over them (polars is capped by POLARS_MAX_THREADS, see main).
+    pa.set_cpu_count(max(1, context.cpus() if context is not None else 1))
     table = LakeTable.open(base)
     for index, op in items:
         started = time.monotonic()
         outcome = run_operation(table, timeline, schema, instant, index, op, attempt=attempt)
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         yield (f"{op.partition}/{op.file_id}", outcome, time.monotonic() - started, peak_mb)
+
+
+def _watch(sc: Any, instant: str, total: int, done: threading.Event) -> None:
+    """Log the running compaction's finished tasks whenever the count changes."""
+    tracker = sc.statusTracker()
+    reported = -1
+    while not done.wait(1.0):
+        finished = sum(
+            info.numCompletedTasks
+            for info in (tracker.getStageInfo(s) for s in tracker.getActiveStageIds())
+            if info is not None
+        )
+        if finished != reported:
+            log.info("compaction %s: %d/%d tasks finished", instant, finished, total)
+            reported = finished
+
+
+def _report(
+    instant: str,
+    done: int,
+    total: int,
+    group: str,
+    outcome: Any,
+    seconds: float,
+    peak_mb: float,
+    metrics: list[dict[str, Any]],
+) -> None:
+    ok = isinstance(outcome, WriteStat)
+    metrics.append({"file_group": group, "ok": ok, "seconds": round(seconds, 3), "peak_rss_mb": round(peak_mb, 1)})
+    log.info(
+        "compaction %s: operation %d/%d %s %s in %.1f s (worker peak RSS %.0f MB)",
+        instant, done, total, group, "ok" if ok else f"FAILED: {outcome}", seconds, peak_mb,
+    )
 
 
 def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
@@ -76,18 +115,21 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     def spark_runner(
         tbl: LakeTable, timeline: Timeline, schema: Any, instant: str, ops: Sequence[CompactionOperation]
     ) -> list[WriteStat | str]:
-        packed = bins(ops, args.parallelism or sc.defaultParallelism)
-        rdd = sc.parallelize(packed, len(packed)).flatMap(
-            lambda items: _task(items, base, timeline, schema, instant)
-        )
+        packed = bins(ops, args.parallelism or len(ops))
+        rdd = sc.parallelize(packed, len(packed)).flatMap(lambda b: _task(b, base, timeline, schema, instant))
+        # One job; while it runs, a driver thread reports finished tasks as they come.
+        done = threading.Event()
+        watcher = threading.Thread(target=_watch, args=(sc, instant, len(packed), done), daemon=True)
+        watcher.start()
+        try:
+            results = rdd.collect()
+        finally:
+            done.set()
+            watcher.join()
         outcomes: list[WriteStat | str] = []
-        for done, (group, outcome, seconds, peak_mb) in enumerate(rdd.toLocalIterator(), start=1):
+        for group, outcome, seconds, peak_mb in results:
             outcomes.append(outcome)
-            ok = isinstance(outcome, WriteStat)
-            task_metrics.append({"file_group": group, "ok": ok, "seconds": round(seconds, 3),
-                                 "peak_rss_mb": round(peak_mb, 1)})
-            log.info("compaction %s: %d/%d operations done (%s %s in %.1f s, worker peak RSS %.0f MB)",
-                     instant, done, len(ops), group, "ok" if ok else f"FAILED: {outcome}", seconds, peak_mb)
+            _report(instant, len(outcomes), len(ops), group, outcome, seconds, peak_mb, task_metrics)
         return outcomes
 
     started = time.monotonic()
@@ -104,7 +146,7 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    spark = build_spark_session("lake-compact")
+    spark = build_spark_session("lake-compact", task_threads_env=("POLARS_MAX_THREADS",))
     try:
         emit_result(run(args, spark))
     except LakeError as exc:

@@ -1,0 +1,189 @@
+"""Compaction cost, against baselines measured in the same run.
+
+(a) One MOR file slice, as in ``read_slice.py`` (1,000,000-row base file + one log file with 200,000
+    updates in one Avro data block): our compaction of it (read + merge + write the new parquet
+    base file, ``execute_operation``) vs hudi-rs merely reading it. Each in its own process (so the
+    peak RSS is its own), median of ``--runs``. Target: ratio <= 1.25.
+(b) ``spark_jobs/compact.py`` over 8 equal file groups, ``--master local[1]`` vs ``local[2]``: the
+    job's own time (from its JSON result, without the JVM start). Target: speedup >= 1.7x. Peak RSS
+    of the Python workers per task is reported too.
+
+    python benchmarks/compaction.py [--rows 1000000] [--updates 200000] [--runs 3] [--skip-spark]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import read_slice  # noqa: E402  (the same slice builder)
+
+FORCE = {"hoodie.compact.inline.max.delta.commits": "1"}
+
+
+def _vm_hwm_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as fh:
+        for line in fh:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _time_ours(path: str, runs: int, conn) -> None:  # noqa: ANN001
+    from airflow_lake_provider.lake.compaction import execute_operation, load_plan, output_schema
+    from airflow_lake_provider.lake.table import LakeTable
+
+    table = LakeTable.open(path)
+    timeline = table.timeline()
+    (c,) = [i.timestamp for i in timeline.pending_compactions()]
+    (op,) = load_plan(timeline, c).operations
+    schema = output_schema(table, timeline)
+    times, rows = [], 0
+    for run in range(runs + 1):  # the first run warms caches and imports
+        start = time.perf_counter()
+        stat = execute_operation(table, timeline, schema, c, op, token=f"{run}-9-0")
+        elapsed = time.perf_counter() - start
+        rows = stat.num_writes
+        (table.base_path / stat.path).unlink()
+        table.store.delete_markers(c)
+        if run:
+            times.append(elapsed)
+    conn.send({"times": times, "rows": rows, "peak_mb": _vm_hwm_mb()})
+
+
+def _time_hudi_rs(path: str, runs: int, conn) -> None:  # noqa: ANN001
+    from hudi import HudiTableBuilder
+
+    times, rows = [], 0
+    for run in range(runs + 1):
+        start = time.perf_counter()
+        batches = HudiTableBuilder.from_base_uri(path).build().read()
+        elapsed = time.perf_counter() - start
+        rows = sum(b.num_rows for b in batches)
+        del batches
+        if run:
+            times.append(elapsed)
+    conn.send({"times": times, "rows": rows, "peak_mb": _vm_hwm_mb()})
+
+
+def in_child(fn, path: Path, runs: int) -> dict:  # noqa: ANN001
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=fn, args=(str(path), runs, child))
+    proc.start()
+    result = parent.recv()
+    proc.join()
+    return result
+
+
+def part_a(work: Path, rows: int, updates: int, runs: int) -> None:
+    from airflow_lake_provider.lake.compaction import schedule_compaction
+    from airflow_lake_provider.lake.table import LakeTable
+
+    path = work / "slice"
+    t0 = time.perf_counter()
+    read_slice.build_table(path, rows, updates)
+    print(f"(a) built a {rows:,}-row base + {updates:,}-update log slice in {time.perf_counter() - t0:.1f} s")
+    # hudi-rs reads before the plan exists (a pending compaction would hide nothing here: no logs at c).
+    theirs = in_child(_time_hudi_rs, path, runs)
+    schedule_compaction(LakeTable.open(path), FORCE)
+    ours = in_child(_time_ours, path, runs)
+    if ours["rows"] != theirs["rows"] or ours["rows"] != rows:
+        raise SystemExit(f"row counts differ: ours {ours['rows']}, hudi-rs {theirs['rows']}, expected {rows}")
+    o, h = statistics.median(ours["times"]), statistics.median(theirs["times"])
+    print(f"{'':4}{'measure':<46}{'median s':>9}{'runs':>26}{'peak RSS':>11}")
+    print(f"{'':4}{'ours: compact the slice (read+merge+write)':<46}{o:>9.3f}"
+          f"{' / '.join(f'{t:.2f}' for t in ours['times']):>26}{ours['peak_mb']:>8.0f} MB")
+    print(f"{'':4}{'hudi-rs: read the slice':<46}{h:>9.3f}"
+          f"{' / '.join(f'{t:.2f}' for t in theirs['times']):>26}{theirs['peak_mb']:>8.0f} MB")
+    print(f"    ratio ours/hudi-rs = {o / h:.2f} (target <= 1.25)")
+
+
+def build_groups(path: Path, groups: int, rows_per_group: int, updates_per_group: int) -> None:
+    import numpy as np
+    import pyarrow as pa
+
+    from airflow_lake_provider.lake import writer
+    from airflow_lake_provider.lake.compaction import schedule_compaction
+    from airflow_lake_provider.lake.table import LakeTable
+
+    rng = np.random.default_rng(read_slice.SEED)
+    n = groups * rows_per_group
+    ids = pa.array([f"key{i:09d}" for i in range(n)], pa.string())
+    table = LakeTable.create(path, name="compact_bench", table_type="mor", record_key_fields=("id",),
+                             precombine_field="ts")
+    base = read_slice._make_rows(n, ids, rng.integers(1, 1_000_000, n), rng)
+    writer.write(table, base, "insert", max_rows_per_file=rows_per_group)
+    picked = np.sort(rng.choice(n, size=groups * updates_per_group, replace=False))
+    upd_ts = base.column("ts").to_numpy()[picked] + 1000
+    upd = read_slice._make_rows(len(picked), ids.take(pa.array(picked)), upd_ts, rng)
+    writer.write(table, upd, "upsert", max_rows_per_file=rows_per_group)
+    scheduled = schedule_compaction(table, FORCE)
+    if scheduled.plan is None or len(scheduled.plan.operations) != groups:
+        raise SystemExit(f"expected a plan of {groups} operations, got {scheduled}")
+
+
+def run_job(path: Path, master: str) -> dict:
+    from airflow_lake_provider.lake import spark_submit
+
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parent.parent), "SPARK_LOCAL_IP": "127.0.0.1"}
+    return spark_submit.submit("compact.py", ["--table", str(path), "--parallelism", "8"], master=master,
+                               env=env, conf={"spark.python.worker.reuse": "true"})
+
+
+def part_b(work: Path, groups: int, rows_per_group: int, updates_per_group: int) -> None:
+    source = work / "groups"
+    t0 = time.perf_counter()
+    build_groups(source, groups, rows_per_group, updates_per_group)
+    print(f"\n(b) built {groups} file groups of {rows_per_group:,} rows + {updates_per_group:,} updates "
+          f"in {time.perf_counter() - t0:.1f} s")
+    results = {}
+    for master in ("local[1]", "local[2]"):
+        copy = work / master.replace("[", "_").replace("]", "")
+        shutil.copytree(source, copy)
+        start = time.perf_counter()
+        result = run_job(copy, master)
+        wall = time.perf_counter() - start
+        if result.get("outcome") != "COMPLETED":
+            raise SystemExit(f"{master}: {json.dumps(result)[:500]}")
+        results[master] = (result, wall)
+        peaks = [t["peak_rss_mb"] for t in result["tasks"]]
+        print(f"    {master:<9} job {result['job_seconds']:>7.2f} s (spark-submit wall {wall:.1f} s), "
+              f"{result['operations']} operations, {result['records_written']:,} rows; "
+              f"worker peak RSS per task: max {max(peaks):.0f} MB")
+    one, two = results["local[1]"][0]["job_seconds"], results["local[2]"][0]["job_seconds"]
+    print(f"    speedup local[2] vs local[1] = {one / two:.2f}x (target >= 1.7x) on {os.cpu_count()} cores")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--updates", type=int, default=200_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--group-rows", type=int, default=250_000)
+    parser.add_argument("--group-updates", type=int, default=50_000)
+    parser.add_argument("--skip-spark", action="store_true")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="lake-compaction-bench-"))
+    try:
+        part_a(work, args.rows, args.updates, args.runs)
+        if not args.skip_spark:
+            part_b(work, 8, args.group_rows, args.group_updates)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

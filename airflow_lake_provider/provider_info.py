@@ -20,7 +20,10 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": [
             {
                 "integration-name": "Lake",
-                "python-modules": ["airflow_lake_provider.hooks.lake", "airflow_lake_provider.hooks.compaction"],
+                "python-modules": [
+                    "airflow_lake_provider.hooks.lake",
+                    "airflow_lake_provider.hooks.compaction",
+                ],
             }
         ],
         "operators": [

@@ -36,9 +36,18 @@ from airflow_lake_provider.lake.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.instant import Action, InstantClock  # noqa: E402
 from airflow_lake_provider.lake.table import LakeTable  # noqa: E402
 
-SCHEMA = json.dumps({"type": "record", "name": "b_record", "namespace": "hoodie.b",
-                     "fields": [{"name": "id", "type": "string"}, {"name": "ts", "type": "long"},
-                                {"name": "p", "type": "string"}]})
+SCHEMA = json.dumps(
+    {
+        "type": "record",
+        "name": "b_record",
+        "namespace": "hoodie.b",
+        "fields": [
+            {"name": "id", "type": "string"},
+            {"name": "ts", "type": "long"},
+            {"name": "p", "type": "string"},
+        ],
+    }
+)
 
 
 def commit(table: LakeTable, partitions: list[str], groups: int) -> str:
@@ -63,8 +72,16 @@ def commit(table: LakeTable, partitions: list[str], groups: int) -> str:
 
 
 def build(path: Path, partitions: int, groups: int) -> LakeTable:
-    table = LakeTable.create(path, name="b", table_type="cow", record_key_fields=("id",), precombine_field="ts",
-                             partition_fields=("p",), hive_style=True, clock=InstantClock())
+    table = LakeTable.create(
+        path,
+        name="b",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+        hive_style=True,
+        clock=InstantClock(),
+    )
     names = [f"p={i}" for i in range(partitions)]
     for k in range(90):
         commit(table, [n for i, n in enumerate(names) if i % 9 == k % 9], groups)
@@ -101,21 +118,30 @@ def sized_listing(root: str) -> int:
 
 
 def spark_start() -> float:
-    code = ("import time; t=time.perf_counter(); from pyspark.sql import SparkSession; "
-            "s=SparkSession.builder.master('local[2]').config('spark.ui.enabled','false').getOrCreate(); "
-            "print(time.perf_counter()-t); s.stop()")
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    code = (
+        "import time; t=time.perf_counter(); from pyspark.sql import SparkSession; "
+        "s=SparkSession.builder.master('local[2]').config('spark.ui.enabled','false').getOrCreate(); "
+        "print(time.perf_counter()-t); s.stop()"
+    )
+    env = dict(
+        os.environ, SPARK_LOCAL_IP="127.0.0.1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def noop_clean_via_hook(path: Path) -> float:
     """Time LakeHook.clean on a table with nothing to clean, in a fresh process (imports included)."""
-    code = ("import time, sys; from airflow_lake_provider.hooks.lake import LakeHook; "
-            "t=time.perf_counter(); r=LakeHook().clean(sys.argv[1]); assert r['outcome']=='NO_WORK', r; "
-            "print(time.perf_counter()-t)")
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent),
-               AIRFLOW__CORE__LOAD_EXAMPLES="False")
+    code = (
+        "import time, sys; from airflow_lake_provider.hooks.lake import LakeHook; "
+        "t=time.perf_counter(); r=LakeHook().clean(sys.argv[1]); assert r['outcome']=='NO_WORK', r; "
+        "print(time.perf_counter()-t)"
+    )
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(Path(__file__).resolve().parent.parent),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+    )
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise SystemExit(f"no-op clean failed: {out.stderr[-2000:]}")
@@ -123,7 +149,9 @@ def noop_clean_via_hook(path: Path) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--partitions", type=int, default=500)
     parser.add_argument("--groups", type=int, default=20)
     parser.add_argument("--runs", type=int, default=3)
@@ -134,8 +162,10 @@ def main() -> None:
         t0 = time.perf_counter()
         table = build(work / "t", args.partitions, args.groups)
         files = bare_listing(table.base_path)
-        print(f"built {files} files, {len(table.timeline().completed_commits)} commits in "
-              f"{time.perf_counter() - t0:.1f} s")
+        print(
+            f"built {files} files, {len(table.timeline().completed_commits)} commits in "
+            f"{time.perf_counter() - t0:.1f} s"
+        )
         names_only, _ = median_time(lambda: bare_listing(table.base_path), args.runs)
         listing, _ = median_time(lambda: sized_listing(str(table.base_path)), args.runs)
         full_cfg = CleanConfig(incremental=False)
@@ -145,11 +175,17 @@ def main() -> None:
         print(f"clean {cleaned.instant}: {cleaned.deleted_files} files deleted")
         commit(table, ["p=1"], args.groups)
         inc, inc_plan = median_time(lambda: plan(table, CleanConfig()), args.runs)
-        print(f"incremental plan: {inc_plan.file_count if inc_plan else 0} files in "
-              f"{len(inc_plan.files_per_partition) if inc_plan else 0} partitions")
+        print(
+            f"incremental plan: {inc_plan.file_count if inc_plan else 0} files in "
+            f"{len(inc_plan.files_per_partition) if inc_plan else 0} partitions"
+        )
         run_clean(table)  # leave nothing to clean for the no-op measurement
         noop = statistics.median(noop_clean_via_hook(table.base_path) for _ in range(args.runs))
-        spark = None if args.skip_spark else statistics.median(spark_start() for _ in range(max(1, args.runs - 1)))
+        spark = (
+            None
+            if args.skip_spark
+            else statistics.median(spark_start() for _ in range(max(1, args.runs - 1)))
+        )
         print()
         print(f"{'measure':<38}{'median s':>10}{'ratio':>10}  target")
         print(f"{'bare listing, names only (os.walk)':<38}{names_only:>10.3f}{names_only / listing:>10.2f}")
@@ -158,7 +194,10 @@ def main() -> None:
         print(f"{'incremental plan (1 new commit)':<38}{inc:>10.3f}{inc / full:>10.3f}  <= 0.05 x full plan")
         if spark is not None:
             print(f"{'SparkSession start (local[2])':<38}{spark:>10.3f}{1.0:>10.2f}")
-            print(f"{'no-op clean via LakeHook (no JVM)':<38}{noop:>10.3f}{noop / spark:>10.3f}  < 0.10 x Spark start")
+            print(
+                f"{'no-op clean via LakeHook (no JVM)':<38}{noop:>10.3f}{noop / spark:>10.3f}"
+                "  < 0.10 x Spark start"
+            )
         else:
             print(f"{'no-op clean via LakeHook (no JVM)':<38}{noop:>10.3f}")
     finally:

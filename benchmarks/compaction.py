@@ -19,7 +19,6 @@ import multiprocessing as mp
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -104,10 +103,14 @@ def part_a(work: Path, rows: int, updates: int, runs: int) -> None:
         raise SystemExit(f"row counts differ: ours {ours['rows']}, hudi-rs {theirs['rows']}, expected {rows}")
     o, h = statistics.median(ours["times"]), statistics.median(theirs["times"])
     print(f"{'':4}{'measure':<46}{'median s':>9}{'runs':>26}{'peak RSS':>11}")
-    print(f"{'':4}{'ours: compact the slice (read+merge+write)':<46}{o:>9.3f}"
-          f"{' / '.join(f'{t:.2f}' for t in ours['times']):>26}{ours['peak_mb']:>8.0f} MB")
-    print(f"{'':4}{'hudi-rs: read the slice':<46}{h:>9.3f}"
-          f"{' / '.join(f'{t:.2f}' for t in theirs['times']):>26}{theirs['peak_mb']:>8.0f} MB")
+    print(
+        f"{'':4}{'ours: compact the slice (read+merge+write)':<46}{o:>9.3f}"
+        f"{' / '.join(f'{t:.2f}' for t in ours['times']):>26}{ours['peak_mb']:>8.0f} MB"
+    )
+    print(
+        f"{'':4}{'hudi-rs: read the slice':<46}{h:>9.3f}"
+        f"{' / '.join(f'{t:.2f}' for t in theirs['times']):>26}{theirs['peak_mb']:>8.0f} MB"
+    )
     print(f"    ratio ours/hudi-rs = {o / h:.2f} (target <= 1.25)")
 
 
@@ -122,8 +125,9 @@ def build_groups(path: Path, groups: int, rows_per_group: int, updates_per_group
     rng = np.random.default_rng(read_slice.SEED)
     n = groups * rows_per_group
     ids = pa.array([f"key{i:09d}" for i in range(n)], pa.string())
-    table = LakeTable.create(path, name="compact_bench", table_type="mor", record_key_fields=("id",),
-                             precombine_field="ts")
+    table = LakeTable.create(
+        path, name="compact_bench", table_type="mor", record_key_fields=("id",), precombine_field="ts"
+    )
     base = read_slice._make_rows(n, ids, rng.integers(1, 1_000_000, n), rng)
     writer.write(table, base, "insert", max_rows_per_file=rows_per_group)
     picked = np.sort(rng.choice(n, size=groups * updates_per_group, replace=False))
@@ -139,16 +143,23 @@ def run_job(path: Path, master: str) -> dict:
     from airflow_lake_provider.lake import spark_submit
 
     env = {"PYTHONPATH": str(Path(__file__).resolve().parent.parent), "SPARK_LOCAL_IP": "127.0.0.1"}
-    return spark_submit.submit("compact.py", ["--table", str(path), "--parallelism", "8"], master=master,
-                               env=env, conf={"spark.python.worker.reuse": "true"})
+    return spark_submit.submit(
+        "compact.py",
+        ["--table", str(path), "--parallelism", "8"],
+        master=master,
+        env=env,
+        conf={"spark.python.worker.reuse": "true"},
+    )
 
 
 def part_b(work: Path, groups: int, rows_per_group: int, updates_per_group: int) -> None:
     source = work / "groups"
     t0 = time.perf_counter()
     build_groups(source, groups, rows_per_group, updates_per_group)
-    print(f"\n(b) built {groups} file groups of {rows_per_group:,} rows + {updates_per_group:,} updates "
-          f"in {time.perf_counter() - t0:.1f} s")
+    print(
+        f"\n(b) built {groups} file groups of {rows_per_group:,} rows + {updates_per_group:,} updates "
+        f"in {time.perf_counter() - t0:.1f} s"
+    )
     results = {}
     for master in ("local[1]", "local[2]"):
         copy = work / master.replace("[", "_").replace("]", "")
@@ -160,15 +171,19 @@ def part_b(work: Path, groups: int, rows_per_group: int, updates_per_group: int)
             raise SystemExit(f"{master}: {json.dumps(result)[:500]}")
         results[master] = (result, wall)
         peaks = [t["peak_rss_mb"] for t in result["tasks"]]
-        print(f"    {master:<9} job {result['job_seconds']:>7.2f} s (spark-submit wall {wall:.1f} s), "
-              f"{result['operations']} operations, {result['records_written']:,} rows; "
-              f"worker peak RSS per task: max {max(peaks):.0f} MB")
+        print(
+            f"    {master:<9} job {result['job_seconds']:>7.2f} s (spark-submit wall {wall:.1f} s), "
+            f"{result['operations']} operations, {result['records_written']:,} rows; "
+            f"worker peak RSS per task: max {max(peaks):.0f} MB"
+        )
     one, two = results["local[1]"][0]["job_seconds"], results["local[2]"][0]["job_seconds"]
     print(f"    speedup local[2] vs local[1] = {one / two:.2f}x (target >= 1.7x) on {os.cpu_count()} cores")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--updates", type=int, default=200_000)
     parser.add_argument("--runs", type=int, default=3)

@@ -295,22 +295,28 @@ def main(argv: list[str] | None = None) -> int:
         hudi_rs = results.get("hudi-rs table")
         hudi_median = statistics.median(hudi_rs["times"]) if hudi_rs else None
         print()
-        print(f"{'reader':<18} {'median s':>9} {'runs s':>26} {'ours/this':>9} {'CPU s':>6} "
-              f"{'peak RSS MB':>11} {'rows':>8} {'same':>4}")
+        print(
+            f"{'reader':<18} {'median s':>9} {'runs s':>26} {'ours/this':>9} {'CPU s':>6} "
+            f"{'peak RSS MB':>11} {'rows':>8} {'same':>4}"
+        )
         ours_median = statistics.median(results["ours"]["times"]) if "ours" in results else None
         for name, out in results.items():
             med = statistics.median(out["times"])
             ratio = f"{ours_median / med:.2f}" if ours_median else "-"
             runs = "/".join(f"{t:.2f}" for t in out["times"])
-            print(f"{name:<18} {med:>9.3f} {runs:>26} {ratio:>9} {statistics.median(out['cpu']):>6.2f} "
-                  f"{out['hwm_kib'] / 1024:>11.0f} {out['rows']:>8} {'yes' if checks[name] else 'NO':>4}")
+            print(
+                f"{name:<18} {med:>9.3f} {runs:>26} {ratio:>9} {statistics.median(out['cpu']):>6.2f} "
+                f"{out['hwm_kib'] / 1024:>11.0f} {out['rows']:>8} {'yes' if checks[name] else 'NO':>4}"
+            )
         if ours_median and hudi_median:
             ratio = ours_median / hudi_median
             verdict = "<= 1.0 OK" if ratio <= 1.0 else "> 1.0 SLOWER"
-            print(f"\nSUMMARY: ours {ours_median:.3f} s vs hudi-rs {hudi_median:.3f} s => ratio {ratio:.2f} "
-                  f"({verdict}); rows identical: {'yes' if ok else 'NO'}; "
-                  f"peak RSS ours {results['ours']['hwm_kib'] / 1024:.0f} MB vs hudi-rs "
-                  f"{results['hudi-rs table']['hwm_kib'] / 1024:.0f} MB")
+            print(
+                f"\nSUMMARY: ours {ours_median:.3f} s vs hudi-rs {hudi_median:.3f} s => ratio {ratio:.2f} "
+                f"({verdict}); rows identical: {'yes' if ok else 'NO'}; "
+                f"peak RSS ours {results['ours']['hwm_kib'] / 1024:.0f} MB vs hudi-rs "
+                f"{results['hudi-rs table']['hwm_kib'] / 1024:.0f} MB"
+            )
         return 0 if ok and len(results) == len(names) else 1
     finally:
         if cleanup:

@@ -21,7 +21,8 @@ from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
 COMPACTION_OPTIONS = {
     "hoodie.compact.inline.trigger.strategy": "NUM_COMMITS",
     "hoodie.compact.inline.max.delta.commits": "5",
-    "hoodie.compaction.strategy": "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy",
+    # Hudi's class names and the short names (here: log_file_size) are both accepted.
+    "hoodie.compaction.strategy": "LogFileSizeBasedCompactionStrategy",
 }
 
 with DAG(
@@ -32,7 +33,9 @@ with DAG(
     tags=["example", "lake", "compaction"],
     doc_md=__doc__,
     default_args={"retries": 1},
-    params={"table_path": Param("/tmp/lake/example_table", type="string", description="Base path of the table.")},
+    params={
+        "table_path": Param("/tmp/lake/example_table", type="string", description="Base path of the table.")
+    },
 ) as dag:
     schedule = ScheduleCompactionOperator(
         task_id="schedule", table_path="{{ params.table_path }}", options=COMPACTION_OPTIONS

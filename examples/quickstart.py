@@ -41,22 +41,31 @@ def main() -> None:
     rng = random.Random(7)
 
     table = LakeTable.create(
-        path, name="trips", table_type="mor", record_key_fields=("uuid",), precombine_field="ts",
-        partition_fields=("city",), hive_style=True,
+        path,
+        name="trips",
+        table_type="mor",
+        record_key_fields=("uuid",),
+        precombine_field="ts",
+        partition_fields=("city",),
+        hive_style=True,
     )
     print(f"created MERGE_ON_READ table 'trips' at {table.base_path}")
 
-    first = write(table, trips(rng, range(0, 30), ts=1), "insert")
+    first = write(table, trips(rng, range(30), ts=1), "insert")
     print(f"{first.instant}  insert: {first.inserted} trips")
     second = write(table, trips(rng, range(20, 40), ts=2), "upsert")
     print(f"{second.instant}  upsert: {second.updated} updated, {second.inserted} inserted")
-    gone = trips(rng, range(0, 5), ts=3).select(["uuid", "ts", "city"])
+    gone = trips(rng, range(5), ts=3).select(["uuid", "ts", "city"])
     third = write(table, gone, "delete")
     print(f"{third.instant}  delete: {third.deleted} trips")
 
     snapshot = sort_by_key(read_snapshot(table))
     print(f"\nsnapshot: {snapshot.num_rows} trips (expected 35); first five:")
-    for row in snapshot.select(["_hoodie_commit_time", "uuid", "ts", "rider", "fare", "city"]).slice(0, 5).to_pylist():
+    for row in (
+        snapshot.select(["_hoodie_commit_time", "uuid", "ts", "rider", "fare", "city"])
+        .slice(0, 5)
+        .to_pylist()
+    ):
         print("  ", row)
     before = read_snapshot(table, as_of=first.instant)
     print(f"as of {first.instant}: {before.num_rows} trips (time travel)")

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.spark_submit import RESULT_PREFIX
 
 
@@ -31,9 +34,33 @@ def build_spark_session(app_name: str, task_threads_env: tuple[str, ...] = ()) -
 
 
 def setup_logging() -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
 
 
 def emit_result(result: dict[str, Any]) -> None:
     """Print the job's result as one JSON line (the hook reads the last line with this prefix)."""
     print(RESULT_PREFIX + json.dumps(result, sort_keys=True), flush=True)
+
+
+def run_job(
+    app_name: str,
+    argv: Sequence[str],
+    parse_args: Callable[[Sequence[str]], argparse.Namespace],
+    run: Callable[[argparse.Namespace, Any], dict[str, Any]],
+    task_threads_env: tuple[str, ...] = (),
+) -> int:
+    """The common ``main``: parse, start the session, run, print the result line; a ``LakeError``
+    becomes outcome FAILED with exit status 1."""
+    setup_logging()
+    args = parse_args(argv)
+    spark = build_spark_session(app_name, task_threads_env)
+    try:
+        emit_result(run(args, spark))
+    except LakeError as exc:
+        emit_result({"outcome": "FAILED", "error": str(exc)})
+        return 1
+    finally:
+        spark.stop()
+    return 0

@@ -19,17 +19,18 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
 
 from airflow_lake_provider.lake.clean import DeleteOutcome, delete_files, run_clean
 from airflow_lake_provider.lake.clean_planner import CleanPlan
-from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.fs_view import list_files
 from airflow_lake_provider.lake.table import LakeTable
-from spark_jobs._common import build_spark_session, emit_result, setup_logging
+from spark_jobs._common import run_job
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="clean.py", description=__doc__)
     parser.add_argument("--table", required=True, help="table base path")
     parser.add_argument("--option", action="append", default=[], help="cleaner option k=v (repeatable)")
-    parser.add_argument("--mode", default="schedule_and_execute", choices=["schedule", "execute", "schedule_and_execute"])
+    parser.add_argument(
+        "--mode", default="schedule_and_execute", choices=["schedule", "execute", "schedule_and_execute"]
+    )
     parser.add_argument("--instant", help="with --mode execute: the pending clean to finish")
     parser.add_argument("--dry-run", action="store_true")
     return parser.parse_args(argv)
@@ -64,24 +65,19 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
         return dict(rdd.map(lambda kv: (kv[0], delete_files(Path(base), kv[1]))).collect())
 
     result = run_clean(
-        table, options_of(args.option), mode=args.mode, dry_run=args.dry_run, instant=args.instant,
-        deleter=deleter, lister=lister,
+        table,
+        options_of(args.option),
+        mode=args.mode,
+        dry_run=args.dry_run,
+        instant=args.instant,
+        deleter=deleter,
+        lister=lister,
     )
     return result.to_dict()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    setup_logging()
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    spark = build_spark_session("lake-clean")
-    try:
-        emit_result(run(args, spark))
-    except LakeError as exc:
-        emit_result({"outcome": "FAILED", "error": str(exc)})
-        return 1
-    finally:
-        spark.stop()
-    return 0
+    return run_job("lake-clean", sys.argv[1:] if argv is None else argv, parse_args, run, ())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -24,10 +24,9 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
 from airflow_lake_provider.lake.commit_metadata import WriteStat
 from airflow_lake_provider.lake.compaction import Outcome, execute_compaction, run_operation
 from airflow_lake_provider.lake.compaction_plan import CompactionOperation
-from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.timeline import Timeline
-from spark_jobs._common import build_spark_session, emit_result, setup_logging
+from spark_jobs._common import run_job
 
 log = logging.getLogger("lake.compact")
 
@@ -36,7 +35,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="compact.py", description=__doc__)
     parser.add_argument("--table", required=True, help="table base path")
     parser.add_argument("--instant", help="the compaction to execute (default: inflight, else earliest)")
-    parser.add_argument("--parallelism", type=int, default=0, help="tasks (default: the cluster's parallelism)")
+    parser.add_argument(
+        "--parallelism", type=int, default=0, help="tasks (default: the cluster's parallelism)"
+    )
     return parser.parse_args(argv)
 
 
@@ -56,9 +57,8 @@ def _task(items: Any, base: str, timeline: Timeline, schema: Any, instant: str) 
     """Executor side: merge each operation of the bin; yield (status, payload, seconds, peak RSS MB)."""
     import resource
 
-    from pyspark import TaskContext
-
     import pyarrow as pa
+    from pyspark import TaskContext
 
     context = TaskContext.get()
     attempt = context.attemptNumber() if context is not None else 0
@@ -99,10 +99,18 @@ def _report(
     metrics: list[dict[str, Any]],
 ) -> None:
     ok = isinstance(outcome, WriteStat)
-    metrics.append({"file_group": group, "ok": ok, "seconds": round(seconds, 3), "peak_rss_mb": round(peak_mb, 1)})
+    metrics.append(
+        {"file_group": group, "ok": ok, "seconds": round(seconds, 3), "peak_rss_mb": round(peak_mb, 1)}
+    )
     log.info(
         "compaction %s: operation %d/%d %s %s in %.1f s (worker peak RSS %.0f MB)",
-        instant, done, total, group, "ok" if ok else f"FAILED: {outcome}", seconds, peak_mb,
+        instant,
+        done,
+        total,
+        group,
+        "ok" if ok else f"FAILED: {outcome}",
+        seconds,
+        peak_mb,
     )
 
 
@@ -144,17 +152,9 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    setup_logging()
-    args = parse_args(sys.argv[1:] if argv is None else argv)
-    spark = build_spark_session("lake-compact", task_threads_env=("POLARS_MAX_THREADS",))
-    try:
-        emit_result(run(args, spark))
-    except LakeError as exc:
-        emit_result({"outcome": "FAILED", "error": str(exc)})
-        return 1
-    finally:
-        spark.stop()
-    return 0
+    return run_job(
+        "lake-compact", sys.argv[1:] if argv is None else argv, parse_args, run, ("POLARS_MAX_THREADS",)
+    )
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -185,3 +185,11 @@ def test_hudi_table_zip_and_hudi_rs(hudi_table_zip) -> None:
     assert not any(p.name == "__MACOSX" for p in cow.parent.parent.rglob("*"))
     batches = HudiTableBuilder.from_base_uri(str(cow)).build().read()
     assert sum(b.num_rows for b in batches) == 4
+
+
+def test_ruff_lint_and_format_are_clean(repo_root: Path) -> None:
+    """The style rules hold on every file (ruff's configuration is in pyproject.toml)."""
+    ruff = Path(sys.executable).parent / "ruff"
+    for args in (["check", "."], ["format", "--check", "."]):
+        done = subprocess.run([str(ruff), *args], cwd=repo_root, capture_output=True, text=True)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]

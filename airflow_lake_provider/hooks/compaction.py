@@ -129,5 +129,9 @@ class CompactionHookMixin:
                 target,
                 submission.error,
             )
-        return {**summary, "outcome": "COMPLETED", "duration_seconds": round(time.monotonic() - started, 3),
-                **done}
+        return {
+            **summary,
+            "outcome": "COMPLETED",
+            "duration_seconds": round(time.monotonic() - started, 3),
+            **done,
+        }

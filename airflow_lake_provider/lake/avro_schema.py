@@ -145,7 +145,10 @@ def _arrow_type_to_avro(t: pa.DataType, parent_full_name: str, name: str, path: 
         return {"type": "map", "values": ["null", value_type] if item.nullable else value_type}
     if pa.types.is_struct(t):
         full_name = f"{parent_full_name}.{name}"
-        fields = [_arrow_field_to_avro(t.field(i), full_name, f"{path}.{t.field(i).name}") for i in range(t.num_fields)]
+        fields = [
+            _arrow_field_to_avro(t.field(i), full_name, f"{path}.{t.field(i).name}")
+            for i in range(t.num_fields)
+        ]
         return {"type": "record", "name": name, "namespace": parent_full_name, "fields": fields}
     hint = " (cast it to timestamp[us] first)" if pa.types.is_timestamp(t) else ""
     raise SchemaError(f"field {path!r}: Arrow type {t} has no Hudi Avro mapping{hint}")

@@ -71,7 +71,8 @@ class CleanResult:
             "instant": self.instant,
             "earliest_commit_to_retain": (
                 self.plan.earliest_instant_to_retain.timestamp
-                if self.plan and self.plan.earliest_instant_to_retain else None
+                if self.plan and self.plan.earliest_instant_to_retain
+                else None
             ),
             "policy": self.plan.policy.value if self.plan else None,
             "files_planned": self.plan.file_count if self.plan else 0,
@@ -114,7 +115,10 @@ def _last_clean(timeline: Timeline) -> Mapping[str, Any] | None:
             return loaded
     path = timeline.path_of(last)
     return timeline_avro.read_avro_fields(
-        path.read_bytes(), str(path), timeline_avro.CLEAN_METADATA, ("partitionMetadata", "bootstrapPartitionMetadata")
+        path.read_bytes(),
+        str(path),
+        timeline_avro.CLEAN_METADATA,
+        ("partitionMetadata", "bootstrapPartitionMetadata"),
     )
 
 
@@ -143,14 +147,23 @@ def plan(
     timeline = timeline or table.timeline()
     earliest = earliest_commit_to_retain(timeline, config, now or _now())
     points = savepoints(timeline)
-    scan = partitions_to_scan(timeline, config, earliest, _last_clean(timeline), [sp.instant for sp in points])
+    scan = partitions_to_scan(
+        timeline, config, earliest, _last_clean(timeline), [sp.instant for sp in points]
+    )
     if scan == []:
         log.info("clean of %s: nothing to scan (earliest commit to retain: %s)", table.base_path, earliest)
         return None
     view = table.file_system_view(timeline, scan, lister)
-    log.info("clean of %s: scanned %d partitions, %d file groups", table.base_path, len(view.partitions),
-             len(view.groups))
-    extra = {"lake.policy": config.policy.value, "lake.savepoints": ",".join(sorted(sp.instant for sp in points))}
+    log.info(
+        "clean of %s: scanned %d partitions, %d file groups",
+        table.base_path,
+        len(view.partitions),
+        len(view.groups),
+    )
+    extra = {
+        "lake.policy": config.policy.value,
+        "lake.savepoints": ",".join(sorted(sp.instant for sp in points)),
+    }
     return plan_clean(view, config, earliest, frozenset(f for sp in points for f in sp.files), extra)
 
 
@@ -161,7 +174,9 @@ def resolve_deletable(base_path: Path, relative: str) -> Path:
     try:
         rel = target.relative_to(base)
     except ValueError:
-        raise UnsafePathError(f"refusing to delete {relative}: it is outside the table base path {base}") from None
+        raise UnsafePathError(
+            f"refusing to delete {relative}: it is outside the table base path {base}"
+        ) from None
     if not rel.parts or rel.parts[0] == HOODIE_DIR:
         raise UnsafePathError(f"refusing to delete {relative}: it is the table root or under {HOODIE_DIR}/")
     return target
@@ -252,14 +267,27 @@ def execute_pending(
         instant = table.store.transition_to_inflight(instant, timeline.read_bytes(instant))
     outcomes = deleter(table, plan_)
     metadata = clean_metadata(plan_, instant.timestamp, outcomes, started)
-    table.store.transition_to_completed(instant, timeline_avro.write_avro(timeline_avro.CLEAN_METADATA, metadata))
+    table.store.transition_to_completed(
+        instant, timeline_avro.write_avro(timeline_avro.CLEAN_METADATA, metadata)
+    )
     _record_state(table, instant.timestamp, metadata)
     deleted = sum(len(o.deleted) for o in outcomes.values())
     failed = sum(len(o.failed) for o in outcomes.values())
-    log.info("clean %s of %s completed: %d files deleted, %d failed", instant.timestamp, table.base_path,
-             deleted, failed)
-    return CleanResult(Outcome.CLEANED, instant.timestamp, plan_, deleted, failed,
-                       duration_seconds=time.monotonic() - started)
+    log.info(
+        "clean %s of %s completed: %d files deleted, %d failed",
+        instant.timestamp,
+        table.base_path,
+        deleted,
+        failed,
+    )
+    return CleanResult(
+        Outcome.CLEANED,
+        instant.timestamp,
+        plan_,
+        deleted,
+        failed,
+        duration_seconds=time.monotonic() - started,
+    )
 
 
 def run_clean(
@@ -287,11 +315,17 @@ def run_clean(
         pending = pending_cleans(timeline)
         if pending:
             found = stored_plan(table, timeline, pending[0])
-            return CleanResult(Outcome.PLANNED, pending[0].timestamp, found, reason="a pending clean would be finished")
+            return CleanResult(
+                Outcome.PLANNED, pending[0].timestamp, found, reason="a pending clean would be finished"
+            )
         found = plan(table, config, timeline, now, lister)
-        return CleanResult(Outcome.PLANNED if found else Outcome.NO_WORK, None, found,
-                           duration_seconds=time.monotonic() - started,
-                           reason="" if found else "nothing to delete")
+        return CleanResult(
+            Outcome.PLANNED if found else Outcome.NO_WORK,
+            None,
+            found,
+            duration_seconds=time.monotonic() - started,
+            reason="" if found else "nothing to delete",
+        )
     with table.store.exclusive("clean"):
         timeline = table.timeline()
         finished: list[str] = []
@@ -304,13 +338,25 @@ def run_clean(
                 finished.append(pending.timestamp)
             if mode == "execute":
                 if last is None:
-                    return CleanResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started,
-                                       reason="no pending clean to execute")
-                return CleanResult(Outcome.CLEANED, last.instant, last.plan, last.deleted_files, last.failed_files,
-                                   tuple(finished), time.monotonic() - started)
+                    return CleanResult(
+                        Outcome.NO_WORK,
+                        duration_seconds=time.monotonic() - started,
+                        reason="no pending clean to execute",
+                    )
+                return CleanResult(
+                    Outcome.CLEANED,
+                    last.instant,
+                    last.plan,
+                    last.deleted_files,
+                    last.failed_files,
+                    tuple(finished),
+                    time.monotonic() - started,
+                )
             timeline = table.timeline()
         if pending_cleans(timeline) and not config.allow_multiple:
-            return _after_pending(last, finished, started, "a clean is pending and hoodie.clean.allow.multiple=false")
+            return _after_pending(
+                last, finished, started, "a clean is pending and hoodie.clean.allow.multiple=false"
+            )
         if commits_since_last_clean(timeline) < config.max_commits:
             return _after_pending(
                 last, finished, started, f"fewer than {config.max_commits} commits since the last clean"
@@ -320,16 +366,35 @@ def run_clean(
             return _after_pending(last, finished, started, "nothing to delete")
         t = table.clock.next(after=timeline.latest_time)
         requested = table.store.create_requested(
-            t, Action.CLEAN, timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(str(table.base_path)))
+            t,
+            Action.CLEAN,
+            timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(str(table.base_path))),
         )
-        log.info("clean %s of %s planned: %d files in %d partitions", t, table.base_path, new_plan.file_count,
-                 len(new_plan.files_per_partition))
+        log.info(
+            "clean %s of %s planned: %d files in %d partitions",
+            t,
+            table.base_path,
+            new_plan.file_count,
+            len(new_plan.files_per_partition),
+        )
         if mode == "schedule":
-            return CleanResult(Outcome.SCHEDULED, t, new_plan, finished_pending=tuple(finished),
-                               duration_seconds=time.monotonic() - started)
+            return CleanResult(
+                Outcome.SCHEDULED,
+                t,
+                new_plan,
+                finished_pending=tuple(finished),
+                duration_seconds=time.monotonic() - started,
+            )
         done = execute_pending(table, requested, table.timeline(), deleter)
-        return CleanResult(Outcome.CLEANED, t, new_plan, done.deleted_files, done.failed_files, tuple(finished),
-                           time.monotonic() - started)
+        return CleanResult(
+            Outcome.CLEANED,
+            t,
+            new_plan,
+            done.deleted_files,
+            done.failed_files,
+            tuple(finished),
+            time.monotonic() - started,
+        )
 
 
 def _after_pending(last: CleanResult | None, finished: list[str], started: float, reason: str) -> CleanResult:
@@ -337,8 +402,16 @@ def _after_pending(last: CleanResult | None, finished: list[str], started: float
     log.info("clean: no new plan: %s", reason)
     if last is None:
         return CleanResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
-    return CleanResult(Outcome.CLEANED, last.instant, last.plan, last.deleted_files, last.failed_files,
-                       tuple(finished), time.monotonic() - started, reason=reason)
+    return CleanResult(
+        Outcome.CLEANED,
+        last.instant,
+        last.plan,
+        last.deleted_files,
+        last.failed_files,
+        tuple(finished),
+        time.monotonic() - started,
+        reason=reason,
+    )
 
 
 __all__ = ["CleanResult", "Outcome", "delete_files", "plan", "run_clean", "savepointed_files"]

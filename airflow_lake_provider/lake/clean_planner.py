@@ -57,14 +57,18 @@ class CleanPlan:
         ecr = self.earliest_instant_to_retain
         return {
             "earliestInstantToRetain": (
-                {"timestamp": ecr.timestamp, "action": ecr.action.value, "state": ecr.state.name} if ecr else None
+                {"timestamp": ecr.timestamp, "action": ecr.action.value, "state": ecr.state.name}
+                if ecr
+                else None
             ),
             "lastCompletedCommitTimestamp": self.last_completed_commit,
             "policy": self.policy.value,
             "filesToBeDeletedPerPartition": {},
             "version": PLAN_VERSION,
             "filePathsToBeDeletedPerPartition": {
-                part: [{"filePath": f"{base_path.rstrip('/')}/{p}", "isBootstrapBaseFile": False} for p in paths]
+                part: [
+                    {"filePath": f"{base_path.rstrip('/')}/{p}", "isBootstrapBaseFile": False} for p in paths
+                ]
                 for part, paths in self.files_per_partition.items()
             },
             "partitionsToBeDeleted": [],
@@ -77,7 +81,9 @@ class CleanPlan:
         ecr = record.get("earliestInstantToRetain")
         earliest = None
         if ecr and ecr.get("timestamp"):
-            earliest = Instant(ecr["timestamp"], State[ecr.get("state") or "COMPLETED"], Action(ecr["action"]))
+            earliest = Instant(
+                ecr["timestamp"], State[ecr.get("state") or "COMPLETED"], Action(ecr["action"])
+            )
         files: dict[str, tuple[str, ...]] = {}
         for part, infos in (record.get("filePathsToBeDeletedPerPartition") or {}).items():
             files[part] = tuple(_relative(info.get("filePath") or "", base_path) for info in infos)
@@ -97,10 +103,10 @@ def _relative(path: str, base_path: str) -> str:
     """Table-relative form of a plan path; anything else is returned as is for the executor to refuse."""
     for prefix in ("file://", "file:"):
         if path.startswith(prefix):
-            path = path[len(prefix):]
+            path = path[len(prefix) :]
             break
     base = base_path.rstrip("/") + "/"
-    return path[len(base):] if path.startswith(base) else path
+    return path[len(base) :] if path.startswith(base) else path
 
 
 def earliest_commit_to_retain(timeline: Timeline, config: CleanConfig, now: dt.datetime) -> Instant | None:
@@ -118,7 +124,9 @@ def earliest_commit_to_retain(timeline: Timeline, config: CleanConfig, now: dt.d
     if earliest is None:
         return None
     # A pending write or service older than it may still need older slices: retain from before it.
-    pending = [i for i in timeline.pending if i.action in _GUARDED_PENDING and i.timestamp < earliest.timestamp]
+    pending = [
+        i for i in timeline.pending if i.action in _GUARDED_PENDING and i.timestamp < earliest.timestamp
+    ]
     if pending:
         oldest = pending[0].timestamp
         before = [c for c in commits if c.timestamp < oldest]

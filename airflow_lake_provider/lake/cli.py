@@ -38,7 +38,9 @@ def _fields(value: str) -> tuple[str, ...]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lake", description="Apache Hudi (table version 6) tables from Python.")
+    parser = argparse.ArgumentParser(
+        prog="lake", description="Apache Hudi (table version 6) tables from Python."
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -76,14 +78,20 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compact", help="schedule and/or execute a compaction of a merge-on-read table")
     p.add_argument("path")
-    p.add_argument("--mode", required=True, choices=["schedule", "execute", "run"],
-                   help="schedule a plan, execute a pending plan, or both (run)")
+    p.add_argument(
+        "--mode",
+        required=True,
+        choices=["schedule", "execute", "run"],
+        help="schedule a plan, execute a pending plan, or both (run)",
+    )
     p.add_argument("--instant", help="schedule: the plan's time; execute: the pending compaction to run")
     p.add_argument("--strategy", help="hoodie.compaction.strategy (class name or short name)")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="any hoodie.compact* option")
     p.add_argument("--force", action="store_true", help="schedule even if the trigger strategy is not due")
     p.add_argument("--dry-run", action="store_true", help="print what would be planned or executed")
-    p.add_argument("--spark", action="store_true", help="execute the operations on Spark (spark_jobs/compact.py)")
+    p.add_argument(
+        "--spark", action="store_true", help="execute the operations on Spark (spark_jobs/compact.py)"
+    )
     p.add_argument("--master", default="local[2]", help="Spark master for --spark")
 
     p = sub.add_parser("savepoint", help="keep a commit's files from every clean")
@@ -125,10 +133,7 @@ def _cmd_read(args: argparse.Namespace) -> None:
 
 def _cmd_timeline(args: argparse.Namespace) -> None:
     timeline = LakeTable.open(args.path).timeline()
-    rows = [
-        {"time": i.timestamp, "action": i.action.value, "state": i.state.name}
-        for i in timeline.instants
-    ]
+    rows = [{"time": i.timestamp, "action": i.action.value, "state": i.state.name} for i in timeline.instants]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
@@ -154,8 +159,12 @@ def _cmd_clean(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     options = _clean_options(args)
     if args.spark:
-        job_args = ["--table", str(table.base_path)] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
-        result = spark_submit.submit("clean.py", job_args + (["--dry-run"] if args.dry_run else []), master=args.master)
+        job_args = ["--table", str(table.base_path)] + [
+            a for k, v in options.items() for a in ("--option", f"{k}={v}")
+        ]
+        result = spark_submit.submit(
+            "clean.py", job_args + (["--dry-run"] if args.dry_run else []), master=args.master
+        )
         if result.get("outcome") == "FAILED":
             raise LakeError(str(result.get("error")))
     else:
@@ -226,8 +235,11 @@ _COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
     try:
         _COMMANDS[args.command](args)
     except (LakeError, OSError, pa.ArrowException) as exc:

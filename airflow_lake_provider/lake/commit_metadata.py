@@ -127,7 +127,8 @@ class CommitMetadata:
     def to_json_bytes(self) -> bytes:
         body: dict[str, Any] = {
             "partitionToWriteStats": {
-                part: [stat.to_json() for stat in stats] for part, stats in self.partition_to_write_stats.items()
+                part: [stat.to_json() for stat in stats]
+                for part, stats in self.partition_to_write_stats.items()
             },
             "compacted": self.compacted,
             "extraMetadata": dict(self.extra_metadata),
@@ -159,6 +160,8 @@ class CommitMetadata:
             extra_metadata={k: v for k, v in (body.get("extraMetadata") or {}).items() if isinstance(v, str)},
             compacted=bool(body.get("compacted")),
             partition_to_replace_file_ids=(
-                {part: tuple(ids or ()) for part, ids in replaced.items()} if isinstance(replaced, dict) else None
+                {part: tuple(ids or ()) for part, ids in replaced.items()}
+                if isinstance(replaced, dict)
+                else None
             ),
         )

@@ -427,8 +427,9 @@ def run_operation(
 ) -> WriteStat | str:
     """One operation, its failure turned into a message (the token keeps retried attempts apart)."""
     try:
-        return execute_operation(table, timeline, schema, instant, op, token=write_token(index, 1, attempt),
-                                 fault=fault)
+        return execute_operation(
+            table, timeline, schema, instant, op, token=write_token(index, 1, attempt), fault=fault
+        )
     except (LakeError, OSError, pa.ArrowException) as exc:
         log.error("compaction %s: file group %s/%s failed: %s", instant, op.partition, op.file_id, exc)
         return f"{join_partition(op.partition, op.file_id)}: {exc}"
@@ -436,9 +437,15 @@ def run_operation(
 
 def _local_runner(fault: FaultHook) -> OperationRunner:
     def run(
-        table: LakeTable, timeline: Timeline, schema: pa.Schema, instant: str, ops: Sequence[CompactionOperation]
+        table: LakeTable,
+        timeline: Timeline,
+        schema: pa.Schema,
+        instant: str,
+        ops: Sequence[CompactionOperation],
     ) -> list[WriteStat | str]:
-        return [run_operation(table, timeline, schema, instant, i, op, fault=fault) for i, op in enumerate(ops)]
+        return [
+            run_operation(table, timeline, schema, instant, i, op, fault=fault) for i, op in enumerate(ops)
+        ]
 
     return run
 

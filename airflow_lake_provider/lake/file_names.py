@@ -19,7 +19,9 @@ PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
 
 def validate_file_id(file_id: str) -> str:
     if not _FILE_ID_RE.match(file_id or ""):
-        raise InvalidFileNameError(f"file id {file_id!r} must be non-empty and use only letters, digits and '-'")
+        raise InvalidFileNameError(
+            f"file id {file_id!r} must be non-empty and use only letters, digits and '-'"
+        )
     return file_id
 
 

@@ -113,7 +113,9 @@ class FileSystemView:
         if partitions is not None:
             names = sorted(set(partitions))
             listing = (
-                lister(names) if lister is not None else {p: list_files(base / p if p else base) for p in names}
+                lister(names)
+                if lister is not None
+                else {p: list_files(base / p if p else base) for p in names}
             )
         elif lister is not None:
             names = list_partitions(base, config)

@@ -130,7 +130,9 @@ class Instant:
         t, a = self.timestamp, self.action.value
         if self.state is State.COMPLETED:
             if self.action in _COMPLETES_AS:
-                raise InvalidInstantError(f"{t}: a completed {a} is stored as {_COMPLETES_AS[self.action].value}")
+                raise InvalidInstantError(
+                    f"{t}: a completed {a} is stored as {_COMPLETES_AS[self.action].value}"
+                )
             return f"{t}.{a}"
         if self.state is State.INFLIGHT:
             # A COW commit's inflight file carries no action word in layout 1.

@@ -478,7 +478,9 @@ def _encode_ordering(rec: DeleteRecord) -> bytes:
     value = rec.ordering_value
     if kind is None or kind == "null":
         if value is not None:
-            raise SchemaError(f"delete of key {rec.record_key!r}: ordering_value {value!r} needs an ordering_type")
+            raise SchemaError(
+                f"delete of key {rec.record_key!r}: ordering_value {value!r} needs an ordering_type"
+            )
         return _zigzag(0)
     if kind not in _ORDERING_INDEX:
         raise SchemaError(
@@ -807,7 +809,9 @@ def _conform_table(table: pa.Table, schema: Mapping[str, Any]) -> pa.Table:
             raise SchemaError(f"meta field {fld.name!r} has {col.null_count} nulls; hudi needs every value")
         if col.type != fld.type:
             if not _same_family(col.type, fld.type):
-                raise SchemaError(f"field {fld.name!r}: table type {col.type} does not fit Avro type {fld.type}")
+                raise SchemaError(
+                    f"field {fld.name!r}: table type {col.type} does not fit Avro type {fld.type}"
+                )
             try:
                 col = col.cast(fld.type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
@@ -832,13 +836,18 @@ def _strip_int_logical(t: Any) -> Any:
     if isinstance(t, dict):
         if t.get("type") in ("int", "long") and "logicalType" in t and "name" not in t:
             return t["type"]
-        return {k: _strip_int_logical(v) if k in ("type", "items", "values", "fields") else v for k, v in t.items()}
+        return {
+            k: _strip_int_logical(v) if k in ("type", "items", "values", "fields") else v
+            for k, v in t.items()
+        }
     return t
 
 
 def _python_rows(table: pa.Table) -> list[dict[str, Any]]:
     names = table.column_names
-    columns = [_python_values(table.column(i).to_pylist(), table.schema.field(i).type) for i in range(len(names))]
+    columns = [
+        _python_values(table.column(i).to_pylist(), table.schema.field(i).type) for i in range(len(names))
+    ]
     return [dict(zip(names, values, strict=True)) for values in zip(*columns, strict=True)] if columns else []
 
 

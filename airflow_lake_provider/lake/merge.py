@@ -48,7 +48,9 @@ def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
-def _candidates(items: Sequence[LogItem], ordering_type: pa.DataType | None, ordering: str | None) -> pa.Table:
+def _candidates(
+    items: Sequence[LogItem], ordering_type: pa.DataType | None, ordering: str | None
+) -> pa.Table:
     keys, ords, natural, deletes, refs = [], [], [], [], []
     row_offset = 0
     for item in items:

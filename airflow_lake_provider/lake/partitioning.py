@@ -22,7 +22,10 @@ def _as_strings(column: pa.ChunkedArray, field: str) -> list[str | None]:
     if pa.types.is_string(typ) or pa.types.is_large_string(typ):
         return column.to_pylist()
     if pa.types.is_integer(typ) or pa.types.is_boolean(typ):
-        return [None if v is None else (str(v).lower() if isinstance(v, bool) else str(v)) for v in column.to_pylist()]
+        return [
+            None if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
+            for v in column.to_pylist()
+        ]
     if pa.types.is_date(typ):
         return [None if v is None else v.isoformat() for v in column.to_pylist()]
     raise SchemaError(f"field {field!r} of type {typ} cannot be a record key or partition field")
@@ -37,7 +40,9 @@ def record_keys(batch: pa.Table, key_fields: tuple[str, ...]) -> pa.Array:
     if len(key_fields) == 1:
         return pa.array(columns[key_fields[0]], pa.string())
     rows = zip(*(columns[f] for f in key_fields), strict=True)
-    return pa.array([",".join(f"{f}:{v}" for f, v in zip(key_fields, row, strict=True)) for row in rows], pa.string())
+    return pa.array(
+        [",".join(f"{f}:{v}" for f, v in zip(key_fields, row, strict=True)) for row in rows], pa.string()
+    )
 
 
 def partition_paths(batch: pa.Table, config: TableConfig) -> pa.Array:

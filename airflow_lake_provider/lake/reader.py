@@ -61,7 +61,9 @@ class SliceReader:
             return None
         path = self.table.base_path / slice_.base_file.relative_path
         present = set(pq.read_schema(path).names)
-        return conform(pq.read_table(path, columns=[n for n in self.schema.names if n in present]), self.schema)
+        return conform(
+            pq.read_table(path, columns=[n for n in self.schema.names if n in present]), self.schema
+        )
 
     def visible_blocks(self, log_files: Sequence[LogFile]) -> list[LogBlock]:
         """Blocks of committed instants (up to ``as_of``), minus those a rollback block targets."""
@@ -147,8 +149,12 @@ def _ordering_or_none(record: log_format.DeleteRecord, column_type: pa.DataType)
 
 
 def _same_kind(avro_type: str | None, column_type: pa.DataType) -> bool:
-    kinds = {"long": pa.types.is_int64, "int": pa.types.is_int32, "double": pa.types.is_float64,
-             "float": pa.types.is_float32}
+    kinds = {
+        "long": pa.types.is_int64,
+        "int": pa.types.is_int32,
+        "double": pa.types.is_float64,
+        "float": pa.types.is_float32,
+    }
     check = kinds.get(avro_type or "")
     return bool(check and check(column_type))
 

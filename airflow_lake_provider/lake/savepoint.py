@@ -66,7 +66,8 @@ def create_savepoint(table: LakeTable, instant: str, user: str | None = None, co
         "savepointedAt": int(time.time()),
         "comments": comment,
         "partitionMetadata": {
-            p: {"partitionPath": p, "savepointDataFile": sorted(names)} for p, names in sorted(per_partition.items())
+            p: {"partitionPath": p, "savepointDataFile": sorted(names)}
+            for p, names in sorted(per_partition.items())
         },
         "version": 1,
     }

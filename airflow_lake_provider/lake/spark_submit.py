@@ -47,7 +47,7 @@ def parse_result(output: str) -> dict[str, Any] | None:
     """The last result line a job printed, or ``None``."""
     for line in reversed(output.splitlines()):
         if line.startswith(RESULT_PREFIX):
-            loaded = json.loads(line[len(RESULT_PREFIX):])
+            loaded = json.loads(line[len(RESULT_PREFIX) :])
             return loaded if isinstance(loaded, dict) else None
     return None
 

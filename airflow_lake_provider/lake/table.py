@@ -85,7 +85,10 @@ class LakeTable:
         return Timeline.load(self.base_path)
 
     def file_system_view(
-        self, timeline: Timeline | None = None, partitions: list[str] | None = None, lister: Lister | None = None
+        self,
+        timeline: Timeline | None = None,
+        partitions: list[str] | None = None,
+        lister: Lister | None = None,
     ) -> FileSystemView:
         return FileSystemView.build(self.config, timeline or self.timeline(), partitions, lister)
 

@@ -34,7 +34,9 @@ class TableType(str, Enum):
         try:
             return cls(norm)
         except ValueError:
-            raise TableConfigError(f"hoodie.table.type={value!r} is not COPY_ON_WRITE or MERGE_ON_READ") from None
+            raise TableConfigError(
+                f"hoodie.table.type={value!r} is not COPY_ON_WRITE or MERGE_ON_READ"
+            ) from None
 
 
 class MergeMode(str, Enum):
@@ -100,10 +102,13 @@ class TableConfig:
         layout = props.get("hoodie.timeline.layout.version", "").strip()
         if layout != str(SUPPORTED_LAYOUT_VERSION):
             raise UnsupportedTableVersionError(
-                f"{source}: hoodie.timeline.layout.version={layout or '<missing>'} must be 1 for table version 6"
+                f"{source}: hoodie.timeline.layout.version={layout or '<missing>'} "
+                "must be 1 for table version 6"
             )
         if props.get("hoodie.datasource.write.drop.partition.columns", "false").lower() == "true":
-            raise TableConfigError(f"{source}: hoodie.datasource.write.drop.partition.columns=true is not supported")
+            raise TableConfigError(
+                f"{source}: hoodie.datasource.write.drop.partition.columns=true is not supported"
+            )
         precombine = props.get("hoodie.table.precombine.field") or props.get("hoodie.table.ordering.fields")
         if precombine and "," in precombine:
             raise TableConfigError(f"{source}: more than one ordering field ({precombine}) is not supported")
@@ -143,7 +148,11 @@ class TableConfig:
         if not record_key_fields:
             raise TableConfigError("a table needs at least one record key field")
         if partition_fields:
-            keygen = SIMPLE_KEYGEN if len(partition_fields) == 1 and len(record_key_fields) == 1 else COMPLEX_KEYGEN
+            keygen = (
+                SIMPLE_KEYGEN
+                if len(partition_fields) == 1 and len(record_key_fields) == 1
+                else COMPLEX_KEYGEN
+            )
         else:
             keygen = NONPARTITIONED_KEYGEN
         props = {

@@ -51,7 +51,9 @@ class Timeline:
         return cls(base, tuple(sorted(latest.values())), frozenset(compactions))
 
     # -- selections -------------------------------------------------------------------------
-    def filter(self, actions: Iterable[Action] | None = None, states: Iterable[State] | None = None) -> list[Instant]:
+    def filter(
+        self, actions: Iterable[Action] | None = None, states: Iterable[State] | None = None
+    ) -> list[Instant]:
         acts = set(actions) if actions is not None else None
         sts = set(states) if states is not None else None
         return [

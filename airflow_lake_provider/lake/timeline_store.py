@@ -89,10 +89,14 @@ class TimelineStore:
         self.hoodie.mkdir(parents=True, exist_ok=True)
         for sub in _INIT_DIRS:
             (self.hoodie / sub).mkdir(parents=True, exist_ok=True)
-        write_file_atomically(self.hoodie / PROPERTIES_FILE, format_properties(props).encode(), overwrite=False)
+        write_file_atomically(
+            self.hoodie / PROPERTIES_FILE, format_properties(props).encode(), overwrite=False
+        )
 
     def update_properties(self, props: Mapping[str, str]) -> None:
-        write_file_atomically(self.hoodie / PROPERTIES_FILE, format_properties(props).encode(), overwrite=True)
+        write_file_atomically(
+            self.hoodie / PROPERTIES_FILE, format_properties(props).encode(), overwrite=True
+        )
 
     # -- instants ---------------------------------------------------------------------------
     def _states_present(self, timestamp: str, savepoint: bool = False) -> dict[State, Instant]:
@@ -206,7 +210,9 @@ class TimelineStore:
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                raise ServiceBusyError(f"{self.base_path}: another {service} is running on this table") from None
+                raise ServiceBusyError(
+                    f"{self.base_path}: another {service} is running on this table"
+                ) from None
             try:
                 yield
             finally:

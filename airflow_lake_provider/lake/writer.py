@@ -104,10 +104,17 @@ def write(
     table.store.delete_markers(instant)
     log.info(
         "committed %s %s at %s: %d inserted, %d updated, %d deleted in %d files",
-        action.value, operation.value, instant, job.inserted, job.updated, job.deleted, len(job.files),
+        action.value,
+        operation.value,
+        instant,
+        job.inserted,
+        job.updated,
+        job.deleted,
+        len(job.files),
     )
-    return WriteResult(instant, action.value, operation, metadata, job.inserted, job.updated, job.deleted,
-                       tuple(job.files))
+    return WriteResult(
+        instant, action.value, operation, metadata, job.inserted, job.updated, job.deleted, tuple(job.files)
+    )
 
 
 def _check_batch(table: LakeTable, batch: pa.Table, operation: Operation, timeline: Timeline) -> pa.Schema:
@@ -117,10 +124,14 @@ def _check_batch(table: LakeTable, batch: pa.Table, operation: Operation, timeli
     required += [cfg.precombine_field] if cfg.precombine_field else []
     missing = [c for c in required if c not in batch.column_names]
     if missing:
-        raise SchemaError(f"batch is missing required column(s) {missing} (record key, partition, precombine)")
+        raise SchemaError(
+            f"batch is missing required column(s) {missing} (record key, partition, precombine)"
+        )
     if cfg.precombine_field and batch.column(cfg.precombine_field).null_count:
         raise SchemaError(f"precombine field {cfg.precombine_field!r} has null values")
-    data = pa.schema([f for f in batch.schema if f.name not in META_FIELDS and not f.name.startswith("__lake_")])
+    data = pa.schema(
+        [f for f in batch.schema if f.name not in META_FIELDS and not f.name.startswith("__lake_")]
+    )
     if not cfg.populate_meta_fields:
         raise SchemaError(f"{table.base_path}: writing tables without meta fields is not supported")
     existing = table.data_avro_schema(timeline)
@@ -151,7 +162,11 @@ def _check_castable(got: pa.Field, want: pa.Field) -> None:
         (pa.types.is_integer(got.type) and pa.types.is_integer(want.type) and _int_fits(got.type, want.type))
         or (pa.types.is_floating(got.type) and pa.types.is_floating(want.type))
         or ({str(got.type), str(want.type)} <= {"string", "large_string"})
-        or (pa.types.is_timestamp(got.type) and pa.types.is_timestamp(want.type) and got.type.unit == want.type.unit)
+        or (
+            pa.types.is_timestamp(got.type)
+            and pa.types.is_timestamp(want.type)
+            and got.type.unit == want.type.unit
+        )
     )
     if not ok:
         raise SchemaError(f"column {got.name!r} has type {got.type}, the table stores {want.type}")
@@ -208,7 +223,9 @@ class _WriteJob:
         self.max_rows = max(1, max_rows_per_file)
         self.fault = fault
         self.cfg = table.config
-        self.event_time = self.cfg.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(self.cfg.precombine_field)
+        self.event_time = self.cfg.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(
+            self.cfg.precombine_field
+        )
         self.inserted = self.updated = self.deleted = 0
         self.files: list[str] = []
         self.stats: dict[str, list[WriteStat]] = {}
@@ -232,8 +249,12 @@ class _WriteJob:
         """Live keys of the partition: key, ordering value and owning file id."""
         groups = {}
         parts = []
-        wanted = list(self.cfg.record_key_fields) + ([self.cfg.precombine_field] if self.cfg.precombine_field else [])
-        fields = [self.schema.field("_hoodie_record_key")] + [self.schema.field(n) for n in dict.fromkeys(wanted)]
+        wanted = list(self.cfg.record_key_fields) + (
+            [self.cfg.precombine_field] if self.cfg.precombine_field else []
+        )
+        fields = [self.schema.field("_hoodie_record_key")] + [
+            self.schema.field(n) for n in dict.fromkeys(wanted)
+        ]
         reader = SliceReader(self.table, self.timeline, pa.schema(fields))
         for group in view.file_groups(partition):
             if view.is_replaced(group):
@@ -247,27 +268,36 @@ class _WriteJob:
                 pa.table(
                     {
                         _KEY: reader.keys_of(live),
-                        _ORD: live.column(self.cfg.precombine_field) if self.cfg.precombine_field
+                        _ORD: live.column(self.cfg.precombine_field)
+                        if self.cfg.precombine_field
                         else pa.nulls(live.num_rows, self._ord_type),
                         "__lake_fid": pa.array([group.file_id] * live.num_rows, pa.string()),
                     }
                 )
             )
         if not parts:
-            return groups, pa.table({_KEY: pa.array([], pa.string()), _ORD: pa.array([], self._ord_type),
-                                     "__lake_fid": pa.array([], pa.string())})
+            return groups, pa.table(
+                {
+                    _KEY: pa.array([], pa.string()),
+                    _ORD: pa.array([], self._ord_type),
+                    "__lake_fid": pa.array([], pa.string()),
+                }
+            )
         return groups, pa.concat_tables(parts)
 
     def _write_partition(self, view: FileSystemView, partition: str, rows: pa.Table) -> None:
         groups, current = self._current(view, partition)
-        located = rows.join(current.rename_columns([_KEY, "__lake_cur", "__lake_fid"]), _KEY, join_type="left outer")
+        located = rows.join(
+            current.rename_columns([_KEY, "__lake_cur", "__lake_fid"]), _KEY, join_type="left outer"
+        )
         found = pc.is_valid(located.column("__lake_fid"))
         new_rows = located.filter(pc.invert(found))
         old_rows = located.filter(found)
         if self.event_time and old_rows.num_rows:
             # A version with a smaller ordering value than the stored one loses: drop it here.
-            wins = pc.greater_equal(old_rows.column(_ORD).cast(old_rows.column("__lake_cur").type),
-                                    old_rows.column("__lake_cur"))
+            wins = pc.greater_equal(
+                old_rows.column(_ORD).cast(old_rows.column("__lake_cur").type), old_rows.column("__lake_cur")
+            )
             old_rows = old_rows.filter(pc.fill_null(wins, True))
         if self.operation is Operation.DELETE:
             new_rows = new_rows.slice(0, 0)  # deleting an absent key does nothing
@@ -288,11 +318,15 @@ class _WriteJob:
     def _meta_rows(self, rows: pa.Table, partition: str, file_name: str) -> pa.Table:
         n = rows.num_rows
         start = self.inserted + self.updated
-        data = conform(rows.select([c for c in rows.column_names if not c.startswith("__lake_")]), pa.schema(
-            [f for f in self.schema if f.name not in META_FIELDS]))
+        data = conform(
+            rows.select([c for c in rows.column_names if not c.startswith("__lake_")]),
+            pa.schema([f for f in self.schema if f.name not in META_FIELDS]),
+        )
         meta = {
             "_hoodie_commit_time": pa.array([self.instant] * n, pa.string()),
-            "_hoodie_commit_seqno": pa.array([f"{self.instant}_{self.file_counter}_{start + i}" for i in range(n)]),
+            "_hoodie_commit_seqno": pa.array(
+                [f"{self.instant}_{self.file_counter}_{start + i}" for i in range(n)]
+            ),
             "_hoodie_record_key": rows.column(_KEY).cast(pa.string()),
             "_hoodie_partition_path": pa.array([partition] * n, pa.string()),
             "_hoodie_file_name": pa.array([file_name] * n, pa.string()),
@@ -320,9 +354,18 @@ class _WriteJob:
             out = self._meta_rows(chunk, partition, name)
             size = self._write_parquet(partition, name, out)
             self.inserted += chunk.num_rows
-            self._stat(WriteStat(file_id, partition, join_partition(partition, name), "null",
-                                 num_writes=chunk.num_rows, num_inserts=chunk.num_rows,
-                                 total_write_bytes=size, file_size_in_bytes=size))
+            self._stat(
+                WriteStat(
+                    file_id,
+                    partition,
+                    join_partition(partition, name),
+                    "null",
+                    num_writes=chunk.num_rows,
+                    num_inserts=chunk.num_rows,
+                    total_write_bytes=size,
+                    file_size_in_bytes=size,
+                )
+            )
 
     def _rewrite_group(self, view: FileSystemView, group: FileGroup, changes: pa.Table) -> None:
         """COW: write the group's full new row set as a new base file at this instant."""
@@ -347,9 +390,19 @@ class _WriteJob:
         size = self._write_parquet(group.partition, name, out)
         self.updated += updated
         self.deleted += deleted
-        self._stat(WriteStat(group.file_id, group.partition, join_partition(group.partition, name),
-                             slice_.base_instant, num_writes=out.num_rows, num_deletes=deleted,
-                             num_update_writes=updated, total_write_bytes=size, file_size_in_bytes=size))
+        self._stat(
+            WriteStat(
+                group.file_id,
+                group.partition,
+                join_partition(group.partition, name),
+                slice_.base_instant,
+                num_writes=out.num_rows,
+                num_deletes=deleted,
+                num_update_writes=updated,
+                total_write_bytes=size,
+                file_size_in_bytes=size,
+            )
+        )
 
     def _append_log(self, view: FileSystemView, group: FileGroup, changes: pa.Table) -> None:
         """MOR: a new log file version of the group's newest slice with a data or delete block."""
@@ -372,10 +425,23 @@ class _WriteJob:
         self.fault("file")
         self.updated += updated
         self.deleted += deleted
-        self._stat(WriteStat(group.file_id, group.partition, join_partition(group.partition, name),
-                             newest.base_instant, num_writes=updated, num_deletes=deleted,
-                             num_update_writes=updated, total_write_bytes=size - offset, file_size_in_bytes=size,
-                             base_file=base_name, log_files=(name,), log_version=version, log_offset=offset))
+        self._stat(
+            WriteStat(
+                group.file_id,
+                group.partition,
+                join_partition(group.partition, name),
+                newest.base_instant,
+                num_writes=updated,
+                num_deletes=deleted,
+                num_update_writes=updated,
+                total_write_bytes=size - offset,
+                file_size_in_bytes=size,
+                base_file=base_name,
+                log_files=(name,),
+                log_version=version,
+                log_offset=offset,
+            )
+        )
 
     def _delete_block(self, changes: pa.Table, partition: str) -> bytes:
         ordering = self.cfg.precombine_field

@@ -80,4 +80,6 @@ class CompactionPlanSensor(BaseSensorOperator):
             if self.soft_fail:
                 raise AirflowSkipException(message)
             raise AirflowSensorTimeout(message)
-        raise LakeHookError(f"waiting for a compaction plan on {self.table_path} failed: {event.get('message')}")
+        raise LakeHookError(
+            f"waiting for a compaction plan on {self.table_path} failed: {event.get('message')}"
+        )

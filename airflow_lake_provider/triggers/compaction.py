@@ -38,7 +38,11 @@ class CompactionPlanTrigger(BaseTrigger):
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             f"{type(self).__module__}.{type(self).__qualname__}",
-            {"table_path": self.table_path, "poll_interval": self.poll_interval, "timeout_at": self.timeout_at},
+            {
+                "table_path": self.table_path,
+                "poll_interval": self.poll_interval,
+                "timeout_at": self.timeout_at,
+            },
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

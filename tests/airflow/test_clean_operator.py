@@ -6,14 +6,13 @@ and pick the table (and the Spark threshold) per run through ``run_conf``.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from dag_helpers import load_example_dag, task_states, xcom_value
 
 from airflow_lake_provider.lake.instant import Action, State
 from airflow_lake_provider.lake.table import LakeTable
@@ -70,37 +69,15 @@ def _clean_instants(base: Path) -> list[str]:
 # -- DAG helpers ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def example_dag(repo_root: Path, airflow_db: Path) -> Any:
-    path = repo_root / "dags" / f"{DAG_ID}.py"
-    spec = importlib.util.spec_from_file_location(f"{DAG_ID}_under_test", path)
-    assert spec is not None and spec.loader is not None
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.dag
+    return load_example_dag(repo_root, DAG_ID)
 
 
 def _task_states(run_id: str) -> dict[str, str]:
-    from airflow.models import TaskInstance
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.query(TaskInstance.task_id, TaskInstance.state).filter(
-            TaskInstance.dag_id == DAG_ID, TaskInstance.run_id == run_id
-        )
-        return {task_id: str(state) for task_id, state in rows}
+    return task_states(DAG_ID, run_id)
 
 
 def _xcom(run_id: str, task_id: str, key: str = "return_value") -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = session.scalars(
-            XComModel.get_many(run_id=run_id, key=key, task_ids=task_id, dag_ids=DAG_ID)
-        ).first()
-        assert row is not None, f"no XCom {key!r} from {task_id} in {run_id}"
-        # The raw JSON value, as the Task SDK's xcom_pull sees it. XComModel.deserialize_value would
-        # json.loads a top-level string again, turning an instant time "2026..." into an int.
-        return row.value
+    return xcom_value(DAG_ID, run_id, task_id, key)
 
 
 def _run(dag: Any, mark_success_pattern: str | None = None, **conf: Any) -> Any:

@@ -4,15 +4,14 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pyarrow as pa
 import pytest
+from dag_helpers import load_example_dag, task_states, xcom_value
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.hooks.lake import LakeHook
@@ -32,17 +31,38 @@ DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
 
 def _mor_table(path: Path, deltas: int = 5) -> LakeTable:
     """A MOR table: 4 file groups of 10 rows, then ``deltas`` upserts/deletes as log files."""
-    table = LakeTable.create(path, name="trips", table_type="mor", record_key_fields=("id",), precombine_field="ts",
-                             partition_fields=("p",))
+    table = LakeTable.create(
+        path,
+        name="trips",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
     ids = [f"k{i:02d}" for i in range(40)]
-    write(table, pa.table({"id": ids, "ts": pa.array([0] * 40, pa.int64()), "p": ["a", "b"] * 20,
-                           "v": list(range(40))}), "insert", max_rows_per_file=10)
+    write(
+        table,
+        pa.table(
+            {"id": ids, "ts": pa.array([0] * 40, pa.int64()), "p": ["a", "b"] * 20, "v": list(range(40))}
+        ),
+        "insert",
+        max_rows_per_file=10,
+    )
     for d in range(1, deltas + 1):
         chosen = ids[d::7]
         op = "delete" if d == deltas else "upsert"
-        write(table, pa.table({"id": chosen, "ts": pa.array([d] * len(chosen), pa.int64()),
-                               "p": ["a" if int(k[1:]) % 2 == 0 else "b" for k in chosen],
-                               "v": [1000 * d] * len(chosen)}), op)
+        write(
+            table,
+            pa.table(
+                {
+                    "id": chosen,
+                    "ts": pa.array([d] * len(chosen), pa.int64()),
+                    "p": ["a" if int(k[1:]) % 2 == 0 else "b" for k in chosen],
+                    "v": [1000 * d] * len(chosen),
+                }
+            ),
+            op,
+        )
     return table
 
 
@@ -56,32 +76,15 @@ def _hudi_rs(path: Path) -> list[tuple]:
 
 @pytest.fixture(scope="module")
 def example_dag(repo_root: Path, airflow_db: Path) -> Any:
-    spec = importlib.util.spec_from_file_location(f"{DAG_ID}_under_test", repo_root / "dags" / f"{DAG_ID}.py")
-    assert spec is not None and spec.loader is not None
-    module: ModuleType = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.dag
+    return load_example_dag(repo_root, DAG_ID)
 
 
 def _states(run_id: str) -> dict[str, str]:
-    from airflow.models import TaskInstance
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        rows = session.query(TaskInstance.task_id, TaskInstance.state).filter(
-            TaskInstance.dag_id == DAG_ID, TaskInstance.run_id == run_id
-        )
-        return {task_id: str(state) for task_id, state in rows}
+    return task_states(DAG_ID, run_id)
 
 
 def _xcom(run_id: str, task_id: str, key: str = "return_value") -> Any:
-    from airflow.models.xcom import XComModel
-    from airflow.utils.session import create_session
-
-    with create_session() as session:
-        row = session.scalars(XComModel.get_many(run_id=run_id, key=key, task_ids=task_id, dag_ids=DAG_ID)).first()
-        assert row is not None, f"no XCom {key!r} from {task_id}"
-        return row.value
+    return xcom_value(DAG_ID, run_id, task_id, key)
 
 
 @pytest.mark.spark
@@ -102,8 +105,10 @@ def test_example_dag_schedules_waits_and_compacts_on_spark(example_dag: Any, tmp
     done = timeline.get(c)
     assert done is not None and done.is_completed and timeline.is_compaction(done)
     # Every file group now has a base file at c; rows are unchanged for us and for hudi-rs.
-    assert all(g.latest_slice.base_instant == c and not g.latest_slice.log_files
-               for g in table.file_system_view().file_groups())
+    assert all(
+        g.latest_slice.base_instant == c and not g.latest_slice.log_files
+        for g in table.file_system_view().file_groups()
+    )
     assert _rows(read_snapshot(table)) == expected == _hudi_rs(table.base_path)
 
 

@@ -30,12 +30,16 @@ KEYS = ["k0", "k1", "k2"]
 def _rows(table: pa.Table) -> list[tuple]:
     if table.num_rows == 0:
         return []
-    cols = [table.column(c).to_pylist() for c in ("_hoodie_partition_path", "_hoodie_record_key", "ts", "value")]
+    cols = [
+        table.column(c).to_pylist() for c in ("_hoodie_partition_path", "_hoodie_record_key", "ts", "value")
+    ]
     return sorted(zip(*cols, strict=True))
 
 
 def _hudi_rs(path: Path, as_of: str) -> list[tuple]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions().with_as_of_timestamp(as_of))
+    batches = (
+        HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions().with_as_of_timestamp(as_of))
+    )
     return _rows(pa.Table.from_batches(batches)) if batches else []
 
 
@@ -55,8 +59,14 @@ write_st = st.tuples(
 )
 clean_st = st.tuples(
     st.just("clean"),
-    st.sampled_from([CleanPolicy.KEEP_LATEST_COMMITS, CleanPolicy.KEEP_LATEST_COMMITS,
-                     CleanPolicy.KEEP_LATEST_FILE_VERSIONS, CleanPolicy.KEEP_LATEST_BY_HOURS]),
+    st.sampled_from(
+        [
+            CleanPolicy.KEEP_LATEST_COMMITS,
+            CleanPolicy.KEEP_LATEST_COMMITS,
+            CleanPolicy.KEEP_LATEST_FILE_VERSIONS,
+            CleanPolicy.KEEP_LATEST_BY_HOURS,
+        ]
+    ),
     st.integers(1, 2),
 )
 savepoint_st = st.tuples(st.just("savepoint"), st.integers(0, 20), st.just(0))
@@ -68,8 +78,9 @@ compact_st = st.tuples(st.just("compact"), st.sampled_from(["run", "run", "sched
 @given(
     table_type=st.sampled_from(["cow", "mor"]),
     partitioned=st.booleans(),
-    steps=st.lists(st.one_of(write_st, write_st, write_st, clean_st, savepoint_st, compact_st), min_size=10,
-                   max_size=24),
+    steps=st.lists(
+        st.one_of(write_st, write_st, write_st, clean_st, savepoint_st, compact_st), min_size=10, max_size=24
+    ),
 )
 def test_clean_keeps_every_retained_instant_and_savepoint_readable(
     tmp_path_factory, table_type: str, partitioned: bool, steps: list[tuple]
@@ -78,8 +89,14 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
     outside = root / "neighbour"
     outside.mkdir()
     (outside / "data.parquet").write_bytes(b"not part of the table")
-    table = LakeTable.create(root / "t", name="c", table_type=table_type, record_key_fields=("key",),
-                             precombine_field="ts", partition_fields=("city",) if partitioned else ())
+    table = LakeTable.create(
+        root / "t",
+        name="c",
+        table_type=table_type,
+        record_key_fields=("key",),
+        precombine_field="ts",
+        partition_fields=("city",) if partitioned else (),
+    )
     snapshots: dict[str, list[tuple]] = {}
     savepointed: set[str] = set()
     ts = 0
@@ -87,8 +104,14 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
         if step[0] == "write":
             _, op, rows = step
             ts += 1  # increasing ts: every version wins, so deletes and updates all take effect
-            batch = pa.table({"key": [r[0] for r in rows], "city": [r[1] for r in rows],
-                              "ts": pa.array([ts] * len(rows), pa.int64()), "value": [r[2] for r in rows]})
+            batch = pa.table(
+                {
+                    "key": [r[0] for r in rows],
+                    "city": [r[1] for r in rows],
+                    "ts": pa.array([ts] * len(rows), pa.int64()),
+                    "value": [r[2] for r in rows],
+                }
+            )
             instant = write(table, batch, op).instant
             snapshots[instant] = _rows(read_snapshot(table))
         elif step[0] == "compact":
@@ -112,13 +135,18 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
                         assert "already cleaned" in str(exc) or "earliest commit" in str(exc)
         else:
             _, policy, retained = step
-            key = {CleanPolicy.KEEP_LATEST_COMMITS: "hoodie.cleaner.commits.retained",
-                   CleanPolicy.KEEP_LATEST_FILE_VERSIONS: "hoodie.cleaner.fileversions.retained",
-                   CleanPolicy.KEEP_LATEST_BY_HOURS: "hoodie.cleaner.hours.retained"}[policy]
+            key = {
+                CleanPolicy.KEEP_LATEST_COMMITS: "hoodie.cleaner.commits.retained",
+                CleanPolicy.KEEP_LATEST_FILE_VERSIONS: "hoodie.cleaner.fileversions.retained",
+                CleanPolicy.KEEP_LATEST_BY_HOURS: "hoodie.cleaner.hours.retained",
+            }[policy]
             commits = sorted(snapshots)
             # For hours: "now" is one hour after a commit chosen by the retention number.
-            now = (instant_to_datetime(commits[-min(retained, len(commits))]) + dt.timedelta(minutes=59)
-                   if commits else dt.datetime.now(dt.timezone.utc))
+            now = (
+                instant_to_datetime(commits[-min(retained, len(commits))]) + dt.timedelta(minutes=59)
+                if commits
+                else dt.datetime.now(dt.timezone.utc)
+            )
             hoodie_before = _tree_digest(table.base_path / ".hoodie")
             outside_before = _tree_digest(outside)
             result = run_clean(table, {"hoodie.cleaner.policy": policy.value, key: str(retained)}, now=now)
@@ -135,6 +163,10 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
                 earliest = result.plan.earliest_instant_to_retain.timestamp
                 retained_instants |= {t for t in snapshots if t >= earliest}
             for instant in sorted(retained_instants):
-                assert _rows(read_snapshot(table, as_of=instant)) == snapshots[instant], f"ours as of {instant}"
+                assert _rows(read_snapshot(table, as_of=instant)) == snapshots[instant], (
+                    f"ours as of {instant}"
+                )
                 if not table.timeline().pending_compactions():  # hudi-rs hides logs of a pending one
-                    assert _hudi_rs(table.base_path, instant) == snapshots[instant], f"hudi-rs as of {instant}"
+                    assert _hudi_rs(table.base_path, instant) == snapshots[instant], (
+                        f"hudi-rs as of {instant}"
+                    )

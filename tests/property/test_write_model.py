@@ -47,7 +47,9 @@ class Model:
 def _observed(table: pa.Table, partitioned: bool) -> list[tuple[str, str, int, int, str]]:
     if table.num_rows == 0:
         return []
-    cols = table.select(["_hoodie_partition_path", "_hoodie_record_key", "ts", "value", "_hoodie_commit_time"])
+    cols = table.select(
+        ["_hoodie_partition_path", "_hoodie_record_key", "ts", "value", "_hoodie_commit_time"]
+    )
     out = []
     for r in cols.to_pylist():
         part = r["_hoodie_partition_path"]
@@ -66,7 +68,9 @@ rows_st = st.lists(
     min_size=1,
     max_size=12,
 )
-steps_st = st.lists(st.tuples(st.sampled_from(["insert", "upsert", "upsert", "delete"]), rows_st), min_size=1, max_size=6)
+steps_st = st.lists(
+    st.tuples(st.sampled_from(["insert", "upsert", "upsert", "delete"]), rows_st), min_size=1, max_size=6
+)
 
 
 @given(
@@ -102,7 +106,9 @@ def test_write_history_ours_hudi_rs_and_model_agree(
         result = write(table, data, op)
         model.apply(op, batch, result.instant, partitioned)
         expected = model.expected()
-        assert _observed(read_snapshot(table), partitioned) == expected, f"ours after {op} at {result.instant}"
+        assert _observed(read_snapshot(table), partitioned) == expected, (
+            f"ours after {op} at {result.instant}"
+        )
         assert _observed(_hudi_rs(path), partitioned) == expected, f"hudi-rs after {op} at {result.instant}"
         history.append((result.instant, expected))
     # Time travel: every earlier instant still reads exactly as it did right after its commit.

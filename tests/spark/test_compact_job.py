@@ -20,13 +20,28 @@ DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
 
 
 def _table(path: Path) -> LakeTable:
-    table = LakeTable.create(path, name="t", table_type="mor", record_key_fields=("id",), precombine_field="ts",
-                             partition_fields=("p",))
+    table = LakeTable.create(
+        path,
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
     ids = [f"k{i:02d}" for i in range(48)]
-    write(table, pa.table({"id": ids, "ts": pa.array([0] * 48, pa.int64()), "p": ["a", "b"] * 24,
-                           "v": list(range(48))}), "insert", max_rows_per_file=6)
-    write(table, pa.table({"id": ids[::2], "ts": pa.array([1] * 24, pa.int64()), "p": ["a"] * 24,
-                           "v": [-1] * 24}), "upsert")
+    write(
+        table,
+        pa.table(
+            {"id": ids, "ts": pa.array([0] * 48, pa.int64()), "p": ["a", "b"] * 24, "v": list(range(48))}
+        ),
+        "insert",
+        max_rows_per_file=6,
+    )
+    write(
+        table,
+        pa.table({"id": ids[::2], "ts": pa.array([1] * 24, pa.int64()), "p": ["a"] * 24, "v": [-1] * 24}),
+        "upsert",
+    )
     write(table, pa.table({"id": ids[1::6], "ts": pa.array([2] * 8, pa.int64()), "p": ["b"] * 8}), "delete")
     return table
 
@@ -81,8 +96,10 @@ def test_bins_spread_operations_by_io() -> None:
     from airflow_lake_provider.lake.compaction_plan import CompactionOperation
 
     sizes = [50.0, 10.0, 40.0, 30.0, 20.0]
-    ops = [CompactionOperation("a", f"f{i}", "20240101000000000", None, (), {"TOTAL_IO_MB": size})
-           for i, size in enumerate(sizes)]
+    ops = [
+        CompactionOperation("a", f"f{i}", "20240101000000000", None, (), {"TOTAL_IO_MB": size})
+        for i, size in enumerate(sizes)
+    ]
     packed = compact.bins(ops, 2)
     assert sorted(sum(sizes[i] for i, _ in b) for b in packed) == [70.0, 80.0]
     assert sorted(i for b in packed for i, _ in b) == [0, 1, 2, 3, 4]

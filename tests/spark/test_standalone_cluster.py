@@ -48,27 +48,59 @@ def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
     """A Spark master and one worker on 127.0.0.1, stopped by their own process groups afterwards."""
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
     logs = tmp_path_factory.mktemp("standalone")
-    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", SPARK_WORKER_DIR=str(logs / "work"),
-               PYSPARK_PYTHON=sys.executable)
+    env = dict(
+        os.environ,
+        SPARK_LOCAL_IP="127.0.0.1",
+        SPARK_WORKER_DIR=str(logs / "work"),
+        PYSPARK_PYTHON=sys.executable,
+    )
     port, ui, worker_ui = _free_port(), _free_port(), _free_port()
     master_log = open(logs / "master.log", "w")  # noqa: SIM115 - closed below
     worker_log = open(logs / "worker.log", "w")  # noqa: SIM115
     master = subprocess.Popen(
-        [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-         "--webui-port", str(ui)],
-        env=env, stdout=master_log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            str(spark_class),
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        ],
+        env=env,
+        stdout=master_log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"spark://127.0.0.1:{port}"
     worker = None
     try:
         _wait_for(lambda: _port_open(port), 90, "the Spark master")
         worker = subprocess.Popen(
-            [str(spark_class), "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-             "--webui-port", str(worker_ui), "--cores", "2", "--memory", "2g"],
-            env=env, stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                str(spark_class),
+                "org.apache.spark.deploy.worker.Worker",
+                url,
+                "--host",
+                "127.0.0.1",
+                "--webui-port",
+                str(worker_ui),
+                "--cores",
+                "2",
+                "--memory",
+                "2g",
+            ],
+            env=env,
+            stdout=worker_log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
-        _wait_for(lambda: "Successfully registered with master" in (logs / "worker.log").read_text(), 90,
-                  "the Spark worker to register")
+        _wait_for(
+            lambda: "Successfully registered with master" in (logs / "worker.log").read_text(),
+            90,
+            "the Spark worker to register",
+        )
         yield url
     finally:
         for proc in (worker, master):
@@ -85,8 +117,14 @@ def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
 def test_clean_job_on_standalone_cluster_deletes_exactly_the_old_slices(
     standalone_master: str, tmp_path: Path
 ) -> None:
-    table = LakeTable.create(tmp_path / "t", name="t", table_type="cow", record_key_fields=("id",),
-                             precombine_field="ts", partition_fields=("p",))
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
     commits = []
     for i in range(4):
         batch = pa.table({"id": ["a", "b"], "ts": pa.array([i, i], pa.int64()), "p": ["x", "y"]})

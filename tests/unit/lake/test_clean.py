@@ -26,7 +26,11 @@ from airflow_lake_provider.lake.writer import write
 
 def _table(tmp_path: Path, kind: str = "cow", partitioned: bool = False) -> LakeTable:
     return LakeTable.create(
-        tmp_path / "t", name="t", table_type=kind, record_key_fields=("id",), precombine_field="ts",
+        tmp_path / "t",
+        name="t",
+        table_type=kind,
+        record_key_fields=("id",),
+        precombine_field="ts",
         partition_fields=("p",) if partitioned else (),
     )
 
@@ -98,8 +102,10 @@ def test_keep_latest_commits_untouched_group_keeps_its_single_slice(tmp_path: Pa
 def test_keep_latest_file_versions_keeps_newest_versions(tmp_path: Path) -> None:
     table = _table(tmp_path)
     commits = [_upsert(table, ["a"], i) for i in range(5)]
-    result = run_clean(table, {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
-                               "hoodie.cleaner.fileversions.retained": "2"})
+    result = run_clean(
+        table,
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "2"},
+    )
     assert result.outcome is Outcome.CLEANED and result.deleted_files == 3
     assert _base_instants(table) == commits[3:]
     assert _snapshot(table) == [("a", 4)]
@@ -110,8 +116,11 @@ def test_keep_latest_by_hours_uses_the_injected_clock(tmp_path: Path) -> None:
     commits = [_upsert(table, ["a"], i) for i in range(4)]
     # "now" is 10 hours after commit 3, retention 10 hours: commit 3 is the earliest retained.
     now = instant_to_datetime(commits[2]) + dt.timedelta(hours=10)
-    result = run_clean(table, {"hoodie.cleaner.policy": "KEEP_LATEST_BY_HOURS",
-                               "hoodie.cleaner.hours.retained": "10"}, now=now)
+    result = run_clean(
+        table,
+        {"hoodie.cleaner.policy": "KEEP_LATEST_BY_HOURS", "hoodie.cleaner.hours.retained": "10"},
+        now=now,
+    )
     assert result.plan is not None and result.plan.earliest_instant_to_retain.timestamp == commits[2]
     assert _base_instants(table) == commits[1:]
 
@@ -130,18 +139,32 @@ def test_savepointed_slice_is_kept_until_the_savepoint_is_deleted(tmp_path: Path
     assert commits[0] not in _base_instants(table)
 
 
-def _request_compaction(table: LakeTable, partition: str, file_id: str, base_instant: str, logs: list[str]) -> str:
+def _request_compaction(
+    table: LakeTable, partition: str, file_id: str, base_instant: str, logs: list[str]
+) -> str:
     plan = {
-        "operations": [{
-            "baseInstantTime": base_instant, "deltaFilePaths": logs,
-            "dataFilePath": next(f for f in os.listdir(table.base_path / partition) if f.startswith(file_id)
-                                 and f.endswith(f"_{base_instant}.parquet")),
-            "fileId": file_id, "partitionPath": partition, "metrics": {}, "bootstrapFilePath": None,
-        }],
-        "extraMetadata": None, "version": 2,
+        "operations": [
+            {
+                "baseInstantTime": base_instant,
+                "deltaFilePaths": logs,
+                "dataFilePath": next(
+                    f
+                    for f in os.listdir(table.base_path / partition)
+                    if f.startswith(file_id) and f.endswith(f"_{base_instant}.parquet")
+                ),
+                "fileId": file_id,
+                "partitionPath": partition,
+                "metrics": {},
+                "bootstrapFilePath": None,
+            }
+        ],
+        "extraMetadata": None,
+        "version": 2,
     }
     t = table.clock.next(after=table.timeline().latest_time)
-    table.store.create_requested(t, Action.COMPACTION, timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan))
+    table.store.create_requested(
+        t, Action.COMPACTION, timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan)
+    )
     return t
 
 
@@ -152,11 +175,14 @@ def test_pending_compaction_inputs_are_kept(tmp_path: Path) -> None:
     view = table.file_system_view()
     group = view.file_groups()[0]
     slice_ = group.latest_slice
-    c = _request_compaction(table, group.partition, group.file_id, slice_.base_instant,
-                            [f.file_name for f in slice_.log_files])
+    c = _request_compaction(
+        table, group.partition, group.file_id, slice_.base_instant, [f.file_name for f in slice_.log_files]
+    )
     before = _data_files(table)
-    result = run_clean(table, {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
-                               "hoodie.cleaner.fileversions.retained": "1"})
+    result = run_clean(
+        table,
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"},
+    )
     assert result.outcome is Outcome.NO_WORK
     assert _data_files(table) == before
     assert c in {i.timestamp for i in table.timeline().pending_compactions()}
@@ -164,9 +190,19 @@ def test_pending_compaction_inputs_are_kept(tmp_path: Path) -> None:
 
 def _replace(table: LakeTable, partition: str, file_ids: list[str]) -> str:
     t = table.clock.next(after=table.timeline().latest_time)
-    requested = table.store.create_requested(t, Action.REPLACECOMMIT, timeline_avro.write_avro(
-        timeline_avro.REQUESTED_REPLACE_METADATA, {"operationType": "INSERT_OVERWRITE", "clusteringPlan": None,
-                                                    "extraMetadata": None, "version": 1}))
+    requested = table.store.create_requested(
+        t,
+        Action.REPLACECOMMIT,
+        timeline_avro.write_avro(
+            timeline_avro.REQUESTED_REPLACE_METADATA,
+            {
+                "operationType": "INSERT_OVERWRITE",
+                "clusteringPlan": None,
+                "extraMetadata": None,
+                "version": 1,
+            },
+        ),
+    )
     inflight = table.store.transition_to_inflight(requested)
     schema = table.timeline().latest_schema()
     meta = CommitMetadata("INSERT_OVERWRITE", {}, {"schema": schema}, False, {partition: tuple(file_ids)})
@@ -202,8 +238,13 @@ def test_incremental_mode_scans_only_partitions_written_since_last_clean(tmp_pat
     earliest = earliest_commit_to_retain(timeline, cfg, dt.datetime.now(dt.timezone.utc))
     last = timeline_avro.read_avro(timeline.read_bytes(timeline.last_completed(Action.CLEAN)), "clean")
     assert partitions_to_scan(timeline, cfg, earliest, last, []) == ["two"]
-    assert partitions_to_scan(timeline, CleanConfig(commits_retained=1, incremental=False), earliest, last, []) is None
-    assert partitions_to_scan(timeline, cfg, earliest, last, ["20240101000000000"]) is None  # savepoints changed
+    assert (
+        partitions_to_scan(timeline, CleanConfig(commits_retained=1, incremental=False), earliest, last, [])
+        is None
+    )
+    assert (
+        partitions_to_scan(timeline, cfg, earliest, last, ["20240101000000000"]) is None
+    )  # savepoints changed
     changed = CleanConfig(policy=CleanPolicy.KEEP_LATEST_BY_HOURS)
     assert partitions_to_scan(timeline, changed, earliest, last, []) is None  # policy changed: scan all
 
@@ -233,12 +274,20 @@ def test_plan_naming_a_path_outside_the_table_or_in_hoodie_is_refused(tmp_path: 
     outside = tmp_path / "outside.parquet"
     outside.write_bytes(b"keep me")
     path = bad if bad.startswith("/") else f"{table.base_path}/{bad}"
-    record = {"earliestInstantToRetain": None, "lastCompletedCommitTimestamp": "", "policy": "KEEP_LATEST_COMMITS",
-              "filesToBeDeletedPerPartition": {}, "version": 2,
-              "filePathsToBeDeletedPerPartition": {"": [{"filePath": path, "isBootstrapBaseFile": False}]},
-              "partitionsToBeDeleted": [], "extraMetadata": None}
+    record = {
+        "earliestInstantToRetain": None,
+        "lastCompletedCommitTimestamp": "",
+        "policy": "KEEP_LATEST_COMMITS",
+        "filesToBeDeletedPerPartition": {},
+        "version": 2,
+        "filePathsToBeDeletedPerPartition": {"": [{"filePath": path, "isBootstrapBaseFile": False}]},
+        "partitionsToBeDeleted": [],
+        "extraMetadata": None,
+    }
     t = table.clock.next(after=table.timeline().latest_time)
-    table.store.create_requested(t, Action.CLEAN, timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, record))
+    table.store.create_requested(
+        t, Action.CLEAN, timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, record)
+    )
     hoodie_before = sorted(os.listdir(table.base_path / ".hoodie"))
     with pytest.raises(UnsafePathError):
         run_clean(table)
@@ -277,8 +326,9 @@ def test_dry_run_writes_and_deletes_nothing(tmp_path: Path) -> None:
 
 
 def test_clean_config_accepts_hudi_1x_aliases_and_rejects_bad_values() -> None:
-    cfg = CleanConfig.from_options({"hoodie.clean.policy": "keep_latest_file_versions",
-                                    "hoodie.clean.fileversions.retained": "5"})
+    cfg = CleanConfig.from_options(
+        {"hoodie.clean.policy": "keep_latest_file_versions", "hoodie.clean.fileversions.retained": "5"}
+    )
     assert cfg.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS and cfg.file_versions_retained == 5
     with pytest.raises(CleanConfigError, match="hoodie.cleaner.commits.retained"):
         CleanConfig.from_options({"hoodie.cleaner.commits.retained": "0"})
@@ -299,5 +349,10 @@ def test_cleaned_mor_table_reads_same_in_hudi_rs(tmp_path: Path) -> None:
         _upsert(table, ["a", "b"], i)
     run_clean(table, {"hoodie.cleaner.commits.retained": "1"})
     theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
-    assert sorted(zip(theirs.column("_hoodie_record_key").to_pylist(), theirs.column("ts").to_pylist(),
-                      strict=True)) == _snapshot(table) == [("a", 5), ("b", 5)]
+    assert (
+        sorted(
+            zip(theirs.column("_hoodie_record_key").to_pylist(), theirs.column("ts").to_pylist(), strict=True)
+        )
+        == _snapshot(table)
+        == [("a", 5), ("b", 5)]
+    )

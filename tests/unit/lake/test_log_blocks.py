@@ -13,7 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_lake_provider.lake import log_format
-from airflow_lake_provider.lake.avro_schema import arrow_to_avro, avro_to_arrow, meta_arrow_fields, with_meta_fields
+from airflow_lake_provider.lake.avro_schema import (
+    arrow_to_avro,
+    avro_to_arrow,
+    meta_arrow_fields,
+    with_meta_fields,
+)
 from airflow_lake_provider.lake.errors import SchemaError
 from airflow_lake_provider.lake.log_format import BlockType, DeleteRecord
 
@@ -52,8 +57,11 @@ def test_real_avro_data_block_decodes_to_the_updated_rider(hudi_table_zip) -> No
 
 
 def test_real_rollback_table_has_a_rollback_block_and_parquet_blocks(hudi_table_zip) -> None:
-    blocks = [b for p in _logs(hudi_table_zip("morparquet_v6_nonpartitioned_rollback"))
-              for b in log_format.read_log_blocks(p)]
+    blocks = [
+        b
+        for p in _logs(hudi_table_zip("morparquet_v6_nonpartitioned_rollback"))
+        for b in log_format.read_log_blocks(p)
+    ]
     kinds = [b.block_type for b in blocks]
     assert kinds.count(BlockType.COMMAND) == 1 and kinds.count(BlockType.PARQUET_DATA) == 2
     (rollback,) = [b for b in blocks if b.is_rollback]
@@ -63,25 +71,34 @@ def test_real_rollback_table_has_a_rollback_block_and_parquet_blocks(hudi_table_
 
 
 def _records(n: int) -> pa.Table:
-    meta = {f.name: pa.array([f"{T1}-{f.name}-{i}" for i in range(n)], pa.string()) for f in meta_arrow_fields()}
-    return pa.table({
-        **meta,
-        "id": pa.array([f"k{i}" for i in range(n)], pa.string()),
-        "ts": pa.array(range(n), pa.int64()),
-        "qty": pa.array([i if i % 3 else None for i in range(n)], pa.int32()),
-        "price": pa.array([i / 4 for i in range(n)], pa.float64()),
-        "ok": pa.array([i % 2 == 0 for i in range(n)], pa.bool_()),
-        "day": pa.array([dt.date(2024, 1, 1 + i % 28) for i in range(n)], pa.date32()),
-        "at": pa.array([dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i) for i in range(n)],
-                       pa.timestamp("us", tz="UTC")),
-        "amount": pa.array([decimal.Decimal(i) / 100 for i in range(n)], pa.decimal128(10, 2)),
-    })
+    meta = {
+        f.name: pa.array([f"{T1}-{f.name}-{i}" for i in range(n)], pa.string()) for f in meta_arrow_fields()
+    }
+    return pa.table(
+        {
+            **meta,
+            "id": pa.array([f"k{i}" for i in range(n)], pa.string()),
+            "ts": pa.array(range(n), pa.int64()),
+            "qty": pa.array([i if i % 3 else None for i in range(n)], pa.int32()),
+            "price": pa.array([i / 4 for i in range(n)], pa.float64()),
+            "ok": pa.array([i % 2 == 0 for i in range(n)], pa.bool_()),
+            "day": pa.array([dt.date(2024, 1, 1 + i % 28) for i in range(n)], pa.date32()),
+            "at": pa.array(
+                [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=i) for i in range(n)],
+                pa.timestamp("us", tz="UTC"),
+            ),
+            "amount": pa.array([decimal.Decimal(i) / 100 for i in range(n)], pa.decimal128(10, 2)),
+        }
+    )
 
 
 def test_avro_data_block_round_trips_and_both_decoders_agree() -> None:
     records = _records(500)
-    schema = with_meta_fields(arrow_to_avro(records.drop_columns([f.name for f in meta_arrow_fields()]).schema, "t_record",
-                                            "hoodie.t"))
+    schema = with_meta_fields(
+        arrow_to_avro(
+            records.drop_columns([f.name for f in meta_arrow_fields()]).schema, "t_record", "hoodie.t"
+        )
+    )
     (block,) = log_format.parse_log_bytes(log_format.avro_data_block(records, schema, T2), "mem")
     fast = log_format.decode_avro_data_block(block)
     slow = log_format.decode_avro_data_block_fastavro(block)
@@ -90,13 +107,28 @@ def test_avro_data_block_round_trips_and_both_decoders_agree() -> None:
 
 
 @settings(max_examples=30)
-@given(st.lists(st.tuples(st.text(max_size=8), st.one_of(st.none(), st.integers(-2**62, 2**62)),
-                          st.floats(allow_nan=False)), min_size=1, max_size=40))
+@given(
+    st.lists(
+        st.tuples(
+            st.text(max_size=8),
+            st.one_of(st.none(), st.integers(-(2**62), 2**62)),
+            st.floats(allow_nan=False),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
 def test_avro_data_block_round_trip_property(rows: list[tuple]) -> None:
     n = len(rows)
     meta = {f.name: pa.array([f"m{i}" for i in range(n)], pa.string()) for f in meta_arrow_fields()}
-    data = pa.table({**meta, "s": [r[0] for r in rows], "n": pa.array([r[1] for r in rows], pa.int64()),
-                     "f": [r[2] for r in rows]})
+    data = pa.table(
+        {
+            **meta,
+            "s": [r[0] for r in rows],
+            "n": pa.array([r[1] for r in rows], pa.int64()),
+            "f": [r[2] for r in rows],
+        }
+    )
     schema = with_meta_fields(arrow_to_avro(data.drop_columns(list(meta)).schema, "p_record", "hoodie.p"))
     (block,) = log_format.parse_log_bytes(log_format.avro_data_block(data, schema, T1), "mem")
     decoded = log_format.decode_avro_data_block(block)
@@ -106,8 +138,11 @@ def test_avro_data_block_round_trip_property(rows: list[tuple]) -> None:
 
 def _two_block_log(tmp_path: Path) -> tuple[Path, bytes, bytes]:
     records = _records(3)
-    schema = with_meta_fields(arrow_to_avro(records.drop_columns([f.name for f in meta_arrow_fields()]).schema, "t_record",
-                                            "hoodie.t"))
+    schema = with_meta_fields(
+        arrow_to_avro(
+            records.drop_columns([f.name for f in meta_arrow_fields()]).schema, "t_record", "hoodie.t"
+        )
+    )
     first = log_format.avro_data_block(records, schema, T1)
     second = log_format.delete_block([DeleteRecord("k1", "", 5, "long")], T2, schema)
     path = tmp_path / ".f1_20240101000000001.log.1_0-0-0"
@@ -144,13 +179,20 @@ def test_rollback_command_block_round_trips() -> None:
 
 
 def test_arrow_avro_schema_round_trip_keeps_types() -> None:
-    schema = pa.schema([
-        pa.field("s", pa.string(), nullable=False), pa.field("l", pa.int64()), pa.field("d", pa.float64()),
-        pa.field("b", pa.bool_()), pa.field("day", pa.date32()), pa.field("at", pa.timestamp("us", tz="UTC")),
-        pa.field("amount", pa.decimal128(10, 2)), pa.field("tags", pa.list_(pa.string())),
-        pa.field("attrs", pa.map_(pa.string(), pa.int64())),
-        pa.field("nested", pa.struct([pa.field("x", pa.int32()), pa.field("y", pa.string())])),
-    ])
+    schema = pa.schema(
+        [
+            pa.field("s", pa.string(), nullable=False),
+            pa.field("l", pa.int64()),
+            pa.field("d", pa.float64()),
+            pa.field("b", pa.bool_()),
+            pa.field("day", pa.date32()),
+            pa.field("at", pa.timestamp("us", tz="UTC")),
+            pa.field("amount", pa.decimal128(10, 2)),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("attrs", pa.map_(pa.string(), pa.int64())),
+            pa.field("nested", pa.struct([pa.field("x", pa.int32()), pa.field("y", pa.string())])),
+        ]
+    )
     avro = arrow_to_avro(schema, "r_record", "hoodie.r")
     assert avro_to_arrow(avro) == schema
     assert "local-timestamp" not in str(avro)

@@ -1,0 +1,42 @@
+"""Helpers of the DAG tests: load an example DAG, and read task states and XComs of a test run."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+
+def load_example_dag(repo_root: Path, dag_id: str) -> Any:
+    """The DAG object of ``dags/<dag_id>.py`` (``dag.test()`` runs DAGs from the DAGs folder only)."""
+    spec = importlib.util.spec_from_file_location(f"{dag_id}_under_test", repo_root / "dags" / f"{dag_id}.py")
+    assert spec is not None and spec.loader is not None
+    module: ModuleType = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+def task_states(dag_id: str, run_id: str) -> dict[str, str]:
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(TaskInstance.task_id, TaskInstance.state).filter(
+            TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id
+        )
+        return {task_id: str(state) for task_id, state in rows}
+
+
+def xcom_value(dag_id: str, run_id: str, task_id: str, key: str = "return_value") -> Any:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        row = session.scalars(
+            XComModel.get_many(run_id=run_id, key=key, task_ids=task_id, dag_ids=dag_id)
+        ).first()
+        assert row is not None, f"no XCom {key!r} from {task_id} in {run_id}"
+        # The raw JSON value, as the Task SDK's xcom_pull sees it. XComModel.deserialize_value would
+        # json.loads a top-level string again, turning an instant time "2026..." into an int.
+        return row.value

@@ -337,21 +337,7 @@ def run_clean(
                 last = execute_pending(table, pending, timeline, deleter)
                 finished.append(pending.timestamp)
             if mode == "execute":
-                if last is None:
-                    return CleanResult(
-                        Outcome.NO_WORK,
-                        duration_seconds=time.monotonic() - started,
-                        reason="no pending clean to execute",
-                    )
-                return CleanResult(
-                    Outcome.CLEANED,
-                    last.instant,
-                    last.plan,
-                    last.deleted_files,
-                    last.failed_files,
-                    tuple(finished),
-                    time.monotonic() - started,
-                )
+                return _after_pending(last, finished, started, "" if last else "no pending clean to execute")
             timeline = table.timeline()
         if pending_cleans(timeline) and not config.allow_multiple:
             return _after_pending(
@@ -399,7 +385,8 @@ def run_clean(
 
 def _after_pending(last: CleanResult | None, finished: list[str], started: float, reason: str) -> CleanResult:
     """Nothing new to plan (``reason``): report the pending cleans this run finished, if any."""
-    log.info("clean: no new plan: %s", reason)
+    if reason:
+        log.info("clean: no new plan: %s", reason)
     if last is None:
         return CleanResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
     return CleanResult(

@@ -40,10 +40,10 @@ $(STAMP):
 	@set -e; start=$$(date +%s); \
 	test -x $(PY) || $(PYTHON) -m venv $(VENV); \
 	$(PY) -m pip install $(PIP_QUIET) --disable-pip-version-check -c constraints.txt uv; \
-	$(UV) pip install --python $(PY) -c constraints.txt -e '.[test]'; \
+	$(UV) pip install --python $(PY) --compile-bytecode -c constraints.txt -e '.[test]'; \
 	echo "pyspark-client trap: reinstalling pyspark's own files over pyspark-client's"; \
 	$(UV) pip uninstall --python $(PY) pyspark; \
-	$(UV) pip install --python $(PY) --no-deps -c constraints.txt pyspark; \
+	$(UV) pip install --python $(PY) --no-deps --compile-bytecode -c constraints.txt pyspark; \
 	rm -f $(VENV)/.install-*.stamp; touch $@; \
 	echo "install: $$(( $$(date +%s) - start )) s"
 

@@ -723,7 +723,7 @@ def decode_parquet_block(block: LogBlock) -> pa.Table:
     """
     _expect_type(block, BlockType.PARQUET_DATA)
     try:
-        return pq.read_table(pa.BufferReader(block.content))
+        return pq.ParquetFile(pa.BufferReader(block.content)).read()
     except (pa.ArrowException, OSError) as exc:
         raise CorruptLogBlockError(
             f"{block.source or '<bytes>'} offset {block.offset}: parquet block unreadable: {exc}"

@@ -59,11 +59,11 @@ class SliceReader:
     def read_base(self, slice_: FileSlice) -> pa.Table | None:
         if slice_.base_file is None:
             return None
-        path = self.table.base_path / slice_.base_file.relative_path
-        present = set(pq.read_schema(path).names)
-        return conform(
-            pq.read_table(path, columns=[n for n in self.schema.names if n in present]), self.schema
-        )
+        # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import pulls in
+        # pandas (1.5 s in every fresh process, e.g. each Spark Python worker).
+        parquet = pq.ParquetFile(self.table.base_path / slice_.base_file.relative_path)
+        present = set(parquet.schema_arrow.names)
+        return conform(parquet.read(columns=[n for n in self.schema.names if n in present]), self.schema)
 
     def visible_blocks(self, log_files: Sequence[LogFile]) -> list[LogBlock]:
         """Blocks of committed instants (up to ``as_of``), minus those a rollback block targets."""

@@ -257,7 +257,7 @@ def _avro_type_to_arrow(t: Any, namespace: str, names: _Names, raw: bool, path: 
         if kind == "fixed":
             _register(t, namespace, names, arrow_type, path)
         return arrow_type
-    if kind in _PRIMITIVES:
+    if isinstance(kind, str) and kind in _PRIMITIVES:
         if logical is not None and logical != "uuid":
             log.debug("field %s: unknown logical type %s, using %s", path, logical, kind)
         return _PRIMITIVES[kind]

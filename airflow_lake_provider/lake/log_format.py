@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import fastavro
-import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -103,15 +102,13 @@ class LogBlock:
     source: str = ""
 
     @property
-    def instant_time(self) -> str:
-        """The INSTANT_TIME header (mandatory on every block).
+    def instant_time(self) -> str | None:
+        """The INSTANT_TIME header, or ``None`` if absent.
 
-        :raises CorruptLogBlockError: if the header is missing.
+        Every block Hudi writes has one; a block without it cannot be placed on the timeline, so
+        readers skip it.
         """
-        value = self.header.get(HeaderKey.INSTANT_TIME)
-        if value is None:
-            raise CorruptLogBlockError(f"{self._where()}: block has no INSTANT_TIME header")
-        return value
+        return self.header.get(HeaderKey.INSTANT_TIME)
 
     @property
     def target_instant_time(self) -> str | None:
@@ -130,9 +127,9 @@ class LogBlock:
         try:
             parsed = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise CorruptLogBlockError(f"{self._where()}: SCHEMA header is not JSON: {exc}") from exc
+            raise CorruptLogBlockError(f"{self.location}: SCHEMA header is not JSON: {exc}") from exc
         if not isinstance(parsed, dict):
-            raise CorruptLogBlockError(f"{self._where()}: SCHEMA header is not a JSON object")
+            raise CorruptLogBlockError(f"{self.location}: SCHEMA header is not a JSON object")
         return parsed
 
     @property
@@ -143,7 +140,9 @@ class LogBlock:
             and self.header.get(HeaderKey.COMMAND_BLOCK_TYPE) == ROLLBACK_COMMAND
         )
 
-    def _where(self) -> str:
+    @property
+    def location(self) -> str:
+        """``<source> offset <n>``, for messages."""
         return f"{self.source or '<bytes>'} offset {self.offset}"
 
 
@@ -644,7 +643,7 @@ def decode_delete_block(block: LogBlock) -> list[DeleteRecord]:
     :returns: the entries in order.
     :raises CorruptLogBlockError: if the content cannot be decoded.
     """
-    where = f"{block.source or '<bytes>'} offset {block.offset}"
+    where = block.location
     _expect_type(block, BlockType.DELETE)
     content = block.content
     if len(content) < 8:
@@ -689,8 +688,7 @@ def _nullable_string(reader: _Reader) -> str | None:
 def _expect_type(block: LogBlock, expected: BlockType) -> None:
     if block.block_type != expected:
         raise CorruptLogBlockError(
-            f"{block.source or '<bytes>'} offset {block.offset}: expected a {expected.name} block, "
-            f"got {block.block_type.name}"
+            f"{block.location}: expected a {expected.name} block, got {block.block_type.name}"
         )
 
 
@@ -717,17 +715,94 @@ def rollback_command_block(instant_time: str, target_instant_time: str) -> bytes
 def decode_parquet_block(block: LogBlock) -> pa.Table:
     """Decode a PARQUET_DATA block (its content is a whole parquet file).
 
+    When the block has a SCHEMA header naming the same columns, the table is cast to
+    ``avro_to_arrow(block.schema)`` so parquet and Avro blocks give identical types (e.g. list
+    items are named ``item``, not parquet's ``element``).
+
     :param block: a block of type PARQUET_DATA.
-    :returns: the table with the parquet file's own schema.
+    :returns: the rows of the block.
     :raises CorruptLogBlockError: if the content is not a readable parquet file.
     """
     _expect_type(block, BlockType.PARQUET_DATA)
+    where = block.location
     try:
-        return pq.ParquetFile(pa.BufferReader(block.content)).read()
+        # Single-threaded on purpose: threaded reads from an in-memory buffer were seen to abort
+        # the interpreter at exit ("terminate called without an active exception") here.
+        table = pq.ParquetFile(pa.BufferReader(block.content)).read(use_threads=False)
     except (pa.ArrowException, OSError) as exc:
-        raise CorruptLogBlockError(
-            f"{block.source or '<bytes>'} offset {block.offset}: parquet block unreadable: {exc}"
-        ) from exc
+        raise CorruptLogBlockError(f"{where}: parquet block unreadable: {exc}") from exc
+    schema = block.schema
+    if schema is None:
+        return table
+    target = avro_to_arrow(schema)
+    if table.column_names != target.names:
+        log.debug("%s: parquet columns differ from the SCHEMA header; keeping parquet types", where)
+        return table
+    try:
+        return _cast_table(table, target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise CorruptLogBlockError(f"{where}: parquet block does not fit its SCHEMA header: {exc}") from exc
+
+
+# --------------------------------------------------------------------------------------------
+# Casting with nested non-nullable fields
+# --------------------------------------------------------------------------------------------
+
+
+def _relax(t: pa.DataType) -> pa.DataType:
+    """The same type with every nested field nullable."""
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _relax(f.type), True) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_type, pa.field(t.item_field.name, _relax(t.item_type), True))
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, _relax(t.value_type), True))
+    if pa.types.is_large_list(t):
+        return pa.large_list(pa.field(t.value_field.name, _relax(t.value_type), True))
+    return t
+
+
+def _retype(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """Relabel an array with ``t``, a type differing only in nested nullability.
+
+    A non-nullable field inside a nullable struct legitimately holds nulls where its parent is
+    null, but ``cast`` rejects any null there; rebuilding from the same buffers does not copy data.
+    """
+    if arr.type == t:
+        return arr
+    if arr.offset:
+        arr = pa.concat_arrays([arr])  # offset 0, so parent buffers and children line up
+    if pa.types.is_struct(t):
+        children = [_retype(arr.field(i), t.field(i).type) for i in range(t.num_fields)]
+        return pa.Array.from_buffers(t, len(arr), arr.buffers()[:1], arr.null_count, 0, children)
+    if pa.types.is_map(t):
+        entries = pa.struct([t.key_field, t.item_field])
+        children = [_retype(arr.values, entries)]
+        return pa.Array.from_buffers(t, len(arr), arr.buffers()[:2], arr.null_count, 0, children)
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        children = [_retype(arr.values, t.value_type)]
+        return pa.Array.from_buffers(t, len(arr), arr.buffers()[:2], arr.null_count, 0, children)
+    return arr.cast(t)
+
+
+def _relax_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([pa.field(f.name, _relax(f.type), f.nullable) for f in schema])
+
+
+def _cast_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table.cast(schema)`` that tolerates nulls of non-nullable fields under null parents.
+
+    :raises pa.ArrowException: when a value cannot be converted.
+    """
+    relaxed = _relax_schema(schema)
+    cast = table.cast(relaxed)
+    if relaxed.equals(schema):
+        return cast
+    columns = [
+        pa.chunked_array([_retype(chunk, f.type) for chunk in cast.column(i).chunks], type=f.type)
+        for i, f in enumerate(schema)
+    ]
+    return pa.Table.from_arrays(columns, schema=schema)
 
 
 # --------------------------------------------------------------------------------------------
@@ -772,25 +847,34 @@ def avro_data_block(table: pa.Table, avro_schema: Mapping[str, Any], instant_tim
     return encode_block(BlockType.AVRO_DATA, header, content)
 
 
-def _same_family(src: pa.DataType, dst: pa.DataType) -> bool:
-    """Whether casting src to dst is a representation change, not a reinterpretation."""
-    families = (
-        (pa.types.is_integer, pa.types.is_integer),
-        (pa.types.is_floating, pa.types.is_floating),
-        (pa.types.is_integer, pa.types.is_floating),
-        (lambda t: pa.types.is_string(t) or pa.types.is_large_string(t),) * 2,
-        (lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t),)
-        * 2,
-        (pa.types.is_timestamp, pa.types.is_timestamp),
-        (pa.types.is_date, pa.types.is_date),
-        (pa.types.is_time, pa.types.is_time),
-        (pa.types.is_decimal, pa.types.is_decimal),
-        (pa.types.is_boolean, pa.types.is_boolean),
-        (lambda t: pa.types.is_list(t) or pa.types.is_large_list(t),) * 2,
-        (pa.types.is_struct, pa.types.is_struct),
-        (pa.types.is_map, pa.types.is_map),
+def _family(t: pa.DataType) -> str:
+    """Coarse kind of a type: casts are only allowed within a kind (plus int -> float)."""
+    checks = (
+        ("int", pa.types.is_integer),
+        ("float", pa.types.is_floating),
+        ("bool", pa.types.is_boolean),
+        ("string", lambda x: pa.types.is_string(x) or pa.types.is_large_string(x)),
+        (
+            "binary",
+            lambda x: (
+                pa.types.is_binary(x) or pa.types.is_large_binary(x) or pa.types.is_fixed_size_binary(x)
+            ),
+        ),
+        ("timestamp", pa.types.is_timestamp),
+        ("date", pa.types.is_date),
+        ("time", pa.types.is_time),
+        ("decimal", pa.types.is_decimal),
+        ("list", lambda x: pa.types.is_list(x) or pa.types.is_large_list(x)),
+        ("struct", pa.types.is_struct),
+        ("map", pa.types.is_map),
     )
-    return any(a(src) and b(dst) for a, b in families)
+    return next((name for name, check in checks if check(t)), str(t))
+
+
+def _same_family(src: pa.DataType, dst: pa.DataType) -> bool:
+    """Whether casting src to dst is a representation change, not a reinterpretation (no parsing
+    of strings into numbers, no integers into timestamps)."""
+    return _family(src) == _family(dst) or (_family(src), _family(dst)) == ("int", "float")
 
 
 def _conform_table(table: pa.Table, schema: Mapping[str, Any]) -> pa.Table:
@@ -813,7 +897,7 @@ def _conform_table(table: pa.Table, schema: Mapping[str, Any]) -> pa.Table:
                     f"field {fld.name!r}: table type {col.type} does not fit Avro type {fld.type}"
                 )
             try:
-                col = col.cast(fld.type)
+                col = _cast_table(pa.table({fld.name: col}), pa.schema([fld])).column(0)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
                 raise SchemaError(f"field {fld.name!r}: cannot cast {col.type} to {fld.type}: {exc}") from exc
         columns.append(col)
@@ -826,7 +910,7 @@ def _to_raw(table: pa.Table, schema: Mapping[str, Any]) -> pa.Table:
     raw_schema = avro_to_arrow_raw(schema)
     if raw_schema.equals(table.schema):
         return table
-    return table.cast(raw_schema)
+    return _cast_table(table, raw_schema)
 
 
 def _strip_int_logical(t: Any) -> Any:
@@ -884,8 +968,9 @@ def _fix_maps(v: Any, t: pa.DataType) -> Any:
 # AVRO_DATA blocks: decoding
 # --------------------------------------------------------------------------------------------
 
-# Logical types polars' Avro reader decodes correctly (checked with polars 2.1); anything else,
-# maps, enums, null columns and unions other than [null, T] make it fail or panic.
+# Logical types polars' Avro reader decodes correctly (checked with polars 2.1). Polars panics on
+# maps, enums (except top-level non-null ones) and decimals over 38 digits, and rejects null columns
+# and unions other than [null, T]; maps are handled by rewriting them (see _maps_as_arrays).
 _POLARS_LOGICAL = {
     ("int", "date"),
     ("int", "time-millis"),
@@ -905,19 +990,21 @@ def polars_can_decode(avro_schema: Mapping[str, Any]) -> bool:
 
     :param avro_schema: a record schema.
     """
-    return _polars_ok(dict(avro_schema), set())
+    return _polars_ok(dict(avro_schema))
 
 
-def _polars_ok(t: Any, seen_records: set[str]) -> bool:
+def _polars_ok(t: Any) -> bool:
     if isinstance(t, list):
         non_null = [b for b in t if b != "null"]
-        return len(t) == 2 and len(non_null) == 1 and _polars_ok(non_null[0], seen_records)
+        return len(t) == 2 and len(non_null) == 1 and _polars_ok(non_null[0])
     if isinstance(t, str):
         # Named-type references are not followed by polars in every position: play safe.
         return t in _POLARS_PRIMITIVES
     if not isinstance(t, Mapping):
         return False
     kind = t.get("type")
+    if not isinstance(kind, str):
+        return _polars_ok(kind)  # {"type": {...}} wrapper
     logical = t.get("logicalType")
     if logical == "decimal":
         precision = t.get("precision")
@@ -929,9 +1016,11 @@ def _polars_ok(t: Any, seen_records: set[str]) -> bool:
     if kind == "fixed":
         return True
     if kind == "array":
-        return _polars_ok(t.get("items"), seen_records)
+        return _polars_ok(t.get("items"))
+    if kind == "map":
+        return _polars_ok(t.get("values"))
     if kind == "record":
-        return all(_polars_ok(f.get("type"), seen_records) for f in t.get("fields", []))
+        return all(_polars_ok(f.get("type")) for f in t.get("fields", []))
     return False
 
 
@@ -971,7 +1060,7 @@ def decode_avro_data_block_fastavro(block: LogBlock) -> pa.Table:
 
 def _avro_block_prelude(block: LogBlock) -> tuple[dict[str, Any], int]:
     _expect_type(block, BlockType.AVRO_DATA)
-    where = f"{block.source or '<bytes>'} offset {block.offset}"
+    where = block.location
     schema = block.schema
     if schema is None:
         raise CorruptLogBlockError(f"{where}: data block has no SCHEMA header")
@@ -995,13 +1084,13 @@ def _length_field_name(schema: Mapping[str, Any]) -> str:
 
 def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> pa.Table | None:
     """Read the block as an Avro container; ``None`` if the record lengths do not add up."""
-    where = f"{block.source or '<bytes>'} offset {block.offset}"
+    where = block.location
     # Each record is (4-byte length, datum): exactly a record whose first field is fixed(4).
     len_field = _length_field_name(schema)
-    wrapper = dict(schema)
+    wrapper = _maps_as_arrays(schema, [0])
     wrapper["fields"] = [
         {"name": len_field, "type": {"type": "fixed", "name": f"{len_field}_t", "size": 4}},
-        *schema.get("fields", []),
+        *wrapper.get("fields", []),
     ]
     payload = memoryview(block.content)[8:]
     container = b"".join(
@@ -1021,6 +1110,8 @@ def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> 
         )
     )
     del payload
+    import polars as pl  # deferred: only the Avro decode path needs polars' runtime
+
     try:
         frame = pl.read_avro(io.BytesIO(container))
     except pl.exceptions.PolarsError as exc:
@@ -1040,9 +1131,58 @@ def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> 
     target = avro_to_arrow(schema)
     table = frame.drop(len_field).to_arrow()
     try:
-        return table.cast(target)
+        # First to the decoded layout (maps still lists of entries), then relabel as maps.
+        decoded = pa.schema([pa.field(f.name, _map_entries_type(f.type), f.nullable) for f in target])
+        table = table.cast(_relax_schema(decoded))
+        columns = [
+            pa.chunked_array([_retype(chunk, f.type) for chunk in table.column(i).chunks], type=f.type)
+            for i, f in enumerate(target)
+        ]
+        return pa.Table.from_arrays(columns, schema=target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise CorruptLogBlockError(f"{where}: decoded data does not fit the block schema: {exc}") from exc
+
+
+def _maps_as_arrays(t: Any, counter: list[int]) -> Any:
+    """Copy of a schema with every map replaced by an array of {key, value} records.
+
+    Both encode identically (blocks of entries, each a string key then the value), and polars
+    reads arrays of records but panics on maps.
+    """
+    if isinstance(t, list):
+        return [_maps_as_arrays(x, counter) for x in t]
+    if not isinstance(t, Mapping):
+        return t
+    if t.get("type") == "map":
+        counter[0] += 1
+        entry = {
+            "type": "record",
+            "name": f"_lake_map_entry_{counter[0]}",
+            "fields": [
+                {"name": "key", "type": "string"},
+                {"name": "value", "type": _maps_as_arrays(t.get("values"), counter)},
+            ],
+        }
+        return {"type": "array", "items": entry}
+    out = dict(t)
+    for key in ("type", "items", "values"):
+        if key in out and not isinstance(out[key], str):
+            out[key] = _maps_as_arrays(out[key], counter)
+    if isinstance(out.get("fields"), list):
+        out["fields"] = [dict(f, type=_maps_as_arrays(f.get("type"), counter)) for f in out["fields"]]
+    return out
+
+
+def _map_entries_type(t: pa.DataType) -> pa.DataType:
+    """The Arrow type polars produces for ``t`` once maps are read as arrays of entries."""
+    if pa.types.is_map(t):
+        entries = pa.struct([t.key_field, pa.field(t.item_field.name, _map_entries_type(t.item_type), True)])
+        return pa.list_(pa.field("entries", entries, False))
+    if pa.types.is_struct(t):
+        return pa.struct([pa.field(f.name, _map_entries_type(f.type), f.nullable) for f in t])
+    if pa.types.is_list(t):
+        return pa.list_(pa.field(t.value_field.name, _map_entries_type(t.value_type), t.value_field.nullable))
+    return t
 
 
 def _fixed_bytes(arr: pa.Array | pa.ChunkedArray) -> bytes:
@@ -1054,7 +1194,7 @@ def _fixed_bytes(arr: pa.Array | pa.ChunkedArray) -> bytes:
 
 
 def _decode_with_fastavro(block: LogBlock, schema: dict[str, Any], count: int) -> pa.Table:
-    where = f"{block.source or '<bytes>'} offset {block.offset}"
+    where = block.location
     parsed = fastavro.parse_schema(_strip_int_logical(_strip_uuid(schema)))
     content = block.content
     stream = io.BytesIO(content)
@@ -1080,8 +1220,11 @@ def _decode_with_fastavro(block: LogBlock, schema: dict[str, Any], count: int) -
             )
         pos += length
     raw_schema = avro_to_arrow_raw(schema)
-    table = pa.Table.from_pylist(rows, schema=raw_schema)
-    return table.cast(avro_to_arrow(schema))
+    table = pa.Table.from_pylist(rows, schema=_relax_schema(raw_schema))
+    try:
+        return _cast_table(table, avro_to_arrow(schema))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
+        raise CorruptLogBlockError(f"{where}: decoded data does not fit the block schema: {exc}") from exc
 
 
 def _strip_uuid(t: Any) -> Any:

@@ -13,7 +13,8 @@ from airflow_lake_provider.hooks.errors import (
     LakeSparkJobError,
     as_bool,
 )
-from airflow_lake_provider.lake.compaction import schedule_compaction
+from airflow_lake_provider.lake.compaction import ScheduleResult, schedule_compaction
+from airflow_lake_provider.lake.compaction_config import CompactionConfig
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
 from airflow_lake_provider.lake.instant import Action, State
 from airflow_lake_provider.lake.table import LakeTable
@@ -36,6 +37,34 @@ def next_compaction(timeline: Timeline) -> str | None:
     return (inflight or pending)[0].timestamp if pending else None
 
 
+def schedule_summary(result: ScheduleResult) -> dict[str, Any]:
+    """``ScheduleResult.to_json()`` plus the totals and, per partition, file groups and IO in MB."""
+    partitions: dict[str, dict[str, Any]] = {}
+    for op in result.plan.operations if result.plan is not None else ():
+        entry = partitions.setdefault(op.partition, {"file_groups": 0, "log_files": 0, "io_mb": 0.0})
+        entry["file_groups"] += 1
+        entry["log_files"] += op.log_file_count
+        entry["io_mb"] += op.io_mb
+    for entry in partitions.values():
+        entry["io_mb"] = round(entry["io_mb"], 3)
+    return {
+        **result.to_json(),
+        "operations": len(result.plan.operations) if result.plan is not None else 0,
+        "total_io_mb": round(result.plan.total_io_mb, 3) if result.plan is not None else 0.0,
+        "partitions": dict(sorted(partitions.items())),
+    }
+
+
+def _options(options: Mapping[str, Any] | None, what: str) -> dict[str, str]:
+    """Options as strings, checked like the core checks them (bad ones fail the task at once)."""
+    opts = {str(k): str(v) for k, v in (options or {}).items()}
+    try:
+        CompactionConfig.from_options(opts)
+    except ValueError as exc:
+        raise LakeConfigError(f"{what}: {exc}") from exc
+    return opts
+
+
 def compaction_metrics(timeline: Timeline, instant: str) -> dict[str, Any] | None:
     """Metrics of a completed compaction read from its commit, or ``None`` if it is not completed."""
     found = timeline.get(instant)
@@ -56,11 +85,17 @@ class CompactionHookMixin:
     """Compaction service of :class:`~airflow_lake_provider.hooks.lake.LakeHook` (mixed into it)."""
 
     def schedule_compaction(
-        self, table_path: str, options: Mapping[str, Any] | None = None, *, dry_run: bool | str = False
+        self, table_path: str, options: Mapping[str, Any] | None = None, dry_run: bool | str = False
     ) -> dict[str, Any]:
         """Evaluate trigger and strategy and write ``<c>.compaction.requested``; a JSON-ready summary.
 
+        The summary has the outcome, instant, reason, the plan (file groups), ``operations``,
+        ``total_io_mb`` and ``partitions`` (per partition: file groups, log files, IO in MB).
         Outcome ``NO_WORK`` (with a reason) when nothing is due or no file group is selected.
+
+        :param table_path: the table's base path (or relative to the connection's ``base_path``).
+        :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's own.
+        :param dry_run: compute and report the plan, write nothing.
         """
         table = self.open_table(table_path)  # type: ignore[attr-defined]
         try:
@@ -75,16 +110,20 @@ class CompactionHookMixin:
             raise LakeConfigError(f"compaction scheduling of {table.base_path}: {exc}") from exc
         except LakeError as exc:
             raise LakeHookError(f"compaction scheduling of {table.base_path} failed: {exc}") from exc
-        return {**result.to_json(), "table_path": str(table.base_path)}
+        return {**schedule_summary(result), "table_path": str(table.base_path)}
 
     def find_requested_compaction(self, table_path: str) -> str | None:
-        """The earliest requested compaction plan's instant, or ``None``."""
+        """The earliest requested compaction plan's instant (ours or an external writer's), or ``None``.
+
+        :param table_path: the table's base path (or relative to the connection's ``base_path``).
+        """
         return earliest_requested_compaction(self.open_table(table_path))  # type: ignore[attr-defined]
 
     def run_compaction(
         self,
         table_path: str,
         instant: str | None = None,
+        options: Mapping[str, Any] | None = None,
         *,
         spark_conn_id: str = "spark_default",
         spark_conf: Mapping[str, Any] | None = None,
@@ -96,21 +135,39 @@ class CompactionHookMixin:
         requested plan runs; none pending is outcome ``NO_WORK``. The job removes a crashed attempt's
         partial output before it executes. Success is read from the timeline (``<c>.commit`` of the
         compaction exists), never from the exit code; if the instant is still pending afterwards this
-        raises, and a retry of the task recovers it.
+        raises :class:`LakeSparkJobError`, and a retry of the task recovers it.
+
+        :param table_path: the table's base path (or relative to the connection's ``base_path``).
+        :param instant: the compaction to execute, or ``None`` for the next pending one.
+        :param options: compaction options, validated and passed to the job (``--option``).
+        :param spark_conn_id: the Spark connection (master, deploy mode).
+        :param spark_conf: extra ``--conf`` values for ``spark-submit``.
+        :param spark_env: extra environment variables for ``spark-submit``.
         """
         table: LakeTable = self.open_table(table_path)  # type: ignore[attr-defined]
-        timeline = table.timeline()
+        opts = _options(options, f"compaction of {table.base_path}")
+        try:
+            timeline = table.timeline()
+        except LakeError as exc:
+            raise LakeHookError(f"compaction of {table.base_path}: cannot read the timeline: {exc}") from exc
         target = instant or next_compaction(timeline)
         summary: dict[str, Any] = {"table_path": str(table.base_path), "instant": target}
         if target is None:
             return {**summary, "outcome": "NO_WORK", "reason": "no requested or inflight compaction"}
+        found = timeline.get(target)
+        if found is None or not (found.action is Action.COMPACTION or timeline.is_compaction(found)):
+            # A wrong instant (a typo, a delta commit) cannot succeed on a retry: fail the task now.
+            raise LakeConfigError(f"{table.base_path} has no compaction at instant {target}")
         done = compaction_metrics(timeline, target)
         if done is not None:
             return {**summary, "outcome": "ALREADY_COMPLETED", **done}
         started = time.monotonic()
+        args = ["--table", str(table.base_path), "--instant", target]
+        for key, value in opts.items():
+            args += ["--option", f"{key}={value}"]
         submission: SparkSubmission = self.submit_spark_job(  # type: ignore[attr-defined]
             "compact.py",
-            ["--table", str(table.base_path), "--instant", target],
+            args,
             conn_id=spark_conn_id,
             conf=spark_conf,
             env_vars=spark_env,

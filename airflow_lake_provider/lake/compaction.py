@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -291,18 +292,22 @@ def execute_operation(
     out = merged.set_column(
         merged.schema.get_field_index(FILE_NAME_COLUMN),
         FILE_NAME_COLUMN,
-        pa.array([name] * merged.num_rows, pa.string()),
+        pa.repeat(pa.scalar(name, pa.string()), merged.num_rows),
     )
     relative = join_partition(op.partition, name)
-    size = write_base_file(table.base_path / relative, out)
-    fault("file")
-    out_keys = reader.keys_of(out)
     log_keys = [i.keys for i in items if isinstance(i, DataItem)]
     touched = pa.concat_arrays(log_keys) if log_keys else pa.array([], pa.string())
-    in_base = pc.is_in(out_keys, value_set=base_keys)
-    updated = pc.sum(pc.and_(in_base, pc.is_in(out_keys, value_set=touched))).as_py() or 0
-    inserted = out.num_rows - (pc.sum(in_base).as_py() or 0)
-    deleted = len(base_keys) - (pc.sum(in_base).as_py() or 0)
+    if pa.cpu_count() > 1:
+        # Encoding + fsync of the file and the counting both run without the GIL: overlap them when
+        # Arrow may use more than one core (a Spark job caps it at the task's cores).
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compaction-write") as pool:
+            writing = pool.submit(write_base_file, table.base_path / relative, out)
+            updated, inserted, deleted = _write_counts(base_keys, reader.keys_of(out), touched)
+            size = writing.result()
+    else:
+        size = write_base_file(table.base_path / relative, out)
+        updated, inserted, deleted = _write_counts(base_keys, reader.keys_of(out), touched)
+    fault("file")
     log.debug("compaction %s: %s -> %s (%d rows)", instant, op.file_id, relative, out.num_rows)
     return WriteStat(
         file_id=op.file_id,
@@ -320,6 +325,23 @@ def execute_operation(
         total_log_size_compacted=slice_.total_log_size,
         total_updated_records_compacted=updated,
     )
+
+
+def _write_counts(base_keys: pa.Array, out_keys: pa.Array, touched: pa.Array) -> tuple[int, int, int]:
+    """(updated, inserted, deleted) rows of a merge, from the base, output and log (data) keys.
+
+    Keys are unique in the base and in the output, and every output key comes from the base or from
+    a log record, so only the (usually few) log keys need a hash set: an output key no log touched is
+    a kept base row. Hashing the (large) base keys instead costs as much as the merge itself.
+    """
+    if not len(touched):
+        return 0, 0, len(base_keys) - len(out_keys)
+    small = pc.unique(touched)
+    out_touched = out_keys.filter(pc.is_in(out_keys, value_set=small))
+    base_touched = base_keys.filter(pc.is_in(base_keys, value_set=small))
+    updated = pc.sum(pc.is_in(out_touched, value_set=base_touched)).as_py() or 0
+    kept = len(out_keys) - len(out_touched) + updated  # output keys that are base keys
+    return updated, len(out_touched) - updated, len(base_keys) - kept
 
 
 def _remove(table: LakeTable, relative: str) -> bool:

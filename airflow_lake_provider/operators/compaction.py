@@ -19,7 +19,8 @@ class ScheduleCompactionOperator(BaseOperator):
     """Evaluate the compaction trigger and strategy and write the plan (``<c>.compaction.requested``).
 
     Nothing due is a success with outcome ``NO_WORK``. The summary (outcome, instant, reason, file
-    groups and IO per partition) is the return value; the instant is pushed as ``compaction_instant``.
+    groups and IO per partition) is the return value; the instant (``None`` for ``NO_WORK``) is
+    pushed as ``compaction_instant``.
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's. (templated)
@@ -50,16 +51,23 @@ class ScheduleCompactionOperator(BaseOperator):
         result = LakeHook(lake_conn_id=self.lake_conn_id).schedule_compaction(
             self.table_path, self.options, dry_run=self.dry_run
         )
-        plan = result.get("plan") or {}
         self.log.info(
             "compaction scheduling of %s: %s, instant %s, %s file groups, %s MB IO%s",
             result["table_path"],
             result["outcome"],
             result["instant"],
-            plan.get("operations", 0),
-            plan.get("total_io_mb", 0),
+            result["operations"],
+            result["total_io_mb"],
             f" ({result['reason']})" if result.get("reason") else "",
         )
+        for partition, entry in result["partitions"].items():
+            self.log.info(
+                "  partition %s: %d file groups, %d log files, %s MB IO",
+                partition or "<root>",
+                entry["file_groups"],
+                entry["log_files"],
+                entry["io_mb"],
+            )
         context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=result["instant"])
         return result
 
@@ -67,20 +75,34 @@ class ScheduleCompactionOperator(BaseOperator):
 class RunCompactionOperator(BaseOperator):
     """Execute a compaction plan on Spark (``spark_jobs/compact.py`` through ``SparkSubmitHook``).
 
-    ``instant`` is usually templated from the sensor's XCom; empty means a crashed (inflight)
-    compaction first, else the earliest requested plan. Success is read from the timeline. A failed
-    run leaves the instant inflight; the task's retry removes the partial output and runs it again.
-    Returns metrics: operations, records written, log records merged, bytes written, duration.
+    Which instant runs: ``instant`` if set (usually templated from the sensor's XCom); else the
+    instant the task ``instant_task_id`` returned (a ``CompactionPlanSensor``) or pushed as
+    ``compaction_instant`` (a ``ScheduleCompactionOperator``); else a crashed (inflight) compaction
+    first, then the earliest requested plan. Success is read from the timeline. A failed run leaves
+    the instant inflight; the task's retry removes the partial output and runs it again.
+    Returns metrics (the XCom return value): operations, records written, log records merged, bytes
+    written, duration.
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param instant: the compaction instant to execute, or empty. (templated)
+    :param instant_task_id: upstream task whose XCom names the instant when ``instant`` is empty.
+        (templated)
+    :param options: compaction options passed to the job, validated first. (templated)
     :param spark_conn_id: the Spark connection. (templated)
     :param spark_conf: extra ``spark-submit --conf`` values. (templated)
     :param lake_conn_id: optional ``lake`` connection. (templated)
     """
 
-    template_fields: Sequence[str] = ("table_path", "instant", "spark_conn_id", "spark_conf", "lake_conn_id")
-    template_fields_renderers = {"spark_conf": "json"}
+    template_fields: Sequence[str] = (
+        "table_path",
+        "instant",
+        "instant_task_id",
+        "options",
+        "spark_conn_id",
+        "spark_conf",
+        "lake_conn_id",
+    )
+    template_fields_renderers = {"options": "json", "spark_conf": "json"}
     ui_color = "#f8cecc"
 
     def __init__(
@@ -88,6 +110,8 @@ class RunCompactionOperator(BaseOperator):
         *,
         table_path: str,
         instant: str | None = None,
+        instant_task_id: str | None = None,
+        options: Mapping[str, Any] | None = None,
         spark_conn_id: str = "spark_default",
         spark_conf: Mapping[str, Any] | None = None,
         lake_conn_id: str | None = None,
@@ -96,6 +120,8 @@ class RunCompactionOperator(BaseOperator):
         super().__init__(**kwargs)
         self.table_path = table_path
         self.instant = instant
+        self.instant_task_id = instant_task_id
+        self.options = dict(options or {})
         self.spark_conn_id = spark_conn_id
         self.spark_conf = dict(spark_conf or {})
         self.lake_conn_id = lake_conn_id
@@ -103,9 +129,15 @@ class RunCompactionOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         self._hook = LakeHook(lake_conn_id=self.lake_conn_id)
-        instant = str(self.instant).strip() if self.instant not in (None, "", "None") else None
+        instant = _instant_of(self.instant)
+        if instant is None and self.instant_task_id:
+            instant = self._upstream_instant(context)
         result = self._hook.run_compaction(
-            self.table_path, instant, spark_conn_id=self.spark_conn_id, spark_conf=self.spark_conf
+            self.table_path,
+            instant,
+            self.options,
+            spark_conn_id=self.spark_conn_id,
+            spark_conf=self.spark_conf,
         )
         self.log.info(
             "compaction %s of %s: %s, %s file groups, %s records written, %s log records merged, %s bytes",
@@ -120,6 +152,30 @@ class RunCompactionOperator(BaseOperator):
         context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=result["instant"])
         return result
 
+    def _upstream_instant(self, context: Context) -> str | None:
+        """The instant ``instant_task_id`` published: its return value, else its ``compaction_instant``."""
+        ti = context["ti"]
+        value = ti.xcom_pull(task_ids=self.instant_task_id)
+        if isinstance(value, Mapping):  # a ScheduleCompactionOperator's summary
+            value = value.get("instant")
+        instant = _instant_of(value)
+        if instant is None:
+            instant = _instant_of(ti.xcom_pull(task_ids=self.instant_task_id, key=XCOM_COMPACTION_INSTANT))
+        self.log.info("instant from task %s: %s", self.instant_task_id, instant or "none (next pending)")
+        return instant
+
     def on_kill(self) -> None:
         if self._hook is not None:
             self._hook.on_kill()
+
+
+def _instant_of(value: Any) -> str | None:
+    """An instant from a rendered template or an XCom value; empty, ``"None"`` and ``None`` mean none.
+
+    XCom may hand back a 17-digit instant as an ``int`` (JSON numbers), so the value is turned back
+    into text.
+    """
+    if value is None:
+        return None
+    text = str(value).strip()
+    return None if text in ("", "None") else text

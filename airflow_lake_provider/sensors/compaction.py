@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_lake_provider.hooks.errors import LakeHookError
@@ -29,14 +29,20 @@ class CompactionPlanSensor(BaseSensorOperator):
     :param table_path: base path of the table, or a path relative to the lake connection's
         ``base_path``. (templated)
     :param lake_conn_id: optional ``lake`` connection. (templated)
-    :param deferrable: wait in the triggerer instead of a worker slot.
+    :param deferrable: wait in the triggerer instead of a worker slot (default: Airflow's
+        ``[operators] default_deferrable``).
     """
 
     template_fields: Sequence[str] = ("table_path", "lake_conn_id")
     ui_color = "#dae8fc"
 
     def __init__(
-        self, *, table_path: str, lake_conn_id: str | None = None, deferrable: bool = False, **kwargs: Any
+        self,
+        *,
+        table_path: str,
+        lake_conn_id: str | None = None,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table_path = table_path

@@ -14,12 +14,14 @@ import pytest
 from dag_helpers import load_example_dag, task_states, xcom_value
 from hudi import HudiTableBuilder
 
-from airflow_lake_provider.hooks.lake import LakeHook
-from airflow_lake_provider.lake.compaction import schedule_compaction
+from airflow_lake_provider.hooks.lake import LakeConfigError, LakeHook, LakeSparkJobError, SparkSubmission
+from airflow_lake_provider.lake import timeline_avro
+from airflow_lake_provider.lake.compaction import execute_compaction, schedule_compaction
 from airflow_lake_provider.lake.instant import Action, State
 from airflow_lake_provider.lake.reader import read_snapshot
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.writer import write
+from airflow_lake_provider.operators.compaction import RunCompactionOperator, ScheduleCompactionOperator
 from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
 from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
 
@@ -115,13 +117,16 @@ def test_example_dag_schedules_waits_and_compacts_on_spark(example_dag: Any, tmp
 def test_sensor_poke_finds_a_plan_an_external_writer_requested(tmp_path: Path) -> None:
     table = _mor_table(tmp_path / "trips", deltas=1)
     sensor = CompactionPlanSensor(task_id="wait", table_path=str(table.base_path))
-    first = sensor.poke({})
+    first = sensor.poke({})  # type: ignore[arg-type]
     assert first.is_done is False and first.xcom_value is None
-    # An external writer (e.g. Spark Hudi with inline scheduling) requests a plan.
-    c = schedule_compaction(table, DUE).instant
-    assert c is not None
-    found = sensor.poke({})
-    assert found.is_done is True and found.xcom_value == c
+    # An external writer (e.g. Spark Hudi with inline scheduling) writes a requested plan itself.
+    preview = schedule_compaction(table, DUE, dry_run=True)
+    assert preview.instant is not None and preview.plan is not None
+    body = timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, preview.plan.to_avro())
+    table.store.create_requested(preview.instant, Action.COMPACTION, body)
+    found = sensor.poke({})  # type: ignore[arg-type]
+    assert found.is_done is True and found.xcom_value == preview.instant
+    assert LakeHook().find_requested_compaction(str(table.base_path)) == preview.instant
 
 
 def test_trigger_fires_when_a_plan_appears_and_round_trips(tmp_path: Path) -> None:
@@ -176,3 +181,102 @@ def test_schedule_with_nothing_due_is_no_work_and_run_without_plan_is_no_work(tm
     ran = hook.run_compaction(str(table.base_path))
     assert ran["outcome"] == "NO_WORK"  # judged before anything is submitted to Spark
     assert not table.timeline().filter([Action.COMPACTION], [State.INFLIGHT])
+
+
+class _TaskInstance:
+    """The two XCom calls the operators make, recorded (a stand-in for the Task SDK's ``ti``)."""
+
+    def __init__(self, pulled: dict[tuple[str, str], Any] | None = None) -> None:
+        self.pushed: dict[str, Any] = {}
+        self.pulled = pulled or {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+    def xcom_pull(self, task_ids: str, key: str = "return_value") -> Any:
+        return self.pulled.get((task_ids, key))
+
+
+def test_schedule_operator_no_work_succeeds_and_due_plan_reports_partitions(tmp_path: Path) -> None:
+    table = _mor_table(tmp_path / "trips", deltas=1)
+    ti = _TaskInstance()
+    op = ScheduleCompactionOperator(task_id="schedule", table_path=str(table.base_path))
+    result = op.execute({"ti": ti})  # type: ignore[arg-type]
+    assert result["outcome"] == "NO_WORK" and result["operations"] == 0 and result["partitions"] == {}
+    assert ti.pushed == {"compaction_instant": None}
+    due = ScheduleCompactionOperator(task_id="schedule", table_path=str(table.base_path), options=DUE)
+    result = due.execute({"ti": ti})  # type: ignore[arg-type]
+    assert result["outcome"] == "SCHEDULED" and ti.pushed["compaction_instant"] == result["instant"]
+    assert result["operations"] == 4 and len(result["partitions"]) == 2  # partitions a and b
+    assert sum(p["file_groups"] for p in result["partitions"].values()) == 4
+    assert all(p["io_mb"] > 0 for p in result["partitions"].values())
+
+
+def test_run_operator_takes_the_instant_from_an_upstream_task(tmp_path: Path, monkeypatch: Any) -> None:
+    calls: list[tuple[Any, ...]] = []
+
+    def fake_run(self: LakeHook, table_path: str, instant: str | None, options: Any, **kw: Any) -> dict:
+        calls.append((table_path, instant, options))
+        return {"table_path": table_path, "instant": instant, "outcome": "COMPLETED"}
+
+    monkeypatch.setattr(LakeHook, "run_compaction", fake_run)
+    op = RunCompactionOperator(task_id="compact", table_path="/t", instant_task_id="schedule")
+    # A ScheduleCompactionOperator's summary (XCom may turn a 17-digit instant into an int).
+    ti = _TaskInstance({("schedule", "return_value"): {"instant": 20240101000000000}})
+    assert op.execute({"ti": ti})["instant"] == "20240101000000000"  # type: ignore[arg-type]
+    ti = _TaskInstance({("schedule", "return_value"): "20240102000000000"})  # a sensor's instant
+    op.execute({"ti": ti})  # type: ignore[arg-type]
+    op_none = RunCompactionOperator(task_id="compact", table_path="/t", instant="None")
+    op_none.execute({"ti": _TaskInstance()})  # type: ignore[arg-type]
+    assert [c[1] for c in calls] == ["20240101000000000", "20240102000000000", None]
+
+
+def test_hook_rejects_an_instant_that_is_not_a_compaction(tmp_path: Path) -> None:
+    table = _mor_table(tmp_path / "trips", deltas=1)
+    delta = table.timeline().instants[-1].timestamp
+    with pytest.raises(LakeConfigError, match="no compaction at instant"):
+        LakeHook().run_compaction(str(table.base_path), delta)
+    with pytest.raises(LakeConfigError):
+        LakeHook().run_compaction(
+            str(table.base_path), options={"hoodie.compact.inline.trigger.strategy": "x"}
+        )
+
+
+@pytest.mark.spark
+def test_hook_raises_on_a_failed_job_and_the_retry_recovers(
+    spark: Any, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A job that dies mid-way leaves the instant inflight: the task fails (and is retried), the
+    retry's job removes the partial output and completes it. Judged from the timeline only."""
+    from spark_jobs import compact
+
+    table = _mor_table(tmp_path / "trips")
+    expected = _rows(read_snapshot(table))
+    c = schedule_compaction(table, DUE).instant
+
+    def dies_after_one_file(self: LakeHook, script: str, args: Any, **kw: Any) -> SparkSubmission:
+        def crash(point: str) -> None:
+            if point == "file":
+                raise SystemExit("executor lost")
+
+        with pytest.raises(SystemExit):
+            execute_compaction(table, c, fault=crash)
+        return SparkSubmission(("compact.py", *args), False, "exit code 1")
+
+    def runs_in_session(self: LakeHook, script: str, args: Any, **kw: Any) -> SparkSubmission:
+        assert script == "compact.py"
+        compact.run(compact.parse_args(list(args)), spark)
+        return SparkSubmission(("compact.py", *args), True)
+
+    hook = LakeHook()
+    monkeypatch.setattr(LakeHook, "submit_spark_job", dies_after_one_file)
+    with pytest.raises(LakeSparkJobError, match="a retry recovers it"):
+        hook.run_compaction(str(table.base_path))
+    assert table.timeline().get(c).is_inflight  # type: ignore[union-attr]
+    monkeypatch.setattr(LakeHook, "submit_spark_job", runs_in_session)
+    result = hook.run_compaction(str(table.base_path))
+    assert result["outcome"] == "COMPLETED" and result["instant"] == c and result["operations"] == 4
+    assert result["records_written"] == len(expected) and result["bytes_written"] > 0
+    assert _rows(read_snapshot(table)) == expected == _hudi_rs(table.base_path)
+    again = hook.run_compaction(str(table.base_path), c)  # a retry after a commit: nothing to redo
+    assert again["outcome"] == "ALREADY_COMPLETED" and again["operations"] == 4

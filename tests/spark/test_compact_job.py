@@ -10,6 +10,7 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.compaction import execute_compaction, schedule_compaction
+from airflow_lake_provider.lake.errors import CompactionConfigError, CompactionError
 from airflow_lake_provider.lake.reader import read_snapshot
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.writer import write
@@ -63,6 +64,7 @@ def test_job_compacts_every_group_in_its_own_task(spark: Any, tmp_path: Path) ->
     assert result["operations"] == 8 and len(result["tasks"]) == 8 and all(t["ok"] for t in result["tasks"])
     assert result["records_written"] == len(expected) == 40
     assert result["peak_task_rss_mb"] > 0
+    assert 0 < result["work_seconds"] <= result["job_seconds"] and result["warmup_seconds"] > 0
     assert _rows(read_snapshot(table)) == expected
     theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
     assert _rows(theirs) == expected
@@ -90,6 +92,42 @@ def test_job_recovers_a_crashed_inflight_compaction(spark: Any, tmp_path: Path) 
     assert [Path(f).name for f in result["removed_files"]] == partial
     assert len(list(table.base_path.glob(f"*/*_{c}.parquet"))) == 8
     assert _rows(read_snapshot(table)) == expected
+
+
+def test_job_failed_task_leaves_instant_inflight_and_rerun_recovers(spark: Any, tmp_path: Path) -> None:
+    table = _table(tmp_path / "t")
+    expected = _rows(read_snapshot(table))
+    c = schedule_compaction(table, DUE).instant
+    assert c is not None
+    # One executor task fails for real: a planned log file is gone when the task reads its slice.
+    victim = next(table.base_path.glob("a/.*.log.*"))
+    hidden = victim.with_name("hidden")
+    victim.rename(hidden)
+    with pytest.raises(CompactionError, match="1 of 8 operations failed"):
+        compact.run(_args(table), spark)
+    timeline = table.timeline()
+    assert timeline.get(c) is not None and timeline.get(c).is_inflight  # type: ignore[union-attr]
+    written = sorted(p.name for p in table.base_path.glob(f"*/*_{c}.parquet"))
+    assert len(written) == 7  # the other tasks' output, invisible to readers
+    hidden.rename(victim)
+    assert _rows(read_snapshot(table)) == expected
+    result = compact.run(_args(table, "--parallelism", "3"), spark)  # the retry, bin-packed
+    assert result["outcome"] == "COMPLETED" and result["instant"] == c and result["recovered"] is True
+    assert sorted(Path(f).name for f in result["removed_files"]) == written
+    assert len(result["tasks"]) == 8 and len(list(table.base_path.glob(f"*/*_{c}.parquet"))) == 8
+    assert _rows(read_snapshot(table)) == expected
+    theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
+    assert _rows(theirs) == expected
+
+
+def test_job_options_are_validated() -> None:
+    assert compact.options_of(["hoodie.compaction.strategy=log_file_size"]) == {
+        "hoodie.compaction.strategy": "log_file_size"
+    }
+    with pytest.raises(CompactionConfigError):
+        compact.options_of(["no-equals-sign"])
+    with pytest.raises(CompactionConfigError):
+        compact.options_of(["hoodie.compact.inline.trigger.strategy=SOMETIMES"])
 
 
 def test_bins_spread_operations_by_io() -> None:

@@ -11,6 +11,7 @@
     worker after each task is reported too (``ru_maxrss``; a reused worker keeps its peak).
 
     python benchmarks/compaction.py [--rows 1000000] [--updates 200000] [--runs 3] [--skip-spark]
+                                    [--skip-slice] [--spark-runs 3]
 """
 
 from __future__ import annotations
@@ -154,7 +155,18 @@ def run_job(path: Path, master: str) -> dict:
     )
 
 
-def part_b(work: Path, groups: int, rows_per_group: int, updates_per_group: int) -> None:
+def _job_line(master: str, result: dict, wall: float) -> str:
+    ops = [t["seconds"] for t in result["tasks"]]
+    cpu = sum(t.get("cpu_seconds", 0.0) for t in result["tasks"])
+    return (
+        f"    {master:<9} work {result['work_seconds']:>5.2f} s (warm-up {result['warmup_seconds']:.2f} s, "
+        f"job {result['job_seconds']:.2f} s, spark-submit wall {wall:.1f} s); per operation "
+        f"{min(ops):.2f}-{max(ops):.2f} s, sum {sum(ops):.2f} s wall / {cpu:.2f} s CPU; "
+        f"worker peak RSS max {result['peak_task_rss_mb']:.0f} MB"
+    )
+
+
+def part_b(work: Path, groups: int, rows_per_group: int, updates_per_group: int, runs: int) -> None:
     source = work / "groups"
     t0 = time.perf_counter()
     build_groups(source, groups, rows_per_group, updates_per_group)
@@ -162,29 +174,34 @@ def part_b(work: Path, groups: int, rows_per_group: int, updates_per_group: int)
         f"\n(b) built {groups} file groups of {rows_per_group:,} rows + {updates_per_group:,} updates "
         f"in {time.perf_counter() - t0:.1f} s"
     )
-    results = {}
-    for master in ("local[1]", "local[2]"):
-        copy = work / master.replace("[", "_").replace("]", "")
-        shutil.copytree(source, copy)
-        start = time.perf_counter()
-        result = run_job(copy, master)
-        wall = time.perf_counter() - start
-        if result.get("outcome") != "COMPLETED":
-            raise SystemExit(f"{master}: {json.dumps(result)[:500]}")
-        results[master] = result
-        ops = [t["seconds"] for t in result["tasks"]]
-        print(
-            f"    {master:<9} work {result['work_seconds']:>6.2f} s "
-            f"(warm-up {result['warmup_seconds']:.2f} s, job {result['job_seconds']:.2f} s, "
-            f"spark-submit wall {wall:.1f} s); "
-            f"{result['operations']} operations, {result['records_written']:,} rows; "
-            f"per operation {min(ops):.2f}-{max(ops):.2f} s (sum {sum(ops):.2f} s); "
-            f"worker peak RSS per task max {result['peak_task_rss_mb']:.0f} MB"
-        )
-    one, two = results["local[1]"], results["local[2]"]
+    measured: dict[str, dict[str, list[float]]] = {}
+    for run in range(runs):
+        for master in ("local[1]", "local[2]"):  # alternating, so drift hits both alike
+            copy = work / f"{master.replace('[', '_').replace(']', '')}-{run}"
+            shutil.copytree(source, copy)
+            # Write the copy back now: left dirty, the job's first fsync would wait for all of it.
+            os.sync()
+            start = time.perf_counter()
+            result = run_job(copy, master)
+            wall = time.perf_counter() - start
+            expected = groups * rows_per_group
+            if result.get("outcome") != "COMPLETED" or result.get("records_written") != expected:
+                raise SystemExit(f"{master}: {json.dumps(result)[:500]}")
+            shutil.rmtree(copy)
+            print(_job_line(master, result, wall))
+            got = measured.setdefault(master, {"work": [], "job": [], "wall": []})
+            got["work"].append(result["work_seconds"])
+            got["job"].append(result["job_seconds"])
+            got["wall"].append(wall)
+    one, two = measured["local[1]"], measured["local[2]"]
+
+    def ratio(key: str) -> str:
+        return f"{statistics.median(one[key]) / statistics.median(two[key]):.2f}x"
+
+    per_run = " / ".join(f"{a / b:.2f}" for a, b in zip(one["work"], two["work"], strict=True))
     print(
-        f"    speedup local[2] vs local[1]: work {one['work_seconds'] / two['work_seconds']:.2f}x "
-        f"(target >= 1.7x), whole job {one['job_seconds'] / two['job_seconds']:.2f}x, "
+        f"    speedup local[2] vs local[1] (medians of {runs}): work {ratio('work')} (target >= 1.7x; "
+        f"runs {per_run}), job after JVM start {ratio('job')}, spark-submit wall {ratio('wall')}, "
         f"on {os.cpu_count()} cores"
     )
 
@@ -199,12 +216,15 @@ def main() -> None:
     parser.add_argument("--group-rows", type=int, default=250_000)
     parser.add_argument("--group-updates", type=int, default=50_000)
     parser.add_argument("--skip-spark", action="store_true")
+    parser.add_argument("--skip-slice", action="store_true", help="run (b) only")
+    parser.add_argument("--spark-runs", type=int, default=3, help="(b) runs of local[1] then local[2]")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="lake-compaction-bench-"))
     try:
-        part_a(work, args.rows, args.updates, args.runs)
+        if not args.skip_slice:
+            part_a(work, args.rows, args.updates, args.runs)
         if not args.skip_spark:
-            part_b(work, 8, args.group_rows, args.group_updates)
+            part_b(work, 8, args.group_rows, args.group_updates, args.spark_runs)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

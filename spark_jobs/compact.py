@@ -74,54 +74,67 @@ def bins(ops: Sequence[CompactionOperation], count: int) -> list[list[tuple[int,
     return [b for b in packed if b]
 
 
+def _prepare_worker(context: Any) -> float:
+    """Executor side: fit the Python worker to merges (see ``lake.worker_process``); idempotent.
+
+    Arrow (and polars, through POLARS_MAX_THREADS, see main) get the task's cores, no more.
+    """
+    from airflow_lake_provider.lake.worker_process import prepare_merge_worker
+
+    return prepare_merge_worker(context.cpus() if context is not None else 1)
+
+
 def _task(items: Any, base: str, timeline: Timeline, schema: Any, instant: str, finished: Any) -> Any:
-    """Executor side: merge each operation of the bin; yield (file group, outcome, seconds, peak RSS MB).
+    """Executor side: merge each operation of the bin; yield (file group, outcome, metrics).
+
+    The metrics are the operation's wall and CPU seconds, the worker's peak RSS so far and its
+    process id (a worker serves many tasks when ``spark.python.worker.reuse`` is on).
 
     ``finished`` is an accumulator counting finished operations; Spark merges a task's updates into
     the driver's value when the task ends, which the driver's watcher logs.
     """
+    import os
     import resource
 
-    import pyarrow as pa
     from pyspark import TaskContext
 
     context = TaskContext.get()
     attempt = context.attemptNumber() if context is not None else 0
-    # Use the cores Spark gave this task, no more: Arrow's pool defaults to every core of the host,
-    # and concurrent tasks would fight over them (polars is capped by POLARS_MAX_THREADS, see main).
-    pa.set_cpu_count(max(1, context.cpus() if context is not None else 1))
+    _prepare_worker(context)
     table = LakeTable.open(base)
     for index, op in items:
-        started = time.monotonic()
+        started, cpu_started = time.monotonic(), time.process_time()
         outcome = run_operation(table, timeline, schema, instant, index, op, attempt=attempt)
-        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+        metrics = {
+            "seconds": round(time.monotonic() - started, 3),
+            "cpu_seconds": round(time.process_time() - cpu_started, 3),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),  # KiB
+            "worker": os.getpid(),
+        }
         finished.add(1)
-        yield (f"{op.partition}/{op.file_id}", outcome, time.monotonic() - started, peak_mb)
+        yield (f"{op.partition}/{op.file_id}", outcome, metrics)
 
 
-def _warm_worker(_slot: int) -> None:
-    """Executor side: load what a compaction task needs (the core, Arrow, polars, fastavro)."""
-    import fastavro  # noqa: F401
-    import polars  # noqa: F401
-    import pyarrow as pa
-    import pyarrow.parquet  # noqa: F401
+def _warm_worker(_slot: int) -> tuple[int, float]:
+    """Executor side: prepare this Python worker; return its process id and priming seconds."""
+    import os
 
-    import airflow_lake_provider.lake.compaction  # noqa: F401
+    from pyspark import TaskContext
 
-    # The merge's first group_by starts Arrow's query engine (about 0.3 s, once per process).
-    pa.table({"k": ["a"]}).group_by("k").aggregate([("k", "count")])
+    return os.getpid(), _prepare_worker(TaskContext.get())
 
 
 def warm_up(sc: Any) -> float:
-    """Start a Python worker per task slot with the core imported; return the seconds it took.
+    """Start a Python worker per task slot, prepared for merges; return the seconds it took.
 
     Done before the instant goes inflight, so executors that cannot import the package fail the job
     while the plan is still only requested. It also pays the session's one-off costs (first job,
-    Python worker start, imports) up front, so the measured compaction is the work itself.
+    Python worker start, imports, the priming merge) up front, so the compaction is the work itself.
     """
     started = time.monotonic()
     slots = max(1, int(sc.defaultParallelism))
-    sc.parallelize(range(slots), slots).foreach(_warm_worker)
+    primed = sc.parallelize(range(slots), slots).map(_warm_worker).collect()
+    log.info("primed Python workers %s", ", ".join(f"{pid} ({sec:.2f} s)" for pid, sec in primed))
     return time.monotonic() - started
 
 
@@ -150,23 +163,21 @@ def _report(
     total: int,
     group: str,
     outcome: Any,
-    seconds: float,
-    peak_mb: float,
+    task: dict[str, Any],
     metrics: list[dict[str, Any]],
 ) -> None:
     ok = isinstance(outcome, WriteStat)
-    metrics.append(
-        {"file_group": group, "ok": ok, "seconds": round(seconds, 3), "peak_rss_mb": round(peak_mb, 1)}
-    )
+    metrics.append({"file_group": group, "ok": ok, **task})
     log.info(
-        "compaction %s: operation %d/%d %s %s in %.1f s (worker peak RSS %.0f MB)",
+        "compaction %s: operation %d/%d %s %s in %.1f s (worker %d, peak RSS %.0f MB)",
         instant,
         done,
         total,
         group,
         "ok" if ok else f"FAILED: {outcome}",
-        seconds,
-        peak_mb,
+        task["seconds"],
+        task["worker"],
+        task["peak_rss_mb"],
     )
 
 
@@ -196,9 +207,9 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
             done.set()
             watcher.join()
         outcomes: list[WriteStat | str] = []
-        for group, outcome, seconds, peak_mb in results:
+        for group, outcome, task in results:
             outcomes.append(outcome)
-            _report(instant, len(outcomes), len(ops), group, outcome, seconds, peak_mb, task_metrics)
+            _report(instant, len(outcomes), len(ops), group, outcome, task, task_metrics)
         return outcomes
 
     started = time.monotonic()

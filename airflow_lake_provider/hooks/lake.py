@@ -37,7 +37,7 @@ from airflow_lake_provider.lake.clean import (
 )
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
 from airflow_lake_provider.lake.instant import Action, Instant, State
-from airflow_lake_provider.lake.spark_submit import job_script, spark_submit_binary
+from airflow_lake_provider.lake.spark_submit import job_conf, job_script, spark_submit_binary
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.timeline import Timeline
 
@@ -323,7 +323,7 @@ class LakeHook(CompactionHookMixin, BaseHook):
         :param script: file name under ``spark_jobs/`` (e.g. ``clean.py``).
         :param args: the script's arguments.
         :param conn_id: the Spark connection (its master, deploy mode, queue).
-        :param conf: extra ``--conf`` values.
+        :param conf: ``--conf`` values over :func:`job_conf`'s defaults.
         :param env_vars: environment variables over :func:`spark_job_env`'s.
         :param name: the Spark application name.
         """
@@ -331,7 +331,7 @@ class LakeHook(CompactionHookMixin, BaseHook):
 
         application = str(job_script(script))
         hook = SparkSubmitHook(
-            conf={str(k): str(v) for k, v in (conf or {}).items()},
+            conf=job_conf(conf),
             conn_id=conn_id,
             name=name or f"lake-{Path(script).stem}",
             application_args=[str(a) for a in args],

@@ -1,0 +1,109 @@
+"""Fitting a long-lived process (a Spark Python worker) to run merge after merge.
+
+Measured on these 2-vCPU VMs (``benchmarks/compaction.py`` and experiments around it):
+
+- One-off costs of a fresh worker land on its first merge unless paid up front: imports, Arrow's
+  query engine starting on the first ``group_by``, and pyarrow importing pandas on the first
+  parquet write (about 0.3 s). :func:`prime_merge` runs the whole path once on a tiny table.
+- Arrow's default pool (mimalloc in the pip wheels) gives freed memory back to the kernel soon
+  after a merge, and the next merge's first touches fault it in again; two workers faulting at once
+  were the slowest part of a parallel run. :func:`retain_freed_memory` makes Arrow allocate from
+  glibc's heap and keep what it frees, so a worker faults its working set in about once (8 merges
+  in 2 processes: 1.8-2.2 s against 2.0-2.3 s with the default; one process alike). Cost: a worker
+  holds its peak heap until it exits.
+- PySpark's daemon runs ``gc.collect()`` after every task; with Arrow, polars and the core loaded
+  that walk took tens of ms per task. :func:`freeze_long_lived_objects` moves what exists after
+  the imports out of the collector's reach (objects are still freed by reference counting).
+
+Only for processes that do nothing else: the CLI and Airflow workers keep the defaults.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+log = logging.getLogger(__name__)
+
+_M_TRIM_THRESHOLD = -1  # glibc mallopt parameters (malloc.h)
+_M_MMAP_THRESHOLD = -3
+_KEEP = 1 << 30  # bytes: above any single buffer a merge of one file group allocates
+
+_state = {"memory": False, "primed": False}
+
+
+def retain_freed_memory() -> bool:
+    """Make Arrow allocate from glibc's heap and keep freed memory in the process.
+
+    Idempotent. Returns whether the policy is in force; on a C library without ``mallopt`` (musl,
+    macOS) nothing changes and it returns False.
+    """
+    if _state["memory"]:
+        return True
+    try:
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        log.debug("no mallopt in this C library: keeping Arrow's default memory pool")
+        return False
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    if not (mallopt(_M_MMAP_THRESHOLD, _KEEP) and mallopt(_M_TRIM_THRESHOLD, _KEEP)):
+        log.debug("mallopt refused the thresholds: keeping Arrow's default memory pool")
+        return False
+    pa.set_memory_pool(pa.system_memory_pool())
+    _state["memory"] = True
+    return True
+
+
+def prime_merge() -> float:
+    """Write, update and compact a three-row MOR table in a temporary folder; return the seconds."""
+    from airflow_lake_provider.lake import writer
+    from airflow_lake_provider.lake.compaction import run_compaction
+    from airflow_lake_provider.lake.table import LakeTable
+
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="lake-warmup-") as folder:
+        table = LakeTable.create(
+            Path(folder) / "t",
+            name="warmup",
+            table_type="mor",
+            record_key_fields=("id",),
+            precombine_field="ts",
+        )
+        rows = pa.table({"id": ["a", "b", "c"], "ts": [1, 1, 1], "v": [1.0, 2.0, 3.0]})
+        writer.write(table, rows, "insert")
+        writer.write(table, pa.table({"id": ["b"], "ts": [2], "v": [5.0]}), "upsert")
+        run_compaction(table, force=True)
+    return time.monotonic() - started
+
+
+def freeze_long_lived_objects() -> int:
+    """Collect once, then exempt every object alive now from later cyclic collections.
+
+    Call after the imports and the priming merge; returns how many objects were frozen.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
+
+
+def prepare_merge_worker(cpus: int, *, prime: bool = True) -> float:
+    """Fit this process for merges (idempotent): Arrow capped to ``cpus`` threads, freed memory
+    kept, and, on the first call with ``prime``, one priming merge and a frozen heap.
+
+    Returns the seconds the priming took (0.0 when it had been done).
+    """
+    # Arrow's pool defaults to every core of the host; concurrent tasks would fight over them.
+    pa.set_cpu_count(max(1, cpus))
+    retain_freed_memory()
+    if not prime or _state["primed"]:
+        return 0.0
+    seconds = prime_merge()
+    freeze_long_lived_objects()
+    _state["primed"] = True
+    return seconds

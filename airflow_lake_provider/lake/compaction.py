@@ -45,7 +45,7 @@ from airflow_lake_provider.lake.merge import DataItem, merge_slice
 from airflow_lake_provider.lake.reader import SliceReader
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.timeline import Timeline
-from airflow_lake_provider.lake.timeline_store import IOType
+from airflow_lake_provider.lake.timeline_store import WRITE_LOCK, IOType
 
 log = logging.getLogger(__name__)
 
@@ -174,7 +174,9 @@ def schedule_compaction(
         return ScheduleResult(
             Outcome.NO_WORK, reason=f"{table.base_path} is copy-on-write; nothing to compact"
         )
-    with table.store.exclusive(SCHEDULE_LOCK):
+    # The write lock too: a writer between reading its file groups and committing would append
+    # logs to slices this plan takes over, and lose them (Hudi needs a lock provider here).
+    with table.store.exclusive(SCHEDULE_LOCK), table.store.exclusive(WRITE_LOCK):
         timeline = table.timeline()
         trigger = trigger_state(timeline, config, now)
         if not (trigger.due or force):

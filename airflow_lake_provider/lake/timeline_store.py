@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ from airflow_lake_provider.lake.timeline import HOODIE_DIR
 
 PROPERTIES_FILE = "hoodie.properties"
 TEMP_DIR = ".temp"
+# Writers and compaction scheduling share this lock (see ``writer.write``).
+WRITE_LOCK = "write"
 # Folders Java creates at init; hudi-rs ignores them.
 _INIT_DIRS = ("archived", TEMP_DIR, ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
 
@@ -202,17 +205,26 @@ class TimelineStore:
         write_file_atomically(folder / name, data, overwrite=True)
 
     @contextlib.contextmanager
-    def exclusive(self, service: str) -> Iterator[None]:
-        """Hold the table's lock for ``service`` (one clean, or one compaction, at a time)."""
+    def exclusive(self, service: str, wait_seconds: float = 0.0) -> Iterator[None]:
+        """Hold the table's lock for ``service`` (one clean, one compaction, one write at a time).
+
+        Waits up to ``wait_seconds`` for a holder to finish, then raises ``ServiceBusyError``.
+        """
         folder = self.hoodie / ".aux"
         folder.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + wait_seconds
         with open(folder / f".lake-{service}.lock", "a+") as fh:
-            try:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise ServiceBusyError(
-                    f"{self.base_path}: another {service} is running on this table"
-                ) from None
+            while True:
+                try:
+                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        waited = f" (waited {wait_seconds:g} s)" if wait_seconds else ""
+                        raise ServiceBusyError(
+                            f"{self.base_path}: another {service} is running on this table{waited}"
+                        ) from None
+                    time.sleep(0.05)
             try:
                 yield
             finally:

@@ -29,13 +29,15 @@ from airflow_lake_provider.lake.reader import SliceReader, conform
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.table_config import MergeMode
 from airflow_lake_provider.lake.timeline import Timeline
-from airflow_lake_provider.lake.timeline_store import IOType
+from airflow_lake_provider.lake.timeline_store import WRITE_LOCK, IOType
 
 log = logging.getLogger(__name__)
 
 # Internal columns carried alongside a batch while it is routed; never written.
 _KEY, _PART, _ORD = "__lake_key", "__lake_partition", "__lake_ordering"
 DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
+# A write waits this long for another write (or a compaction being scheduled) before giving up.
+WRITE_LOCK_WAIT_SECONDS = 60.0
 
 
 class Operation(str, Enum):
@@ -74,9 +76,19 @@ def write(
     """Write ``batch`` as one new instant and return what was committed.
 
     ``fault`` is called at each durable step (``requested``, ``inflight``, ``file``, ``commit``) so
-    tests can inject a crash there.
+    tests can inject a crash there. Holds the table's write lock throughout (waiting up to
+    ``WRITE_LOCK_WAIT_SECONDS`` for another write or a compaction scheduling to finish).
     """
     operation = Operation(operation)
+    # Held from reading the file groups to the commit: a compaction plan scheduled in between would
+    # take the slices this write appends logs to, and the logs would be lost with the old slice.
+    with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
+        return _write_locked(table, batch, operation, max_rows_per_file, fault)
+
+
+def _write_locked(
+    table: LakeTable, batch: pa.Table, operation: Operation, max_rows_per_file: int, fault: FaultHook
+) -> WriteResult:
     timeline = table.timeline()
     data_schema = _check_batch(table, batch, operation, timeline)
     rows = _route(table, batch, operation)

@@ -242,6 +242,54 @@ def test_writes_while_compaction_is_pending_are_not_lost(mor: tuple[LakeTable, M
     _check(table, model)
 
 
+def test_scheduling_while_a_write_runs_is_refused_and_nothing_is_lost(mor: tuple[LakeTable, Model]) -> None:
+    """A plan written between a writer reading its file groups and committing would take the slices
+    the writer appends logs to (and the logs would be lost): scheduling waits for no writer."""
+    table, model = mor
+    refused: list[Exception] = []
+
+    def schedule_mid_write(point: str) -> None:
+        if point == "inflight":
+            with pytest.raises(ServiceBusyError, match="another write is running") as caught:
+                schedule_compaction(table, DUE)
+            refused.append(caught.value)
+
+    batch = _batch([0, 1, 40], 9, "w")
+    write(table, batch, "upsert", fault=schedule_mid_write)
+    model.apply(batch, "upsert")
+    assert len(refused) == 1 and table.timeline().pending_compactions() == []
+    scheduled, executed = run_compaction(table, DUE)
+    assert scheduled.outcome is Outcome.SCHEDULED and executed.outcome is Outcome.COMPLETED
+    _check(table, model)
+
+
+def test_a_second_writer_waits_for_the_first(mor: tuple[LakeTable, Model]) -> None:
+    table, model = mor
+    inside, release = threading.Event(), threading.Event()
+    first, second = _batch([0, 50], 9, "x"), _batch([0, 51], 10, "y")
+
+    def hold(point: str) -> None:
+        if point == "inflight":
+            inside.set()
+            assert release.wait(10)
+
+    holder = threading.Thread(target=write, args=(table, first, "upsert"), kwargs={"fault": hold})
+    holder.start()
+    assert inside.wait(10)
+    waiter_done: list[object] = []
+    waiter = threading.Thread(target=lambda: waiter_done.append(write(table, second, "upsert")))
+    waiter.start()
+    waiter.join(0.5)
+    assert waiter.is_alive() and not waiter_done  # blocked on the lock, nothing requested yet
+    release.set()
+    holder.join(10)
+    waiter.join(10)
+    assert len(waiter_done) == 1
+    model.apply(first, "upsert")
+    model.apply(second, "upsert")
+    _check(table, model)
+
+
 # -- crash and retry -----------------------------------------------------------------------------------
 class Crash(RuntimeError):
     pass

@@ -6,9 +6,11 @@
     peak RSS is its own), median of ``--runs``. Target: ratio <= 1.25.
 (b) ``spark_jobs/compact.py`` over 8 equal file groups, ``--master local[1]`` vs ``local[2]``: the
     job's work as it reports it in its JSON result (``work_seconds``: pick, inflight, the Spark stage
-    of the merges, commit), after its warm-up (JVM's first job, Python workers and their imports),
-    which is reported apart, like the JVM start. Target: speedup >= 1.7x. Peak RSS of the Python
-    worker after each task is reported too (``ru_maxrss``; a reused worker keeps its peak).
+    of the merges, commit), after its warm-up (JVM's first job, Python workers, their imports and a
+    priming merge), which is reported apart, like the JVM start. ``--spark-runs`` pairs alternate
+    local[1] and local[2] on fresh, synced copies; the speedup is the ratio of the medians, and
+    each pair's ratio is printed. Target: speedup >= 1.7x. Per-operation wall and CPU seconds and
+    the Python worker's peak RSS are reported too (``ru_maxrss``; a reused worker keeps its peak).
 
     python benchmarks/compaction.py [--rows 1000000] [--updates 200000] [--runs 3] [--skip-spark]
                                     [--skip-slice] [--spark-runs 3]
@@ -157,7 +159,7 @@ def run_job(path: Path, master: str) -> dict:
 
 def _job_line(master: str, result: dict, wall: float) -> str:
     ops = [t["seconds"] for t in result["tasks"]]
-    cpu = sum(t.get("cpu_seconds", 0.0) for t in result["tasks"])
+    cpu = sum(t["cpu_seconds"] for t in result["tasks"])
     return (
         f"    {master:<9} work {result['work_seconds']:>5.2f} s (warm-up {result['warmup_seconds']:.2f} s, "
         f"job {result['job_seconds']:.2f} s, spark-submit wall {wall:.1f} s); per operation "

@@ -20,12 +20,12 @@ RESULT_PREFIX = "LAKE_RESULT "
 # The JVMs of our jobs only schedule tasks and relay small results; merges and listings run in the
 # Python workers. With the default collector and both JIT tiers the JVM took up to a core while a
 # compaction's tasks ran, slowing local[2] by ~25% on 2 vCPUs (benchmarks/compaction.py). The serial
-# collector and the C1 compiler alone keep it out of the workers' way and start it faster.
+# collector and the C1 compiler alone keep it out of the workers' way.
 LIGHT_JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 DEFAULT_JOB_CONF = {
     "spark.log.level": "WARN",  # Spark's INFO start-up chatter drowns the job's own progress lines
-    # JVM <-> Python worker over a Unix socket: a trivial task took 65-75 ms over loopback TCP
-    # (small writes meeting delayed ACKs), 28-38 ms over a Unix socket (Spark >= 4.1 reads this).
+    # JVM <-> Python worker over a Unix socket: a trivial task took 65-75 ms over loopback TCP,
+    # 28-38 ms over a Unix socket (PySpark 4.3; a Spark without the setting ignores the key).
     "spark.python.unix.domain.socket.enabled": "true",
     "spark.driver.extraJavaOptions": LIGHT_JVM_OPTIONS,
     "spark.executor.extraJavaOptions": LIGHT_JVM_OPTIONS,

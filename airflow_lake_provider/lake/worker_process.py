@@ -5,12 +5,11 @@ Measured on these 2-vCPU VMs (``benchmarks/compaction.py`` and experiments aroun
 - One-off costs of a fresh worker land on its first merge unless paid up front: imports, Arrow's
   query engine starting on the first ``group_by``, and pyarrow importing pandas on the first
   parquet write (about 0.3 s). :func:`prime_merge` runs the whole path once on a tiny table.
-- Arrow's default pool (mimalloc in the pip wheels) gives freed memory back to the kernel soon
-  after a merge, and the next merge's first touches fault it in again; two workers faulting at once
-  were the slowest part of a parallel run. :func:`retain_freed_memory` makes Arrow allocate from
-  glibc's heap and keep what it frees, so a worker faults its working set in about once (8 merges
-  in 2 processes: 1.8-2.2 s against 2.0-2.3 s with the default; one process alike). Cost: a worker
-  holds its peak heap until it exits.
+- With Arrow's default pool (mimalloc in the pip wheels), two workers merging at once were
+  slower than with :func:`retain_freed_memory`, which makes Arrow allocate from glibc's heap and
+  keep what it frees between merges (8 merges in 2 processes: 1.8-2.2 s against 2.0-2.3 s; one
+  process alike; peak RSS ~465 MB against ~490 MB). Cost: a worker holds its peak heap until it
+  exits. glibc still re-faults some single buffers of tens of MB; many column-sized ones are kept.
 - PySpark's daemon runs ``gc.collect()`` after every task; with Arrow, polars and the core loaded
   that walk took tens of ms per task. :func:`freeze_long_lived_objects` moves what exists after
   the imports out of the collector's reach (objects are still freed by reference counting).
@@ -33,7 +32,7 @@ log = logging.getLogger(__name__)
 
 _M_TRIM_THRESHOLD = -1  # glibc mallopt parameters (malloc.h)
 _M_MMAP_THRESHOLD = -3
-_KEEP = 1 << 30  # bytes: above any single buffer a merge of one file group allocates
+_KEEP = 1 << 30  # bytes: trim and mmap thresholds, far above a column buffer's size
 
 _state = {"memory": False, "primed": False}
 
@@ -61,9 +60,14 @@ def retain_freed_memory() -> bool:
 
 
 def prime_merge() -> float:
-    """Write, update and compact a three-row MOR table in a temporary folder; return the seconds."""
+    """Write, update and compact a three-row MOR table in a temporary folder; return the seconds.
+
+    Raises ``CompactionError`` if the compaction did not merge the three rows (a priming that
+    silently did nothing would leave the one-off costs on the first real merge).
+    """
     from airflow_lake_provider.lake import writer
-    from airflow_lake_provider.lake.compaction import run_compaction
+    from airflow_lake_provider.lake.compaction import Outcome, run_compaction
+    from airflow_lake_provider.lake.errors import CompactionError
     from airflow_lake_provider.lake.table import LakeTable
 
     started = time.monotonic()
@@ -78,30 +82,31 @@ def prime_merge() -> float:
         rows = pa.table({"id": ["a", "b", "c"], "ts": [1, 1, 1], "v": [1.0, 2.0, 3.0]})
         writer.write(table, rows, "insert")
         writer.write(table, pa.table({"id": ["b"], "ts": [2], "v": [5.0]}), "upsert")
-        run_compaction(table, force=True)
+        _, executed = run_compaction(table, force=True)
+    if executed.outcome is not Outcome.COMPLETED or executed.records_written != 3:
+        raise CompactionError(f"priming merge did not compact its table: {executed.to_json()}")
     return time.monotonic() - started
 
 
-def freeze_long_lived_objects() -> int:
+def freeze_long_lived_objects() -> None:
     """Collect once, then exempt every object alive now from later cyclic collections.
 
-    Call after the imports and the priming merge; returns how many objects were frozen.
+    Call after the imports and the priming merge.
     """
     gc.collect()
     gc.freeze()
-    return gc.get_freeze_count()
 
 
-def prepare_merge_worker(cpus: int, *, prime: bool = True) -> float:
+def prepare_merge_worker(cpus: int) -> float:
     """Fit this process for merges (idempotent): Arrow capped to ``cpus`` threads, freed memory
-    kept, and, on the first call with ``prime``, one priming merge and a frozen heap.
+    kept, and, on the first call, one priming merge and a frozen heap.
 
     Returns the seconds the priming took (0.0 when it had been done).
     """
     # Arrow's pool defaults to every core of the host; concurrent tasks would fight over them.
     pa.set_cpu_count(max(1, cpus))
     retain_freed_memory()
-    if not prime or _state["primed"]:
+    if _state["primed"]:
         return 0.0
     seconds = prime_merge()
     freeze_long_lived_objects()

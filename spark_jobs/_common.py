@@ -6,18 +6,21 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.spark_submit import RESULT_PREFIX
 
 
-def build_spark_session(app_name: str, task_threads_env: tuple[str, ...] = ()) -> Any:
+def build_spark_session(
+    app_name: str, task_threads_env: tuple[str, ...] = (), worker_env: Mapping[str, str] | None = None
+) -> Any:
     """The session ``spark-submit`` configured (master, conf); progress bars off for batch use.
 
     ``task_threads_env`` names environment variables that cap a library's thread pool in the Python
-    workers; each is set to ``spark.task.cpus`` unless the submitter set it.
+    workers; each is set to ``spark.task.cpus`` unless the submitter set it. ``worker_env`` adds
+    environment variables for the executors (and so their Python workers), again unless set.
     """
     from pyspark import SparkConf
     from pyspark.sql import SparkSession
@@ -28,6 +31,10 @@ def build_spark_session(app_name: str, task_threads_env: tuple[str, ...] = ()) -
         key = f"spark.executorEnv.{name}"
         if not conf.contains(key):
             builder = builder.config(key, conf.get("spark.task.cpus", "1"))
+    for name, value in (worker_env or {}).items():
+        key = f"spark.executorEnv.{name}"
+        if not conf.contains(key):
+            builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
@@ -50,12 +57,13 @@ def run_job(
     parse_args: Callable[[Sequence[str]], argparse.Namespace],
     run: Callable[[argparse.Namespace, Any], dict[str, Any]],
     task_threads_env: tuple[str, ...] = (),
+    worker_env: Mapping[str, str] | None = None,
 ) -> int:
     """The common ``main``: parse, start the session, run, print the result line; a ``LakeError``
     becomes outcome FAILED with exit status 1."""
     setup_logging()
     args = parse_args(argv)
-    spark = build_spark_session(app_name, task_threads_env)
+    spark = build_spark_session(app_name, task_threads_env, worker_env)
     try:
         emit_result(run(args, spark))
     except LakeError as exc:

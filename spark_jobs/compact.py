@@ -32,6 +32,7 @@ from airflow_lake_provider.lake.compaction_plan import CompactionOperation
 from airflow_lake_provider.lake.errors import CompactionConfigError
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.timeline import Timeline
+from airflow_lake_provider.lake.worker_process import WORKER_ENV
 from spark_jobs._common import run_job
 
 log = logging.getLogger("lake.compact")
@@ -115,17 +116,22 @@ def _task(items: Any, base: str, timeline: Timeline, schema: Any, instant: str, 
         yield (f"{op.partition}/{op.file_id}", outcome, metrics)
 
 
-def _warm_worker(_slot: int) -> tuple[int, float]:
-    """Executor side: prepare this Python worker; return its process id and priming seconds."""
+def _warm_worker(_slot: int) -> dict[str, Any]:
+    """Executor side: prepare this Python worker; return its process id, priming seconds and
+    whether it started with the allocator settings of ``WORKER_ENV``."""
     import os
 
     from pyspark import TaskContext
 
-    return os.getpid(), _prepare_worker(TaskContext.get())
+    from airflow_lake_provider.lake.worker_process import worker_env_in_effect
+
+    seconds = _prepare_worker(TaskContext.get())
+    return {"pid": os.getpid(), "prime_seconds": round(seconds, 3), "allocator_env": worker_env_in_effect()}
 
 
-def warm_up(sc: Any) -> float:
-    """Start a Python worker per task slot, prepared for merges; return the seconds it took.
+def warm_up(sc: Any) -> tuple[float, list[dict[str, Any]]]:
+    """Start a Python worker per task slot, prepared for merges; return the seconds it took and
+    what each warm-up task reported (see ``_warm_worker``).
 
     Done before the instant goes inflight, so executors that cannot import the package fail the job
     while the plan is still only requested. It also pays the session's one-off costs (first job,
@@ -133,9 +139,15 @@ def warm_up(sc: Any) -> float:
     """
     started = time.monotonic()
     slots = max(1, int(sc.defaultParallelism))
-    primed = sc.parallelize(range(slots), slots).map(_warm_worker).collect()
-    log.info("primed Python workers %s", ", ".join(f"{pid} ({sec:.2f} s)" for pid, sec in primed))
-    return time.monotonic() - started
+    workers = sc.parallelize(range(slots), slots).map(_warm_worker).collect()
+    log.info(
+        "primed Python workers %s",
+        ", ".join(
+            f"{w['pid']} ({w['prime_seconds']:.2f} s{'' if w['allocator_env'] else ', default allocators'})"
+            for w in workers
+        ),
+    )
+    return time.monotonic() - started, workers
 
 
 def _watch(instant: str, total: int, finished: Any, done: threading.Event) -> None:
@@ -214,13 +226,15 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
 
     started = time.monotonic()
     warmup = 0.0
+    workers: list[dict[str, Any]] = []
     if args.instant or table.timeline().pending_compactions():
-        warmup = warm_up(sc)
+        warmup, workers = warm_up(sc)
         log.info("Python workers ready in %.1f s", warmup)
     work_started = time.monotonic()
     result = execute_compaction(table, args.instant, runner=spark_runner)
     out = result.to_json()
     out["warmup_seconds"] = round(warmup, 3)
+    out["workers"] = workers
     out["work_seconds"] = round(time.monotonic() - work_started, 3)  # pick, run, commit
     out["job_seconds"] = round(time.monotonic() - started, 3)
     out["tasks"] = task_metrics
@@ -233,7 +247,12 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     return run_job(
-        "lake-compact", sys.argv[1:] if argv is None else argv, parse_args, run, ("POLARS_MAX_THREADS",)
+        "lake-compact",
+        sys.argv[1:] if argv is None else argv,
+        parse_args,
+        run,
+        ("POLARS_MAX_THREADS",),
+        WORKER_ENV,
     )
 
 

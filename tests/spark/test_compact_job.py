@@ -66,6 +66,7 @@ def test_job_compacts_every_group_in_its_own_task(spark: Any, tmp_path: Path) ->
     assert result["peak_task_rss_mb"] > 0
     assert all(t["cpu_seconds"] > 0 and t["worker"] > 0 for t in result["tasks"])
     assert 0 < result["work_seconds"] <= result["job_seconds"] and result["warmup_seconds"] > 0
+    assert result["workers"] and all(w["pid"] > 0 and w["prime_seconds"] >= 0 for w in result["workers"])
     assert _rows(read_snapshot(table)) == expected
     theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
     assert _rows(theirs) == expected

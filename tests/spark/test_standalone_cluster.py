@@ -14,9 +14,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyspark
 import pytest
+from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake import spark_submit
+from airflow_lake_provider.lake.compaction import schedule_compaction
 from airflow_lake_provider.lake.instant import Action
+from airflow_lake_provider.lake.reader import read_snapshot
 from airflow_lake_provider.lake.table import LakeTable
 from airflow_lake_provider.lake.writer import write
 
@@ -141,3 +144,40 @@ def test_clean_job_on_standalone_cluster_deletes_exactly_the_old_slices(
     assert left == sorted([commits[2], commits[3]] * 2)
     clean = table.timeline().last_completed(Action.CLEAN)
     assert clean is not None and clean.timestamp == result["instant"]
+
+
+def test_compaction_job_on_standalone_cluster_merges_and_prepares_its_workers(
+    standalone_master: str, tmp_path: Path
+) -> None:
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+    ids = [f"k{i}" for i in range(6)]
+    write(table, pa.table({"id": ids, "ts": pa.array([0] * 6, pa.int64()), "p": ["x", "y"] * 3}), "insert")
+    write(table, pa.table({"id": ids[:2], "ts": pa.array([1, 1], pa.int64()), "p": ["x", "y"]}), "upsert")
+    write(table, pa.table({"id": ["k5"], "ts": pa.array([2], pa.int64()), "p": ["y"]}), "delete")
+    c = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"}).instant
+    result = spark_submit.submit(
+        "compact.py",
+        ["--table", str(table.base_path)],
+        master=standalone_master,
+        env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert result["outcome"] == "COMPLETED" and result["instant"] == c and result["operations"] == 2
+    # spark.executorEnv reached the executors' Python workers before their allocators started.
+    assert result["workers"] and all(w["allocator_env"] and w["pid"] > 0 for w in result["workers"])
+    expected = [("k0", 1), ("k1", 1), ("k2", 0), ("k3", 0), ("k4", 0)]
+    assert (
+        sorted(zip(*(read_snapshot(table).column(n).to_pylist() for n in ("id", "ts")), strict=True))
+        == expected
+    )
+    theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
+    assert (
+        sorted(zip(theirs.column("id").to_pylist(), theirs.column("ts").to_pylist(), strict=True)) == expected
+    )
+    assert all(not s.log_files for s in table.file_system_view().latest_slices())

@@ -6,6 +6,7 @@ Each policy changes process-wide state, so those tests run in a child interprete
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -17,7 +18,7 @@ import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake import spark_submit
 from airflow_lake_provider.lake.base_file import DICTIONARY_PAGE_LIMIT, write_base_file
-from airflow_lake_provider.lake.worker_process import prime_merge
+from airflow_lake_provider.lake.worker_process import WORKER_ENV, prime_merge
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -61,6 +62,80 @@ print(json.dumps({"on": on, "again": retain_freed_memory(), "backend": pa.defaul
     # maps each of these buffers on its own and unmaps it when freed: ~all pages fault again.)
     assert got["passes"][0] > pages // 2
     assert got["passes"][1] < pages // 4
+
+
+ARENAS = """
+import ctypes, json, os, sys, tempfile, threading
+from airflow_lake_provider.lake.worker_process import retain_freed_memory
+if sys.argv[1] == "retain":
+    retain_freed_memory()
+libc = ctypes.CDLL(None)
+libc.fopen.restype = ctypes.c_void_p
+libc.fopen.argtypes = (ctypes.c_char_p, ctypes.c_char_p)
+libc.malloc_info.argtypes = (ctypes.c_int, ctypes.c_void_p)
+libc.fclose.argtypes = (ctypes.c_void_p,)
+def arenas():
+    path = tempfile.mktemp()
+    out = libc.fopen(path.encode(), b"w")
+    libc.malloc_info(0, out)
+    libc.fclose(out)
+    with open(path) as fh:
+        text = fh.read()
+    os.unlink(path)
+    return text.count("<heap nr=")
+before = arenas()
+barrier = threading.Barrier(4)
+def work():  # all four alive at once, each allocating from C (64 KB is past Python's small-object pool)
+    barrier.wait()
+    kept = [bytearray(64 << 10) for _ in range(20)]
+    barrier.wait()
+threads = [threading.Thread(target=work) for _ in range(4)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(json.dumps({"added": arenas() - before}))
+"""
+
+
+def _arenas(mode: str) -> int:
+    """glibc arenas (heaps) that four concurrent new threads added."""
+    proc = subprocess.run(
+        [sys.executable, "-c", ARENAS, mode],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])["added"]
+
+
+def test_retained_memory_puts_threads_started_later_on_existing_heaps() -> None:
+    # glibc left as it is gives concurrent threads heaps of their own, which it unmaps when empty.
+    assert _arenas("default") >= 2
+    assert _arenas("retain") == 0
+
+
+def test_worker_env_in_effect_needs_every_setting() -> None:
+    # polars is imported first, as in a worker: it rewrites _RJEM_MALLOC_CONF on import
+    code = "import polars\nfrom airflow_lake_provider.lake.worker_process import worker_env_in_effect\n"
+    code += "print(worker_env_in_effect())"
+    base = {k: v for k, v in os.environ.items() if k not in WORKER_ENV}
+
+    def run(env: dict[str, str]) -> str:
+        return subprocess.run(
+            [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    assert run({**base, **WORKER_ENV}) == "True"
+    polars_first = {**base, **WORKER_ENV, "_RJEM_MALLOC_CONF": "dirty_decay_ms:500,muzzy_decay_ms:1000,"}
+    polars_first["_RJEM_MALLOC_CONF"] += WORKER_ENV["_RJEM_MALLOC_CONF"]
+    assert run(polars_first) == "True"
+    assert run({**base, **WORKER_ENV, "_RJEM_MALLOC_CONF": "dirty_decay_ms:-1"}) == "False"
+    assert run({**base, "MALLOC_ARENA_MAX": "1"}) == "False"
+    assert run(base) == "False"
 
 
 def test_prepare_merge_worker_primes_once_and_freezes_the_heap() -> None:

@@ -46,6 +46,17 @@ def _port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _table(tmp_path: Path, table_type: str) -> LakeTable:
+    return LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type=table_type,
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+
+
 @pytest.fixture(scope="module")
 def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A Spark master and one worker on 127.0.0.1, stopped by their own process groups afterwards."""
@@ -120,14 +131,7 @@ def standalone_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
 def test_clean_job_on_standalone_cluster_deletes_exactly_the_old_slices(
     standalone_master: str, tmp_path: Path
 ) -> None:
-    table = LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="cow",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
+    table = _table(tmp_path, "cow")
     commits = []
     for i in range(4):
         batch = pa.table({"id": ["a", "b"], "ts": pa.array([i, i], pa.int64()), "p": ["x", "y"]})
@@ -149,14 +153,7 @@ def test_clean_job_on_standalone_cluster_deletes_exactly_the_old_slices(
 def test_compaction_job_on_standalone_cluster_merges_and_prepares_its_workers(
     standalone_master: str, tmp_path: Path
 ) -> None:
-    table = LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
+    table = _table(tmp_path, "mor")
     ids = [f"k{i}" for i in range(6)]
     write(table, pa.table({"id": ids, "ts": pa.array([0] * 6, pa.int64()), "p": ["x", "y"] * 3}), "insert")
     write(table, pa.table({"id": ids[:2], "ts": pa.array([1, 1], pa.int64()), "p": ["x", "y"]}), "upsert")

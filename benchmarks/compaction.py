@@ -222,12 +222,12 @@ def part_b(work: Path, groups: int, rows_per_group: int, updates_per_group: int,
         f"runs {per_run}), job after JVM start {ratio('job')}, spark-submit wall {ratio('wall')}, "
         f"on {os.cpu_count()} cores"
     )
-    work = statistics.median(one["work"]) / statistics.median(two["work"])
+    speedup = statistics.median(one["work"]) / statistics.median(two["work"])
     for kind, got in ceilings.items():
         ceiling = statistics.median(got)
         print(
             f"    machine, {kind} work: {ceiling:.2f}x (medians of {runs}); "
-            f"compaction work speedup / that = {work / ceiling:.2f}"
+            f"compaction work speedup / that = {speedup / ceiling:.2f}"
         )
 
 

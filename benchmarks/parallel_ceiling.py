@@ -89,15 +89,17 @@ def _timed(kind: str, processes: int, units: int) -> float:
         started.append((proc, parent))
     try:
         for _, parent in started:
+            parent.recv()  # ready
+        t0 = time.perf_counter()
+        for _, parent in started:
+            parent.send("go")
+        for _, parent in started:
             parent.recv()
-    except EOFError:
+        wall = time.perf_counter() - t0
+    except (EOFError, BrokenPipeError):
+        for proc, _ in started:  # the others may wait for "go": left alive, they would hang the exit
+            proc.terminate()
         raise SystemExit("a calibration worker died") from None
-    t0 = time.perf_counter()
-    for _, parent in started:
-        parent.send("go")
-    for _, parent in started:
-        parent.recv()
-    wall = time.perf_counter() - t0
     for proc, _ in started:
         proc.join()
     return wall

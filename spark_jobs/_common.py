@@ -27,11 +27,8 @@ def build_spark_session(
 
     conf = SparkConf()
     builder = SparkSession.builder.appName(app_name).config("spark.ui.showConsoleProgress", "false")
-    for name in task_threads_env:
-        key = f"spark.executorEnv.{name}"
-        if not conf.contains(key):
-            builder = builder.config(key, conf.get("spark.task.cpus", "1"))
-    for name, value in (worker_env or {}).items():
+    defaults = {name: conf.get("spark.task.cpus", "1") for name in task_threads_env} | dict(worker_env or {})
+    for name, value in defaults.items():
         key = f"spark.executorEnv.{name}"
         if not conf.contains(key):
             builder = builder.config(key, value)

@@ -81,7 +81,7 @@ def retain_freed_memory() -> bool:
     if not (
         mallopt(_M_MMAP_THRESHOLD, _KEEP) and mallopt(_M_TRIM_THRESHOLD, _KEEP) and mallopt(_M_ARENA_MAX, 1)
     ):
-        log.debug("mallopt refused the thresholds: keeping Arrow's default memory pool")
+        log.debug("mallopt refused a setting: keeping Arrow's default memory pool")
         return False
     pa.set_memory_pool(pa.system_memory_pool())
     _state["memory"] = True

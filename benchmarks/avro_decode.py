@@ -22,8 +22,8 @@ import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow_lake_provider.lake.avro_schema import META_FIELDS, arrow_to_avro  # noqa: E402
-from airflow_lake_provider.lake.log_format import (  # noqa: E402
+from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro  # noqa: E402
+from airflow_lake_provider.lake.format.log_format import (  # noqa: E402
     LogBlock,
     avro_data_block,
     decode_avro_data_block,

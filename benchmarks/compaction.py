@@ -50,8 +50,12 @@ def _vm_hwm_mb() -> float:
 
 
 def _time_ours(path: str, runs: int, conn) -> None:  # noqa: ANN001
-    from airflow_lake_provider.lake.compaction import execute_operation, load_plan, output_schema
-    from airflow_lake_provider.lake.table import LakeTable
+    from airflow_lake_provider.lake.services.compaction.executor import (
+        execute_operation,
+        load_plan,
+        output_schema,
+    )
+    from airflow_lake_provider.lake.table.table import LakeTable
 
     table = LakeTable.open(path)
     timeline = table.timeline()
@@ -102,8 +106,8 @@ def in_child(fn, path: Path, runs: int) -> dict:  # noqa: ANN001
 
 
 def part_a(work: Path, rows: int, updates: int, runs: int) -> None:
-    from airflow_lake_provider.lake.compaction import schedule_compaction
-    from airflow_lake_provider.lake.table import LakeTable
+    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+    from airflow_lake_provider.lake.table.table import LakeTable
 
     path = work / "slice"
     t0 = time.perf_counter()
@@ -132,9 +136,9 @@ def build_groups(path: Path, groups: int, rows_per_group: int, updates_per_group
     import numpy as np
     import pyarrow as pa
 
-    from airflow_lake_provider.lake import writer
-    from airflow_lake_provider.lake.compaction import schedule_compaction
-    from airflow_lake_provider.lake.table import LakeTable
+    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+    from airflow_lake_provider.lake.table import writer
+    from airflow_lake_provider.lake.table.table import LakeTable
 
     rng = np.random.default_rng(read_slice.SEED)
     n = groups * rows_per_group

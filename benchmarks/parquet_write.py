@@ -25,9 +25,9 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 import read_slice  # noqa: E402  (the same row generator)
 
-from airflow_lake_provider.lake import writer  # noqa: E402
-from airflow_lake_provider.lake.base_file import DICTIONARY_PAGE_LIMIT  # noqa: E402
-from airflow_lake_provider.lake.table import LakeTable  # noqa: E402
+from airflow_lake_provider.lake.format.base_file import DICTIONARY_PAGE_LIMIT  # noqa: E402
+from airflow_lake_provider.lake.table import writer  # noqa: E402
+from airflow_lake_provider.lake.table.table import LakeTable  # noqa: E402
 
 
 def base_rows(folder: Path, n: int) -> pa.Table:

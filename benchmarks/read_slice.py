@@ -5,7 +5,7 @@ Builds, with our writer, a non-partitioned MOR table whose only file group has o
 block (10-field schema, fixed seed). Then times, each in its own child process (so that each has
 its own RSS high-water mark), after one warm-up:
 
-* ``ours``: ``airflow_lake_provider.lake.reader.read_snapshot(table)``;
+* ``ours``: ``airflow_lake_provider.lake.table.reader.read_snapshot(table)``;
 * ``hudi-rs table``: ``HudiTableBuilder.from_base_uri(path).build().read()``;
 * ``hudi-rs fg-reader``: ``HudiFileGroupReader.read_file_slice_from_paths`` on the same slice
   (when the installed ``hudi`` package has it).
@@ -67,8 +67,8 @@ def build_table(path: Path, rows: int, updates: int) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from airflow_lake_provider.lake import writer
-    from airflow_lake_provider.lake.table import LakeTable
+    from airflow_lake_provider.lake.table import writer
+    from airflow_lake_provider.lake.table.table import LakeTable
 
     rng = np.random.default_rng(SEED)
     ids = pa.array([f"key{i:09d}" for i in range(rows)], pa.string())
@@ -89,7 +89,7 @@ def build_table(path: Path, rows: int, updates: int) -> None:
     (slice_,) = slices
     if slice_.base_file is None or len(slice_.log_files) != 1:
         raise SystemExit(f"expected one base file and one log file, got {slice_}")
-    from airflow_lake_provider.lake import log_format
+    from airflow_lake_provider.lake.format import log_format
 
     blocks = log_format.read_log_blocks(table.base_path / slice_.log_files[0].relative_path)
     if len(blocks) != 1 or blocks[0].block_type is not log_format.BlockType.AVRO_DATA:
@@ -98,7 +98,7 @@ def build_table(path: Path, rows: int, updates: int) -> None:
 
 
 def slice_paths(path: Path) -> tuple[str, list[str], int, int]:
-    from airflow_lake_provider.lake.table import LakeTable
+    from airflow_lake_provider.lake.table.table import LakeTable
 
     table = LakeTable.open(path)
     (slice_,) = table.file_system_view().latest_slices()
@@ -113,8 +113,8 @@ def slice_paths(path: Path) -> tuple[str, list[str], int, int]:
 
 
 def _read_ours(path: str):  # noqa: ANN202
-    from airflow_lake_provider.lake.reader import read_snapshot
-    from airflow_lake_provider.lake.table import LakeTable
+    from airflow_lake_provider.lake.table.reader import read_snapshot
+    from airflow_lake_provider.lake.table.table import LakeTable
 
     return read_snapshot(LakeTable.open(path))
 

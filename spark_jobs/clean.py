@@ -17,10 +17,10 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from airflow_lake_provider.lake.clean import DeleteOutcome, delete_files, run_clean
-from airflow_lake_provider.lake.clean_planner import CleanPlan
-from airflow_lake_provider.lake.fs_view import list_files
-from airflow_lake_provider.lake.table import LakeTable
+from airflow_lake_provider.lake.services.clean.executor import DeleteOutcome, delete_files, run_clean
+from airflow_lake_provider.lake.services.clean.planner import CleanPlan
+from airflow_lake_provider.lake.table.fs_view import list_files
+from airflow_lake_provider.lake.table.table import LakeTable
 from spark_jobs._common import run_job
 
 

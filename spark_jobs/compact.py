@@ -25,15 +25,15 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from airflow_lake_provider.lake.commit_metadata import WriteStat
-from airflow_lake_provider.lake.compaction import Outcome, execute_compaction, run_operation
-from airflow_lake_provider.lake.compaction_config import CompactionConfig
-from airflow_lake_provider.lake.compaction_plan import CompactionOperation
 from airflow_lake_provider.lake.errors import CompactionConfigError
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.timeline import Timeline
-from airflow_lake_provider.lake.worker_process import WORKER_ENV
+from airflow_lake_provider.lake.format.commit_metadata import WriteStat
+from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
+from airflow_lake_provider.lake.services.compaction.executor import Outcome, execute_compaction, run_operation
+from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
 from spark_jobs._common import run_job
+from spark_jobs.worker_process import WORKER_ENV
 
 log = logging.getLogger("lake.compact")
 
@@ -76,11 +76,11 @@ def bins(ops: Sequence[CompactionOperation], count: int) -> list[list[tuple[int,
 
 
 def _prepare_worker(context: Any) -> float:
-    """Executor side: fit the Python worker to merges (see ``lake.worker_process``); idempotent.
+    """Executor side: fit the Python worker to merges (see ``spark_jobs.worker_process``); idempotent.
 
     Arrow (and polars, through POLARS_MAX_THREADS, see main) get the task's cores, no more.
     """
-    from airflow_lake_provider.lake.worker_process import prepare_merge_worker
+    from spark_jobs.worker_process import prepare_merge_worker
 
     return prepare_merge_worker(context.cpus() if context is not None else 1)
 
@@ -123,7 +123,7 @@ def _warm_worker(_slot: int) -> dict[str, Any]:
 
     from pyspark import TaskContext
 
-    from airflow_lake_provider.lake.worker_process import worker_env_in_effect
+    from spark_jobs.worker_process import worker_env_in_effect
 
     seconds = _prepare_worker(TaskContext.get())
     return {"pid": os.getpid(), "prime_seconds": round(seconds, 3), "allocator_env": worker_env_in_effect()}

@@ -13,12 +13,12 @@ from airflow_lake_provider.hooks.errors import (
     LakeSparkJobError,
     as_bool,
 )
-from airflow_lake_provider.lake.compaction import ScheduleResult, schedule_compaction
-from airflow_lake_provider.lake.compaction_config import CompactionConfig
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
-from airflow_lake_provider.lake.instant import Action, State
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.timeline import Timeline
+from airflow_lake_provider.lake.format.instant import Action, State
+from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
+from airflow_lake_provider.lake.services.compaction.executor import ScheduleResult, schedule_compaction
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
 
 if TYPE_CHECKING:
     from airflow_lake_provider.hooks.lake import SparkSubmission

@@ -27,7 +27,9 @@ from airflow_lake_provider.hooks.errors import (
     LakeSparkJobError,
     as_bool,
 )
-from airflow_lake_provider.lake.clean import (
+from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.services.clean.executor import (
     CleanResult,
     Outcome,
     clean_config,
@@ -35,11 +37,9 @@ from airflow_lake_provider.lake.clean import (
     run_clean,
     stored_plan,
 )
-from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
-from airflow_lake_provider.lake.instant import Action, Instant, State
 from airflow_lake_provider.lake.spark_submit import job_conf, job_script, spark_submit_binary
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.timeline import Timeline
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
 
 CLEAN_MODES = ("schedule", "execute", "schedule_and_execute")
 # Plans deleting more files than this run on Spark; smaller ones are deleted by the worker itself.

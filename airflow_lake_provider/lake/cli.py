@@ -14,20 +14,24 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake import spark_submit
-from airflow_lake_provider.lake.clean import run_clean
-from airflow_lake_provider.lake.clean_config import POLICY_KEYS, CleanConfig, CleanPolicy
-from airflow_lake_provider.lake.compaction import Outcome, execute_compaction, schedule_compaction
-from airflow_lake_provider.lake.compaction_config import STRATEGY_KEY
 from airflow_lake_provider.lake.errors import (
     CleanConfigError,
     CompactionConfigError,
     CompactionError,
     LakeError,
 )
-from airflow_lake_provider.lake.reader import read_snapshot
-from airflow_lake_provider.lake.savepoint import create_savepoint, delete_savepoint
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.writer import Operation, write
+from airflow_lake_provider.lake.services.clean.config import POLICY_KEYS, CleanConfig, CleanPolicy
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY
+from airflow_lake_provider.lake.services.compaction.executor import (
+    Outcome,
+    execute_compaction,
+    schedule_compaction,
+)
+from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import Operation, write
 
 
 def _fields(value: str) -> tuple[str, ...]:

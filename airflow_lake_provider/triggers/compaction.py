@@ -11,7 +11,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_lake_provider.hooks.compaction import earliest_requested_compaction
 from airflow_lake_provider.lake.errors import LakeError
-from airflow_lake_provider.lake.table import LakeTable
+from airflow_lake_provider.lake.table.table import LakeTable
 
 
 class CompactionPlanTrigger(BaseTrigger):

@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 from dag_helpers import load_example_dag, task_states, xcom_value
 
-from airflow_lake_provider.lake.instant import Action, State
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.timeline import HOODIE_DIR
-from airflow_lake_provider.lake.writer import write
+from airflow_lake_provider.lake.format.instant import Action, State
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import HOODIE_DIR
+from airflow_lake_provider.lake.table.writer import write
 
 pytestmark = pytest.mark.airflow
 
@@ -245,7 +245,7 @@ def test_format_plan_table_lists_partitions_and_total() -> None:
 def test_hook_spark_path_is_judged_from_the_timeline_not_the_exit_code(tmp_path: Path, monkeypatch) -> None:
     """spark-submit failing after the clean completed is a success; exiting 0 without it is a failure."""
     from airflow_lake_provider.hooks.lake import LakeHook, LakeSparkJobError, SparkSubmission
-    from airflow_lake_provider.lake.clean import run_clean
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
 
     table, _ = _build_table(tmp_path / "trips")
     calls: list[list[str]] = []

@@ -13,16 +13,16 @@ from hudi import HudiReadOptions, HudiTableBuilder
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from airflow_lake_provider.lake.clean import Outcome, run_clean
-from airflow_lake_provider.lake.clean_planner import CleanPolicy
-from airflow_lake_provider.lake.compaction import Outcome as CompactionOutcome
-from airflow_lake_provider.lake.compaction import run_compaction, schedule_compaction
 from airflow_lake_provider.lake.errors import SavepointError
-from airflow_lake_provider.lake.instant import instant_to_datetime
-from airflow_lake_provider.lake.reader import read_snapshot
-from airflow_lake_provider.lake.savepoint import create_savepoint
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.writer import write
+from airflow_lake_provider.lake.format.instant import instant_to_datetime
+from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
+from airflow_lake_provider.lake.services.clean.planner import CleanPolicy
+from airflow_lake_provider.lake.services.compaction.executor import Outcome as CompactionOutcome
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction, schedule_compaction
+from airflow_lake_provider.lake.services.savepoint import create_savepoint
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
 
 KEYS = ["k0", "k1", "k2"]
 

@@ -10,9 +10,9 @@ from hudi import HudiTableBuilder
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_lake_provider.lake.reader import read_snapshot
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.writer import write
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
 
 KEYS = [f"k{i}" for i in range(8)]
 CITIES = ["sf", "nyc"]

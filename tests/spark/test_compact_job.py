@@ -9,11 +9,11 @@ import pyarrow as pa
 import pytest
 from hudi import HudiTableBuilder
 
-from airflow_lake_provider.lake.compaction import execute_compaction, schedule_compaction
 from airflow_lake_provider.lake.errors import CompactionConfigError, CompactionError
-from airflow_lake_provider.lake.reader import read_snapshot
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.writer import write
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, schedule_compaction
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
 from spark_jobs import compact
 
 pytestmark = pytest.mark.spark
@@ -133,7 +133,7 @@ def test_job_options_are_validated() -> None:
 
 
 def test_bins_spread_operations_by_io() -> None:
-    from airflow_lake_provider.lake.compaction_plan import CompactionOperation
+    from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
 
     sizes = [50.0, 10.0, 40.0, 30.0, 20.0]
     ops = [

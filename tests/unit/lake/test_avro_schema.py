@@ -10,7 +10,8 @@ import fastavro
 import pyarrow as pa
 import pytest
 
-from airflow_lake_provider.lake.avro_schema import (
+from airflow_lake_provider.lake.errors import LakeError, SchemaError
+from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
     avro_to_arrow,
@@ -19,8 +20,7 @@ from airflow_lake_provider.lake.avro_schema import (
     strip_meta_fields,
     with_meta_fields,
 )
-from airflow_lake_provider.lake.errors import LakeError, SchemaError
-from airflow_lake_provider.lake.log_format import read_log_blocks
+from airflow_lake_provider.lake.format.log_format import read_log_blocks
 
 UTC_US = pa.timestamp("us", tz="UTC")
 

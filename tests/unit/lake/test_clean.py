@@ -11,17 +11,21 @@ import pyarrow as pa
 import pytest
 from hudi import HudiTableBuilder
 
-from airflow_lake_provider.lake import timeline_avro
-from airflow_lake_provider.lake.clean import Outcome, pending_cleans, run_clean
-from airflow_lake_provider.lake.clean_config import CleanConfig, CleanPolicy
-from airflow_lake_provider.lake.clean_planner import CleanPlan, earliest_commit_to_retain, partitions_to_scan
-from airflow_lake_provider.lake.commit_metadata import CommitMetadata
 from airflow_lake_provider.lake.errors import CleanConfigError, ServiceBusyError, UnsafePathError
-from airflow_lake_provider.lake.instant import Action, instant_to_datetime
-from airflow_lake_provider.lake.reader import read_snapshot
-from airflow_lake_provider.lake.savepoint import create_savepoint, delete_savepoint
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.writer import write
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
+from airflow_lake_provider.lake.format.instant import Action, instant_to_datetime
+from airflow_lake_provider.lake.services.clean.config import CleanConfig, CleanPolicy
+from airflow_lake_provider.lake.services.clean.executor import Outcome, pending_cleans, run_clean
+from airflow_lake_provider.lake.services.clean.planner import (
+    CleanPlan,
+    earliest_commit_to_retain,
+    partitions_to_scan,
+)
+from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
 
 
 def _table(tmp_path: Path, kind: str = "cow", partitioned: bool = False) -> LakeTable:

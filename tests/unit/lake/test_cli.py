@@ -15,7 +15,7 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.table import LakeTable
+from airflow_lake_provider.lake.table.table import LakeTable
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 INSTANT_RE = re.compile(r"^[0-9]{17}$")

@@ -13,8 +13,20 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake import cli
-from airflow_lake_provider.lake.commit_metadata import CommitMetadata
-from airflow_lake_provider.lake.compaction import (
+from airflow_lake_provider.lake.errors import (
+    CommitConflictError,
+    CompactionScheduleConflictError,
+    ServiceBusyError,
+)
+from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
+from airflow_lake_provider.lake.format.file_names import BaseFileName
+from airflow_lake_provider.lake.format.instant import (
+    Action,
+    InstantClock,
+    format_instant,
+    instant_to_datetime,
+)
+from airflow_lake_provider.lake.services.compaction.executor import (
     Outcome,
     commit_compaction,
     execute_compaction,
@@ -25,17 +37,10 @@ from airflow_lake_provider.lake.compaction import (
     run_compaction,
     schedule_compaction,
 )
-from airflow_lake_provider.lake.compaction_plan import CompactionOperation
-from airflow_lake_provider.lake.errors import (
-    CommitConflictError,
-    CompactionScheduleConflictError,
-    ServiceBusyError,
-)
-from airflow_lake_provider.lake.file_names import BaseFileName
-from airflow_lake_provider.lake.instant import Action, InstantClock, format_instant, instant_to_datetime
-from airflow_lake_provider.lake.reader import read_snapshot
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.writer import write
+from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
 
 DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
 DATA = ["id", "ts", "city", "fare"]

@@ -9,9 +9,17 @@ from pathlib import Path
 import fastavro
 import pytest
 
-from airflow_lake_provider.lake import timeline_avro
-from airflow_lake_provider.lake.compaction_config import DEFAULT_STRATEGY, CompactionConfig, TriggerStrategy
-from airflow_lake_provider.lake.compaction_plan import (
+from airflow_lake_provider.lake.errors import CompactionConfigError
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
+from airflow_lake_provider.lake.services.compaction.config import (
+    DEFAULT_STRATEGY,
+    CompactionConfig,
+    TriggerStrategy,
+)
+from airflow_lake_provider.lake.services.compaction.plan import (
     TOTAL_IO_MB,
     TOTAL_IO_READ_MB,
     TOTAL_IO_WRITE_MB,
@@ -19,8 +27,12 @@ from airflow_lake_provider.lake.compaction_plan import (
     TOTAL_LOG_FILES_SIZE,
     CompactionPlan,
 )
-from airflow_lake_provider.lake.compaction_planner import plan_compaction, should_compact, trigger_state
-from airflow_lake_provider.lake.compaction_strategy import (
+from airflow_lake_provider.lake.services.compaction.planner import (
+    plan_compaction,
+    should_compact,
+    trigger_state,
+)
+from airflow_lake_provider.lake.services.compaction.strategy import (
     BoundedPartitionAwareStrategy,
     CompositeStrategy,
     DayBasedStrategy,
@@ -31,13 +43,9 @@ from airflow_lake_provider.lake.compaction_strategy import (
     partition_date,
     strategy_for,
 )
-from airflow_lake_provider.lake.errors import CompactionConfigError
-from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName
-from airflow_lake_provider.lake.fs_view import BaseFile, FileGroup, FileSlice, FileSystemView, LogFile
-from airflow_lake_provider.lake.instant import Action, Instant, State
-from airflow_lake_provider.lake.table_config import TableConfig, TableType
-from airflow_lake_provider.lake.timeline import Timeline
-from airflow_lake_provider.lake.timeline_store import TimelineStore
+from airflow_lake_provider.lake.table.fs_view import BaseFile, FileGroup, FileSlice, FileSystemView, LogFile
+from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.table.timeline_store import TimelineStore
 
 MB = 1024 * 1024
 B = "20240101000000000"

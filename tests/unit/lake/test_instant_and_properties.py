@@ -14,7 +14,7 @@ from airflow_lake_provider.lake.errors import (
     TableConfigError,
     UnsupportedTableVersionError,
 )
-from airflow_lake_provider.lake.instant import (
+from airflow_lake_provider.lake.format.instant import (
     Action,
     Instant,
     InstantClock,
@@ -23,13 +23,13 @@ from airflow_lake_provider.lake.instant import (
     instant_to_datetime,
     validate_instant_time,
 )
-from airflow_lake_provider.lake.properties import (
+from airflow_lake_provider.lake.format.properties import (
     CHECKSUM_KEY,
     format_properties,
     parse_properties,
     table_checksum,
 )
-from airflow_lake_provider.lake.table_config import (
+from airflow_lake_provider.lake.format.table_config import (
     DEFAULT_PAYLOAD,
     OVERWRITE_PAYLOAD,
     MergeMode,

@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_lake_provider.lake import log_format
-from airflow_lake_provider.lake.avro_schema import (
+from airflow_lake_provider.lake.errors import CorruptLogBlockError, LakeError, SchemaError
+from airflow_lake_provider.lake.format import log_format
+from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
     avro_to_arrow,
     with_meta_fields,
 )
-from airflow_lake_provider.lake.errors import CorruptLogBlockError, LakeError, SchemaError
-from airflow_lake_provider.lake.log_format import (
+from airflow_lake_provider.lake.format.log_format import (
     BlockType,
     DeleteRecord,
     HeaderKey,

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 from hudi import HudiTableBuilder
 
-from airflow_lake_provider.lake.reader import read_snapshot
-from airflow_lake_provider.lake.table import LakeTable
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
 
 SHARED = Path(__file__).resolve().parents[4] / "shared"
 # name -> rows a snapshot holds (the hudi-tables README's numbers)

@@ -12,8 +12,6 @@ import fastavro
 import pytest
 from fastavro.validation import ValidationError
 
-from airflow_lake_provider.lake import timeline_avro
-from airflow_lake_provider.lake.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     CorruptTimelineFileError,
@@ -21,10 +19,17 @@ from airflow_lake_provider.lake.errors import (
     InvalidStateTransitionError,
     UnsafePathError,
 )
-from airflow_lake_provider.lake.instant import Action, Instant, State
-from airflow_lake_provider.lake.table_config import TableConfig, TableType
-from airflow_lake_provider.lake.timeline import Timeline
-from airflow_lake_provider.lake.timeline_store import IOType, Marker, TimelineStore, write_file_atomically
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat
+from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
+from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.table.timeline_store import (
+    IOType,
+    Marker,
+    TimelineStore,
+    write_file_atomically,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 SHARED = REPO_ROOT.parent / "shared"

@@ -19,11 +19,11 @@ from airflow_lake_provider.lake.errors import (
     TableNotFoundError,
     UnsupportedTableVersionError,
 )
-from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName, validate_file_id
-from airflow_lake_provider.lake.instant import InstantClock, format_instant
-from airflow_lake_provider.lake.reader import read_snapshot
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.writer import write
+from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName, validate_file_id
+from airflow_lake_provider.lake.format.instant import InstantClock, format_instant
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
 T1, T2, T3, T4 = (format_instant(FROZEN + dt.timedelta(milliseconds=i)) for i in range(4))

@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from airflow_lake_provider.lake.compaction_plan import CompactionOperation
 from airflow_lake_provider.lake.errors import CompactionConfigError
+from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
 
 if TYPE_CHECKING:
-    from airflow_lake_provider.lake.compaction_config import CompactionConfig
+    from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
 
 _DATE_RE = re.compile(r"(\d{4})[/-]?(\d{2})[/-]?(\d{2})(?:\D|$)")
 

@@ -94,10 +94,10 @@ def prime_merge() -> float:
     Raises ``CompactionError`` if the compaction did not merge the three rows (a priming that
     silently did nothing would leave the one-off costs on the first real merge).
     """
-    from airflow_lake_provider.lake import writer
-    from airflow_lake_provider.lake.compaction import Outcome, run_compaction
     from airflow_lake_provider.lake.errors import CompactionError
-    from airflow_lake_provider.lake.table import LakeTable
+    from airflow_lake_provider.lake.services.compaction.executor import Outcome, run_compaction
+    from airflow_lake_provider.lake.table import writer
+    from airflow_lake_provider.lake.table.table import LakeTable
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="lake-warmup-") as folder:

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_lake_provider.lake.errors import SchemaError
-from airflow_lake_provider.lake.file_names import PARTITION_METADATA_FILE
-from airflow_lake_provider.lake.table_config import TableConfig
+from airflow_lake_provider.lake.format.file_names import PARTITION_METADATA_FILE
+from airflow_lake_provider.lake.format.table_config import TableConfig
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 _RESERVED_TOP_LEVEL = {".hoodie", "metadata", "_delta_log"}

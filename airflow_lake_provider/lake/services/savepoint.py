@@ -6,14 +6,14 @@ import getpass
 import time
 from dataclasses import dataclass
 
-from airflow_lake_provider.lake import timeline_avro
-from airflow_lake_provider.lake.commit_metadata import WriteStat, join_partition
 from airflow_lake_provider.lake.errors import SavepointError
-from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName
-from airflow_lake_provider.lake.fs_view import FileSystemView
-from airflow_lake_provider.lake.instant import COMMIT_ACTIONS, Action, State, validate_instant_time
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.timeline import Timeline
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.commit_metadata import WriteStat, join_partition
+from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS, Action, State, validate_instant_time
+from airflow_lake_provider.lake.table.fs_view import FileSystemView
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
 
 
 @dataclass(frozen=True)

@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName
-from airflow_lake_provider.lake.instant import Action, State
-from airflow_lake_provider.lake.table_config import TableConfig
-from airflow_lake_provider.lake.timeline import HOODIE_DIR, Timeline
+from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.format.instant import Action, State
+from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.table.timeline import HOODIE_DIR, Timeline
 
 _SKIPPED_TOP_LEVEL = {HOODIE_DIR, "_delta_log", "metadata"}
 Lister = Callable[[Sequence[str]], Mapping[str, Sequence[tuple[str, int]]]]

@@ -11,16 +11,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake import log_format
 from airflow_lake_provider.lake.errors import CorruptLogBlockError
-from airflow_lake_provider.lake.fs_view import FileSlice, LogFile
-from airflow_lake_provider.lake.instant import validate_instant_time
-from airflow_lake_provider.lake.log_format import BlockType, LogBlock
-from airflow_lake_provider.lake.merge import DataItem, DeleteItem, LogItem, merge_slice
-from airflow_lake_provider.lake.partitioning import record_keys
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.table_config import TableConfig
-from airflow_lake_provider.lake.timeline import Timeline
+from airflow_lake_provider.lake.format import log_format
+from airflow_lake_provider.lake.format.instant import validate_instant_time
+from airflow_lake_provider.lake.format.log_format import BlockType, LogBlock
+from airflow_lake_provider.lake.format.partitioning import record_keys
+from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.table.fs_view import FileSlice, LogFile
+from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, LogItem, merge_slice
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
 
 log = logging.getLogger(__name__)
 RECORD_KEY = "_hoodie_record_key"

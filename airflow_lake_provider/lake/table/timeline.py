@@ -9,10 +9,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from airflow_lake_provider.lake import timeline_avro
-from airflow_lake_provider.lake.commit_metadata import CommitMetadata
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, InvalidInstantError
-from airflow_lake_provider.lake.instant import COMMIT_ACTIONS, Action, Instant, State
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
+from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS, Action, Instant, State
 
 HOODIE_DIR = ".hoodie"
 

@@ -17,16 +17,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from airflow_lake_provider.lake.base_file import fsync_file
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     InvalidStateTransitionError,
     ServiceBusyError,
     UnsafePathError,
 )
-from airflow_lake_provider.lake.instant import Action, Instant, State, validate_instant_time
-from airflow_lake_provider.lake.properties import format_properties
-from airflow_lake_provider.lake.timeline import HOODIE_DIR
+from airflow_lake_provider.lake.format.base_file import fsync_file
+from airflow_lake_provider.lake.format.instant import Action, Instant, State, validate_instant_time
+from airflow_lake_provider.lake.format.properties import format_properties
+from airflow_lake_provider.lake.table.timeline import HOODIE_DIR
 
 PROPERTIES_FILE = "hoodie.properties"
 TEMP_DIR = ".temp"

@@ -9,7 +9,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.avro_schema import avro_to_arrow, meta_arrow_fields
 from airflow_lake_provider.lake.errors import (
     LakeError,
     SchemaError,
@@ -17,12 +16,13 @@ from airflow_lake_provider.lake.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from airflow_lake_provider.lake.fs_view import FileSystemView, Lister
-from airflow_lake_provider.lake.instant import DEFAULT_CLOCK, InstantClock
-from airflow_lake_provider.lake.properties import parse_properties
-from airflow_lake_provider.lake.table_config import TableConfig, TableType
-from airflow_lake_provider.lake.timeline import HOODIE_DIR, Timeline
-from airflow_lake_provider.lake.timeline_store import PROPERTIES_FILE, TimelineStore
+from airflow_lake_provider.lake.format.avro_schema import avro_to_arrow, meta_arrow_fields
+from airflow_lake_provider.lake.format.instant import DEFAULT_CLOCK, InstantClock
+from airflow_lake_provider.lake.format.properties import parse_properties
+from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
+from airflow_lake_provider.lake.table.fs_view import FileSystemView, Lister
+from airflow_lake_provider.lake.table.timeline import HOODIE_DIR, Timeline
+from airflow_lake_provider.lake.table.timeline_store import PROPERTIES_FILE, TimelineStore
 
 
 class LakeTable:

@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_lake_provider.lake.table_config import MergeMode
+from airflow_lake_provider.lake.format.table_config import MergeMode
 
 IS_DELETED_FIELD = "_hoodie_is_deleted"
 

@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import InvalidFileNameError
-from airflow_lake_provider.lake.instant import validate_instant_time
+from airflow_lake_provider.lake.format.instant import validate_instant_time
 
 # Java's grammar: file ids and tokens use [A-Za-z0-9-] only; a "_" would make hudi-rs drop the file.
 _FILE_ID_RE = re.compile(r"^[A-Za-z0-9-]+$")

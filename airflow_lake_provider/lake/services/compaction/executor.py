@@ -24,13 +24,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_lake_provider.lake import timeline_avro
-from airflow_lake_provider.lake.base_file import write_base_file
-from airflow_lake_provider.lake.clean import resolve_deletable
-from airflow_lake_provider.lake.commit_metadata import CommitMetadata, WriteStat, join_partition
-from airflow_lake_provider.lake.compaction_config import STRATEGY_KEY, CompactionConfig
-from airflow_lake_provider.lake.compaction_plan import CompactionOperation, CompactionPlan
-from airflow_lake_provider.lake.compaction_planner import plan_compaction, trigger_state
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     CompactionError,
@@ -38,14 +31,27 @@ from airflow_lake_provider.lake.errors import (
     InvalidStateTransitionError,
     LakeError,
 )
-from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName, write_token
-from airflow_lake_provider.lake.fs_view import BaseFile, FileSlice, LogFile
-from airflow_lake_provider.lake.instant import COMMIT_ACTIONS, Action, Instant, State, validate_instant_time
-from airflow_lake_provider.lake.merge import DataItem, merge_slice
-from airflow_lake_provider.lake.reader import SliceReader
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.timeline import Timeline
-from airflow_lake_provider.lake.timeline_store import WRITE_LOCK, IOType
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.base_file import write_base_file
+from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
+from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName, write_token
+from airflow_lake_provider.lake.format.instant import (
+    COMMIT_ACTIONS,
+    Action,
+    Instant,
+    State,
+    validate_instant_time,
+)
+from airflow_lake_provider.lake.services.clean.executor import resolve_deletable
+from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY, CompactionConfig
+from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
+from airflow_lake_provider.lake.services.compaction.planner import plan_compaction, trigger_state
+from airflow_lake_provider.lake.table.fs_view import BaseFile, FileSlice, LogFile
+from airflow_lake_provider.lake.table.merge import DataItem, merge_slice
+from airflow_lake_provider.lake.table.reader import SliceReader
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
 
 log = logging.getLogger(__name__)
 

@@ -16,20 +16,29 @@ from enum import Enum
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_lake_provider.lake import log_format
-from airflow_lake_provider.lake.avro_schema import META_FIELDS, arrow_to_avro, avro_to_arrow, with_meta_fields
-from airflow_lake_provider.lake.base_file import write_base_file
-from airflow_lake_provider.lake.commit_metadata import CommitMetadata, WriteStat, join_partition
 from airflow_lake_provider.lake.errors import SchemaError
-from airflow_lake_provider.lake.file_names import BaseFileName, LogFileName, new_file_id, write_token
-from airflow_lake_provider.lake.fs_view import FileGroup, FileSystemView
-from airflow_lake_provider.lake.instant import Action
-from airflow_lake_provider.lake.partitioning import partition_paths, record_keys, write_partition_metadata
-from airflow_lake_provider.lake.reader import SliceReader, conform
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.table_config import MergeMode
-from airflow_lake_provider.lake.timeline import Timeline
-from airflow_lake_provider.lake.timeline_store import WRITE_LOCK, IOType
+from airflow_lake_provider.lake.format import log_format
+from airflow_lake_provider.lake.format.avro_schema import (
+    META_FIELDS,
+    arrow_to_avro,
+    avro_to_arrow,
+    with_meta_fields,
+)
+from airflow_lake_provider.lake.format.base_file import write_base_file
+from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
+from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName, new_file_id, write_token
+from airflow_lake_provider.lake.format.instant import Action
+from airflow_lake_provider.lake.format.partitioning import (
+    partition_paths,
+    record_keys,
+    write_partition_metadata,
+)
+from airflow_lake_provider.lake.format.table_config import MergeMode
+from airflow_lake_provider.lake.table.fs_view import FileGroup, FileSystemView
+from airflow_lake_provider.lake.table.reader import SliceReader, conform
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
 
 log = logging.getLogger(__name__)
 

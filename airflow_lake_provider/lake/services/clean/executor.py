@@ -20,20 +20,20 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from airflow_lake_provider.lake import timeline_avro
-from airflow_lake_provider.lake.clean_config import CleanConfig
-from airflow_lake_provider.lake.clean_planner import (
+from airflow_lake_provider.lake.errors import UnsafePathError
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.services.clean.config import CleanConfig
+from airflow_lake_provider.lake.services.clean.planner import (
     CleanPlan,
     earliest_commit_to_retain,
     partitions_to_scan,
     plan_clean,
 )
-from airflow_lake_provider.lake.errors import UnsafePathError
-from airflow_lake_provider.lake.fs_view import Lister
-from airflow_lake_provider.lake.instant import Action, Instant, State
-from airflow_lake_provider.lake.savepoint import savepointed_files, savepoints
-from airflow_lake_provider.lake.table import LakeTable
-from airflow_lake_provider.lake.timeline import HOODIE_DIR, Timeline
+from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
+from airflow_lake_provider.lake.table.fs_view import Lister
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import HOODIE_DIR, Timeline
 
 log = logging.getLogger(__name__)
 PARALLEL_DELETE_THRESHOLD = 64

@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from airflow_lake_provider.lake.clean_config import CleanConfig, CleanPolicy
-from airflow_lake_provider.lake.fs_view import FileSystemView, SlotEntry
-from airflow_lake_provider.lake.instant import (
+from airflow_lake_provider.lake.format.instant import (
     COMMIT_ACTIONS,
     Action,
     Instant,
     State,
     format_instant,
 )
-from airflow_lake_provider.lake.timeline import Timeline
+from airflow_lake_provider.lake.services.clean.config import CleanConfig, CleanPolicy
+from airflow_lake_provider.lake.table.fs_view import FileSystemView, SlotEntry
+from airflow_lake_provider.lake.table.timeline import Timeline
 
 PLAN_VERSION = 2
 # Pending instants that may still read or form file slices.

@@ -32,13 +32,13 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.avro_schema import (
+from airflow_lake_provider.lake.errors import CorruptLogBlockError, SchemaError
+from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     avro_to_arrow,
     avro_to_arrow_raw,
     parse_avro_json,
 )
-from airflow_lake_provider.lake.errors import CorruptLogBlockError, SchemaError
 
 log = logging.getLogger(__name__)
 

@@ -51,7 +51,7 @@ REQUESTED_REPLACE_METADATA = "org.apache.hudi.avro.model.HoodieRequestedReplaceM
 def load_schema_text(stem: str) -> dict[str, Any]:
     """The JSON of one shipped ``.avsc`` file, its licence comment stripped."""
     text = (
-        resources.files("airflow_lake_provider.lake")
+        resources.files("airflow_lake_provider.lake.format")
         .joinpath("schemas")
         .joinpath(f"{stem}.avsc")
         .read_text("utf-8")

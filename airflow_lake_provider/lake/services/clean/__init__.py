@@ -1,0 +1,1 @@
+"""Clean: configuration, the pure planner, and the executor that deletes what a plan names."""

@@ -1,0 +1,1 @@
+"""Compaction: configuration, strategies, the pure planner, plans, and the executor."""

@@ -89,10 +89,11 @@ def build_table(path: Path, rows: int, updates: int) -> None:
     (slice_,) = slices
     if slice_.base_file is None or len(slice_.log_files) != 1:
         raise SystemExit(f"expected one base file and one log file, got {slice_}")
-    from airflow_lake_provider.lake.format import log_format
+    from airflow_lake_provider.lake.format.log_block import BlockType
+    from airflow_lake_provider.lake.table.data_files import read_log_blocks
 
-    blocks = log_format.read_log_blocks(table.base_path / slice_.log_files[0].relative_path)
-    if len(blocks) != 1 or blocks[0].block_type is not log_format.BlockType.AVRO_DATA:
+    blocks = read_log_blocks(table.storage, slice_.log_files[0].relative_path)
+    if len(blocks) != 1 or blocks[0].block_type is not BlockType.AVRO_DATA:
         kinds = [b.block_type.name for b in blocks]
         raise SystemExit(f"expected one AVRO_DATA block in the log file, got {kinds}")
 

@@ -19,7 +19,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
 
 from airflow_lake_provider.lake.services.clean.executor import DeleteOutcome, delete_files, run_clean
 from airflow_lake_provider.lake.services.clean.planner import CleanPlan
-from airflow_lake_provider.lake.table.fs_view import list_files
+from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.table import LakeTable
 from spark_jobs._common import run_job
 
@@ -49,20 +49,20 @@ def options_of(pairs: Sequence[str]) -> dict[str, str]:
 def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     sc = spark.sparkContext
     table = LakeTable.open(args.table)
-    base = str(table.base_path)
+    base = table.uri  # executors open their own storage from the URI
 
     def lister(partitions: Sequence[str]) -> Mapping[str, Sequence[tuple[str, int]]]:
         if not partitions:
             return {}
         rdd = sc.parallelize(list(partitions), min(len(partitions), sc.defaultParallelism * 4))
-        return dict(rdd.map(lambda p: (p, list_files(Path(base) / p if p else Path(base)))).collect())
+        return dict(rdd.map(lambda p: (p, open_storage(base).list(p))).collect())
 
     def deleter(tbl: LakeTable, plan: CleanPlan) -> dict[str, DeleteOutcome]:
         items = list(plan.files_per_partition.items())
         if not items:
             return {}
         rdd = sc.parallelize(items, min(len(items), sc.defaultParallelism * 4))
-        return dict(rdd.map(lambda kv: (kv[0], delete_files(Path(base), kv[1]))).collect())
+        return dict(rdd.map(lambda kv: (kv[0], delete_files(open_storage(base), kv[1]))).collect())
 
     result = run_clean(
         table,

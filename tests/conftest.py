@@ -20,7 +20,8 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_DIR = REPO_ROOT.parent / "shared"
+DATA_DIR = REPO_ROOT / "tests" / "data"  # test data lives in the repository (tests/data/README.md)
+HUDI_TABLES = DATA_DIR / "hudi-tables"
 
 # --- Environment, before any Airflow import ---------------------------------------------------------
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="lake-airflow-home-"))
@@ -75,16 +76,8 @@ def repo_root() -> Path:
     return REPO_ROOT
 
 
-@pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    """``shared/`` beside the checkout: docs, hudi-tables zips, Hudi avro schemas, compose-spec."""
-    if not SHARED_DIR.is_dir():
-        pytest.skip(f"shared data folder not found at {SHARED_DIR}")
-    return SHARED_DIR
-
-
 @pytest.fixture
-def hudi_table_zip(shared_dir: Path, tmp_path: Path) -> Callable[[str], Path]:
+def hudi_table_zip(tmp_path: Path) -> Callable[[str], Path]:
     """Factory: ``hudi_table_zip("cow_v6_nonpartitioned")`` unzips that table and returns its dir.
 
     Each zip holds one top-level table directory, and COW/MOR zips reuse the same inner names, so
@@ -92,7 +85,7 @@ def hudi_table_zip(shared_dir: Path, tmp_path: Path) -> Callable[[str], Path]:
     """
 
     def extract(name: str) -> Path:
-        archive = shared_dir / "hudi-tables" / f"{name.removesuffix('.zip')}.zip"
+        archive = HUDI_TABLES / f"{name.removesuffix('.zip')}.zip"
         if not archive.is_file():
             raise FileNotFoundError(f"no such test table: {archive}")
         dest = tmp_path / archive.stem

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow_lake_provider.hooks.errors import (
     LakeConfigError,
@@ -13,15 +13,13 @@ from airflow_lake_provider.hooks.errors import (
     LakeSparkJobError,
     as_bool,
 )
+from airflow_lake_provider.hooks.spark import SparkJobMixin, SparkSubmission
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
 from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
 from airflow_lake_provider.lake.services.compaction.executor import ScheduleResult, schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
-
-if TYPE_CHECKING:
-    from airflow_lake_provider.hooks.lake import SparkSubmission
 
 
 def earliest_requested_compaction(table: LakeTable) -> str | None:
@@ -81,7 +79,7 @@ def compaction_metrics(timeline: Timeline, instant: str) -> dict[str, Any] | Non
     }
 
 
-class CompactionHookMixin:
+class CompactionHookMixin(SparkJobMixin):
     """Compaction service of :class:`~airflow_lake_provider.hooks.lake.LakeHook` (mixed into it)."""
 
     def schedule_compaction(
@@ -165,7 +163,7 @@ class CompactionHookMixin:
         args = ["--table", str(table.base_path), "--instant", target]
         for key, value in opts.items():
             args += ["--option", f"{key}={value}"]
-        submission: SparkSubmission = self.submit_spark_job(  # type: ignore[attr-defined]
+        submission: SparkSubmission = self.submit_spark_job(
             "compact.py",
             args,
             conn_id=spark_conn_id,

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +27,7 @@ from airflow_lake_provider.lake.services.compaction.executor import (
     schedule_compaction,
 )
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
+from airflow_lake_provider.lake.storage import Storage, open_storage
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import Operation, write
@@ -115,12 +114,17 @@ def _cmd_init(args: argparse.Namespace) -> None:
         partition_fields=args.partition_fields,
         hive_style=args.hive_style,
     )
-    print(f"created {table.config.table_type.value} table {table.config.name} at {table.base_path}")
+    print(f"created {table.config.table_type.value} table {table.config.name} at {table.uri}")
 
 
 def _cmd_write(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
-    batch = pq.read_table(args.input)
+    folder, name = _split(args.input)
+    try:
+        with folder.open_input(name) as source:
+            batch = pq.read_table(source)
+    except FileNotFoundError:
+        raise LakeError(f"input file {args.input} does not exist") from None
     result = write(table, batch, args.operation)
     print(result.instant)
 
@@ -128,11 +132,17 @@ def _cmd_write(args: argparse.Namespace) -> None:
 def _cmd_read(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     snapshot = read_snapshot(table, as_of=args.as_of)
-    out = Path(args.output)
-    tmp = out.with_name(f".{out.name}.tmp")
-    pq.write_table(snapshot if snapshot.num_columns else pa.table({}), tmp)
-    os.replace(tmp, out)
-    print(f"{snapshot.num_rows} rows -> {out}")
+    sink = pa.BufferOutputStream()
+    pq.write_table(snapshot if snapshot.num_columns else pa.table({}), sink)
+    folder, name = _split(args.output)
+    folder.write(name, sink.getvalue().to_pybytes())  # atomic: no half-written output file
+    print(f"{snapshot.num_rows} rows -> {folder.uri(name)}")
+
+
+def _split(location: str) -> tuple[Storage, str]:
+    """The storage of a user file's folder, and the file's name in it."""
+    folder, _, name = location.rstrip("/").rpartition("/")
+    return open_storage(folder or ("/" if location.startswith("/") else ".")), name
 
 
 def _cmd_timeline(args: argparse.Namespace) -> None:
@@ -163,9 +173,7 @@ def _cmd_clean(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     options = _clean_options(args)
     if args.spark:
-        job_args = ["--table", str(table.base_path)] + [
-            a for k, v in options.items() for a in ("--option", f"{k}={v}")
-        ]
+        job_args = ["--table", table.uri] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
         result = spark_submit.submit(
             "clean.py", job_args + (["--dry-run"] if args.dry_run else []), master=args.master
         )
@@ -195,7 +203,7 @@ def _cmd_compact(args: argparse.Namespace) -> None:
 
     def execute(instant: str | None) -> None:
         if args.spark and not args.dry_run:
-            job_args = ["--table", str(table.base_path)] + (["--instant", instant] if instant else [])
+            job_args = ["--table", table.uri] + (["--instant", instant] if instant else [])
             result = spark_submit.submit("compact.py", job_args, master=args.master)
             if result.get("outcome") == "FAILED":
                 raise CompactionError(str(result.get("error")))

@@ -77,3 +77,15 @@ class CompactionConfigError(CompactionError, ValueError):
 
 class CompactionScheduleConflictError(CompactionError):
     """No valid plan instant: it must follow every completed instant and precede every pending write."""
+
+
+class StorageError(LakeError):
+    """A file could not be read, written, listed or deleted as asked."""
+
+
+class ObjectNotFoundError(StorageError, FileNotFoundError):
+    """The file asked for does not exist."""
+
+
+class ObjectExistsError(StorageError, FileExistsError):
+    """A create-only write found the file already there; nothing was overwritten."""

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from typing import IO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -18,17 +17,8 @@ RECORD_KEY = "_hoodie_record_key"
 DICTIONARY_PAGE_LIMIT = 256 * 1024
 
 
-def fsync_file(path: Path) -> None:
-    """Flush a file (or a folder's entries) to stable storage before a later step depends on it."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_base_file(path: Path, rows: pa.Table) -> int:
-    """Write ``rows`` (meta columns first) as a snappy parquet base file; return its size in bytes.
+def write_base_file(sink: IO[bytes], rows: pa.Table) -> None:
+    """Write ``rows`` (meta columns first) as a snappy parquet base file into ``sink``.
 
     The footer carries Hudi's record-key range, which Java's bloom/range index reads.
     """
@@ -39,9 +29,7 @@ def write_base_file(path: Path, rows: pa.Table) -> int:
     }
     pq.write_table(
         rows.replace_schema_metadata(meta),
-        path,
+        sink,
         compression="snappy",
         dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT,
     )
-    fsync_file(path)
-    return path.stat().st_size

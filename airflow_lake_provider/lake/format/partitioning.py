@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import os
-from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_lake_provider.lake.errors import SchemaError
-from airflow_lake_provider.lake.format.file_names import PARTITION_METADATA_FILE
 from airflow_lake_provider.lake.format.table_config import TableConfig
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -67,15 +64,7 @@ def unique_values(array: pa.Array) -> list[str]:
     return sorted(pc.unique(array).to_pylist())
 
 
-def write_partition_metadata(base_path: Path, partition: str, instant: str, depth: int) -> None:
-    """Create ``.hoodie_partition_metadata`` once per partition (Java's partition discovery needs it)."""
-    folder = base_path / partition if partition else base_path
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / PARTITION_METADATA_FILE
-    if target.exists():
-        return
+def partition_metadata_bytes(instant: str, depth: int) -> bytes:
+    """The body of a partition's ``.hoodie_partition_metadata`` (Java properties text)."""
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
-    body = f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth={depth}\n".encode()
-    tmp = folder / f"{PARTITION_METADATA_FILE}.{os.getpid()}.tmp"
-    tmp.write_bytes(body)
-    os.replace(tmp, target)
+    return f"#partition metadata\n#{stamp}\ncommitTime={instant}\npartitionDepth={depth}\n".encode()

@@ -46,13 +46,13 @@ def create_savepoint(table: LakeTable, instant: str, user: str | None = None, co
     timeline = table.timeline()
     target = timeline.get(instant)
     if target is None or target.action not in COMMIT_ACTIONS or target.state is not State.COMPLETED:
-        raise SavepointError(f"{table.base_path}: {instant} is not a completed commit on the timeline")
+        raise SavepointError(f"{table.uri}: {instant} is not a completed commit on the timeline")
     last_clean = timeline.last_completed(Action.CLEAN)
     if last_clean is not None:
         retained = timeline.avro_record(last_clean).get("earliestCommitToRetain") or ""
         if retained and instant < retained:
             raise SavepointError(
-                f"{table.base_path}: {instant} is older than {retained}, the earliest commit the last clean "
+                f"{table.uri}: {instant} is older than {retained}, the earliest commit the last clean "
                 f"({last_clean.timestamp}) retained; its files may be gone"
             )
     view = table.file_system_view(timeline)
@@ -104,7 +104,7 @@ def _check_slices_present(timeline: Timeline, view: FileSystemView, instant: str
             continue
         if group is None or not any(s.base_instant == at for s in group.slices):
             raise SavepointError(
-                f"{table.base_path}: cannot savepoint {instant}: the file slice {at} of file group "
+                f"{table.uri}: cannot savepoint {instant}: the file slice {at} of file group "
                 f"{key[1]} in partition {key[0] or '<root>'} it reads was already cleaned"
             )
 
@@ -113,7 +113,7 @@ def delete_savepoint(table: LakeTable, instant: str) -> None:
     """Drop the savepoint at ``instant``; its files become cleanable by the next clean."""
     validate_instant_time(instant)
     if not any(i.timestamp == instant for i in table.timeline().savepoints()):
-        raise SavepointError(f"{table.base_path}: there is no completed savepoint at {instant}")
+        raise SavepointError(f"{table.uri}: there is no completed savepoint at {instant}")
     table.store.remove_savepoint(instant)
 
 

@@ -7,16 +7,15 @@ compaction's instant are merged into the slice that compaction is rewriting.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.format.table_config import TableConfig
-from airflow_lake_provider.lake.table.timeline import HOODIE_DIR, Timeline
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.table.timeline import Timeline
 
 _SKIPPED_TOP_LEVEL = {HOODIE_DIR, "_delta_log", "metadata"}
 Lister = Callable[[Sequence[str]], Mapping[str, Sequence[tuple[str, int]]]]
@@ -109,19 +108,15 @@ class FileSystemView:
         ``lister`` may replace the local listing (e.g. to spread it over Spark executors): it maps
         partition paths to ``(file name, size)`` pairs.
         """
-        base = timeline.base_path
+        storage = timeline.storage
         if partitions is not None:
             names = sorted(set(partitions))
-            listing = (
-                lister(names)
-                if lister is not None
-                else {p: list_files(base / p if p else base) for p in names}
-            )
+            listing = lister(names) if lister is not None else {p: storage.list(p) for p in names}
         elif lister is not None:
-            names = list_partitions(base, config)
+            names = list_partitions(storage, config)
             listing = lister(names)
         else:
-            listing = list_table(base, config)  # one walk finds partitions and lists them
+            listing = list_table(storage, config)  # one walk finds partitions and lists them
             names = sorted(listing)
         return cls._group(config, timeline, names, listing)
 
@@ -230,42 +225,28 @@ class FileSystemView:
         return found is not None and found.action is Action.COMPACTION and found.state is not State.COMPLETED
 
 
-def list_partitions(base: Path, config: TableConfig) -> list[str]:
+def list_partitions(storage: Storage, config: TableConfig) -> list[str]:
     """Relative paths of the folders holding data files (the root for non-partitioned tables)."""
     if not config.is_partitioned:
         return [""]
-    found: list[str] = []
-    for dirpath, dirs, files in os.walk(base):
-        rel = os.path.relpath(dirpath, base)
-        if rel == ".":
-            dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_TOP_LEVEL and not d.startswith("."))
-            continue
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        if any(BaseFileName.parse(f) or LogFileName.parse(f) for f in files):
-            found.append(rel.replace(os.sep, "/"))
-    return sorted(found)
+    return sorted(list_table(storage, config))
 
 
-def list_table(base: Path, config: TableConfig) -> dict[str, list[tuple[str, int]]]:
+def list_table(storage: Storage, config: TableConfig) -> dict[str, list[tuple[str, int]]]:
     """Every partition folder holding data files, with its files' names and sizes, in one walk."""
     if not config.is_partitioned:
-        return {"": list_files(base)}
+        return {"": storage.list()}
     found: dict[str, list[tuple[str, int]]] = {}
-
-    def walk(folder: str, rel: str) -> None:
-        files: list[tuple[str, int]] = []
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    if not entry.name.startswith(".") and (rel or entry.name not in _SKIPPED_TOP_LEVEL):
-                        walk(entry.path, f"{rel}/{entry.name}" if rel else entry.name)
-                elif entry.is_file():
-                    files.append((entry.name, entry.stat().st_size))
+    for rel, files in storage.walk("", _is_partition_folder):
         if rel and any(BaseFileName.parse(n) or LogFileName.parse(n) for n, _ in files):
             found[rel] = files
-
-    walk(str(base), "")
     return found
+
+
+def _is_partition_folder(rel: str) -> bool:
+    """Folders a partition walk enters: not hidden ones, not Hudi's or other formats' metadata."""
+    name = rel.rpartition("/")[2]
+    return not name.startswith(".") and ("/" in rel or name not in _SKIPPED_TOP_LEVEL)
 
 
 # BASE_FILE_RE's grammar, one name per line; group 1 the name, 2 the file id, 3 the instant.
@@ -317,15 +298,6 @@ def _make_group(key: tuple[str, str], slots: Mapping[str, SlotEntry]) -> FileGro
         logs.sort(key=lambda f: f.name.sort_key)
         slices.append(FileSlice(partition, file_id, at, base, tuple(logs)))
     return FileGroup(partition, file_id, tuple(slices))
-
-
-def list_files(folder: Path) -> list[tuple[str, int]]:
-    """Names and sizes of the files directly in ``folder`` (none if it does not exist)."""
-    try:
-        with os.scandir(folder) as entries:
-            return [(e.name, e.stat().st_size) for e in entries if e.is_file()]
-    except FileNotFoundError:
-        return []
 
 
 def _replaced_file_groups(timeline: Timeline) -> dict[tuple[str, str], str]:

@@ -12,11 +12,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import CorruptLogBlockError
-from airflow_lake_provider.lake.format import log_format
+from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
+from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
 from airflow_lake_provider.lake.format.instant import validate_instant_time
-from airflow_lake_provider.lake.format.log_format import BlockType, LogBlock
+from airflow_lake_provider.lake.format.log_block import BlockType, LogBlock
 from airflow_lake_provider.lake.format.partitioning import record_keys
 from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.table.data_files import read_log_blocks
 from airflow_lake_provider.lake.table.fs_view import FileSlice, LogFile
 from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, LogItem, merge_slice
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -61,15 +63,17 @@ class SliceReader:
             return None
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import pulls in
         # pandas (1.5 s in every fresh process, e.g. each Spark Python worker).
-        parquet = pq.ParquetFile(self.table.base_path / slice_.base_file.relative_path)
-        present = set(parquet.schema_arrow.names)
-        return conform(parquet.read(columns=[n for n in self.schema.names if n in present]), self.schema)
+        with self.table.storage.open_input(slice_.base_file.relative_path) as source:
+            parquet = pq.ParquetFile(source)
+            present = set(parquet.schema_arrow.names)
+            rows = parquet.read(columns=[n for n in self.schema.names if n in present])
+        return conform(rows, self.schema)
 
     def visible_blocks(self, log_files: Sequence[LogFile]) -> list[LogBlock]:
         """Blocks of committed instants (up to ``as_of``), minus those a rollback block targets."""
         blocks: list[LogBlock] = []
         for log_file in log_files:
-            blocks.extend(log_format.read_log_blocks(self.table.base_path / log_file.relative_path))
+            blocks.extend(read_log_blocks(self.table.storage, log_file.relative_path))
         rolled_back = {b.target_instant_time for b in blocks if b.is_rollback}
         out = []
         for block in blocks:
@@ -87,11 +91,11 @@ class SliceReader:
         items: list[LogItem] = []
         for block in self.visible_blocks(log_files):
             if block.block_type is BlockType.AVRO_DATA:
-                data = conform(log_format.decode_avro_data_block(block), self.schema)
+                data = conform(decode_avro_data_block(block), self.schema)
             elif block.block_type is BlockType.PARQUET_DATA:
-                data = conform(log_format.decode_parquet_block(block), self.schema)
+                data = conform(decode_parquet_block(block), self.schema)
             elif block.block_type is BlockType.DELETE:
-                items.append(self._delete_item(log_format.decode_delete_block(block)))
+                items.append(self._delete_item(decode_delete_block(block)))
                 continue
             elif block.block_type is BlockType.CDC_DATA:
                 continue
@@ -102,7 +106,7 @@ class SliceReader:
             items.append(DataItem(data, self.keys_of(data)))
         return items
 
-    def _delete_item(self, records: Sequence[log_format.DeleteRecord]) -> DeleteItem:
+    def _delete_item(self, records: Sequence[DeleteRecord]) -> DeleteItem:
         ordering = self.config.precombine_field
         typ = self.schema.field(ordering).type if ordering and ordering in self.schema.names else pa.null()
         values = [_ordering_or_none(r, typ) for r in records]
@@ -137,7 +141,7 @@ class SliceReader:
         )
 
 
-def _ordering_or_none(record: log_format.DeleteRecord, column_type: pa.DataType) -> object:
+def _ordering_or_none(record: DeleteRecord, column_type: pa.DataType) -> object:
     """None for natural-order deletes: a null, an int 0 (Java's marker) or a 0 of the column's type."""
     value = record.ordering_value
     if value is None:

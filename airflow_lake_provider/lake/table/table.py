@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,37 +20,59 @@ from airflow_lake_provider.lake.format.avro_schema import avro_to_arrow, meta_ar
 from airflow_lake_provider.lake.format.instant import DEFAULT_CLOCK, InstantClock
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, local_path, open_storage
 from airflow_lake_provider.lake.table.fs_view import FileSystemView, Lister
-from airflow_lake_provider.lake.table.timeline import HOODIE_DIR, Timeline
+from airflow_lake_provider.lake.table.timeline import Timeline
 from airflow_lake_provider.lake.table.timeline_store import PROPERTIES_FILE, TimelineStore
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+Location = str | os.PathLike[str] | Storage
 
 
 class LakeTable:
-    """A Hudi v6 table on the local file system."""
+    """A Hudi v6 table wherever its ``Storage`` reaches; every file access goes through ``storage``."""
 
-    def __init__(self, base_path: Path, config: TableConfig, clock: InstantClock = DEFAULT_CLOCK) -> None:
-        self.base_path = base_path
+    def __init__(self, storage: Storage, config: TableConfig, clock: InstantClock = DEFAULT_CLOCK) -> None:
+        self.storage = storage
         self.config = config
         self.clock = clock
-        self.store = TimelineStore(base_path)
+        self.store = TimelineStore(storage)
+
+    @property
+    def uri(self) -> str:
+        """The table's location as users name it (an absolute local path or a URI)."""
+        return self.storage.root
+
+    @property
+    def base_path(self) -> Path:
+        """The table's local folder (local tables only: the core itself uses ``storage`` and ``uri``)."""
+        folder = local_path(self.storage)
+        if folder is None:
+            raise TableConfigError(f"{self.uri} is not on the local file system")
+        return folder
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], clock: InstantClock = DEFAULT_CLOCK) -> LakeTable:
+    def open(cls, location: Location, clock: InstantClock = DEFAULT_CLOCK) -> LakeTable:
         """Open an existing table; raise ``TableNotFoundError``/``TableConfigError`` otherwise."""
-        base = Path(path).absolute()
-        props_path = base / HOODIE_DIR / PROPERTIES_FILE
-        if not props_path.is_file():
-            raise TableNotFoundError(f"{base} is not a Hudi table: {props_path} does not exist")
+        storage = open_storage(location)
+        props_rel = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
+        props_uri = storage.uri(props_rel)
         try:
-            text = props_path.read_text("utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TableConfigError(f"{props_path}: cannot read ({exc})") from None
-        return cls(base, TableConfig.from_properties(parse_properties(text), str(props_path)), clock)
+            text = storage.read(props_rel).decode("utf-8")
+        except FileNotFoundError:
+            raise TableNotFoundError(
+                f"{storage.root} is not a Hudi table: {props_uri} does not exist"
+            ) from None
+        except (LakeError, OSError, UnicodeDecodeError) as exc:
+            raise TableConfigError(f"{props_uri}: cannot read ({exc})") from None
+        return cls(storage, TableConfig.from_properties(parse_properties(text), props_uri), clock)
 
     @classmethod
     def create(
         cls,
-        path: str | os.PathLike[str],
+        location: Location,
         *,
         name: str,
         table_type: TableType | str,
@@ -61,9 +83,9 @@ class LakeTable:
         clock: InstantClock = DEFAULT_CLOCK,
     ) -> LakeTable:
         """Create an empty table at ``path`` (which must not hold a table already)."""
-        base = Path(path).absolute()
-        if (base / HOODIE_DIR).exists():
-            raise TableExistsError(f"{base} already holds a table ({base / HOODIE_DIR} exists)")
+        storage = open_storage(location)
+        if storage.exists(HOODIE_DIR):
+            raise TableExistsError(f"{storage.root} already holds a table ({storage.uri(HOODIE_DIR)} exists)")
         if isinstance(table_type, str):
             table_type = TableType.parse(table_type)
         props = TableConfig.new_properties(
@@ -77,12 +99,12 @@ class LakeTable:
         config = TableConfig.from_properties(props)  # validate before touching the disk
         if precombine_field in record_key_fields:
             raise TableConfigError(f"precombine field {precombine_field!r} cannot also be a record key field")
-        TimelineStore(base).initialize(props)
-        return cls(base, config, clock)
+        TimelineStore(storage).initialize(props)
+        return cls(storage, config, clock)
 
     # -- views --------------------------------------------------------------------------------
     def timeline(self) -> Timeline:
-        return Timeline.load(self.base_path)
+        return Timeline.load(self.storage)
 
     def file_system_view(
         self,
@@ -115,7 +137,8 @@ class LakeTable:
         return pa.schema(meta_arrow_fields() + list(data)) if self.config.populate_meta_fields else data
 
     def parquet_schema(self, relative_path: str) -> pa.Schema:
-        return pq.read_schema(self.base_path / relative_path)
+        with self.storage.open_input(relative_path) as source:
+            return pq.read_schema(source)
 
 
 def _load_schema_json(text: str, source: str) -> dict:

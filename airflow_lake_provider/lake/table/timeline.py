@@ -6,15 +6,13 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, InvalidInstantError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
 from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS, Action, Instant, State
-
-HOODIE_DIR = ".hoodie"
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
 
 
 @dataclass(frozen=True)
@@ -25,30 +23,27 @@ class Timeline:
     commits were compactions (their requested/inflight files say so).
     """
 
-    base_path: Path
+    storage: Storage
     instants: tuple[Instant, ...]
     compaction_times: frozenset[str] = frozenset()
 
     @classmethod
-    def load(cls, base_path: str | os.PathLike[str]) -> Timeline:
-        base = Path(base_path)
+    def load(cls, location: str | os.PathLike[str] | Storage) -> Timeline:
+        storage = open_storage(location)
         # A savepoint shares its time with the commit it protects, so it is keyed apart.
         latest: dict[tuple[str, bool], Instant] = {}
         compactions: set[str] = set()
-        with os.scandir(base / HOODIE_DIR) as entries:
-            for entry in entries:
-                if not entry.is_file():
-                    continue
-                instant = Instant.from_file_name(entry.name)
-                if instant is None:
-                    continue
-                if instant.action is Action.COMPACTION:
-                    compactions.add(instant.timestamp)
-                key = (instant.timestamp, instant.action is Action.SAVEPOINT)
-                known = latest.get(key)
-                if known is None or instant.state > known.state:
-                    latest[key] = instant
-        return cls(base, tuple(sorted(latest.values())), frozenset(compactions))
+        for name in storage.list_names(HOODIE_DIR):
+            instant = Instant.from_file_name(name)
+            if instant is None:
+                continue
+            if instant.action is Action.COMPACTION:
+                compactions.add(instant.timestamp)
+            key = (instant.timestamp, instant.action is Action.SAVEPOINT)
+            known = latest.get(key)
+            if known is None or instant.state > known.state:
+                latest[key] = instant
+        return cls(storage, tuple(sorted(latest.values())), frozenset(compactions))
 
     # -- selections -------------------------------------------------------------------------
     def filter(
@@ -119,31 +114,35 @@ class Timeline:
         return self.filter([Action.SAVEPOINT], [State.COMPLETED])
 
     # -- contents ---------------------------------------------------------------------------
-    def path_of(self, instant: Instant) -> Path:
-        return self.base_path / HOODIE_DIR / instant.file_name
+    @property
+    def base_path(self) -> str:
+        return self.storage.root
+
+    def path_of(self, instant: Instant) -> str:
+        """The full location of an instant's file, for messages."""
+        return self.storage.uri(f"{HOODIE_DIR}/{instant.file_name}")
 
     def read_bytes(self, instant: Instant) -> bytes:
-        return self.path_of(instant).read_bytes()
+        return self.storage.read(f"{HOODIE_DIR}/{instant.file_name}")
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         """The JSON metadata of a completed write instant."""
         if instant.action not in COMMIT_ACTIONS or not instant.is_completed:
             raise InvalidInstantError(f"{instant}: only completed commit actions carry commit metadata")
-        path = self.path_of(instant)
-        return CommitMetadata.from_json_bytes(path.read_bytes(), str(path))
+        return CommitMetadata.from_json_bytes(self.read_bytes(instant), self.path_of(instant))
 
     def avro_record(self, instant: Instant) -> dict[str, Any]:
         """The Avro record of a plan or metadata file (clean, compaction, rollback, savepoint...)."""
         path = self.path_of(instant)
-        data = path.read_bytes()
+        data = self.read_bytes(instant)
         if not data:
             raise CorruptTimelineFileError(f"{path}: the Avro timeline file is empty")
-        return timeline_avro.read_avro(data, str(path))
+        return timeline_avro.read_avro(data, path)
 
     def read_aux(self, name: str) -> bytes | None:
         """A bookkeeping file under ``.hoodie/.aux/``, or ``None`` if there is none."""
         try:
-            return (self.base_path / HOODIE_DIR / ".aux" / name).read_bytes()
+            return self.storage.read(f"{HOODIE_DIR}/.aux/{name}")
         except FileNotFoundError:
             return None
 

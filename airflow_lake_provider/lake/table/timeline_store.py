@@ -8,25 +8,19 @@ half-written file and an existing file is never overwritten (a second writer get
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-import shutil
-import time
-import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     InvalidStateTransitionError,
-    ServiceBusyError,
+    ObjectExistsError,
     UnsafePathError,
 )
-from airflow_lake_provider.lake.format.base_file import fsync_file
 from airflow_lake_provider.lake.format.instant import Action, Instant, State, validate_instant_time
 from airflow_lake_provider.lake.format.properties import format_properties
-from airflow_lake_provider.lake.table.timeline import HOODIE_DIR
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
 
 PROPERTIES_FILE = "hoodie.properties"
 TEMP_DIR = ".temp"
@@ -58,55 +52,38 @@ class Marker:
         return f"{self.partition}/{self.file_name}" if self.partition else self.file_name
 
 
-def write_file_atomically(path: Path, data: bytes, *, overwrite: bool) -> None:
-    """Write ``data`` to a hidden temp file beside ``path`` and move it into place."""
-    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    try:
-        if overwrite:
-            os.replace(tmp, path)
-        else:
-            try:
-                os.link(tmp, path)  # fails if path exists: create-only, atomic
-            except FileExistsError:
-                raise CommitConflictError(f"{path} already exists; not overwriting it") from None
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-    fsync_file(path.parent)
-
-
 class TimelineStore:
     """Writes timeline files, ``hoodie.properties`` and markers of one table."""
 
-    def __init__(self, base_path: str | os.PathLike[str]) -> None:
-        self.base_path = Path(base_path)
-        self.hoodie = self.base_path / HOODIE_DIR
+    def __init__(self, location: str | os.PathLike[str] | Storage) -> None:
+        self.storage = open_storage(location)
+        self.base_path = self.storage.root
+
+    def _create(self, name: str, content: bytes) -> None:
+        """Create ``.hoodie/<name>`` once; a second writer of the same file loses loudly."""
+        try:
+            self.storage.create(f"{HOODIE_DIR}/{name}", content)
+        except ObjectExistsError:
+            raise CommitConflictError(
+                f"{self.storage.uri(HOODIE_DIR + '/' + name)} already exists; not overwriting it"
+            ) from None
 
     # -- table config -----------------------------------------------------------------------
     def initialize(self, props: Mapping[str, str]) -> None:
         """Create ``.hoodie/`` with its folders and ``hoodie.properties`` (create-only)."""
-        self.hoodie.mkdir(parents=True, exist_ok=True)
         for sub in _INIT_DIRS:
-            (self.hoodie / sub).mkdir(parents=True, exist_ok=True)
-        write_file_atomically(
-            self.hoodie / PROPERTIES_FILE, format_properties(props).encode(), overwrite=False
-        )
+            self.storage.make_folder(f"{HOODIE_DIR}/{sub}")
+        self._create(PROPERTIES_FILE, format_properties(props).encode())
 
     def update_properties(self, props: Mapping[str, str]) -> None:
-        write_file_atomically(
-            self.hoodie / PROPERTIES_FILE, format_properties(props).encode(), overwrite=True
-        )
+        self.storage.write(f"{HOODIE_DIR}/{PROPERTIES_FILE}", format_properties(props).encode())
 
     # -- instants ---------------------------------------------------------------------------
     def _states_present(self, timestamp: str, savepoint: bool = False) -> dict[State, Instant]:
         """States of the instant at ``timestamp``; savepoints (which reuse a commit's time) apart."""
         found: dict[State, Instant] = {}
         prefix = timestamp + "."
-        for name in os.listdir(self.hoodie):
+        for name in self.storage.list_names(HOODIE_DIR):
             if name.startswith(prefix):
                 instant = Instant.from_file_name(name)
                 if instant is not None and (instant.action is Action.SAVEPOINT) == savepoint:
@@ -122,7 +99,7 @@ class TimelineStore:
                 f"instant time {timestamp} is already used by {sorted(i.file_name for i in present.values())}"
             )
         instant = Instant(timestamp, State.REQUESTED, action)
-        write_file_atomically(self.hoodie / instant.file_name, content, overwrite=False)
+        self._create(instant.file_name, content)
         return instant
 
     def transition_to_inflight(self, instant: Instant, content: bytes = b"") -> Instant:
@@ -138,7 +115,7 @@ class TimelineStore:
                 f"{instant.timestamp}: no requested {instant.action.value} to move to inflight"
             )
         inflight = Instant(instant.timestamp, State.INFLIGHT, instant.action)
-        write_file_atomically(self.hoodie / inflight.file_name, content, overwrite=False)
+        self._create(inflight.file_name, content)
         return inflight
 
     def transition_to_completed(self, instant: Instant, content: bytes) -> Instant:
@@ -153,14 +130,14 @@ class TimelineStore:
         if State.COMPLETED in present:
             raise CommitConflictError(f"{instant.timestamp}: already completed; a completed instant is final")
         completed = inflight.with_state(State.COMPLETED)
-        write_file_atomically(self.hoodie / completed.file_name, content, overwrite=False)
+        self._create(completed.file_name, content)
         return completed
 
     def update_pending(self, instant: Instant, content: bytes) -> None:
         """Rewrite the content of a requested or inflight file (never a completed one)."""
         if instant.is_completed:
             raise InvalidStateTransitionError(f"{instant}: completed timeline files are never rewritten")
-        write_file_atomically(self.hoodie / instant.file_name, content, overwrite=True)
+        self.storage.write(f"{HOODIE_DIR}/{instant.file_name}", content)
 
     def remove_pending(self, timestamp: str) -> list[str]:
         """Delete the requested/inflight files of a pending instant (rollback); refuse a completed one."""
@@ -171,7 +148,7 @@ class TimelineStore:
         # Inflight first, so a crash leaves a requested instant (still pending), never an orphan inflight.
         for state in (State.INFLIGHT, State.REQUESTED):
             if state in present:
-                (self.hoodie / present[state].file_name).unlink(missing_ok=True)
+                self.storage.delete(f"{HOODIE_DIR}/{present[state].file_name}")
                 removed.append(present[state].file_name)
         return removed
 
@@ -182,9 +159,9 @@ class TimelineStore:
             raise CommitConflictError(f"{timestamp}: a savepoint already exists")
         inflight = Instant(timestamp, State.INFLIGHT, Action.SAVEPOINT)
         if State.INFLIGHT not in present:  # an interrupted create left it: finish it
-            write_file_atomically(self.hoodie / inflight.file_name, b"", overwrite=False)
+            self._create(inflight.file_name, b"")
         completed = inflight.with_state(State.COMPLETED)
-        write_file_atomically(self.hoodie / completed.file_name, content, overwrite=False)
+        self._create(completed.file_name, content)
         return completed
 
     def remove_savepoint(self, timestamp: str) -> None:
@@ -193,16 +170,13 @@ class TimelineStore:
         if not present:
             raise InvalidStateTransitionError(f"{timestamp}: there is no savepoint at this instant")
         for state in (State.COMPLETED, State.INFLIGHT):
-            (self.hoodie / Instant(timestamp, state, Action.SAVEPOINT).file_name).unlink(missing_ok=True)
-        fsync_file(self.hoodie)
+            self.storage.delete(f"{HOODIE_DIR}/{Instant(timestamp, state, Action.SAVEPOINT).file_name}")
 
     def write_aux(self, name: str, data: bytes) -> None:
         """Replace a small bookkeeping file under ``.hoodie/.aux/`` (Hudi readers ignore the folder)."""
         if "/" in name or name.startswith("."):
             raise UnsafePathError(f"aux file name {name!r} must be a plain, visible file name")
-        folder = self.hoodie / ".aux"
-        folder.mkdir(parents=True, exist_ok=True)
-        write_file_atomically(folder / name, data, overwrite=True)
+        self.storage.write(f"{HOODIE_DIR}/.aux/{name}", data)
 
     @contextlib.contextmanager
     def exclusive(self, service: str, wait_seconds: float = 0.0) -> Iterator[None]:
@@ -210,53 +184,33 @@ class TimelineStore:
 
         Waits up to ``wait_seconds`` for a holder to finish, then raises ``ServiceBusyError``.
         """
-        folder = self.hoodie / ".aux"
-        folder.mkdir(parents=True, exist_ok=True)
-        deadline = time.monotonic() + wait_seconds
-        with open(folder / f".lake-{service}.lock", "a+") as fh:
-            while True:
-                try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        waited = f" (waited {wait_seconds:g} s)" if wait_seconds else ""
-                        raise ServiceBusyError(
-                            f"{self.base_path}: another {service} is running on this table{waited}"
-                        ) from None
-                    time.sleep(0.05)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+        busy = f"another {service} is running on this table"
+        with self.storage.lock(f"{HOODIE_DIR}/.aux/.lake-{service}.lock", busy, wait_seconds):
+            yield
 
     # -- markers ----------------------------------------------------------------------------
-    def marker_dir(self, timestamp: str) -> Path:
-        return self.hoodie / TEMP_DIR / timestamp
+    def marker_dir(self, timestamp: str) -> str:
+        return f"{HOODIE_DIR}/{TEMP_DIR}/{timestamp}"
 
     def create_marker(self, timestamp: str, partition: str, file_name: str, io_type: str) -> Marker:
         """Record, before a data file is created or appended, that this instant touches it."""
-        if ".." in Path(partition).parts or Path(partition).is_absolute():
+        parts = partition.split("/")
+        if partition.startswith("/") or ".." in parts:
             raise UnsafePathError(f"partition {partition!r} leaves the table base path")
-        folder = self.marker_dir(timestamp) / partition if partition else self.marker_dir(timestamp)
-        folder.mkdir(parents=True, exist_ok=True)
-        with open(folder / f"{file_name}.marker.{io_type}", "ab"):
-            pass
+        folder = f"{self.marker_dir(timestamp)}/{partition}" if partition else self.marker_dir(timestamp)
+        self.storage.touch(f"{folder}/{file_name}.marker.{io_type}")
         return Marker(timestamp, partition, file_name, io_type)
 
     def read_markers(self, timestamp: str) -> list[Marker]:
         root = self.marker_dir(timestamp)
         markers = []
-        if not root.is_dir():
-            return markers
-        for dirpath, _dirs, files in os.walk(root):
-            rel = os.path.relpath(dirpath, root)
-            partition = "" if rel == "." else rel.replace(os.sep, "/")
-            for name in files:
+        for folder, files in self.storage.walk(root):
+            partition = folder[len(root) + 1 :]
+            for name, _size in files:
                 stem, sep, io_type = name.rpartition(".marker.")
                 if sep:
                     markers.append(Marker(timestamp, partition, stem, io_type))
         return sorted(markers, key=lambda m: (m.partition, m.file_name))
 
     def delete_markers(self, timestamp: str) -> None:
-        shutil.rmtree(self.marker_dir(timestamp), ignore_errors=True)
+        self.storage.delete_tree(self.marker_dir(timestamp))

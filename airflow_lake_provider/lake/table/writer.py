@@ -17,23 +17,23 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_lake_provider.lake.errors import SchemaError
-from airflow_lake_provider.lake.format import log_format
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
     avro_to_arrow,
     with_meta_fields,
 )
-from airflow_lake_provider.lake.format.base_file import write_base_file
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
+from airflow_lake_provider.lake.format.data_block import avro_data_block
+from airflow_lake_provider.lake.format.delete_block import DeleteRecord, delete_block, ordering_type_for
 from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName, new_file_id, write_token
 from airflow_lake_provider.lake.format.instant import Action
 from airflow_lake_provider.lake.format.partitioning import (
     partition_paths,
     record_keys,
-    write_partition_metadata,
 )
 from airflow_lake_provider.lake.format.table_config import MergeMode
+from airflow_lake_provider.lake.table.data_files import store_base_file, write_partition_metadata
 from airflow_lake_provider.lake.table.fs_view import FileGroup, FileSystemView
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -154,7 +154,7 @@ def _check_batch(table: LakeTable, batch: pa.Table, operation: Operation, timeli
         [f for f in batch.schema if f.name not in META_FIELDS and not f.name.startswith("__lake_")]
     )
     if not cfg.populate_meta_fields:
-        raise SchemaError(f"{table.base_path}: writing tables without meta fields is not supported")
+        raise SchemaError(f"{table.uri}: writing tables without meta fields is not supported")
     existing = table.data_avro_schema(timeline)
     if existing is None:
         # Canonical types: what a reader of the recorded Avro schema will expect in the files.
@@ -356,12 +356,12 @@ class _WriteJob:
 
     def _ensure_partition(self, partition: str) -> None:
         depth = len(partition.split("/")) if partition else 0
-        write_partition_metadata(self.table.base_path, partition, self.instant, depth)
+        write_partition_metadata(self.table.storage, partition, self.instant, depth)
 
     def _write_parquet(self, partition: str, name: str, table: pa.Table) -> int:
-        path = self.table.base_path / join_partition(partition, name)
-        size = write_base_file(path, table)
-        self.files.append(join_partition(partition, name))
+        rel = join_partition(partition, name)
+        size = store_base_file(self.table.storage, rel, table)
+        self.files.append(rel)
         self.fault("file")
         return size
 
@@ -438,11 +438,12 @@ class _WriteJob:
             updated, deleted = 0, changes.num_rows
         else:
             records = self._meta_rows(changes, group.partition, group.file_id)  # Java: file id in logs
-            block = log_format.avro_data_block(records, self.log_avro, self.instant)
+            block = avro_data_block(records, self.log_avro, self.instant)
             updated, deleted = changes.num_rows, 0
-        path = self.table.base_path / join_partition(group.partition, name)
-        offset, size = log_format.append_blocks(path, [block])
-        self.files.append(join_partition(group.partition, name))
+        rel = join_partition(group.partition, name)
+        self.table.storage.create(rel, block)  # a new log version per write: no appends needed
+        offset, size = 0, len(block)
+        self.files.append(rel)
         self.fault("file")
         self.updated += updated
         self.deleted += deleted
@@ -468,16 +469,16 @@ class _WriteJob:
         ordering = self.cfg.precombine_field
         ord_type = None
         if ordering:
-            ord_type = log_format.ordering_type_for(self.schema.field(ordering).type)
+            ord_type = ordering_type_for(self.schema.field(ordering).type)
         # Event time: the delete's own ordering value (it won above). Commit time: the stored value,
         # so Java, which compares ordering values even there, deletes too.
         source = _ORD if self.event_time else "__lake_cur"
         values = changes.column(source).to_pylist() if ordering else [None] * changes.num_rows
         records = [
-            log_format.DeleteRecord(key, partition, value, ord_type if value is not None else None)
+            DeleteRecord(key, partition, value, ord_type if value is not None else None)
             for key, value in zip(changes.column(_KEY).to_pylist(), values, strict=True)
         ]
-        return log_format.delete_block(records, self.instant, self.log_avro)
+        return delete_block(records, self.instant, self.log_avro)
 
     def _stat(self, stat: WriteStat) -> None:
         self.stats.setdefault(stat.partition_path, []).append(stat)

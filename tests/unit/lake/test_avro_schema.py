@@ -20,9 +20,15 @@ from airflow_lake_provider.lake.format.avro_schema import (
     strip_meta_fields,
     with_meta_fields,
 )
-from airflow_lake_provider.lake.format.log_format import read_log_blocks
+from airflow_lake_provider.lake.storage import LocalStorage
+from airflow_lake_provider.lake.table import data_files
 
 UTC_US = pa.timestamp("us", tz="UTC")
+
+
+def read_log_blocks(path: Path) -> list:
+    """Blocks of a log file on the local disk, read through the storage seam as the reader does."""
+    return data_files.read_log_blocks(LocalStorage(path.parent), path.name)
 
 
 def _one(arrow_type: pa.DataType, nullable: bool = True) -> dict:

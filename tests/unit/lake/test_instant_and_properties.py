@@ -37,9 +37,9 @@ from airflow_lake_provider.lake.format.table_config import (
     TableType,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-SHARED = REPO_ROOT.parent / "shared"
-TABLE_ZIPS = sorted((SHARED / "hudi-tables").glob("*.zip"))
+HUDI_TABLES = Path(__file__).resolve().parents[2] / "data" / "hudi-tables"  # see tests/data/README.md
+
+TABLE_ZIPS = sorted(HUDI_TABLES.glob("*.zip"))
 
 T = "20250126040823628"
 

@@ -15,28 +15,49 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_lake_provider.lake.errors import CorruptLogBlockError, LakeError, SchemaError
-from airflow_lake_provider.lake.format import log_format
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
     avro_to_arrow,
     with_meta_fields,
 )
-from airflow_lake_provider.lake.format.log_format import (
-    BlockType,
-    DeleteRecord,
-    HeaderKey,
-    LogBlock,
+from airflow_lake_provider.lake.format.data_block import (
     avro_data_block,
     decode_avro_data_block,
     decode_avro_data_block_fastavro,
-    decode_delete_block,
     decode_parquet_block,
+    polars_can_decode,
+)
+from airflow_lake_provider.lake.format.delete_block import (
+    DeleteRecord,
+    decode_delete_block,
     delete_block,
+    encode_delete_content,
+    ordering_type_for,
+)
+from airflow_lake_provider.lake.format.log_block import (
+    BlockType,
+    HeaderKey,
+    LogBlock,
     encode_block,
     parse_log_bytes,
-    read_log_blocks,
+    rollback_command_block,
 )
+from airflow_lake_provider.lake.storage import LocalStorage
+from airflow_lake_provider.lake.table import data_files
+
+
+def read_log_blocks(path: Path) -> list[LogBlock]:
+    """Blocks of a log file on the local disk, read through the storage seam as the reader does."""
+    return data_files.read_log_blocks(LocalStorage(path.parent), path.name)
+
+
+def append_blocks(path: Path, blocks: list[bytes]) -> tuple[int, int]:
+    return LocalStorage(path.parent).append(path.name, b"".join(blocks))
+
+
+LOGGER = "airflow_lake_provider.lake"  # the codec modules log under it
+
 
 T1, T2, T3 = "20240101000000001", "20240101000100002", "20240101000200003"
 UTC = dt.timezone.utc
@@ -101,7 +122,7 @@ def _round_trip(table: pa.Table) -> tuple[pa.Table, pa.Table]:
 @pytest.mark.parametrize("name", sorted(TABLES_WITH_LOGS))
 def test_every_real_log_parses_cleanly_and_decodes(hudi_table_zip, name: str, caplog) -> None:
     kinds: list[BlockType] = []
-    with caplog.at_level(logging.WARNING, logger=log_format.__name__):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
         for log_path in _logs(hudi_table_zip(name)):
             blocks = read_log_blocks(log_path)
             # The blocks tile the file exactly: nothing skipped, nothing left over.
@@ -129,7 +150,7 @@ def test_real_avro_data_block_holds_the_rider_d_update(hudi_table_zip) -> None:
     (log_path,) = _logs(hudi_table_zip("moravro_v6_trips_8i1u"))
     (block,) = read_log_blocks(log_path)
     assert block.instant_time == "20250331030645735"
-    assert log_format.polars_can_decode(block.schema)
+    assert polars_can_decode(block.schema)
     table = decode_avro_data_block(block)
     assert table.schema == avro_to_arrow(block.schema)
     assert table.column_names == [*META_FIELDS, "ts", "uuid", "rider", "driver", "fare", "city"]
@@ -168,13 +189,13 @@ def test_real_spark_delete_block_decodes_and_re_encodes_byte_for_byte(hudi_table
         DeleteRecord("9909a8b1-2d15-4d3d-8ec9-efc48c536a00", SF, 0, "long"),
         DeleteRecord("334e26e9-8355-45cc-97c6-c31daf0df330", SF, 0, "long"),
     ]
-    assert log_format.encode_delete_content(records) == block.content
+    assert encode_delete_content(records) == block.content
     ours = delete_block(records, block.instant_time, block.schema)
     assert len(ours) == len(raw)
     again = _only_block(ours)
     assert again.content == block.content and dict(again.header) == dict(block.header)
     # With Spark's header order the whole block is identical, byte for byte.
-    assert encode_block(BlockType.DELETE, block.header, log_format.encode_delete_content(records)) == raw
+    assert encode_block(BlockType.DELETE, block.header, encode_delete_content(records)) == raw
 
 
 def test_real_rollback_block_targets_the_first_deltacommit(hudi_table_zip) -> None:
@@ -187,7 +208,7 @@ def test_real_rollback_block_targets_the_first_deltacommit(hudi_table_zip) -> No
     assert rollback.target_instant_time == first.instant_time == "20250126040826878"
     assert rollback.content == b"" and rollback.schema is None
     assert last.instant_time == "20250126060846931" and last.target_instant_time is None
-    ours = _only_block(log_format.rollback_command_block(rollback.instant_time, first.instant_time))
+    ours = _only_block(rollback_command_block(rollback.instant_time, first.instant_time))
     assert dict(ours.header) == dict(rollback.header) and ours.size == rollback.size == 105
     for data_block in (first, last):
         table = decode_parquet_block(data_block)
@@ -205,7 +226,7 @@ def test_spark_schemas_with_maps_and_fixed_decimals_round_trip_as_avro_blocks(
     for log_path in _logs(hudi_table_zip(name)):
         for block in read_log_blocks(log_path):
             rows = decode_parquet_block(block)
-            assert log_format.polars_can_decode(block.schema)
+            assert polars_can_decode(block.schema)
             again = _only_block(avro_data_block(rows, block.schema, block.instant_time))
             fast = decode_avro_data_block(again)
             assert fast.equals(rows)
@@ -233,10 +254,10 @@ def test_block_framing_follows_the_spec() -> None:
 
 def test_append_blocks_creates_then_appends_and_reports_offsets(tmp_path: Path) -> None:
     path = tmp_path / ".f1_20240101000000001.log.1_0-1-0"
-    one = log_format.rollback_command_block(T2, T1)
-    two = log_format.rollback_command_block(T3, T2)
-    assert log_format.append_blocks(path, [one]) == (0, len(one))
-    assert log_format.append_blocks(path, [two, one]) == (len(one), 2 * len(one) + len(two))
+    one = rollback_command_block(T2, T1)
+    two = rollback_command_block(T3, T2)
+    assert append_blocks(path, [one]) == (0, len(one))
+    assert append_blocks(path, [two, one]) == (len(one), 2 * len(one) + len(two))
     blocks = read_log_blocks(path)
     assert [b.target_instant_time for b in blocks] == [T1, T2, T1]
     assert [b.offset for b in blocks] == [0, len(one), len(one) + len(two)]
@@ -254,7 +275,7 @@ def _three_blocks() -> list[bytes]:
     return [
         avro_data_block(table, schema, T1),
         delete_block([DeleteRecord("key0", "p", 7, "long")], T2, schema),
-        log_format.rollback_command_block(T3, T1),
+        rollback_command_block(T3, T1),
     ]
 
 
@@ -264,7 +285,7 @@ def test_truncated_trailing_block_is_dropped_with_a_warning(tmp_path: Path, capl
     for cut in (5, 20, len(third) // 2, len(third) - 1):  # inside the magic, header, body, pointer
         path.write_bytes(first + second + third[:cut])
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger=log_format.__name__):
+        with caplog.at_level(logging.WARNING, logger=LOGGER):
             blocks = read_log_blocks(path)
         assert [b.block_type for b in blocks] == [BlockType.AVRO_DATA, BlockType.DELETE]
         assert str(path) in caplog.text and str(len(first) + len(second)) in caplog.text
@@ -289,7 +310,7 @@ def test_corrupt_middle_block_is_skipped_and_later_blocks_survive(
     damaged[where] ^= 0x7F
     path = tmp_path / ".f_1.log.1_0-0-0"
     path.write_bytes(first + bytes(damaged) + third)
-    with caplog.at_level(logging.WARNING, logger=log_format.__name__):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
         blocks = read_log_blocks(path)
     assert [b.block_type for b in blocks] == [BlockType.AVRO_DATA, BlockType.COMMAND], what
     assert blocks[1].offset == len(first) + len(second)
@@ -298,7 +319,7 @@ def test_corrupt_middle_block_is_skipped_and_later_blocks_survive(
 
 def test_garbage_before_and_between_blocks_is_skipped(caplog) -> None:
     first, second, _ = _three_blocks()
-    with caplog.at_level(logging.WARNING, logger=log_format.__name__):
+    with caplog.at_level(logging.WARNING, logger=LOGGER):
         blocks = parse_log_bytes(b"junk" + first + b"#HUDI#\x00\x00" + second, "mem.log")
     assert [(b.block_type, b.offset) for b in blocks] == [
         (BlockType.AVRO_DATA, 4),
@@ -372,7 +393,7 @@ def _all_types_table(with_maps: bool) -> pa.Table:
 def test_every_supported_type_round_trips_through_a_data_block(with_maps: bool) -> None:
     table = _all_types_table(with_maps)
     schema = _schema_of(table)
-    assert log_format.polars_can_decode(schema)  # maps are read as arrays of entries
+    assert polars_can_decode(schema)  # maps are read as arrays of entries
     fast, slow = _round_trip(table)
     expected = table.cast(avro_to_arrow(schema))
     assert fast.schema == slow.schema == expected.schema
@@ -416,7 +437,7 @@ def test_empty_and_large_blocks_decode() -> None:
 )
 def test_polars_path_is_chosen_from_the_schema(avro_type: object, polars: bool) -> None:
     schema = with_meta_fields({"type": "record", "name": "r", "fields": [{"name": "f", "type": avro_type}]})
-    assert log_format.polars_can_decode(schema) is polars
+    assert polars_can_decode(schema) is polars
 
 
 def test_enum_and_uuid_columns_decode_as_strings() -> None:
@@ -445,7 +466,7 @@ def test_record_lengths_that_do_not_match_the_data_are_reported(caplog) -> None:
     (first_len,) = struct.unpack_from(">i", content, 8)
     struct.pack_into(">i", content, 8, first_len + 1)  # lie about the first record's size
     bad = _only_block(encode_block(BlockType.AVRO_DATA, block.header, bytes(content)))
-    with caplog.at_level(logging.WARNING, logger=log_format.__name__), pytest.raises(CorruptLogBlockError):
+    with caplog.at_level(logging.WARNING, logger=LOGGER), pytest.raises(CorruptLogBlockError):
         decode_avro_data_block(bad)
     with pytest.raises(CorruptLogBlockError, match="offset 0"):
         decode_avro_data_block(
@@ -594,7 +615,7 @@ def test_every_ordering_branch_encodes_at_its_union_index(
     kind: str | None, value: object, encoded: bytes
 ) -> None:
     record = DeleteRecord("k", "p", value, kind)
-    content = log_format.encode_delete_content([record])
+    content = encode_delete_content([record])
     # version 3, payload length, count 1, "k", "p", orderingVal, end of array
     assert content[:4] == b"\x00\x00\x00\x03"
     assert content[8:] == b"\x02" + b"\x02\x02k" + b"\x02\x02p" + encoded + b"\x00"
@@ -655,12 +676,12 @@ def test_delete_array_in_negative_count_blocks_decodes() -> None:
     ],
 )
 def test_ordering_type_for_arrow_types(arrow_type: pa.DataType, kind: str) -> None:
-    assert log_format.ordering_type_for(arrow_type) == kind
+    assert ordering_type_for(arrow_type) == kind
 
 
 def test_ordering_type_for_unsupported_type() -> None:
     with pytest.raises(SchemaError, match="bool"):
-        log_format.ordering_type_for(pa.bool_())
+        ordering_type_for(pa.bool_())
 
 
 # --------------------------------------------------------------------------------------------
@@ -687,7 +708,7 @@ def test_hudi_rs_reads_our_re_encoded_log_and_appended_blocks(hudi_table_zip) ->
     instant = block.instant_time
     assert instant is not None
     log_path.unlink()
-    log_format.append_blocks(log_path, [avro_data_block(decoded, block.schema, instant)])
+    append_blocks(log_path, [avro_data_block(decoded, block.schema, instant)])
     assert _hudi_rows(table_dir) == before
 
     # 2. Append an update of rider-C and a delete of rider-A (committed instant, commit-time merge).
@@ -701,7 +722,7 @@ def test_hudi_rs_reads_our_re_encoded_log_and_appended_blocks(hudi_table_zip) ->
         delete_block([DeleteRecord(gone["_hoodie_record_key"], SF, 0, "long")], instant, block.schema),
     ]
     shutil.copy(log_path, log_path.with_name(log_path.name + ".bak"))  # unrelated file: ignored by hudi-rs
-    log_format.append_blocks(log_path, blocks)
+    append_blocks(log_path, blocks)
     after = {r["_hoodie_record_key"]: r for r in _hudi_rows(table_dir)}
     assert len(after) == 7 and gone["_hoodie_record_key"] not in after
     changed = after[by_rider["rider-C"]["_hoodie_record_key"]]

@@ -1,4 +1,4 @@
-"""Every table Apache Hudi wrote (shared/hudi-tables) reads exactly as hudi-rs reads it."""
+"""Every table Apache Hudi wrote (tests/data/hudi-tables) reads exactly as hudi-rs reads it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hudi import HudiTableBuilder
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 
-SHARED = Path(__file__).resolve().parents[4] / "shared"
+HUDI_TABLES = Path(__file__).resolve().parents[2] / "data" / "hudi-tables"  # see tests/data/README.md
+
 # name -> rows a snapshot holds (the hudi-tables README's numbers)
 TABLES = {
     "cow_v6_complexkeygen_hivestyle": 4,
@@ -39,7 +40,7 @@ def _rows(table: pa.Table) -> list[str]:
 
 
 def test_shared_tables_all_listed() -> None:
-    assert sorted(p.stem for p in (SHARED / "hudi-tables").glob("*.zip")) == sorted(TABLES)
+    assert sorted(p.stem for p in HUDI_TABLES.glob("*.zip")) == sorted(TABLES)
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))

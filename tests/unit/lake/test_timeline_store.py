@@ -17,22 +17,23 @@ from airflow_lake_provider.lake.errors import (
     CorruptTimelineFileError,
     InvalidInstantError,
     InvalidStateTransitionError,
+    ObjectExistsError,
     UnsafePathError,
 )
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
+from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.timeline import Timeline
 from airflow_lake_provider.lake.table.timeline_store import (
     IOType,
     Marker,
     TimelineStore,
-    write_file_atomically,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-SHARED = REPO_ROOT.parent / "shared"
+HUDI_TABLES = Path(__file__).resolve().parents[2] / "data" / "hudi-tables"  # see tests/data/README.md
+
 
 T1 = "20250101000000001"
 T2 = "20250101000000002"
@@ -51,8 +52,12 @@ def store(tmp_path: Path) -> TimelineStore:
     return s
 
 
+def _hoodie(store: TimelineStore) -> Path:
+    return Path(store.base_path) / ".hoodie"
+
+
 def _listing(store: TimelineStore) -> list[str]:
-    return sorted(os.listdir(store.hoodie))
+    return sorted(os.listdir(_hoodie(store)))
 
 
 def _tree(root: Path) -> dict[str, int]:
@@ -76,13 +81,13 @@ def _commit_json() -> bytes:
 
 
 def _no_temp_files(store: TimelineStore) -> bool:
-    return not [n for n in _tree(store.hoodie) if n.endswith(".tmp")]
+    return not [n for n in _tree(_hoodie(store)) if n.endswith(".tmp")]
 
 
 # -- initialize -----------------------------------------------------------------------------------
 def test_store_initialize_creates_java_folders_and_properties(store: TimelineStore) -> None:
     assert _listing(store) == INIT_ENTRIES
-    assert sorted(k for k, v in _tree(store.hoodie).items() if v == -1) == [
+    assert sorted(k for k, v in _tree(_hoodie(store)).items() if v == -1) == [
         ".aux",
         ".aux/.bootstrap",
         ".aux/.bootstrap/.fileids",
@@ -91,11 +96,11 @@ def test_store_initialize_creates_java_folders_and_properties(store: TimelineSto
         ".temp",
         "archived",
     ]
-    text = (store.hoodie / "hoodie.properties").read_text()
+    text = (_hoodie(store) / "hoodie.properties").read_text()
     assert text.splitlines()[-1] == "hoodie.table.checksum=564061131"  # crc32(".tbl")
     with pytest.raises(CommitConflictError, match="hoodie.properties already exists"):
         store.initialize({"hoodie.table.name": "other"})
-    assert (store.hoodie / "hoodie.properties").read_text() == text
+    assert (_hoodie(store) / "hoodie.properties").read_text() == text
 
 
 # -- happy paths ----------------------------------------------------------------------------------
@@ -129,7 +134,7 @@ def test_store_requested_inflight_completed_exact_files(
     assert completed.file_name == files[2]
     assert completed.state is State.COMPLETED
     assert _listing(store) == sorted(INIT_ENTRIES + files)
-    assert [(store.hoodie / f).read_bytes() for f in files] == [b"plan", b"inflight-body", b"done"]
+    assert [(_hoodie(store) / f).read_bytes() for f in files] == [b"plan", b"inflight-body", b"done"]
     assert _no_temp_files(store)
 
     timeline = Timeline.load(store.base_path)
@@ -165,50 +170,50 @@ def test_store_compaction_completed_is_commit_on_timeline(store: TimelineStore) 
 
 # -- refusals -------------------------------------------------------------------------------------
 def test_store_inflight_without_requested_refused_listing_unchanged(store: TimelineStore) -> None:
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(InvalidStateTransitionError, match=f"{T1}: no requested commit"):
         store.transition_to_inflight(Instant(T1, State.REQUESTED, Action.COMMIT))
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
 
 
 def test_store_inflight_with_other_action_requested_refused(store: TimelineStore) -> None:
     store.create_requested(T1, Action.CLEAN)
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(InvalidStateTransitionError, match="no requested commit"):
         store.transition_to_inflight(Instant(T1, State.REQUESTED, Action.COMMIT))
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
 
 
 def test_store_inflight_twice_refused_listing_unchanged(store: TimelineStore) -> None:
     inflight = store.transition_to_inflight(store.create_requested(T1, Action.COMMIT), b"first")
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(InvalidStateTransitionError, match="already inflight"):
         store.transition_to_inflight(Instant(T1, State.REQUESTED, Action.COMMIT), b"second")
-    assert _tree(store.hoodie) == before
-    assert (store.hoodie / inflight.file_name).read_bytes() == b"first"
+    assert _tree(_hoodie(store)) == before
+    assert (_hoodie(store) / inflight.file_name).read_bytes() == b"first"
 
 
 def test_store_complete_twice_conflict_listing_unchanged(store: TimelineStore) -> None:
     inflight = store.transition_to_inflight(store.create_requested(T1, Action.DELTACOMMIT))
     store.transition_to_completed(inflight, b'{"first": 1}')
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(CommitConflictError, match=f"{T1}: already completed"):
         store.transition_to_completed(inflight, b'{"second": 2}')
-    assert _tree(store.hoodie) == before
-    assert (store.hoodie / f"{T1}.deltacommit").read_bytes() == b'{"first": 1}'
+    assert _tree(_hoodie(store)) == before
+    assert (_hoodie(store) / f"{T1}.deltacommit").read_bytes() == b'{"first": 1}'
     with pytest.raises(InvalidStateTransitionError):
         store.transition_to_inflight(Instant(T1, State.REQUESTED, Action.DELTACOMMIT))
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
     assert _no_temp_files(store)
 
 
 def test_store_compaction_complete_twice_conflict(store: TimelineStore) -> None:
     inflight = store.transition_to_inflight(store.create_requested(T1, Action.COMPACTION))
     store.transition_to_completed(inflight, b"{}")
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(CommitConflictError):
         store.transition_to_completed(inflight, b"{}")
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
 
 
 @pytest.mark.parametrize(
@@ -227,58 +232,58 @@ def test_store_create_requested_time_already_used_conflict(
     store: TimelineStore, first: Action, second: Action
 ) -> None:
     store.create_requested(T1, first)
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(CommitConflictError, match=f"instant time {T1} is already used"):
         store.create_requested(T1, second)
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
 
 
 def test_store_create_requested_time_used_by_completed_only_conflict(store: TimelineStore) -> None:
-    (store.hoodie / f"{T1}.commit").write_bytes(_commit_json())  # a completed file alone (archived history)
-    before = _tree(store.hoodie)
+    (_hoodie(store) / f"{T1}.commit").write_bytes(_commit_json())  # a completed file alone (archived history)
+    before = _tree(_hoodie(store))
     with pytest.raises(CommitConflictError, match=f"{T1}.commit"):
         store.create_requested(T1, Action.DELTACOMMIT)
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
 
 
 def test_store_create_requested_invalid_time_raises(store: TimelineStore) -> None:
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(InvalidInstantError):
         store.create_requested("2025010100000000", Action.COMMIT)
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
 
 
 def test_store_complete_without_inflight_refused_listing_unchanged(store: TimelineStore) -> None:
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(InvalidStateTransitionError, match=f"{T1}: no inflight commit to complete"):
         store.transition_to_completed(Instant(T1, State.INFLIGHT, Action.COMMIT), b"{}")
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
     requested = store.create_requested(T1, Action.COMMIT)
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(InvalidStateTransitionError, match=rf"found \['{T1}.commit.requested'\]"):
         store.transition_to_completed(requested, b"{}")
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
 
 
 def test_store_complete_other_action_refused(store: TimelineStore) -> None:
     store.transition_to_inflight(store.create_requested(T1, Action.COMMIT))
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(InvalidStateTransitionError, match="no inflight deltacommit"):
         store.transition_to_completed(Instant(T1, State.INFLIGHT, Action.DELTACOMMIT), b"{}")
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
 
 
-def test_write_file_atomically_existing_target_conflict_no_temp_left(store: TimelineStore) -> None:
-    target = store.hoodie / f"{T1}.commit"
+def test_storage_create_existing_target_conflict_no_temp_left(store: TimelineStore) -> None:
+    target = _hoodie(store) / f"{T1}.commit"
     target.write_bytes(b"original")
-    before = _tree(store.hoodie)
-    with pytest.raises(CommitConflictError, match="already exists; not overwriting it"):
-        write_file_atomically(target, b"new", overwrite=False)
-    assert _tree(store.hoodie) == before
+    before = _tree(_hoodie(store))
+    with pytest.raises(ObjectExistsError, match="already exists; not overwriting it"):
+        store.storage.create(f".hoodie/{T1}.commit", b"new")
+    assert _tree(_hoodie(store)) == before
     assert target.read_bytes() == b"original"
-    write_file_atomically(target, b"replaced", overwrite=True)
+    store.storage.write(f".hoodie/{T1}.commit", b"replaced")
     assert target.read_bytes() == b"replaced"
-    assert _tree(store.hoodie) == {**before, f"{T1}.commit": 8}
+    assert _tree(_hoodie(store)) == {**before, f"{T1}.commit": 8}
 
 
 # -- pending instants -----------------------------------------------------------------------------
@@ -295,20 +300,20 @@ def test_store_remove_pending_refuses_completed(store: TimelineStore) -> None:
     store.transition_to_completed(
         store.transition_to_inflight(store.create_requested(T1, Action.COMMIT)), _commit_json()
     )
-    before = _tree(store.hoodie)
+    before = _tree(_hoodie(store))
     with pytest.raises(InvalidStateTransitionError, match=f"{T1}: is completed"):
         store.remove_pending(T1)
-    assert _tree(store.hoodie) == before
+    assert _tree(_hoodie(store)) == before
 
 
 def test_store_update_pending_rewrites_and_refuses_completed(store: TimelineStore) -> None:
     requested = store.create_requested(T1, Action.COMPACTION, b"v1")
     store.update_pending(requested, b"v2")
-    assert (store.hoodie / f"{T1}.compaction.requested").read_bytes() == b"v2"
+    assert (_hoodie(store) / f"{T1}.compaction.requested").read_bytes() == b"v2"
     completed = Instant(T1, State.COMPLETED, Action.COMMIT)
     with pytest.raises(InvalidStateTransitionError, match="never rewritten"):
         store.update_pending(completed, b"x")
-    assert not (store.hoodie / f"{T1}.commit").exists()
+    assert not (_hoodie(store) / f"{T1}.commit").exists()
     assert _no_temp_files(store)
 
 
@@ -323,7 +328,9 @@ def test_store_markers_create_read_delete(store: TimelineStore) -> None:
     assert m1 == Marker(T1, "city=a/day=1", base, "CREATE")
     assert m1.relative_path == f"city=a/day=1/{base}"
     assert m2.relative_path == log
-    assert sorted(n for n, size in _tree(store.marker_dir(T1)).items() if size >= 0) == [
+    assert sorted(
+        n for n, size in _tree(Path(store.base_path) / store.marker_dir(T1)).items() if size >= 0
+    ) == [
         f"{log}.marker.APPEND",
         f"city=a/day=1/{base}.marker.CREATE",
         "city=b/fid-3-0_3-1-0_20250101000000001.parquet.marker.MERGE",
@@ -331,10 +338,10 @@ def test_store_markers_create_read_delete(store: TimelineStore) -> None:
     assert store.read_markers(T1) == [m2, m1, m3]
     assert store.read_markers(T2) == []
     store.delete_markers(T1)
-    assert not store.marker_dir(T1).exists()
+    assert not (Path(store.base_path) / store.marker_dir(T1)).exists()
     assert store.read_markers(T1) == []
     assert _listing(store) == INIT_ENTRIES
-    assert os.listdir(store.hoodie / ".temp") == []
+    assert os.listdir(_hoodie(store) / ".temp") == []
 
 
 @pytest.mark.parametrize("partition", ["../escape", "a/../../b", "/abs"])
@@ -444,9 +451,7 @@ def test_timeline_avro_record_via_store_file(
     hoodie = tmp_path / ".hoodie"
     hoodie.mkdir()
     instant = Instant(T1, state, action)
-    write_file_atomically(
-        hoodie / instant.file_name, timeline_avro.write_avro(full_name, record), overwrite=False
-    )
+    LocalStorage(hoodie).create(instant.file_name, timeline_avro.write_avro(full_name, record))
     timeline = Timeline.load(tmp_path)
     assert timeline.instants == (instant,)
     assert timeline.avro_record(instant) == record
@@ -512,7 +517,7 @@ def test_timeline_corrupt_commit_json_raises_naming_path(tmp_path: Path) -> None
 
 # -- Timeline.load on real tables -----------------------------------------------------------------
 def _extract(name: str, dest: Path) -> Path:
-    with zipfile.ZipFile(SHARED / "hudi-tables" / f"{name}.zip") as zf:
+    with zipfile.ZipFile(HUDI_TABLES / f"{name}.zip") as zf:
         members = [m for m in zf.namelist() if not m.startswith("__MACOSX")]
         zf.extractall(dest, members)
     (top,) = [p for p in dest.iterdir() if p.is_dir()]

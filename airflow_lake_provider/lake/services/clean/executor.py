@@ -11,16 +11,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
 from typing import Any
 
-from airflow_lake_provider.lake.errors import UnsafePathError
+from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.services.clean.config import CleanConfig
@@ -31,9 +29,10 @@ from airflow_lake_provider.lake.services.clean.planner import (
     plan_clean,
 )
 from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
+from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.fs_view import Lister
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import HOODIE_DIR, Timeline
+from airflow_lake_provider.lake.table.timeline import Timeline
 
 log = logging.getLogger(__name__)
 PARALLEL_DELETE_THRESHOLD = 64
@@ -113,10 +112,9 @@ def _last_clean(timeline: Timeline) -> Mapping[str, Any] | None:
             loaded = {}
         if isinstance(loaded, dict) and loaded.get("instant") == last.timestamp:
             return loaded
-    path = timeline.path_of(last)
     return timeline_avro.read_avro_fields(
-        path.read_bytes(),
-        str(path),
+        timeline.read_bytes(last),
+        timeline.path_of(last),
         timeline_avro.CLEAN_METADATA,
         ("partitionMetadata", "bootstrapPartitionMetadata"),
     )
@@ -151,12 +149,12 @@ def plan(
         timeline, config, earliest, _last_clean(timeline), [sp.instant for sp in points]
     )
     if scan == []:
-        log.info("clean of %s: nothing to scan (earliest commit to retain: %s)", table.base_path, earliest)
+        log.info("clean of %s: nothing to scan (earliest commit to retain: %s)", table.uri, earliest)
         return None
     view = table.file_system_view(timeline, scan, lister)
     log.info(
         "clean of %s: scanned %d partitions, %d file groups",
-        table.base_path,
+        table.uri,
         len(view.partitions),
         len(view.groups),
     )
@@ -167,33 +165,16 @@ def plan(
     return plan_clean(view, config, earliest, frozenset(f for sp in points for f in sp.files), extra)
 
 
-def resolve_deletable(base_path: Path, relative: str) -> Path:
-    """The absolute path of a planned file; refuse anything outside the table or inside ``.hoodie/``."""
-    base = base_path.resolve()
-    target = (base / relative).resolve() if not os.path.isabs(relative) else Path(relative).resolve()
-    try:
-        rel = target.relative_to(base)
-    except ValueError:
-        raise UnsafePathError(
-            f"refusing to delete {relative}: it is outside the table base path {base}"
-        ) from None
-    if not rel.parts or rel.parts[0] == HOODIE_DIR:
-        raise UnsafePathError(f"refusing to delete {relative}: it is the table root or under {HOODIE_DIR}/")
-    return target
-
-
-def delete_files(base_path: Path, paths: Sequence[str], workers: int = 8) -> DeleteOutcome:
+def delete_files(storage: Storage, paths: Sequence[str], workers: int = 8) -> DeleteOutcome:
     """Delete table-relative ``paths`` (all checked first); a file already gone counts as deleted."""
-    targets = [(p, resolve_deletable(base_path, p)) for p in paths]
+    targets = [(p, storage.check_deletable(p)) for p in paths]
 
-    def remove(item: tuple[str, Path]) -> tuple[str, bool]:
+    def remove(item: tuple[str, str]) -> tuple[str, bool]:
         rel, target = item
         try:
-            target.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError as exc:
-            log.warning("could not delete %s: %s", target, exc)
+            storage.delete(target)
+        except (LakeError, OSError) as exc:
+            log.warning("could not delete %s: %s", storage.uri(target), exc)
             return rel, False
         return rel, True
 
@@ -240,7 +221,7 @@ def pending_cleans(timeline: Timeline) -> list[Instant]:
 
 def stored_plan(table: LakeTable, timeline: Timeline, instant: Instant) -> CleanPlan:
     requested = Instant(instant.timestamp, State.REQUESTED, Action.CLEAN)
-    return CleanPlan.from_avro(timeline.avro_record(requested), str(table.base_path))
+    return CleanPlan.from_avro(timeline.avro_record(requested), table.uri)
 
 
 Deleter = Callable[[LakeTable, CleanPlan], Mapping[str, DeleteOutcome]]
@@ -250,8 +231,8 @@ def local_deleter(table: LakeTable, plan: CleanPlan) -> dict[str, DeleteOutcome]
     # Validate every path of the plan before the first delete: a bad plan deletes nothing.
     for paths in plan.files_per_partition.values():
         for p in paths:
-            resolve_deletable(table.base_path, p)
-    return {part: delete_files(table.base_path, paths) for part, paths in plan.files_per_partition.items()}
+            table.storage.check_deletable(p)
+    return {part: delete_files(table.storage, paths) for part, paths in plan.files_per_partition.items()}
 
 
 def execute_pending(
@@ -262,7 +243,7 @@ def execute_pending(
     plan_ = stored_plan(table, timeline, instant)
     for paths in plan_.files_per_partition.values():
         for p in paths:
-            resolve_deletable(table.base_path, p)  # refuse before the instant moves on
+            table.storage.check_deletable(p)  # refuse before the instant moves on
     if instant.state is State.REQUESTED:
         instant = table.store.transition_to_inflight(instant, timeline.read_bytes(instant))
     outcomes = deleter(table, plan_)
@@ -276,7 +257,7 @@ def execute_pending(
     log.info(
         "clean %s of %s completed: %d files deleted, %d failed",
         instant.timestamp,
-        table.base_path,
+        table.uri,
         deleted,
         failed,
     )
@@ -354,12 +335,12 @@ def run_clean(
         requested = table.store.create_requested(
             t,
             Action.CLEAN,
-            timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(str(table.base_path))),
+            timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(table.uri)),
         )
         log.info(
             "clean %s of %s planned: %d files in %d partitions",
             t,
-            table.base_path,
+            table.uri,
             new_plan.file_count,
             len(new_plan.files_per_partition),
         )

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 from airflow_lake_provider.lake.errors import CompactionConfigError
-from airflow_lake_provider.lake.services.compaction.strategy import strategy_for
 from airflow_lake_provider.lake.services.options import get_float, get_int, get_str, merge_layers
 
 TRIGGER_KEY = "hoodie.compact.inline.trigger.strategy"
@@ -86,5 +85,50 @@ class CompactionConfig:
             day_partitions=get_int(merged, DAY_PARTITIONS_KEY, 10, 0, CompactionConfigError),
             partition_regex=regex,
         )
-        strategy_for(config)  # resolve now, so a misspelt name fails before anything is planned
+        strategy_kinds(config.strategy)  # now, so a misspelt name fails before anything is planned
         return config
+
+
+def normalize_strategy_name(name: str) -> str:
+    """``org.apache...LogFileSizeBasedCompactionStrategy`` and ``log_file_size`` both give ``logfilesize``."""
+    short = name.strip().rsplit(".", 1)[-1].lower()
+    short = re.sub(r"[^a-z0-9]", "", short)
+    for suffix in ("compactionstrategy", "strategy"):
+        short = short.removesuffix(suffix)
+    return short.removesuffix("based")
+
+
+# Normalised strategy names (Hudi's class names and short forms) -> the kind of strategy they build.
+_KINDS = {
+    "logfilesize": "logfilesize",
+    "logfilenum": "logfilenum",
+    "logfilecount": "logfilenum",
+    "boundedio": "boundedio",
+    "day": "day",
+    "daybasedandboundedio": "dayio",
+    "dayandboundedio": "dayio",
+    "boundedpartitionaware": "boundedpartitionaware",
+    "unboundedpartitionaware": "unboundedpartitionaware",
+    "unbounded": "unbounded",
+    "partitionregex": "partitionregex",
+}
+_KNOWN = (
+    "LogFileSizeBased, LogFileNumBased, BoundedIO, DayBased, DayBasedAndBoundedIO, "
+    "BoundedPartitionAware, UnBoundedPartitionAware, UnBounded, PartitionRegexBased"
+)
+
+
+def strategy_kinds(strategy: str) -> list[str]:
+    """The kinds of the strategies ``hoodie.compaction.strategy`` names (comma-joined), checked."""
+    names = [n for n in strategy.split(",") if n.strip()]
+    if not names:
+        raise CompactionConfigError(f"{STRATEGY_KEY}={strategy!r} names no strategy")
+    kinds = []
+    for name in names:
+        kind = _KINDS.get(normalize_strategy_name(name))
+        if kind is None:
+            raise CompactionConfigError(
+                f"{STRATEGY_KEY}: unknown strategy {name.strip()!r} (known: {_KNOWN})"
+            )
+        kinds.append(kind)
+    return kinds

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -32,7 +31,6 @@ from airflow_lake_provider.lake.errors import (
     LakeError,
 )
 from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.base_file import write_base_file
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
 from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName, write_token
 from airflow_lake_provider.lake.format.instant import (
@@ -42,10 +40,10 @@ from airflow_lake_provider.lake.format.instant import (
     State,
     validate_instant_time,
 )
-from airflow_lake_provider.lake.services.clean.executor import resolve_deletable
 from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY, CompactionConfig
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
 from airflow_lake_provider.lake.services.compaction.planner import plan_compaction, trigger_state
+from airflow_lake_provider.lake.table.data_files import store_base_file
 from airflow_lake_provider.lake.table.fs_view import BaseFile, FileSlice, LogFile
 from airflow_lake_provider.lake.table.merge import DataItem, merge_slice
 from airflow_lake_provider.lake.table.reader import SliceReader
@@ -177,16 +175,14 @@ def schedule_compaction(
     config = _config(options)
     now = now or dt.datetime.now(dt.timezone.utc)
     if not table.config.is_mor:
-        return ScheduleResult(
-            Outcome.NO_WORK, reason=f"{table.base_path} is copy-on-write; nothing to compact"
-        )
+        return ScheduleResult(Outcome.NO_WORK, reason=f"{table.uri} is copy-on-write; nothing to compact")
     # The write lock too: a writer between reading its file groups and committing would append
     # logs to slices this plan takes over, and lose them (Hudi needs a lock provider here).
     with table.store.exclusive(SCHEDULE_LOCK), table.store.exclusive(WRITE_LOCK):
         timeline = table.timeline()
         trigger = trigger_state(timeline, config, now)
         if not (trigger.due or force):
-            log.info("compaction of %s not due: %s", table.base_path, trigger.reason)
+            log.info("compaction of %s not due: %s", table.uri, trigger.reason)
             return ScheduleResult(Outcome.NO_WORK, reason=f"not due: {trigger.reason}", dry_run=dry_run)
         plan = plan_compaction(timeline, table.file_system_view(timeline), config, now=now)
         if plan is None:
@@ -194,9 +190,7 @@ def schedule_compaction(
                 Outcome.NO_WORK, reason=f"no file slice selected by {config.strategy}", dry_run=dry_run
             )
         if not table.config.populate_meta_fields:
-            raise CompactionError(
-                f"{table.base_path}: compacting tables without meta fields is not supported"
-            )
+            raise CompactionError(f"{table.uri}: compacting tables without meta fields is not supported")
         c = plan_instant(table, timeline, instant)
         plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
         if dry_run:
@@ -206,7 +200,7 @@ def schedule_compaction(
     log.info(
         "compaction %s of %s scheduled: %d file groups, %.3f MB IO",
         c,
-        table.base_path,
+        table.uri,
         len(plan.operations),
         plan.total_io_mb,
     )
@@ -223,19 +217,18 @@ def output_schema(table: LakeTable, timeline: Timeline) -> pa.Schema:
     """The schema of compacted base files: meta columns then the table's data columns."""
     schema = table.arrow_schema(timeline)
     if schema is None:
-        raise CompactionError(f"{table.base_path}: the table has no schema (no commit records one)")
+        raise CompactionError(f"{table.uri}: the table has no schema (no commit records one)")
     if not table.config.populate_meta_fields or FILE_NAME_COLUMN not in schema.names:
-        raise CompactionError(f"{table.base_path}: compacting tables without meta fields is not supported")
+        raise CompactionError(f"{table.uri}: compacting tables without meta fields is not supported")
     return schema
 
 
 def plan_slice(table: LakeTable, op: CompactionOperation) -> FileSlice:
     """The file slice an operation names, exactly (logs written later against the plan are not in it)."""
-    folder = table.base_path / op.partition if op.partition else table.base_path
 
     def size_of(name: str) -> int:
         try:
-            return (folder / name).stat().st_size
+            return table.storage.size(join_partition(op.partition, name))
         except FileNotFoundError:
             raise CompactionError(
                 f"compaction of file group {op.file_id}: planned file "
@@ -309,11 +302,11 @@ def execute_operation(
         # Encoding + fsync of the file and the counting both run without the GIL: overlap them when
         # Arrow may use more than one core (a Spark job caps it at the task's cores).
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compaction-write") as pool:
-            writing = pool.submit(write_base_file, table.base_path / relative, out)
+            writing = pool.submit(store_base_file, table.storage, relative, out)
             updated, inserted, deleted = _write_counts(base_keys, reader.keys_of(out), touched)
             size = writing.result()
     else:
-        size = write_base_file(table.base_path / relative, out)
+        size = store_base_file(table.storage, relative, out)
         updated, inserted, deleted = _write_counts(base_keys, reader.keys_of(out), touched)
     fault("file")
     log.debug("compaction %s: %s -> %s (%d rows)", instant, op.file_id, relative, out.num_rows)
@@ -353,12 +346,7 @@ def _write_counts(base_keys: pa.Array, out_keys: pa.Array, touched: pa.Array) ->
 
 
 def _remove(table: LakeTable, relative: str) -> bool:
-    path = resolve_deletable(table.base_path, relative)
-    try:
-        path.unlink()
-    except FileNotFoundError:
-        return False
-    return True
+    return table.storage.delete_data_file(relative)
 
 
 def _own_output(instant: str, plan: CompactionPlan, partition: str, name: str) -> bool:
@@ -378,13 +366,11 @@ def remove_partial_output(table: LakeTable, instant: str, plan: CompactionPlan) 
         if _own_output(instant, plan, m.partition, m.file_name)
     }
     for partition in sorted({op.partition for op in plan.operations}):
-        folder = table.base_path / partition if partition else table.base_path
-        with os.scandir(folder) as entries:
-            targets.update(
-                join_partition(partition, e.name)
-                for e in entries
-                if e.is_file() and _own_output(instant, plan, partition, e.name)
-            )
+        targets.update(
+            join_partition(partition, name)
+            for name in table.storage.list_names(partition)
+            if _own_output(instant, plan, partition, name)
+        )
     removed = sorted(t for t in targets if _remove(table, t))
     table.store.delete_markers(instant)
     if removed:
@@ -486,7 +472,7 @@ def _pick(timeline: Timeline, instant: str | None) -> Instant | None:
         validate_instant_time(instant)
         found = timeline.get(instant)
         if found is None or not (found.action is Action.COMPACTION or timeline.is_compaction(found)):
-            raise CompactionError(f"{timeline.base_path}: there is no compaction at instant {instant}")
+            raise CompactionError(f"{timeline.storage.root}: there is no compaction at instant {instant}")
         return found
     pending = timeline.pending_compactions()
     inflight = [i for i in pending if i.is_inflight]
@@ -563,7 +549,7 @@ def execute_compaction(
     log.info(
         "compaction %s of %s completed: %d file groups, %d rows, %d bytes",
         c,
-        table.base_path,
+        table.uri,
         result.operations,
         result.records_written,
         result.bytes_written,

@@ -88,11 +88,13 @@ def pending_clustering_groups(timeline: Timeline) -> set[tuple[str, str]]:
     for instant in timeline.filter([Action.REPLACECOMMIT], [State.REQUESTED, State.INFLIGHT]):
         requested = instant if instant.is_requested else instant.with_state(State.REQUESTED)
         path = timeline.path_of(requested)
-        if not path.is_file() or path.stat().st_size == 0:
-            continue  # an insert_overwrite may leave it empty: no clustering plan
         try:
             record = timeline.avro_record(requested)
+        except FileNotFoundError:
+            continue
         except CorruptTimelineFileError:
+            if not timeline.read_bytes(requested):
+                continue  # an insert_overwrite may leave it empty: no clustering plan
             log.warning("%s: unreadable requested replace metadata; its file groups are not excluded", path)
             continue
         plan = record.get("clusteringPlan") or {}

@@ -11,13 +11,10 @@ import datetime as dt
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from airflow_lake_provider.lake.errors import CompactionConfigError
+from airflow_lake_provider.lake.services.compaction.config import CompactionConfig, strategy_kinds
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
-
-if TYPE_CHECKING:
-    from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
 
 _DATE_RE = re.compile(r"(\d{4})[/-]?(\d{2})[/-]?(\d{2})(?:\D|$)")
 
@@ -185,42 +182,14 @@ class CompositeStrategy(CompactionStrategy):
         return out
 
 
-def normalize_strategy_name(name: str) -> str:
-    """``org.apache...LogFileSizeBasedCompactionStrategy`` and ``log_file_size`` both give ``logfilesize``."""
-    short = name.strip().rsplit(".", 1)[-1].lower()
-    short = re.sub(r"[^a-z0-9]", "", short)
-    for suffix in ("compactionstrategy", "strategy"):
-        short = short.removesuffix(suffix)
-    return short.removesuffix("based")
-
-
-_ALIASES = {
-    "logfilesize": "logfilesize",
-    "logfilenum": "logfilenum",
-    "logfilecount": "logfilenum",
-    "boundedio": "boundedio",
-    "day": "day",
-    "daybasedandboundedio": "dayio",
-    "dayandboundedio": "dayio",
-    "boundedpartitionaware": "boundedpartitionaware",
-    "unboundedpartitionaware": "unboundedpartitionaware",
-    "unbounded": "unbounded",
-    "partitionregex": "partitionregex",
-}
-
-
 def strategy_for(config: CompactionConfig, now: dt.datetime | None = None) -> CompactionStrategy:
     """The strategy ``config.strategy`` names; ``now`` fixes "today" for the partition-aware ones."""
-    names = [n for n in config.strategy.split(",") if n.strip()]
-    if not names:
-        raise CompactionConfigError(f"hoodie.compaction.strategy={config.strategy!r} names no strategy")
     today = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc).date()
-    parts = [_one(name, config, today) for name in names]
+    parts = [_one(kind, config, today) for kind in strategy_kinds(config.strategy)]
     return parts[0] if len(parts) == 1 else CompositeStrategy(tuple(parts))
 
 
-def _one(name: str, config: CompactionConfig, today: dt.date) -> CompactionStrategy:
-    kind = _ALIASES.get(normalize_strategy_name(name))
+def _one(kind: str, config: CompactionConfig, today: dt.date) -> CompactionStrategy:
     if kind == "logfilesize":
         return LogFileSizeStrategy(config.log_size_threshold, config.target_io_mb)
     if kind == "logfilenum":
@@ -239,10 +208,4 @@ def _one(name: str, config: CompactionConfig, today: dt.date) -> CompactionStrat
         return UnboundedStrategy()
     if kind == "partitionregex":
         return PartitionRegexStrategy(config.partition_regex)
-    known = (
-        "LogFileSizeBased, LogFileNumBased, BoundedIO, DayBased, DayBasedAndBoundedIO, "
-        "BoundedPartitionAware, UnBoundedPartitionAware, UnBounded, PartitionRegexBased"
-    )
-    raise CompactionConfigError(
-        f"hoodie.compaction.strategy: unknown strategy {name.strip()!r} (known: {known})"
-    )
+    raise AssertionError(f"strategy kind {kind!r} is validated by strategy_kinds but not built")

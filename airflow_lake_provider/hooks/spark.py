@@ -1,0 +1,104 @@
+"""Submitting ``spark_jobs`` scripts from a hook: the environment, and how ``spark-submit`` ended."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_lake_provider.lake.spark_submit import job_conf, job_script, spark_submit_binary
+
+
+@dataclass(frozen=True)
+class SparkSubmission:
+    """How ``spark-submit`` ended: ``ok`` is its exit status only, not the service's outcome."""
+
+    command: tuple[str, ...]
+    ok: bool
+    error: str = ""
+
+
+def spark_job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment for ``spark-submit`` so the driver and Python workers use this interpreter.
+
+    The pip ``pyspark`` puts ``spark-submit`` beside the interpreter and looks for ``python3`` on
+    ``PATH``; the job imports ``airflow_lake_provider`` and ``spark_jobs``, so their parent folders
+    go on ``PYTHONPATH``.
+    """
+    import airflow_lake_provider
+    import spark_jobs
+
+    bin_dir = str(Path(sys.executable).parent)
+    roots = {
+        str(Path(airflow_lake_provider.__file__).resolve().parent.parent),
+        str(Path(spark_jobs.__file__).resolve().parent.parent),
+    }
+    python_path = [*sorted(roots), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    path = [bin_dir, *(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != bin_dir)]
+    env = {
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PATH": os.pathsep.join(path),
+        "PYTHONPATH": os.pathsep.join(dict.fromkeys(python_path)),
+    }
+    env.update(extra or {})
+    return env
+
+
+class SparkJobMixin:
+    """``submit_spark_job`` and ``on_kill`` for the hooks that run table services on Spark."""
+
+    _spark_hook: Any = None
+
+    def submit_spark_job(
+        self,
+        script: str,
+        args: Sequence[str],
+        *,
+        conn_id: str = "spark_default",
+        conf: Mapping[str, Any] | None = None,
+        env_vars: Mapping[str, str] | None = None,
+        name: str | None = None,
+    ) -> SparkSubmission:
+        """Run ``spark_jobs/<script>`` with ``SparkSubmitHook`` and report how ``spark-submit`` ended.
+
+        A non-zero exit does not raise: callers judge the outcome from the table's timeline.
+
+        :param script: file name under ``spark_jobs/`` (e.g. ``clean.py``).
+        :param args: the script's arguments.
+        :param conn_id: the Spark connection (its master, deploy mode, queue).
+        :param conf: ``--conf`` values over :func:`job_conf`'s defaults.
+        :param env_vars: environment variables over :func:`spark_job_env`'s.
+        :param name: the Spark application name.
+        """
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        application = str(job_script(script))
+        hook = SparkSubmitHook(
+            conf=job_conf(conf),
+            conn_id=conn_id,
+            name=name or f"lake-{Path(script).stem}",
+            application_args=[str(a) for a in args],
+            env_vars=spark_job_env(env_vars),
+            # The connection extra only allows bare names; the argument takes the venv's binary.
+            spark_binary=spark_submit_binary(),
+        )
+        self._spark_hook = hook
+        command = (application, *map(str, args))
+        try:
+            hook.submit(application=application)
+        except AirflowException as exc:
+            return SparkSubmission(command, False, str(exc))
+        finally:
+            self._spark_hook = None
+        return SparkSubmission(command, True)
+
+    def on_kill(self) -> None:
+        """Stop a running ``spark-submit`` (the task was killed)."""
+        if self._spark_hook is not None:
+            self._spark_hook.on_kill()

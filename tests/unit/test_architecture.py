@@ -1,0 +1,224 @@
+"""The architecture, checked from the source: layers of the core, no import circles, one storage seam.
+
+Layers of ``airflow_lake_provider.lake`` (each may import the ones below it, never one above):
+
+    cli, spark_submit            entry points
+    services                     clean, compaction, savepoint
+    table                        timeline, store, file system view, merge, read, write
+    format                       Hudi v6 on disk: codecs over bytes, no I/O
+    storage, errors              the one file-access seam; the exception tree
+
+Outside the core, only the ``lake`` CLI, ``spark_jobs`` and the Airflow layer import services.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("airflow_lake_provider", "spark_jobs")
+CORE = "airflow_lake_provider.lake"
+
+# What each core module group may import from the core (a prefix match on module names).
+ALLOWED = {
+    f"{CORE}.errors": (),
+    f"{CORE}.storage": (f"{CORE}.errors",),
+    f"{CORE}.format": (f"{CORE}.errors", f"{CORE}.format"),
+    f"{CORE}.table": (f"{CORE}.errors", f"{CORE}.storage", f"{CORE}.format", f"{CORE}.table"),
+    f"{CORE}.services": (
+        f"{CORE}.errors",
+        f"{CORE}.storage",
+        f"{CORE}.format",
+        f"{CORE}.table",
+        f"{CORE}.services",
+    ),
+}
+SERVICE_USERS = (
+    f"{CORE}.cli",
+    f"{CORE}.services",
+    "spark_jobs",
+    *(f"airflow_lake_provider.{p}" for p in ("hooks", "operators", "sensors", "triggers")),
+)
+# Files of the core that may touch the file system directly: the seam itself, and spark_submit,
+# which finds and starts the spark-submit program (no table files).
+DIRECT_IO_ALLOWED = {f"{CORE}.storage", f"{CORE}.spark_submit"}
+# ``os`` names that are not file access.
+OS_ALLOWED = {"environ", "getenv", "fspath", "PathLike", "getpid", "cpu_count", "sep", "pathsep"}
+IO_MODULES = {"shutil", "fcntl", "tempfile", "glob", "pathlib", "pyarrow.fs", "pyarrow.dataset", "fsspec"}
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = list(path.relative_to(ROOT).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts.pop()
+            found[".".join(parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(tree: ast.AST, module: str) -> Iterator[str]:
+    """Every module an import statement names, wherever it stands (top level, function, TYPE_CHECKING)."""
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            yield base
+            for alias in node.names:  # ``from pkg import module`` names a module too
+                if f"{base}.{alias.name}" in MODULES:
+                    yield f"{base}.{alias.name}"
+
+
+def _graph() -> dict[str, set[str]]:
+    graph = {}
+    for module, path in MODULES.items():
+        tree = ast.parse(path.read_text("utf-8"))
+        graph[module] = set(_imports(tree, module))
+    return graph
+
+
+GRAPH = _graph()
+
+
+def _group(module: str) -> str | None:
+    for group in ALLOWED:
+        if module == group or module.startswith(group + "."):
+            return group
+    return None
+
+
+def test_every_core_module_belongs_to_a_layer_or_is_an_entry_point() -> None:
+    core = [m for m in MODULES if m.startswith(CORE + ".")]
+    assert {m for m in core if _group(m) is None} == {f"{CORE}.cli", f"{CORE}.spark_submit"}
+
+
+@pytest.mark.parametrize("group", sorted(ALLOWED))
+def test_core_layers_import_only_what_lies_below(group: str) -> None:
+    bad = []
+    for module, imported in GRAPH.items():
+        if _group(module) != group:
+            continue
+        for name in imported:
+            if name.startswith(CORE + ".") and not any(
+                name == ok or name.startswith(ok + ".") for ok in ALLOWED[group]
+            ):
+                bad.append(f"{module} imports {name}")
+    assert bad == []
+
+
+def test_core_imports_neither_airflow_nor_pyspark() -> None:
+    bad = [
+        f"{module} imports {name}"
+        for module, imported in GRAPH.items()
+        if module == CORE or module.startswith(CORE + ".")
+        for name in imported
+        if name.split(".")[0] in ("airflow", "pyspark")
+    ]
+    assert bad == []
+
+
+def test_only_entry_points_and_the_airflow_layer_import_services() -> None:
+    bad = [
+        f"{module} imports {name}"
+        for module, imported in GRAPH.items()
+        for name in imported
+        if name.startswith(f"{CORE}.services") and not module.startswith(SERVICE_USERS)
+    ]
+    assert bad == []
+
+
+def test_no_import_circles() -> None:
+    """Tarjan's strongly connected components over our own modules: every one must be a single module."""
+    graph = {m: {n for n in names if n in MODULES and n != m} for m, names in GRAPH.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    assert circles == []
+
+
+def _type_checking_only(tree: ast.AST) -> set[ast.AST]:
+    """Nodes under ``if TYPE_CHECKING:`` (annotations only: never run)."""
+    return {
+        inner
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+
+
+def _direct_io(module: str) -> list[str]:
+    tree = ast.parse(MODULES[module].read_text("utf-8"))
+    skipped = _type_checking_only(tree)
+    found = []
+    for node in ast.walk(tree):
+        if node in skipped:
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
+            found.append(f"line {node.lineno}: open()")
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "os"
+            and node.attr not in OS_ALLOWED
+        ):
+            found.append(f"line {node.lineno}: os.{node.attr}")
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"line {node.lineno}: import {n}" for n in names if n in IO_MODULES]
+    return found
+
+
+@pytest.mark.parametrize(
+    "module", sorted(m for m in MODULES if m.startswith(CORE + ".") and m not in DIRECT_IO_ALLOWED)
+)
+def test_core_touches_files_only_through_storage(module: str) -> None:
+    assert _direct_io(module) == []
+
+
+def test_direct_io_check_finds_direct_file_access() -> None:
+    """The check above is not vacuous: the storage module itself is full of what it looks for."""
+    found = " ".join(_direct_io(f"{CORE}.storage"))
+    for expected in ("open()", "os.scandir", "os.link", "import shutil", "import fcntl"):
+        assert expected in found

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from airflow_lake_provider.lake.table.reader import read_snapshot, sort_by_key
-from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake import LakeTable, read_snapshot, write
+from airflow_lake_provider.lake.table.reader import sort_by_key
 
 CITIES = ["san_francisco", "sao_paulo", "chennai"]
 

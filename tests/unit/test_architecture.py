@@ -222,3 +222,29 @@ def test_direct_io_check_finds_direct_file_access() -> None:
     found = " ".join(_direct_io(f"{CORE}.storage"))
     for expected in ("open()", "os.scandir", "os.link", "import shutil", "import fcntl"):
         assert expected in found
+
+
+def test_public_names_load_lazily_from_the_core_package() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, airflow_lake_provider.lake as lake\n"
+        "heavy = ('pyarrow', 'polars', 'fastavro')\n"
+        "before = [m for m in heavy if m in sys.modules]\n"
+        "names = sorted(n for n in lake.__all__ if getattr(lake, n) is not None)\n"
+        "print(before, names, lake.write.__module__, lake.LakeTable.__module__)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == [
+        "[]",
+        "['LakeError',",
+        "'LakeTable',",
+        "'Operation',",
+        "'Storage',",
+        "'open_storage',",
+        "'read_snapshot',",
+        "'write']",
+        f"{CORE}.table.writer",
+        f"{CORE}.table.table",
+    ]

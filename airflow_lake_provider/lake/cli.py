@@ -229,6 +229,8 @@ def _cmd_savepoint(args: argparse.Namespace) -> None:
     if args.action == "create":
         point = create_savepoint(table, args.instant)
         print(f"savepoint {point.instant}: {len(point.files)} files kept")
+        for pending in point.overrides:
+            print(f"pending clean {pending} will keep this savepoint's files")
     else:
         delete_savepoint(table, args.instant)
         print(f"savepoint {args.instant} deleted")

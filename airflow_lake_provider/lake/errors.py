@@ -55,6 +55,10 @@ class UnsafePathError(LakeError, ValueError):
     """A path to delete or write lies outside the table base path or inside ``.hoodie/``."""
 
 
+class SnapshotCleanedError(LakeError):
+    """A time-travel read asked for an instant whose files a clean already removed."""
+
+
 class ServiceBusyError(LakeError):
     """Another run of the same table service holds the table's lock."""
 

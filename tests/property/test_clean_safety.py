@@ -68,8 +68,10 @@ clean_st = st.tuples(
         ]
     ),
     st.integers(1, 2),
+    # "schedule" leaves the plan pending: savepoints made before the next clean must still win.
+    st.sampled_from(["schedule_and_execute", "schedule_and_execute", "schedule"]),
 )
-savepoint_st = st.tuples(st.just("savepoint"), st.integers(0, 20), st.just(0))
+savepoint_st = st.tuples(st.just("savepoint"), st.one_of(st.just(0), st.integers(0, 20)), st.just(0))
 # Merge-on-read tables grow new slices only by compaction: run one, or leave one pending.
 compact_st = st.tuples(st.just("compact"), st.sampled_from(["run", "run", "schedule"]), st.just(0))
 
@@ -79,7 +81,9 @@ compact_st = st.tuples(st.just("compact"), st.sampled_from(["run", "run", "sched
     table_type=st.sampled_from(["cow", "mor"]),
     partitioned=st.booleans(),
     steps=st.lists(
-        st.one_of(write_st, write_st, write_st, clean_st, savepoint_st, compact_st), min_size=10, max_size=24
+        st.one_of(write_st, write_st, write_st, clean_st, savepoint_st, savepoint_st, compact_st),
+        min_size=10,
+        max_size=24,
     ),
 )
 def test_clean_keeps_every_retained_instant_and_savepoint_readable(
@@ -126,15 +130,17 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
         elif step[0] == "savepoint":
             candidates = sorted(snapshots)
             if candidates:
-                chosen = candidates[step[1] % len(candidates)]
+                # Index 0 often picks the oldest commit: the one a pending clean plan most likely names.
+                chosen = candidates[step[1] % len(candidates)] if step[1] else candidates[0]
                 if chosen not in savepointed:
                     try:
-                        create_savepoint(table, chosen)
+                        point = create_savepoint(table, chosen)
                         savepointed.add(chosen)
+                        event(f"savepoint overrides a pending clean: {bool(point.overrides)}")
                     except SavepointError as exc:  # its files were already cleaned: refused
                         assert "already cleaned" in str(exc) or "earliest commit" in str(exc)
         else:
-            _, policy, retained = step
+            _, policy, retained, mode = step
             key = {
                 CleanPolicy.KEEP_LATEST_COMMITS: "hoodie.cleaner.commits.retained",
                 CleanPolicy.KEEP_LATEST_FILE_VERSIONS: "hoodie.cleaner.fileversions.retained",
@@ -147,26 +153,94 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
                 if commits
                 else dt.datetime.now(dt.timezone.utc)
             )
-            hoodie_before = _tree_digest(table.base_path / ".hoodie")
-            outside_before = _tree_digest(outside)
-            result = run_clean(table, {"hoodie.cleaner.policy": policy.value, key: str(retained)}, now=now)
-            event(f"clean {result.outcome.value} deleted>0={result.deleted_files > 0}")
-            hoodie_after = _tree_digest(table.base_path / ".hoodie")
-            # Only the clean's own bookkeeping file may be rewritten; every other file stays as it was.
-            kept = {k: v for k, v in hoodie_before.items() if k != ".aux/lake-clean-state.json"}
-            assert {k: hoodie_after.get(k) for k in kept} == kept, "a .hoodie file changed"
-            assert _tree_digest(outside) == outside_before
-            retained_instants = set(savepointed)
-            if snapshots:
-                retained_instants.add(max(snapshots))
-            if result.outcome is Outcome.CLEANED and result.plan and result.plan.earliest_instant_to_retain:
-                earliest = result.plan.earliest_instant_to_retain.timestamp
-                retained_instants |= {t for t in snapshots if t >= earliest}
-            for instant in sorted(retained_instants):
-                assert _rows(read_snapshot(table, as_of=instant)) == snapshots[instant], (
-                    f"ours as of {instant}"
-                )
-                if not table.timeline().pending_compactions():  # hudi-rs hides logs of a pending one
-                    assert _hudi_rs(table.base_path, instant) == snapshots[instant], (
-                        f"hudi-rs as of {instant}"
-                    )
+            options = {"hoodie.cleaner.policy": policy.value, key: str(retained)}
+            _clean_and_check(table, outside, options, mode, now, snapshots, savepointed)
+    # Finish whatever plan is still pending: savepoints made since must still read exactly.
+    _clean_and_check(table, outside, {}, "execute", dt.datetime.now(dt.timezone.utc), snapshots, savepointed)
+
+
+def _clean_and_check(
+    table: LakeTable,
+    outside: Path,
+    options: dict[str, str],
+    mode: str,
+    now: dt.datetime,
+    snapshots: dict[str, list[tuple]],
+    savepointed: set[str],
+) -> None:
+    """One clean run, then: .hoodie/ and the neighbour untouched, every retained instant and
+    savepoint reads exactly as it did when written (ours and hudi-rs)."""
+    hoodie_before = _tree_digest(table.base_path / ".hoodie")
+    outside_before = _tree_digest(outside)
+    result = run_clean(table, options, mode=mode, now=now)
+    event(f"clean {result.outcome.value} deleted>0={result.deleted_files > 0}")
+    if result.kept_for_savepoints:
+        event("a pending clean kept files for a later savepoint")
+    hoodie_after = _tree_digest(table.base_path / ".hoodie")
+    # Only the clean's own bookkeeping file may be rewritten; every other file stays as it was.
+    kept = {k: v for k, v in hoodie_before.items() if k != ".aux/lake-clean-state.json"}
+    assert {k: hoodie_after.get(k) for k in kept} == kept, "a .hoodie file changed"
+    assert _tree_digest(outside) == outside_before
+    retained_instants = set(savepointed)
+    if snapshots:
+        retained_instants.add(max(snapshots))
+    if result.outcome is Outcome.CLEANED and result.plan and result.plan.earliest_instant_to_retain:
+        earliest = result.plan.earliest_instant_to_retain.timestamp
+        retained_instants |= {t for t in snapshots if t >= earliest}
+    for instant in sorted(retained_instants):
+        assert _rows(read_snapshot(table, as_of=instant)) == snapshots[instant], f"ours as of {instant}"
+        if not table.timeline().pending_compactions():  # hudi-rs hides logs of a pending one
+            assert _hudi_rs(table.base_path, instant) == snapshots[instant], f"hudi-rs as of {instant}"
+
+
+@settings(max_examples=30)
+@given(
+    table_type=st.sampled_from(["cow", "mor"]),
+    versions=st.integers(3, 6),
+    retained=st.integers(1, 2),
+    picks=st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True),
+    crash_inflight=st.booleans(),
+)
+def test_savepoints_made_while_a_clean_is_pending_win(
+    tmp_path_factory, table_type: str, versions: int, retained: int, picks: list[int], crash_inflight: bool
+) -> None:
+    """Plan a clean, savepoint some instants (the plan may name their files), then let the clean run
+    (or die after going inflight and be finished later): every savepoint reads exactly as before."""
+    table = LakeTable.create(
+        tmp_path_factory.mktemp("pending") / "t",
+        name="p",
+        table_type=table_type,
+        record_key_fields=("key",),
+        precombine_field="ts",
+    )
+    snapshots: dict[str, list[tuple]] = {}
+    for ts in range(versions):
+        batch = pa.table(
+            {"key": KEYS, "city": ["x"] * 3, "ts": pa.array([ts] * 3, pa.int64()), "value": [ts] * 3}
+        )
+        written = write(table, batch, "upsert").instant  # before the read: d[k()] = v() runs v() first
+        snapshots[written] = _rows(read_snapshot(table))
+        if table_type == "mor" and ts:
+            scheduled, done = run_compaction(table, force=True)
+            assert done.outcome is CompactionOutcome.COMPLETED
+            snapshots[scheduled.instant] = _rows(read_snapshot(table))
+    pending = run_clean(table, {"hoodie.cleaner.commits.retained": str(retained)}, mode="schedule")
+    planned = {
+        p for paths in (pending.plan.files_per_partition if pending.plan else {}).values() for p in paths
+    }
+    if crash_inflight and pending.instant:
+        requested = table.timeline().get(pending.instant)
+        table.store.transition_to_inflight(requested, table.timeline().read_bytes(requested))
+    protected: set[str] = set()
+    instants = sorted(snapshots)
+    for chosen in sorted({instants[pick % len(instants)] for pick in picks}):
+        point = create_savepoint(table, chosen)
+        protected |= point.files
+        assert bool(point.overrides) == bool(point.files & planned)
+        event(f"savepoint overrides the pending clean: {bool(point.overrides)}")
+    result = run_clean(table, mode="execute")
+    assert set(result.kept_for_savepoints) == planned & protected
+    event(f"kept for savepoints: {bool(result.kept_for_savepoints)}; deleted: {result.deleted_files > 0}")
+    for sp in table.timeline().savepoints():
+        assert _rows(read_snapshot(table, as_of=sp.timestamp)) == snapshots[sp.timestamp]
+        assert _hudi_rs(table.base_path, sp.timestamp) == snapshots[sp.timestamp]

@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import getpass
+import logging
 import time
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import SavepointError
 from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.commit_metadata import WriteStat, join_partition
-from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.format.commit_metadata import join_partition
 from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS, Action, State, validate_instant_time
-from airflow_lake_provider.lake.table.fs_view import FileSystemView
+from airflow_lake_provider.lake.services.clean.planner import CleanPlan
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
+
+log = logging.getLogger(__name__)
+# A running clean holds the lock for its deletes; a savepoint waits that long for it.
+SAVEPOINT_LOCK_WAIT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
 class Savepoint:
     instant: str
     files: frozenset[str]  # table-relative paths
+    # Pending cleans whose stored plans name some of ``files``: they will keep those files.
+    overrides: tuple[str, ...] = ()
 
 
 def savepoints(timeline: Timeline) -> list[Savepoint]:
@@ -40,10 +46,28 @@ def savepointed_files(timeline: Timeline) -> frozenset[str]:
     return frozenset(f for sp in savepoints(timeline) for f in sp.files)
 
 
-def create_savepoint(table: LakeTable, instant: str, user: str | None = None, comment: str = "") -> Savepoint:
-    """Savepoint the completed commit ``instant``: record the files of every slice it reads."""
+def create_savepoint(
+    table: LakeTable,
+    instant: str,
+    user: str | None = None,
+    comment: str = "",
+    wait_seconds: float = SAVEPOINT_LOCK_WAIT_SECONDS,
+) -> Savepoint:
+    """Savepoint the completed commit ``instant``: record the files of every slice it reads.
+
+    Holds the clean lock, so no clean deletes between the checks below and the savepoint's
+    creation; a clean that is pending (planned earlier, or killed half way) re-reads the
+    savepoints before it deletes and keeps these files (``Savepoint.overrides`` names it).
+    """
     validate_instant_time(instant)
+    with table.store.exclusive("clean", wait_seconds):
+        return _create(table, instant, user, comment)
+
+
+def _create(table: LakeTable, instant: str, user: str | None, comment: str) -> Savepoint:
     timeline = table.timeline()
+    if any(sp.timestamp == instant for sp in timeline.savepoints()):
+        raise SavepointError(f"{table.uri}: a savepoint at {instant} already exists")
     target = timeline.get(instant)
     if target is None or target.action not in COMMIT_ACTIONS or target.state is not State.COMPLETED:
         raise SavepointError(f"{table.uri}: {instant} is not a completed commit on the timeline")
@@ -56,7 +80,13 @@ def create_savepoint(table: LakeTable, instant: str, user: str | None = None, co
                 f"({last_clean.timestamp}) retained; its files may be gone"
             )
     view = table.file_system_view(timeline)
-    _check_slices_present(timeline, view, instant, table)
+    missing = view.missing_slices(instant)
+    if missing:
+        partition, file_id, at = missing[0]
+        raise SavepointError(
+            f"{table.uri}: cannot savepoint {instant}: the file slice {at} of file group "
+            f"{file_id} in partition {partition or '<root>'} it reads was already cleaned"
+        )
     per_partition: dict[str, list[str]] = {}
     for slice_ in view.latest_slices(as_of=instant):
         for f in slice_.files:
@@ -73,40 +103,26 @@ def create_savepoint(table: LakeTable, instant: str, user: str | None = None, co
     }
     table.store.create_savepoint(instant, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
     files = frozenset(join_partition(p, n) for p, names in per_partition.items() for n in names)
-    return Savepoint(instant, files)
+    overrides = _pending_cleans_needing(table, timeline, files)
+    if overrides:
+        log.warning(
+            "savepoint %s of %s overrides pending clean(s) %s: they will keep its files",
+            instant,
+            table.uri,
+            ", ".join(overrides),
+        )
+    return Savepoint(instant, files, overrides)
 
 
-def _slice_instant(stat: WriteStat) -> str | None:
-    """The base instant of the slice a write stat wrote to (base file or log file name)."""
-    name = stat.path.rsplit("/", 1)[-1]
-    base = BaseFileName.parse(name)
-    if base is not None:
-        return base.instant
-    log_name = LogFileName.parse(name)
-    return log_name.base_instant if log_name is not None else None
-
-
-def _check_slices_present(timeline: Timeline, view: FileSystemView, instant: str, table: LakeTable) -> None:
-    """Refuse a savepoint whose snapshot a clean already broke: every file group live at ``instant``
-    must still hold the slice that instant read (commit write stats say which one that was)."""
-    expected: dict[tuple[str, str], str] = {}
-    for commit in timeline.completed_commits:
-        if commit.timestamp > instant:
-            break
-        for stat in timeline.commit_metadata(commit).write_stats():
-            at = _slice_instant(stat)
-            key = (stat.partition_path, stat.file_id)
-            if at is not None and at > expected.get(key, ""):
-                expected[key] = at
-    for key, at in sorted(expected.items()):
-        group = view.groups.get(key)
-        if group is not None and view.is_replaced(group, instant):
-            continue
-        if group is None or not any(s.base_instant == at for s in group.slices):
-            raise SavepointError(
-                f"{table.uri}: cannot savepoint {instant}: the file slice {at} of file group "
-                f"{key[1]} in partition {key[0] or '<root>'} it reads was already cleaned"
-            )
+def _pending_cleans_needing(table: LakeTable, timeline: Timeline, files: frozenset[str]) -> tuple[str, ...]:
+    """Pending cleans whose stored plans would delete any of ``files``."""
+    found = []
+    for pending in timeline.filter([Action.CLEAN], [State.REQUESTED, State.INFLIGHT]):
+        requested = pending.with_state(State.REQUESTED)
+        plan = CleanPlan.from_avro(timeline.avro_record(requested), table.uri)
+        if any(p in files for paths in plan.files_per_partition.values() for p in paths):
+            found.append(pending.timestamp)
+    return tuple(found)
 
 
 def delete_savepoint(table: LakeTable, instant: str) -> None:

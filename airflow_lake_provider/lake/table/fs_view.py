@@ -196,6 +196,41 @@ class FileSystemView:
         at = self.replaced.get((group.partition, group.file_id))
         return at is not None and (as_of is None or at <= as_of)
 
+    def missing_slices(
+        self, instant: str, partitions: Iterable[str] | None = None
+    ) -> list[tuple[str, str, str]]:
+        """(partition, file id, slice instant) of every file slice that a read as of ``instant`` (of
+        ``partitions``, default all) needs but a clean removed, wholly or some of its files.
+
+        Commit write stats say which files each file group had at ``instant``: those of its newest
+        slice (base file and log files) written by commits up to ``instant``.
+        """
+        expected: dict[tuple[str, str], tuple[str, set[str]]] = {}
+        only = set(partitions) if partitions is not None else None
+        for commit in self.timeline.completed_commits:
+            if commit.timestamp > instant:
+                break
+            for stat in self.timeline.commit_metadata(commit).write_stats():
+                name = stat.path.rsplit("/", 1)[-1]
+                at = _slice_instant(name)
+                if at is None or (only is not None and stat.partition_path not in only):
+                    continue
+                key = (stat.partition_path, stat.file_id)
+                known = expected.get(key)
+                if known is None or at > known[0]:
+                    expected[key] = (at, {name})
+                elif at == known[0]:
+                    known[1].add(name)
+        missing = []
+        for key, (at, names) in sorted(expected.items()):
+            group = self.groups.get(key)
+            if group is not None and self.is_replaced(group, instant):
+                continue
+            present = next((s for s in group.slices if s.base_instant == at), None) if group else None
+            if present is None or not names <= {f.file_name for f in present.files}:
+                missing.append((key[0], key[1], at))
+        return missing
+
     def latest_slices(self, as_of: str | None = None, partition: str | None = None) -> list[FileSlice]:
         """The slice a snapshot query reads in every live file group (as of ``as_of`` if given)."""
         out = []
@@ -298,6 +333,15 @@ def _make_group(key: tuple[str, str], slots: Mapping[str, SlotEntry]) -> FileGro
         logs.sort(key=lambda f: f.name.sort_key)
         slices.append(FileSlice(partition, file_id, at, base, tuple(logs)))
     return FileGroup(partition, file_id, tuple(slices))
+
+
+def _slice_instant(name: str) -> str | None:
+    """The base instant of the slice a data file belongs to (from its base or log file name)."""
+    base = BaseFileName.parse(name)
+    if base is not None:
+        return base.instant
+    log_name = LogFileName.parse(name)
+    return log_name.base_instant if log_name is not None else None
 
 
 def _replaced_file_groups(timeline: Timeline) -> dict[tuple[str, str], str]:

@@ -11,15 +11,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.errors import CorruptLogBlockError
+from airflow_lake_provider.lake.errors import CorruptLogBlockError, SnapshotCleanedError
+from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
 from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
-from airflow_lake_provider.lake.format.instant import validate_instant_time
+from airflow_lake_provider.lake.format.instant import Action, validate_instant_time
 from airflow_lake_provider.lake.format.log_block import BlockType, LogBlock
 from airflow_lake_provider.lake.format.partitioning import record_keys
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.table.data_files import read_log_blocks
-from airflow_lake_provider.lake.table.fs_view import FileSlice, LogFile
+from airflow_lake_provider.lake.table.fs_view import FileSlice, FileSystemView, LogFile
 from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, LogItem, merge_slice
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
@@ -176,7 +177,10 @@ def read_snapshot(
     schema = table.arrow_schema(timeline, as_of)
     if schema is None:
         return pa.table({})
-    view = table.file_system_view(timeline, list(partitions) if partitions is not None else None)
+    wanted = list(partitions) if partitions is not None else None
+    view = table.file_system_view(timeline, wanted)
+    if as_of is not None:
+        _check_readable(table, view, as_of, wanted)
     reader = SliceReader(table, timeline, schema, as_of)
     slices = view.latest_slices(as_of)
     if not slices:
@@ -186,6 +190,38 @@ def read_snapshot(
         parts = list(pool.map(reader.read_slice, slices))
     result = pa.concat_tables(parts)
     return result.combine_chunks() if result.num_rows < 1_000_000 else result
+
+
+def _check_readable(table: LakeTable, view: FileSystemView, as_of: str, partitions: list[str] | None) -> None:
+    """Refuse time travel to an instant whose files a clean removed: reading what is left would
+    silently return partial rows."""
+    missing = view.missing_slices(as_of, partitions)
+    if not missing:
+        return
+    partition, file_id, at = missing[0]
+    timeline = view.timeline
+    earliest = _earliest_retained(timeline)
+    points = [i.timestamp for i in timeline.savepoints()]
+    raise SnapshotCleanedError(
+        f"{table.uri}: cannot read as of {as_of}: a clean removed the file slice {at} of file group "
+        f"{file_id} in partition {partition or '<root>'} ({len(missing)} slices in all); the earliest "
+        f"instant that can still be read is {earliest or 'unknown'}"
+        + (f", or a savepoint: {', '.join(points)}" if points else "")
+    )
+
+
+def _earliest_retained(timeline: Timeline) -> str | None:
+    """The earliest commit the last completed clean retained (reads from it on are whole)."""
+    last = timeline.last_completed(Action.CLEAN)
+    if last is None:
+        return None
+    record = timeline_avro.read_avro_fields(
+        timeline.read_bytes(last),
+        timeline.path_of(last),
+        timeline_avro.CLEAN_METADATA,
+        ("partitionMetadata", "bootstrapPartitionMetadata"),
+    )
+    return record.get("earliestCommitToRetain") or None
 
 
 def sort_by_key(table: pa.Table) -> pa.Table:

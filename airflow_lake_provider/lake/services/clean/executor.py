@@ -14,7 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -61,6 +61,8 @@ class CleanResult:
     finished_pending: tuple[str, ...] = ()
     duration_seconds: float = 0.0
     reason: str = ""
+    # Planned files kept because a savepoint made after the plan needs them.
+    kept_for_savepoints: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (pushed to XCom, printed by the CLI and the Spark job)."""
@@ -80,6 +82,7 @@ class CleanResult:
             "deleted_files": self.deleted_files,
             "failed_files": self.failed_files,
             "finished_pending": list(self.finished_pending),
+            "kept_for_savepoints": list(self.kept_for_savepoints),
             "duration_seconds": round(self.duration_seconds, 3),
             "reason": self.reason,
         }
@@ -187,7 +190,11 @@ def delete_files(storage: Storage, paths: Sequence[str], workers: int = 8) -> De
 
 
 def clean_metadata(
-    plan: CleanPlan, instant: str, outcomes: Mapping[str, DeleteOutcome], started: float
+    plan: CleanPlan,
+    instant: str,
+    outcomes: Mapping[str, DeleteOutcome],
+    started: float,
+    kept_for_savepoints: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The ``HoodieCleanMetadata`` record of a finished clean."""
     partitions = {}
@@ -202,6 +209,9 @@ def clean_metadata(
             "isPartitionDeleted": False,
         }
     ecr = plan.earliest_instant_to_retain
+    extra = dict(plan.extra_metadata)
+    if kept_for_savepoints:  # Hudi's metadata has no field for it; extraMetadata is free-form
+        extra["lake.keptForSavepoints"] = ",".join(kept_for_savepoints)
     return {
         "startCleanTime": instant,
         "timeTakenInMillis": int((time.monotonic() - started) * 1000),
@@ -211,7 +221,7 @@ def clean_metadata(
         "partitionMetadata": partitions,
         "version": 2,
         "bootstrapPartitionMetadata": None,
-        "extraMetadata": dict(plan.extra_metadata) or None,
+        "extraMetadata": extra or None,
     }
 
 
@@ -238,16 +248,32 @@ def local_deleter(table: LakeTable, plan: CleanPlan) -> dict[str, DeleteOutcome]
 def execute_pending(
     table: LakeTable, instant: Instant, timeline: Timeline, deleter: Deleter = local_deleter
 ) -> CleanResult:
-    """Finish one requested or inflight clean from its stored plan."""
+    """Finish one requested or inflight clean from its stored plan.
+
+    Savepoints win over the plan: files a savepoint made after the plan needs are kept (and
+    reported), never deleted. The savepoints are read from a fresh timeline here, under the clean
+    lock that savepoint creation takes too, so none can appear between this check and the deletes.
+    """
     started = time.monotonic()
-    plan_ = stored_plan(table, timeline, instant)
-    for paths in plan_.files_per_partition.values():
+    stored = stored_plan(table, timeline, instant)
+    for paths in stored.files_per_partition.values():
         for p in paths:
             table.storage.check_deletable(p)  # refuse before the instant moves on
+    protected = savepointed_files(table.timeline())
+    kept = tuple(sorted(p for paths in stored.files_per_partition.values() for p in paths if p in protected))
+    plan_ = stored.without(frozenset(kept)) if kept else stored
+    if kept:
+        log.warning(
+            "clean %s of %s: keeping %d planned files that savepoints need: %s",
+            instant.timestamp,
+            table.uri,
+            len(kept),
+            ", ".join(kept[:10]) + (" ..." if len(kept) > 10 else ""),
+        )
     if instant.state is State.REQUESTED:
         instant = table.store.transition_to_inflight(instant, timeline.read_bytes(instant))
     outcomes = deleter(table, plan_)
-    metadata = clean_metadata(plan_, instant.timestamp, outcomes, started)
+    metadata = clean_metadata(plan_, instant.timestamp, outcomes, started, kept)
     table.store.transition_to_completed(
         instant, timeline_avro.write_avro(timeline_avro.CLEAN_METADATA, metadata)
     )
@@ -268,6 +294,7 @@ def execute_pending(
         deleted,
         failed,
         duration_seconds=time.monotonic() - started,
+        kept_for_savepoints=kept,
     )
 
 
@@ -353,15 +380,7 @@ def run_clean(
                 duration_seconds=time.monotonic() - started,
             )
         done = execute_pending(table, requested, table.timeline(), deleter)
-        return CleanResult(
-            Outcome.CLEANED,
-            t,
-            new_plan,
-            done.deleted_files,
-            done.failed_files,
-            tuple(finished),
-            time.monotonic() - started,
-        )
+        return replace(done, finished_pending=tuple(finished), duration_seconds=time.monotonic() - started)
 
 
 def _after_pending(last: CleanResult | None, finished: list[str], started: float, reason: str) -> CleanResult:
@@ -370,15 +389,8 @@ def _after_pending(last: CleanResult | None, finished: list[str], started: float
         log.info("clean: no new plan: %s", reason)
     if last is None:
         return CleanResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
-    return CleanResult(
-        Outcome.CLEANED,
-        last.instant,
-        last.plan,
-        last.deleted_files,
-        last.failed_files,
-        tuple(finished),
-        time.monotonic() - started,
-        reason=reason,
+    return replace(
+        last, finished_pending=tuple(finished), duration_seconds=time.monotonic() - started, reason=reason
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 import datetime as dt
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -44,6 +44,13 @@ class CleanPlan:
     @property
     def file_count(self) -> int:
         return sum(len(v) for v in self.files_per_partition.values())
+
+    def without(self, kept: frozenset[str]) -> CleanPlan:
+        """The same plan minus the files in ``kept`` (e.g. savepointed after the plan was made)."""
+        files = {
+            part: tuple(p for p in paths if p not in kept) for part, paths in self.files_per_partition.items()
+        }
+        return replace(self, files_per_partition=MappingProxyType({p: f for p, f in files.items() if f}))
 
     def summary(self) -> dict[str, dict[str, int]]:
         """Files and bytes per partition (bytes unknown for plans read back from the timeline: 0)."""

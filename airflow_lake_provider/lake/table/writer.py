@@ -308,8 +308,10 @@ class _WriteJob:
 
     def _write_partition(self, view: FileSystemView, partition: str, rows: pa.Table) -> None:
         groups, current = self._current(view, partition)
-        located = rows.join(
-            current.rename_columns([_KEY, "__lake_cur", "__lake_fid"]), _KEY, join_type="left outer"
+        # A hash lookup of the keys, not a join: Arrow's joins cannot carry struct, list or map columns.
+        where = pc.index_in(rows.column(_KEY), value_set=current.column(_KEY))
+        located = rows.append_column("__lake_cur", current.column(_ORD).take(where)).append_column(
+            "__lake_fid", current.column("__lake_fid").take(where)
         )
         found = pc.is_valid(located.column("__lake_fid"))
         new_rows = located.filter(pc.invert(found))

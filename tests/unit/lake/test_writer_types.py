@@ -1,4 +1,4 @@
-"""Column types on write: nested columns end to end.
+"""Column types on write: exact casts or refusal, nested columns end to end.
 
 Every state is read by our reader and by hudi-rs, and both must give exactly the expected rows.
 """
@@ -16,14 +16,17 @@ import pyarrow.parquet as pq
 import pytest
 from hudi import HudiTableBuilder
 
+from airflow_lake_provider.lake.errors import LakeError, SchemaError
+from airflow_lake_provider.lake.format.avro_schema import arrow_to_avro, with_meta_fields
+from airflow_lake_provider.lake.format.casting import cast_exact
+from airflow_lake_provider.lake.format.data_block import avro_data_block
 from airflow_lake_provider.lake.format.instant import InstantClock
 from airflow_lake_provider.lake.services.compaction.executor import Outcome, run_compaction
-from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.reader import conform, read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
-META = ("_hoodie_commit_seqno", "_hoodie_file_name")
 
 
 def _tree(path: Path) -> dict[str, int]:
@@ -53,6 +56,121 @@ def _assert_both_read(path: Path, expected: list[dict[str, Any]]) -> None:
     ours = read_snapshot(LakeTable.open(path))
     assert _rows(ours, columns) == expected
     assert _rows(_hudi(path), columns) == expected
+
+
+# -- 3: lossy casts are refused -------------------------------------------------------------------
+FLOAT_SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("ts", pa.int64()),
+        ("f", pa.float32()),
+        ("st", pa.struct([("g", pa.float32())])),
+    ]
+)
+
+
+def _float_table(path: Path, kind: str) -> LakeTable:
+    table = LakeTable.create(
+        path,
+        name="floats",
+        table_type=kind,
+        record_key_fields=("id",),
+        precombine_field="ts",
+        clock=InstantClock(now=lambda: FROZEN),
+    )
+    first = pa.table(
+        {"id": [1, 2], "ts": [1, 1], "f": [1.5, -2.0], "st": [{"g": 0.25}, None]}, schema=FLOAT_SCHEMA
+    )
+    write(table, first, "insert")
+    return table
+
+
+def _float64_batch(f: list[float | None], g: list[float | None], ts: int = 2) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(range(1, len(f) + 1), pa.int64()),
+            "ts": pa.array([ts] * len(f), pa.int64()),
+            "f": pa.array(f, pa.float64()),
+            "st": pa.array([{"g": v} for v in g], pa.struct([("g", pa.float64())])),
+        }
+    )
+
+
+LOSSY = {
+    "overflow-to-inf": ([1e300, 0.5], [0.5, 0.5], r"column 'f': value 1e\+300 does not fit float exactly"),
+    "rounded": ([0.5, 0.1], [0.5, 0.5], r"column 'f': value 0.1 does not fit float exactly"),
+    "nested-leaf": ([0.5, 0.5], [0.5, 0.1], r"column 'st.g': value 0.1 does not fit float exactly"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LOSSY))
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_float64_into_float32_lossy_value_refused_and_nothing_written(
+    tmp_path: Path, kind: str, case: str
+) -> None:
+    path = tmp_path / "t"
+    table = _float_table(path, kind)
+    before = _tree(path)
+    f, g, message = LOSSY[case]
+    for operation in ("insert", "upsert"):
+        with pytest.raises(SchemaError, match=message) as info:
+            write(table, _float64_batch(f, g), operation)
+        assert isinstance(info.value, LakeError)
+        assert _tree(path) == before  # no instant, no marker, no data file
+    assert len(table.timeline().completed_commits) == 1 and not table.timeline().pending
+    _assert_both_read(
+        path,
+        [
+            {"_hoodie_record_key": "1", "f": 1.5, "st": {"g": 0.25}},
+            {"_hoodie_record_key": "2", "f": -2.0, "st": None},
+        ],
+    )
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_float64_values_exact_in_float32_are_written(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "t"
+    table = _float_table(path, kind)
+    write(table, _float64_batch([0.1875, float("inf")], [None, -3.5]), "upsert")
+    _assert_both_read(
+        path,
+        [
+            {"_hoodie_record_key": "1", "f": 0.1875, "st": {"g": None}},
+            {"_hoodie_record_key": "2", "f": float("inf"), "st": {"g": -3.5}},
+        ],
+    )
+    assert read_snapshot(table).schema.field("f").type == pa.float32()
+
+
+def test_cast_exact_nested_sliced_and_null_parents() -> None:
+    struct = pa.array([{"a": 1.5}, None, {"a": 1e300}], pa.struct([("a", pa.float64())])).slice(0, 2)
+    out = cast_exact(struct, pa.struct([pa.field("a", pa.float32(), False)]), "s")
+    assert out.to_pylist() == [{"a": 1.5}, None]
+    lists = pa.array([[0.1], None, [], [0.5, None]], pa.list_(pa.float64())).slice(1)
+    assert cast_exact(lists, pa.large_list(pa.float32()), "l").to_pylist() == [None, [], [0.5, None]]
+    maps = pa.array([[("x", 0.1)], [("y", 2.0)]], pa.map_(pa.string(), pa.float64()))
+    assert cast_exact(maps.slice(1), pa.map_(pa.string(), pa.float32()), "m").to_pylist() == [[("y", 2.0)]]
+    with pytest.raises(SchemaError, match=r"column 'm.value': value 0.1 does not fit float"):
+        cast_exact(maps, pa.map_(pa.string(), pa.float32()), "m")
+    with pytest.raises(SchemaError, match=r"column 'i': value 2147483648 does not fit int32"):
+        cast_exact(pa.array([1, 2**31], pa.int64()), pa.int32(), "i")
+    with pytest.raises(SchemaError, match=r"column 't': value .* does not fit timestamp\[us"):
+        cast_exact(pa.array([1_001], pa.timestamp("ns")), pa.timestamp("us"), "t")
+
+
+def test_avro_data_block_refuses_lossy_cast_naming_field_and_value() -> None:
+    schema = with_meta_fields(arrow_to_avro(pa.schema([("f", pa.float32())]), "r", "hoodie.r"))
+    meta = {name: ["x"] for name in ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key")}
+    meta |= {"_hoodie_partition_path": [""], "_hoodie_file_name": ["x"]}
+    with pytest.raises(SchemaError, match=r"column 'f': value 0.1 does not fit float exactly"):
+        avro_data_block(pa.table({**meta, "f": pa.array([0.1])}), schema, "20250601120000000")
+
+
+def test_reader_conform_refuses_lossy_cast_of_stored_values() -> None:
+    schema = pa.schema([("f", pa.float32()), ("g", pa.int64())])
+    assert conform(pa.table({"f": [0.25]}), schema).to_pylist() == [{"f": 0.25, "g": None}]
+    with pytest.raises(SchemaError, match=r"column 'f': value 0.1 does not fit float exactly"):
+        conform(pa.table({"f": [0.25, 0.1]}), schema)
 
 
 # -- 4: struct, list and map columns ---------------------------------------------------------------

@@ -59,7 +59,7 @@ class SliceReader:
     def keys_of(self, batch: pa.Table) -> pa.Array:
         if self.config.populate_meta_fields and RECORD_KEY in batch.column_names:
             return batch.column(RECORD_KEY).combine_chunks().cast(pa.string())
-        return record_keys(batch, self.config.record_key_fields)
+        return record_keys(batch, self.config)
 
     def read_base(self, slice_: FileSlice) -> pa.Table | None:
         if slice_.base_file is None:

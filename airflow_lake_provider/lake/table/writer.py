@@ -230,7 +230,7 @@ def _dedupe(rows: pa.Table, event_time: bool) -> pa.Table:
 def _route(table: LakeTable, batch: pa.Table, operation: Operation) -> pa.Table:
     cfg = table.config
     batch = batch.drop_columns([c for c in batch.column_names if c in META_FIELDS])
-    rows = batch.append_column(_KEY, record_keys(batch, cfg.record_key_fields))
+    rows = batch.append_column(_KEY, record_keys(batch, cfg))
     rows = rows.append_column(_PART, partition_paths(batch, cfg))
     if cfg.precombine_field:
         rows = rows.append_column(_ORD, batch.column(cfg.precombine_field))

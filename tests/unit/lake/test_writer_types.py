@@ -1,4 +1,4 @@
-"""Column types on write: exact casts or refusal, nested columns end to end.
+"""Column types and record keys on write: exact casts or refusal, nested columns end to end, Hudi's keys.
 
 Every state is read by our reader and by hudi-rs, and both must give exactly the expected rows.
 """
@@ -358,3 +358,88 @@ def test_upsert_nested_values_into_spark_written_table(hudi_table_zip, name: str
     # Every other column of the changed rows is as written.
     ours = read_snapshot(table).sort_by("id").select(data)
     assert ours.filter(pc.is_in(ours.column("id"), pa.array([1, 2], pa.int32()))).equals(batch)
+
+
+# -- 5: record keys as Hudi's key generators write them ---------------------------------------------
+def _keyed(path: Path, keys: tuple[str, ...], partitions: tuple[str, ...] = ("city",)) -> LakeTable:
+    return LakeTable.create(
+        path,
+        name="keys",
+        table_type="mor",
+        record_key_fields=keys,
+        precombine_field="ts",
+        partition_fields=partitions,
+        hive_style=True,
+        clock=InstantClock(now=lambda: FROZEN),
+    )
+
+
+def _key_batch(a: list[str | None], b: list[str | None], ts: int, v: list[str]) -> pa.Table:
+    n = len(a)
+    return pa.table(
+        {
+            "a": pa.array(a, pa.string()),
+            "b": pa.array(b, pa.string()),
+            "ts": pa.array([ts] * n, pa.int64()),
+            "city": pa.array(["c"] * n),
+            "v": pa.array(v),
+        }
+    )
+
+
+def test_composite_key_null_and_empty_parts_use_hudi_placeholders(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _keyed(path, ("a", "b"))
+    write(
+        table, _key_batch(["x", "", None, "y"], ["1", "x", "2", "2"], 1, ["v1", "v2", "v3", "v4"]), "insert"
+    )
+    expected = [
+        {"_hoodie_record_key": "a:__empty__,b:x", "v": "v2"},
+        {"_hoodie_record_key": "a:__null__,b:2", "v": "v3"},
+        {"_hoodie_record_key": "a:x,b:1", "v": "v1"},
+        {"_hoodie_record_key": "a:y,b:2", "v": "v4"},
+    ]
+    _assert_both_read(path, expected)
+    # The same keys are found again: updates, no duplicates; then one is deleted.
+    write(table, _key_batch(["", None], ["x", "2"], 2, ["w2", "w3"]), "upsert")
+    expected[0]["v"], expected[1]["v"] = "w2", "w3"
+    _assert_both_read(path, expected)
+    write(table, _key_batch([""], ["x"], 3, ["-"]), "delete")
+    _assert_both_read(path, expected[1:])
+
+
+def test_complex_key_generator_with_one_key_field_prefixes_the_field(tmp_path: Path) -> None:
+    # Two partition fields need ComplexKeyGenerator, which writes "a:x" even for one key field.
+    path = tmp_path / "t"
+    table = _keyed(path, ("a",), ("city", "b"))
+    assert table.config.keygen_class == "org.apache.hudi.keygen.ComplexKeyGenerator"
+    write(table, _key_batch(["x"], ["1"], 1, ["v1"]), "insert")
+    write(table, _key_batch(["x"], ["1"], 2, ["v2"]), "upsert")
+    _assert_both_read(
+        path, [{"_hoodie_record_key": "a:x", "_hoodie_partition_path": "city=c/b=1", "v": "v2"}]
+    )
+
+
+BAD_KEYS = {
+    "simple-empty": (("a",), [""], ["1"], r"record key field 'a' has an empty value \(row 0\)"),
+    "simple-null": (("a",), ["x", None], ["1", "2"], r"record key field 'a' has null values \(row 1\)"),
+    "composite-all-null-or-empty": (
+        ("a", "b"),
+        ["x", None],
+        ["1", ""],
+        r"record key fields \['a', 'b'\] are all null or empty \(row 1\)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_KEYS))
+def test_keys_hudi_refuses_are_refused_and_nothing_written(tmp_path: Path, case: str) -> None:
+    keys, a, b, message = BAD_KEYS[case]
+    path = tmp_path / "t"
+    table = _keyed(path, keys)
+    write(table, _key_batch(["k"], ["k"], 1, ["v"]), "insert")
+    before = _tree(path)
+    for operation in ("insert", "upsert", "delete"):
+        with pytest.raises(SchemaError, match=message):
+            write(table, _key_batch(a, b, 2, ["v"] * len(a)), operation)
+        assert _tree(path) == before

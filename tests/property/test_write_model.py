@@ -44,9 +44,29 @@ class Model:
         return sorted((p, k, ts, v, t) for (p, k), (ts, v, t) in self.rows.items())
 
 
+# Columns derived from ``value``, so the model needs no change: a float32 column written from float64
+# values (exact in float32), and nested columns with null structs and empty lists.
+def _struct(floats: pa.DataType) -> pa.DataType:
+    return pa.struct([("v", pa.int64()), ("half", floats)])
+
+
+def _f(value: int) -> float:
+    return value * 0.25
+
+
+def _tags(value: int) -> list[int] | None:
+    return None if value % 7 == 0 else [value] * (value % 3)
+
+
+def _st(value: int) -> dict | None:
+    return None if value % 5 == 0 else {"v": value, "half": value / 2}
+
+
 def _observed(table: pa.Table, partitioned: bool) -> list[tuple[str, str, int, int, str]]:
     if table.num_rows == 0:
         return []
+    for r in table.select(["value", "f", "tags", "st"]).to_pylist():
+        assert (r["f"], r["tags"], r["st"]) == (_f(r["value"]), _tags(r["value"]), _st(r["value"])), r
     cols = table.select(
         ["_hoodie_partition_path", "_hoodie_record_key", "ts", "value", "_hoodie_commit_time"]
     )
@@ -94,13 +114,18 @@ def test_write_history_ours_hudi_rs_and_model_agree(
     )
     model = Model()
     history: list[tuple[str, list]] = []
-    for op, batch in steps:
+    for step, (op, batch) in enumerate(steps):
+        # The first write makes the float columns float32; later ones send float64 that must fit.
+        floats = pa.float32() if step == 0 else pa.float64()
         data = pa.table(
             {
                 "key": [r[0] for r in batch],
                 "city": [r[1] for r in batch],
                 "ts": pa.array([r[2] for r in batch], pa.int64()),
                 "value": pa.array([r[3] for r in batch], pa.int64()),
+                "f": pa.array([_f(r[3]) for r in batch], floats),
+                "tags": pa.array([_tags(r[3]) for r in batch], pa.list_(pa.int64())),
+                "st": pa.array([_st(r[3]) for r in batch], _struct(floats)),
             }
         )
         result = write(table, data, op)
@@ -111,6 +136,7 @@ def test_write_history_ours_hudi_rs_and_model_agree(
         )
         assert _observed(_hudi_rs(path), partitioned) == expected, f"hudi-rs after {op} at {result.instant}"
         history.append((result.instant, expected))
+    assert table.arrow_schema().field("f").type == pa.float32()
     # Time travel: every earlier instant still reads exactly as it did right after its commit.
     for instant, expected in history:
         assert _observed(read_snapshot(table, as_of=instant), partitioned) == expected, f"as of {instant}"

@@ -20,6 +20,7 @@ from airflow_lake_provider.lake.format.avro_schema import (
     avro_to_arrow,
     avro_to_arrow_raw,
 )
+from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.log_block import (
     AVRO_BLOCK_VERSION,
     INT32,
@@ -219,10 +220,7 @@ def _conform_table(table: pa.Table, schema: Mapping[str, Any]) -> pa.Table:
                 raise SchemaError(
                     f"field {fld.name!r}: table type {col.type} does not fit Avro type {fld.type}"
                 )
-            try:
-                col = _cast_table(pa.table({fld.name: col}), pa.schema([fld])).column(0)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-                raise SchemaError(f"field {fld.name!r}: cannot cast {col.type} to {fld.type}: {exc}") from exc
+            col = cast_exact(col, fld.type, fld.name)  # a value that would change is refused
         columns.append(col)
     return pa.Table.from_arrays(columns, schema=target)
 

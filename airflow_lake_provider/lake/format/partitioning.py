@@ -11,6 +11,10 @@ from airflow_lake_provider.lake.errors import SchemaError
 from airflow_lake_provider.lake.format.table_config import TableConfig
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+# How Hudi's key generators write a null or empty part of a composite record key.
+NULL_KEY_PART = "__null__"
+EMPTY_KEY_PART = "__empty__"
+_COMPLEX_KEYGENS = {"ComplexKeyGenerator", "ComplexAvroKeyGenerator"}
 _RESERVED_TOP_LEVEL = {".hoodie", "metadata", "_delta_log"}
 
 
@@ -28,18 +32,46 @@ def _as_strings(column: pa.ChunkedArray, field: str) -> list[str | None]:
     raise SchemaError(f"field {field!r} of type {typ} cannot be a record key or partition field")
 
 
-def record_keys(batch: pa.Table, key_fields: tuple[str, ...]) -> pa.Array:
-    """Record key strings: the value for one field, ``f1:v1,f2:v2`` for several (complex keys)."""
+def record_keys(batch: pa.Table, config: TableConfig) -> pa.Array:
+    """Record key strings as the table's key generator writes them, so Java finds the same keys.
+
+    One field (simple key generators): the value, never null or empty. Several fields, or Hudi's
+    complex key generator even with one field: ``f1:v1,f2:v2``, a null part written ``__null__`` and
+    an empty one ``__empty__``; a key whose parts are all null or empty is refused, as Java does.
+    """
+    key_fields = config.record_key_fields
     columns = {f: _as_strings(batch.column(f), f) for f in key_fields}
-    for f, values in columns.items():
-        if any(v is None for v in values):
-            raise SchemaError(f"record key field {f!r} has null values")
-    if len(key_fields) == 1:
-        return pa.array(columns[key_fields[0]], pa.string())
-    rows = zip(*(columns[f] for f in key_fields), strict=True)
-    return pa.array(
-        [",".join(f"{f}:{v}" for f, v in zip(key_fields, row, strict=True)) for row in rows], pa.string()
-    )
+    if not field_prefixed_keys(config):
+        (name,) = key_fields
+        values = columns[name]
+        for row, v in enumerate(values):
+            if v is None:
+                raise SchemaError(f"record key field {name!r} has null values (row {row})")
+            if v == "":
+                raise SchemaError(f"record key field {name!r} has an empty value (row {row})")
+        return pa.array(values, pa.string())
+    keys = []
+    for row, parts in enumerate(zip(*(columns[f] for f in key_fields), strict=True)):
+        if all(v is None or v == "" for v in parts):
+            raise SchemaError(
+                f"record key fields {list(key_fields)} are all null or empty (row {row}): "
+                "Hudi refuses such a key"
+            )
+        keys.append(",".join(f"{f}:{_key_part(v)}" for f, v in zip(key_fields, parts, strict=True)))
+    return pa.array(keys, pa.string())
+
+
+def field_prefixed_keys(config: TableConfig) -> bool:
+    """Whether keys are written ``field:value``: several key fields, or the complex key generator,
+    which prefixes a single field too (Hudi's default encoding for table versions up to 8)."""
+    keygen = (config.keygen_class or "").rsplit(".", 1)[-1]
+    return len(config.record_key_fields) > 1 or keygen in _COMPLEX_KEYGENS
+
+
+def _key_part(value: str | None) -> str:
+    if value is None:
+        return NULL_KEY_PART
+    return value or EMPTY_KEY_PART
 
 
 def partition_paths(batch: pa.Table, config: TableConfig) -> pa.Array:

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import CorruptLogBlockError, SnapshotCleanedError
 from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
 from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
 from airflow_lake_provider.lake.format.instant import Action, validate_instant_time
@@ -30,12 +31,14 @@ RECORD_KEY = "_hoodie_record_key"
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """Shape ``table`` as ``schema``: reorder, cast, and fill columns it lacks with nulls."""
+    """Shape ``table`` as ``schema``: reorder, cast, and fill columns it lacks with nulls.
+
+    :raises SchemaError: when a value would not survive the cast exactly (naming column and value).
+    """
     columns = []
     for field in schema:
         if field.name in table.column_names:
-            col = table.column(field.name)
-            columns.append(col if col.type == field.type else col.cast(field.type))
+            columns.append(cast_exact(table.column(field.name), field.type, field.name))
         else:
             columns.append(pa.nulls(table.num_rows, field.type))
     return pa.Table.from_arrays(columns, schema=schema)
@@ -57,7 +60,7 @@ class SliceReader:
     def keys_of(self, batch: pa.Table) -> pa.Array:
         if self.config.populate_meta_fields and RECORD_KEY in batch.column_names:
             return batch.column(RECORD_KEY).combine_chunks().cast(pa.string())
-        return record_keys(batch, self.config.record_key_fields)
+        return record_keys(batch, self.config)
 
     def read_base(self, slice_: FileSlice) -> pa.Table | None:
         if slice_.base_file is None:

@@ -23,6 +23,7 @@ from airflow_lake_provider.lake.format.avro_schema import (
     avro_to_arrow,
     with_meta_fields,
 )
+from airflow_lake_provider.lake.format.casting import cast_exact, same_shape
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
 from airflow_lake_provider.lake.format.data_block import avro_data_block
 from airflow_lake_provider.lake.format.delete_block import DeleteRecord, delete_block, ordering_type_for
@@ -100,6 +101,8 @@ def _write_locked(
 ) -> WriteResult:
     timeline = table.timeline()
     data_schema = _check_batch(table, batch, operation, timeline)
+    # Cast before the instant exists: a value that does not survive the cast refuses the batch.
+    batch = _conform_batch(batch, data_schema)
     rows = _route(table, batch, operation)
     action = Action.DELTACOMMIT if table.config.is_mor else Action.COMMIT
     instant = table.clock.next(after=timeline.latest_time)
@@ -177,20 +180,19 @@ def _check_batch(table: LakeTable, batch: pa.Table, operation: Operation, timeli
 
 
 def _check_castable(got: pa.Field, want: pa.Field) -> None:
-    if got.type == want.type:
-        return
-    ok = (
-        (pa.types.is_integer(got.type) and pa.types.is_integer(want.type) and _int_fits(got.type, want.type))
-        or (pa.types.is_floating(got.type) and pa.types.is_floating(want.type))
-        or ({str(got.type), str(want.type)} <= {"string", "large_string"})
-        or (
-            pa.types.is_timestamp(got.type)
-            and pa.types.is_timestamp(want.type)
-            and got.type.unit == want.type.unit
-        )
-    )
-    if not ok:
+    """Refuse types whose values could never all fit (checked per value later, in ``_conform_batch``)."""
+    if not same_shape(got.type, want.type, _leaf_castable):
         raise SchemaError(f"column {got.name!r} has type {got.type}, the table stores {want.type}")
+
+
+def _leaf_castable(got: pa.DataType, want: pa.DataType) -> bool:
+    return (
+        got == want
+        or (pa.types.is_integer(got) and pa.types.is_integer(want) and _int_fits(got, want))
+        or (pa.types.is_floating(got) and pa.types.is_floating(want))
+        or ({str(got), str(want)} <= {"string", "large_string"})
+        or (pa.types.is_timestamp(got) and pa.types.is_timestamp(want) and got.unit == want.unit)
+    )
 
 
 def _int_fits(got: pa.DataType, want: pa.DataType) -> bool:
@@ -198,6 +200,17 @@ def _int_fits(got: pa.DataType, want: pa.DataType) -> bool:
     if pa.types.is_signed_integer(got) == pa.types.is_signed_integer(want):
         return got.bit_width <= want.bit_width
     return pa.types.is_unsigned_integer(got) and got.bit_width < want.bit_width
+
+
+def _conform_batch(batch: pa.Table, data_schema: pa.Schema) -> pa.Table:
+    """The batch's table columns cast to the table's types, every value exactly (else SchemaError)."""
+    for name in batch.column_names:
+        if name in data_schema.names:
+            target = data_schema.field(name).type
+            batch = batch.set_column(
+                batch.schema.get_field_index(name), name, cast_exact(batch.column(name), target, name)
+            )
+    return batch
 
 
 def _dedupe(rows: pa.Table, event_time: bool) -> pa.Table:
@@ -217,7 +230,7 @@ def _dedupe(rows: pa.Table, event_time: bool) -> pa.Table:
 def _route(table: LakeTable, batch: pa.Table, operation: Operation) -> pa.Table:
     cfg = table.config
     batch = batch.drop_columns([c for c in batch.column_names if c in META_FIELDS])
-    rows = batch.append_column(_KEY, record_keys(batch, cfg.record_key_fields))
+    rows = batch.append_column(_KEY, record_keys(batch, cfg))
     rows = rows.append_column(_PART, partition_paths(batch, cfg))
     if cfg.precombine_field:
         rows = rows.append_column(_ORD, batch.column(cfg.precombine_field))
@@ -308,8 +321,10 @@ class _WriteJob:
 
     def _write_partition(self, view: FileSystemView, partition: str, rows: pa.Table) -> None:
         groups, current = self._current(view, partition)
-        located = rows.join(
-            current.rename_columns([_KEY, "__lake_cur", "__lake_fid"]), _KEY, join_type="left outer"
+        # A hash lookup of the keys, not a join: Arrow's joins cannot carry struct, list or map columns.
+        where = pc.index_in(rows.column(_KEY), value_set=current.column(_KEY))
+        located = rows.append_column("__lake_cur", current.column(_ORD).take(where)).append_column(
+            "__lake_fid", current.column("__lake_fid").take(where)
         )
         found = pc.is_valid(located.column("__lake_fid"))
         new_rows = located.filter(pc.invert(found))

@@ -1,0 +1,149 @@
+"""Odd partition values, corrupt files and future instants, through the ``lake`` CLI.
+
+Partitions whose folder starts with "." are read, compacted and cleaned (Java Hudi and hudi-rs list
+them); values no file system or Hudi reader can hold are refused before an instant exists; corrupt
+commit and base files give one ``lake: error:`` line naming the file; a compaction plan cannot be
+put in the future.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hudi import HudiTableBuilder
+
+from airflow_lake_provider.lake.cli import main
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+Row = tuple[str, int, str]
+
+
+def _snapshot(path: Path) -> dict[str, str]:
+    """Every file and folder under ``path`` with a hash of its bytes: a byte-identical check."""
+    out = {}
+    for dirpath, dirs, files in os.walk(path):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(dirpath, d), path) + "/"] = ""
+        for f in files:
+            p = os.path.join(dirpath, f)
+            out[os.path.relpath(p, path)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    return out
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _ok(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = _run(capsys, *argv)
+    assert (code, err) == (0, ""), err
+    return out
+
+
+def _error_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = _run(capsys, *argv)
+    assert (code, out) == (1, ""), (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("lake: error: ")
+    return lines[0]
+
+
+def _input(path: Path, rows: list[Row], fields: tuple[str, ...] = ("p",)) -> str:
+    columns: dict[str, pa.Array] = {
+        "k": pa.array([r[0] for r in rows]),
+        "ts": pa.array([r[1] for r in rows], pa.int64()),
+    }
+    for i, name in enumerate(fields):
+        columns[name] = pa.array([r[2 + i] for r in rows])  # type: ignore[misc]
+    pq.write_table(pa.table(columns), path)
+    return str(path)
+
+
+def _init(
+    capsys: pytest.CaptureFixture[str], table: Path, kind: str, fields: str = "p", hive: bool = False
+) -> None:
+    argv = ["init", str(table), "--table-type", kind, "--name", "t", "--record-key", "k"]
+    argv += ["--precombine", "ts", "--partition-fields", fields] + (["--hive-style"] if hive else [])
+    _ok(capsys, *argv)
+
+
+def _ours(capsys: pytest.CaptureFixture[str], table: Path, tmp_path: Path) -> list[tuple]:
+    out = tmp_path / "out.parquet"
+    _ok(capsys, "read", str(table), "--output", str(out))
+    rows = pq.read_table(out).select(["_hoodie_partition_path", "k", "ts", "p"]).to_pylist()
+    return sorted(tuple(r.values()) for r in rows)
+
+
+def _hudi_rs(table: Path) -> list[tuple]:
+    read = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table)).build().read())
+    rows = read.select(["_hoodie_partition_path", "k", "ts", "p"]).to_pylist()
+    return sorted(tuple(r.values()) for r in rows)
+
+
+def _data_files(table: Path) -> list[str]:
+    """Base and log files, table-relative, with the instant-dependent parts left out."""
+    out = []
+    for dirpath, dirs, files in os.walk(table):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        for f in files:
+            if f.endswith(".parquet") or ".log." in f:
+                out.append(os.path.relpath(os.path.join(dirpath, f), table))
+    return sorted(out)
+
+
+# -- item 2: partitions whose folder starts with "." ---------------------------------------------
+def test_dot_partition_is_read_compacted_and_cleaned_like_hudi_rs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = tmp_path / "t"
+    _init(capsys, table, "mor")
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", [("a", 1, ".x"), ("b", 1, "y")]),
+        "--operation",
+        "insert",
+    )
+    expected = [(".x", "a", 1, ".x"), ("y", "b", 1, "y")]
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "2.parquet", [("a", 2, ".x"), ("b", 2, "y")]),
+        "--operation",
+        "upsert",
+    )
+    logs = [f for f in _data_files(table) if ".log." in f]
+    assert [f.split("/")[0] for f in logs] == [".x", "y"]  # the update went to a log in each partition
+    expected = [(".x", "a", 2, ".x"), ("y", "b", 2, "y")]
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+    summary = json.loads(_ok(capsys, "compact", str(table), "--mode", "run", "--force"))
+    assert summary["outcome"] == "COMPLETED"
+    assert summary["execute"]["operations"] == 2  # the ".x" group is compacted too, not NO_WORK
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+    cleaned = json.loads(
+        _ok(capsys, "clean", str(table), "--policy", "KEEP_LATEST_FILE_VERSIONS", "--retained", "1")
+    )
+    assert cleaned["outcome"] == "CLEANED"
+    assert {p: v["files"] for p, v in cleaned["partitions"].items()} == {".x": 2, "y": 2}
+    compacted = summary["execute"]["instant"]
+    left = _data_files(table)
+    assert [f.split("/")[0] for f in left] == [".x", "y"]
+    assert all(f.endswith(f"_{compacted}.parquet") for f in left)
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -147,3 +148,146 @@ def test_dot_partition_is_read_compacted_and_cleaned_like_hudi_rs(
     assert [f.split("/")[0] for f in left] == [".x", "y"]
     assert all(f.endswith(f"_{compacted}.parquet") for f in left)
     assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+
+def test_nested_hoodie_folder_is_skipped_and_not_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Java Hudi skips a folder named .hoodie at any depth: we neither list nor create one."""
+    table = tmp_path / "t"
+    _init(capsys, table, "cow", fields="p,q")
+    rows = [("a", 1, ".x", ".y"), ("b", 1, "y", "z")]
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", rows, ("p", "q")),  # type: ignore[arg-type]
+        "--operation",
+        "insert",
+    )
+    assert _ours(capsys, table, tmp_path) == [(".x/.y", "a", 1, ".x"), ("y/z", "b", 1, "y")]
+    # A copy of a partition under a nested .hoodie folder is not a partition of the table.
+    shutil.copytree(table / "y" / "z", table / "y" / ".hoodie")
+    assert _ours(capsys, table, tmp_path) == [(".x/.y", "a", 1, ".x"), ("y/z", "b", 1, "y")]
+
+    before = _snapshot(table)
+    bad = _input(tmp_path / "bad.parquet", [("c", 1, "w", ".hoodie")], ("p", "q"))  # type: ignore[list-item]
+    line = _error_line(capsys, "write", str(table), "--input", bad, "--operation", "insert")
+    assert line == (
+        "lake: error: partition field 'q' value '.hoodie' cannot be a directory name: "
+        "Java Hudi skips .hoodie folders"
+    )
+    assert _snapshot(table) == before
+
+
+# -- item 6: values no file system (or Hudi reader) can hold ---------------------------------------
+@pytest.mark.parametrize(
+    ("value", "hive", "message"),
+    [
+        ("a\x00b", False, r"partition field 'p' value 'a\x00b' holds a NUL byte, which no file name can"),
+        (
+            "z" * 300,
+            False,
+            f"partition field 'p' value '{'z' * 300}' makes a folder name of 300 bytes; "
+            "file systems (and HDFS) allow 255",
+        ),
+        (
+            "z" * 254,
+            True,
+            f"partition field 'p' value '{'z' * 254}' makes a folder name of 256 bytes; "
+            "file systems (and HDFS) allow 255",
+        ),
+        (
+            "é" * 128,
+            False,
+            f"partition field 'p' value '{'é' * 128}' makes a folder name of 256 bytes; "
+            "file systems (and HDFS) allow 255",
+        ),
+        (
+            "a\nb",
+            False,
+            r"partition field 'p' value 'a\nb' holds the control character '\n', "
+            "which Hudi readers cannot list",
+        ),
+        (
+            "a\tb",
+            True,
+            r"partition field 'p' value 'a\tb' holds the control character '\t', "
+            "which Hudi readers cannot list",
+        ),
+        (
+            "a\x7f",
+            False,
+            r"partition field 'p' value 'a\x7f' holds the control character '\x7f', "
+            "which Hudi readers cannot list",
+        ),
+    ],
+)
+def test_unstorable_partition_value_is_refused_before_any_instant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, hive: bool, message: str
+) -> None:
+    table = tmp_path / "t"
+    _init(capsys, table, "mor", hive=hive)
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", [("a", 1, "y")]),
+        "--operation",
+        "insert",
+    )
+    before = _snapshot(table)
+    bad = _input(tmp_path / "bad.parquet", [("b", 1, "y"), ("c", 1, value)])
+    assert _error_line(capsys, "write", str(table), "--input", bad, "--operation", "upsert") == (
+        f"lake: error: {message}"
+    )
+    assert _snapshot(table) == before  # no instant, no folder, no marker
+
+
+@pytest.mark.parametrize(("value", "hive"), [("z" * 255, False), ("z" * 253, True), ("." + "é" * 127, False)])
+def test_longest_partition_folder_name_is_written_and_read_by_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, hive: bool
+) -> None:
+    table = tmp_path / "t"
+    _init(capsys, table, "mor", hive=hive)
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", [("a", 1, value), ("b", 1, "y")]),
+        "--operation",
+        "insert",
+    )
+    folder = f"p={value}" if hive else value
+    assert len(folder.encode()) == 255
+    expected = sorted([(folder, "a", 1, value), ("p=y" if hive else "y", "b", 1, "y")])
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+
+def test_partition_path_longer_than_the_file_system_allows_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each folder name fits, the whole path does not: refused before an instant exists."""
+    fields = tuple(f"f{i}" for i in range(17))
+    table = tmp_path / "t"
+    _init(capsys, table, "cow", fields=",".join(fields))
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", [("a", 1, *("v",) * 17)], fields),  # type: ignore[list-item]
+        "--operation",
+        "insert",
+    )
+    before = _snapshot(table)
+    values = tuple(chr(ord("a") + i) * 250 for i in range(17))
+    bad = _input(tmp_path / "bad.parquet", [("b", 1, *values)], fields)  # type: ignore[list-item]
+    line = _error_line(capsys, "write", str(table), "--input", bad, "--operation", "insert")
+    partition = "/".join(values)
+    assert line.startswith(f"lake: error: partition path {partition!r} of {table}: a path of ")
+    assert line.endswith(" fit (counting the files a write puts under it)")
+    assert _snapshot(table) == before

@@ -12,6 +12,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -291,3 +293,145 @@ def test_partition_path_longer_than_the_file_system_allows_is_refused(
     assert line.startswith(f"lake: error: partition path {partition!r} of {table}: a path of ")
     assert line.endswith(" fit (counting the files a write puts under it)")
     assert _snapshot(table) == before
+
+
+# -- item 6: corrupt commit files -------------------------------------------------------------------
+def _mor_with_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, Path]:
+    """A MOR table with a log file in each of two partitions; returns it and its last deltacommit."""
+    table = tmp_path / "t"
+    _init(capsys, table, "mor")
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", [("a", 1, "x"), ("b", 1, "y")]),
+        "--operation",
+        "insert",
+    )
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "2.parquet", [("a", 2, "x"), ("b", 2, "y")]),
+        "--operation",
+        "upsert",
+    )
+    # Nothing due nor pending (NO_WORK), but the runs leave the compaction lock files that every later
+    # run reuses: a refused run below must then leave .hoodie byte-identical.
+    for mode in ("schedule", "execute"):
+        assert json.loads(_ok(capsys, "compact", str(table), "--mode", mode))["outcome"] == "NO_WORK"
+    commits = sorted((table / ".hoodie").glob("*.deltacommit"))
+    return table, commits[-1]
+
+
+_CORRUPTIONS = {
+    "stats list": (
+        lambda b: b.update(partitionToWriteStats=[1, 2]),
+        "partitionToWriteStats is list, not a JSON object",
+    ),
+    "stats string": (
+        lambda b: b.update(partitionToWriteStats="x"),
+        "partitionToWriteStats is str, not a JSON object",
+    ),
+    "entries string": (
+        lambda b: b["partitionToWriteStats"].update(x="abc"),
+        "partitionToWriteStats['x'] is str, not a JSON array",
+    ),
+    "entry number": (
+        lambda b: b["partitionToWriteStats"].update(x=[5]),
+        "partitionToWriteStats['x'] holds 5, not a write stat object",
+    ),
+    "numWrites text": (
+        lambda b: b["partitionToWriteStats"]["x"][0].update(numWrites="many"),
+        "a write stat in partitionToWriteStats['x'] is malformed "
+        "(invalid literal for int() with base 10: 'many')",
+    ),
+    "logFiles string": (
+        lambda b: b["partitionToWriteStats"]["x"][0].update(logFiles="abc"),
+        "a write stat in partitionToWriteStats['x'] is malformed "
+        "(logFiles is 'abc', not a list of file names)",
+    ),
+    "extraMetadata list": (lambda b: b.update(extraMetadata=[]), "extraMetadata is list, not a JSON object"),
+    "replaced ids list": (
+        lambda b: b.update(partitionToReplaceFileIds=["f"]),
+        "partitionToReplaceFileIds is list, not a JSON object",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_CORRUPTIONS))
+def test_malformed_commit_file_is_named_by_read_write_and_compact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    table, commit = _mor_with_logs(tmp_path, capsys)
+    corrupt, reason = _CORRUPTIONS[kind]
+    body = json.loads(commit.read_bytes())
+    corrupt(body)
+    commit.write_text(json.dumps(body))
+    expected = f"lake: error: {commit}: {reason}"
+    before = _snapshot(table)
+    assert _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet")) == expected
+    more = _input(tmp_path / "3.parquet", [("c", 1, "x")])
+    assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert") == expected
+    assert _error_line(capsys, "compact", str(table), "--mode", "run", "--force") == expected
+    assert _snapshot(table) == before
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_commit_file_corrupted_after_scheduling_stops_execute_before_inflight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, commit = _mor_with_logs(tmp_path, capsys)
+    scheduled = json.loads(_ok(capsys, "compact", str(table), "--mode", "schedule", "--force"))
+    c = scheduled["schedule"]["instant"]
+    body = json.loads(commit.read_bytes())
+    body["partitionToWriteStats"] = 7
+    commit.write_text(json.dumps(body))
+    before = _snapshot(table)
+    assert _error_line(capsys, "compact", str(table), "--mode", "execute", "--instant", c) == (
+        f"lake: error: {commit}: partitionToWriteStats is int, not a JSON object"
+    )
+    assert _snapshot(table) == before  # still requested, not inflight
+
+
+# -- item 6: corrupt base files ---------------------------------------------------------------------
+def test_corrupt_base_file_is_named_by_read_write_and_compact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    base = next((table / "y").glob("*.parquet"))
+    base.write_bytes(b"not a parquet file at all")
+    named = f"lake: error: cannot read base file {base}: Parquet magic bytes not found in footer."
+    before = _snapshot(table)
+    assert _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet")).startswith(named)
+    assert _snapshot(table) == before
+    # A real process: stderr then also shows what logging prints (pytest captures it in-process).
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "airflow_lake_provider.lake.cli",
+            "compact",
+            str(table),
+            "--mode",
+            "run",
+            "--force",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    line = done.stderr.strip()
+    assert line.startswith("lake: error: compaction ")
+    assert "1 of 2 operations failed; the instant stays inflight for a retry: y/" in line
+    assert f": cannot read base file {base}: Parquet magic bytes not found in footer." in line
+    more = _input(tmp_path / "3.parquet", [("a", 3, "x"), ("b", 3, "y")])
+    assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert").startswith(
+        named
+    )

@@ -189,8 +189,7 @@ def schedule_compaction(
             return ScheduleResult(
                 Outcome.NO_WORK, reason=f"no file slice selected by {config.strategy}", dry_run=dry_run
             )
-        if not table.config.populate_meta_fields:
-            raise CompactionError(f"{table.uri}: compacting tables without meta fields is not supported")
+        output_schema(table, timeline)  # a plan no run could execute is refused, not written
         c = plan_instant(table, timeline, instant)
         plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
         if dry_run:
@@ -447,7 +446,8 @@ def run_operation(
             table, timeline, schema, instant, op, token=write_token(index, 1, attempt), fault=fault
         )
     except (LakeError, OSError, pa.ArrowException) as exc:
-        log.error("compaction %s: file group %s/%s failed: %s", instant, op.partition, op.file_id, exc)
+        # Info, not error: the CompactionError that ends the run names every failure, once.
+        log.info("compaction %s: file group %s/%s failed: %s", instant, op.partition, op.file_id, exc)
         return f"{join_partition(op.partition, op.file_id)}: {exc}"
 
 
@@ -515,13 +515,14 @@ def execute_compaction(
                 recovered=target.is_inflight,
                 duration_seconds=time.monotonic() - started,
             )
+        # Before any step on disk: an unreadable schema (a corrupt commit file) changes nothing.
+        schema = output_schema(table, timeline)
         removed: list[str] = []
         if target.is_inflight:
             removed = remove_partial_output(table, c, plan)
         else:
             table.store.transition_to_inflight(target, timeline.read_bytes(target))
         fault("inflight")
-        schema = output_schema(table, timeline)
         outcomes = (runner or _local_runner(fault))(table, timeline, schema, c, plan.operations)
         stats = [o for o in outcomes if isinstance(o, WriteStat)]
         failures = [o for o in outcomes if not isinstance(o, WriteStat)]

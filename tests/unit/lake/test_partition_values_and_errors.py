@@ -8,6 +8,7 @@ put in the future.
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
@@ -22,6 +23,10 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.errors import CompactionScheduleConflictError
+from airflow_lake_provider.lake.format.instant import InstantClock, format_instant, instant_to_datetime
+from airflow_lake_provider.lake.services.compaction.executor import Outcome, schedule_compaction
+from airflow_lake_provider.lake.table.table import LakeTable
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 Row = tuple[str, int, str]
@@ -435,3 +440,47 @@ def test_corrupt_base_file_is_named_by_read_write_and_compact(
     assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert").startswith(
         named
     )
+
+
+# -- item 8: a compaction plan in the future ---------------------------------------------------------
+@pytest.mark.parametrize("force", [True, False])
+def test_compaction_at_a_future_instant_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool
+) -> None:
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    before = _snapshot(table)
+    argv = ["compact", str(table), "--mode", "schedule", "--instant", "29991231235959999"]
+    line = _error_line(capsys, *argv, *(["--force"] if force else []))
+    assert line.startswith(
+        "lake: error: cannot schedule a compaction at 29991231235959999: it is later than now ("
+    )
+    assert line.endswith(") by more than 5 minutes, and every later instant would have to follow it")
+    assert _snapshot(table) == before
+    # The next write still gets a present-day instant.
+    instant = _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "3.parquet", [("c", 1, "x")]),
+        "--operation",
+        "insert",
+    ).strip()
+    assert instant < "2999"
+
+
+def test_compaction_instant_may_lead_the_clock_by_the_allowed_skew_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table_path, _ = _mor_with_logs(tmp_path, capsys)
+    table = LakeTable.open(table_path)
+    now = instant_to_datetime(table.timeline().latest_time) + dt.timedelta(seconds=1)
+    table.clock = InstantClock(now=lambda: now)
+    too_late = format_instant(now + dt.timedelta(minutes=5, milliseconds=1))
+    with pytest.raises(CompactionScheduleConflictError, match=f"at {too_late}: it is later than now"):
+        schedule_compaction(table, instant=too_late, force=True)
+    assert table.timeline().pending_compactions() == []
+    within = format_instant(now + dt.timedelta(minutes=5))
+    result = schedule_compaction(table, instant=within, force=True)
+    assert (result.outcome, result.instant) == (Outcome.SCHEDULED, within)
+    assert [i.timestamp for i in table.timeline().pending_compactions()] == [within]

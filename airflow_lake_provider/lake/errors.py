@@ -47,6 +47,10 @@ class CorruptLogBlockError(LakeError):
     """A log block cannot be decoded (raised only where skipping it is not safe)."""
 
 
+class CorruptDataFileError(LakeError):
+    """A base file cannot be read as parquet (garbage, truncated, unreadable)."""
+
+
 class SchemaError(LakeError, ValueError):
     """A batch or schema is incompatible with the table (missing key, bad type, ...)."""
 

@@ -111,6 +111,11 @@ class Storage(ABC):
     def create(self, rel: str, data: bytes) -> None:
         """Write a whole file atomically only if none exists; ``ObjectExistsError`` otherwise."""
 
+    def check_path(self, rel: str, what: str | None = None) -> None:
+        """Raise ``StorageError`` if no file can be created at ``rel`` (``what`` names it in the message)."""
+        if "\x00" in rel:
+            raise StorageError(f"{what or repr(self.uri(rel))}: a path cannot hold a NUL byte")
+
     def make_folder(self, rel: str) -> None:  # noqa: B027 (deliberately a no-op by default)
         """Create a folder and its parents (a no-op where folders are implied by the files in them)."""
 
@@ -283,6 +288,20 @@ class LocalStorage(Storage):
             _unlink_quietly(tmp)
         _fsync_dir(os.path.dirname(path))
 
+    def check_path(self, rel: str, what: str | None = None) -> None:
+        super().check_path(rel, what)
+        subject = what or repr(self._path(rel))
+        name_max = _path_limit(self.root, "PC_NAME_MAX", 255)
+        for name in rel.split("/"):
+            if len(os.fsencode(name)) > name_max:
+                raise StorageError(
+                    f"{subject}: {name!r} is longer than {name_max} bytes, the most a name holds here"
+                )
+        path_max = _path_limit(self.root, "PC_PATH_MAX", 4096)  # counts the terminating NUL
+        size = len(os.fsencode(self._path(rel)))
+        if size >= path_max:
+            raise StorageError(f"{subject}: a path of {size} bytes, where at most {path_max - 1} fit")
+
     def make_folder(self, rel: str) -> None:
         os.makedirs(self._path(rel), exist_ok=True)
 
@@ -383,6 +402,15 @@ def local_path(location: str | os.PathLike[str] | Storage) -> Path | None:
     """The local folder behind a location, or ``None`` if it is not on the local file system."""
     storage = open_storage(location)
     return Path(storage.root) if isinstance(storage, LocalStorage) else None
+
+
+def _path_limit(folder: str, name: str, default: int) -> int:
+    """A ``pathconf`` limit of the file system holding ``folder`` (``default`` where it has none)."""
+    try:
+        value = os.pathconf(folder, name)
+    except (OSError, ValueError):
+        return default
+    return value if value > 0 else default
 
 
 def _fsync_dir(path: str) -> None:

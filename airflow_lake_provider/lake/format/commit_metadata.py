@@ -76,7 +76,13 @@ class WriteStat:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], partition: str) -> WriteStat:
+        """Parse one stat; ``TypeError``/``ValueError`` if a field has the wrong type."""
         logs = data.get("logFiles")
+        if logs is not None and not (isinstance(logs, list) and all(isinstance(n, str) for n in logs)):
+            raise TypeError(f"logFiles is {logs!r}, not a list of file names")
+        for key in ("fileId", "partitionPath", "path", "baseFile"):
+            if not isinstance(data.get(key), str | None):
+                raise TypeError(f"{key} is {data.get(key)!r}, not a string")
         return cls(
             file_id=data.get("fileId") or "",
             partition_path=data.get("partitionPath") or partition,
@@ -149,19 +155,59 @@ class CommitMetadata:
             raise CorruptTimelineFileError(f"{source}: commit metadata is not JSON ({exc})") from None
         if not isinstance(body, dict):
             raise CorruptTimelineFileError(f"{source}: commit metadata is not a JSON object")
-        stats = {
-            part: tuple(WriteStat.from_json(s, part) for s in (entries or []) if isinstance(s, dict))
-            for part, entries in (body.get("partitionToWriteStats") or {}).items()
-        }
-        replaced = body.get("partitionToReplaceFileIds")
+        stats: dict[str, tuple[WriteStat, ...]] = {}
+        for part, entries in _object(body, "partitionToWriteStats", source).items():
+            where = f"partitionToWriteStats[{part!r}]"
+            parsed: list[WriteStat] = []
+            for entry in _array(entries, where, source):
+                if not isinstance(entry, dict):
+                    raise CorruptTimelineFileError(
+                        f"{source}: {where} holds {entry!r}, not a write stat object"
+                    )
+                try:
+                    parsed.append(WriteStat.from_json(entry, part))
+                except (TypeError, ValueError) as exc:
+                    raise CorruptTimelineFileError(
+                        f"{source}: a write stat in {where} is malformed ({exc})"
+                    ) from None
+            stats[part] = tuple(parsed)
+        replaced = None
+        if body.get("partitionToReplaceFileIds") is not None:
+            replaced = {
+                part: tuple(_strings(ids, f"partitionToReplaceFileIds[{part!r}]", source))
+                for part, ids in _object(body, "partitionToReplaceFileIds", source).items()
+            }
+        extra = _object(body, "extraMetadata", source)
         return cls(
             operation_type=str(body.get("operationType") or "UNKNOWN"),
             partition_to_write_stats=stats,
-            extra_metadata={k: v for k, v in (body.get("extraMetadata") or {}).items() if isinstance(v, str)},
+            extra_metadata={k: v for k, v in extra.items() if isinstance(v, str)},
             compacted=bool(body.get("compacted")),
-            partition_to_replace_file_ids=(
-                {part: tuple(ids or ()) for part, ids in replaced.items()}
-                if isinstance(replaced, dict)
-                else None
-            ),
+            partition_to_replace_file_ids=replaced,
         )
+
+
+# Shape checks of parsed commit JSON: a wrong type is a corrupt file, named, not an AttributeError
+# deep inside a reader. A null field reads as empty, as Java's Jackson mapping does.
+def _object(body: Mapping[str, Any], key: str, source: str) -> Mapping[str, Any]:
+    value = body.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise CorruptTimelineFileError(f"{source}: {key} is {type(value).__name__}, not a JSON object")
+    return value
+
+
+def _array(value: object, where: str, source: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise CorruptTimelineFileError(f"{source}: {where} is {type(value).__name__}, not a JSON array")
+    return value
+
+
+def _strings(value: object, where: str, source: str) -> list[str]:
+    items = _array(value, where, source)
+    if not all(isinstance(i, str) for i in items):
+        raise CorruptTimelineFileError(f"{source}: {where} holds values that are not strings")
+    return items

@@ -81,6 +81,10 @@ class InstantClock:
         self._last: str | None = None
         self._lock = threading.Lock()
 
+    def now(self) -> dt.datetime:
+        """The clock's current time, aware UTC (what ``next`` would start from)."""
+        return self._now().astimezone(dt.timezone.utc)  # type: ignore[operator]
+
     def next(self, after: str | None = None) -> str:
         """Return a new instant time later than ``after`` and than any time handed out before."""
         with self._lock:

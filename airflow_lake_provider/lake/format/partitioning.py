@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -15,7 +16,11 @@ DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY_PART = "__null__"
 EMPTY_KEY_PART = "__empty__"
 _COMPLEX_KEYGENS = {"ComplexKeyGenerator", "ComplexAvroKeyGenerator"}
-_RESERVED_TOP_LEVEL = {".hoodie", "metadata", "_delta_log"}
+_HOODIE_DIR = ".hoodie"
+_RESERVED_TOP_LEVEL = {_HOODIE_DIR, "metadata", "_delta_log"}
+# NAME_MAX of Linux file systems and HDFS's default dfs.namenode.fs-limits.max-component-length.
+MAX_SEGMENT_BYTES = 255
+_CONTROL = re.compile("[\x01-\x1f\x7f]")
 
 
 def _as_strings(column: pa.ChunkedArray, field: str) -> list[str | None]:
@@ -75,21 +80,47 @@ def _key_part(value: str | None) -> str:
 
 
 def partition_paths(batch: pa.Table, config: TableConfig) -> pa.Array:
-    """The partition path of every row ("" for non-partitioned tables)."""
+    """The partition path of every row ("" for non-partitioned tables).
+
+    Raises ``SchemaError`` for a value that cannot be one folder name (checked before any instant
+    exists, so a refused batch leaves the table as it was).
+    """
     if not config.is_partitioned:
         return pa.array([""] * batch.num_rows, pa.string())
     parts: list[list[str]] = []
     for f in config.partition_fields:
         values = [DEFAULT_PARTITION if v in (None, "") else v for v in _as_strings(batch.column(f), f)]
-        for v in values:
-            if "/" in v or v in (".", ".."):
-                raise SchemaError(f"partition field {f!r} value {v!r} cannot be a directory name")
-        parts.append([f"{f}={v}" if config.hive_style else v for v in values])
+        segments = [f"{f}={v}" if config.hive_style else v for v in values]
+        for v, segment in dict(zip(values, segments, strict=True)).items():
+            _check_segment(f, v, segment)
+        parts.append(segments)
     paths = ["/".join(segs) for segs in zip(*parts, strict=True)]
     for p in set(paths):
         if p.split("/", 1)[0] in _RESERVED_TOP_LEVEL:
             raise SchemaError(f"partition path {p!r} starts with a name Hudi readers skip")
     return pa.array(paths, pa.string())
+
+
+def _check_segment(field: str, value: str, segment: str) -> None:
+    """Refuse a partition value whose folder name no file system (or Hudi reader) can hold as given."""
+    what = f"partition field {field!r} value {value!r}"
+    if "\x00" in value:
+        raise SchemaError(f"{what} holds a NUL byte, which no file name can")
+    control = _CONTROL.search(value)
+    if control:
+        # Linux would store it, but hudi-rs (object_store paths) then fails to list the whole table.
+        raise SchemaError(
+            f"{what} holds the control character {control.group()!r}, which Hudi readers cannot list"
+        )
+    if "/" in value or segment in (".", ".."):
+        raise SchemaError(f"{what} cannot be a directory name")
+    if segment == _HOODIE_DIR:
+        raise SchemaError(f"{what} cannot be a directory name: Java Hudi skips {_HOODIE_DIR} folders")
+    size = len(segment.encode("utf-8"))
+    if size > MAX_SEGMENT_BYTES:
+        raise SchemaError(
+            f"{what} makes a folder name of {size} bytes; file systems (and HDFS) allow {MAX_SEGMENT_BYTES}"
+        )
 
 
 def unique_values(array: pa.Array) -> list[str]:

@@ -279,9 +279,13 @@ def list_table(storage: Storage, config: TableConfig) -> dict[str, list[tuple[st
 
 
 def _is_partition_folder(rel: str) -> bool:
-    """Folders a partition walk enters: not hidden ones, not Hudi's or other formats' metadata."""
+    """Folders a partition walk enters: all but ``.hoodie`` and other formats' metadata at the top.
+
+    Hidden folders are entered: a partition value may start with "." (``.x``), and Java Hudi and
+    hudi-rs list such partitions. Java skips a folder named ``.hoodie`` at any depth; so do we.
+    """
     name = rel.rpartition("/")[2]
-    return not name.startswith(".") and ("/" in rel or name not in _SKIPPED_TOP_LEVEL)
+    return name != HOODIE_DIR and ("/" in rel or name not in _SKIPPED_TOP_LEVEL)
 
 
 # BASE_FILE_RE's grammar, one name per line; group 1 the name, 2 the file id, 3 the instant.

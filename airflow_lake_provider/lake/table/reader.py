@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.errors import CorruptLogBlockError, SnapshotCleanedError
+from airflow_lake_provider.lake.errors import CorruptDataFileError, CorruptLogBlockError, SnapshotCleanedError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
@@ -67,10 +67,18 @@ class SliceReader:
             return None
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import pulls in
         # pandas (1.5 s in every fresh process, e.g. each Spark Python worker).
-        with self.table.storage.open_input(slice_.base_file.relative_path) as source:
-            parquet = pq.ParquetFile(source)
-            present = set(parquet.schema_arrow.names)
-            rows = parquet.read(columns=[n for n in self.schema.names if n in present])
+        rel = slice_.base_file.relative_path
+        try:
+            with self.table.storage.open_input(rel) as source:
+                parquet = pq.ParquetFile(source)
+                present = set(parquet.schema_arrow.names)
+                rows = parquet.read(columns=[n for n in self.schema.names if n in present])
+        except (pa.ArrowException, OSError) as exc:
+            # Arrow's message names no file; a reader of many slices needs to know which one.
+            message = " ".join(str(exc).split())
+            raise CorruptDataFileError(
+                f"cannot read base file {self.table.storage.uri(rel)}: {message}"
+            ) from exc
         return conform(rows, self.schema)
 
     def visible_blocks(self, log_files: Sequence[LogFile]) -> list[LogBlock]:

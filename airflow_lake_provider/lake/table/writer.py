@@ -16,7 +16,7 @@ from enum import Enum
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_lake_provider.lake.errors import SchemaError
+from airflow_lake_provider.lake.errors import SchemaError, StorageError
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
@@ -48,6 +48,8 @@ _KEY, _PART, _ORD = "__lake_key", "__lake_partition", "__lake_ordering"
 DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
 # A write waits this long for another write (or a compaction being scheduled) before giving up.
 WRITE_LOCK_WAIT_SECONDS = 60.0
+# Longer than any data, marker or temp file name a write creates (a base file name is ~70 bytes).
+_LONGEST_FILE_NAME = 128
 
 
 class Operation(str, Enum):
@@ -106,6 +108,7 @@ def _write_locked(
     rows = _route(table, batch, operation)
     action = Action.DELTACOMMIT if table.config.is_mor else Action.COMMIT
     instant = table.clock.next(after=timeline.latest_time)
+    _check_storable(table, instant, rows)
     # The avro schema of the table (data fields only), as recorded in every commit.
     avro = arrow_to_avro(data_schema, f"{table.config.name}_record", f"hoodie.{table.config.name}")
     full_schema = pa.schema([pa.field(m, pa.string()) for m in META_FIELDS] + list(data_schema))
@@ -139,6 +142,19 @@ def _write_locked(
     return WriteResult(
         instant, action.value, operation, metadata, job.inserted, job.updated, job.deleted, tuple(job.files)
     )
+
+
+def _check_storable(table: LakeTable, instant: str, rows: pa.Table) -> None:
+    """Refuse, before the instant exists, a partition whose files the storage cannot create."""
+    for partition in pc.unique(rows.column(_PART)).to_pylist():
+        # The deepest path a write creates: a marker under .hoodie/.temp/<instant>/<partition>/.
+        probe = join_partition(
+            join_partition(table.store.marker_dir(instant), partition), "x" * _LONGEST_FILE_NAME
+        )
+        try:
+            table.storage.check_path(probe, what=f"partition path {partition!r} of {table.uri}")
+        except StorageError as exc:
+            raise SchemaError(f"{exc} (counting the files a write puts under it)") from None
 
 
 def _check_batch(table: LakeTable, batch: pa.Table, operation: Operation, timeline: Timeline) -> pa.Schema:

@@ -192,3 +192,16 @@ def test_child_is_rooted_below_and_cannot_escape(storage: LocalStorage) -> None:
     assert child.read("x") == b"1"
     with pytest.raises(UnsafePathError):
         storage.child("../elsewhere")
+
+
+def test_check_path_refuses_what_the_file_system_cannot_hold(storage: LocalStorage, tmp_path: Path) -> None:
+    root_bytes = len(os.fsencode(storage.root)) + 1  # the root and the "/" after it
+    storage.check_path("p=1/" + "n" * 255)  # the longest name fits
+    storage.check_path("/".join(["d" * 200] * 20)[: 4095 - root_bytes])  # so does the longest path
+    with pytest.raises(StorageError, match=r"'a\\x00b': a path cannot hold a NUL byte"):
+        storage.check_path("a\x00b", what="'a\\x00b'")
+    with pytest.raises(StorageError, match=f"'{'n' * 256}' is longer than 255 bytes"):
+        storage.check_path("p=1/" + "n" * 256)
+    with pytest.raises(StorageError, match="a path of 4096 bytes, where at most 4095 fit$"):
+        storage.check_path("/".join(["d" * 200] * 21)[: 4096 - root_bytes])
+    assert not (tmp_path / "t").exists()  # checking creates nothing

@@ -38,6 +38,8 @@ from airflow_lake_provider.lake.format.instant import (
     Action,
     Instant,
     State,
+    format_instant,
+    instant_to_datetime,
     validate_instant_time,
 )
 from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY, CompactionConfig
@@ -58,6 +60,8 @@ FaultHook = Callable[[str], None]
 SCHEDULE_LOCK = "compaction-schedule"
 EXECUTE_LOCK = "compaction"
 FILE_NAME_COLUMN = "_hoodie_file_name"
+# How far past the table's clock an explicit plan instant may be: clock skew between machines.
+MAX_CLOCK_SKEW = dt.timedelta(minutes=5)
 
 
 def _no_fault(_point: str) -> None:
@@ -128,6 +132,23 @@ def _config(options: Mapping[str, object] | CompactionConfig | None) -> Compacti
     return options if isinstance(options, CompactionConfig) else CompactionConfig.from_options(options or {})
 
 
+def check_requested_instant(table: LakeTable, requested: str) -> str:
+    """``requested`` if it is a valid time no later than now (plus ``MAX_CLOCK_SKEW``), else raise.
+
+    Every new instant must follow every instant on the timeline, so a plan at a future time (say
+    29991231235959999) would push every later write and service to after it.
+    """
+    validate_instant_time(requested)
+    now = table.clock.now()
+    if instant_to_datetime(requested) > now + MAX_CLOCK_SKEW:
+        raise CompactionScheduleConflictError(
+            f"cannot schedule a compaction at {requested}: it is later than now ({format_instant(now)}) "
+            f"by more than {MAX_CLOCK_SKEW.total_seconds() / 60:g} minutes, and every later instant "
+            "would have to follow it"
+        )
+    return requested
+
+
 def plan_instant(table: LakeTable, timeline: Timeline, requested: str | None = None) -> str:
     """A time for a new plan: after every completed (and pending service) instant, before every pending write.
 
@@ -137,7 +158,9 @@ def plan_instant(table: LakeTable, timeline: Timeline, requested: str | None = N
     writes = [i.timestamp for i in timeline.pending if i.action in COMMIT_ACTIONS]
     others = [i.timestamp for i in timeline.instants if i.timestamp not in writes]
     instant = (
-        validate_instant_time(requested) if requested else table.clock.next(after=max(others, default=None))
+        check_requested_instant(table, requested)
+        if requested
+        else table.clock.next(after=max(others, default=None))
     )
     completed = [i.timestamp for i in timeline.instants if i.is_completed]
     last_completed = max(completed, default=None)
@@ -173,6 +196,8 @@ def schedule_compaction(
     for a specific plan time; ``force`` skips the trigger (the strategy still selects).
     """
     config = _config(options)
+    if instant is not None:  # refused even when nothing is due: the caller asked for this time
+        check_requested_instant(table, instant)
     now = now or dt.datetime.now(dt.timezone.utc)
     if not table.config.is_mor:
         return ScheduleResult(Outcome.NO_WORK, reason=f"{table.uri} is copy-on-write; nothing to compact")
@@ -189,8 +214,7 @@ def schedule_compaction(
             return ScheduleResult(
                 Outcome.NO_WORK, reason=f"no file slice selected by {config.strategy}", dry_run=dry_run
             )
-        if not table.config.populate_meta_fields:
-            raise CompactionError(f"{table.uri}: compacting tables without meta fields is not supported")
+        output_schema(table, timeline)  # a plan no run could execute is refused, not written
         c = plan_instant(table, timeline, instant)
         plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
         if dry_run:
@@ -447,7 +471,8 @@ def run_operation(
             table, timeline, schema, instant, op, token=write_token(index, 1, attempt), fault=fault
         )
     except (LakeError, OSError, pa.ArrowException) as exc:
-        log.error("compaction %s: file group %s/%s failed: %s", instant, op.partition, op.file_id, exc)
+        # Info, not error: the CompactionError that ends the run names every failure, once.
+        log.info("compaction %s: file group %s/%s failed: %s", instant, op.partition, op.file_id, exc)
         return f"{join_partition(op.partition, op.file_id)}: {exc}"
 
 
@@ -515,13 +540,14 @@ def execute_compaction(
                 recovered=target.is_inflight,
                 duration_seconds=time.monotonic() - started,
             )
+        # Before any step on disk: an unreadable schema (a corrupt commit file) changes nothing.
+        schema = output_schema(table, timeline)
         removed: list[str] = []
         if target.is_inflight:
             removed = remove_partial_output(table, c, plan)
         else:
             table.store.transition_to_inflight(target, timeline.read_bytes(target))
         fault("inflight")
-        schema = output_schema(table, timeline)
         outcomes = (runner or _local_runner(fault))(table, timeline, schema, c, plan.operations)
         stats = [o for o in outcomes if isinstance(o, WriteStat)]
         failures = [o for o in outcomes if not isinstance(o, WriteStat)]

@@ -1,0 +1,486 @@
+"""Odd partition values, corrupt files and future instants, through the ``lake`` CLI.
+
+Partitions whose folder starts with "." are read, compacted and cleaned (Java Hudi and hudi-rs list
+them); values no file system or Hudi reader can hold are refused before an instant exists; corrupt
+commit and base files give one ``lake: error:`` line naming the file; a compaction plan cannot be
+put in the future.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hudi import HudiTableBuilder
+
+from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.errors import CompactionScheduleConflictError
+from airflow_lake_provider.lake.format.instant import InstantClock, format_instant, instant_to_datetime
+from airflow_lake_provider.lake.services.compaction.executor import Outcome, schedule_compaction
+from airflow_lake_provider.lake.table.table import LakeTable
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+Row = tuple[str, int, str]
+
+
+def _snapshot(path: Path) -> dict[str, str]:
+    """Every file and folder under ``path`` with a hash of its bytes: a byte-identical check."""
+    out = {}
+    for dirpath, dirs, files in os.walk(path):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(dirpath, d), path) + "/"] = ""
+        for f in files:
+            p = os.path.join(dirpath, f)
+            out[os.path.relpath(p, path)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
+    return out
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _ok(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = _run(capsys, *argv)
+    assert (code, err) == (0, ""), err
+    return out
+
+
+def _error_line(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    code, out, err = _run(capsys, *argv)
+    assert (code, out) == (1, ""), (out, err)
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("lake: error: ")
+    return lines[0]
+
+
+def _input(path: Path, rows: list[Row], fields: tuple[str, ...] = ("p",)) -> str:
+    columns: dict[str, pa.Array] = {
+        "k": pa.array([r[0] for r in rows]),
+        "ts": pa.array([r[1] for r in rows], pa.int64()),
+    }
+    for i, name in enumerate(fields):
+        columns[name] = pa.array([r[2 + i] for r in rows])  # type: ignore[misc]
+    pq.write_table(pa.table(columns), path)
+    return str(path)
+
+
+def _init(
+    capsys: pytest.CaptureFixture[str], table: Path, kind: str, fields: str = "p", hive: bool = False
+) -> None:
+    argv = ["init", str(table), "--table-type", kind, "--name", "t", "--record-key", "k"]
+    argv += ["--precombine", "ts", "--partition-fields", fields] + (["--hive-style"] if hive else [])
+    _ok(capsys, *argv)
+
+
+def _ours(capsys: pytest.CaptureFixture[str], table: Path, tmp_path: Path) -> list[tuple]:
+    out = tmp_path / "out.parquet"
+    _ok(capsys, "read", str(table), "--output", str(out))
+    rows = pq.read_table(out).select(["_hoodie_partition_path", "k", "ts", "p"]).to_pylist()
+    return sorted(tuple(r.values()) for r in rows)
+
+
+def _hudi_rs(table: Path) -> list[tuple]:
+    read = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table)).build().read())
+    rows = read.select(["_hoodie_partition_path", "k", "ts", "p"]).to_pylist()
+    return sorted(tuple(r.values()) for r in rows)
+
+
+def _data_files(table: Path) -> list[str]:
+    """Base and log files, table-relative, with the instant-dependent parts left out."""
+    out = []
+    for dirpath, dirs, files in os.walk(table):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        for f in files:
+            if f.endswith(".parquet") or ".log." in f:
+                out.append(os.path.relpath(os.path.join(dirpath, f), table))
+    return sorted(out)
+
+
+# -- item 2: partitions whose folder starts with "." ---------------------------------------------
+def test_dot_partition_is_read_compacted_and_cleaned_like_hudi_rs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = tmp_path / "t"
+    _init(capsys, table, "mor")
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", [("a", 1, ".x"), ("b", 1, "y")]),
+        "--operation",
+        "insert",
+    )
+    expected = [(".x", "a", 1, ".x"), ("y", "b", 1, "y")]
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "2.parquet", [("a", 2, ".x"), ("b", 2, "y")]),
+        "--operation",
+        "upsert",
+    )
+    logs = [f for f in _data_files(table) if ".log." in f]
+    assert [f.split("/")[0] for f in logs] == [".x", "y"]  # the update went to a log in each partition
+    expected = [(".x", "a", 2, ".x"), ("y", "b", 2, "y")]
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+    summary = json.loads(_ok(capsys, "compact", str(table), "--mode", "run", "--force"))
+    assert summary["outcome"] == "COMPLETED"
+    assert summary["execute"]["operations"] == 2  # the ".x" group is compacted too, not NO_WORK
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+    cleaned = json.loads(
+        _ok(capsys, "clean", str(table), "--policy", "KEEP_LATEST_FILE_VERSIONS", "--retained", "1")
+    )
+    assert cleaned["outcome"] == "CLEANED"
+    assert {p: v["files"] for p, v in cleaned["partitions"].items()} == {".x": 2, "y": 2}
+    compacted = summary["execute"]["instant"]
+    left = _data_files(table)
+    assert [f.split("/")[0] for f in left] == [".x", "y"]
+    assert all(f.endswith(f"_{compacted}.parquet") for f in left)
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+
+def test_nested_hoodie_folder_is_skipped_and_not_written(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Java Hudi skips a folder named .hoodie at any depth: we neither list nor create one."""
+    table = tmp_path / "t"
+    _init(capsys, table, "cow", fields="p,q")
+    rows = [("a", 1, ".x", ".y"), ("b", 1, "y", "z")]
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", rows, ("p", "q")),  # type: ignore[arg-type]
+        "--operation",
+        "insert",
+    )
+    assert _ours(capsys, table, tmp_path) == [(".x/.y", "a", 1, ".x"), ("y/z", "b", 1, "y")]
+    # A copy of a partition under a nested .hoodie folder is not a partition of the table.
+    shutil.copytree(table / "y" / "z", table / "y" / ".hoodie")
+    assert _ours(capsys, table, tmp_path) == [(".x/.y", "a", 1, ".x"), ("y/z", "b", 1, "y")]
+
+    before = _snapshot(table)
+    bad = _input(tmp_path / "bad.parquet", [("c", 1, "w", ".hoodie")], ("p", "q"))  # type: ignore[list-item]
+    line = _error_line(capsys, "write", str(table), "--input", bad, "--operation", "insert")
+    assert line == (
+        "lake: error: partition field 'q' value '.hoodie' cannot be a directory name: "
+        "Java Hudi skips .hoodie folders"
+    )
+    assert _snapshot(table) == before
+
+
+# -- item 6: values no file system (or Hudi reader) can hold ---------------------------------------
+@pytest.mark.parametrize(
+    ("value", "hive", "message"),
+    [
+        ("a\x00b", False, r"partition field 'p' value 'a\x00b' holds a NUL byte, which no file name can"),
+        (
+            "z" * 300,
+            False,
+            f"partition field 'p' value '{'z' * 300}' makes a folder name of 300 bytes; "
+            "file systems (and HDFS) allow 255",
+        ),
+        (
+            "z" * 254,
+            True,
+            f"partition field 'p' value '{'z' * 254}' makes a folder name of 256 bytes; "
+            "file systems (and HDFS) allow 255",
+        ),
+        (
+            "é" * 128,
+            False,
+            f"partition field 'p' value '{'é' * 128}' makes a folder name of 256 bytes; "
+            "file systems (and HDFS) allow 255",
+        ),
+        (
+            "a\nb",
+            False,
+            r"partition field 'p' value 'a\nb' holds the control character '\n', "
+            "which Hudi readers cannot list",
+        ),
+        (
+            "a\tb",
+            True,
+            r"partition field 'p' value 'a\tb' holds the control character '\t', "
+            "which Hudi readers cannot list",
+        ),
+        (
+            "a\x7f",
+            False,
+            r"partition field 'p' value 'a\x7f' holds the control character '\x7f', "
+            "which Hudi readers cannot list",
+        ),
+    ],
+)
+def test_unstorable_partition_value_is_refused_before_any_instant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, hive: bool, message: str
+) -> None:
+    table = tmp_path / "t"
+    _init(capsys, table, "mor", hive=hive)
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", [("a", 1, "y")]),
+        "--operation",
+        "insert",
+    )
+    before = _snapshot(table)
+    bad = _input(tmp_path / "bad.parquet", [("b", 1, "y"), ("c", 1, value)])
+    assert _error_line(capsys, "write", str(table), "--input", bad, "--operation", "upsert") == (
+        f"lake: error: {message}"
+    )
+    assert _snapshot(table) == before  # no instant, no folder, no marker
+
+
+@pytest.mark.parametrize(("value", "hive"), [("z" * 255, False), ("z" * 253, True), ("." + "é" * 127, False)])
+def test_longest_partition_folder_name_is_written_and_read_by_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], value: str, hive: bool
+) -> None:
+    table = tmp_path / "t"
+    _init(capsys, table, "mor", hive=hive)
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", [("a", 1, value), ("b", 1, "y")]),
+        "--operation",
+        "insert",
+    )
+    folder = f"p={value}" if hive else value
+    assert len(folder.encode()) == 255
+    expected = sorted([(folder, "a", 1, value), ("p=y" if hive else "y", "b", 1, "y")])
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+
+def test_partition_path_longer_than_the_file_system_allows_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each folder name fits, the whole path does not: refused before an instant exists."""
+    fields = tuple(f"f{i}" for i in range(17))
+    table = tmp_path / "t"
+    _init(capsys, table, "cow", fields=",".join(fields))
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", [("a", 1, *("v",) * 17)], fields),  # type: ignore[list-item]
+        "--operation",
+        "insert",
+    )
+    before = _snapshot(table)
+    values = tuple(chr(ord("a") + i) * 250 for i in range(17))
+    bad = _input(tmp_path / "bad.parquet", [("b", 1, *values)], fields)  # type: ignore[list-item]
+    line = _error_line(capsys, "write", str(table), "--input", bad, "--operation", "insert")
+    partition = "/".join(values)
+    assert line.startswith(f"lake: error: partition path {partition!r} of {table}: a path of ")
+    assert line.endswith(" fit (counting the files a write puts under it)")
+    assert _snapshot(table) == before
+
+
+# -- item 6: corrupt commit files -------------------------------------------------------------------
+def _mor_with_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[Path, Path]:
+    """A MOR table with a log file in each of two partitions; returns it and its last deltacommit."""
+    table = tmp_path / "t"
+    _init(capsys, table, "mor")
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", [("a", 1, "x"), ("b", 1, "y")]),
+        "--operation",
+        "insert",
+    )
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "2.parquet", [("a", 2, "x"), ("b", 2, "y")]),
+        "--operation",
+        "upsert",
+    )
+    # Nothing due nor pending (NO_WORK), but the runs leave the compaction lock files that every later
+    # run reuses: a refused run below must then leave .hoodie byte-identical.
+    for mode in ("schedule", "execute"):
+        assert json.loads(_ok(capsys, "compact", str(table), "--mode", mode))["outcome"] == "NO_WORK"
+    commits = sorted((table / ".hoodie").glob("*.deltacommit"))
+    return table, commits[-1]
+
+
+_CORRUPTIONS = {
+    "stats list": (
+        lambda b: b.update(partitionToWriteStats=[1, 2]),
+        "partitionToWriteStats is list, not a JSON object",
+    ),
+    "stats string": (
+        lambda b: b.update(partitionToWriteStats="x"),
+        "partitionToWriteStats is str, not a JSON object",
+    ),
+    "entries string": (
+        lambda b: b["partitionToWriteStats"].update(x="abc"),
+        "partitionToWriteStats['x'] is str, not a JSON array",
+    ),
+    "entry number": (
+        lambda b: b["partitionToWriteStats"].update(x=[5]),
+        "partitionToWriteStats['x'] holds 5, not a write stat object",
+    ),
+    "numWrites text": (
+        lambda b: b["partitionToWriteStats"]["x"][0].update(numWrites="many"),
+        "a write stat in partitionToWriteStats['x'] is malformed "
+        "(invalid literal for int() with base 10: 'many')",
+    ),
+    "logFiles string": (
+        lambda b: b["partitionToWriteStats"]["x"][0].update(logFiles="abc"),
+        "a write stat in partitionToWriteStats['x'] is malformed "
+        "(logFiles is 'abc', not a list of file names)",
+    ),
+    "extraMetadata list": (lambda b: b.update(extraMetadata=[]), "extraMetadata is list, not a JSON object"),
+    "replaced ids list": (
+        lambda b: b.update(partitionToReplaceFileIds=["f"]),
+        "partitionToReplaceFileIds is list, not a JSON object",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_CORRUPTIONS))
+def test_malformed_commit_file_is_named_by_read_write_and_compact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    table, commit = _mor_with_logs(tmp_path, capsys)
+    corrupt, reason = _CORRUPTIONS[kind]
+    body = json.loads(commit.read_bytes())
+    corrupt(body)
+    commit.write_text(json.dumps(body))
+    expected = f"lake: error: {commit}: {reason}"
+    before = _snapshot(table)
+    assert _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet")) == expected
+    more = _input(tmp_path / "3.parquet", [("c", 1, "x")])
+    assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert") == expected
+    assert _error_line(capsys, "compact", str(table), "--mode", "run", "--force") == expected
+    assert _snapshot(table) == before
+    assert not (tmp_path / "o.parquet").exists()
+
+
+def test_commit_file_corrupted_after_scheduling_stops_execute_before_inflight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, commit = _mor_with_logs(tmp_path, capsys)
+    scheduled = json.loads(_ok(capsys, "compact", str(table), "--mode", "schedule", "--force"))
+    c = scheduled["schedule"]["instant"]
+    body = json.loads(commit.read_bytes())
+    body["partitionToWriteStats"] = 7
+    commit.write_text(json.dumps(body))
+    before = _snapshot(table)
+    assert _error_line(capsys, "compact", str(table), "--mode", "execute", "--instant", c) == (
+        f"lake: error: {commit}: partitionToWriteStats is int, not a JSON object"
+    )
+    assert _snapshot(table) == before  # still requested, not inflight
+
+
+# -- item 6: corrupt base files ---------------------------------------------------------------------
+def test_corrupt_base_file_is_named_by_read_write_and_compact(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    base = next((table / "y").glob("*.parquet"))
+    base.write_bytes(b"not a parquet file at all")
+    named = f"lake: error: cannot read base file {base}: Parquet magic bytes not found in footer."
+    before = _snapshot(table)
+    assert _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet")).startswith(named)
+    assert _snapshot(table) == before
+    # A real process: stderr then also shows what logging prints (pytest captures it in-process).
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "airflow_lake_provider.lake.cli",
+            "compact",
+            str(table),
+            "--mode",
+            "run",
+            "--force",
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=300,
+        check=False,
+    )
+    assert (done.returncode, done.stdout) == (1, "")
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    line = done.stderr.strip()
+    assert line.startswith("lake: error: compaction ")
+    assert "1 of 2 operations failed; the instant stays inflight for a retry: y/" in line
+    assert f": cannot read base file {base}: Parquet magic bytes not found in footer." in line
+    more = _input(tmp_path / "3.parquet", [("a", 3, "x"), ("b", 3, "y")])
+    assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert").startswith(
+        named
+    )
+
+
+# -- item 8: a compaction plan in the future ---------------------------------------------------------
+@pytest.mark.parametrize("force", [True, False])
+def test_compaction_at_a_future_instant_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool
+) -> None:
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    before = _snapshot(table)
+    argv = ["compact", str(table), "--mode", "schedule", "--instant", "29991231235959999"]
+    line = _error_line(capsys, *argv, *(["--force"] if force else []))
+    assert line.startswith(
+        "lake: error: cannot schedule a compaction at 29991231235959999: it is later than now ("
+    )
+    assert line.endswith(") by more than 5 minutes, and every later instant would have to follow it")
+    assert _snapshot(table) == before
+    # The next write still gets a present-day instant.
+    instant = _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "3.parquet", [("c", 1, "x")]),
+        "--operation",
+        "insert",
+    ).strip()
+    assert instant < "2999"
+
+
+def test_compaction_instant_may_lead_the_clock_by_the_allowed_skew_only(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table_path, _ = _mor_with_logs(tmp_path, capsys)
+    table = LakeTable.open(table_path)
+    now = instant_to_datetime(table.timeline().latest_time) + dt.timedelta(seconds=1)
+    table.clock = InstantClock(now=lambda: now)
+    too_late = format_instant(now + dt.timedelta(minutes=5, milliseconds=1))
+    with pytest.raises(CompactionScheduleConflictError, match=f"at {too_late}: it is later than now"):
+        schedule_compaction(table, instant=too_late, force=True)
+    assert table.timeline().pending_compactions() == []
+    within = format_instant(now + dt.timedelta(minutes=5))
+    result = schedule_compaction(table, instant=within, force=True)
+    assert (result.outcome, result.instant) == (Outcome.SCHEDULED, within)
+    assert [i.timestamp for i in table.timeline().pending_compactions()] == [within]

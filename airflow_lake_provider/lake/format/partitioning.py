@@ -16,6 +16,7 @@ DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_KEY_PART = "__null__"
 EMPTY_KEY_PART = "__empty__"
 _COMPLEX_KEYGENS = {"ComplexKeyGenerator", "ComplexAvroKeyGenerator"}
+COMPLEX_KEYGEN_NEW_ENCODING = "hoodie.write.complex.keygen.new.encoding"
 _HOODIE_DIR = ".hoodie"
 _RESERVED_TOP_LEVEL = {_HOODIE_DIR, "metadata", "_delta_log"}
 # NAME_MAX of Linux file systems and HDFS's default dfs.namenode.fs-limits.max-component-length.
@@ -68,9 +69,14 @@ def record_keys(batch: pa.Table, config: TableConfig) -> pa.Array:
 
 def field_prefixed_keys(config: TableConfig) -> bool:
     """Whether keys are written ``field:value``: several key fields, or the complex key generator,
-    which prefixes a single field too (Hudi's default encoding for table versions up to 8)."""
+    which prefixes a single field too (Hudi's default encoding for table versions up to 8). Hudi
+    0.14.0-0.15.0 wrote a single field's bare value instead; a table that says so with
+    ``hoodie.write.complex.keygen.new.encoding=true`` in its properties keeps bare values."""
     keygen = (config.keygen_class or "").rsplit(".", 1)[-1]
-    return len(config.record_key_fields) > 1 or keygen in _COMPLEX_KEYGENS
+    if len(config.record_key_fields) > 1:
+        return True
+    bare = str(config.properties.get(COMPLEX_KEYGEN_NEW_ENCODING, "false")).lower() == "true"
+    return keygen in _COMPLEX_KEYGENS and not bare
 
 
 def _key_part(value: str | None) -> str:

@@ -420,6 +420,19 @@ def test_complex_key_generator_with_one_key_field_prefixes_the_field(tmp_path: P
     )
 
 
+def test_complex_key_generator_bare_single_key_when_the_table_says_new_encoding(tmp_path: Path) -> None:
+    # Hudi 0.14.0-0.15.0 wrote a single field's bare value; such a table declares it in its properties.
+    path = tmp_path / "t"
+    table = _keyed(path, ("a",), ("city", "b"))
+    table.store.update_properties(
+        {**table.config.properties, "hoodie.write.complex.keygen.new.encoding": "true"}
+    )
+    table = LakeTable.open(path)
+    write(table, _key_batch(["x"], ["1"], 1, ["v1"]), "insert")
+    write(table, _key_batch(["x"], ["1"], 2, ["v2"]), "upsert")
+    _assert_both_read(path, [{"_hoodie_record_key": "x", "_hoodie_partition_path": "city=c/b=1", "v": "v2"}])
+
+
 BAD_KEYS = {
     "simple-empty": (("a",), [""], ["1"], r"record key field 'a' has an empty value \(row 0\)"),
     "simple-null": (("a",), ["x", None], ["1", "2"], r"record key field 'a' has null values \(row 1\)"),

@@ -380,7 +380,10 @@ def run_clean(
                 duration_seconds=time.monotonic() - started,
             )
         done = execute_pending(table, requested, table.timeline(), deleter)
-        return replace(done, finished_pending=tuple(finished), duration_seconds=time.monotonic() - started)
+        # The plan as made (with file sizes): under the lock no savepoint can appear since planning.
+        return replace(
+            done, plan=new_plan, finished_pending=tuple(finished), duration_seconds=time.monotonic() - started
+        )
 
 
 def _after_pending(last: CleanResult | None, finished: list[str], started: float, reason: str) -> CleanResult:

@@ -125,6 +125,8 @@ def _cmd_write(args: argparse.Namespace) -> None:
             batch = pq.read_table(source)
     except FileNotFoundError:
         raise LakeError(f"input file {args.input} does not exist") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise LakeError(f"input file {args.input} is not a readable parquet file: {exc}") from None
     result = write(table, batch, args.operation)
     print(result.instant)
 
@@ -141,8 +143,13 @@ def _cmd_read(args: argparse.Namespace) -> None:
 
 def _split(location: str) -> tuple[Storage, str]:
     """The storage of a user file's folder, and the file's name in it."""
-    folder, _, name = location.rstrip("/").rpartition("/")
-    return open_storage(folder or ("/" if location.startswith("/") else ".")), name
+    folder, _, name = location.rpartition("/")
+    if not name or name in (".", ".."):
+        raise LakeError(f"{location!r} does not name a file")
+    storage = open_storage(folder or ("/" if location.startswith("/") else "."))
+    if storage.exists(name) and name not in storage.list_names():
+        raise LakeError(f"{location} is a folder, not a file")
+    return storage, name
 
 
 def _cmd_timeline(args: argparse.Namespace) -> None:

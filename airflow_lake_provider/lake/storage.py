@@ -23,6 +23,7 @@ import fcntl
 import os
 import shutil
 import time
+import urllib.parse
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
@@ -147,9 +148,13 @@ class Storage(ABC):
         Refuses what lies outside the root (``..``, absolute paths elsewhere, links that lead
         out), the root itself, and anything under ``.hoodie/`` (only the timeline store deletes there).
         """
+        if "\x00" in rel:
+            raise UnsafePathError(f"refusing to delete {rel!r}: a path cannot hold a NUL byte")
         norm = self._inside(rel)
         if not norm or norm.split("/", 1)[0] == HOODIE_DIR:
-            raise UnsafePathError(f"refusing to delete {rel}: it is the table root or under {HOODIE_DIR}/")
+            raise UnsafePathError(
+                f"refusing to delete {rel!r}: it is the table root or under {HOODIE_DIR}/ of {self.root}"
+            )
         return norm
 
     def delete_data_file(self, rel: str) -> bool:
@@ -157,18 +162,28 @@ class Storage(ABC):
         return self.delete(self.check_deletable(rel))
 
     def _inside(self, rel: str) -> str:
-        """``rel`` as a normalised relative path, refusing any that leaves the root."""
+        """``rel`` (table-relative, or absolute under the root) normalised; refuses any that leaves it."""
+        given = rel
         root = self.root.rstrip("/")
+        if rel == root:
+            return ""
         if rel.startswith(root + "/"):
             rel = rel[len(root) + 1 :]
+        elif rel.startswith("/"):
+            rel = self._relative_to_root(rel)
         parts: list[str] = []
         for part in rel.split("/"):
             if part in ("", "."):
                 continue
-            if part == ".." or rel.startswith("/"):
-                raise UnsafePathError(f"refusing {rel}: it is outside the table base path {self.root}")
+            if part == "..":
+                raise UnsafePathError(f"refusing {given!r}: it is outside the table base path {self.root}")
             parts.append(part)
         return "/".join(parts)
+
+    def _relative_to_root(self, absolute: str) -> str:
+        """An absolute path that is not spelled under ``root``: refused (a local storage may know
+        it is the same place by another name)."""
+        raise UnsafePathError(f"refusing {absolute!r}: it is outside the table base path {self.root}")
 
     # -- coordination -------------------------------------------------------------------------
     @abstractmethod
@@ -356,12 +371,22 @@ class LocalStorage(Storage):
 
     def check_deletable(self, rel: str) -> str:
         norm = super().check_deletable(rel)
-        # A link inside the table may lead out of it: resolve before trusting the name.
-        base = Path(self.root).resolve()
-        target = (base / norm).resolve()
-        if target != base and base not in target.parents:
-            raise UnsafePathError(f"refusing to delete {rel}: it resolves to {target}, outside {base}")
+        # A link inside the table may lead out of it, or into .hoodie/: judge where it resolves to.
+        base = Path(os.path.realpath(self.root))
+        target = Path(os.path.realpath(os.path.join(base, norm)))
+        if target == base or base not in target.parents:
+            raise UnsafePathError(f"refusing to delete {rel!r}: it resolves to {target}, outside {base}")
+        if target.relative_to(base).parts[0] == HOODIE_DIR:
+            raise UnsafePathError(f"refusing to delete {rel!r}: it resolves to {target}, under {HOODIE_DIR}/")
         return norm
+
+    def _relative_to_root(self, absolute: str) -> str:
+        # The same folder by another name (the table opened through a link, or its real path).
+        base = os.path.realpath(self.root)
+        real = os.path.realpath(absolute)
+        if real == base or real.startswith(base.rstrip("/") + "/"):
+            return real[len(base) + 1 :]
+        return super()._relative_to_root(absolute)
 
     # -- coordination -------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -390,12 +415,28 @@ def open_storage(location: str | os.PathLike[str] | Storage) -> Storage:
     if isinstance(location, Storage):
         return location
     text = os.fspath(location)
-    scheme, sep, rest = text.partition("://")
-    if not sep:
+    if not text:
+        raise StorageError("a table location cannot be empty")
+    if "\x00" in text:
+        raise StorageError(f"{text!r}: a location cannot hold a NUL byte")
+    if text[:5].lower() == "file:":
+        return LocalStorage(_file_uri_path(text))
+    scheme, sep, _ = text.partition("://")
+    if not sep or "/" in scheme:  # a plain path, colons and all
         return LocalStorage(text)
-    if scheme == "file":
-        return LocalStorage(rest)
-    raise StorageError(f"{text}: storage scheme {scheme!r} is not supported (local paths and file:// are)")
+    raise StorageError(f"{text}: storage scheme {scheme!r} is not supported (local paths and file: URIs are)")
+
+
+def _file_uri_path(uri: str) -> str:
+    """The local path of a ``file:`` URI: ``file:///p``, ``file://localhost/p`` or ``file:/p``,
+    percent-decoded as every other reader of the URI decodes it."""
+    parsed = urllib.parse.urlsplit(uri)
+    if parsed.netloc not in ("", "localhost"):
+        raise StorageError(f"{uri}: file URIs on another host ({parsed.netloc!r}) are not supported")
+    path = urllib.parse.unquote(parsed.path)
+    if not path.startswith("/"):
+        raise StorageError(f"{uri}: a file URI needs an absolute path")
+    return path
 
 
 def local_path(location: str | os.PathLike[str] | Storage) -> Path | None:

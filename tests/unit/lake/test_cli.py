@@ -399,3 +399,45 @@ def test_cli_subprocess_end_to_end_and_error(tmp_path: Path) -> None:
     assert (done.returncode, done.stdout) == (1, "")
     assert "['id']" in _error_line(done.stderr)
     assert _tree(tmp_path) == {**before, "bad.parquet": bad.stat().st_size}
+
+
+def test_cli_bad_input_and_output_files_name_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = tmp_path / "t"
+    _init(capsys, table)
+    before = _tree(table)
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_bytes(b"not parquet at all")
+    code, out, err = _run(capsys, "write", str(table), "--input", str(garbage), "--operation", "insert")
+    assert (code, out) == (1, "")
+    assert f"input file {garbage} is not a readable parquet file" in _error_line(err)
+    (tmp_path / "adir").mkdir()
+    for output, message in (
+        (str(tmp_path / "adir"), f"{tmp_path / 'adir'} is a folder, not a file"),
+        ("", "'' does not name a file"),
+        (f"{tmp_path}/", f"'{tmp_path}/' does not name a file"),
+    ):
+        code, out, err = _run(capsys, "read", str(table), "--output", output)
+        assert (code, out) == (1, "")
+        assert message in _error_line(err)
+    assert _tree(table) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "garbage.parquet", "t"]
+
+
+def test_cli_pending_clean_finishes_through_a_link_to_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    real = tmp_path / "real"
+    _init(capsys, real)
+    for ts in (1, 2, 3):
+        src = _parquet(tmp_path / f"in{ts}.parquet", [(1, ts, "sf", f"v{ts}")])
+        assert _run(capsys, "write", str(real), "--input", str(src), "--operation", "upsert")[0] == 0
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+
+    planned = run_clean(LakeTable.open(real), {"hoodie.cleaner.commits.retained": "1"}, mode="schedule")
+    assert planned.plan.file_count == 1
+    (tmp_path / "link").symlink_to(real)
+    code, out, err = _run(capsys, "clean", str(tmp_path / "link"), "--retained", "1")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["deleted_files"] == 1

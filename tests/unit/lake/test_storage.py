@@ -205,3 +205,66 @@ def test_check_path_refuses_what_the_file_system_cannot_hold(storage: LocalStora
     with pytest.raises(StorageError, match="a path of 4096 bytes, where at most 4095 fit$"):
         storage.check_path("/".join(["d" * 200] * 21)[: 4096 - root_bytes])
     assert not (tmp_path / "t").exists()  # checking creates nothing
+
+
+def test_path_guard_judges_links_by_where_they_lead_not_their_names(
+    storage: LocalStorage, tmp_path: Path
+) -> None:
+    storage.write(".hoodie/hoodie.properties", b"keep")
+    storage.write("a/f.parquet", b"1")
+    os.symlink(tmp_path / "t" / ".hoodie", tmp_path / "t" / "sneaky")
+    os.symlink("../.hoodie", tmp_path / "t" / "a" / "h")
+    for rel in (
+        "sneaky/hoodie.properties",
+        "a/h/hoodie.properties",
+        f"{storage.root}/sneaky/hoodie.properties",
+    ):
+        with pytest.raises(
+            UnsafePathError, match=r"resolves to .*/\.hoodie/hoodie\.properties, under \.hoodie/"
+        ):
+            storage.delete_data_file(rel)
+    with pytest.raises(UnsafePathError, match="NUL byte"):
+        storage.delete_data_file("a/f\x00.parquet")
+    assert storage.read(".hoodie/hoodie.properties") == b"keep"
+
+
+def test_absolute_paths_through_a_link_to_the_table_are_inside(tmp_path: Path) -> None:
+    real = LocalStorage(tmp_path / "real")
+    real.write("a/f.parquet", b"1")
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    via_link = LocalStorage(tmp_path / "link")
+    # A plan written through the real path, finished through the link (and the other way round).
+    assert via_link.check_deletable(f"{tmp_path}/real/a/f.parquet") == "a/f.parquet"
+    assert real.check_deletable(f"{tmp_path}/link/a/f.parquet") == "a/f.parquet"
+    assert via_link.delete_data_file(f"{tmp_path}/real/a/f.parquet") is True
+    with pytest.raises(UnsafePathError, match="outside the table base path"):
+        via_link.check_deletable(f"{tmp_path}/elsewhere/a/f.parquet")
+
+
+@pytest.mark.parametrize(
+    ("uri", "path"),
+    [
+        ("file:///data/t", "/data/t"),
+        ("FILE:///data/t", "/data/t"),
+        ("file://localhost/data/t", "/data/t"),
+        ("file:/data/t", "/data/t"),
+        ("file:///data/t%203", "/data/t 3"),
+        ("relative:name/t", None),  # a plain relative path with a colon
+    ],
+)
+def test_file_uris(uri: str, path: str | None) -> None:
+    assert open_storage(uri).root == (path or os.path.abspath(uri))
+
+
+@pytest.mark.parametrize(
+    ("uri", "message"),
+    [
+        ("file://otherhost/data/t", "another host"),
+        ("file://", "absolute path"),
+        ("", "cannot be empty"),
+        ("s3://bucket/t", "'s3' is not supported"),
+    ],
+)
+def test_bad_locations_are_refused(uri: str, message: str) -> None:
+    with pytest.raises(StorageError, match=message):
+        open_storage(uri)

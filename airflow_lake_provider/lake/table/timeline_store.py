@@ -24,6 +24,8 @@ from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
 
 PROPERTIES_FILE = "hoodie.properties"
 TEMP_DIR = ".temp"
+# Held only while an instant time is checked and its requested file created.
+INSTANT_LOCK_WAIT_SECONDS = 30.0
 # Writers and compaction scheduling share this lock (see ``writer.write``).
 WRITE_LOCK = "write"
 # Folders Java creates at init; hudi-rs ignores them.
@@ -93,13 +95,15 @@ class TimelineStore:
     def create_requested(self, timestamp: str, action: Action, content: bytes = b"") -> Instant:
         """Start a new instant; its time must not be used by any other timeline file."""
         validate_instant_time(timestamp)
-        present = self._states_present(timestamp)
-        if present:
-            raise CommitConflictError(
-                f"instant time {timestamp} is already used by {sorted(i.file_name for i in present.values())}"
-            )
-        instant = Instant(timestamp, State.REQUESTED, action)
-        self._create(instant.file_name, content)
+        # Check and create under one lock: two processes starting different actions in the same
+        # millisecond would otherwise both see the time free (create-once only guards one name).
+        with self.exclusive("instant", INSTANT_LOCK_WAIT_SECONDS):
+            present = self._states_present(timestamp)
+            if present:
+                used = sorted(i.file_name for i in present.values())
+                raise CommitConflictError(f"instant time {timestamp} is already used by {used}")
+            instant = Instant(timestamp, State.REQUESTED, action)
+            self._create(instant.file_name, content)
         return instant
 
     def transition_to_inflight(self, instant: Instant, content: bytes = b"") -> Instant:

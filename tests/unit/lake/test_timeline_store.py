@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import multiprocessing
 import os
+import time
 import zipfile
 from pathlib import Path
 
@@ -610,3 +612,27 @@ def test_timeline_load_ignores_non_instant_files_and_temp_names(tmp_path: Path) 
     assert [i.timestamp for i in timeline.pending] == [T2, T3]
     assert timeline.is_committed(T3) is False
     assert timeline.latest_time == T3
+
+
+def _start_at(args: tuple[str, str, str, float]) -> str:
+    base, timestamp, action, go = args
+    while time.time() < go:  # both processes leave the barrier in the same moment
+        pass
+    try:
+        TimelineStore(base).create_requested(timestamp, Action(action))
+    except CommitConflictError:
+        return "lost"
+    return "won"
+
+
+def test_two_processes_never_start_different_actions_at_one_instant_time(store: TimelineStore) -> None:
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(2) as pool:
+        for n in range(30):
+            t = f"2024010100{n:04d}000"
+            go = time.time() + 0.1
+            results = pool.map(
+                _start_at, [(store.base_path, t, "commit", go), (store.base_path, t, "clean", go)]
+            )
+            assert sorted(results) == ["lost", "won"], (t, results)
+            assert len([f for f in _listing(store) if f.startswith(t)]) == 1

@@ -63,12 +63,15 @@ def _listing(store: TimelineStore) -> list[str]:
 
 
 def _tree(root: Path) -> dict[str, int]:
-    """Every file under ``root`` (relative path -> size), directories as -1."""
+    """Every file under ``root`` (relative path -> size), directories as -1; lock files (empty,
+    created on first use, no table state) left out."""
     out = {}
     for dirpath, dirs, files in os.walk(root):
         for d in dirs:
             out[os.path.relpath(os.path.join(dirpath, d), root)] = -1
         for f in files:
+            if f.startswith(".lake-") and f.endswith(".lock"):
+                continue
             p = os.path.join(dirpath, f)
             out[os.path.relpath(p, root)] = os.path.getsize(p)
     return out

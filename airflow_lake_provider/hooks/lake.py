@@ -27,6 +27,7 @@ from airflow_lake_provider.hooks.errors import (
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.services.archival.executor import run_archival
 from airflow_lake_provider.lake.services.clean.executor import (
     CleanResult,
     Outcome,
@@ -261,6 +262,28 @@ class LakeHook(CompactionHookMixin, BaseHook):
             duration_seconds=int(metadata.get("timeTakenInMillis") or 0) / 1000,
         )
         return self._summary(table, result, "spark")
+
+    def archive(self, table_path: str, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Archive the table's timeline (Hudi's ``hoodie.keep.*`` rules); ``NO_WORK`` when not due.
+
+        :param table_path: the table's base path (or relative to the connection's ``base_path``).
+        :param options: ``hoodie.keep.*`` options over the table's own (other keys are ignored).
+        """
+        table = self.open_table(table_path)
+        keep = {
+            str(k): v
+            for k, v in (options or {}).items()
+            if str(k).startswith(("hoodie.keep.", "hoodie.commits.archival"))
+        }
+        try:
+            result = run_archival(table, keep)
+        except ServiceBusyError as exc:
+            raise LakeServiceBusyError(f"archival of {table.uri} not started: {exc}") from exc
+        except ValueError as exc:
+            raise LakeConfigError(f"archival of {table.uri}: {exc}") from exc
+        except LakeError as exc:
+            raise LakeHookError(f"archival of {table.uri} failed: {exc}") from exc
+        return {**result.to_dict(), "table_path": table.uri}
 
     @staticmethod
     def _summary(table: LakeTable, result: CleanResult, executor: str) -> dict[str, Any]:

@@ -13,11 +13,13 @@ import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake import spark_submit
 from airflow_lake_provider.lake.errors import (
+    ArchivalConfigError,
     CleanConfigError,
     CompactionConfigError,
     CompactionError,
     LakeError,
 )
+from airflow_lake_provider.lake.services.archival.executor import run_archival
 from airflow_lake_provider.lake.services.clean.config import POLICY_KEYS, CleanConfig, CleanPolicy
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY
@@ -97,6 +99,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--master", default="local[2]", help="Spark master for --spark")
 
+    p = sub.add_parser("archive", help="move old completed instants to the archived timeline")
+    p.add_argument("path")
+    p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.keep.* options")
+
     p = sub.add_parser("savepoint", help="keep a commit's files from every clean")
     p.add_argument("action", choices=["create", "delete"])
     p.add_argument("path")
@@ -163,12 +169,7 @@ def _cmd_timeline(args: argparse.Namespace) -> None:
 
 
 def _clean_options(args: argparse.Namespace) -> dict[str, str]:
-    options: dict[str, str] = {}
-    for pair in args.option:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise CleanConfigError(f"--option {pair!r} is not K=V")
-        options[key.strip()] = value.strip()
+    options = _key_values(args.option, CleanConfigError)
     if args.policy:
         options[POLICY_KEYS[0]] = args.policy
     if args.retained is not None:
@@ -191,13 +192,24 @@ def _cmd_clean(args: argparse.Namespace) -> None:
     print(json.dumps(result, indent=2))
 
 
-def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
+def _key_values(pairs: Sequence[str], error: type[LakeError]) -> dict[str, str]:
     options: dict[str, str] = {}
-    for pair in args.option:
+    for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise CompactionConfigError(f"--option {pair!r} is not K=V")
+            raise error(f"--option {pair!r} is not K=V")
         options[key.strip()] = value.strip()
+    return options
+
+
+def _cmd_archive(args: argparse.Namespace) -> None:
+    table = LakeTable.open(args.path)
+    result = run_archival(table, _key_values(args.option, ArchivalConfigError))
+    print(json.dumps(result.to_dict(), indent=2))
+
+
+def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
+    options = _key_values(args.option, CompactionConfigError)
     if args.strategy:
         options[STRATEGY_KEY] = args.strategy
     return options
@@ -250,6 +262,7 @@ _COMMANDS = {
     "timeline": _cmd_timeline,
     "clean": _cmd_clean,
     "savepoint": _cmd_savepoint,
+    "archive": _cmd_archive,
     "compact": _cmd_compact,
 }
 

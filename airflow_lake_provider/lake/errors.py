@@ -63,6 +63,18 @@ class SnapshotCleanedError(LakeError):
     """A time-travel read asked for an instant whose files a clean already removed."""
 
 
+class InstantArchivedError(LakeError):
+    """A time-travel read asked for an instant that archival moved out of the active timeline."""
+
+
+class ArchivalError(LakeError):
+    """The timeline cannot be archived as asked (nothing was changed)."""
+
+
+class ArchivalConfigError(ArchivalError, ValueError):
+    """A ``hoodie.keep.*`` / ``hoodie.commits.archival.batch`` option holds an invalid value."""
+
+
 class ServiceBusyError(LakeError):
     """Another run of the same table service holds the table's lock."""
 

@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_lake_provider.hooks.errors import as_bool
 from airflow_lake_provider.hooks.lake import CLEAN_MODES, DEFAULT_SPARK_THRESHOLD, LakeHook
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 XCOM_CLEAN_INSTANT = "clean_instant"
+XCOM_ARCHIVAL = "archival"
 
 
 def format_plan_table(partitions: Mapping[str, Mapping[str, int]]) -> str:
@@ -58,6 +60,9 @@ class ScheduleCleanOperator(BaseOperator):
     :param spark_conn_id: Spark connection used for large plans. (templated)
     :param spark_conf: extra ``spark-submit --conf`` values. (templated)
     :param lake_conn_id: optional ``lake`` connection (its ``base_path`` extra). (templated)
+    :param archive: after a clean that ran, archive the timeline as Hudi does after cleaning
+        (``hoodie.keep.min.commits``/``hoodie.keep.max.commits`` from ``options`` and the table);
+        its summary is pushed under the key ``archival``. (templated)
     """
 
     template_fields: Sequence[str] = (
@@ -69,6 +74,7 @@ class ScheduleCleanOperator(BaseOperator):
         "spark_conn_id",
         "spark_conf",
         "lake_conn_id",
+        "archive",
     )
     template_fields_renderers = {"options": "json", "spark_conf": "json"}
     ui_color = "#d5e8d4"
@@ -84,6 +90,7 @@ class ScheduleCleanOperator(BaseOperator):
         spark_conn_id: str = "spark_default",
         spark_conf: Mapping[str, Any] | None = None,
         lake_conn_id: str | None = None,
+        archive: bool | str = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -97,6 +104,7 @@ class ScheduleCleanOperator(BaseOperator):
         self.spark_conn_id = spark_conn_id
         self.spark_conf = dict(spark_conf or {})
         self.lake_conn_id = lake_conn_id
+        self.archive = archive
         self._hook: LakeHook | None = None
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -123,6 +131,14 @@ class ScheduleCleanOperator(BaseOperator):
         if result["partitions"]:
             self.log.info("clean plan:\n%s", format_plan_table(result["partitions"]))
         context["ti"].xcom_push(key=XCOM_CLEAN_INSTANT, value=result["instant"])
+        if (
+            as_bool(self.archive, "archive")
+            and not as_bool(self.dry_run, "dry_run")
+            and self.mode != "schedule"
+        ):
+            archival = self._hook.archive(self.table_path, self.options)
+            self.log.info("archival of %s: %s", result["table_path"], archival)
+            context["ti"].xcom_push(key=XCOM_ARCHIVAL, value=archival)
         return result
 
     def on_kill(self) -> None:

@@ -269,3 +269,24 @@ def test_hook_spark_path_is_judged_from_the_timeline_not_the_exit_code(tmp_path:
         LakeHook().clean(str(table2.base_path), spark_threshold=0)
     # The plan stays requested: the next clean finishes it.
     assert [f.rsplit(".", 1)[-1] for f in _clean_instants(table2.base_path)] == ["requested"]
+
+
+def test_clean_task_archives_the_timeline_after_cleaning(example_dag: Any, tmp_path: Path) -> None:
+    table, commits = _build_table(tmp_path / "trips")
+    # Archival keys from the table's own properties (the example DAG passes only cleaner options).
+    table.store.update_properties(
+        {**table.config.properties, "hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "5"}
+    )
+    dr = _run(example_dag, table_path=str(table.base_path))
+    assert dr.state == "success", _task_states(dr.run_id)
+    result = _xcom(dr.run_id, "clean")
+    archival = _xcom(dr.run_id, "clean", "archival")
+    # Bounded by the commit the clean just retained: everything before it is archived.
+    assert result["earliest_commit_to_retain"] == commits[2]
+    assert archival["outcome"] == "ARCHIVED"
+    assert (archival["first_archived"], archival["last_archived"]) == (commits[0], commits[1])
+    assert archival["limited_by"] == "the earliest commit the last clean retained"
+    assert archival["active_timeline_starts_at"] == commits[2]
+    with pytest.raises(AssertionError, match="no XCom 'archival' from preview_clean"):
+        _xcom(dr.run_id, "preview_clean", "archival")  # a dry run archives nothing
+    assert not any(n.startswith((commits[0], commits[1])) for n in os.listdir(table.base_path / HOODIE_DIR))

@@ -37,6 +37,19 @@ _SCHEMA_FILES = (
     "HoodieRequestedReplaceMetadata",
     "HoodieCommitMetadata",
     "HoodieReplaceCommitMetadata",
+    "HoodieArchivedMetaEntry",
+)
+# The archived-timeline entry names two record types whose schemas are not shipped. We never write
+# those branches (they stay null), so stand-ins with the same names keep the entry schema whole.
+_STAND_INS = tuple(
+    {
+        "type": "record",
+        "name": name,
+        "namespace": "org.apache.hudi.avro.model",
+        "doc": "stand-in: this branch is never written by this package",
+        "fields": [{"name": "version", "type": ["int", "null"], "default": 1}],
+    }
+    for name in ("HoodieCompactionMetadata", "HoodieIndexCommitMetadata")
 )
 # Record full names by the short names the core uses.
 CLEANER_PLAN = "org.apache.hudi.avro.model.HoodieCleanerPlan"
@@ -46,6 +59,9 @@ ROLLBACK_PLAN = "org.apache.hudi.avro.model.HoodieRollbackPlan"
 ROLLBACK_METADATA = "org.apache.hudi.avro.model.HoodieRollbackMetadata"
 SAVEPOINT_METADATA = "org.apache.hudi.avro.model.HoodieSavepointMetadata"
 REQUESTED_REPLACE_METADATA = "org.apache.hudi.avro.model.HoodieRequestedReplaceMetadata"
+COMMIT_METADATA = "org.apache.hudi.avro.model.HoodieCommitMetadata"
+REPLACE_COMMIT_METADATA = "org.apache.hudi.avro.model.HoodieReplaceCommitMetadata"
+ARCHIVED_META_ENTRY = "org.apache.hudi.avro.model.HoodieArchivedMetaEntry"
 
 
 def load_schema_text(stem: str) -> dict[str, Any]:
@@ -89,6 +105,8 @@ def _inline(node: Any, named: dict[str, Any], defined: set[str]) -> Any:
 def _parsed() -> dict[str, Any]:
     named: dict[str, Any] = {}
     top: dict[str, Any] = {}
+    for stand_in in _STAND_INS:
+        fastavro.parse_schema(stand_in, named_schemas=named)
     for stem in _SCHEMA_FILES:
         raw = load_schema_text(stem)
         fastavro.parse_schema(raw, named_schemas=named)

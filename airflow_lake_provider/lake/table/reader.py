@@ -11,12 +11,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, CorruptLogBlockError, SnapshotCleanedError
-from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.errors import (
+    CorruptDataFileError,
+    CorruptLogBlockError,
+    InstantArchivedError,
+    SnapshotCleanedError,
+)
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
 from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
-from airflow_lake_provider.lake.format.instant import Action, validate_instant_time
+from airflow_lake_provider.lake.format.instant import validate_instant_time
 from airflow_lake_provider.lake.format.log_block import BlockType, LogBlock
 from airflow_lake_provider.lake.format.partitioning import record_keys
 from airflow_lake_provider.lake.format.table_config import TableConfig
@@ -185,6 +189,7 @@ def read_snapshot(
     timeline = table.timeline()
     if as_of is not None:
         validate_instant_time(as_of)
+        _check_not_archived(table, timeline, as_of)
     schema = table.arrow_schema(timeline, as_of)
     if schema is None:
         return pa.table({})
@@ -203,15 +208,26 @@ def read_snapshot(
     return result.combine_chunks() if result.num_rows < 1_000_000 else result
 
 
+def _check_not_archived(table: LakeTable, timeline: Timeline, as_of: str) -> None:
+    """Refuse time travel to before the active timeline once instants were archived: which files
+    those instants wrote is no longer known from the active timeline."""
+    first = timeline.instants[0].timestamp if timeline.instants else None
+    if first is not None and as_of < first and timeline.has_archive():
+        raise InstantArchivedError(
+            f"{table.uri}: cannot read as of {as_of}: the timeline up to it is archived; the earliest "
+            f"instant that can still be read is {first}"
+        )
+
+
 def _check_readable(table: LakeTable, view: FileSystemView, as_of: str, partitions: list[str] | None) -> None:
     """Refuse time travel to an instant whose files a clean removed: reading what is left would
     silently return partial rows."""
+    timeline = view.timeline
     missing = view.missing_slices(as_of, partitions)
     if not missing:
         return
     partition, file_id, at = missing[0]
-    timeline = view.timeline
-    earliest = _earliest_retained(timeline)
+    earliest = timeline.earliest_retained()
     points = [i.timestamp for i in timeline.savepoints()]
     raise SnapshotCleanedError(
         f"{table.uri}: cannot read as of {as_of}: a clean removed the file slice {at} of file group "
@@ -219,20 +235,6 @@ def _check_readable(table: LakeTable, view: FileSystemView, as_of: str, partitio
         f"instant that can still be read is {earliest or 'unknown'}"
         + (f", or a savepoint: {', '.join(points)}" if points else "")
     )
-
-
-def _earliest_retained(timeline: Timeline) -> str | None:
-    """The earliest commit the last completed clean retained (reads from it on are whole)."""
-    last = timeline.last_completed(Action.CLEAN)
-    if last is None:
-        return None
-    record = timeline_avro.read_avro_fields(
-        timeline.read_bytes(last),
-        timeline.path_of(last),
-        timeline_avro.CLEAN_METADATA,
-        ("partitionMetadata", "bootstrapPartitionMetadata"),
-    )
-    return record.get("earliestCommitToRetain") or None
 
 
 def sort_by_key(table: pa.Table) -> pa.Table:

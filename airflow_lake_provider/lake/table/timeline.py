@@ -146,6 +146,25 @@ class Timeline:
         except FileNotFoundError:
             return None
 
+    def earliest_retained(self) -> str | None:
+        """The earliest commit the last completed clean retained (reads from it on are whole)."""
+        last = self.last_completed(Action.CLEAN)
+        if last is None:
+            return None
+        record = timeline_avro.read_avro_fields(
+            self.read_bytes(last),
+            self.path_of(last),
+            timeline_avro.CLEAN_METADATA,
+            ("partitionMetadata", "bootstrapPartitionMetadata"),
+        )
+        return record.get("earliestCommitToRetain") or None
+
+    def has_archive(self) -> bool:
+        """Whether instants were archived to ``.hoodie/archived/`` (Hudi's archived timeline)."""
+        return any(
+            n.startswith(".commits_.archive.") for n in self.storage.list_names(f"{HOODIE_DIR}/archived")
+        )
+
     def compaction_plan(self, timestamp: str) -> dict[str, Any]:
         """The ``HoodieCompactionPlan`` of a compaction instant, pending or completed."""
         requested = Instant(timestamp, State.REQUESTED, Action.COMPACTION)

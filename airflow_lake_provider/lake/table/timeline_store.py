@@ -176,6 +176,30 @@ class TimelineStore:
         for state in (State.COMPLETED, State.INFLIGHT):
             self.storage.delete(f"{HOODIE_DIR}/{Instant(timestamp, state, Action.SAVEPOINT).file_name}")
 
+    def write_archive(self, name: str, data: bytes) -> None:
+        """Create one archived-timeline file under ``.hoodie/archived/`` (never overwritten)."""
+        if "/" in name or not name.startswith(".commits_.archive."):
+            raise UnsafePathError(f"archive file name {name!r} is not an archived-timeline file name")
+        self._create(f"archived/{name}", data)
+
+    def remove_archived(self, timestamps: list[str]) -> list[str]:
+        """Delete the active-timeline files of archived (completed) instants, oldest first; per instant
+        its requested and inflight files before the completed one, so it never looks pending."""
+        names = self.storage.list_names(HOODIE_DIR)
+        removed = []
+        for timestamp in sorted(timestamps):
+            files = [
+                i
+                for i in (Instant.from_file_name(n) for n in names if n.startswith(timestamp + "."))
+                if i is not None and i.action is not Action.SAVEPOINT
+            ]
+            if not any(i.state is State.COMPLETED for i in files):
+                raise InvalidStateTransitionError(f"{timestamp}: only completed instants are archived")
+            for instant in sorted(files, key=lambda i: i.state is State.COMPLETED):
+                self.storage.delete(f"{HOODIE_DIR}/{instant.file_name}")
+                removed.append(instant.file_name)
+        return removed
+
     def write_aux(self, name: str, data: bytes) -> None:
         """Replace a small bookkeeping file under ``.hoodie/.aux/`` (Hudi readers ignore the folder)."""
         if "/" in name or name.startswith("."):

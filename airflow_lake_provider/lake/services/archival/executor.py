@@ -1,0 +1,140 @@
+"""Running archival: plan, write the archive file, then remove the archived instants' files.
+
+Durable order: the archive file is created whole first (a crash before it changes nothing); then,
+oldest instant first, each instant's requested and inflight files go before its completed file, so
+no reader ever sees an archived instant as pending. A crash half way leaves instants both archived
+and active; the next run archives those again (Java's archived timeline reader tolerates an
+instant listed twice), and readers only use the active timeline.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from airflow_lake_provider.lake.errors import ArchivalError
+from airflow_lake_provider.lake.format.archived_timeline import (
+    ARCHIVE_FOLDER,
+    archive_file_name,
+    archive_version,
+    commit_metadata_record,
+    encode_archive_block,
+)
+from airflow_lake_provider.lake.format.instant import Action, Instant
+from airflow_lake_provider.lake.services.archival.config import ArchivalConfig
+from airflow_lake_provider.lake.services.archival.planner import ArchivalPlan, plan_archival
+from airflow_lake_provider.lake.storage import HOODIE_DIR
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
+
+log = logging.getLogger(__name__)
+
+
+class Outcome(str, Enum):
+    ARCHIVED = "ARCHIVED"
+    NO_WORK = "NO_WORK"
+
+
+@dataclass(frozen=True)
+class ArchivalResult:
+    outcome: Outcome
+    archived: tuple[str, ...] = ()  # instant times, oldest first
+    archive_file: str | None = None
+    keep_from: str | None = None
+    limited_by: str = ""
+    duration_seconds: float = 0.0
+    reason: str = ""
+    actions: Mapping[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "outcome": self.outcome.value,
+            "archived_instants": len(self.archived),
+            "first_archived": self.archived[0] if self.archived else None,
+            "last_archived": self.archived[-1] if self.archived else None,
+            "actions": dict(self.actions),
+            "archive_file": self.archive_file,
+            "active_timeline_starts_at": self.keep_from,
+            "limited_by": self.limited_by,
+            "duration_seconds": round(self.duration_seconds, 3),
+            "reason": self.reason,
+        }
+
+
+def archive_entry(timeline: Timeline, instant: Instant) -> dict[str, Any]:
+    """The ``HoodieArchivedMetaEntry`` of one completed instant, its metadata as Java archives it."""
+    entry: dict[str, Any] = {
+        "commitTime": instant.timestamp,
+        "actionType": instant.action.value,
+        "actionState": instant.state.name,
+        "version": 1,
+    }
+    try:
+        if instant.action in (Action.COMMIT, Action.DELTACOMMIT):
+            entry["hoodieCommitMetadata"] = commit_metadata_record(
+                timeline.read_bytes(instant), replace=False
+            )
+        elif instant.action is Action.REPLACECOMMIT:
+            entry["hoodieReplaceCommitMetadata"] = commit_metadata_record(
+                timeline.read_bytes(instant), replace=True
+            )
+        elif instant.action is Action.CLEAN:
+            entry["hoodieCleanMetadata"] = timeline.avro_record(instant)
+        elif instant.action is Action.ROLLBACK:
+            entry["hoodieRollbackMetadata"] = timeline.avro_record(instant)
+    except ValueError as exc:
+        raise ArchivalError(f"{timeline.path_of(instant)}: cannot archive it: {exc}") from None
+    return entry
+
+
+def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) -> ArchivalResult:
+    """Archive what the table is due (see ``planner``); ``NO_WORK`` when nothing is."""
+    started = time.monotonic()
+    config = ArchivalConfig.from_options(table.config.properties, options or {})
+    with table.store.exclusive("archive"):
+        timeline = table.timeline()
+        plan = plan_archival(timeline, config, timeline.earliest_retained())
+        if plan is None:
+            reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
+            log.info("archival of %s: nothing to archive (%s)", table.uri, reason)
+            return ArchivalResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
+        name = _write_archive(table, timeline, plan, config)
+        table.store.remove_archived([i.timestamp for i in plan.instants])
+    actions: dict[str, int] = {}
+    for instant in plan.instants:
+        actions[instant.action.value] = actions.get(instant.action.value, 0) + 1
+    log.info(
+        "archival of %s: %d instants (%s to %s) -> %s; active timeline starts at %s (limited by %s)",
+        table.uri,
+        len(plan.instants),
+        plan.instants[0].timestamp,
+        plan.instants[-1].timestamp,
+        name,
+        plan.keep_from,
+        plan.limited_by,
+    )
+    return ArchivalResult(
+        Outcome.ARCHIVED,
+        tuple(i.timestamp for i in plan.instants),
+        name,
+        plan.keep_from,
+        plan.limited_by,
+        time.monotonic() - started,
+        actions=actions,
+    )
+
+
+def _write_archive(table: LakeTable, timeline: Timeline, plan: ArchivalPlan, config: ArchivalConfig) -> str:
+    entries = [archive_entry(timeline, i) for i in plan.instants]  # all checked before any write
+    blocks = [
+        encode_archive_block(entries[k : k + config.batch], plan.instants[k].timestamp)
+        for k in range(0, len(entries), config.batch)
+    ]
+    versions = [archive_version(n) for n in table.storage.list_names(f"{HOODIE_DIR}/{ARCHIVE_FOLDER}")]
+    name = archive_file_name(max((v for v in versions if v is not None), default=0) + 1)
+    table.store.write_archive(name, b"".join(blocks))
+    return name

@@ -1,0 +1,59 @@
+"""Which instants archival moves out of the active timeline (pure: reads nothing, writes nothing).
+
+Hudi's rules: once more than ``max_commits`` completed commits are active, the oldest are archived
+until ``min_commits`` remain, together with every other completed instant older than the first
+commit kept. Archival never passes the earliest commit the last clean retained (files of older
+slices may still be listed), a savepoint, or any pending instant (a pending write's files must stay
+distinguishable from committed ones: files older than the active timeline count as committed).
+Without a completed clean, no replacecommit is archived (its replaced file groups would come back).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.services.archival.config import ArchivalConfig
+from airflow_lake_provider.lake.table.timeline import Timeline
+
+
+@dataclass(frozen=True)
+class ArchivalPlan:
+    """Instants to archive (completed, oldest first) and the first instant time that stays active."""
+
+    instants: tuple[Instant, ...]
+    keep_from: str
+    limited_by: str  # what stopped archival earlier than the commit count alone would
+
+
+def plan_archival(
+    timeline: Timeline, config: ArchivalConfig, earliest_retained: str | None
+) -> ArchivalPlan | None:
+    """The archival a table is due, or ``None``.
+
+    :param earliest_retained: the earliest commit the last completed clean retained, if any.
+    """
+    commits = timeline.completed_commits
+    if len(commits) <= config.max_commits:
+        return None
+    cut, why = commits[len(commits) - config.min_commits].timestamp, "hoodie.keep.min.commits"
+    bounds = [(earliest_retained, "the earliest commit the last clean retained")]
+    pending = [i for i in timeline.instants if i.state is not State.COMPLETED]
+    if pending:
+        bounds.append((pending[0].timestamp, f"pending {pending[0].action.value} {pending[0].timestamp}"))
+    points = timeline.savepoints()
+    if points:
+        bounds.append((points[0].timestamp, f"savepoint {points[0].timestamp}"))
+    if timeline.last_completed(Action.CLEAN) is None:
+        replaces = timeline.filter([Action.REPLACECOMMIT], [State.COMPLETED])
+        if replaces:
+            bounds.append((replaces[0].timestamp, f"replacecommit {replaces[0].timestamp} (no clean yet)"))
+    for bound, reason in bounds:
+        if bound is not None and bound < cut:
+            cut, why = bound, reason
+    archived = tuple(
+        i
+        for i in timeline.instants
+        if i.timestamp < cut and i.state is State.COMPLETED and i.action is not Action.SAVEPOINT
+    )
+    return ArchivalPlan(archived, cut, why) if archived else None

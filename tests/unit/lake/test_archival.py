@@ -1,0 +1,241 @@
+"""Timeline archival: what is archived and what stops it, the archive file, reads before and after."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hudi import HudiTableBuilder
+
+from airflow_lake_provider.lake import cli
+from airflow_lake_provider.lake.errors import ArchivalConfigError, InstantArchivedError
+from airflow_lake_provider.lake.format.archived_timeline import decode_archive_block
+from airflow_lake_provider.lake.format.instant import Action
+from airflow_lake_provider.lake.services.archival.executor import Outcome, run_archival
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.savepoint import create_savepoint
+from airflow_lake_provider.lake.storage import LocalStorage
+from airflow_lake_provider.lake.table.data_files import read_log_blocks
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
+
+KEEP = {"hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "5"}
+
+
+def _table(tmp_path: Path, kind: str, commits: int) -> tuple[LakeTable, list[str]]:
+    table = LakeTable.create(
+        tmp_path / kind,
+        name="t",
+        table_type=kind,
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+    instants = []
+    for i in range(commits):
+        batch = pa.table({"id": [f"k{i % 4}"], "ts": pa.array([i], pa.int64()), "p": [f"p{i % 2}"], "v": [i]})
+        instants.append(write(table, batch, "upsert").instant)
+    return table, instants
+
+
+def _rows(table: LakeTable, as_of: str | None = None) -> list[tuple]:
+    t = read_snapshot(table, as_of=as_of)
+    return sorted(zip(t["p"].to_pylist(), t["id"].to_pylist(), t["ts"].to_pylist(), strict=True))
+
+
+def _hudi_rows(table: LakeTable) -> list[tuple]:
+    t = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
+    return sorted(zip(t["p"].to_pylist(), t["id"].to_pylist(), t["ts"].to_pylist(), strict=True))
+
+
+def _active(table: LakeTable) -> list[str]:
+    return sorted(p.name for p in (table.base_path / ".hoodie").iterdir() if p.is_file())
+
+
+def _archived_entries(table: LakeTable) -> list[dict]:
+    folder = table.base_path / ".hoodie" / "archived"
+    return [
+        entry
+        for name in sorted(p.name for p in folder.iterdir())
+        for block in read_log_blocks(LocalStorage(folder), name)
+        for entry in decode_archive_block(block)
+    ]
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_archives_down_to_min_commits_and_reads_stay_the_same(tmp_path: Path, kind: str) -> None:
+    table, instants = _table(tmp_path, kind, 8)
+    before = _rows(table)
+    commit_json = {
+        t: json.loads((table.base_path / ".hoodie" / f"{t}.{_action(kind)}").read_bytes()) for t in instants
+    }
+    result = run_archival(table, KEEP)
+    assert result.outcome is Outcome.ARCHIVED
+    assert result.archived == tuple(instants[:5])
+    assert result.keep_from == instants[5] and result.limited_by == "hoodie.keep.min.commits"
+    assert result.archive_file == ".commits_.archive.1_1-0-1"
+    # v6 names: a commit's inflight file is "<t>.inflight", a deltacommit's "<t>.deltacommit.inflight".
+    inflight = ".inflight" if kind == "cow" else ".deltacommit.inflight"
+    kept = [
+        f"{t}{s}"
+        for t in instants[5:]
+        for s in (f".{_action(kind)}", inflight, f".{_action(kind)}.requested")
+    ]
+    assert _active(table) == sorted([*kept, "hoodie.properties"])
+    assert _rows(table) == before == _hudi_rows(table)
+    entries = _archived_entries(table)
+    assert [(e["commitTime"], e["actionType"], e["actionState"]) for e in entries] == [
+        (t, _action(kind), "COMPLETED") for t in instants[:5]
+    ]
+    for entry in entries:  # the commit metadata, as Java archives it: the same write stats
+        stats = entry["hoodieCommitMetadata"]["partitionToWriteStats"]
+        expected = commit_json[entry["commitTime"]]["partitionToWriteStats"]
+        assert {p: [s["path"] for s in v] for p, v in stats.items()} == {
+            p: [s["path"] for s in v] for p, v in expected.items()
+        }
+    assert run_archival(table, KEEP).outcome is Outcome.NO_WORK  # 3 left: at most 5 kept
+
+
+def _action(kind: str) -> str:
+    return "commit" if kind == "cow" else "deltacommit"
+
+
+def test_nothing_is_archived_up_to_max_commits(tmp_path: Path) -> None:
+    table, _ = _table(tmp_path, "cow", 5)
+    before = _active(table)
+    result = run_archival(table, KEEP)
+    assert (result.outcome, result.reason) == (Outcome.NO_WORK, "5 completed commits, at most 5 kept")
+    assert _active(table) == before
+    assert not any((table.base_path / ".hoodie" / "archived").iterdir())
+
+
+def test_a_pending_write_stops_archival_at_its_position(tmp_path: Path) -> None:
+    table, instants = _table(tmp_path, "mor", 8)
+    pending = table.store.create_requested(_between(instants[2], instants[3]), Action.DELTACOMMIT)
+    result = run_archival(table, KEEP)
+    assert result.archived == tuple(instants[:3])
+    assert result.limited_by == f"pending deltacommit {pending.timestamp}"
+
+
+def test_a_savepoint_stops_archival(tmp_path: Path) -> None:
+    table, instants = _table(tmp_path, "cow", 8)
+    create_savepoint(table, instants[1])
+    result = run_archival(table, KEEP)
+    assert result.archived == (instants[0],)
+    assert result.limited_by == f"savepoint {instants[1]}"
+
+
+def test_archival_never_passes_the_last_cleans_earliest_retained_commit(tmp_path: Path) -> None:
+    table = LakeTable.create(
+        tmp_path / "t", name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    instants = [
+        write(
+            table, pa.table({"id": ["k"], "ts": pa.array([i], pa.int64()), "p": ["x"], "v": [i]}), "upsert"
+        ).instant
+        for i in range(8)
+    ]
+    cleaned = run_clean(table, {"hoodie.cleaner.commits.retained": "6"})
+    earliest = cleaned.plan.earliest_instant_to_retain.timestamp
+    assert earliest == instants[2]
+    result = run_archival(table, KEEP)
+    assert result.archived == tuple(instants[:2])
+    assert result.limited_by == "the earliest commit the last clean retained"
+    assert _rows(table) == _hudi_rows(table)
+
+
+def test_time_travel_to_an_archived_instant_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, instants = _table(tmp_path, "cow", 8)
+    expected = _rows(table, instants[6])
+    run_archival(table, KEEP)
+    with pytest.raises(
+        InstantArchivedError,
+        match=f"cannot read as of {instants[1]}: the timeline up to it is archived; the earliest "
+        f"instant that can still be read is {instants[5]}",
+    ):
+        read_snapshot(table, as_of=instants[1])
+    assert _rows(table, instants[6]) == expected
+    assert (
+        cli.main(
+            ["read", str(table.base_path), "--output", str(tmp_path / "o.parquet"), "--as-of", instants[0]]
+        )
+        == 1
+    )
+    assert "the timeline up to it is archived" in capsys.readouterr().err
+
+
+def test_an_interrupted_archival_is_finished_by_the_next_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, instants = _table(tmp_path, "mor", 8)
+    expected = _rows(table)
+    real_delete = LocalStorage.delete
+    calls = {"n": 0}
+
+    def dies_after_four(self: LocalStorage, rel: str) -> bool:
+        calls["n"] += 1
+        if calls["n"] > 4:
+            raise OSError("killed")
+        return real_delete(self, rel)
+
+    monkeypatch.setattr(LocalStorage, "delete", dies_after_four)
+    with pytest.raises(OSError, match="killed"):
+        run_archival(table, KEEP)
+    monkeypatch.setattr(LocalStorage, "delete", real_delete)
+    timeline = table.timeline()
+    assert all(i.is_completed for i in timeline.instants)  # nothing looks pending half way
+    assert _rows(table) == expected == _hudi_rows(table)
+    again = run_archival(table, KEEP)
+    assert again.archived == tuple(instants[1:5]) and again.archive_file == ".commits_.archive.2_1-0-1"
+    assert _rows(table) == expected == _hudi_rows(table)
+    assert [e["commitTime"] for e in _archived_entries(table)] == [*instants[:5], *instants[1:5]]
+
+
+def test_bad_options_change_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table, _ = _table(tmp_path, "cow", 8)
+    before = _active(table)
+    with pytest.raises(
+        ArchivalConfigError, match="hoodie.keep.max.commits=3 must be greater than hoodie.keep.min.commits=3"
+    ):
+        run_archival(table, {"hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "3"})
+    assert cli.main(["archive", str(table.base_path), "--option", "hoodie.keep.min.commits=x"]) == 1
+    assert capsys.readouterr().err.strip() == "lake: error: hoodie.keep.min.commits='x' is not a whole number"
+    assert _active(table) == before
+
+
+def test_cli_archive_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    table, instants = _table(tmp_path, "cow", 7)
+    args = [
+        "archive",
+        str(table.base_path),
+        "--option",
+        "hoodie.keep.min.commits=3",
+        "--option",
+        "hoodie.keep.max.commits=5",
+    ]
+    assert cli.main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary | {"duration_seconds": 0} == {
+        "outcome": "ARCHIVED",
+        "archived_instants": 4,
+        "first_archived": instants[0],
+        "last_archived": instants[3],
+        "actions": {"commit": 4},
+        "archive_file": ".commits_.archive.1_1-0-1",
+        "active_timeline_starts_at": instants[4],
+        "limited_by": "hoodie.keep.min.commits",
+        "duration_seconds": 0,
+        "reason": "",
+    }
+
+
+def _between(a: str, b: str) -> str:
+    """An instant time strictly between two (millisecond) instant times."""
+    middle = (int(a) + int(b)) // 2
+    assert int(a) < middle < int(b), (a, b)
+    return str(middle)

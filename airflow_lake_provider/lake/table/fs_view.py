@@ -223,9 +223,10 @@ class FileSystemView:
                     known[1].add(name)
         missing = []
         for key, (at, names) in sorted(expected.items()):
+            replaced_at = self.replaced.get(key)
+            if replaced_at is not None and replaced_at <= instant:
+                continue  # replaced by then: the read does not need it, cleaned or not
             group = self.groups.get(key)
-            if group is not None and self.is_replaced(group, instant):
-                continue
             present = next((s for s in group.slices if s.base_instant == at), None) if group else None
             if present is None or not names <= {f.file_name for f in present.files}:
                 missing.append((key[0], key[1], at))

@@ -204,3 +204,48 @@ def test_time_travel_refusal_names_the_savepoints_that_can_be_read(tmp_path: Pat
     with pytest.raises(SnapshotCleanedError, match=rf"can still be read is \d{{17}}, or a savepoint: {t0}$"):
         read_snapshot(table, as_of=t1)
     assert _rows(table, t0) == [(k, 0, "v0") for k in KEYS]  # savepointed: whole
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cow_v6_simplekeygen_nonhivestyle_overwritetable",
+        "morparquet_v6_simplekeygen_nonhivestyle_overwritetable",
+    ],
+)
+def test_time_travel_is_not_refused_for_groups_a_replacecommit_replaced_and_a_clean_removed(
+    hudi_table_zip, name: str
+) -> None:
+    """Spark-written tables with an overwrite (replacecommit): once a clean removed the replaced file
+    groups, reads as of the retained instants still succeed and agree with hudi-rs."""
+    path = hudi_table_zip(name)
+    table = LakeTable.open(path)
+    snapshot = read_snapshot(table)
+    data = snapshot.drop_columns([c for c in snapshot.column_names if c.startswith("_hoodie_")])
+    data = data.set_column(
+        data.column_names.index("longField"), "longField", pa.compute.add(data["longField"], 1000)
+    )
+    write(table, data, "upsert")
+    last = write(table, data, "upsert").instant
+    result = run_clean(table, RETAIN_ONE)
+    assert result.outcome is Outcome.CLEANED and result.deleted_files > 0
+    ours = read_snapshot(table, as_of=last)
+    hudi = pa.Table.from_batches(
+        HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions().with_as_of_timestamp(last))
+    )
+    assert sorted(ours["id"].to_pylist()) == sorted(hudi["id"].to_pylist()) == sorted(data["id"].to_pylist())
+    assert sorted(ours["longField"].to_pylist()) == sorted(data["longField"].to_pylist())
+
+
+def test_dry_run_of_a_pending_clean_reports_what_savepoints_keep(tmp_path: Path) -> None:
+    table, (_t0, t1, _t2, _t3) = _four_upserts(tmp_path, "cow")
+    scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
+    point = create_savepoint(table, t1)
+    preview = run_clean(table, RETAIN_ONE, dry_run=True)
+    planned = {p for paths in scheduled.plan.files_per_partition.values() for p in paths}
+    assert preview.outcome is Outcome.PLANNED and preview.instant == scheduled.instant
+    assert preview.kept_for_savepoints == tuple(sorted(point.files & planned))
+    assert {p for paths in preview.plan.files_per_partition.values() for p in paths} == planned - point.files
+    done = run_clean(table, RETAIN_ONE, mode="execute")
+    assert done.deleted_files == len(planned - point.files)
+    assert done.kept_for_savepoints == preview.kept_for_savepoints

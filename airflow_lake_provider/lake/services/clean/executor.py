@@ -259,8 +259,7 @@ def execute_pending(
     for paths in stored.files_per_partition.values():
         for p in paths:
             table.storage.check_deletable(p)  # refuse before the instant moves on
-    protected = savepointed_files(table.timeline())
-    kept = tuple(sorted(p for paths in stored.files_per_partition.values() for p in paths if p in protected))
+    kept = _kept_for_savepoints(stored, savepointed_files(table.timeline()))
     plan_ = stored.without(frozenset(kept)) if kept else stored
     if kept:
         log.warning(
@@ -298,6 +297,11 @@ def execute_pending(
     )
 
 
+def _kept_for_savepoints(plan: CleanPlan, protected: frozenset[str]) -> tuple[str, ...]:
+    """The planned files that savepoints need, sorted."""
+    return tuple(sorted(p for paths in plan.files_per_partition.values() for p in paths if p in protected))
+
+
 def run_clean(
     table: LakeTable,
     options: Mapping[str, object] | None = None,
@@ -322,9 +326,14 @@ def run_clean(
         timeline = table.timeline()
         pending = pending_cleans(timeline)
         if pending:
-            found = stored_plan(table, timeline, pending[0])
+            stored = stored_plan(table, timeline, pending[0])
+            kept = _kept_for_savepoints(stored, savepointed_files(timeline))
             return CleanResult(
-                Outcome.PLANNED, pending[0].timestamp, found, reason="a pending clean would be finished"
+                Outcome.PLANNED,
+                pending[0].timestamp,
+                stored.without(frozenset(kept)) if kept else stored,
+                reason="a pending clean would be finished",
+                kept_for_savepoints=kept,
             )
         found = plan(table, config, timeline, now, lister)
         return CleanResult(

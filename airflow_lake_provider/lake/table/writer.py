@@ -15,14 +15,16 @@ from enum import Enum
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.errors import SchemaError, StorageError
+from airflow_lake_provider.lake.errors import CorruptDataFileError, SchemaError, StorageError
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
     avro_to_arrow,
     with_meta_fields,
 )
+from airflow_lake_provider.lake.format.base_file import RECORD_KEY
 from airflow_lake_provider.lake.format.casting import cast_exact, same_shape
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
 from airflow_lake_provider.lake.format.data_block import avro_data_block
@@ -35,7 +37,7 @@ from airflow_lake_provider.lake.format.partitioning import (
 )
 from airflow_lake_provider.lake.format.table_config import MergeMode
 from airflow_lake_provider.lake.table.data_files import store_base_file, write_partition_metadata
-from airflow_lake_provider.lake.table.fs_view import FileGroup, FileSystemView
+from airflow_lake_provider.lake.table.fs_view import FileGroup, FileSlice, FileSystemView
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
@@ -295,62 +297,65 @@ class _WriteJob:
         return {p: tuple(s) for p, s in self.stats.items()}
 
     # -- index ----------------------------------------------------------------------------------
-    def _current(self, view: FileSystemView, partition: str) -> tuple[dict[str, FileGroup], pa.Table]:
-        """Live keys of the partition: key, ordering value and owning file id."""
-        groups = {}
-        parts = []
-        wanted = list(self.cfg.record_key_fields) + (
-            [self.cfg.precombine_field] if self.cfg.precombine_field else []
-        )
-        fields = [self.schema.field("_hoodie_record_key")] + [
-            self.schema.field(n) for n in dict.fromkeys(wanted)
-        ]
-        reader = SliceReader(self.table, self.timeline, pa.schema(fields))
+    def _locate(
+        self, view: FileSystemView, partition: str, keys: pa.Array
+    ) -> tuple[dict[str, FileGroup], pa.Table]:
+        """Which file group holds each of ``keys`` (Hudi's simple index, non-global).
+
+        Only the record-key column of each group's base file is read, and not even that where the
+        footer's min/max record key excludes every key of the batch; logs are not read: on merge-on-
+        read tables the ordering of versions is decided when reading and compacting, as Hudi's
+        payloads do. A group without a base file (written by others into logs only) is read whole.
+        """
+        groups: dict[str, FileGroup] = {}
+        found_keys: list[pa.Array] = []
+        owners: list[pa.Array] = []
+        lo, hi = pc.min(keys).as_py(), pc.max(keys).as_py()
         for group in view.file_groups(partition):
             if view.is_replaced(group):
                 continue
             slice_ = view.merged_latest_slice(group)
             if slice_ is None:
                 continue
-            live = reader.read_slice(slice_)
             groups[group.file_id] = group
-            parts.append(
-                pa.table(
-                    {
-                        _KEY: reader.keys_of(live),
-                        _ORD: live.column(self.cfg.precombine_field)
-                        if self.cfg.precombine_field
-                        else pa.nulls(live.num_rows, self._ord_type),
-                        "__lake_fid": pa.array([group.file_id] * live.num_rows, pa.string()),
-                    }
-                )
-            )
-        if not parts:
+            if slice_.base_file is not None:
+                held = self._base_keys(slice_.base_file.relative_path, lo, hi)
+            else:
+                reader = SliceReader(self.table, self.timeline, pa.schema([self.schema.field(RECORD_KEY)]))
+                held = reader.keys_of(reader.read_slice(slice_))
+            found_keys.append(held)
+            owners.append(pa.array([group.file_id] * len(held), pa.string()))
+        if not found_keys:
             return groups, pa.table(
-                {
-                    _KEY: pa.array([], pa.string()),
-                    _ORD: pa.array([], self._ord_type),
-                    "__lake_fid": pa.array([], pa.string()),
-                }
+                {_KEY: pa.array([], pa.string()), "__lake_fid": pa.array([], pa.string())}
             )
-        return groups, pa.concat_tables(parts)
+        return groups, pa.table({_KEY: pa.concat_arrays(found_keys), "__lake_fid": pa.concat_arrays(owners)})
+
+    def _base_keys(self, rel: str, lo: str, hi: str) -> pa.Array:
+        """Record keys of one base file; none read when its footer's key range misses [lo, hi]."""
+        try:
+            with self.table.storage.open_input(rel) as source:
+                parquet = pq.ParquetFile(source)
+                meta = parquet.schema_arrow.metadata or {}
+                low, high = meta.get(b"hoodie_min_record_key"), meta.get(b"hoodie_max_record_key")
+                if low is not None and high is not None and (high.decode() < lo or low.decode() > hi):
+                    return pa.array([], pa.string())
+                column = parquet.read(columns=[RECORD_KEY]).column(0)
+        except (pa.ArrowException, OSError) as exc:
+            message = " ".join(str(exc).split())
+            raise CorruptDataFileError(
+                f"cannot read base file {self.table.storage.uri(rel)}: {message}"
+            ) from exc
+        return column.combine_chunks().cast(pa.string())
 
     def _write_partition(self, view: FileSystemView, partition: str, rows: pa.Table) -> None:
-        groups, current = self._current(view, partition)
+        groups, held = self._locate(view, partition, rows.column(_KEY))
         # A hash lookup of the keys, not a join: Arrow's joins cannot carry struct, list or map columns.
-        where = pc.index_in(rows.column(_KEY), value_set=current.column(_KEY))
-        located = rows.append_column("__lake_cur", current.column(_ORD).take(where)).append_column(
-            "__lake_fid", current.column("__lake_fid").take(where)
-        )
+        where = pc.index_in(rows.column(_KEY), value_set=held.column(_KEY))
+        located = rows.append_column("__lake_fid", held.column("__lake_fid").take(where))
         found = pc.is_valid(located.column("__lake_fid"))
         new_rows = located.filter(pc.invert(found))
         old_rows = located.filter(found)
-        if self.event_time and old_rows.num_rows:
-            # A version with a smaller ordering value than the stored one loses: drop it here.
-            wins = pc.greater_equal(
-                old_rows.column(_ORD).cast(old_rows.column("__lake_cur").type), old_rows.column("__lake_cur")
-            )
-            old_rows = old_rows.filter(pc.fill_null(wins, True))
         if self.operation is Operation.DELETE:
             new_rows = new_rows.slice(0, 0)  # deleting an absent key does nothing
         if new_rows.num_rows:
@@ -426,6 +431,15 @@ class _WriteJob:
         reader = SliceReader(self.table, self.timeline, self.schema)
         current = reader.read_slice(slice_)
         keys = reader.keys_of(current)
+        if self.event_time:
+            # Event time: a version with a smaller ordering value than the stored one loses.
+            stored = current.column(self.cfg.precombine_field).take(
+                pc.index_in(changes.column(_KEY), value_set=keys)
+            )
+            wins = pc.greater_equal(changes.column(_ORD).cast(stored.type), stored)
+            changes = changes.filter(pc.fill_null(wins, True))
+            if not changes.num_rows:
+                return
         changed = changes.column(_KEY).combine_chunks()
         name = BaseFileName.create(group.file_id, self._next_token(), self.instant).name
         self.table.store.create_marker(self.instant, group.partition, name, IOType.MERGE)
@@ -465,7 +479,7 @@ class _WriteJob:
         name = LogFileName.create(group.file_id, newest.base_instant, version, self._next_token()).name
         self.table.store.create_marker(self.instant, group.partition, name, IOType.APPEND)
         if self.operation is Operation.DELETE:
-            block = self._delete_block(changes, group.partition)
+            block = self._delete_block(changes, group.partition, merged)
             updated, deleted = 0, changes.num_rows
         else:
             records = self._meta_rows(changes, group.partition, group.file_id)  # Java: file id in logs
@@ -496,20 +510,35 @@ class _WriteJob:
             )
         )
 
-    def _delete_block(self, changes: pa.Table, partition: str) -> bytes:
+    def _delete_block(self, changes: pa.Table, partition: str, slice_: FileSlice | None) -> bytes:
         ordering = self.cfg.precombine_field
         ord_type = None
         if ordering:
             ord_type = ordering_type_for(self.schema.field(ordering).type)
-        # Event time: the delete's own ordering value (it won above). Commit time: the stored value,
-        # so Java, which compares ordering values even there, deletes too.
-        source = _ORD if self.event_time else "__lake_cur"
-        values = changes.column(source).to_pylist() if ordering else [None] * changes.num_rows
+        if not ordering:
+            values = [None] * changes.num_rows
+        elif self.event_time:  # the delete's own ordering value; reads and compaction compare it
+            values = changes.column(_ORD).to_pylist()
+        else:
+            # Commit time: the stored value, so Java, which compares ordering values even there,
+            # deletes too. The one write path that reads the slice (deletes from commit-time tables).
+            values = self._stored_ordering(slice_, changes.column(_KEY)).to_pylist()
         records = [
             DeleteRecord(key, partition, value, ord_type if value is not None else None)
             for key, value in zip(changes.column(_KEY).to_pylist(), values, strict=True)
         ]
         return delete_block(records, self.instant, self.log_avro)
+
+    def _stored_ordering(self, slice_: FileSlice | None, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
+        """The current ordering value of each key in a file slice (null where the key is gone)."""
+        ordering = self.cfg.precombine_field
+        if slice_ is None or not ordering:
+            return pa.nulls(len(keys), self._ord_type)
+        fields = [self.schema.field(RECORD_KEY), self.schema.field(ordering)]
+        reader = SliceReader(self.table, self.timeline, pa.schema(fields))
+        live = reader.read_slice(slice_)
+        where = pc.index_in(keys, value_set=reader.keys_of(live))
+        return live.column(ordering).combine_chunks().take(where)
 
     def _stat(self, stat: WriteStat) -> None:
         self.stats.setdefault(stat.partition_path, []).append(stat)

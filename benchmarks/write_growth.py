@@ -1,0 +1,115 @@
+"""Write cost as a table grows: late writes vs early writes, and a small upsert into a large file group.
+
+(a) ``--writes`` small upserts (20 rows over 20 partitions) into a MOR table, archiving after every
+    ``--archive-every`` writes as the clean operator would: the average time of the last 20 writes
+    over the average of the first 20 (target <= 1.3; the cost must not grow with the history).
+(b) A 2-row upsert into a file group of ``--big`` rows vs the same upsert into one of 1,000 rows,
+    in process (target <= 2.0): locating keys reads the record-key column, never the logs.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/write_growth.py [--writes 300] [--big 1000000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pyarrow as pa
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from airflow_lake_provider.lake import LakeTable, write  # noqa: E402
+from airflow_lake_provider.lake.services.archival.executor import run_archival  # noqa: E402
+
+KEEP = {"hoodie.keep.min.commits": "20", "hoodie.keep.max.commits": "30"}
+
+
+def _table(path: Path, partitioned: bool = True) -> LakeTable:
+    return LakeTable.create(
+        path,
+        name="bench",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",) if partitioned else (),
+    )
+
+
+def growth(root: Path, writes: int, archive_every: int) -> tuple[list[float], int]:
+    table = _table(root / "growth")
+    times = []
+    archived = 0
+    for n in range(writes):
+        ids = [f"k{(n * 7 + i) % 400}" for i in range(20)]
+        batch = pa.table(
+            {
+                "id": ids,
+                "ts": pa.array([n] * 20, pa.int64()),
+                "p": [f"p{int(k[1:]) % 20:02d}" for k in ids],
+                "v": pa.array(range(20), pa.int64()),
+            }
+        )
+        started = time.perf_counter()
+        write(table, batch, "upsert")
+        times.append(time.perf_counter() - started)
+        if archive_every and (n + 1) % archive_every == 0:
+            archived += len(run_archival(table, KEEP).archived)
+    return times, archived
+
+
+def small_upsert(root: Path, rows: int, runs: int) -> float:
+    table = _table(root / f"big{rows}", partitioned=False)
+    base = pa.table(
+        {
+            "id": [f"k{i:08d}" for i in range(rows)],
+            "ts": pa.array([0] * rows, pa.int64()),
+            "p": ["x"] * rows,
+            "v": pa.array(range(rows), pa.int64()),
+        }
+    )
+    write(table, base, "insert", max_rows_per_file=rows)
+    samples = []
+    for run in range(runs + 1):
+        batch = pa.table(
+            {
+                "id": ["k00000001", f"k{rows - 2:08d}"],
+                "ts": pa.array([run + 1] * 2, pa.int64()),
+                "p": ["x", "x"],
+                "v": pa.array([run, run], pa.int64()),
+            }
+        )
+        started = time.perf_counter()
+        write(table, batch, "upsert")
+        if run:  # the first one warms imports and caches
+            samples.append(time.perf_counter() - started)
+    return statistics.median(samples)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--writes", type=int, default=300)
+    parser.add_argument("--archive-every", type=int, default=10)
+    parser.add_argument("--big", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="write_growth_") as tmp:
+        root = Path(tmp)
+        times, archived = growth(root, args.writes, args.archive_every)
+        first, last = statistics.mean(times[:20]), statistics.mean(times[-20:])
+        print(f"(a) {args.writes} upserts of 20 rows over 20 partitions, {archived} instants archived")
+        late = f"{args.writes - 19}-{args.writes}"
+        print(f"    writes 1-20: {first * 1000:.1f} ms   writes {late}: {last * 1000:.1f} ms")
+        print(f"    ratio late/early = {last / first:.2f} (target <= 1.3)")
+        small = small_upsert(root, 1_000, args.runs)
+        big = small_upsert(root, args.big, args.runs)
+        print(f"(b) 2-row upsert: into 1,000 rows {small * 1000:.1f} ms, ", end="")
+        print(f"into {args.big:,} rows {big * 1000:.1f} ms")
+        print(f"    ratio = {big / small:.2f} (target <= 2.0)")
+
+
+if __name__ == "__main__":
+    main()

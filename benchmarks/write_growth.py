@@ -112,9 +112,8 @@ def main() -> None:
         times, archived = growth(root, args.writes, args.archive_every, args.compact_every)
         first, last = statistics.mean(times[:20]), statistics.mean(times[-20:])
         compacted = f", compacted every {args.compact_every}" if args.compact_every else ", never compacted"
-        print(
-            f"(a) {args.writes} upserts of 20 rows over 20 partitions, {archived} instants archived{compacted}"
-        )
+        print(f"(a) {args.writes} upserts of 20 rows over 20 partitions", end="")
+        print(f", {archived} instants archived{compacted}")
         late = f"{args.writes - 19}-{args.writes}"
         print(f"    writes 1-20: {first * 1000:.1f} ms   writes {late}: {last * 1000:.1f} ms")
         print(f"    ratio late/early = {last / first:.2f} (target <= 1.3)")

@@ -323,6 +323,8 @@ class _WriteJob:
             else:
                 reader = SliceReader(self.table, self.timeline, pa.schema([self.schema.field(RECORD_KEY)]))
                 held = reader.keys_of(reader.read_slice(slice_))
+            # Keep only the batch's keys: hashing the (small) batch beats hashing a large file's keys.
+            held = held.filter(pc.is_in(held, value_set=keys))
             found_keys.append(held)
             owners.append(pa.array([group.file_id] * len(held), pa.string()))
         if not found_keys:

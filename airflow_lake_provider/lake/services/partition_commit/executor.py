@@ -179,6 +179,7 @@ def commit_partitions(
     metastore: PolicyHandler | None = None,
     require_existing: bool = True,
     dry_run: bool = False,
+    force: bool = False,
 ) -> CommitResult:
     """Commit the due partitions among ``partitions`` and return what happened.
 
@@ -188,6 +189,7 @@ def commit_partitions(
     ``metastore`` is the handler of the ``metastore`` policy (``spark_jobs/partition_commit.py``
     passes one backed by Spark SQL). With ``require_existing`` a partition without a completed write
     is an error (the CLI and operator); the sensor passes ``False`` and keeps waiting for it.
+    ``force`` commits every written partition at once, whatever the trigger says (backfills).
     """
     if not partitions:
         raise PartitionCommitError("no partition given to commit")
@@ -222,15 +224,15 @@ def commit_partitions(
         wm = given_watermark
         if wm is None and config.trigger is Trigger.PARTITION_TIME:
             wm = table_watermark(index, config)
-        plan = plan_commit(config, names, index, states, moment, wm, values_of, extractor)
+        plan = plan_commit(config, names, index, states, moment, wm, values_of, extractor, force)
         missing = plan.with_decision(Decision.MISSING)
         if missing and require_existing:
             raise PartitionNotFoundError(
                 f"{table.uri}: partition(s) {[d.partition for d in missing]} have no completed write; "
                 "nothing was committed"
             )
-        if changed and not dry_run:
-            save_index(table.store, index)  # a cache: saved only once the input is known good
+        if changed:  # a cache (dry runs and sensor pokes keep it fresh too), saved once input is good
+            save_index(table.store, index)
         late = {d.partition: d.late_writes for d in plan.decisions if d.late_writes}
         for partition, writes in late.items():
             log.warning(

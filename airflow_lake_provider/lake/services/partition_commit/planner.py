@@ -71,12 +71,14 @@ def plan_commit(
     watermark: dt.datetime | None,
     values_of: Callable[[str], PartitionValues],
     time_of: Callable[[str, PartitionValues], dt.datetime] | None,
+    force: bool = False,
 ) -> CommitPlan:
     """Decide every asked partition.
 
     ``process-time``: due once the partition's first write time (its first instant) + delay <= now.
     ``partition-time``: due once the watermark, seen in the watermark time zone, is after the
     partition time + delay. ``time_of`` extracts the partition time (``None``: no extractor).
+    ``force`` (backfills) commits written partitions whatever the trigger says.
     """
     decisions = []
     local_watermark = (
@@ -116,6 +118,8 @@ def plan_commit(
                 )
                 continue
         fired, reason = _trigger_fired(config, writes[0], ptime, now, local_watermark)
+        if force and not fired:
+            fired, reason = True, f"forced (the trigger alone would wait: {reason})"
         if late:
             reason = f"late data re-committed ({reason})" if fired else f"late data waits: {reason}"
         decisions.append(

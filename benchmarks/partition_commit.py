@@ -102,9 +102,8 @@ def main() -> None:
     try:
         began = time.perf_counter()
         table = build(folder / "t", args.partitions, args.commits)
-        print(
-            f"built {args.partitions} partitions, {args.commits} commits in {time.perf_counter() - began:.1f} s"
-        )
+        took = time.perf_counter() - began
+        print(f"built {args.partitions} partitions, {args.commits} commits in {took:.1f} s")
         due = [partition_name(args.partitions - 10 + k) for k in range(10)]
         cold, result = poke(table.base_path, due)
         assert result["outcome"] == "PLANNED" and len(result["partitions"]) == 10, result

@@ -78,13 +78,17 @@ class WriteIndex:
 def refresh_index(timeline: Timeline, index: WriteIndex | None) -> tuple[WriteIndex, bool]:
     """The index with every completed write of ``timeline`` in it; ``True`` if anything was added."""
     index = index or WriteIndex()
-    partitions = {p: list(ws) for p, ws in index.partitions.items()}
+    new_instants = [
+        i
+        for i in timeline.completed_commits
+        if (index.through is None or i.timestamp > index.through) and i.timestamp not in index.seen_after
+    ]
+    # Only the partitions new writes touch are copied: a poke with nothing new costs no per-partition work.
+    partitions: dict[str, Any] = dict(index.partitions)
     max_event = index.max_event_time_ms
     added: list[str] = []
-    for instant in timeline.completed_commits:
+    for instant in new_instants:
         t = instant.timestamp
-        if (index.through is not None and t <= index.through) or t in index.seen_after:
-            continue
         added.append(t)
         if timeline.is_compaction(instant):
             continue
@@ -92,9 +96,9 @@ def refresh_index(timeline: Timeline, index: WriteIndex | None) -> tuple[WriteIn
         if metadata.operation_type.upper() in _SERVICE_OPERATIONS:
             continue
         for partition in metadata.partition_to_write_stats:
-            writes = partitions.setdefault(partition, [])
+            writes = partitions.get(partition, ())
             if t not in writes:
-                writes.append(t)
+                partitions[partition] = tuple(sorted((*writes, t)))
         raw = metadata.extra_metadata.get(MAX_EVENT_TIME)
         if raw is not None:
             try:
@@ -114,9 +118,7 @@ def refresh_index(timeline: Timeline, index: WriteIndex | None) -> tuple[WriteIn
         if below and (through is None or below[-1] > through):
             through = below[-1]
     seen = frozenset(t for t in index.seen_after.union(added) if through is None or t > through)
-    for writes in partitions.values():
-        writes.sort()
-    new = WriteIndex(through, seen, {p: tuple(ws) for p, ws in partitions.items()}, max_event)
+    new = WriteIndex(through, seen, partitions, max_event)
     return new, bool(added) or new.through != index.through
 
 

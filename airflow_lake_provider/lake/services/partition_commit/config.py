@@ -10,7 +10,7 @@ from enum import Enum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from airflow_lake_provider.lake.errors import PartitionCommitConfigError
-from airflow_lake_provider.lake.services.options import get_str, merge_layers
+from airflow_lake_provider.lake.services.options import get_str, lookup, merge_layers
 
 TRIGGER_KEY = "sink.partition-commit.trigger"
 DELAY_KEY = "sink.partition-commit.delay"
@@ -26,6 +26,9 @@ FORMATTER_KEY = "partition.time-extractor.timestamp-formatter"
 LATENESS_KEY = "lake.partition-commit.watermark.allowed-lateness"
 RECOMMIT_KEY = "lake.partition-commit.late-data.recommit"
 EVENT_TIME_FIELD_KEY = "hoodie.payload.event.time.field"
+# Target size of merge-small-files outputs: Flink's compaction option name, then ours.
+TARGET_SIZE_KEYS = ("compaction.file-size", "lake.partition-commit.merge-small-files.target-file-size")
+DEFAULT_TARGET_SIZE = 128 * 1024 * 1024  # Flink's rolling file size, the default of compaction.file-size
 
 
 class Trigger(str, Enum):
@@ -65,6 +68,19 @@ def parse_duration(value: object, what: str = DELAY_KEY) -> dt.timedelta:
             f"{what}={text!r} is not a duration such as '0 s', '30 min', '1 h' or '1 d'"
         )
     return dt.timedelta(seconds=float(match.group(1)) * _UNITS[unit or "ms"])
+
+
+_SIZE = re.compile(r"\s*(\d+)\s*([a-zA-Z]*)\s*")
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1024, "k": 1024, "mb": 1024**2, "m": 1024**2, "gb": 1024**3, "g": 1024**3}
+
+
+def parse_size(value: object, what: str = TARGET_SIZE_KEYS[0]) -> int:
+    """A memory size as Flink writes it (``128mb``, ``1 gb``, ``65536``), in bytes."""
+    match = _SIZE.fullmatch(str(value))
+    unit = match.group(2).lower() if match else ""
+    if match is None or unit not in _SIZE_UNITS or int(match.group(1)) <= 0:
+        raise PartitionCommitConfigError(f"{what}={value!r} is not a positive size such as '128mb' or '1 gb'")
+    return int(match.group(1)) * _SIZE_UNITS[unit]
 
 
 def parse_policies(value: object) -> tuple[PolicyKind, ...]:
@@ -109,6 +125,7 @@ class PartitionCommitConfig:
     allowed_lateness: dt.timedelta = dt.timedelta(0)
     recommit_late_data: bool = False
     event_time_field: str | None = None
+    target_file_size: int = DEFAULT_TARGET_SIZE
 
     @property
     def zone(self) -> ZoneInfo:
@@ -154,4 +171,10 @@ class PartitionCommitConfig:
             allowed_lateness=parse_duration(get_str(merged, LATENESS_KEY) or "0", LATENESS_KEY),
             recommit_late_data=_bool(merged, RECOMMIT_KEY),
             event_time_field=get_str(merged, EVENT_TIME_FIELD_KEY),
+            target_file_size=_target_size(merged),
         )
+
+
+def _target_size(options: Mapping[str, object]) -> int:
+    found = lookup(options, TARGET_SIZE_KEYS)
+    return DEFAULT_TARGET_SIZE if found is None else parse_size(found[1], found[0])

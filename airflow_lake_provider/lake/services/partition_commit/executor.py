@@ -35,6 +35,7 @@ from airflow_lake_provider.lake.services.partition_commit.extractor import (
     make_extractor,
     partition_values,
 )
+from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
 from airflow_lake_provider.lake.services.partition_commit.planner import (
     CommitPlan,
     Decision,
@@ -281,6 +282,15 @@ def _commit_one(
         if kind is PolicyKind.SUCCESS_FILE:
             # Written whole each time ("created with overwrite", as Flink does), never appended to.
             table.storage.write(join_partition(partition, config.success_file_name), b"")
+        elif kind is PolicyKind.MERGE_SMALL_FILES:
+            merged = merge_small_files(table, partition, config.target_file_size)
+            if merged.instant:
+                log.info(
+                    "partition %s: %d small files merged at %s",
+                    partition,
+                    len(merged.replaced),
+                    merged.instant,
+                )
         else:
             try:
                 handlers[kind](context)

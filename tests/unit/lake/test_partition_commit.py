@@ -568,3 +568,25 @@ def test_cli_partition_commit_errors_exit_1_with_one_line(
         lines = captured.err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("lake: error: ") and message in lines[0]
     assert _tree(table.base_path) == tree
+
+
+def test_write_index_waits_for_an_earlier_write_that_completes_late(tmp_path: Path) -> None:
+    from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat
+    from airflow_lake_provider.lake.format.instant import Action
+    from airflow_lake_provider.lake.services.partition_commit.state import load_index
+
+    table = _table(tmp_path / "t")
+    _write(table, "03", ["a"])
+    slow = table.clock.next(after=table.timeline().latest_time)  # a write that starts first...
+    inflight = table.store.transition_to_inflight(table.store.create_requested(slow, Action.COMMIT))
+    fast = _write(table, "04", ["b"])  # ...and one that starts later and completes before it
+    commit_partitions(table, [H04], dry_run=True)
+    index = load_index(table.timeline())
+    assert index is not None and index.through is not None and index.through < slow < fast
+    assert fast in index.seen_after
+    stat = WriteStat(file_id="f", partition_path=H03, path=f"{H03}/f.parquet", num_writes=1)
+    table.store.transition_to_completed(inflight, CommitMetadata("UPSERT", {H03: (stat,)}).to_json_bytes())
+    result = commit_partitions(table, [H03], dry_run=True)
+    assert result.to_dict()["partitions"][H03]["writes"] == 2  # the late-completing write is indexed
+    index = load_index(table.timeline())
+    assert index is not None and index.through == fast and index.seen_after == frozenset()

@@ -81,3 +81,28 @@ def test_metastore_policy_defines_the_table_and_adds_partitions_once(spark: Any,
     assert any(str(table.base_path / H04) in str(r[1]) for r in location.collect() if r[0] == "Location")
     rows = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
     assert sorted(rows.column("id").to_pylist()) == ["a", "b", "c"]
+
+
+def test_cli_with_the_metastore_policy_runs_the_job_through_spark_submit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from airflow_lake_provider.lake.cli import main
+
+    table = _table(tmp_path / "events", "cli_events")
+    metastore = tmp_path / "metastore"
+    args = ["partition-commit", str(table.base_path), "--partition", H03, "--partition", H04]
+    args += ["--policy", "metastore,success-file", "--metastore-dir", str(metastore)]
+    assert main(args) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["outcome"] == "COMMITTED" and out["committed"] == [H03, H04]
+    assert out["policies"] == ["metastore", "success-file"]
+    assert (table.base_path / H04 / "_SUCCESS").exists()
+    assert (metastore / "metastore_db").is_dir()  # the embedded Derby metastore the job used
+    state = json.loads(
+        (table.base_path / ".hoodie/.aux/lake-partition-commit")
+        .joinpath("p-year=2024%2Fmonth=01%2Fday=05%2Fhour=04.json")
+        .read_text()
+    )
+    assert state["status"] == "COMMITTED" and state["applied"] == ["metastore", "success-file"]

@@ -15,7 +15,7 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-lake-provider",
         "name": "Lake (Apache Hudi table services)",
-        "description": "Runs Apache Hudi table services (clean, compaction) from Airflow.",
+        "description": "Runs Apache Hudi table services (clean, compaction, partition commit) from Airflow.",
         "versions": [__version__],
         "hooks": [
             {
@@ -23,6 +23,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_lake_provider.hooks.lake",
                     "airflow_lake_provider.hooks.compaction",
+                    "airflow_lake_provider.hooks.partition_commit",
                 ],
             }
         ],
@@ -32,6 +33,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_lake_provider.operators.clean",
                     "airflow_lake_provider.operators.compaction",
+                    "airflow_lake_provider.operators.partition_commit",
                 ],
             }
         ],
@@ -43,9 +45,21 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "sensors": [
-            {"integration-name": "Lake", "python-modules": ["airflow_lake_provider.sensors.compaction"]}
+            {
+                "integration-name": "Lake",
+                "python-modules": [
+                    "airflow_lake_provider.sensors.compaction",
+                    "airflow_lake_provider.sensors.partition_commit",
+                ],
+            }
         ],
         "triggers": [
-            {"integration-name": "Lake", "python-modules": ["airflow_lake_provider.triggers.compaction"]}
+            {
+                "integration-name": "Lake",
+                "python-modules": [
+                    "airflow_lake_provider.triggers.compaction",
+                    "airflow_lake_provider.triggers.partition_commit",
+                ],
+            }
         ],
     }

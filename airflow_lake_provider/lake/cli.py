@@ -28,6 +28,16 @@ from airflow_lake_provider.lake.services.compaction.executor import (
     execute_compaction,
     schedule_compaction,
 )
+from airflow_lake_provider.lake.services.partition_commit.config import (
+    DELAY_KEY,
+    POLICY_KIND_KEY,
+    TRIGGER_KEY,
+    PolicyKind,
+    Trigger,
+    parse_duration,
+    parse_policies,
+)
+from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions, parse_watermark
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.storage import Storage, open_storage
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -102,6 +112,17 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("archive", help="move old completed instants to the archived timeline")
     p.add_argument("path")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.keep.* options")
+
+    p = sub.add_parser("partition-commit", help="commit partitions (success file, metastore, custom policy)")
+    p.add_argument("path")
+    p.add_argument("--partition", action="append", required=True, help="partition path (repeatable)")
+    p.add_argument("--policy", help="comma-separated policies in order: success-file,metastore,custom")
+    p.add_argument("--trigger", choices=[t.value for t in Trigger])
+    p.add_argument("--delay", help="e.g. '0 s', '30 min', '1 h', '1 d'")
+    p.add_argument("--watermark", help="partition-time trigger: ISO 8601 time or epoch milliseconds")
+    p.add_argument("--option", action="append", default=[], metavar="K=V", help=argparse.SUPPRESS)
+    p.add_argument("--master", default="local[2]", help=argparse.SUPPRESS)
+    p.add_argument("--metastore-dir", help=argparse.SUPPRESS)
 
     p = sub.add_parser("savepoint", help="keep a commit's files from every clean")
     p.add_argument("action", choices=["create", "delete"])
@@ -243,6 +264,48 @@ def _cmd_compact(args: argparse.Namespace) -> None:
     print(json.dumps(summary, indent=2))
 
 
+def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in args.option:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise LakeError(f"--option {pair!r} is not K=V")
+        options[key.strip()] = value.strip()
+    if args.policy is not None:
+        parse_policies(args.policy)  # unknown names fail here, before Spark or the table is touched
+        options[POLICY_KIND_KEY] = args.policy
+    if args.trigger:
+        options[TRIGGER_KEY] = args.trigger
+    if args.delay is not None:
+        parse_duration(args.delay)
+        options[DELAY_KEY] = args.delay
+    return options
+
+
+def _cmd_partition_commit(args: argparse.Namespace) -> None:
+    table = LakeTable.open(args.path)
+    options = _partition_commit_options(args)
+    if args.watermark is not None:
+        parse_watermark(args.watermark)
+    policies = parse_policies(
+        options.get(POLICY_KIND_KEY) or table.config.properties.get(POLICY_KIND_KEY) or "success-file"
+    )
+    if PolicyKind.METASTORE in policies:
+        # The metastore is reached through Spark SQL: the whole commit runs in the Spark job's driver.
+        job_args = ["--table", table.uri] + [a for p in args.partition for a in ("--partition", p)]
+        job_args += [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
+        if args.watermark is not None:
+            job_args += ["--watermark", args.watermark]
+        if args.metastore_dir:
+            job_args += ["--metastore-dir", args.metastore_dir]
+        result = spark_submit.submit("partition_commit.py", job_args, master=args.master)
+        if result.get("outcome") == "FAILED":
+            raise LakeError(str(result.get("error")))
+    else:
+        result = commit_partitions(table, args.partition, options, watermark=args.watermark).to_dict()
+    print(json.dumps(result, indent=2))
+
+
 def _cmd_savepoint(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     if args.action == "create":
@@ -264,6 +327,7 @@ _COMMANDS = {
     "savepoint": _cmd_savepoint,
     "archive": _cmd_archive,
     "compact": _cmd_compact,
+    "partition-commit": _cmd_partition_commit,
 }
 
 

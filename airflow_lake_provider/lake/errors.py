@@ -109,3 +109,15 @@ class ObjectNotFoundError(StorageError, FileNotFoundError):
 
 class ObjectExistsError(StorageError, FileExistsError):
     """A create-only write found the file already there; nothing was overwritten."""
+
+
+class PartitionCommitError(LakeError):
+    """A partition cannot be committed as asked (a policy failed, the partition is missing...)."""
+
+
+class PartitionCommitConfigError(PartitionCommitError, ValueError):
+    """A ``sink.partition-commit.*`` or ``partition.time-extractor.*`` option holds a bad value."""
+
+
+class PartitionNotFoundError(PartitionCommitError, ValueError):
+    """A partition named for commit has no completed write on the table."""

@@ -200,11 +200,13 @@ class TimelineStore:
                 removed.append(instant.file_name)
         return removed
 
-    def write_aux(self, name: str, data: bytes) -> None:
-        """Replace a small bookkeeping file under ``.hoodie/.aux/`` (Hudi readers ignore the folder)."""
-        if "/" in name or name.startswith("."):
-            raise UnsafePathError(f"aux file name {name!r} must be a plain, visible file name")
-        self.storage.write(f"{HOODIE_DIR}/.aux/{name}", data)
+    def write_aux(self, name: str, data: bytes, folder: str = "") -> None:
+        """Replace a small bookkeeping file under ``.hoodie/.aux/`` (Hudi readers ignore the folder),
+        optionally in one sub-folder ``folder`` of it (a service's many small state files)."""
+        for part in (name, folder) if folder else (name,):
+            if "/" in part or part.startswith(".") or "\x00" in part or not part:
+                raise UnsafePathError(f"aux file name {part!r} must be a plain, visible file name")
+        self.storage.write(f"{HOODIE_DIR}/.aux/{folder + '/' if folder else ''}{name}", data)
 
     @contextlib.contextmanager
     def exclusive(self, service: str, wait_seconds: float = 0.0) -> Iterator[None]:

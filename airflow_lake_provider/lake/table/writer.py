@@ -45,6 +45,9 @@ from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
 
 log = logging.getLogger(__name__)
 
+# Event-time bookkeeping of a commit (partition commit's watermark reads the max).
+EVENT_TIME_FIELD = "hoodie.payload.event.time.field"
+EVENT_TIME_MIN, EVENT_TIME_MAX = "lake.minEventTime", "lake.maxEventTime"
 # Internal columns carried alongside a batch while it is routed; never written.
 _KEY, _PART, _ORD = "__lake_key", "__lake_partition", "__lake_ordering"
 DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
@@ -86,8 +89,13 @@ def write(
     *,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     fault: FaultHook = _no_fault,
+    event_time_field: str | None = None,
 ) -> WriteResult:
     """Write ``batch`` as one new instant and return what was committed.
+
+    ``event_time_field`` (default: the table's ``hoodie.payload.event.time.field``) names a column
+    whose min and max (epoch milliseconds) the commit records in ``extraMetadata``
+    (``lake.minEventTime``/``lake.maxEventTime``): partition commit derives its watermark from them.
 
     ``fault`` is called at each durable step (``requested``, ``inflight``, ``file``, ``commit``) so
     tests can inject a crash there. Holds the table's write lock throughout (waiting up to
@@ -97,14 +105,20 @@ def write(
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
-        return _write_locked(table, batch, operation, max_rows_per_file, fault)
+        return _write_locked(table, batch, operation, max_rows_per_file, fault, event_time_field)
 
 
 def _write_locked(
-    table: LakeTable, batch: pa.Table, operation: Operation, max_rows_per_file: int, fault: FaultHook
+    table: LakeTable,
+    batch: pa.Table,
+    operation: Operation,
+    max_rows_per_file: int,
+    fault: FaultHook,
+    event_time_field: str | None = None,
 ) -> WriteResult:
     timeline = table.timeline()
     data_schema = _check_batch(table, batch, operation, timeline)
+    event_times = _event_times(batch, event_time_field or table.config.properties.get(EVENT_TIME_FIELD))
     # Cast before the instant exists: a value that does not survive the cast refuses the batch.
     batch = _conform_batch(batch, data_schema)
     rows = _route(table, batch, operation)
@@ -126,7 +140,7 @@ def _write_locked(
     metadata = CommitMetadata(
         operation_type=operation.name,
         partition_to_write_stats=stats,
-        extra_metadata={"schema": json.dumps(avro)},
+        extra_metadata={"schema": json.dumps(avro), **event_times},
     )
     fault("commit")
     table.store.transition_to_completed(inflight, metadata.to_json_bytes())
@@ -144,6 +158,30 @@ def _write_locked(
     return WriteResult(
         instant, action.value, operation, metadata, job.inserted, job.updated, job.deleted, tuple(job.files)
     )
+
+
+def _event_times(batch: pa.Table, field_name: str | None) -> dict[str, str]:
+    """Min and max (epoch ms) of the event time column; a bad column is refused before any instant."""
+    if not field_name or batch.num_rows == 0:
+        return {}
+    if field_name not in batch.column_names:
+        raise SchemaError(f"event time field {field_name!r} is not a column of the batch")
+    column = batch.column(field_name)
+    kind = column.type
+    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
+        # Naive timestamps count as UTC wall time, as Flink's TIMESTAMP watermarks do.
+        column = column.cast(
+            pa.timestamp("ms", tz=kind.tz) if pa.types.is_timestamp(kind) else pa.timestamp("ms")
+        )
+        column = column.cast(pa.int64())
+    elif not pa.types.is_integer(kind):
+        raise SchemaError(
+            f"event time field {field_name!r} is {kind}: use a timestamp, date or integer (epoch ms) column"
+        )
+    low, high = pc.min_max(column).values()
+    if low.as_py() is None:
+        return {}
+    return {EVENT_TIME_MIN: str(low.as_py()), EVENT_TIME_MAX: str(high.as_py())}
 
 
 def _check_storable(table: LakeTable, instant: str, rows: pa.Table) -> None:

@@ -1,0 +1,157 @@
+"""The pure partition commit planner: which of the asked partitions are due, waiting, already
+committed (with or without late data) or missing. No I/O: the caller passes the write index, the
+commit states, the clock and the watermark."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from airflow_lake_provider.lake.format.instant import instant_to_datetime
+from airflow_lake_provider.lake.services.partition_commit.config import PartitionCommitConfig, Trigger
+from airflow_lake_provider.lake.services.partition_commit.extractor import PartitionValues
+from airflow_lake_provider.lake.services.partition_commit.state import (
+    COMMITTED,
+    COMMITTING,
+    PartitionState,
+    WriteIndex,
+)
+
+
+class Decision(str, Enum):
+    DUE = "DUE"  # commit now (first commit, a crashed commit to finish, or late data re-committed)
+    WAITING = "WAITING"  # written, but the trigger has not fired yet
+    COMMITTED = "COMMITTED"  # committed before and nothing new (or late data not re-committed)
+    MISSING = "MISSING"  # no completed write in this partition
+
+
+@dataclass(frozen=True)
+class PartitionDecision:
+    partition: str
+    decision: Decision
+    values: PartitionValues = ()
+    partition_time: dt.datetime | None = None  # naive, in the watermark time zone
+    first_write: str | None = None
+    writes: tuple[str, ...] = ()
+    late_writes: tuple[str, ...] = ()  # writes after the last commit of a committed partition
+    resume: bool = False  # a crashed commit: only the policies not yet applied run
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class CommitPlan:
+    trigger: Trigger
+    now: dt.datetime
+    watermark: dt.datetime | None
+    decisions: tuple[PartitionDecision, ...]
+
+    def due(self) -> list[PartitionDecision]:
+        return [d for d in self.decisions if d.decision is Decision.DUE]
+
+    def with_decision(self, decision: Decision) -> list[PartitionDecision]:
+        return [d for d in self.decisions if d.decision is decision]
+
+
+def table_watermark(index: WriteIndex, config: PartitionCommitConfig) -> dt.datetime | None:
+    """The largest committed event time minus the allowed lateness, or ``None`` if writers recorded none."""
+    if index.max_event_time_ms is None:
+        return None
+    moment = dt.datetime.fromtimestamp(index.max_event_time_ms / 1000, dt.timezone.utc)
+    return moment - config.allowed_lateness
+
+
+def plan_commit(
+    config: PartitionCommitConfig,
+    partitions: Sequence[str],
+    index: WriteIndex,
+    states: Mapping[str, PartitionState | None],
+    now: dt.datetime,
+    watermark: dt.datetime | None,
+    values_of: Callable[[str], PartitionValues],
+    time_of: Callable[[str, PartitionValues], dt.datetime] | None,
+    force: bool = False,
+) -> CommitPlan:
+    """Decide every asked partition.
+
+    ``process-time``: due once the partition's first write time (its first instant) + delay <= now.
+    ``partition-time``: due once the watermark, seen in the watermark time zone, is after the
+    partition time + delay. ``time_of`` extracts the partition time (``None``: no extractor).
+    ``force`` (backfills) commits written partitions whatever the trigger says.
+    """
+    decisions = []
+    local_watermark = (
+        watermark.astimezone(config.zone).replace(tzinfo=None) if watermark is not None else None
+    )
+    for partition in dict.fromkeys(partitions):
+        writes = index.partitions.get(partition, ())
+        if not writes:
+            decisions.append(
+                PartitionDecision(partition, Decision.MISSING, reason="no completed write in this partition")
+            )
+            continue
+        values = values_of(partition)
+        ptime = time_of(partition, values) if time_of is not None else None
+        base = PartitionDecision(
+            partition, Decision.WAITING, values, ptime, first_write=writes[0], writes=tuple(writes)
+        )
+        state = states.get(partition)
+        if state is not None and state.status == COMMITTING:
+            decisions.append(_with(base, Decision.DUE, resume=True, reason="finishing an interrupted commit"))
+            continue
+        late: tuple[str, ...] = ()
+        if state is not None and state.status == COMMITTED:
+            covered = set(state.covered)
+            late = tuple(w for w in writes if w not in covered)
+            if not late:
+                decisions.append(_with(base, Decision.COMMITTED, reason="committed; no write since"))
+                continue
+            if not config.recommit_late_data:
+                decisions.append(
+                    _with(
+                        base,
+                        Decision.COMMITTED,
+                        late_writes=late,
+                        reason=f"committed; {len(late)} late write(s) not re-committed",
+                    )
+                )
+                continue
+        fired, reason = _trigger_fired(config, writes[0], ptime, now, local_watermark)
+        if force and not fired:
+            fired, reason = True, f"forced (the trigger alone would wait: {reason})"
+        if late:
+            reason = f"late data re-committed ({reason})" if fired else f"late data waits: {reason}"
+        decisions.append(
+            _with(base, Decision.DUE if fired else Decision.WAITING, late_writes=late, reason=reason)
+        )
+    return CommitPlan(config.trigger, now, watermark, tuple(decisions))
+
+
+def _with(base: PartitionDecision, decision: Decision, **changes: object) -> PartitionDecision:
+    return PartitionDecision(**{**base.__dict__, "decision": decision, **changes})  # type: ignore[arg-type]
+
+
+def _trigger_fired(
+    config: PartitionCommitConfig,
+    first_write: str,
+    partition_time: dt.datetime | None,
+    now: dt.datetime,
+    local_watermark: dt.datetime | None,
+) -> tuple[bool, str]:
+    if config.trigger is Trigger.PROCESS_TIME:
+        created = instant_to_datetime(first_write)
+        due_at = created + config.delay
+        if due_at <= now:
+            return True, f"first write {created.isoformat()} + delay {config.delay} <= now"
+        return (
+            False,
+            f"first write {created.isoformat()} + delay {config.delay} is after now ({now.isoformat()})",
+        )
+    if partition_time is None:  # pragma: no cover - the executor always extracts for partition-time
+        return False, "no partition time"
+    if local_watermark is None:
+        return False, "no watermark yet (pass one, or record event times on writes)"
+    if local_watermark > partition_time + config.delay:
+        return True, f"watermark {local_watermark} > partition time {partition_time} + delay {config.delay}"
+    return False, f"watermark {local_watermark} <= partition time {partition_time} + delay {config.delay}"

@@ -1,0 +1,198 @@
+"""Durable bookkeeping of partition commit, under ``.hoodie/.aux/`` (Hudi readers ignore it).
+
+- The write index (``lake-partition-index.json``): per partition the completed write instants that
+  put data there, and the largest event time writers recorded. Built from commit metadata and
+  refreshed incrementally: only instants after ``through`` (every completed write up to it is in)
+  are read again, so a poke reads a handful of commit files, not the whole timeline. It is a cache:
+  a missing or unreadable index is rebuilt from the active timeline.
+- The commit state (``lake-partition-commit/<partition>.json``, one small file per partition): which
+  policies were applied and which writes the commit covered. One file per partition keeps a commit's
+  cost independent of how many partitions were committed before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import urllib.parse
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS
+from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.table.timeline_store import TimelineStore
+
+log = logging.getLogger(__name__)
+
+INDEX_FILE = "lake-partition-index.json"
+STATE_FOLDER = "lake-partition-commit"
+# Commit metadata keys our writer fills when an event-time field is configured (epoch milliseconds).
+MIN_EVENT_TIME = "lake.minEventTime"
+MAX_EVENT_TIME = "lake.maxEventTime"
+# Table services rewrite data without adding any: they are not "data arriving" in a partition.
+_SERVICE_OPERATIONS = frozenset({"COMPACT", "CLUSTER", "LOG_COMPACT"})
+
+
+@dataclass(frozen=True)
+class WriteIndex:
+    through: str | None = None  # every completed write with a time <= through is indexed
+    seen_after: frozenset[str] = frozenset()  # completed writes after ``through`` already indexed
+    partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # partition -> write instants
+    max_event_time_ms: int | None = None
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "version": 1,
+                "through": self.through,
+                "seenAfter": sorted(self.seen_after),
+                "partitions": {p: list(ws) for p, ws in self.partitions.items()},
+                "maxEventTimeMs": self.max_event_time_ms,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes | None) -> WriteIndex | None:
+        if not data:
+            return None
+        try:
+            body = json.loads(data)
+            if body.get("version") != 1:
+                return None
+            return cls(
+                through=body["through"],
+                seen_after=frozenset(body["seenAfter"]),
+                partitions={str(p): tuple(ws) for p, ws in body["partitions"].items()},
+                max_event_time_ms=body["maxEventTimeMs"],
+            )
+        except (ValueError, KeyError, TypeError, AttributeError):
+            log.warning("partition write index %s is unreadable: rebuilding it", INDEX_FILE)
+            return None
+
+
+def refresh_index(timeline: Timeline, index: WriteIndex | None) -> tuple[WriteIndex, bool]:
+    """The index with every completed write of ``timeline`` in it; ``True`` if anything was added."""
+    index = index or WriteIndex()
+    new_instants = [
+        i
+        for i in timeline.completed_commits
+        if (index.through is None or i.timestamp > index.through) and i.timestamp not in index.seen_after
+    ]
+    # Only the partitions new writes touch are copied: a poke with nothing new costs no per-partition work.
+    partitions: dict[str, Any] = dict(index.partitions)
+    max_event = index.max_event_time_ms
+    added: list[str] = []
+    for instant in new_instants:
+        t = instant.timestamp
+        added.append(t)
+        if timeline.is_compaction(instant):
+            continue
+        metadata = timeline.commit_metadata(instant)
+        if metadata.operation_type.upper() in _SERVICE_OPERATIONS:
+            continue
+        for partition in metadata.partition_to_write_stats:
+            writes = partitions.get(partition, ())
+            if t not in writes:
+                partitions[partition] = tuple(sorted((*writes, t)))
+        raw = metadata.extra_metadata.get(MAX_EVENT_TIME)
+        if raw is not None:
+            try:
+                value = int(raw)
+            except ValueError:
+                log.warning("%s: %s=%r is not epoch milliseconds; ignored", instant, MAX_EVENT_TIME, raw)
+            else:
+                max_event = value if max_event is None else max(max_event, value)
+    # Completed writes are indexed up to the first pending write: one may still complete with an
+    # earlier time than writes already indexed, so ``through`` never passes it.
+    pending = [i.timestamp for i in timeline.pending if i.action in COMMIT_ACTIONS]
+    completed = [i.timestamp for i in timeline.completed_commits]
+    through = index.through
+    if completed:
+        limit = min(pending) if pending else None
+        below = [t for t in completed if limit is None or t < limit]
+        if below and (through is None or below[-1] > through):
+            through = below[-1]
+    seen = frozenset(t for t in index.seen_after.union(added) if through is None or t > through)
+    new = WriteIndex(through, seen, partitions, max_event)
+    return new, bool(added) or new.through != index.through
+
+
+def load_index(timeline: Timeline) -> WriteIndex | None:
+    return WriteIndex.from_json(timeline.read_aux(INDEX_FILE))
+
+
+def save_index(store: TimelineStore, index: WriteIndex) -> None:
+    store.write_aux(INDEX_FILE, index.to_json())
+
+
+# -- commit state -----------------------------------------------------------------------------------
+COMMITTING = "COMMITTING"  # some policies applied (a crash left it): the next run applies the rest
+COMMITTED = "COMMITTED"
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    partition: str
+    status: str
+    applied: tuple[str, ...] = ()  # policies applied in this (re)commit, in order
+    covered: tuple[str, ...] = ()  # write instants the commit covers
+    commits: int = 0  # completed commits of this partition (re-commits of late data count)
+    committed_at: str | None = None  # ISO time of the last completed commit
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "partition": self.partition,
+                "status": self.status,
+                "applied": list(self.applied),
+                "covered": list(self.covered),
+                "commits": self.commits,
+                "committedAt": self.committed_at,
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    def with_(self, **changes: Any) -> PartitionState:
+        return replace(self, **changes)
+
+
+def state_file_name(partition: str) -> str:
+    """A plain, visible file name for ``partition`` (quoted; hashed when too long for a name)."""
+    quoted = "p-" + urllib.parse.quote(partition, safe="=-_")
+    if len(quoted) > 200:
+        quoted = "h-" + hashlib.sha256(partition.encode()).hexdigest()
+    return quoted + ".json"
+
+
+def load_state(timeline: Timeline, partition: str) -> PartitionState | None:
+    name = f"{STATE_FOLDER}/{state_file_name(partition)}"
+    data = timeline.read_aux(name)
+    if data is None:
+        return None
+    try:
+        body = json.loads(data)
+        state = PartitionState(
+            partition=str(body["partition"]),
+            status=str(body["status"]),
+            applied=tuple(body["applied"]),
+            covered=tuple(body["covered"]),
+            commits=int(body["commits"]),
+            committed_at=body.get("committedAt"),
+        )
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LakeError(
+            f"{timeline.storage.uri('.hoodie/.aux/' + name)}: unreadable commit state ({exc})"
+        ) from None
+    if state.partition != partition or state.status not in (COMMITTING, COMMITTED):
+        raise LakeError(f"{timeline.storage.uri('.hoodie/.aux/' + name)}: commit state of another partition")
+    return state
+
+
+def save_state(store: TimelineStore, state: PartitionState) -> None:
+    store.write_aux(state_file_name(state.partition), state.to_json(), folder=STATE_FOLDER)

@@ -1,0 +1,109 @@
+"""Example: hourly partitions committed Flink-style (copy and adapt). Runs as shipped: the first run
+creates its own table (copy-on-write, hive-style ``year=/month=/day=/hour=`` partitions).
+
+Each run covers the hour that ends at ``data_interval_end``:
+
+1. ``write`` writes that hour's events into partition ``year=YYYY/month=MM/day=DD/hour=HH``; each
+   commit records the min/max event time (``hoodie.payload.event.time.field``).
+2. ``wait_for_hour`` (``PartitionCommitSensor``, deferrable) waits until the partition is
+   committable: trigger ``partition-time``, the partition's time read with the pattern
+   ``$year-$month-$day $hour:00:00``, committable once the watermark (here ``data_interval_end``)
+   is after partition time + delay.
+3. ``commit`` (``PartitionCommitOperator``) applies the policies once: an empty ``_SUCCESS`` file in
+   the partition folder, which downstream readers wait for. A re-run commits nothing twice.
+
+Parsing this file imports no table code and needs no connection.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param, task
+
+from airflow_lake_provider.operators.partition_commit import PartitionCommitOperator
+from airflow_lake_provider.sensors.partition_commit import PartitionCommitSensor
+
+HOUR = "(data_interval_end - macros.timedelta(hours=1))"
+PARTITION = "{{ " + HOUR + ".strftime('year=%Y/month=%m/day=%d/hour=%H') }}"
+COMMIT_OPTIONS = {
+    "sink.partition-commit.trigger": "partition-time",
+    "partition.time-extractor.timestamp-pattern": "$year-$month-$day $hour:00:00",
+    "sink.partition-commit.delay": "0 s",
+    "sink.partition-commit.policy.kind": "success-file",
+}
+
+with DAG(
+    dag_id="example_lake_partition_commit",
+    schedule="@hourly",
+    start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["example", "lake", "partition-commit"],
+    doc_md=__doc__,
+    params={
+        "table_path": Param(
+            "/tmp/lake/example_partition_commit", type="string", description="Base path of the table."
+        ),
+    },
+) as dag:
+
+    @task
+    def write(table_path: str, data_interval_end: pendulum.DateTime | None = None) -> str:
+        """Write three events of the hour before ``data_interval_end`` (the table is made if missing)."""
+        import datetime as dt
+
+        import pyarrow as pa
+
+        from airflow_lake_provider.lake import LakeTable, write
+        from airflow_lake_provider.lake.errors import TableNotFoundError
+
+        try:
+            table = LakeTable.open(table_path)
+        except TableNotFoundError:
+            table = LakeTable.create(
+                table_path,
+                name="events",
+                table_type="cow",
+                record_key_fields=("event_id",),
+                precombine_field="ts",
+                partition_fields=("year", "month", "day", "hour"),
+                hive_style=True,
+            )
+        assert data_interval_end is not None
+        hour = dt.datetime.fromtimestamp(data_interval_end.timestamp(), dt.timezone.utc) - dt.timedelta(
+            hours=1
+        )
+        times = [hour + dt.timedelta(minutes=m) for m in (5, 25, 55)]
+        batch = pa.table(
+            {
+                "event_id": [f"{hour:%Y%m%d%H}-{i}" for i in range(3)],
+                "ts": pa.array([int(t.timestamp() * 1000) for t in times], pa.int64()),
+                "event_time": pa.array(times, pa.timestamp("ms", tz="UTC")),
+                "value": [1.0, 2.0, 3.0],
+                "year": [f"{hour:%Y}"] * 3,
+                "month": [f"{hour:%m}"] * 3,
+                "day": [f"{hour:%d}"] * 3,
+                "hour": [f"{hour:%H}"] * 3,
+            }
+        )
+        return write(table, batch, "upsert", event_time_field="event_time").instant
+
+    written = write("{{ params.table_path }}")
+    wait_for_hour = PartitionCommitSensor(
+        task_id="wait_for_hour",
+        table_path="{{ params.table_path }}",
+        partitions=PARTITION,
+        options=COMMIT_OPTIONS,
+        watermark="{{ data_interval_end }}",
+        commit=False,
+        deferrable=True,
+        poke_interval=30,
+        timeout=6 * 3600,
+    )
+    commit = PartitionCommitOperator(
+        task_id="commit",
+        table_path="{{ params.table_path }}",
+        partitions=PARTITION,
+        options=COMMIT_OPTIONS,
+    )
+
+    written >> wait_for_hour >> commit

@@ -1,0 +1,193 @@
+"""Partition commit from Airflow: the hourly example DAG under ``dag.test()`` (write -> deferrable
+sensor -> commit), the sensor's poke and trigger, the operator, and light imports."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pendulum
+import pyarrow as pa
+import pytest
+from dag_helpers import load_example_dag, task_states, xcom_value
+from hudi import HudiTableBuilder
+
+from airflow_lake_provider.hooks.errors import LakeConfigError
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.operators.partition_commit import PartitionCommitOperator
+from airflow_lake_provider.sensors.partition_commit import PartitionCommitSensor
+from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
+
+pytestmark = pytest.mark.airflow
+
+DAG_ID = "example_lake_partition_commit"
+PART = "year=2024/month=01/day=05/hour=03"
+OPTIONS = {
+    "sink.partition-commit.trigger": "partition-time",
+    "partition.time-extractor.timestamp-pattern": "$year-$month-$day $hour:00:00",
+}
+
+
+def _hourly_table(path: Path, hours: tuple[str, ...] = ("03",)) -> LakeTable:
+    table = LakeTable.create(
+        path,
+        name="events",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("year", "month", "day", "hour"),
+        hive_style=True,
+    )
+    n = len(hours)
+    write(
+        table,
+        pa.table(
+            {
+                "id": [f"e{h}" for h in hours],
+                "ts": pa.array([1] * n, pa.int64()),
+                "year": ["2024"] * n,
+                "month": ["01"] * n,
+                "day": ["05"] * n,
+                "hour": list(hours),
+            }
+        ),
+        "insert",
+    )
+    return table
+
+
+def test_example_dag_writes_waits_and_commits_the_hour(
+    repo_root: Path, airflow_db: Path, tmp_path: Path
+) -> None:
+    dag = load_example_dag(repo_root, DAG_ID)
+    table_path = tmp_path / "events"
+    # A run at 04:00 covers the hour 03:00-04:00 of 2024-01-05.
+    dr = dag.test(
+        logical_date=pendulum.datetime(2024, 1, 5, 4, tz="UTC"), run_conf={"table_path": str(table_path)}
+    )
+    assert dr.state == "success", task_states(DAG_ID, dr.run_id)
+    waited = xcom_value(DAG_ID, dr.run_id, "wait_for_hour")
+    assert waited["outcome"] == "PLANNED" and waited["committed"] == []
+    assert waited["partitions"][PART]["decision"] == "DUE"
+    assert waited["partitions"][PART]["partition_time"] == "2024-01-05T03:00:00"
+    committed = xcom_value(DAG_ID, dr.run_id, "commit")
+    assert committed["outcome"] == "COMMITTED" and committed["committed"] == [PART]
+    assert (table_path / PART / "_SUCCESS").read_bytes() == b""
+    rows = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table_path)).build().read())
+    assert sorted(rows.column("event_id").to_pylist()) == ["2024010503-0", "2024010503-1", "2024010503-2"]
+
+
+def test_sensor_waits_for_the_watermark_then_commits_once(tmp_path: Path) -> None:
+    table = _hourly_table(tmp_path / "t")
+    early = PartitionCommitSensor(
+        task_id="w",
+        table_path=str(table.base_path),
+        partitions=PART,
+        options=OPTIONS,
+        watermark="2024-01-05T04:00:00Z",
+        delay="1 h",
+    )
+    assert early.poke({}).is_done is False  # type: ignore[arg-type]
+    assert not (table.base_path / PART / "_SUCCESS").exists()
+    due = PartitionCommitSensor(
+        task_id="w",
+        table_path=str(table.base_path),
+        partitions=[PART],
+        options=OPTIONS,
+        watermark="2024-01-05T04:00:01Z",
+        delay="1 h",
+    )
+    done = due.poke({})  # type: ignore[arg-type]
+    assert done.is_done is True and done.xcom_value["committed"] == [PART]
+    assert (table.base_path / PART / "_SUCCESS").exists()
+    again = due.poke({})  # type: ignore[arg-type]
+    assert again.is_done is True and again.xcom_value["committed"] == []
+    assert again.xcom_value["already_committed"] == [PART]
+
+
+def test_sensor_waits_for_a_partition_not_written_yet(tmp_path: Path) -> None:
+    table = _hourly_table(tmp_path / "t")
+    sensor = PartitionCommitSensor(
+        task_id="w",
+        table_path=str(table.base_path),
+        partitions="year=2024/month=01/day=05/hour=09",
+        options=OPTIONS,
+        watermark="2030-01-01T00:00:00Z",
+    )
+    assert sensor.poke({}).is_done is False  # type: ignore[arg-type]
+
+
+def test_trigger_fires_when_ready_round_trips_and_times_out(tmp_path: Path) -> None:
+    table = _hourly_table(tmp_path / "t")
+    trigger = PartitionCommitTrigger(
+        str(table.base_path), [PART], OPTIONS, "2024-01-05T04:00:00Z", poll_interval=0.1
+    )
+    path, kwargs = trigger.serialize()
+    assert path == "airflow_lake_provider.triggers.partition_commit.PartitionCommitTrigger"
+    assert PartitionCommitTrigger(**kwargs).serialize() == (path, kwargs)
+
+    async def first_event(t: PartitionCommitTrigger) -> Any:
+        async for event in t.run():
+            return event.payload
+
+    payload = asyncio.run(first_event(trigger))
+    assert payload["status"] == "ready" and payload["summary"]["partitions"][PART]["decision"] == "DUE"
+    assert not (table.base_path / PART / "_SUCCESS").exists()  # the trigger never commits
+    waiting = PartitionCommitTrigger(
+        str(table.base_path),
+        [PART],
+        {**OPTIONS, "sink.partition-commit.delay": "2 h"},
+        "2024-01-05T04:00:00Z",
+        poll_interval=0.1,
+        timeout_at=time.time() + 0.3,
+    )
+    assert asyncio.run(first_event(waiting)) == {"status": "timeout"}
+    sensor = PartitionCommitSensor(
+        task_id="w",
+        table_path=str(table.base_path),
+        partitions=PART,
+        options=OPTIONS,
+        watermark="2024-01-05T04:00:00Z",
+        deferrable=True,
+    )
+    result = sensor.execute_complete({}, {"status": "ready", "summary": payload["summary"]})  # type: ignore[arg-type]
+    assert result["committed"] == [PART]
+
+
+def test_operator_commits_at_once_and_refuses_a_missing_partition(tmp_path: Path) -> None:
+    table = _hourly_table(tmp_path / "t", hours=("03", "04"))
+    calls: list[Any] = []
+    op = PartitionCommitOperator(
+        task_id="c",
+        table_path=str(table.base_path),
+        partitions=[PART, "year=2024/month=01/day=05/hour=04"],
+        options={**OPTIONS, "sink.partition-commit.delay": "100 d"},
+        policies="success-file,custom",
+        custom_policy=calls.append,
+    )
+    result = op.execute({})  # type: ignore[arg-type]
+    assert result["committed"] == [PART, "year=2024/month=01/day=05/hour=04"]
+    assert [c.partition_path for c in calls] == result["committed"]
+    assert op.execute({})["committed"] == [] and len(calls) == 2  # type: ignore[arg-type]
+    bad = PartitionCommitOperator(
+        task_id="c", table_path=str(table.base_path), partitions=["year=2024/month=01/day=05/hour=09"]
+    )
+    with pytest.raises(LakeConfigError, match="hour=09"):
+        bad.execute({})  # type: ignore[arg-type]
+
+
+def test_operator_sensor_and_trigger_modules_import_no_table_core() -> None:
+    code = (
+        "import sys\n"
+        "import airflow_lake_provider.sensors.partition_commit\n"
+        "import airflow_lake_provider.operators.partition_commit\n"
+        "import airflow_lake_provider.triggers.partition_commit\n"
+        "print([m for m in ('pyarrow', 'polars', 'fastavro', 'pyspark') if m in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

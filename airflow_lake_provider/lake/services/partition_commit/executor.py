@@ -22,6 +22,7 @@ from airflow_lake_provider.lake.errors import (
     PartitionNotFoundError,
 )
 from airflow_lake_provider.lake.format.commit_metadata import join_partition
+from airflow_lake_provider.lake.format.instant import instant_to_datetime
 from airflow_lake_provider.lake.services.partition_commit.config import (
     POLICY_CLASS_KEY,
     PartitionCommitConfig,
@@ -54,6 +55,7 @@ from airflow_lake_provider.lake.services.partition_commit.state import (
     save_state,
 )
 from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
 
 log = logging.getLogger(__name__)
 
@@ -212,7 +214,6 @@ def commit_partitions(
                 "(lake partition-commit and the Airflow operators do so)"
             )
         handlers[PolicyKind.METASTORE] = getattr(metastore, "commit", metastore)
-    moment = now or table.clock.now()
     given_watermark = parse_watermark(watermark) if watermark is not None else None
 
     def values_of(partition: str) -> PartitionValues:
@@ -220,6 +221,7 @@ def commit_partitions(
 
     with table.store.exclusive(LOCK, wait_seconds=LOCK_WAIT_SECONDS):
         timeline = table.timeline()
+        moment = now or _now(table, timeline)
         index, changed = refresh_index(timeline, load_index(timeline))
         states = {p: load_state(timeline, p) for p in names}
         wm = given_watermark
@@ -317,3 +319,13 @@ def _commit_one(
         decision.reason,
         ", ".join(k.value for k in config.policies),
     )
+
+
+def _now(table: LakeTable, timeline: Timeline) -> dt.datetime:
+    """The clock's time, never before the newest instant: instant times run a few milliseconds ahead
+    of the clock when many are handed out within one millisecond."""
+    moment = table.clock.now()
+    latest = timeline.latest_time
+    if latest is not None:
+        moment = max(moment, instant_to_datetime(latest if len(latest) == 17 else latest + "000"))
+    return moment

@@ -97,3 +97,11 @@ class ObjectNotFoundError(StorageError, FileNotFoundError):
 
 class ObjectExistsError(StorageError, FileExistsError):
     """A create-only write found the file already there; nothing was overwritten."""
+
+
+class StorageAccessError(StorageError, PermissionError):
+    """The store refused the credentials (wrong key, no permission)."""
+
+
+class StorageUnavailableError(StorageError, ConnectionError):
+    """The store could not be reached (network error, endpoint down)."""

@@ -25,7 +25,7 @@ import shutil
 import time
 import urllib.parse
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -260,8 +260,14 @@ class LocalStorage(Storage):
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def open_storage(location: str | os.PathLike[str] | Storage) -> Storage:
-    """The storage rooted at a table location: a local path, a ``file://`` or an ``s3://`` URI."""
+def open_storage(
+    location: str | os.PathLike[str] | Storage, environ: Mapping[str, str] | None = None
+) -> Storage:
+    """The storage rooted at a table location: a local path, a ``file://`` or an ``s3://`` URI.
+
+    ``environ`` holds the ``AWS_*`` settings of an ``s3://`` location in place of the process
+    environment (the Airflow hooks pass a connection's credentials this way, never via ``os.environ``).
+    """
     if isinstance(location, Storage):
         return location
     text = os.fspath(location)
@@ -278,7 +284,7 @@ def open_storage(location: str | os.PathLike[str] | Storage) -> Storage:
         # Imported here: obstore loads only for tables that live on S3.
         from airflow_lake_provider.lake.storage_s3 import S3Storage
 
-        return S3Storage(text)
+        return S3Storage(text, environ=environ)
     raise StorageError(
         f"{text}: storage scheme {scheme!r} is not supported (local paths, file: and s3: URIs are)"
     )

@@ -142,3 +142,35 @@ def test_example_clean_dag_on_an_s3_table(
     assert SECRET not in json.dumps([result, preview])
     gone = before - set(s3_objects(s3_endpoint, s3_bucket, "trips/"))
     assert {f.rsplit("_", 1)[1] for f in gone if f.endswith(".parquet")} == {f"{commits[0]}.parquet"}
+
+
+@pytest.fixture(scope="module")
+def compaction_dag(repo_root: Any, airflow_db: Any) -> Any:
+    return load_example_dag(repo_root, "example_lake_compaction")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_example_compaction_dag_on_an_s3_table_runs_spark_with_connection_credentials(
+    compaction_dag: Any, lake_conn: str, s3_bucket: str, s3_endpoint: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """spark-submit (local[2]) reads and writes the s3:// table with credentials from its environment."""
+    from hudi import HudiTableBuilder
+    from s3_helpers import hudi_s3_options
+    from test_compaction_dag import _mor_table, _rows
+
+    from airflow_lake_provider.lake.table.reader import read_snapshot
+
+    uri = f"s3://{s3_bucket}/trips"
+    table = _mor_table(open_storage(uri, environ=s3_environ(s3_endpoint)))  # type: ignore[arg-type]
+    expected = _rows(read_snapshot(table))
+    caplog.set_level("DEBUG")
+    dr = compaction_dag.test(run_conf={"table_path": uri, "lake_conn_id": lake_conn})
+    assert dr.state == "success", task_states("example_lake_compaction", dr.run_id)
+    result = xcom_value("example_lake_compaction", dr.run_id, "compact")
+    assert result["outcome"] == "COMPLETED" and result["operations"] == 4 and result["records_written"] == 35
+    done = table.timeline().get(result["instant"])
+    assert done is not None and done.is_completed
+    hudi = HudiTableBuilder.from_base_uri(uri).with_storage_options(hudi_s3_options(s3_endpoint)).build()
+    assert _rows(read_snapshot(table)) == expected == _rows(pa.Table.from_batches(hudi.read()))
+    assert SECRET not in caplog.text and SECRET not in json.dumps(result)

@@ -174,3 +174,32 @@ def test_example_compaction_dag_on_an_s3_table_runs_spark_with_connection_creden
     hudi = HudiTableBuilder.from_base_uri(uri).with_storage_options(hudi_s3_options(s3_endpoint)).build()
     assert _rows(read_snapshot(table)) == expected == _rows(pa.Table.from_batches(hudi.read()))
     assert SECRET not in caplog.text and SECRET not in json.dumps(result)
+
+
+@pytest.mark.parametrize(
+    ("base", "path", "resolved"),
+    [
+        ("s3://b/lake", "trips", "s3://b/lake/trips"),
+        ("s3://b/lake/", "a/./trips/", "s3://b/lake/a/trips"),
+        ("s3://b/lake", "s3://b/lake/trips", "s3://b/lake/trips"),
+        ("s3://b/lake", "../other", None),
+        ("s3://b/lake", "/data/trips", None),
+        ("s3://b/lake", "s3://b/lakeside/t", None),
+        ("s3://b/lake", "s3://b/lake/../x", None),
+        ("/data/lake", "s3://b/lake/t", None),
+    ],
+)
+def test_table_paths_resolve_under_an_s3_base_path(
+    monkeypatch: pytest.MonkeyPatch, base: str, path: str, resolved: str | None
+) -> None:
+    from airflow_lake_provider.hooks.lake import LakeConfigError, LakeHook
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_BASE", json.dumps({"conn_type": "lake", "extra": {"base_path": base}})
+    )
+    hook = LakeHook(lake_conn_id="lake_base")
+    if resolved is None:
+        with pytest.raises(LakeConfigError, match="lies outside the connection's base_path"):
+            hook.resolve_table_path(path)
+    else:
+        assert hook.resolve_table_path(path) == resolved

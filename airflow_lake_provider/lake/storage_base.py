@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
 
 from airflow_lake_provider.lake.errors import (
+    LakeError,
     ObjectExistsError,
     StorageError,
     UnsafePathError,
@@ -122,6 +123,22 @@ class Storage(ABC):
     @abstractmethod
     def delete_tree(self, rel: str) -> None:
         """Delete a folder and everything under it (nothing if it is gone)."""
+
+    #: Whether ``delete_many`` deletes many files per request (object stores) rather than one by one.
+    supports_bulk_delete: bool = False
+
+    def delete_many(self, rels: Sequence[str]) -> list[str]:
+        """Delete files whose absence is all that matters (one already gone counts as deleted).
+
+        Returns the paths that could not be deleted (each is logged by the caller).
+        """
+        failed = []
+        for rel in rels:
+            try:
+                self.delete(rel)
+            except (LakeError, OSError):
+                failed.append(rel)
+        return failed
 
     def check_deletable(self, rel: str) -> str:
         """The path guard of every deleting service: ``rel`` normalised, or ``UnsafePathError``.

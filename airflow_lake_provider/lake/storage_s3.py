@@ -29,7 +29,7 @@ import threading
 import time
 import urllib.parse
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import timedelta
 from typing import IO, Any
 
@@ -300,6 +300,27 @@ class S3Storage(Storage):
                 return False
             obstore.delete(self.store, key)
         return True
+
+    supports_bulk_delete = True
+
+    def delete_many(self, rels: Sequence[str]) -> list[str]:
+        # DeleteObjects: 1,000 keys a request, no HEAD (a missing key is a success, as the clean wants).
+        failed: list[str] = []
+        for start in range(0, len(rels), 1000):
+            chunk = list(rels[start : start + 1000])
+            try:
+                obstore.delete(self.store, [self._key(rel) for rel in chunk])
+            except (BaseError, FileNotFoundError) as exc:
+                log.warning(
+                    "bulk delete under %s failed (%s); deleting one by one", self.root, type(exc).__name__
+                )
+                for rel in chunk:
+                    try:
+                        with self._mapped(rel, "delete"):
+                            obstore.delete(self.store, self._key(rel))
+                    except StorageError:
+                        failed.append(rel)
+        return failed
 
     def delete_tree(self, rel: str) -> None:
         sub = self._inside(rel)

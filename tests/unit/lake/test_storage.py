@@ -166,6 +166,10 @@ def test_delete_and_delete_tree(storage: Storage) -> None:
     storage.delete_tree(".hoodie/.temp/9")
     storage.delete_tree(".hoodie/.temp/9")  # nothing left: no error
     assert contents(storage) == {}
+    storage.write("p/b", b"2")
+    storage.write("p/c", b"3")
+    assert storage.delete_many(["p/b", "p/gone", "p/c"]) == []  # gone counts as deleted
+    assert contents(storage) == {}
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -276,3 +277,16 @@ def test_importing_the_core_storage_does_not_load_obstore() -> None:
     env = {**os.environ, "PYTHONPATH": os.getcwd()}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     assert out.stdout.strip() == "False"
+
+
+def test_delete_many_deletes_a_thousand_keys_a_request_without_heads(
+    s3: S3Storage, s3_endpoint: str, calls: Counter[str]
+) -> None:
+    rels = [f"p/{i:05d}.parquet" for i in range(1500)]
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda rel: s3.write(rel, b""), rels))
+    s3.write("p/keep.parquet", b"k")
+    calls.clear()
+    assert s3.delete_many([*rels, "p/never-there.parquet"]) == []
+    assert calls == Counter({"delete": 2})
+    assert s3_objects(s3_endpoint, s3.bucket, "t/") == {"p/keep.parquet": b"k"}

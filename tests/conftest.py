@@ -189,3 +189,17 @@ def s3_bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     bucket = f"lake-{uuid.uuid4().hex[:16]}"
     s3_client(s3_endpoint).create_bucket(Bucket=bucket)
     return bucket
+
+
+@pytest.fixture
+def refusing_s3_endpoint() -> Iterator[str]:
+    """An S3 endpoint that answers every request 403 InvalidAccessKeyId (wrong credentials)."""
+    import http.server
+    import threading
+
+    from s3_helpers import RefusingS3Handler
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RefusingS3Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.server
+
 import boto3
 
 S3_KEYS = {"AWS_ACCESS_KEY_ID": "lake-test-key", "AWS_SECRET_ACCESS_KEY": "lake-test-secret"}
@@ -41,3 +43,24 @@ def s3_client(endpoint: str):  # noqa: ANN201 (boto3 client types are generated)
         aws_access_key_id=S3_KEYS["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=S3_KEYS["AWS_SECRET_ACCESS_KEY"],
     )
+
+
+class RefusingS3Handler(http.server.BaseHTTPRequestHandler):
+    """An S3 endpoint that refuses every request's credentials, as AWS does for a wrong key."""
+
+    def _refuse(self) -> None:
+        body = (
+            b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId</Code>'
+            b"<Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>"
+        )
+        self.send_response(403)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _refuse
+
+    def log_message(self, *args: object) -> None:
+        pass

@@ -307,3 +307,26 @@ def test_a_lost_conditional_put_is_a_commit_conflict_naming_the_file(
         store.transition_to_completed(inflight, b'{"ours": 1}')
     hoodie = s3_objects(s3_endpoint, s3_bucket, "t/.hoodie/")
     assert json.loads(hoodie[f"{T1}.deltacommit"]) == {"other": 1}
+
+
+def test_cli_wrong_credentials_exit_1_naming_the_uri_and_never_the_secret(
+    refusing_s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = {
+        "AWS_ACCESS_KEY_ID": "AKIAWRONG",
+        "AWS_SECRET_ACCESS_KEY": "wrong-secret-xyz",
+        "AWS_REGION": "us-east-1",
+        "AWS_ENDPOINT_URL": refusing_s3_endpoint,
+        "AWS_ALLOW_HTTP": "true",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    for argv in (
+        ["timeline", "s3://bucket/t"],
+        ["read", "s3://bucket/t", "--output", "s3://bucket/o.parquet"],
+    ):
+        code, out, err = _run(capsys, *argv)
+        assert code == 1 and out == ""
+        line = err.strip().splitlines()[-1]
+        assert line.startswith("lake: error: ") and "s3://bucket/t" in line and "access denied" in line
+        assert "wrong-secret-xyz" not in err

@@ -6,7 +6,6 @@ HTTP server stands in for an endpoint that refuses the credentials.
 
 from __future__ import annotations
 
-import http.server
 import io
 import json
 import multiprocessing
@@ -14,7 +13,6 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
@@ -199,44 +197,14 @@ def test_missing_bucket_is_named(s3_endpoint: str, s3_bucket: str) -> None:
             call()
 
 
-class _Refusing(http.server.BaseHTTPRequestHandler):
-    """An S3 endpoint that refuses every request's credentials, as AWS does for a wrong key."""
-
-    def _refuse(self) -> None:
-        body = (
-            b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>InvalidAccessKeyId</Code>'
-            b"<Message>The AWS Access Key Id you provided does not exist in our records.</Message></Error>"
-        )
-        self.send_response(403)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    do_GET = do_PUT = do_HEAD = do_DELETE = do_POST = _refuse
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-@pytest.fixture
-def refusing_endpoint() -> Iterator[str]:
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-
-
 def test_wrong_credentials_are_named_and_never_shown(
-    refusing_endpoint: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    refusing_s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     env = {
         "AWS_ACCESS_KEY_ID": "AKIAWRONGWRONGWRONG",
         "AWS_SECRET_ACCESS_KEY": "very-secret-value-123",
         "AWS_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": refusing_endpoint,
+        "AWS_ENDPOINT_URL": refusing_s3_endpoint,
         "AWS_ALLOW_HTTP": "true",
     }
     for name, value in env.items():

@@ -389,6 +389,8 @@ class S3Storage(Storage):
             return result["e_tag"]
 
     def _release(self, rel: str, key: str, owner: str) -> None:
+        # Read, then delete if still ours: obstore's delete takes no If-Match, so a takeover landing
+        # between the two (only possible after our lock expired unrefreshed) would lose its lock.
         try:
             held = obstore.get(self.store, key)
             if json.loads(bytes(held.bytes())).get("owner") == owner:

@@ -18,7 +18,7 @@ from hudi import HudiReadOptions, HudiTableBuilder
 from s3_helpers import hudi_s3_options, s3_client, s3_objects
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.errors import CommitConflictError, TableNotFoundError
+from airflow_lake_provider.lake.errors import CommitConflictError, StorageUnavailableError, TableNotFoundError
 from airflow_lake_provider.lake.format.instant import Action
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import (
@@ -330,3 +330,27 @@ def test_cli_wrong_credentials_exit_1_naming_the_uri_and_never_the_secret(
         line = err.strip().splitlines()[-1]
         assert line.startswith("lake: error: ") and "s3://bucket/t" in line and "access denied" in line
         assert "wrong-secret-xyz" not in err
+
+
+@pytest.mark.parametrize("method", ["read_range", "read"])
+def test_a_store_outage_while_reading_files_is_not_reported_as_corruption(
+    s3_bucket: str, monkeypatch: pytest.MonkeyPatch, method: str
+) -> None:
+    """Base files are read in ranges, MOR log files whole: both outages surface as the store's error."""
+    uri = f"s3://{s3_bucket}/t"
+    table = LakeTable.create(
+        uri, name="t", table_type="mor", record_key_fields=("id",), precombine_field="ts"
+    )
+    write(table, _batch([(1, 1, "a")]), "insert")
+    write(table, _batch([(1, 2, "b")]), "upsert")  # a log file
+    table = LakeTable.open(uri)  # hoodie.properties read before the outage
+
+    def down(self: S3Storage, rel: str, *args: object) -> bytes:
+        if rel.startswith(".hoodie/"):
+            return real(self, rel, *args)
+        raise StorageUnavailableError(f"{self.uri(rel)}: cannot reach the S3 endpoint to read")
+
+    real = getattr(S3Storage, method)
+    monkeypatch.setattr(S3Storage, method, down)
+    with pytest.raises(StorageUnavailableError, match=f"{uri}/.*: cannot reach the S3 endpoint"):
+        read_snapshot(table)

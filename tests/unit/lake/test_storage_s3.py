@@ -254,6 +254,9 @@ def test_delete_many_deletes_a_thousand_keys_a_request_without_heads(
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda rel: s3.write(rel, b""), rels))
     s3.write("p/keep.parquet", b"k")
+    # Listings past one page (1,000 keys) are whole, in every form.
+    assert len(s3.list("p")) == len(s3.list_names("p")) == len(s3.list_dir("p")[0]) == 1501
+    assert sum(len(files) for _, files in s3.walk("")) == 1501
     calls.clear()
     assert s3.delete_many([*rels, "p/never-there.parquet"]) == []
     assert calls == Counter({"delete": 2})

@@ -35,6 +35,9 @@ with DAG(
     render_template_as_native_obj=True,
     params={
         "table_path": Param("/tmp/lake/example_table", type="string", description="Base path of the table."),
+        "lake_conn_id": Param(
+            "", type="string", description="The lake connection (S3 key pair, endpoint); empty for none."
+        ),
         "spark_threshold": Param(
             10_000, type="integer", minimum=0, description="Plans with more files than this run on Spark."
         ),
@@ -43,12 +46,14 @@ with DAG(
     preview_clean = ScheduleCleanOperator(
         task_id="preview_clean",
         table_path="{{ params.table_path }}",
+        lake_conn_id="{{ params.lake_conn_id }}",
         options=CLEAN_OPTIONS,
         dry_run=True,
     )
     clean = ScheduleCleanOperator(
         task_id="clean",
         table_path="{{ params.table_path }}",
+        lake_conn_id="{{ params.lake_conn_id }}",
         options=CLEAN_OPTIONS,
         mode="schedule_and_execute",
         spark_threshold="{{ params.spark_threshold }}",

@@ -34,15 +34,22 @@ with DAG(
     doc_md=__doc__,
     default_args={"retries": 1},
     params={
-        "table_path": Param("/tmp/lake/example_table", type="string", description="Base path of the table.")
+        "table_path": Param("/tmp/lake/example_table", type="string", description="Base path of the table."),
+        "lake_conn_id": Param(
+            "", type="string", description="The lake connection (S3 key pair, endpoint); empty for none."
+        ),
     },
 ) as dag:
     schedule = ScheduleCompactionOperator(
-        task_id="schedule", table_path="{{ params.table_path }}", options=COMPACTION_OPTIONS
+        task_id="schedule",
+        table_path="{{ params.table_path }}",
+        lake_conn_id="{{ params.lake_conn_id }}",
+        options=COMPACTION_OPTIONS,
     )
     wait_for_plan = CompactionPlanSensor(
         task_id="wait_for_plan",
         table_path="{{ params.table_path }}",
+        lake_conn_id="{{ params.lake_conn_id }}",
         deferrable=True,
         poke_interval=30,
         timeout=30 * 60,
@@ -51,6 +58,7 @@ with DAG(
     compact = RunCompactionOperator(
         task_id="compact",
         table_path="{{ params.table_path }}",
+        lake_conn_id="{{ params.lake_conn_id }}",
         instant="{{ ti.xcom_pull(task_ids='wait_for_plan') }}",
         spark_conn_id="spark_default",
     )

@@ -5,12 +5,24 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.spark_submit import RESULT_PREFIX
+
+# The variables S3Storage reads (credentials, endpoint): forwarded from the driver to the executors.
+STORAGE_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_REGION",
+    "AWS_DEFAULT_REGION",
+    "AWS_ENDPOINT_URL",
+    "AWS_ALLOW_HTTP",
+)
 
 
 def build_spark_session(
@@ -60,7 +72,10 @@ def run_job(
     becomes outcome FAILED with exit status 1."""
     setup_logging()
     args = parse_args(argv)
-    spark = build_spark_session(app_name, task_threads_env, worker_env)
+    # S3 settings reach the driver in its environment (from the lake connection); its executors get
+    # them as spark.executorEnv.* set here in-process, never on the spark-submit command line.
+    storage_env = {name: os.environ[name] for name in STORAGE_ENV if os.environ.get(name)}
+    spark = build_spark_session(app_name, task_threads_env, {**storage_env, **(worker_env or {})})
     try:
         emit_result(run(args, spark))
     except LakeError as exc:

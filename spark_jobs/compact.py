@@ -197,7 +197,7 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     sc = spark.sparkContext
     options = options_of(args.option)
     table = LakeTable.open(args.table)
-    base = str(table.base_path)
+    base = table.uri
     task_metrics: list[dict[str, Any]] = []
 
     def spark_runner(

@@ -159,3 +159,47 @@ def airflow_db() -> Path:
 
     initdb()
     return _AIRFLOW_HOME / "airflow.db"
+
+
+# --- S3: a real S3 HTTP API on 127.0.0.1 (moto's server) ------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """The URL of one moto S3 server for the whole session (started on first use)."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # its per-request log lines
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new empty bucket, with the AWS variables of this process pointing at the server."""
+    import uuid
+
+    from s3_helpers import s3_client, s3_environ
+
+    for name, value in s3_environ(s3_endpoint).items():
+        monkeypatch.setenv(name, value)
+    bucket = f"lake-{uuid.uuid4().hex[:16]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    return bucket
+
+
+@pytest.fixture
+def refusing_s3_endpoint() -> Iterator[str]:
+    """An S3 endpoint that answers every request 403 InvalidAccessKeyId (wrong credentials)."""
+    import http.server
+    import threading
+
+    from s3_helpers import RefusingS3Handler
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), RefusingS3Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()

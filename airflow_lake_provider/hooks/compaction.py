@@ -103,12 +103,12 @@ class CompactionHookMixin(SparkJobMixin):
                 dry_run=as_bool(dry_run, "dry_run"),
             )
         except ServiceBusyError as exc:
-            raise LakeServiceBusyError(f"compaction scheduling of {table.base_path}: {exc}") from exc
+            raise LakeServiceBusyError(f"compaction scheduling of {table.uri}: {exc}") from exc
         except ValueError as exc:  # bad options: retrying cannot help
-            raise LakeConfigError(f"compaction scheduling of {table.base_path}: {exc}") from exc
+            raise LakeConfigError(f"compaction scheduling of {table.uri}: {exc}") from exc
         except LakeError as exc:
-            raise LakeHookError(f"compaction scheduling of {table.base_path} failed: {exc}") from exc
-        return {**schedule_summary(result), "table_path": str(table.base_path)}
+            raise LakeHookError(f"compaction scheduling of {table.uri} failed: {exc}") from exc
+        return {**schedule_summary(result), "table_path": table.uri}
 
     def find_requested_compaction(self, table_path: str) -> str | None:
         """The earliest requested compaction plan's instant (ours or an external writer's), or ``None``.
@@ -143,24 +143,24 @@ class CompactionHookMixin(SparkJobMixin):
         :param spark_env: extra environment variables for ``spark-submit``.
         """
         table: LakeTable = self.open_table(table_path)  # type: ignore[attr-defined]
-        opts = _options(options, f"compaction of {table.base_path}")
+        opts = _options(options, f"compaction of {table.uri}")
         try:
             timeline = table.timeline()
         except LakeError as exc:
-            raise LakeHookError(f"compaction of {table.base_path}: cannot read the timeline: {exc}") from exc
+            raise LakeHookError(f"compaction of {table.uri}: cannot read the timeline: {exc}") from exc
         target = instant or next_compaction(timeline)
-        summary: dict[str, Any] = {"table_path": str(table.base_path), "instant": target}
+        summary: dict[str, Any] = {"table_path": table.uri, "instant": target}
         if target is None:
             return {**summary, "outcome": "NO_WORK", "reason": "no requested or inflight compaction"}
         found = timeline.get(target)
         if found is None or not (found.action is Action.COMPACTION or timeline.is_compaction(found)):
             # A wrong instant (a typo, a delta commit) cannot succeed on a retry: fail the task now.
-            raise LakeConfigError(f"{table.base_path} has no compaction at instant {target}")
+            raise LakeConfigError(f"{table.uri} has no compaction at instant {target}")
         done = compaction_metrics(timeline, target)
         if done is not None:
             return {**summary, "outcome": "ALREADY_COMPLETED", **done}
         started = time.monotonic()
-        args = ["--table", str(table.base_path), "--instant", target]
+        args = ["--table", table.uri, "--instant", target]
         for key, value in opts.items():
             args += ["--option", f"{key}={value}"]
         submission: SparkSubmission = self.submit_spark_job(
@@ -174,7 +174,7 @@ class CompactionHookMixin(SparkJobMixin):
         done = compaction_metrics(table.timeline(), target)
         if done is None:
             raise LakeSparkJobError(
-                f"compaction {target} of {table.base_path} did not complete on Spark"
+                f"compaction {target} of {table.uri} did not complete on Spark"
                 f"{': ' + submission.error if submission.error else ''}; it stays pending and a retry "
                 "recovers it"
             )

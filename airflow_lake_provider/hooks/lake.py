@@ -36,6 +36,7 @@ from airflow_lake_provider.lake.services.clean.executor import (
     run_clean,
     stored_plan,
 )
+from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 
@@ -44,6 +45,9 @@ CLEAN_MODES = ("schedule", "execute", "schedule_and_execute")
 DEFAULT_SPARK_THRESHOLD = 10_000
 # The only connection extras the hook reads (never the whole extra dict).
 EXTRA_BASE_PATH = "base_path"
+# S3 settings in the connection's extra, and the standard variable each one becomes. The key pair
+# is the connection's login and password.
+S3_EXTRAS = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "allow_http": "AWS_ALLOW_HTTP"}
 
 
 def _as_threshold(value: int | str) -> int:
@@ -61,12 +65,30 @@ def _completed_clean(timeline: Timeline, timestamp: str) -> Instant | None:
     return done[0] if done else None
 
 
+def _resolve_uri(base: str, path: str, given: str) -> str:
+    """``path`` under a URI ``base`` (``s3://bucket/lake``): relative ones joined, absolute ones inside."""
+    root = base.rstrip("/")
+    if "://" not in path:
+        if path.startswith("/"):
+            raise LakeConfigError(f"table path {given!r} lies outside the connection's base_path {base!r}")
+        parts = [p for p in path.split("/") if p not in ("", ".")]
+        if ".." in parts:
+            raise LakeConfigError(f"table path {given!r} lies outside the connection's base_path {base!r}")
+        return "/".join([root, *parts])
+    target = path.rstrip("/")
+    if ".." in target.split("/") or (target != root and not target.startswith(root + "/")):
+        raise LakeConfigError(f"table path {given!r} lies outside the connection's base_path {base!r}")
+    return target
+
+
 class LakeHook(CompactionHookMixin, BaseHook):
     """Runs table services on Hudi tables; the ``lake`` connection is optional.
 
-    With a connection, its extra ``base_path`` is the root of the lake: relative table paths are
-    resolved under it and absolute ones must lie inside it. Without one, table paths are used as
-    given.
+    With a connection, its extra ``base_path`` is the root of the lake (a folder or ``s3://bucket/prefix``):
+    relative table paths are resolved under it and absolute ones must lie inside it. Without one,
+    table paths are used as given. For ``s3://`` tables the connection's login and password are the
+    AWS key pair and its extras ``endpoint``, ``region`` and ``allow_http`` the rest; they reach the
+    core as settings and Spark jobs as environment variables, never a command line, log or XCom.
 
     :param lake_conn_id: Airflow connection id of type ``lake``, or ``None`` for no connection.
     """
@@ -85,18 +107,44 @@ class LakeHook(CompactionHookMixin, BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """The connection form: only the extra field is used (``{"base_path": "/lake"}``)."""
+        """The connection form: the S3 key pair (login, password) and the extra field."""
         return {
-            "hidden_fields": ["host", "schema", "login", "password", "port"],
-            "relabeling": {},
-            "placeholders": {"extra": '{"base_path": "/data/lake"}'},
+            "hidden_fields": ["host", "schema", "port"],
+            "relabeling": {"login": "AWS access key id", "password": "AWS secret access key"},
+            "placeholders": {
+                "extra": '{"base_path": "s3://bucket/lake", "endpoint": "https://s3.example.com", '
+                '"region": "us-east-1", "allow_http": false}'
+            },
         }
 
     def get_conn(self) -> Any:
         """The Airflow connection, or ``None`` when the hook runs without one."""
-        if self.lake_conn_id is None:
+        if not self.lake_conn_id:  # None, or "" from a DAG param left empty
             return None
         return self.get_connection(self.lake_conn_id)
+
+    def storage_env(self) -> dict[str, str]:
+        """The connection's S3 settings as the standard ``AWS_*`` variables (empty without any).
+
+        Holds the secret key: pass it only to the core or a child process' environment.
+        """
+        conn = self.get_conn()
+        if conn is None:
+            return {}
+        env = {}
+        if conn.login:
+            env["AWS_ACCESS_KEY_ID"] = str(conn.login)
+        if conn.password:
+            env["AWS_SECRET_ACCESS_KEY"] = str(conn.password)
+        extra = conn.extra_dejson
+        for key, name in S3_EXTRAS.items():
+            value = extra.get(key)
+            if value is None or value == "":
+                continue
+            if key == "allow_http":
+                value = "true" if as_bool(value, "allow_http") else "false"
+            env[name] = str(value)
+        return env
 
     # -- tables --------------------------------------------------------------------------------
     @property
@@ -122,6 +170,8 @@ class LakeHook(CompactionHookMixin, BaseHook):
         base = self.base_path
         if base is None:
             return path
+        if "://" in base or "://" in path:
+            return _resolve_uri(base, path, table_path)
         root = PurePosixPath(os.path.normpath(base))
         target = PurePosixPath(os.path.normpath(root / path))
         if target != root and root not in target.parents:
@@ -133,7 +183,9 @@ class LakeHook(CompactionHookMixin, BaseHook):
     def open_table(self, table_path: str) -> LakeTable:
         """Open the table at ``table_path`` (resolved with :meth:`resolve_table_path`)."""
         try:
-            return LakeTable.open(self.resolve_table_path(table_path))
+            path = self.resolve_table_path(table_path)
+            # The connection's settings over the process' own; given to the storage, not os.environ.
+            return LakeTable.open(open_storage(path, environ={**os.environ, **self.storage_env()}))
         except LakeError as exc:
             raise LakeConfigError(str(exc)) from exc
 
@@ -183,24 +235,24 @@ class LakeHook(CompactionHookMixin, BaseHook):
             if mode == "schedule" or planned <= threshold:
                 self.log.info(
                     "clean of %s: %d files planned (<= %d): running in the worker",
-                    table.base_path,
+                    table.uri,
                     planned,
                     threshold,
                 )
                 return self._summary(table, run_clean(table, opts, mode=mode), "local")
             self.log.info(
                 "clean of %s: %d files planned (> %d): executing on Spark",
-                table.base_path,
+                table.uri,
                 planned,
                 threshold,
             )
             return self._clean_on_spark(table, opts, mode, spark_conn_id, spark_conf, spark_env)
         except ServiceBusyError as exc:
-            raise LakeServiceBusyError(f"clean of {table.base_path} not started: {exc}") from exc
+            raise LakeServiceBusyError(f"clean of {table.uri} not started: {exc}") from exc
         except ValueError as exc:  # core input errors (CleanConfigError, UnsafePathError, ...)
-            raise LakeConfigError(f"clean of {table.base_path}: {exc}") from exc
+            raise LakeConfigError(f"clean of {table.uri}: {exc}") from exc
         except LakeError as exc:
-            raise LakeHookError(f"clean of {table.base_path} failed: {exc}") from exc
+            raise LakeHookError(f"clean of {table.uri} failed: {exc}") from exc
 
     def _clean_on_spark(
         self,
@@ -222,7 +274,7 @@ class LakeHook(CompactionHookMixin, BaseHook):
         if not targets:
             result = scheduled or CleanResult(Outcome.NO_WORK, reason="no pending clean to execute")
             return self._summary(table, result, "none")
-        args = ["--table", str(table.base_path), "--mode", "execute"]
+        args = ["--table", table.uri, "--mode", "execute"]
         for key, value in options.items():
             args += ["--option", f"{key}={value}"]
         if len(targets) == 1:
@@ -235,7 +287,7 @@ class LakeHook(CompactionHookMixin, BaseHook):
         missing = [t for t, done in completed.items() if done is None]
         if missing:
             raise LakeSparkJobError(
-                f"clean {', '.join(missing)} of {table.base_path} did not complete on Spark"
+                f"clean {', '.join(missing)} of {table.uri} did not complete on Spark"
                 f"{': ' + submission.error if submission.error else ''}; the next clean finishes it"
             )
         if not submission.ok:
@@ -287,7 +339,7 @@ class LakeHook(CompactionHookMixin, BaseHook):
 
     @staticmethod
     def _summary(table: LakeTable, result: CleanResult, executor: str) -> dict[str, Any]:
-        return {**result.to_dict(), "table_path": str(table.base_path), "executor": executor}
+        return {**result.to_dict(), "table_path": table.uri, "executor": executor}
 
 
 __all__ = [

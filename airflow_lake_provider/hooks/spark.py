@@ -11,7 +11,8 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_lake_provider.lake.spark_submit import job_conf, job_script, spark_submit_binary
+from airflow_lake_provider.hooks.errors import LakeConfigError
+from airflow_lake_provider.lake.spark_submit import core_zip, job_conf, job_script, spark_submit_binary
 
 
 @dataclass(frozen=True)
@@ -79,15 +80,33 @@ class SparkJobMixin:
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         application = str(job_script(script))
-        hook = SparkSubmitHook(
-            conf=job_conf(conf),
-            conn_id=conn_id,
-            name=name or f"lake-{Path(script).stem}",
-            application_args=[str(a) for a in args],
-            env_vars=spark_job_env(env_vars),
-            # The connection extra only allows bare names; the argument takes the venv's binary.
-            spark_binary=spark_submit_binary(),
-        )
+        # S3 credentials travel in spark-submit's environment: the driver hands them to its executors
+        # as spark.executorEnv.* set in-process (spark_jobs/_common.py), never on a command line.
+        secrets = self.storage_env() if hasattr(self, "storage_env") else {}
+
+        def build(py_files: str | None) -> SparkSubmitHook:
+            return SparkSubmitHook(
+                conf=job_conf(conf),
+                conn_id=conn_id,
+                name=name or f"lake-{Path(script).stem}",
+                application_args=[str(a) for a in args],
+                env_vars=spark_job_env({**secrets, **(env_vars or {})}),
+                py_files=py_files,
+                # The connection extra only allows bare names; the argument takes the venv's binary.
+                spark_binary=spark_submit_binary(),
+            )
+
+        hook = build(None)
+        if not str(hook._connection["master"]).startswith("local"):
+            # Executors on a cluster get the core as a zip (--py-files), not from an installed package.
+            hook = build(str(core_zip()))
+        if secrets and (hook._is_yarn or hook._is_kubernetes):
+            # SparkSubmitHook turns env_vars into --conf values for these masters: the secret would be
+            # on the command line (and in `ps`). Use the cluster's own credentials (instance roles) there.
+            raise LakeConfigError(
+                f"connection {conn_id!r}: S3 credentials from the lake connection cannot be passed to a "
+                "YARN or Kubernetes spark-submit without putting them on its command line"
+            )
         self._spark_hook = hook
         command = (application, *map(str, args))
         try:

@@ -121,3 +121,11 @@ class PartitionCommitConfigError(PartitionCommitError, ValueError):
 
 class PartitionNotFoundError(PartitionCommitError, ValueError):
     """A partition named for commit has no completed write on the table."""
+
+
+class StorageAccessError(StorageError, PermissionError):
+    """The store refused the credentials (wrong key, no permission)."""
+
+
+class StorageUnavailableError(StorageError, ConnectionError):
+    """The store could not be reached (network error, endpoint down)."""

@@ -46,6 +46,39 @@ def job_script(name: str) -> Path:
     return path
 
 
+_CORE_ZIP: Path | None = None
+
+
+def core_zip() -> Path:
+    """A zip of the table core and the job scripts, for ``--py-files`` (built once per process).
+
+    Executors on a cluster import ``airflow_lake_provider.lake`` and ``spark_jobs`` from it instead of
+    needing this package installed: the core needs only pyarrow, fastavro, polars and obstore there.
+    The Airflow layer is left out (executors never import it).
+    """
+    global _CORE_ZIP
+    if _CORE_ZIP is not None and _CORE_ZIP.is_file():
+        return _CORE_ZIP
+    import tempfile
+    import zipfile
+
+    import airflow_lake_provider
+    import spark_jobs
+
+    package = Path(airflow_lake_provider.__file__).resolve().parent
+    jobs = Path(spark_jobs.__file__).resolve().parent
+    target = Path(tempfile.mkdtemp(prefix="lake-py-files-")) / "lake-core.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.write(package / "__init__.py", "airflow_lake_provider/__init__.py")
+        for path in sorted((package / "lake").rglob("*")):
+            if path.suffix in (".py", ".avsc") and "__pycache__" not in path.parts:
+                archive.write(path, f"airflow_lake_provider/{path.relative_to(package).as_posix()}")
+        for path in sorted(jobs.glob("*.py")):
+            archive.write(path, f"spark_jobs/{path.name}")
+    _CORE_ZIP = target
+    return target
+
+
 def spark_submit_binary() -> str:
     """``spark-submit`` of this interpreter's environment first (pip's pyspark ships it), else PATH."""
     beside = Path(sys.executable).parent / "spark-submit"

@@ -3,7 +3,8 @@
 A ``Storage`` is rooted at a table's base path; every path given to it is relative to that root,
 ``/``-separated (``""`` is the root itself, ``.hoodie/x.commit``, ``2024/01/f.parquet``). The core
 never builds an absolute path or calls ``os``/``open``/``shutil`` itself, so a table can live where
-a ``Storage`` can reach: the local disk today, an object store next.
+a ``Storage`` can reach: the local disk (here) or S3 (``storage_s3``, imported only for ``s3://``).
+The interface itself is in ``storage_base``.
 
 The primitives are the ones a Hudi table needs and an object store can give: whole and ranged
 reads, atomic writes of a new file, **create-only** writes (the timeline's completed instants rely
@@ -25,8 +26,7 @@ import shutil
 import time
 import urllib.parse
 import uuid
-from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any
 
@@ -37,158 +37,9 @@ from airflow_lake_provider.lake.errors import (
     StorageError,
     UnsafePathError,
 )
+from airflow_lake_provider.lake.storage_base import HOODIE_DIR, Listing, Storage
 
-HOODIE_DIR = ".hoodie"
-
-# (name, size in bytes) of one file, as every listing returns it: plain tuples, since a large
-# table lists 100,000s of files and the planners index them directly.
-Listing = list[tuple[str, int]]
-
-
-class Storage(ABC):
-    """Files under one root (a table's base path); every ``rel`` argument is relative to it."""
-
-    #: The root as users name it (absolute local path or URI), for messages and plans.
-    root: str
-    supports_append: bool = False
-
-    def uri(self, rel: str = "") -> str:
-        """The full location of ``rel``, for messages and Hudi plans (which hold absolute paths)."""
-        return f"{self.root.rstrip('/')}/{rel}" if rel else self.root
-
-    def child(self, rel: str) -> Storage:
-        """A storage rooted at ``rel`` below this one (e.g. one table under a lake's root)."""
-        raise NotImplementedError
-
-    # -- reads --------------------------------------------------------------------------------
-    @abstractmethod
-    def read(self, rel: str) -> bytes:
-        """The whole file; ``ObjectNotFoundError`` if it does not exist."""
-
-    @abstractmethod
-    def read_range(self, rel: str, start: int, length: int) -> bytes:
-        """``length`` bytes from ``start`` (fewer at the end of the file)."""
-
-    @abstractmethod
-    def open_input(self, rel: str) -> Any:
-        """A seekable binary file for readers that read parts of a file (parquet footers)."""
-
-    @abstractmethod
-    def size(self, rel: str) -> int:
-        """Size in bytes; ``ObjectNotFoundError`` if the file does not exist."""
-
-    @abstractmethod
-    def exists(self, rel: str) -> bool: ...
-
-    @abstractmethod
-    def list(self, rel: str = "") -> Listing:
-        """Files directly under folder ``rel`` with their sizes (empty if the folder does not exist)."""
-
-    def list_names(self, rel: str = "") -> list[str]:
-        """Names of the files directly under folder ``rel`` (cheaper than sizes on a local disk)."""
-        return [name for name, _ in self.list(rel)]
-
-    @abstractmethod
-    def list_dir(self, rel: str = "") -> tuple[Listing, list[str]]:
-        """Files (with sizes) and sub-folder names directly under ``rel`` (empty if missing)."""
-
-    def walk(
-        self, rel: str = "", descend: Callable[[str], bool] = lambda _: True
-    ) -> Iterator[tuple[str, Listing]]:
-        """(folder, its files) for ``rel`` and every sub-folder ``descend(sub_rel)`` accepts."""
-        files, dirs = self.list_dir(rel)
-        yield rel, files
-        for name in sorted(dirs):
-            sub = f"{rel}/{name}" if rel else name
-            if descend(sub):
-                yield from self.walk(sub, descend)
-
-    # -- writes -------------------------------------------------------------------------------
-    @abstractmethod
-    def write(self, rel: str, data: bytes) -> None:
-        """Write a whole file atomically (readers see the old file or the new one), replacing it."""
-
-    @abstractmethod
-    def create(self, rel: str, data: bytes) -> None:
-        """Write a whole file atomically only if none exists; ``ObjectExistsError`` otherwise."""
-
-    def check_path(self, rel: str, what: str | None = None) -> None:
-        """Raise ``StorageError`` if no file can be created at ``rel`` (``what`` names it in the message)."""
-        if "\x00" in rel:
-            raise StorageError(f"{what or repr(self.uri(rel))}: a path cannot hold a NUL byte")
-
-    def make_folder(self, rel: str) -> None:  # noqa: B027 (deliberately a no-op by default)
-        """Create a folder and its parents (a no-op where folders are implied by the files in them)."""
-
-    def touch(self, rel: str) -> None:
-        """Create an empty file if none exists (markers, success files); an existing one is kept."""
-        with contextlib.suppress(ObjectExistsError):
-            self.create(rel, b"")
-
-    def append(self, rel: str, data: bytes) -> tuple[int, int]:
-        """Append to a file (created if missing); return (size before, size after)."""
-        raise StorageError(f"{self.uri(rel)}: this storage cannot append to files")
-
-    @abstractmethod
-    def open_output(self, rel: str) -> contextlib.AbstractContextManager[IO[bytes]]:
-        """A binary file to stream a new file into; durable (and visible whole) when the block exits."""
-
-    # -- deletes ------------------------------------------------------------------------------
-    @abstractmethod
-    def delete(self, rel: str) -> bool:
-        """Delete one file; ``False`` if it was already gone."""
-
-    @abstractmethod
-    def delete_tree(self, rel: str) -> None:
-        """Delete a folder and everything under it (nothing if it is gone)."""
-
-    def check_deletable(self, rel: str) -> str:
-        """The path guard of every deleting service: ``rel`` normalised, or ``UnsafePathError``.
-
-        Refuses what lies outside the root (``..``, absolute paths elsewhere, links that lead
-        out), the root itself, and anything under ``.hoodie/`` (only the timeline store deletes there).
-        """
-        if "\x00" in rel:
-            raise UnsafePathError(f"refusing to delete {rel!r}: a path cannot hold a NUL byte")
-        norm = self._inside(rel)
-        if not norm or norm.split("/", 1)[0] == HOODIE_DIR:
-            raise UnsafePathError(
-                f"refusing to delete {rel!r}: it is the table root or under {HOODIE_DIR}/ of {self.root}"
-            )
-        return norm
-
-    def delete_data_file(self, rel: str) -> bool:
-        """Delete a data file after the path guard; ``False`` if it was already gone."""
-        return self.delete(self.check_deletable(rel))
-
-    def _inside(self, rel: str) -> str:
-        """``rel`` (table-relative, or absolute under the root) normalised; refuses any that leaves it."""
-        given = rel
-        root = self.root.rstrip("/")
-        if rel == root:
-            return ""
-        if rel.startswith(root + "/"):
-            rel = rel[len(root) + 1 :]
-        elif rel.startswith("/"):
-            rel = self._relative_to_root(rel)
-        parts: list[str] = []
-        for part in rel.split("/"):
-            if part in ("", "."):
-                continue
-            if part == "..":
-                raise UnsafePathError(f"refusing {given!r}: it is outside the table base path {self.root}")
-            parts.append(part)
-        return "/".join(parts)
-
-    def _relative_to_root(self, absolute: str) -> str:
-        """An absolute path that is not spelled under ``root``: refused (a local storage may know
-        it is the same place by another name)."""
-        raise UnsafePathError(f"refusing {absolute!r}: it is outside the table base path {self.root}")
-
-    # -- coordination -------------------------------------------------------------------------
-    @abstractmethod
-    def lock(self, rel: str, what: str, wait_seconds: float = 0.0) -> contextlib.AbstractContextManager[None]:
-        """Hold an exclusive lock named by file ``rel``; ``ServiceBusyError`` naming ``what`` if taken."""
+__all__ = ["HOODIE_DIR", "Listing", "LocalStorage", "Storage", "local_path", "open_storage"]
 
 
 class LocalStorage(Storage):
@@ -410,8 +261,14 @@ class LocalStorage(Storage):
                 fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
-def open_storage(location: str | os.PathLike[str] | Storage) -> Storage:
-    """The storage rooted at a table location: a local path or ``file://`` URI (``s3://`` next)."""
+def open_storage(
+    location: str | os.PathLike[str] | Storage, environ: Mapping[str, str] | None = None
+) -> Storage:
+    """The storage rooted at a table location: a local path, a ``file://`` or an ``s3://`` URI.
+
+    ``environ`` holds the ``AWS_*`` settings of an ``s3://`` location in place of the process
+    environment (the Airflow hooks pass a connection's credentials this way, never via ``os.environ``).
+    """
     if isinstance(location, Storage):
         return location
     text = os.fspath(location)
@@ -424,7 +281,14 @@ def open_storage(location: str | os.PathLike[str] | Storage) -> Storage:
     scheme, sep, _ = text.partition("://")
     if not sep or "/" in scheme:  # a plain path, colons and all
         return LocalStorage(text)
-    raise StorageError(f"{text}: storage scheme {scheme!r} is not supported (local paths and file: URIs are)")
+    if scheme.lower() == "s3":
+        # Imported here: obstore loads only for tables that live on S3.
+        from airflow_lake_provider.lake.storage_s3 import S3Storage
+
+        return S3Storage(text, environ=environ)
+    raise StorageError(
+        f"{text}: storage scheme {scheme!r} is not supported (local paths, file: and s3: URIs are)"
+    )
 
 
 def _file_uri_path(uri: str) -> str:

@@ -71,6 +71,7 @@ class CompactionPlanSensor(BaseSensorOperator):
                 table_path=hook.resolve_table_path(self.table_path),
                 poll_interval=self.poke_interval,
                 timeout_at=time.time() + self.timeout,
+                lake_conn_id=self.lake_conn_id,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout + self.poke_interval * 2),

@@ -10,6 +10,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_lake_provider.hooks.compaction import earliest_requested_compaction
+from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.table.table import LakeTable
 
@@ -23,9 +24,17 @@ class CompactionPlanTrigger(BaseTrigger):
     :param table_path: absolute base path of the table (already resolved by the sensor).
     :param poll_interval: seconds between two looks at the timeline.
     :param timeout_at: epoch seconds after which the trigger gives up, or ``None``.
+    :param lake_conn_id: the ``lake`` connection whose S3 settings open the table (looked up in the
+        triggerer: the credentials are never serialized with the trigger).
     """
 
-    def __init__(self, table_path: str, poll_interval: float = 30.0, timeout_at: float | None = None) -> None:
+    def __init__(
+        self,
+        table_path: str,
+        poll_interval: float = 30.0,
+        timeout_at: float | None = None,
+        lake_conn_id: str | None = None,
+    ) -> None:
         super().__init__()
         if not table_path:
             raise ValueError("table_path must not be empty")
@@ -34,6 +43,7 @@ class CompactionPlanTrigger(BaseTrigger):
         self.table_path = str(table_path)
         self.poll_interval = float(poll_interval)
         self.timeout_at = None if timeout_at is None else float(timeout_at)
+        self.lake_conn_id = lake_conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -42,6 +52,7 @@ class CompactionPlanTrigger(BaseTrigger):
                 "table_path": self.table_path,
                 "poll_interval": self.poll_interval,
                 "timeout_at": self.timeout_at,
+                "lake_conn_id": self.lake_conn_id,
             },
         )
 
@@ -62,4 +73,12 @@ class CompactionPlanTrigger(BaseTrigger):
             await asyncio.sleep(self.poll_interval)
 
     def _look(self) -> str | None:
-        return earliest_requested_compaction(LakeTable.open(self.table_path))
+        if not self.lake_conn_id:
+            return earliest_requested_compaction(LakeTable.open(self.table_path))
+        from airflow_lake_provider.hooks.lake import LakeHook
+
+        try:
+            table = LakeHook(lake_conn_id=self.lake_conn_id).open_table(self.table_path)
+        except LakeConfigError as exc:  # the hook's wrapper of a LakeError opening the table
+            raise LakeError(str(exc)) from exc
+        return earliest_requested_compaction(table)

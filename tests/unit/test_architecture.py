@@ -6,7 +6,8 @@ Layers of ``airflow_lake_provider.lake`` (each may import the ones below it, nev
     services                     clean, compaction, savepoint
     table                        timeline, store, file system view, merge, read, write
     format                       Hudi v6 on disk: codecs over bytes, no I/O
-    storage, errors              the one file-access seam; the exception tree
+    storage, storage_s3          the one file-access seam (local disk, S3) ...
+    storage_base, errors         ... over one interface; the exception tree
 
 Outside the core, only the ``lake`` CLI, ``spark_jobs`` and the Airflow layer import services.
 """
@@ -26,12 +27,22 @@ CORE = "airflow_lake_provider.lake"
 # What each core module group may import from the core (a prefix match on module names).
 ALLOWED = {
     f"{CORE}.errors": (),
-    f"{CORE}.storage": (f"{CORE}.errors",),
+    f"{CORE}.storage_base": (f"{CORE}.errors",),
+    # storage (local disk, open_storage) loads storage_s3 lazily for s3:// locations.
+    f"{CORE}.storage": (f"{CORE}.errors", f"{CORE}.storage_base", f"{CORE}.storage_s3"),
+    f"{CORE}.storage_s3": (f"{CORE}.errors", f"{CORE}.storage_base"),
     f"{CORE}.format": (f"{CORE}.errors", f"{CORE}.format"),
-    f"{CORE}.table": (f"{CORE}.errors", f"{CORE}.storage", f"{CORE}.format", f"{CORE}.table"),
+    f"{CORE}.table": (
+        f"{CORE}.errors",
+        f"{CORE}.storage",
+        f"{CORE}.storage_base",
+        f"{CORE}.format",
+        f"{CORE}.table",
+    ),
     f"{CORE}.services": (
         f"{CORE}.errors",
         f"{CORE}.storage",
+        f"{CORE}.storage_base",
         f"{CORE}.format",
         f"{CORE}.table",
         f"{CORE}.services",
@@ -43,9 +54,10 @@ SERVICE_USERS = (
     "spark_jobs",
     *(f"airflow_lake_provider.{p}" for p in ("hooks", "operators", "sensors", "triggers")),
 )
-# Files of the core that may touch the file system directly: the seam itself, and spark_submit,
+# Files of the core that may touch the file system directly: the seam itself (local disk, and the
+# S3 store's spool files), and spark_submit,
 # which finds and starts the spark-submit program (no table files).
-DIRECT_IO_ALLOWED = {f"{CORE}.storage", f"{CORE}.spark_submit"}
+DIRECT_IO_ALLOWED = {f"{CORE}.storage", f"{CORE}.storage_s3", f"{CORE}.spark_submit"}
 # ``os`` names that are not file access.
 OS_ALLOWED = {"environ", "getenv", "fspath", "PathLike", "getpid", "cpu_count", "sep", "pathsep"}
 IO_MODULES = {"shutil", "fcntl", "tempfile", "glob", "pathlib", "pyarrow.fs", "pyarrow.dataset", "fsspec"}

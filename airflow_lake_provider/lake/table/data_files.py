@@ -6,7 +6,12 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from airflow_lake_provider.lake.errors import CorruptLogBlockError, LakeError
+from airflow_lake_provider.lake.errors import (
+    CorruptLogBlockError,
+    LakeError,
+    StorageAccessError,
+    StorageUnavailableError,
+)
 from airflow_lake_provider.lake.format.base_file import write_base_file
 from airflow_lake_provider.lake.format.file_names import PARTITION_METADATA_FILE
 from airflow_lake_provider.lake.format.log_block import LogBlock, parse_log_bytes
@@ -28,6 +33,8 @@ def read_log_blocks(storage: Storage, rel: str) -> list[LogBlock]:
     """
     try:
         data = storage.read(rel)
+    except (StorageAccessError, StorageUnavailableError):
+        raise  # the store, not the file: already names the URI, and is not corruption
     except (LakeError, OSError) as exc:
         raise CorruptLogBlockError(f"cannot read log file {storage.uri(rel)}: {exc}") from exc
     return parse_log_bytes(data, storage.uri(rel))

@@ -16,6 +16,8 @@ from airflow_lake_provider.lake.errors import (
     CorruptLogBlockError,
     InstantArchivedError,
     SnapshotCleanedError,
+    StorageAccessError,
+    StorageUnavailableError,
 )
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
@@ -77,6 +79,8 @@ class SliceReader:
                 parquet = pq.ParquetFile(source)
                 present = set(parquet.schema_arrow.names)
                 rows = parquet.read(columns=[n for n in self.schema.names if n in present])
+        except (StorageAccessError, StorageUnavailableError):
+            raise  # the store, not the file: already names the URI, and is not corruption
         except (pa.ArrowException, OSError) as exc:
             # Arrow's message names no file; a reader of many slices needs to know which one.
             message = " ".join(str(exc).split())

@@ -1,4 +1,10 @@
-"""The storage seam on the local disk: exact files, create-once races, the path guard, locks."""
+"""The storage seam: exact files, create-once races, the path guard, locks.
+
+The contract tests run against both storages: ``LocalStorage`` on a temp folder and ``S3Storage`` on
+a real S3 HTTP server (moto) on 127.0.0.1. What each test sees is read back around our code (the
+folder itself, or boto3 for S3). Local-only behaviour (links, file: URIs, appends, file system
+limits) is tested on ``LocalStorage`` alone.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from s3_helpers import s3_objects
 
 from airflow_lake_provider.lake.errors import (
     LakeError,
@@ -16,11 +23,20 @@ from airflow_lake_provider.lake.errors import (
     StorageError,
     UnsafePathError,
 )
-from airflow_lake_provider.lake.storage import LocalStorage, local_path, open_storage
+from airflow_lake_provider.lake.storage import LocalStorage, Storage, local_path, open_storage
+from airflow_lake_provider.lake.storage_s3 import S3Storage
+
+
+@pytest.fixture(params=["local", "s3"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
+    if request.param == "local":
+        return LocalStorage(tmp_path / "t")
+    bucket = request.getfixturevalue("s3_bucket")
+    return S3Storage(f"s3://{bucket}/tables/t")
 
 
 @pytest.fixture
-def storage(tmp_path: Path) -> LocalStorage:
+def local(tmp_path: Path) -> LocalStorage:
     return LocalStorage(tmp_path / "t")
 
 
@@ -28,15 +44,23 @@ def _files(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_write_read_ranges_sizes_and_listing(storage: LocalStorage, tmp_path: Path) -> None:
+def contents(storage: Storage) -> dict[str, bytes]:
+    """Every file under the storage's root, read without our code."""
+    if isinstance(storage, S3Storage):
+        return s3_objects(os.environ["AWS_ENDPOINT_URL"], storage.bucket, storage.prefix + "/")
+    return _files(Path(storage.root))
+
+
+def test_write_read_ranges_sizes_and_listing(storage: Storage) -> None:
     storage.write("p=1/a.parquet", b"0123456789")
     storage.write("p=1/a.parquet", b"abcdef")  # replaces
     storage.create("p=1/q=2/b.log", b"xy")
     storage.write("top.txt", b"")
-    assert _files(tmp_path / "t") == {"p=1/a.parquet": b"abcdef", "p=1/q=2/b.log": b"xy", "top.txt": b""}
+    assert contents(storage) == {"p=1/a.parquet": b"abcdef", "p=1/q=2/b.log": b"xy", "top.txt": b""}
     assert storage.read("p=1/a.parquet") == b"abcdef"
     assert storage.read_range("p=1/a.parquet", 2, 3) == b"cde"
     assert storage.read_range("p=1/a.parquet", 4, 100) == b"ef"
+    assert storage.read_range("p=1/a.parquet", 6, 10) == b""  # at the end: nothing, no error
     assert storage.size("p=1/a.parquet") == 6
     assert sorted(storage.list("p=1")) == [("a.parquet", 6)]
     assert storage.list_names("p=1") == ["a.parquet"]
@@ -51,11 +75,14 @@ def test_write_read_ranges_sizes_and_listing(storage: LocalStorage, tmp_path: Pa
     with storage.open_input("p=1/a.parquet") as fh:
         fh.seek(3)
         assert fh.read(2) == b"de"
+        fh.seek(-2, 2)
+        assert fh.read() == b"ef"
     assert storage.exists("p=1") and storage.exists("p=1/a.parquet") and not storage.exists("nope")
-    assert storage.uri("p=1/a.parquet") == f"{tmp_path}/t/p=1/a.parquet"
+    assert storage.exists("p=1/q=2") and not storage.exists("p=") and not storage.exists("p=1/a")
+    assert storage.uri("p=1/a.parquet") == f"{storage.root}/p=1/a.parquet"
 
 
-def test_missing_files_raise_lake_errors_that_are_also_file_not_found(storage: LocalStorage) -> None:
+def test_missing_files_raise_lake_errors_that_are_also_file_not_found(storage: Storage) -> None:
     for call in (
         lambda: storage.read("x"),
         lambda: storage.read_range("x", 0, 1),
@@ -67,14 +94,14 @@ def test_missing_files_raise_lake_errors_that_are_also_file_not_found(storage: L
         assert isinstance(info.value, LakeError) and isinstance(info.value, FileNotFoundError)
 
 
-def test_create_is_create_once_and_leaves_no_temp_files(storage: LocalStorage, tmp_path: Path) -> None:
+def test_create_is_create_once_and_leaves_no_temp_files(storage: Storage) -> None:
     storage.create(".hoodie/1.commit", b"first")
     with pytest.raises(ObjectExistsError, match="already exists; not overwriting it"):
         storage.create(".hoodie/1.commit", b"second")
-    assert _files(tmp_path / "t") == {".hoodie/1.commit": b"first"}
+    assert contents(storage) == {".hoodie/1.commit": b"first"}
 
 
-def test_concurrent_creates_of_one_file_have_exactly_one_winner(storage: LocalStorage) -> None:
+def test_concurrent_creates_of_one_file_have_exactly_one_winner(storage: Storage) -> None:
     winners: list[int] = []
     losers: list[int] = []
     start = threading.Barrier(8)
@@ -97,36 +124,52 @@ def test_concurrent_creates_of_one_file_have_exactly_one_winner(storage: LocalSt
     assert storage.list("") == [("race", 1)]
 
 
-def test_append_touch_and_output_streams(storage: LocalStorage, tmp_path: Path) -> None:
-    assert storage.append("p/.f.log.1", b"abc") == (0, 3)
-    assert storage.append("p/.f.log.1", b"de") == (3, 5)
+def test_append_on_local_disk(local: LocalStorage, tmp_path: Path) -> None:
+    assert local.supports_append
+    assert local.append("p/.f.log.1", b"abc") == (0, 3)
+    assert local.append("p/.f.log.1", b"de") == (3, 5)
+    assert _files(tmp_path / "t") == {"p/.f.log.1": b"abcde"}
+
+
+def test_s3_cannot_append(s3_bucket: str) -> None:
+    storage = S3Storage(f"s3://{s3_bucket}/t")
+    assert not storage.supports_append
+    with pytest.raises(StorageError, match=f"s3://{s3_bucket}/t/p/f.log: this storage cannot append"):
+        storage.append("p/f.log", b"x")
+
+
+def test_touch_and_output_streams(storage: Storage) -> None:
     storage.touch(".hoodie/.temp/1/p/f.marker.CREATE")
     storage.touch(".hoodie/.temp/1/p/f.marker.CREATE")  # idempotent
     with storage.open_output("p/base.parquet") as fh:
         fh.write(b"PAR1")
-    assert _files(tmp_path / "t") == {
-        "p/.f.log.1": b"abcde",
+        # On S3 nothing is visible before the block ends (the local disk writes in place).
+        assert isinstance(storage, LocalStorage) or not storage.exists("p/base.parquet")
+    assert contents(storage) == {
         ".hoodie/.temp/1/p/f.marker.CREATE": b"",
         "p/base.parquet": b"PAR1",
     }
 
 
-def test_open_output_that_fails_leaves_no_partial_file(storage: LocalStorage, tmp_path: Path) -> None:
+def test_open_output_that_fails_leaves_no_partial_file(storage: Storage) -> None:
     with pytest.raises(RuntimeError), storage.open_output("p/base.parquet") as fh:
         fh.write(b"half")
         raise RuntimeError("writer died")
-    assert _files(tmp_path / "t") == {}
+    assert contents(storage) == {}
 
 
-def test_delete_and_delete_tree(storage: LocalStorage, tmp_path: Path) -> None:
+def test_delete_and_delete_tree(storage: Storage) -> None:
     storage.write("p/a", b"1")
     storage.write(".hoodie/.temp/9/p/m", b"")
     assert storage.delete("p/a") is True
     assert storage.delete("p/a") is False  # already gone
     storage.delete_tree(".hoodie/.temp/9")
     storage.delete_tree(".hoodie/.temp/9")  # nothing left: no error
-    assert _files(tmp_path / "t") == {}
-    assert (tmp_path / "t" / ".hoodie" / ".temp").is_dir()
+    assert contents(storage) == {}
+    storage.write("p/b", b"2")
+    storage.write("p/c", b"3")
+    assert storage.delete_many(["p/b", "p/gone", "p/c"]) == []  # gone counts as deleted
+    assert contents(storage) == {}
 
 
 @pytest.mark.parametrize(
@@ -141,32 +184,32 @@ def test_delete_and_delete_tree(storage: LocalStorage, tmp_path: Path) -> None:
         ("./.hoodie/hoodie.properties", "the table root or under .hoodie/"),
     ],
 )
-def test_path_guard_refuses_and_deletes_nothing(
-    storage: LocalStorage, tmp_path: Path, rel: str, why: str
-) -> None:
-    (tmp_path / "outside.parquet").write_bytes(b"keep")
+def test_path_guard_refuses_and_deletes_nothing(storage: Storage, rel: str, why: str) -> None:
     storage.write(".hoodie/1.commit", b"keep")
-    before = _files(tmp_path)
+    outside = Path(storage.root).parent / "outside.parquet"
+    if isinstance(storage, LocalStorage):
+        outside.write_bytes(b"keep")
     with pytest.raises(UnsafePathError, match=f"refusing .*{why}"):
         storage.delete_data_file(rel)
-    assert _files(tmp_path) == before
+    assert contents(storage) == {".hoodie/1.commit": b"keep"}
+    assert not isinstance(storage, LocalStorage) or outside.read_bytes() == b"keep"
 
 
 def test_path_guard_accepts_absolute_paths_inside_and_refuses_links_that_lead_out(
-    storage: LocalStorage, tmp_path: Path
+    local: LocalStorage, tmp_path: Path
 ) -> None:
-    storage.write("p/a.parquet", b"1")
-    assert storage.check_deletable(f"{storage.root}/p/a.parquet") == "p/a.parquet"
-    assert storage.delete_data_file(f"{storage.root}/p/a.parquet") is True
+    local.write("p/a.parquet", b"1")
+    assert local.check_deletable(f"{local.root}/p/a.parquet") == "p/a.parquet"
+    assert local.delete_data_file(f"{local.root}/p/a.parquet") is True
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "b.parquet").write_bytes(b"keep")
     os.symlink(tmp_path / "elsewhere", tmp_path / "t" / "linked")
     with pytest.raises(UnsafePathError, match="resolves to .*elsewhere/b.parquet, outside"):
-        storage.delete_data_file("linked/b.parquet")
+        local.delete_data_file("linked/b.parquet")
     assert (tmp_path / "elsewhere" / "b.parquet").read_bytes() == b"keep"
 
 
-def test_lock_is_exclusive_and_names_what_holds_it(storage: LocalStorage) -> None:
+def test_lock_is_exclusive_and_names_what_holds_it(storage: Storage) -> None:
     with storage.lock(".hoodie/.aux/.lake-clean.lock", "another clean is running"):
         with pytest.raises(ServiceBusyError, match=r"/t: another clean is running \(waited 0.1 s\)"):
             with storage.lock(".hoodie/.aux/.lake-clean.lock", "another clean is running", 0.1):
@@ -184,9 +227,16 @@ def test_open_storage_schemes(tmp_path: Path) -> None:
     assert open_storage(same) is same
     with pytest.raises(StorageError, match="'gs' is not supported"):
         open_storage("gs://bucket/t")
+    s3 = open_storage("s3://bucket/tables/t/")
+    assert isinstance(s3, S3Storage) and (s3.root, s3.bucket, s3.prefix) == (
+        "s3://bucket/tables/t",
+        "bucket",
+        "tables/t",
+    )
+    assert open_storage("s3://bucket").root == "s3://bucket"
 
 
-def test_child_is_rooted_below_and_cannot_escape(storage: LocalStorage) -> None:
+def test_child_is_rooted_below_and_cannot_escape(storage: Storage) -> None:
     storage.write("tables/a/x", b"1")
     child = storage.child("tables/a")
     assert child.read("x") == b"1"
@@ -194,38 +244,38 @@ def test_child_is_rooted_below_and_cannot_escape(storage: LocalStorage) -> None:
         storage.child("../elsewhere")
 
 
-def test_check_path_refuses_what_the_file_system_cannot_hold(storage: LocalStorage, tmp_path: Path) -> None:
-    root_bytes = len(os.fsencode(storage.root)) + 1  # the root and the "/" after it
-    storage.check_path("p=1/" + "n" * 255)  # the longest name fits
-    storage.check_path("/".join(["d" * 200] * 20)[: 4095 - root_bytes])  # so does the longest path
+def test_check_path_refuses_what_the_file_system_cannot_hold(local: LocalStorage, tmp_path: Path) -> None:
+    root_bytes = len(os.fsencode(local.root)) + 1  # the root and the "/" after it
+    local.check_path("p=1/" + "n" * 255)  # the longest name fits
+    local.check_path("/".join(["d" * 200] * 20)[: 4095 - root_bytes])  # so does the longest path
     with pytest.raises(StorageError, match=r"'a\\x00b': a path cannot hold a NUL byte"):
-        storage.check_path("a\x00b", what="'a\\x00b'")
+        local.check_path("a\x00b", what="'a\\x00b'")
     with pytest.raises(StorageError, match=f"'{'n' * 256}' is longer than 255 bytes"):
-        storage.check_path("p=1/" + "n" * 256)
+        local.check_path("p=1/" + "n" * 256)
     with pytest.raises(StorageError, match="a path of 4096 bytes, where at most 4095 fit$"):
-        storage.check_path("/".join(["d" * 200] * 21)[: 4096 - root_bytes])
+        local.check_path("/".join(["d" * 200] * 21)[: 4096 - root_bytes])
     assert not (tmp_path / "t").exists()  # checking creates nothing
 
 
 def test_path_guard_judges_links_by_where_they_lead_not_their_names(
-    storage: LocalStorage, tmp_path: Path
+    local: LocalStorage, tmp_path: Path
 ) -> None:
-    storage.write(".hoodie/hoodie.properties", b"keep")
-    storage.write("a/f.parquet", b"1")
+    local.write(".hoodie/hoodie.properties", b"keep")
+    local.write("a/f.parquet", b"1")
     os.symlink(tmp_path / "t" / ".hoodie", tmp_path / "t" / "sneaky")
     os.symlink("../.hoodie", tmp_path / "t" / "a" / "h")
     for rel in (
         "sneaky/hoodie.properties",
         "a/h/hoodie.properties",
-        f"{storage.root}/sneaky/hoodie.properties",
+        f"{local.root}/sneaky/hoodie.properties",
     ):
         with pytest.raises(
             UnsafePathError, match=r"resolves to .*/\.hoodie/hoodie\.properties, under \.hoodie/"
         ):
-            storage.delete_data_file(rel)
+            local.delete_data_file(rel)
     with pytest.raises(UnsafePathError, match="NUL byte"):
-        storage.delete_data_file("a/f\x00.parquet")
-    assert storage.read(".hoodie/hoodie.properties") == b"keep"
+        local.delete_data_file("a/f\x00.parquet")
+    assert local.read(".hoodie/hoodie.properties") == b"keep"
 
 
 def test_absolute_paths_through_a_link_to_the_table_are_inside(tmp_path: Path) -> None:
@@ -262,7 +312,6 @@ def test_file_uris(uri: str, path: str | None) -> None:
         ("file://otherhost/data/t", "another host"),
         ("file://", "absolute path"),
         ("", "cannot be empty"),
-        ("s3://bucket/t", "'s3' is not supported"),
     ],
 )
 def test_bad_locations_are_refused(uri: str, message: str) -> None:

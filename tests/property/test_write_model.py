@@ -19,47 +19,80 @@ CITIES = ["sf", "nyc"]
 Row = tuple[str, str, int, int]  # key, city, ts, value
 
 
+def _latest(batch: list[Row], partitioned: bool) -> dict[tuple[str, str], Row]:
+    """One row per key of a batch: the largest ts wins, later rows win ties."""
+    latest: dict[tuple[str, str], Row] = {}
+    for row in batch:
+        ident = (row[1] if partitioned else "", row[0])
+        if ident not in latest or row[2] >= latest[ident][2]:
+            latest[ident] = row
+    return latest
+
+
 @dataclass
 class Model:
-    """Event-time semantics: a version replaces the stored one if its ts is at least as large.
+    """Copy-on-write, event-time semantics: a version replaces the stored one if its ts is at least as
+    large; a deleted key is gone, and a later version of it is a new row."""
 
-    Merge-on-read tables keep a deleted key in its file group's base file until compaction, so a
-    later version of that key is merged after the delete: it shows only if its ts is at least the
-    delete's (Hudi's payload merge), and a delete with ts 0 is Java's natural-order delete. Copy-on-
-    write tables drop the key, and a later version is new.
-    """
-
-    mor: bool = False
     rows: dict[tuple[str, str], tuple[int, int, str]] = field(default_factory=dict)
-    tombstones: dict[tuple[str, str], int] = field(default_factory=dict)
 
     def apply(self, op: str, batch: list[Row], instant: str, partitioned: bool) -> None:
-        latest: dict[tuple[str, str], Row] = {}
-        for row in batch:  # within a batch: largest ts wins, later rows win ties
-            ident = (row[1] if partitioned else "", row[0])
-            if ident not in latest or row[2] >= latest[ident][2]:
-                latest[ident] = row
-        for ident, (_key, _city, ts, value) in latest.items():
+        for ident, (_key, _city, ts, value) in _latest(batch, partitioned).items():
             current = self.rows.get(ident)
-            tomb = self.tombstones.get(ident)
-            # In a log, a delete with ordering value 0 is Java's "natural order" delete: it beats
-            # every version before it, whatever their ordering.
-            natural = self.mor and op == "delete" and ts == 0
-            if not natural and current is not None and ts < current[0]:
+            if current is not None and ts < current[0]:
                 continue
-            if not natural and current is None and tomb is not None and ts < tomb:
-                continue  # merged after a newer delete: it loses
             if op == "delete":
-                if current is not None or tomb is not None:
-                    self.rows.pop(ident, None)
-                    if self.mor:
-                        self.tombstones[ident] = ts
+                self.rows.pop(ident, None)
             else:
                 self.rows[ident] = (ts, value, instant)
-                self.tombstones.pop(ident, None)
 
     def expected(self) -> list[tuple[str, str, int, int, str]]:
         return sorted((p, k, ts, v, t) for (p, k), (ts, v, t) in self.rows.items())
+
+
+@dataclass
+class MorModel:
+    """Merge-on-read as Hudi merges it: a key stays in its file group's base file (until compaction,
+    which this test does not run) and later versions go to the log. The log is folded first (a version
+    replaces the last one if its ts is at least as large; a delete with ts 0 is a "natural order"
+    delete that beats every version before it, and a delete after it changes nothing), then the
+    result meets the base row: the base row stays if its ts is strictly larger, except against a
+    natural-order delete."""
+
+    base: dict[tuple[str, str], tuple[int, int, str]] = field(default_factory=dict)
+    log: dict[tuple[str, str], tuple] = field(default_factory=dict)
+
+    def apply(self, op: str, batch: list[Row], instant: str, partitioned: bool) -> None:
+        for ident, (_key, _city, ts, value) in _latest(batch, partitioned).items():
+            if ident not in self.base:
+                if op != "delete":  # a new key: a new base file
+                    self.base[ident] = (ts, value, instant)
+                continue
+            if op == "delete":
+                record: tuple = ("natural",) if ts == 0 else ("delete", ts)
+            else:
+                record = ("data", ts, value, instant)
+            last = self.log.get(ident)
+            if last is not None and last[0] == "natural" and record[0] == "delete":
+                continue  # still deleted, in natural order
+            if last is None or last[0] == "natural" or record[0] == "natural" or record[1] >= last[1]:
+                self.log[ident] = record
+
+    def expected(self) -> list[tuple[str, str, int, int, str]]:
+        out = []
+        for (p, k), base in self.base.items():
+            last = self.log.get((p, k))
+            if last is None:
+                row = base
+            elif last[0] == "natural":
+                row = None
+            elif last[0] == "delete":
+                row = base if base[0] > last[1] else None
+            else:
+                row = base if base[0] > last[1] else last[1:]
+            if row is not None:
+                out.append((p, k, *row))
+        return sorted(out)
 
 
 # Columns derived from ``value``, so the model needs no change: a float32 column written from float64
@@ -130,7 +163,7 @@ def test_write_history_ours_hudi_rs_and_model_agree(
         partition_fields=("city",) if partitioned else (),
         hive_style=hive_style,
     )
-    model = Model(mor=table_type == "mor")
+    model: Model | MorModel = MorModel() if table_type == "mor" else Model()
     history: list[tuple[str, list]] = []
     for step, (op, batch) in enumerate(steps):
         # The first write makes the float columns float32; later ones send float64 that must fit.

@@ -4,6 +4,9 @@ Pure functions over Arrow tables, shared by the snapshot reader and compaction. 
 record by record is computed in bulk: per key, a later version replaces an earlier one when its
 ordering value is at least as large (event time) or always (commit time); a delete is a version too.
 A "natural order" delete (no ordering value) beats every version before it whatever their ordering.
+As in Hudi (hudi-rs agrees), the log is merged first and its result then with the base row: a data
+version logged after a natural-order delete still loses to the base row if its ordering value is
+smaller, while a delete logged after it leaves the key deleted.
 """
 
 from __future__ import annotations
@@ -142,9 +145,14 @@ def merge_slice(
         # One hash probe of the base keys against the (unique) winner keys.
         match = pc.index_in(base_keys, value_set=winner_keys)
         matched = pc.is_valid(match)
+        # A base row is gone if a natural-order delete is its key's last log version ... (a version
+        # logged after that delete competes with the base row by ordering instead, as Hudi merges
+        # the log first and then the result with the base)
         cleared_keys = _flat(cleared.column("key"))
-        # A base row is gone if a natural-order delete cleared its key ...
-        keep = pc.invert(pc.is_in(base_keys, value_set=cleared_keys)) if cleared.num_rows else None
+        if cleared.num_rows:  # (a delete after it leaves the key deleted)
+            revived = winner_keys.filter(winner_alive)
+            cleared_keys = cleared_keys.filter(pc.invert(pc.is_in(cleared_keys, value_set=revived)))
+        keep = pc.invert(pc.is_in(base_keys, value_set=cleared_keys)) if len(cleared_keys) else None
         if event_time and winners.num_rows:
             # ... and survives a log version only with a strictly larger ordering value.
             bord = base.column(ordering)

@@ -40,6 +40,46 @@ from airflow_lake_provider.lake.errors import (
 
 HOODIE_DIR = ".hoodie"
 
+
+class SimulatedCrash(BaseException):  # noqa: N818 (a crash, not an error: nothing may catch it)
+    """Raised by the crash-injection hook; a ``BaseException`` so no ``except Exception`` recovers
+    from it in process, exactly as nothing runs after a process is killed."""
+
+
+class CrashInjector:
+    """Counts durable steps (write, create, delete, append) of every storage in this process and
+    raises ``SimulatedCrash`` right after step ``after`` (``None``: count only). Tests only."""
+
+    def __init__(self, after: int | None) -> None:
+        self.after = after
+        self.steps: list[str] = []
+
+    def step(self, kind: str, rel: str) -> None:
+        self.steps.append(f"{kind} {rel}")
+        if self.after is not None and len(self.steps) == self.after:
+            raise SimulatedCrash(f"crash after step {self.after}: {kind} {rel}")
+
+
+_CRASH: CrashInjector | None = None
+
+
+@contextlib.contextmanager
+def inject_crash(after: int | None) -> Iterator[CrashInjector]:
+    """Enable the crash hook for the block (off otherwise); ``after=None`` only counts the steps."""
+    global _CRASH
+    injector = CrashInjector(after)
+    previous, _CRASH = _CRASH, injector
+    try:
+        yield injector
+    finally:
+        _CRASH = previous
+
+
+def _durable(kind: str, rel: str) -> None:
+    if _CRASH is not None:
+        _CRASH.step(kind, rel)
+
+
 # (name, size in bytes) of one file, as every listing returns it: plain tuples, since a large
 # table lists 100,000s of files and the planners index them directly.
 Listing = list[tuple[str, int]]
@@ -79,6 +119,10 @@ class Storage(ABC):
 
     @abstractmethod
     def exists(self, rel: str) -> bool: ...
+
+    def modified_ms(self, rel: str) -> int:
+        """Last modification time, epoch milliseconds (Hudi reads heartbeats by it)."""
+        raise StorageError(f"{self.uri(rel)}: this storage does not report modification times")
 
     @abstractmethod
     def list(self, rel: str = "") -> Listing:
@@ -289,6 +333,7 @@ class LocalStorage(Storage):
             _unlink_quietly(tmp)
             raise
         _fsync_dir(os.path.dirname(path))
+        _durable("write", rel)
 
     def create(self, rel: str, data: bytes) -> None:
         path = self._path(rel)
@@ -302,6 +347,7 @@ class LocalStorage(Storage):
         finally:
             _unlink_quietly(tmp)
         _fsync_dir(os.path.dirname(path))
+        _durable("create", rel)
 
     def check_path(self, rel: str, what: str | None = None) -> None:
         super().check_path(rel, what)
@@ -325,6 +371,7 @@ class LocalStorage(Storage):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "ab"):  # an empty marker needs neither a temp file nor fsync
             pass
+        _durable("create", rel)
 
     def append(self, rel: str, data: bytes) -> tuple[int, int]:
         path = self._path(rel)
@@ -342,6 +389,7 @@ class LocalStorage(Storage):
             os.close(fd)
         if created:  # make the new directory entry durable too, not just the bytes
             _fsync_dir(os.path.dirname(path))
+        _durable("append", rel)
         return before, after
 
     @contextlib.contextmanager
@@ -357,6 +405,7 @@ class LocalStorage(Storage):
             _unlink_quietly(path)  # never leave half a data file behind
             raise
         _fsync_dir(os.path.dirname(path))
+        _durable("create", rel)
 
     # -- deletes ------------------------------------------------------------------------------
     def delete(self, rel: str) -> bool:
@@ -364,10 +413,20 @@ class LocalStorage(Storage):
             os.unlink(self._path(rel))
         except FileNotFoundError:
             return False
+        _durable("delete", rel)
         return True
 
     def delete_tree(self, rel: str) -> None:
-        shutil.rmtree(self._path(self._inside(rel)), ignore_errors=True)
+        path = self._path(self._inside(rel))
+        if os.path.exists(path):
+            shutil.rmtree(path, ignore_errors=True)
+            _durable("delete", rel)
+
+    def modified_ms(self, rel: str) -> int:
+        try:
+            return os.stat(self._path(rel)).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"{self._path(rel)} does not exist") from None
 
     def check_deletable(self, rel: str) -> str:
         norm = super().check_deletable(rel)

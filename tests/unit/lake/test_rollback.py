@@ -1,0 +1,391 @@
+"""Rollback: crash at every durable step of writes and rollbacks, recover as production does, and
+check our reader == hudi-rs == a model; refusals that change nothing; Hudi's marker kinds; real tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hudi import HudiTableBuilder
+
+from airflow_lake_provider.lake.errors import HeartbeatError, RollbackError, UnsafePathError
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.instant import InstantClock
+from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.rollback.executor import rollback
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
+
+COVERAGE: dict[str, set[int]] = {}
+START = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+
+
+def _clock() -> InstantClock:
+    """Distinct, increasing instants (each call of now() a millisecond later)."""
+    ticks = iter(range(10**6))
+    return InstantClock(now=lambda: START + dt.timedelta(milliseconds=next(ticks)))
+
+
+def _batch(rows: list[tuple[int, int, str]]) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array([r[0] for r in rows], pa.int64()),
+            "ts": pa.array([r[1] for r in rows], pa.int64()),
+            "city": pa.array(["a" if r[0] % 2 else "b" for r in rows], pa.string()),
+            "v": pa.array([r[2] for r in rows], pa.string()),
+        }
+    )
+
+
+def _make(path: Path, kind: str) -> LakeTable:
+    return LakeTable.create(
+        path,
+        name="orders",
+        table_type=kind,
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("city",),
+        hive_style=True,
+        clock=_clock(),
+    )
+
+
+def _rows(table: pa.Table) -> dict[int, tuple[int, str]]:
+    out = {}
+    for r in table.to_pylist():
+        assert r["id"] not in out, f"duplicate key {r['id']}"
+        out[r["id"]] = (r["ts"], r["v"])
+    return out
+
+
+def _hudi(path: Path) -> pa.Table:
+    batches = HudiTableBuilder.from_base_uri(str(path)).build().read()
+    return pa.Table.from_batches(batches) if batches else pa.table({"id": [], "ts": [], "v": []})
+
+
+def _check(path: Path, model: dict[int, tuple[int, str]]) -> None:
+    """Ours == hudi-rs == model, and no instant is left pending."""
+    table = LakeTable.open(path)
+    assert _rows(read_snapshot(table)) == model
+    assert _rows(_hudi(path)) == model
+    assert [str(i) for i in table.timeline().pending] == []
+
+
+FIRST = [(1, 10, "a1"), (2, 10, "b2"), (3, 10, "a3")]
+SECOND = [(1, 20, "a1'"), (2, 20, "b2'"), (4, 20, "b4")]
+DELETE = [(3, 30, "x")]
+
+
+def _apply(model: dict[int, tuple[int, str]], rows: list[tuple[int, int, str]], delete: bool = False) -> dict:
+    out = dict(model)
+    for k, ts, v in rows:
+        if delete:
+            out.pop(k, None)
+        else:
+            out[k] = (ts, v)
+    return out
+
+
+def _seed(path: Path, kind: str) -> tuple[LakeTable, dict]:
+    table = _make(path, kind)
+    write(table, _batch(FIRST), "insert")
+    model = _apply({}, FIRST)
+    if kind == "mor":  # logs exist, so the crashed write appends log versions too
+        write(table, _batch(SECOND), "upsert")
+        model = _apply(model, SECOND)
+    return table, model
+
+
+def _count_steps(operation: Callable[[], object]) -> int:
+    with inject_crash(None) as probe:
+        operation()
+    return len(probe.steps)
+
+
+def _crashed_write(table: LakeTable, rows: list, op: str, after: int) -> bool:
+    """Run a write with a crash after step ``after``; True if it committed before the crash."""
+    with pytest.raises(SimulatedCrash), inject_crash(after):
+        write(table, _batch(rows), op)
+    t = table.timeline()
+    return bool(t.completed_commits) and t.completed_commits[-1].timestamp == max(
+        i.timestamp for i in t.instants
+    )
+
+
+@pytest.mark.parametrize("recover", ["lake-rollback", "next-write"])
+@pytest.mark.parametrize(
+    ("kind", "op", "rows"),
+    [
+        ("cow", "upsert", SECOND),
+        ("mor", "upsert", [(1, 30, "a1''"), (6, 30, "b6")]),
+        ("mor", "delete", DELETE),
+    ],
+)
+def test_write_crash_at_every_step_then_recover(
+    tmp_path: Path, kind: str, op: str, rows: list, recover: str
+) -> None:
+    probe_table, model = _seed(tmp_path / "probe", kind)
+    steps = _count_steps(lambda: write(probe_table, _batch(rows), op))
+    assert steps >= 6
+    for k in range(1, steps + 1):
+        path = tmp_path / f"k{k}"
+        table, model = _seed(path, kind)
+        committed = _crashed_write(table, rows, op, k)
+        after = _apply(model, rows, delete=op == "delete")
+        expected = after if committed else model
+        # Readable right after the crash, exactly as before (or after, once the commit file exists).
+        assert _rows(read_snapshot(LakeTable.open(path))) == expected
+        reopened = LakeTable.open(path, clock=_clock())
+        reopened.clock.next(after=reopened.timeline().latest_time)
+        if recover == "lake-rollback":
+            pending = [i.timestamp for i in reopened.timeline().pending]
+            results = rollback(reopened)
+            assert [r.target for r in results] == pending
+            assert (pending == []) == committed
+            _check(path, expected)
+        else:
+            write(reopened, _batch([(8, 1, "b8")]), "upsert")
+            expected = _apply(expected, [(8, 1, "b8")])
+            _check(path, expected)
+        # Nothing the crashed write made is left behind, except what a commit made visible.
+        leftovers = [f for f in _data_files(path) if not _visible_or_old(reopened, f)]
+        assert leftovers == []
+        COVERAGE.setdefault(f"write-{kind}-{op}-{recover}", set()).add(k)
+
+
+def _data_files(path: Path) -> list[str]:
+    out = []
+    for dirpath, dirs, files in os.walk(path):
+        dirs[:] = [d for d in dirs if d != ".hoodie"]
+        out += [os.path.relpath(os.path.join(dirpath, f), path) for f in files if not f.startswith(".hoodie")]
+    return sorted(out)
+
+
+def _visible_or_old(table: LakeTable, rel: str) -> bool:
+    """A data file of a completed instant (every file a rollback keeps)."""
+    name = rel.rsplit("/", 1)[-1]
+    timeline = LakeTable.open(table.base_path).timeline()
+    times = {c.timestamp for c in timeline.completed_commits}
+    if name.endswith(".parquet"):
+        return name.rsplit("_", 1)[1].removesuffix(".parquet") in times
+    return name.split("_")[1].split(".")[0] in times
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_rollback_crash_at_every_step_then_next_run_finishes(tmp_path: Path, kind: str) -> None:
+    def failed_table(path: Path) -> tuple[LakeTable, dict]:
+        table, model = _seed(path, kind)
+        with pytest.raises(SimulatedCrash), inject_crash(4):  # a marker and its file written, no commit
+            write(table, _batch([(1, 40, "z"), (9, 40, "z9")]), "upsert")
+        return LakeTable.open(path, clock=_clock()), model
+
+    probe, _ = failed_table(tmp_path / "probe")
+    probe.clock.next(after=probe.timeline().latest_time)
+    steps = _count_steps(lambda: rollback(probe))
+    assert steps >= 5
+    for k in range(1, steps + 1):
+        path = tmp_path / f"k{k}"
+        table, model = failed_table(path)
+        table.clock.next(after=table.timeline().latest_time)
+        with pytest.raises(SimulatedCrash), inject_crash(k):
+            rollback(table)
+        assert _rows(read_snapshot(LakeTable.open(path))) == model  # readable mid-rollback
+        rollbacks_before = len(list((path / ".hoodie").glob("*.rollback.requested")))
+        done_before = len(list((path / ".hoodie").glob("*.rollback")))
+        again = LakeTable.open(path, clock=_clock())
+        again.clock.next(after=again.timeline().latest_time)
+        results = rollback(again)
+        # Finished from the stored plan when one was stored: never planned twice.
+        assert len(list((path / ".hoodie").glob("*.rollback.requested"))) == max(rollbacks_before, 1)
+        if done_before:  # the crash came after the rollback completed: nothing left to do
+            assert results == []
+        else:
+            assert len(results) == 1 and results[0].resumed == (rollbacks_before == 1)
+        _check(path, model)
+        assert [f for f in _data_files(path) if not _visible_or_old(again, f)] == []
+        COVERAGE.setdefault(f"rollback-{kind}", set()).add(k)
+
+
+def test_writer_error_after_instant_exists_rolls_it_back(tmp_path: Path) -> None:
+    table, model = _seed(tmp_path / "t", "mor")
+
+    def boom(point: str) -> None:
+        if point == "file":
+            raise ValueError("disk on fire")
+
+    with pytest.raises(ValueError, match="disk on fire"):
+        write(table, _batch([(1, 50, "no")]), "upsert", fault=boom)
+    _check(tmp_path / "t", model)
+    timeline = table.timeline()
+    assert [i.action.value for i in timeline.instants] == ["commit", "deltacommit", "rollback"][:0] + [
+        "deltacommit",
+        "deltacommit",
+        "rollback",
+    ]
+    metadata = timeline_avro.read_avro(timeline.read_bytes(timeline.instants[-1]), "x")
+    [failed] = metadata["commitsRollback"]
+    assert failed > timeline.instants[1].timestamp
+    assert metadata["totalFilesDeleted"] == 1  # the one log file version it wrote
+    assert metadata["instantsRollback"] == [{"commitTime": failed, "action": "deltacommit"}]
+
+
+def test_forced_rollback_of_latest_commit_and_refusals(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table, model = _seed(path, "cow")
+    write(table, _batch(DELETE), "delete")
+    last = table.timeline().last_completed_commit.timestamp
+    before = sorted(os.listdir(path / ".hoodie"))
+    with pytest.raises(RollbackError, match=rf"{last} is a completed commit; pass --force"):
+        rollback(table, last)
+    first = table.timeline().completed_commits[0].timestamp
+    with pytest.raises(RollbackError, match=rf"{first} is not the latest completed commit"):
+        rollback(table, first, force=True)
+    with pytest.raises(RollbackError, match="there is no instant 20990101000000000"):
+        rollback(table, "20990101000000000")
+    assert sorted(os.listdir(path / ".hoodie")) == before
+    [result] = rollback(table, last, force=True)
+    assert result.target == last and len(result.deleted) == 1
+    _check(path, model)
+
+
+def test_lazy_policy_rolls_back_only_expired_heartbeats_and_names_garbage(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table, model = _seed(path, "cow")
+    lazy = {"hoodie.cleaner.policy.failed.writes": "LAZY"}
+    with pytest.raises(SimulatedCrash), inject_crash(3):
+        write(table, _batch([(1, 60, "lazy")]), "upsert", options=lazy)
+    [pending] = table.timeline().pending
+    beat = path / ".hoodie" / ".heartbeat" / pending.timestamp
+    assert beat.read_text().isdigit()  # a live heartbeat: not rolled back
+    assert rollback(table, options=lazy) == []
+    beat.write_text("garbage!")
+    before = sorted(os.listdir(path / ".hoodie"))
+    with pytest.raises(HeartbeatError, match=r"\.heartbeat/\d+: heartbeat file holds 'garbage!'"):
+        rollback(table, options=lazy)
+    assert sorted(os.listdir(path / ".hoodie")) == before
+    beat.write_text("1")  # expired long ago
+    assert [r.target for r in rollback(table, options=lazy)] == [pending.timestamp]
+    assert not beat.exists()
+    _check(path, model)
+    # NEVER: nothing is rolled back without naming the instant.
+    with pytest.raises(SimulatedCrash), inject_crash(3):
+        write(
+            table,
+            _batch([(1, 61, "never")]),
+            "upsert",
+            options={"hoodie.cleaner.policy.failed.writes": "NEVER"},
+        )
+    assert rollback(table, options={"hoodie.cleaner.policy.failed.writes": "NEVER"}) == []
+
+
+def test_plan_naming_a_path_outside_the_table_is_refused_and_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table, model = _seed(path, "cow")
+    outside = tmp_path / "precious.parquet"
+    outside.write_bytes(b"keep")
+    with pytest.raises(SimulatedCrash), inject_crash(3):
+        write(table, _batch([(1, 60, "x")]), "upsert")
+    [pending] = table.timeline().pending
+    plan = {
+        "instantToRollback": {"commitTime": pending.timestamp, "action": "commit"},
+        "RollbackRequests": [
+            {
+                "partitionPath": "",
+                "fileId": "f",
+                "latestBaseInstant": None,
+                "filesToBeDeleted": [str(outside)],
+                "logBlocksToBeDeleted": None,
+            }
+        ],
+        "version": 1,
+    }
+    (path / ".hoodie" / "20990101000000000.rollback.requested").write_bytes(
+        timeline_avro.write_avro(timeline_avro.ROLLBACK_PLAN, plan)
+    )
+    before = sorted(os.listdir(path / ".hoodie"))
+    with pytest.raises(UnsafePathError, match="precious.parquet"):
+        rollback(table)
+    assert outside.read_bytes() == b"keep"
+    assert sorted(os.listdir(path / ".hoodie")) == before
+
+
+def test_timeline_server_markers_and_no_markers_fallback(tmp_path: Path) -> None:
+    for variant in ("server", "none"):
+        path = tmp_path / variant
+        table, model = _seed(path, "mor")
+        with pytest.raises(SimulatedCrash), inject_crash(6):  # both files written, no commit
+            write(table, _batch([(1, 70, "m"), (11, 70, "n")]), "upsert")
+        [pending] = table.timeline().pending
+        temp = path / ".hoodie" / ".temp" / pending.timestamp
+        markers = sorted(str(p.relative_to(temp)) for p in temp.rglob("*.marker.*"))
+        assert markers
+        shutil.rmtree(temp)
+        if variant == "server":
+            temp.mkdir(parents=True)
+            (temp / "MARKERS.type").write_text("TIMELINE_SERVER_BASED")
+            (temp / "MARKERS0").write_text("\n".join(markers[:1]) + "\n")
+            (temp / "MARKERS1").write_text("\n".join(markers[1:]) + "\n")
+        [result] = rollback(LakeTable.open(path, clock=_clock()))
+        # Every file the markers named (and the listing fallback finds the same ones).
+        assert sorted(result.deleted) == sorted(m.split(".marker.")[0] for m in markers)
+        _check(path, model)
+        assert [f for f in _data_files(path) if not _visible_or_old(table, f)] == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "cow_v6_nonpartitioned",
+        "cow_v6_simplekeygen_nonhivestyle",
+        "morparquet_v6_simplekeygen_nonhivestyle",
+        "moravro_v6_trips_8i1u",
+    ],
+)
+def test_real_table_last_instant_rolled_back_reads_previous_snapshot(
+    hudi_table_zip: Callable[[str], Path], name: str
+) -> None:
+    path = hudi_table_zip(name)
+    table = LakeTable.open(path, clock=_clock())
+    commits = table.timeline().completed_commits
+    assert len(commits) >= 2
+    last, previous = commits[-1], commits[-2]
+    prev_rows = _hudi_as_of(path, previous.timestamp)
+    (path / ".hoodie" / last.file_name).unlink()  # the write "failed" before its completed file
+    table.clock.next(after=table.timeline().latest_time)
+    [result] = rollback(table)
+    assert result.target == last.timestamp
+    assert _sorted_rows(_hudi(path)) == prev_rows
+    assert _sorted_rows(read_snapshot(LakeTable.open(path))) == prev_rows
+    assert LakeTable.open(path).timeline().pending == []
+
+
+def _hudi_as_of(path: Path, instant: str) -> list:
+    from hudi import HudiReadOptions
+
+    batches = (
+        HudiTableBuilder.from_base_uri(str(path))
+        .build()
+        .read(HudiReadOptions().with_as_of_timestamp(instant))
+    )
+    return _sorted_rows(pa.Table.from_batches(batches))
+
+
+def _sorted_rows(table: pa.Table) -> list:
+    cols = [c for c in table.column_names if c not in ("_hoodie_commit_seqno", "_hoodie_file_name")]
+    return sorted(tuple(str(r[c]) for c in cols) for r in table.select(cols).to_pylist())
+
+
+def test_zz_coverage_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Prints operations x crash points exercised (run with -s to see it)."""
+    total = sum(len(v) for v in COVERAGE.values())
+    line = f"crash coverage: {len(COVERAGE)} operations x crash points = {total}: " + ", ".join(
+        f"{k}={len(v)}" for k, v in sorted(COVERAGE.items())
+    )
+    with capsys.disabled():
+        print("\n" + line)

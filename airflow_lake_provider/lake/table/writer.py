@@ -16,7 +16,7 @@ from enum import Enum
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_lake_provider.lake.errors import SchemaError, StorageError
+from airflow_lake_provider.lake.errors import RollbackError, SchemaError, StorageError
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
@@ -132,6 +132,12 @@ def _write_locked(
     batch = _conform_batch(batch, data_schema)
     rows = _route(table, batch, operation)
     _check_storable(table, _PROBE_INSTANT, rows)
+    restoring = timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT])
+    if restoring:
+        raise RollbackError(
+            f"{table.uri}: restore {restoring[0].timestamp} is pending; finish it before writing "
+            f"(lake restore {table.uri} --savepoint ...)"
+        )
     # Every check passed: only now clear failed writes (bad input changes nothing).
     if eligible_failed_writes(table, timeline, config) or timeline.filter(
         [Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]

@@ -113,18 +113,18 @@ def rollback_failed_writes_locked(table: LakeTable, config: FailedWritesConfig) 
 
 
 def rollback_instant_locked(
-    table: LakeTable, instant_time: str, *, force: bool = False
+    table: LakeTable, instant_time: str, *, force: bool = False, compaction: bool = False
 ) -> list[RollbackResult]:
     timeline = table.timeline()
     pending = _pending_rollbacks(table, timeline)
     resumed = [p for p in pending if p[1].target_time == instant_time]
     if not resumed:
-        check_target(timeline, instant_time, force)  # refuse before finishing anything else
+        check_target(timeline, instant_time, force, compaction)  # refuse before finishing anything else
     done = finish_pending_locked(table)
     if resumed:
         return done
     timeline = table.timeline()
-    target = check_target(timeline, instant_time, force)
+    target = check_target(timeline, instant_time, force, compaction)
     return [*done, _rollback_one(table, timeline, target)]
 
 

@@ -37,12 +37,19 @@ def failed_writes(timeline: Timeline) -> list[Instant]:
     return [i for i in timeline.pending if i.action in ROLLBACK_ACTIONS]
 
 
-def check_target(timeline: Timeline, instant_time: str, force: bool = False) -> Instant:
-    """The instant to roll back, or ``RollbackError`` saying why it may not be."""
+def check_target(
+    timeline: Timeline, instant_time: str, force: bool = False, compaction: bool = False
+) -> Instant:
+    """The instant to roll back, or ``RollbackError`` saying why it may not be.
+
+    ``compaction``: a pending compaction may be rolled back too (restore, newest first, does).
+    """
     instant = timeline.get(instant_time)
     where = timeline.base_path
     if instant is None:
         raise RollbackError(f"{where}: there is no instant {instant_time} on the timeline")
+    if instant.action is Action.COMPACTION and compaction:
+        return instant
     if instant.action is Action.COMPACTION:
         raise RollbackError(
             f"{where}: {instant_time} is a pending compaction; it is finished, not rolled back "
@@ -70,7 +77,7 @@ def check_target(timeline: Timeline, instant_time: str, force: bool = False) -> 
     later = [
         i.timestamp
         for i in timeline.pending
-        if i.timestamp > instant_time and i.action is not Action.ROLLBACK
+        if i.timestamp > instant_time and i.action in (*ROLLBACK_ACTIONS, Action.COMPACTION)
     ]
     if later:
         what = "compaction" if timeline.is_compaction(instant) else instant.action.value

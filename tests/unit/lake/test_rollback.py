@@ -108,14 +108,14 @@ def _count_steps(operation: Callable[[], object]) -> int:
     return len(probe.steps)
 
 
-def _crashed_write(table: LakeTable, rows: list, op: str, after: int) -> bool:
-    """Run a write with a crash after step ``after``; True if it committed before the crash."""
-    with pytest.raises(SimulatedCrash), inject_crash(after):
+def _crashed_write(table: LakeTable, rows: list, op: str, after: int) -> tuple[bool, list[str]]:
+    """Run a write with a crash after step ``after``: (committed before the crash, data files made)."""
+    with pytest.raises(SimulatedCrash), inject_crash(after) as injector:
         write(table, _batch(rows), op)
     t = table.timeline()
-    return bool(t.completed_commits) and t.completed_commits[-1].timestamp == max(
-        i.timestamp for i in t.instants
-    )
+    committed = bool(t.completed_commits) and t.completed_commits[-1].timestamp == t.instants[-1].timestamp
+    made = [s.split(" ", 1)[1] for s in injector.steps if s.startswith("create ") and ".hoodie" not in s]
+    return committed, [m for m in made if not m.endswith(".hoodie_partition_metadata")]
 
 
 @pytest.mark.parametrize("recover", ["lake-rollback", "next-write"])
@@ -136,7 +136,7 @@ def test_write_crash_at_every_step_then_recover(
     for k in range(1, steps + 1):
         path = tmp_path / f"k{k}"
         table, model = _seed(path, kind)
-        committed = _crashed_write(table, rows, op, k)
+        committed, made = _crashed_write(table, rows, op, k)
         after = _apply(model, rows, delete=op == "delete")
         expected = after if committed else model
         # Readable right after the crash, exactly as before (or after, once the commit file exists).
@@ -148,12 +148,16 @@ def test_write_crash_at_every_step_then_recover(
             results = rollback(reopened)
             assert [r.target for r in results] == pending
             assert (pending == []) == committed
+            # A complete rollback: every data file the write made is deleted, nothing else.
+            assert sorted(f for r in results for f in r.deleted) == ([] if committed else sorted(made))
+            assert [r.marked for r in results] == [() for _ in results]
             _check(path, expected)
         else:
             write(reopened, _batch([(8, 1, "b8")]), "upsert")
             expected = _apply(expected, [(8, 1, "b8")])
             _check(path, expected)
         # Nothing the crashed write made is left behind, except what a commit made visible.
+        assert committed or not any((path / m).exists() for m in made)
         leftovers = [f for f in _data_files(path) if not _visible_or_old(reopened, f)]
         assert leftovers == []
         COVERAGE.setdefault(f"write-{kind}-{op}-{recover}", set()).add(k)
@@ -394,8 +398,10 @@ def _services_table(path: Path, kind: str) -> tuple[LakeTable, dict]:
 @pytest.mark.parametrize("kind", ["cow", "mor"])
 def test_clean_crash_at_every_step_then_next_run_finishes(tmp_path: Path, kind: str) -> None:
     from airflow_lake_provider.lake.services.clean.executor import run_clean
-
-    from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, schedule_compaction
+    from airflow_lake_provider.lake.services.compaction.executor import (
+        execute_compaction,
+        schedule_compaction,
+    )
 
     options = {"hoodie.cleaner.commits.retained": "1"}
 

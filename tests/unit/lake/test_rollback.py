@@ -517,6 +517,32 @@ def _check_allow_pending(path: Path, model: dict) -> None:
     assert _rows(_hudi(path)) == model
 
 
+def test_clean_names_the_failed_write_holding_it_back(tmp_path: Path) -> None:
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+
+    path = tmp_path / "t"
+    table = _make(path, "cow")
+    never = {"hoodie.cleaner.policy.failed.writes": "NEVER"}
+    write(table, _batch(FIRST), "insert")
+    with pytest.raises(SimulatedCrash), inject_crash(3):
+        write(table, _batch([(1, 11, "failed")]), "upsert")
+    [failed] = table.timeline().pending
+    for n in range(3):
+        write(table, _batch([(1, 20 + n, f"v{n}")]), "upsert", options=never)
+    options = {"hoodie.cleaner.commits.retained": "1"}
+    held = run_clean(table, options)
+    assert held.held_back_by == (failed.timestamp,)
+    assert held.reason.endswith(
+        f"failed or running write(s) {failed.timestamp} (commit); if they failed, roll them back with: "
+        f"lake rollback {table.uri}"
+    )
+    assert held.deleted_files == 0
+    rollback(table, failed.timestamp)
+    freed = run_clean(table, options)
+    assert freed.held_back_by == () and freed.deleted_files == 2  # a1's older versions
+    _check(path, {1: (22, "v2"), 2: (10, "b2"), 3: (10, "a3")})
+
+
 def test_zz_coverage_line(capsys: pytest.CaptureFixture[str]) -> None:
     """Prints operations x crash points exercised (run with -s to see it)."""
     total = sum(len(v) for v in COVERAGE.values())

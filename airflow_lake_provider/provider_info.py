@@ -32,6 +32,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_lake_provider.operators.clean",
                     "airflow_lake_provider.operators.compaction",
+                    "airflow_lake_provider.operators.rollback",
                 ],
             }
         ],

@@ -58,13 +58,7 @@ def _check(table: LakeTable, timeline: Timeline, savepoint: str) -> list[Instant
             f"{table.uri}: savepoint(s) {', '.join(later)} are later than {savepoint}; delete them first "
             "(lake savepoint delete)"
         )
-    undo = _to_undo(timeline, savepoint)
-    odd = [
-        i.timestamp for i in timeline.instants if i.timestamp > savepoint and i.action is Action.REPLACECOMMIT
-    ]
-    if odd:
-        raise RollbackError(f"{table.uri}: restore cannot roll back replacecommit(s) {', '.join(odd)}")
-    return undo
+    return _to_undo(timeline, savepoint)
 
 
 def pending_restore(timeline: Timeline) -> tuple[Instant, dict[str, Any]] | None:

@@ -159,10 +159,12 @@ class TimelineStore:
     def remove_completed(self, instant: Instant) -> None:
         """Delete the completed file of a write being rolled back (forced): the instant turns
         pending again (its inflight file stays), so its files stop being visible at once."""
-        if not instant.is_completed or instant.action not in (Action.COMMIT, Action.DELTACOMMIT):
-            raise InvalidStateTransitionError(
-                f"{instant}: only a completed commit or deltacommit is un-completed"
-            )
+        if not instant.is_completed or instant.action not in (
+            Action.COMMIT,
+            Action.DELTACOMMIT,
+            Action.REPLACECOMMIT,
+        ):
+            raise InvalidStateTransitionError(f"{instant}: only a completed write is un-completed")
         present = self._states_present(instant.timestamp)
         if State.INFLIGHT not in present:  # keep it pending, never an orphan completed-less instant
             self._create(instant.with_state(State.INFLIGHT).file_name, b"")

@@ -16,6 +16,7 @@ from hudi import HudiTableBuilder
 from airflow_lake_provider.lake.errors import HeartbeatError, RollbackError, UnsafePathError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import InstantClock
+from airflow_lake_provider.lake.format.log_block import parse_log_bytes
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
@@ -342,14 +343,19 @@ def test_timeline_server_markers_and_no_markers_fallback(tmp_path: Path) -> None
         assert [f for f in _data_files(path) if not _visible_or_old(table, f)] == []
 
 
+# Every test table with at least two completed writes (the others hold none or one).
+ONE_OR_NO_COMMIT = {"cow_v6_empty", "morparquet_v6_empty"} | {
+    f"{k}_v6_simplekeygen_hivestyle_no_metafields" for k in ("cow", "morparquet")
+}
+
+
 @pytest.mark.parametrize(
     "name",
-    [
-        "cow_v6_nonpartitioned",
-        "cow_v6_simplekeygen_nonhivestyle",
-        "morparquet_v6_simplekeygen_nonhivestyle",
-        "moravro_v6_trips_8i1u",
-    ],
+    sorted(
+        p.stem
+        for p in (Path(__file__).parents[2] / "data" / "hudi-tables").glob("*.zip")
+        if p.stem not in ONE_OR_NO_COMMIT
+    ),
 )
 def test_real_table_last_instant_rolled_back_reads_previous_snapshot(
     hudi_table_zip: Callable[[str], Path], name: str
@@ -541,6 +547,84 @@ def test_clean_names_the_failed_write_holding_it_back(tmp_path: Path) -> None:
     freed = run_clean(table, options)
     assert freed.held_back_by == () and freed.deleted_files == 2  # a1's older versions
     _check(path, {1: (22, "v2"), 2: (10, "b2"), 3: (10, "a3")})
+
+
+def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path) -> None:
+    """A Hudi writer appends to an existing log file: the rollback keeps the file (other instants'
+    blocks) and appends a command block; ours and hudi-rs then skip the failed instant's block."""
+    path = tmp_path / "t"
+    table, model = _seed(path, "mor")  # insert, then an upsert: log files of a committed instant
+    with pytest.raises(SimulatedCrash), inject_crash(4):  # its one log file written, no commit
+        write(table, _batch([(1, 90, "failed")]), "upsert")
+    [pending] = table.timeline().pending
+    temp = path / ".hoodie" / ".temp" / pending.timestamp
+    [marker] = list(temp.rglob("*.marker.APPEND"))
+    own = path / marker.relative_to(temp).as_posix().split(".marker.")[0]
+    # Make it an append, as Hudi's writers do: the block moves to the end of the previous log version.
+    shared = sorted(
+        p for p in own.parent.iterdir() if p.name.startswith(own.name.split(".log.")[0]) and p != own
+    )[-1]
+    committed_bytes = shared.read_bytes()
+    shared.write_bytes(committed_bytes + own.read_bytes())
+    own.unlink()
+    marker.rename(marker.with_name(shared.name + ".marker.APPEND"))
+    assert _rows(read_snapshot(LakeTable.open(path))) == model  # the block is not committed: unseen
+    # A crash right after the rollback block is appended: finishing the plan does not append twice.
+    again = tmp_path / "again"
+    shutil.copytree(path, again)
+    with inject_crash(None) as probe:
+        rollback(LakeTable.open(tmp_path / "again", clock=_clock()))
+    append_step = next(n for n, step in enumerate(probe.steps, 1) if step.startswith("append "))
+    shutil.rmtree(again)
+    shutil.copytree(path, again)
+    with pytest.raises(SimulatedCrash), inject_crash(append_step):
+        rollback(LakeTable.open(again, clock=_clock()))
+    [resumed] = rollback(LakeTable.open(again, clock=_clock()))
+    assert resumed.resumed
+    again_shared = again / shared.relative_to(path)
+    assert [b.block_type.name for b in parse_log_bytes(again_shared.read_bytes(), "x")].count("COMMAND") == 1
+    _check(again, model)
+    [result] = rollback(LakeTable.open(path, clock=_clock()))
+    rel = shared.relative_to(path).as_posix()
+    assert (result.deleted, result.marked) == ((), (rel,))
+    blocks = parse_log_bytes(shared.read_bytes(), str(shared))
+    assert shared.read_bytes().startswith(committed_bytes)
+    assert [(b.block_type.name, b.instant_time, b.target_instant_time) for b in blocks][-2:] == [
+        ("AVRO_DATA", pending.timestamp, None),
+        ("COMMAND", result.instant, pending.timestamp),
+    ]
+    _check(path, model)
+    # Finishing the same plan again (a crash after the append) does not append a second block.
+    metadata = timeline_avro.read_avro((path / ".hoodie" / f"{result.instant}.rollback").read_bytes(), "x")
+    assert metadata["partitionMetadata"]["city=a"]["rollbackLogFiles"] == {str(shared): shared.stat().st_size}
+
+
+def test_completed_compaction_later_writes_depend_on_is_refused(tmp_path: Path) -> None:
+    from airflow_lake_provider.lake.services.compaction.executor import (
+        execute_compaction,
+        schedule_compaction,
+    )
+
+    path = tmp_path / "t"
+    table, model = _seed(path, "mor")
+    c = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"}).instant
+    execute_compaction(table)
+    with pytest.raises(SimulatedCrash), inject_crash(4):  # a write against the compacted slice, pending
+        write(
+            table,
+            _batch([(1, 90, "later")]),
+            "upsert",
+            options={"hoodie.cleaner.policy.failed.writes": "NEVER"},
+        )
+    [pending] = table.timeline().pending
+    before = sorted(os.listdir(path / ".hoodie"))
+    with pytest.raises(RollbackError, match=rf"{pending.timestamp} started after the compaction {c}"):
+        rollback(table, c, force=True)
+    assert sorted(os.listdir(path / ".hoodie")) == before
+    rollback(table, pending.timestamp)
+    [undone] = rollback(table, c, force=True)  # nothing depends on it any more
+    assert undone.target == c
+    _check(path, model)
 
 
 def test_zz_coverage_line(capsys: pytest.CaptureFixture[str]) -> None:

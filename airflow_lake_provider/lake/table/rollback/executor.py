@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import RollbackError
+from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
@@ -91,11 +92,25 @@ def eligible_failed_writes(table: LakeTable, timeline: Timeline, config: FailedW
     """Failed writes the policy lets a rollback take now (heartbeats are read before any change)."""
     if config.policy is FailedWritesPolicy.NEVER:
         return []
-    pending = failed_writes(timeline)
+    # A pending clustering is a table service, finished by its own runner: never a failed write.
+    pending = [i for i in failed_writes(timeline) if not _is_clustering(timeline, i)]
     if config.policy is FailedWritesPolicy.LAZY:
         now = now_ms()
         pending = [i for i in pending if heartbeat_expired(table.store, i.timestamp, config, now)]
     return pending
+
+
+def _is_clustering(timeline: Timeline, instant: Instant) -> bool:
+    if instant.action is not Action.REPLACECOMMIT:
+        return False
+    requested = Instant(instant.timestamp, State.REQUESTED, Action.REPLACECOMMIT)
+    data = timeline.read_bytes(requested)
+    if not data:
+        return False
+    record = timeline_avro.read_avro_fields(
+        data, timeline.path_of(requested), timeline_avro.REQUESTED_REPLACE_METADATA, ("clusteringPlan",)
+    )
+    return str(record.get("operationType") or "").upper() == "CLUSTER"
 
 
 def rollback_failed_writes_locked(table: LakeTable, config: FailedWritesConfig) -> list[RollbackResult]:

@@ -19,7 +19,7 @@ from airflow_lake_provider.lake.table.rollback.plan import RollbackPlan, Rollbac
 from airflow_lake_provider.lake.table.timeline import Timeline
 
 # Writes a rollback undoes; pending compactions are finished by their executor instead.
-ROLLBACK_ACTIONS = frozenset({Action.COMMIT, Action.DELTACOMMIT})
+ROLLBACK_ACTIONS = frozenset({Action.COMMIT, Action.DELTACOMMIT, Action.REPLACECOMMIT})
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class WrittenFile:
 
 
 def failed_writes(timeline: Timeline) -> list[Instant]:
-    """Pending commits and deltacommits, oldest first."""
+    """Pending commits, deltacommits and replacecommits, oldest first."""
     return [i for i in timeline.pending if i.action in ROLLBACK_ACTIONS]
 
 

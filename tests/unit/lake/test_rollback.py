@@ -124,6 +124,7 @@ def _crashed_write(table: LakeTable, rows: list, op: str, after: int) -> tuple[b
     ("kind", "op", "rows"),
     [
         ("cow", "upsert", SECOND),
+        ("cow", "delete", DELETE),
         ("mor", "upsert", [(1, 30, "a1''"), (6, 30, "b6")]),
         ("mor", "delete", DELETE),
     ],
@@ -515,6 +516,20 @@ def test_restore_refusals_change_nothing(tmp_path: Path) -> None:
     ):
         restore(table, "20250601120000000")
     assert sorted(os.listdir(path / ".hoodie")) == before
+    # A restore killed half way: writers refuse until it is finished; another savepoint's restore too.
+    from airflow_lake_provider.lake.services.savepoint import create_savepoint
+
+    first = table.timeline().completed_commits[0].timestamp
+    create_savepoint(table, first)
+    write(table, _batch(SECOND), "upsert")
+    with pytest.raises(SimulatedCrash), inject_crash(2):
+        restore(table, first)
+    before = sorted(os.listdir(path / ".hoodie"))
+    with pytest.raises(RollbackError, match=r"restore \d+ is pending; finish it before writing"):
+        write(LakeTable.open(path), _batch([(1, 99, "no")]), "upsert")
+    assert sorted(os.listdir(path / ".hoodie")) == before
+    assert restore(LakeTable.open(path, clock=_clock()), first).resumed
+    _check(path, _apply({}, FIRST))
 
 
 def _check_allow_pending(path: Path, model: dict) -> None:

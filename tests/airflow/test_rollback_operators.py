@@ -119,3 +119,40 @@ def test_example_rollback_dag(repo_root: Path, tmp_path: Path, airflow_db: Path)
         "outcome": "NO_WORK",
         "rollbacks": [],
     }
+
+
+def test_example_dag_write_task_rolls_back_what_its_earlier_attempt_left(
+    repo_root: Path, tmp_path: Path, airflow_db: Path
+) -> None:
+    """Under ``dag.test()``: an earlier attempt of ``write`` in this run was killed after writing
+    files. The table's policy is NEVER, so only the write task's own retry logic can undo it."""
+    import pendulum
+
+    path = tmp_path / "t"
+    _table(path)
+    with (path / ".hoodie" / "hoodie.properties").open("a") as props:
+        props.write("hoodie.cleaner.policy.failed.writes=NEVER\n")
+    when = pendulum.datetime(2025, 1, 2, tz="UTC")
+    run_id = f"manual__{when.isoformat()}"
+    attempt = {
+        "lake.airflow.dag_id": "example_lake_rollback",
+        "lake.airflow.task_id": "write",
+        "lake.airflow.run_id": run_id,
+        "lake.airflow.try_number": "1",
+    }
+    with pytest.raises(SimulatedCrash), inject_crash(4):  # killed after its log file, before its commit
+        write(LakeTable.open(path), _batch([2], 9, "killed"), "upsert", extra_metadata=attempt)
+    [killed] = LakeTable.open(path).timeline().pending
+    source = tmp_path / "in.parquet"
+    pq.write_table(_batch([2, 4], 3, "c"), source)
+    dag = load_example_dag(repo_root, "example_lake_rollback")
+    dr = dag.test(
+        run_after=when, logical_date=when, run_conf={"table_path": str(path), "input_path": str(source)}
+    )
+    assert dr.run_id == run_id
+    assert dr.state == "success", task_states(dag.dag_id, dr.run_id)
+    assert xcom_value(dag.dag_id, run_id, "rollback_failed_writes")["outcome"] == "NO_WORK"  # policy NEVER
+    written = xcom_value(dag.dag_id, run_id, "write")
+    assert written["rolled_back"] == [killed.timestamp]
+    assert _rows(path) == {1: "a1", 2: "c2", 4: "c4"}
+    assert LakeTable.open(path).timeline().pending == []

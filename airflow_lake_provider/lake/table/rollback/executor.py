@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from airflow_lake_provider.lake.errors import RollbackError
+from airflow_lake_provider.lake.errors import ObjectNotFoundError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
@@ -104,7 +104,10 @@ def _is_clustering(timeline: Timeline, instant: Instant) -> bool:
     if instant.action is not Action.REPLACECOMMIT:
         return False
     requested = Instant(instant.timestamp, State.REQUESTED, Action.REPLACECOMMIT)
-    data = timeline.read_bytes(requested)
+    try:
+        data = timeline.read_bytes(requested)
+    except ObjectNotFoundError:
+        return False
     if not data:
         return False
     record = timeline_avro.read_avro_fields(
@@ -264,4 +267,4 @@ def describe_failed_writes(base_path: str, instants: Sequence[Instant]) -> str:
     )
 
 
-__all__ = ["RollbackError", "RollbackResult", "rollback", "describe_failed_writes"]
+__all__ = ["RollbackResult", "describe_failed_writes", "rollback"]

@@ -34,6 +34,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lake_provider.operators.clean",
                     "airflow_lake_provider.operators.compaction",
                     "airflow_lake_provider.operators.partition_commit",
+                    "airflow_lake_provider.operators.rollback",
                 ],
             }
         ],

@@ -38,6 +38,8 @@ from airflow_lake_provider.lake.services.partition_commit.config import (
     parse_policies,
 )
 from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions, parse_watermark
+from airflow_lake_provider.lake.services.restore import restore
+from airflow_lake_provider.lake.services.rollback import rollback
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.storage import Storage, open_storage
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -128,7 +130,45 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["create", "delete"])
     p.add_argument("path")
     p.add_argument("--instant", required=True, help="the completed commit to (un)savepoint")
+    p = sub.add_parser("rollback", help="roll back failed writes (or one instant)")
+    p.add_argument("path")
+    p.add_argument(
+        "--instant", help="the instant to roll back (default: every failed write the policy allows)"
+    )
+    p.add_argument("--force", action="store_true", help="allow rolling back the latest completed commit")
+
+    p = sub.add_parser("restore", help="roll the table back to a savepoint (irreversible)")
+    p.add_argument("path")
+    p.add_argument("--savepoint", required=True, help="the savepoint instant to restore")
     return parser
+
+
+def _cmd_rollback(args: argparse.Namespace) -> None:
+    table = LakeTable.open(args.path)
+    if args.force and not args.instant:
+        raise LakeError("--force needs --instant: name the completed commit to roll back")
+    results = rollback(table, args.instant, force=args.force)
+    if not results:
+        print("NO_WORK")
+        return
+    for result in results:
+        print(
+            f"rolled back {result.target_action} {result.target} at {result.instant}: "
+            f"{len(result.deleted)} files deleted, {len(result.marked)} log files marked"
+            + (" (finished an interrupted rollback)" if result.resumed else "")
+        )
+
+
+def _cmd_restore(args: argparse.Namespace) -> None:
+    table = LakeTable.open(args.path)
+    result = restore(table, args.savepoint)
+    if not result.rolled_back:
+        print(f"NO_WORK: nothing after savepoint {args.savepoint}")
+        return
+    print(
+        f"restored savepoint {args.savepoint} at {result.instant}: rolled back "
+        + ", ".join(result.rolled_back)
+    )
 
 
 def _cmd_init(args: argparse.Namespace) -> None:
@@ -328,6 +368,8 @@ _COMMANDS = {
     "archive": _cmd_archive,
     "compact": _cmd_compact,
     "partition-commit": _cmd_partition_commit,
+    "rollback": _cmd_rollback,
+    "restore": _cmd_restore,
 }
 
 

@@ -87,6 +87,14 @@ class SavepointError(LakeError):
     """A savepoint cannot be created or deleted at the instant asked for."""
 
 
+class RollbackError(LakeError):
+    """An instant cannot be rolled back (unknown, completed without force, depended upon, ...)."""
+
+
+class HeartbeatError(RollbackError):
+    """A heartbeat file cannot be read as a time."""
+
+
 class CompactionError(LakeError):
     """A compaction cannot be scheduled, executed or committed as asked."""
 

@@ -37,9 +37,27 @@ from airflow_lake_provider.lake.errors import (
     StorageError,
     UnsafePathError,
 )
-from airflow_lake_provider.lake.storage_base import HOODIE_DIR, Listing, Storage
+from airflow_lake_provider.lake.storage_base import (
+    HOODIE_DIR,
+    CrashInjector,
+    Listing,
+    SimulatedCrash,
+    Storage,
+    _durable,
+    inject_crash,
+)
 
-__all__ = ["HOODIE_DIR", "Listing", "LocalStorage", "Storage", "local_path", "open_storage"]
+__all__ = [
+    "HOODIE_DIR",
+    "CrashInjector",
+    "Listing",
+    "LocalStorage",
+    "SimulatedCrash",
+    "Storage",
+    "inject_crash",
+    "local_path",
+    "open_storage",
+]
 
 
 class LocalStorage(Storage):
@@ -140,6 +158,7 @@ class LocalStorage(Storage):
             _unlink_quietly(tmp)
             raise
         _fsync_dir(os.path.dirname(path))
+        _durable("write", rel)
 
     def create(self, rel: str, data: bytes) -> None:
         path = self._path(rel)
@@ -153,6 +172,7 @@ class LocalStorage(Storage):
         finally:
             _unlink_quietly(tmp)
         _fsync_dir(os.path.dirname(path))
+        _durable("create", rel)
 
     def check_path(self, rel: str, what: str | None = None) -> None:
         super().check_path(rel, what)
@@ -176,6 +196,7 @@ class LocalStorage(Storage):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "ab"):  # an empty marker needs neither a temp file nor fsync
             pass
+        _durable("create", rel)
 
     def append(self, rel: str, data: bytes) -> tuple[int, int]:
         path = self._path(rel)
@@ -193,6 +214,7 @@ class LocalStorage(Storage):
             os.close(fd)
         if created:  # make the new directory entry durable too, not just the bytes
             _fsync_dir(os.path.dirname(path))
+        _durable("append", rel)
         return before, after
 
     @contextlib.contextmanager
@@ -208,6 +230,7 @@ class LocalStorage(Storage):
             _unlink_quietly(path)  # never leave half a data file behind
             raise
         _fsync_dir(os.path.dirname(path))
+        _durable("create", rel)
 
     # -- deletes ------------------------------------------------------------------------------
     def delete(self, rel: str) -> bool:
@@ -215,10 +238,20 @@ class LocalStorage(Storage):
             os.unlink(self._path(rel))
         except FileNotFoundError:
             return False
+        _durable("delete", rel)
         return True
 
     def delete_tree(self, rel: str) -> None:
-        shutil.rmtree(self._path(self._inside(rel)), ignore_errors=True)
+        path = self._path(self._inside(rel))
+        if os.path.exists(path):
+            shutil.rmtree(path, ignore_errors=True)
+            _durable("delete", rel)
+
+    def modified_ms(self, rel: str) -> int:
+        try:
+            return os.stat(self._path(rel)).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            raise ObjectNotFoundError(f"{self._path(rel)} does not exist") from None
 
     def check_deletable(self, rel: str) -> str:
         norm = super().check_deletable(rel)

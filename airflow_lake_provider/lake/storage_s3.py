@@ -189,6 +189,10 @@ class S3Storage(Storage):
         with self._mapped(rel, "read"):
             return int(obstore.head(self.store, self._key(rel))["size"])
 
+    def modified_ms(self, rel: str) -> int:
+        with self._mapped(rel, "read"):
+            return int(obstore.head(self.store, self._key(rel))["last_modified"].timestamp() * 1000)
+
     def exists(self, rel: str) -> bool:
         key = self._key(rel)
         if key:

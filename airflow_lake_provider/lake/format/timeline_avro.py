@@ -29,6 +29,8 @@ _SCHEMA_FILES = (
     "HoodieCompactionStrategy",
     "HoodieRollbackMetadata",
     "HoodieRollbackPlan",
+    "HoodieRestorePlan",
+    "HoodieRestoreMetadata",
     "HoodieSavePointMetadata",
     "HoodieSliceInfo",
     "HoodieClusteringGroup",
@@ -57,6 +59,8 @@ CLEAN_METADATA = "org.apache.hudi.avro.model.HoodieCleanMetadata"
 COMPACTION_PLAN = "org.apache.hudi.avro.model.HoodieCompactionPlan"
 ROLLBACK_PLAN = "org.apache.hudi.avro.model.HoodieRollbackPlan"
 ROLLBACK_METADATA = "org.apache.hudi.avro.model.HoodieRollbackMetadata"
+RESTORE_PLAN = "org.apache.hudi.avro.model.HoodieRestorePlan"
+RESTORE_METADATA = "org.apache.hudi.avro.model.HoodieRestoreMetadata"
 SAVEPOINT_METADATA = "org.apache.hudi.avro.model.HoodieSavepointMetadata"
 REQUESTED_REPLACE_METADATA = "org.apache.hudi.avro.model.HoodieRequestedReplaceMetadata"
 COMMIT_METADATA = "org.apache.hudi.avro.model.HoodieCommitMetadata"

@@ -26,6 +26,10 @@ PROPERTIES_FILE = "hoodie.properties"
 TEMP_DIR = ".temp"
 # Held only while an instant time is checked and its requested file created.
 INSTANT_LOCK_WAIT_SECONDS = 30.0
+HEARTBEAT_DIR = ".heartbeat"
+# Hudi's TIMELINE_SERVER_BASED markers: MARKERS.type names the kind, MARKERS<n> list marker paths.
+MARKERS_TYPE_FILE = "MARKERS.type"
+_MARKERS_FILE_PREFIX = "MARKERS"
 # Writers and compaction scheduling share this lock (see ``writer.write``).
 WRITE_LOCK = "write"
 # Folders Java creates at init; hudi-rs ignores them.
@@ -156,6 +160,20 @@ class TimelineStore:
                 removed.append(present[state].file_name)
         return removed
 
+    def remove_completed(self, instant: Instant) -> None:
+        """Delete the completed file of a write being rolled back (forced): the instant turns
+        pending again (its inflight file stays), so its files stop being visible at once."""
+        if not instant.is_completed or instant.action not in (
+            Action.COMMIT,
+            Action.DELTACOMMIT,
+            Action.REPLACECOMMIT,
+        ):
+            raise InvalidStateTransitionError(f"{instant}: only a completed write is un-completed")
+        present = self._states_present(instant.timestamp)
+        if State.INFLIGHT not in present:  # keep it pending, never an orphan completed-less instant
+            self._create(instant.with_state(State.INFLIGHT).file_name, b"")
+        self.storage.delete(f"{HOODIE_DIR}/{instant.file_name}")
+
     def create_savepoint(self, timestamp: str, content: bytes) -> Instant:
         """Write ``<t>.savepoint.inflight`` then ``<t>.savepoint`` for the commit at ``timestamp``."""
         present = self._states_present(timestamp, savepoint=True)
@@ -232,15 +250,43 @@ class TimelineStore:
         return Marker(timestamp, partition, file_name, io_type)
 
     def read_markers(self, timestamp: str) -> list[Marker]:
+        """Markers of an instant: one file per marker (ours, Hudi's DIRECT) and the ``MARKERS<n>``
+        files of Hudi's TIMELINE_SERVER_BASED markers (one marker path per line)."""
         root = self.marker_dir(timestamp)
-        markers = []
+        found: set[Marker] = set()
         for folder, files in self.storage.walk(root):
             partition = folder[len(root) + 1 :]
             for name, _size in files:
                 stem, sep, io_type = name.rpartition(".marker.")
                 if sep:
-                    markers.append(Marker(timestamp, partition, stem, io_type))
-        return sorted(markers, key=lambda m: (m.partition, m.file_name))
+                    found.add(Marker(timestamp, partition, stem, io_type))
+                elif not partition and name.startswith(_MARKERS_FILE_PREFIX) and name[7:].isdigit():
+                    text = self.storage.read(f"{root}/{name}").decode("utf-8", "replace")
+                    found.update(_server_markers(timestamp, text))
+        return sorted(found, key=lambda m: (m.partition, m.file_name))
 
     def delete_markers(self, timestamp: str) -> None:
         self.storage.delete_tree(self.marker_dir(timestamp))
+
+    # -- heartbeats -------------------------------------------------------------------------
+    def heartbeat_path(self, timestamp: str) -> str:
+        return f"{HOODIE_DIR}/{HEARTBEAT_DIR}/{timestamp}"
+
+    def beat(self, timestamp: str, now_ms: int) -> None:
+        """Refresh a running write's heartbeat (Hudi reads the file's modification time; we also
+        write the time into it, so a copied or touched file still tells the truth)."""
+        validate_instant_time(timestamp)
+        self.storage.write(self.heartbeat_path(timestamp), str(now_ms).encode())
+
+    def delete_heartbeat(self, timestamp: str) -> None:
+        self.storage.delete(self.heartbeat_path(timestamp))
+
+
+def _server_markers(timestamp: str, text: str) -> Iterator[Marker]:
+    for line in text.splitlines():
+        path = line.strip()
+        stem, sep, io_type = path.rpartition(".marker.")
+        if not sep:
+            continue
+        partition, _, name = stem.rpartition("/")
+        yield Marker(timestamp, partition, name, io_type)

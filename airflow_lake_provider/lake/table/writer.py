@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, SchemaError, StorageError
+from airflow_lake_provider.lake.errors import CorruptDataFileError, RollbackError, SchemaError, StorageError
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
@@ -30,7 +30,7 @@ from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, Wr
 from airflow_lake_provider.lake.format.data_block import avro_data_block
 from airflow_lake_provider.lake.format.delete_block import DeleteRecord, delete_block, ordering_type_for
 from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName, new_file_id, write_token
-from airflow_lake_provider.lake.format.instant import Action
+from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.format.partitioning import (
     partition_paths,
     record_keys,
@@ -39,6 +39,12 @@ from airflow_lake_provider.lake.format.table_config import MergeMode
 from airflow_lake_provider.lake.table.data_files import store_base_file, write_partition_metadata
 from airflow_lake_provider.lake.table.fs_view import FileGroup, FileSlice, FileSystemView
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
+from airflow_lake_provider.lake.table.rollback.executor import (
+    eligible_failed_writes,
+    rollback_failed_writes_locked,
+    rollback_instant_locked,
+)
+from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
@@ -55,6 +61,8 @@ DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
 WRITE_LOCK_WAIT_SECONDS = 60.0
 # Longer than any data, marker or temp file name a write creates (a base file name is ~70 bytes).
 _LONGEST_FILE_NAME = 128
+# An instant time as long as a real one, for path checks made before the instant is chosen.
+_PROBE_INSTANT = "2" * 17
 
 
 class Operation(str, Enum):
@@ -90,6 +98,8 @@ def write(
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
     fault: FaultHook = _no_fault,
     event_time_field: str | None = None,
+    options: Mapping[str, str] | None = None,
+    extra_metadata: Mapping[str, str] | None = None,
 ) -> WriteResult:
     """Write ``batch`` as one new instant and return what was committed.
 
@@ -100,12 +110,28 @@ def write(
     ``fault`` is called at each durable step (``requested``, ``inflight``, ``file``, ``commit``) so
     tests can inject a crash there. Holds the table's write lock throughout (waiting up to
     ``WRITE_LOCK_WAIT_SECONDS`` for another write or a compaction scheduling to finish).
+
+    Failed writes (``options`` override the table's ``hoodie.cleaner.policy.failed.writes``):
+    ``EAGER`` rolls back every pending write first, ``LAZY`` those whose heartbeat expired (and this
+    write beats while it runs), ``NEVER`` none. An error raised after this write's instant exists
+    rolls the instant back before it reaches the caller. ``extra_metadata`` goes into the inflight
+    and completed commit metadata (e.g. which task started the write).
     """
     operation = Operation(operation)
+    config = FailedWritesConfig.from_options(table.config.properties, options or {})
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
-        return _write_locked(table, batch, operation, max_rows_per_file, fault, event_time_field)
+        return _write_locked(
+            table,
+            batch,
+            operation,
+            max_rows_per_file,
+            fault,
+            config,
+            dict(extra_metadata or {}),
+            event_time_field,
+        )
 
 
 def _write_locked(
@@ -114,6 +140,8 @@ def _write_locked(
     operation: Operation,
     max_rows_per_file: int,
     fault: FaultHook,
+    config: FailedWritesConfig,
+    extra: dict[str, str],
     event_time_field: str | None = None,
 ) -> WriteResult:
     timeline = table.timeline()
@@ -122,29 +150,48 @@ def _write_locked(
     # Cast before the instant exists: a value that does not survive the cast refuses the batch.
     batch = _conform_batch(batch, data_schema)
     rows = _route(table, batch, operation)
+    _check_storable(table, _PROBE_INSTANT, rows)
+    restoring = timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT])
+    if restoring:
+        raise RollbackError(
+            f"{table.uri}: restore {restoring[0].timestamp} is pending; finish it before writing "
+            f"(lake restore {table.uri} --savepoint ...)"
+        )
+    # Every check passed: only now clear failed writes (bad input changes nothing).
+    if eligible_failed_writes(table, timeline, config) or timeline.filter(
+        [Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]
+    ):
+        rollback_failed_writes_locked(table, config)
+        timeline = table.timeline()
     action = Action.DELTACOMMIT if table.config.is_mor else Action.COMMIT
     instant = table.clock.next(after=timeline.latest_time)
-    _check_storable(table, instant, rows)
     # The avro schema of the table (data fields only), as recorded in every commit.
     avro = arrow_to_avro(data_schema, f"{table.config.name}_record", f"hoodie.{table.config.name}")
     full_schema = pa.schema([pa.field(m, pa.string()) for m in META_FIELDS] + list(data_schema))
+    extra = {**extra, "schema": json.dumps(avro)}
 
     requested = table.store.create_requested(instant, action)
-    fault("requested")
-    inflight_body = CommitMetadata(operation_type=operation.name, extra_metadata={"schema": json.dumps(avro)})
-    inflight = table.store.transition_to_inflight(requested, inflight_body.to_json_bytes())
-    fault("inflight")
+    try:
+        with heartbeat(table.store, instant, config):
+            fault("requested")
+            inflight_body = CommitMetadata(operation_type=operation.name, extra_metadata=extra)
+            inflight = table.store.transition_to_inflight(requested, inflight_body.to_json_bytes())
+            fault("inflight")
 
-    job = _WriteJob(table, timeline, instant, full_schema, avro, operation, max_rows_per_file, fault)
-    stats = job.run(rows)
-    metadata = CommitMetadata(
-        operation_type=operation.name,
-        partition_to_write_stats=stats,
-        extra_metadata={"schema": json.dumps(avro), **event_times},
-    )
-    fault("commit")
-    table.store.transition_to_completed(inflight, metadata.to_json_bytes())
+            job = _WriteJob(table, timeline, instant, full_schema, avro, operation, max_rows_per_file, fault)
+            stats = job.run(rows)
+            metadata = CommitMetadata(
+                operation_type=operation.name,
+                partition_to_write_stats=stats,
+                extra_metadata={**extra, **event_times},
+            )
+            fault("commit")
+            table.store.transition_to_completed(inflight, metadata.to_json_bytes())
+    except Exception as exc:
+        _roll_back_own(table, instant, exc)
+        raise
     table.store.delete_markers(instant)
+    table.store.delete_heartbeat(instant)
     log.info(
         "committed %s %s at %s: %d inserted, %d updated, %d deleted in %d files",
         action.value,
@@ -182,6 +229,26 @@ def _event_times(batch: pa.Table, field_name: str | None) -> dict[str, str]:
     if low.as_py() is None:
         return {}
     return {EVENT_TIME_MIN: str(low.as_py()), EVENT_TIME_MAX: str(high.as_py())}
+
+
+def _roll_back_own(table: LakeTable, instant: str, error: Exception) -> None:
+    """Undo this write's instant after an in-process error (a completed instant is kept: the
+    error came after the commit). A failing rollback is logged; the next writer finishes it."""
+    found = table.timeline().get(instant)
+    if found is None or found.is_completed:
+        return
+    try:
+        rollback_instant_locked(table, instant)
+    except Exception as rollback_error:  # the write's own error is the one the caller must see
+        log.error("could not roll back failed write %s of %s: %s", instant, table.uri, rollback_error)
+        _note(error, f"its instant {instant} is not rolled back yet: run lake rollback {table.uri}")
+    else:
+        _note(error, f"the write's instant {instant} of {table.uri} was rolled back")
+
+
+def _note(error: Exception, text: str) -> None:
+    if hasattr(error, "add_note"):  # Python 3.11+
+        error.add_note(text)
 
 
 def _check_storable(table: LakeTable, instant: str, rows: pa.Table) -> None:

@@ -38,6 +38,7 @@ from airflow_lake_provider.lake.services.compaction.executor import (
     schedule_compaction,
 )
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
@@ -353,12 +354,12 @@ def test_schedule_refuses_while_an_older_write_is_inflight(mor: tuple[LakeTable,
 
     def stop(point: str) -> None:
         if point == "inflight":
-            raise Crash(point)
+            raise SimulatedCrash(point)  # a killed writer: its instant stays pending
 
-    with pytest.raises(Crash):
+    with pytest.raises(SimulatedCrash):
         write(table, _batch([1], 9, "x"), "upsert", fault=stop)
     pending = table.timeline().pending[0].timestamp
-    with pytest.raises(CompactionScheduleConflictError, match=pending):
+    with pytest.raises(CompactionScheduleConflictError, match=rf"{pending} .*lake rollback {table.uri}"):
         schedule_compaction(table, DUE)
     assert table.timeline().pending_compactions() == []
 

@@ -354,8 +354,9 @@ def test_writer_delete_all_then_reinsert_exact_rows(tmp_path: Path, kind: str) -
 
 
 # -- crash injection ------------------------------------------------------------------------------
-class _Crash(Exception):
-    pass
+class _Crash(BaseException):  # noqa: N818
+    """A crash, not an error: the writer's in-process rollback must not see it (a killed process
+    runs no code); the next writer rolls the instant back (policy EAGER)."""
 
 
 def _crash_at(point: str) -> Callable[[str], None]:
@@ -392,14 +393,20 @@ def test_writer_crash_leaves_pre_crash_rows_and_next_write_succeeds(
     # Time travel past the crash also shows the pre-crash rows.
     _assert_reads(path, _expected("insert", True), as_of=T2)
 
-    # A following write (a fresh LakeTable, as a new process would open it) succeeds.
+    # A following write (a fresh LakeTable, as a new process would open it) first rolls the crashed
+    # instant back (T3 is the rollback), then succeeds.
     again = LakeTable.open(path, clock=InstantClock(now=lambda: FROZEN))
     r = write(again, UPSERT, "upsert")
-    assert r.instant == T3
-    _assert_reads(path, _expected("upsert", True, t2=T3))
+    assert r.instant == T4
+    assert [f for f in _hoodie_files(path) if f.startswith((T2, T3))] == [
+        f"{T3}.rollback",
+        f"{T3}.rollback.inflight",
+        f"{T3}.rollback.requested",
+    ]
+    _assert_reads(path, _expected("upsert", True, t2=T4))
     write(again, DELETE, "delete")
-    _assert_reads(path, _expected("delete", True, t2=T3))
-    _assert_reads(path, _expected("upsert", True, t2=T3), as_of=T3)
+    _assert_reads(path, _expected("delete", True, t2=T4))
+    _assert_reads(path, _expected("upsert", True, t2=T4), as_of=T4)
 
 
 @pytest.mark.parametrize("kind", ["cow", "mor"])
@@ -411,8 +418,9 @@ def test_writer_two_crashes_in_a_row_then_success(tmp_path: Path, kind: str) -> 
         with pytest.raises(_Crash):
             write(table, UPSERT, "upsert", fault=_crash_at(point))
     _assert_reads(path, _expected("insert", True))
-    assert write(table, UPSERT, "upsert").instant == T4
-    _assert_reads(path, _expected("upsert", True, t2=T4))
+    t6 = format_instant(FROZEN + dt.timedelta(milliseconds=5))  # T4, T5: the two rollbacks
+    assert write(table, UPSERT, "upsert").instant == t6
+    _assert_reads(path, _expected("upsert", True, t2=t6))
 
 
 # -- bad input ------------------------------------------------------------------------------------

@@ -25,12 +25,14 @@ from airflow_lake_provider.lake.services.clean.config import CleanConfig
 from airflow_lake_provider.lake.services.clean.planner import (
     CleanPlan,
     earliest_commit_to_retain,
+    held_back_by,
     partitions_to_scan,
     plan_clean,
 )
 from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
 from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.fs_view import Lister
+from airflow_lake_provider.lake.table.rollback.executor import describe_failed_writes
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 
@@ -63,6 +65,8 @@ class CleanResult:
     reason: str = ""
     # Planned files kept because a savepoint made after the plan needs them.
     kept_for_savepoints: tuple[str, ...] = ()
+    # Pending (failed or running) writes that held the earliest commit to retain back.
+    held_back_by: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (pushed to XCom, printed by the CLI and the Spark job)."""
@@ -83,6 +87,7 @@ class CleanResult:
             "failed_files": self.failed_files,
             "finished_pending": list(self.finished_pending),
             "kept_for_savepoints": list(self.kept_for_savepoints),
+            "held_back_by": list(self.held_back_by),
             "duration_seconds": round(self.duration_seconds, 3),
             "reason": self.reason,
         }
@@ -324,7 +329,30 @@ def run_clean(
 
     Pending cleans are finished first (never re-planned). ``dry_run`` writes and deletes nothing and
     returns the plan a run would make now. ``execute`` finishes ``instant`` or every pending clean.
+    Pending writes that hold the clean back are named in the result (``held_back_by``, ``reason``)
+    with the command that rolls failed ones back.
     """
+    timeline = table.timeline()
+    held = held_back_by(timeline, clean_config(table, options), now or _now())
+    result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister)
+    if not held:
+        return result
+    advice = describe_failed_writes(table.uri, held)
+    log.warning("clean of %s keeps files older than pending write(s): %s", table.uri, advice)
+    reason = f"{result.reason}; {advice}" if result.reason else advice
+    return replace(result, held_back_by=tuple(i.timestamp for i in held), reason=reason)
+
+
+def _run_clean(
+    table: LakeTable,
+    options: Mapping[str, object] | None,
+    mode: str,
+    dry_run: bool,
+    now: dt.datetime | None,
+    instant: str | None,
+    deleter: Deleter,
+    lister: Lister | None,
+) -> CleanResult:
     if mode not in ("schedule", "execute", "schedule_and_execute"):
         raise ValueError(f"unknown clean mode {mode!r}")
     config = clean_config(table, options)

@@ -116,18 +116,31 @@ def _relative(path: str, base_path: str) -> str:
     return path[len(base) :] if path.startswith(base) else path
 
 
+def _earliest_by_policy(timeline: Timeline, config: CleanConfig, now: dt.datetime) -> Instant | None:
+    commits = timeline.completed_commits
+    if config.policy is CleanPolicy.KEEP_LATEST_COMMITS:
+        if len(commits) > config.commits_retained:
+            return commits[len(commits) - config.commits_retained]
+        return None
+    if config.policy is CleanPolicy.KEEP_LATEST_BY_HOURS:
+        cutoff = format_instant(now - dt.timedelta(hours=config.hours_retained))
+        return next((c for c in commits if c.timestamp >= cutoff), None)
+    return None
+
+
+def held_back_by(timeline: Timeline, config: CleanConfig, now: dt.datetime) -> list[Instant]:
+    """Pending writes that move the earliest commit to retain back (failed ones hold the clean
+    back until rolled back)."""
+    earliest = _earliest_by_policy(timeline, config, now)
+    if earliest is None:
+        return []
+    return [i for i in timeline.pending if i.action in COMMIT_ACTIONS and i.timestamp < earliest.timestamp]
+
+
 def earliest_commit_to_retain(timeline: Timeline, config: CleanConfig, now: dt.datetime) -> Instant | None:
     """The oldest commit whose view must stay readable, or ``None`` (nothing to clean by age)."""
     commits = timeline.completed_commits
-    earliest: Instant | None = None
-    if config.policy is CleanPolicy.KEEP_LATEST_COMMITS:
-        if len(commits) > config.commits_retained:
-            earliest = commits[len(commits) - config.commits_retained]
-    elif config.policy is CleanPolicy.KEEP_LATEST_BY_HOURS:
-        cutoff = format_instant(now - dt.timedelta(hours=config.hours_retained))
-        earliest = next((c for c in commits if c.timestamp >= cutoff), None)
-    else:
-        return None
+    earliest = _earliest_by_policy(timeline, config, now)
     if earliest is None:
         return None
     # A pending write or service older than it may still need older slices: retain from before it.

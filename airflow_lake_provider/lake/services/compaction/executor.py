@@ -176,7 +176,8 @@ def plan_instant(table: LakeTable, timeline: Timeline, requested: str | None = N
         raise CompactionScheduleConflictError(
             f"cannot schedule a compaction at {instant}: pending write(s) {', '.join(blocking)} started "
             f"earlier, and a plan must be later than the last completed instant {last_completed or '-'} "
-            "but earlier than every pending write; finish or roll back those writes first"
+            "but earlier than every pending write; finish those writes or, if they failed, roll them back "
+            f"(lake rollback {table.uri})"
         )
     return instant
 

@@ -1,0 +1,140 @@
+"""Restore: roll the table back to a savepoint (Hudi's ``restore`` action).
+
+Durable order: ``<r>.restore.requested`` (``HoodieRestorePlan``: every write and compaction after the
+savepoint, newest first) -> ``<r>.restore.inflight`` -> one rollback per instant, newest first (each
+its own resumable ``.rollback``) -> ``<r>.restore`` (``HoodieRestoreMetadata`` holding each
+rollback's metadata). A crash leaves a pending restore that ``restore`` finishes from its plan;
+writers refuse to start while one is pending. Irreversible: the rolled-back writes are gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_lake_provider.lake.errors import RollbackError
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.table.rollback.executor import (
+    ROLLBACK_LOCK_WAIT_SECONDS,
+    finish_pending_locked,
+    rollback_instant_locked,
+)
+from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    instant: str | None  # the restore instant (None: nothing after the savepoint)
+    savepoint: str
+    rolled_back: tuple[str, ...]  # newest first
+    resumed: bool = False
+
+
+def _to_undo(timeline: Timeline, savepoint: str) -> list[Instant]:
+    """Writes and compactions after the savepoint, newest first."""
+    return [
+        i
+        for i in reversed(timeline.instants)
+        if i.timestamp > savepoint
+        and (i.action in ROLLBACK_ACTIONS or i.action is Action.COMPACTION or timeline.is_compaction(i))
+    ]
+
+
+def _check(table: LakeTable, timeline: Timeline, savepoint: str) -> list[Instant]:
+    if not any(s.timestamp == savepoint for s in timeline.savepoints()):
+        known = ", ".join(s.timestamp for s in timeline.savepoints()) or "none"
+        raise RollbackError(f"{table.uri}: there is no savepoint at {savepoint} (savepoints: {known})")
+    later = [s.timestamp for s in timeline.savepoints() if s.timestamp > savepoint]
+    if later:
+        raise RollbackError(
+            f"{table.uri}: savepoint(s) {', '.join(later)} are later than {savepoint}; delete them first "
+            "(lake savepoint delete)"
+        )
+    return _to_undo(timeline, savepoint)
+
+
+def pending_restore(timeline: Timeline) -> tuple[Instant, dict[str, Any]] | None:
+    pending = timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT])
+    if not pending:
+        return None
+    requested = Instant(pending[0].timestamp, State.REQUESTED, Action.RESTORE)
+    return pending[0], timeline.avro_record(requested)
+
+
+def restore(table: LakeTable, savepoint: str) -> RestoreResult:
+    """Roll back every instant after ``savepoint`` (newest first); finish a pending restore first."""
+    with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
+        started = time.monotonic()
+        timeline = table.timeline()
+        found = pending_restore(timeline)
+        resumed = found is not None
+        if found is not None:
+            r, plan = found
+            planned = plan.get("savepointToRestoreTimestamp")
+            if planned != savepoint:
+                raise RollbackError(
+                    f"{table.uri}: a restore to savepoint {planned} is pending (instant {r.timestamp}); "
+                    f"finish it first: lake restore {table.uri} --savepoint {planned}"
+                )
+            targets = [i["commitTime"] for i in plan.get("instantsToRollback") or []]
+        else:
+            undo = _check(table, timeline, savepoint)
+            if not undo:
+                return RestoreResult(None, savepoint, ())
+            targets = [i.timestamp for i in undo]
+            record = {
+                "instantsToRollback": [{"commitTime": i.timestamp, "action": i.action.value} for i in undo],
+                "version": 2,
+                "savepointToRestoreTimestamp": savepoint,
+            }
+            r = table.store.create_requested(
+                table.clock.next(after=timeline.latest_time),
+                Action.RESTORE,
+                timeline_avro.write_avro(timeline_avro.RESTORE_PLAN, record),
+            )
+        if r.is_requested:
+            r = table.store.transition_to_inflight(r, b"")
+        finish_pending_locked(table)
+        for target in targets:
+            current = table.timeline().get(target)
+            if current is None:
+                continue  # rolled back before a crash
+            rollback_instant_locked(table, target, force=current.is_completed, compaction=True)
+        metadata = _metadata(table, r.timestamp, targets, int((time.monotonic() - started) * 1000))
+        table.store.transition_to_completed(
+            r, timeline_avro.write_avro(timeline_avro.RESTORE_METADATA, metadata)
+        )
+        log.info("restored %s to savepoint %s: rolled back %s", table.uri, savepoint, targets)
+        return RestoreResult(r.timestamp, savepoint, tuple(targets), resumed)
+
+
+def _metadata(table: LakeTable, r: str, targets: list[str], millis: int) -> dict[str, Any]:
+    timeline = table.timeline()
+    by_target: dict[str, list[dict[str, Any]]] = {}
+    actions: dict[str, str] = {}
+    for rb in timeline.filter([Action.ROLLBACK], [State.COMPLETED]):
+        if rb.timestamp <= r:
+            continue
+        record = timeline.avro_record(rb)
+        for info in record.get("instantsRollback") or []:
+            actions[info["commitTime"]] = info["action"]
+        for t in record.get("commitsRollback") or []:
+            if t in targets:
+                by_target.setdefault(t, []).append(record)
+    return {
+        "startRestoreTime": r,
+        "timeTakenInMillis": millis,
+        "instantsToRollback": targets,
+        "hoodieRestoreMetadata": by_target,
+        "version": 1,
+        "restoreInstantInfo": [{"commitTime": t, "action": actions.get(t, "commit")} for t in targets],
+        "extraMetadata": None,
+    }

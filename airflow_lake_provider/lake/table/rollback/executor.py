@@ -1,0 +1,270 @@
+"""Executing rollbacks.
+
+Durable order of one rollback ``r`` of instant ``t``:
+
+1. ``<r>.rollback.requested`` holding the plan (from here on the plan is never made again),
+2. ``<r>.rollback.inflight``,
+3. forced rollback of a completed ``t``: its completed file goes (its files stop being visible),
+4. ``t``'s files deleted, rollback command blocks appended to log files other instants share,
+5. ``t``'s inflight and requested files, markers and heartbeat removed,
+6. ``<r>.rollback`` (``HoodieRollbackMetadata``).
+
+A crash anywhere leaves the table reading as before ``t`` (or as with ``t``, before step 3), and the
+next rollback of any kind first finishes the pending one from its stored plan: deleting a file
+already gone counts as deleted, and a log file already carrying ``r``'s block is not marked twice.
+Callers hold the table's write lock (``rollback`` takes it; the writer already holds it).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from airflow_lake_provider.lake.errors import ObjectNotFoundError
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
+from airflow_lake_provider.lake.table.fs_view import list_table
+from airflow_lake_provider.lake.table.rollback.plan import (
+    RollbackOutcome,
+    RollbackPlan,
+    rollback_metadata,
+)
+from airflow_lake_provider.lake.table.rollback.planner import WrittenFile, check_target, failed_writes, plan
+from airflow_lake_provider.lake.table.rollback.policy import (
+    FailedWritesConfig,
+    FailedWritesPolicy,
+    heartbeat_expired,
+    now_ms,
+)
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK
+
+log = logging.getLogger(__name__)
+ROLLBACK_LOCK_WAIT_SECONDS = 60.0
+
+
+@dataclass(frozen=True)
+class RollbackResult:
+    """One completed rollback: its instant, what it undid and which files it deleted or marked."""
+
+    instant: str
+    target: str
+    target_action: str
+    deleted: tuple[str, ...]
+    marked: tuple[str, ...]
+    resumed: bool = False  # finished from a plan an earlier run stored
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "instant": self.instant,
+            "rolled_back": self.target,
+            "action": self.target_action,
+            "deleted": list(self.deleted),
+            "marked": list(self.marked),
+            "resumed": self.resumed,
+        }
+
+
+def rollback(
+    table: LakeTable,
+    instant: str | None = None,
+    *,
+    force: bool = False,
+    options: dict[str, str] | None = None,
+) -> list[RollbackResult]:
+    """Roll back ``instant``, or (none given) every failed write the failed-writes policy allows.
+
+    Pending rollbacks are finished first. Takes the table's write lock (waiting up to 60 s).
+    """
+    with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
+        if instant is not None:
+            return rollback_instant_locked(table, instant, force=force)
+        config = FailedWritesConfig.from_options(table.config.properties, options or {})
+        return rollback_failed_writes_locked(table, config)
+
+
+def eligible_failed_writes(table: LakeTable, timeline: Timeline, config: FailedWritesConfig) -> list[Instant]:
+    """Failed writes the policy lets a rollback take now (heartbeats are read before any change)."""
+    if config.policy is FailedWritesPolicy.NEVER:
+        return []
+    # A pending clustering is a table service, finished by its own runner: never a failed write.
+    pending = [i for i in failed_writes(timeline) if not _is_clustering(timeline, i)]
+    if config.policy is FailedWritesPolicy.LAZY:
+        now = now_ms()
+        pending = [i for i in pending if heartbeat_expired(table.store, i.timestamp, config, now)]
+    return pending
+
+
+def _is_clustering(timeline: Timeline, instant: Instant) -> bool:
+    if instant.action is not Action.REPLACECOMMIT:
+        return False
+    requested = Instant(instant.timestamp, State.REQUESTED, Action.REPLACECOMMIT)
+    try:
+        data = timeline.read_bytes(requested)
+    except ObjectNotFoundError:
+        return False
+    if not data:
+        return False
+    record = timeline_avro.read_avro_fields(
+        data, timeline.path_of(requested), timeline_avro.REQUESTED_REPLACE_METADATA, ("clusteringPlan",)
+    )
+    return str(record.get("operationType") or "").upper() == "CLUSTER"
+
+
+def rollback_failed_writes_locked(table: LakeTable, config: FailedWritesConfig) -> list[RollbackResult]:
+    timeline = table.timeline()
+    eligible = eligible_failed_writes(table, timeline, config)
+    done = finish_pending_locked(table)
+    finished = {r.target for r in done}
+    timeline = table.timeline()
+    for instant in eligible:
+        if instant.timestamp in finished:
+            continue
+        done.append(_rollback_one(table, timeline, instant))
+        timeline = table.timeline()
+    return done
+
+
+def rollback_instant_locked(
+    table: LakeTable, instant_time: str, *, force: bool = False, compaction: bool = False
+) -> list[RollbackResult]:
+    timeline = table.timeline()
+    pending = _pending_rollbacks(table, timeline)
+    resumed = [p for p in pending if p[1].target_time == instant_time]
+    if not resumed:
+        check_target(timeline, instant_time, force, compaction)  # refuse before finishing anything else
+    done = finish_pending_locked(table)
+    if resumed:
+        return done
+    timeline = table.timeline()
+    target = check_target(timeline, instant_time, force, compaction)
+    return [*done, _rollback_one(table, timeline, target)]
+
+
+def finish_pending_locked(table: LakeTable) -> list[RollbackResult]:
+    """Finish every pending rollback from its stored plan, oldest first."""
+    timeline = table.timeline()
+    return [_execute(table, r, p, resumed=True) for r, p in _pending_rollbacks(table, timeline)]
+
+
+def _pending_rollbacks(table: LakeTable, timeline: Timeline) -> list[tuple[Instant, RollbackPlan]]:
+    out = []
+    for r in timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]):
+        requested = Instant(r.timestamp, State.REQUESTED, Action.ROLLBACK)
+        record = timeline.avro_record(requested)
+        out.append((r, RollbackPlan.from_record(record, timeline.path_of(requested), table.storage)))
+    return out
+
+
+def _rollback_one(table: LakeTable, timeline: Timeline, target: Instant) -> RollbackResult:
+    written = gather(table, timeline, target)
+    rollback_plan = plan(target, written)
+    # The plan as stored must be readable back: every path inside the table, outside .hoodie/.
+    for path in (*rollback_plan.files_to_delete, *rollback_plan.logs_to_mark):
+        table.storage.check_deletable(path)
+    r = table.clock.next(after=timeline.latest_time)
+    requested = table.store.create_requested(r, Action.ROLLBACK, rollback_plan.to_avro(table.storage))
+    return _execute(table, requested, rollback_plan, resumed=False)
+
+
+def gather(table: LakeTable, timeline: Timeline, target: Instant) -> list[WrittenFile]:
+    """The files ``target`` wrote: from its markers, else (completed) its write stats, else by
+    listing the table for files named with it and log files holding its blocks."""
+    storage = table.storage
+    t = target.timestamp
+    markers = table.store.read_markers(t)
+    if markers:
+        paths = {m.relative_path for m in markers}
+    elif target.is_completed:
+        paths = {s.path for s in timeline.commit_metadata(target).write_stats()}
+    else:
+        paths = set()
+        for partition, files in list_table(storage, table.config).items():
+            for name, _size in files:
+                base = BaseFileName.parse(name)
+                log_name = LogFileName.parse(name) if base is None else None
+                if (base is not None and base.instant == t) or (
+                    log_name is not None and log_name.base_instant <= t
+                ):
+                    paths.add(f"{partition}/{name}" if partition else name)
+    written = []
+    for path in sorted(paths):
+        rel = storage.check_deletable(path)
+        if not storage.exists(rel):
+            continue  # a marker written just before the crash, its file never made
+        log_name = LogFileName.parse(rel.rpartition("/")[2])
+        instants: frozenset[str] = frozenset()
+        if log_name is not None:
+            blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
+            instants = frozenset(b.instant_time for b in blocks if b.instant_time and not b.is_rollback)
+            if not markers and not target.is_completed and log_name.base_instant != t and t not in instants:
+                continue  # listing fallback: an older slice's log the instant never appended to
+        written.append(WrittenFile(rel, storage.size(rel), instants))
+    return written
+
+
+def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resumed: bool) -> RollbackResult:
+    started = time.monotonic()
+    store, storage = table.store, table.storage
+    inflight = r if r.is_inflight else store.transition_to_inflight(r.with_state(State.REQUESTED), b"")
+    t = rollback_plan.target_time
+    target = table.timeline().get(t)
+    if target is not None and target.is_completed:
+        store.remove_completed(target)
+    deleted = []
+    for path in rollback_plan.files_to_delete:
+        storage.delete_data_file(path)  # already gone counts as deleted
+        deleted.append(path)
+    marked = []
+    for path, _size in [m for req in rollback_plan.requests for m in req.logs_to_mark]:
+        rel = storage.check_deletable(path)
+        if not storage.exists(rel):
+            continue
+        blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
+        if not any(
+            b.is_rollback and b.instant_time == r.timestamp and b.target_instant_time == t for b in blocks
+        ):
+            storage.append(rel, rollback_command_block(r.timestamp, t))
+        marked.append((rel, storage.size(rel)))
+    store.remove_pending(t)
+    store.delete_markers(t)
+    store.delete_heartbeat(t)
+    outcome = RollbackOutcome(tuple(deleted), (), tuple(marked))
+    millis = int((time.monotonic() - started) * 1000)
+    store.transition_to_completed(
+        inflight, rollback_metadata(r.timestamp, rollback_plan, outcome, millis, storage)
+    )
+    log.info(
+        "rolled back %s %s at %s: %d deleted, %d marked",
+        rollback_plan.target_action.value,
+        t,
+        r.timestamp,
+        len(deleted),
+        len(marked),
+    )
+    return RollbackResult(
+        r.timestamp,
+        t,
+        rollback_plan.target_action.value,
+        tuple(deleted),
+        tuple(m for m, _ in marked),
+        resumed,
+    )
+
+
+def describe_failed_writes(base_path: str, instants: Sequence[Instant]) -> str:
+    """The sentence services add when failed writes block them."""
+    if not instants:
+        return ""
+    names = ", ".join(f"{i.timestamp} ({i.action.value})" for i in instants)
+    return (
+        f"failed or running write(s) {names}; if they failed, roll them back with: lake rollback {base_path}"
+    )
+
+
+__all__ = ["RollbackResult", "describe_failed_writes", "rollback"]

@@ -1,0 +1,127 @@
+"""Rollback planning (pure: no I/O). Which instants may be rolled back, and from the files an
+instant wrote, which to delete and which log files get a rollback command block.
+
+A base file named with the instant is its own output: deleted. A log file holding only the
+instant's blocks was created by it (our writer makes a new log version per write): deleted. A log
+file also holding other instants' blocks was appended to (Hudi's writers append): it keeps them,
+and a rollback command block hides the instant's blocks from every reader, even after archival.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from airflow_lake_provider.lake.errors import RollbackError
+from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.format.instant import Action, Instant
+from airflow_lake_provider.lake.table.rollback.plan import RollbackPlan, RollbackRequest
+from airflow_lake_provider.lake.table.timeline import Timeline
+
+# Writes a rollback undoes; pending compactions are finished by their executor instead.
+ROLLBACK_ACTIONS = frozenset({Action.COMMIT, Action.DELTACOMMIT, Action.REPLACECOMMIT})
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """A file the target instant wrote (table-relative path), and for log files the INSTANT_TIME
+    of every block in it."""
+
+    path: str
+    size: int
+    block_instants: frozenset[str] = frozenset()
+
+
+def failed_writes(timeline: Timeline) -> list[Instant]:
+    """Pending commits, deltacommits and replacecommits, oldest first."""
+    return [i for i in timeline.pending if i.action in ROLLBACK_ACTIONS]
+
+
+def check_target(
+    timeline: Timeline, instant_time: str, force: bool = False, compaction: bool = False
+) -> Instant:
+    """The instant to roll back, or ``RollbackError`` saying why it may not be.
+
+    ``compaction``: a pending compaction may be rolled back too (restore, newest first, does).
+    """
+    instant = timeline.get(instant_time)
+    where = timeline.base_path
+    if instant is None:
+        raise RollbackError(f"{where}: there is no instant {instant_time} on the timeline")
+    if instant.action is Action.COMPACTION and compaction:
+        return instant
+    if instant.action is Action.COMPACTION:
+        raise RollbackError(
+            f"{where}: {instant_time} is a pending compaction; it is finished, not rolled back "
+            f"(lake compact {where} --mode execute --instant {instant_time})"
+        )
+    if instant.action not in ROLLBACK_ACTIONS:
+        raise RollbackError(
+            f"{where}: {instant_time} is a {instant.action.value}; only writes are rolled back"
+        )
+    if not instant.is_completed:
+        return instant
+    if not force:
+        raise RollbackError(
+            f"{where}: {instant_time} is a completed {instant.action.value}; pass --force (force=True) "
+            "to roll back the latest completed commit"
+        )
+    latest = timeline.last_completed_commit
+    if latest is None or latest.timestamp != instant_time:
+        raise RollbackError(
+            f"{where}: {instant_time} is not the latest completed commit "
+            f"({latest.timestamp if latest else 'none'}); only that one may be rolled back"
+        )
+    if any(s.timestamp == instant_time for s in timeline.savepoints()):
+        raise RollbackError(f"{where}: {instant_time} is savepointed; delete the savepoint first")
+    later = [
+        i.timestamp
+        for i in timeline.pending
+        if i.timestamp > instant_time and i.action in (*ROLLBACK_ACTIONS, Action.COMPACTION)
+    ]
+    if later:
+        what = "compaction" if timeline.is_compaction(instant) else instant.action.value
+        raise RollbackError(
+            f"{where}: pending instant(s) {', '.join(later)} started after the {what} {instant_time} and "
+            f"may depend on it; roll them back first (lake rollback {where})"
+        )
+    return instant
+
+
+def plan(target: Instant, written: Iterable[WrittenFile]) -> RollbackPlan:
+    """The plan undoing ``target``: per file group, files to delete and log files to mark."""
+    deletes: dict[tuple[str, str | None], list[str]] = {}
+    marks: dict[tuple[str, str | None], list[tuple[str, int]]] = {}
+    base_of: dict[tuple[str, str | None], str | None] = {}
+    t = target.timestamp
+    for f in sorted(written, key=lambda w: w.path):
+        partition, _, name = f.path.rpartition("/")
+        base = BaseFileName.parse(name)
+        if base is not None:
+            if base.instant != t:
+                continue  # another instant's file: never ours to delete
+            key = (partition, base.file_id)
+            deletes.setdefault(key, []).append(f.path)
+            base_of.setdefault(key, t)
+            continue
+        log = LogFileName.parse(name)
+        if log is None:
+            continue
+        key = (partition, log.file_id)
+        base_of.setdefault(key, log.base_instant)
+        others = f.block_instants - {t}
+        if not others:
+            deletes.setdefault(key, []).append(f.path)
+        elif t in f.block_instants:
+            marks.setdefault(key, []).append((f.path, f.size))
+    requests = tuple(
+        RollbackRequest(
+            partition=key[0],
+            file_id=key[1],
+            latest_base_instant=base_of.get(key),
+            files_to_delete=tuple(deletes.get(key, ())),
+            logs_to_mark=tuple(marks.get(key, ())),
+        )
+        for key in sorted(set(deletes) | set(marks), key=lambda k: (k[0], k[1] or ""))
+    )
+    return RollbackPlan(t, target.action, requests)

@@ -1,0 +1,158 @@
+"""RollbackFailedWritesOperator and LakeWriteOperator: light imports, a retry that rolls back its
+failed attempt, and the example DAG under ``dag.test()``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dag_helpers import load_example_dag, task_states, xcom_value
+
+from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.operators.rollback import LakeWriteOperator, earlier_attempts
+
+pytestmark = pytest.mark.airflow
+NEVER = {"hoodie.cleaner.policy.failed.writes": "NEVER"}
+
+
+def _table(path: Path) -> LakeTable:
+    table = LakeTable.create(
+        path,
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+    write(table, _batch([1, 2], 1, "a"), "insert")
+    return table
+
+
+def _batch(ids: list[int], ts: int, v: str) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array([ts] * len(ids), pa.int64()),
+            "p": pa.array(["x" if i % 2 else "y" for i in ids]),
+            "v": pa.array([f"{v}{i}" for i in ids]),
+        }
+    )
+
+
+def _rows(path: Path) -> dict[int, str]:
+    snap = read_snapshot(LakeTable.open(path))
+    return dict(zip(snap.column("id").to_pylist(), snap.column("v").to_pylist(), strict=True))
+
+
+def test_operator_module_imports_no_pyarrow_or_polars() -> None:
+    code = (
+        "import sys, airflow_lake_provider.operators.rollback\n"
+        "print([m for m in ('pyarrow', 'polars', 'fastavro') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def _context(run_id: str, try_number: int) -> dict[str, Any]:
+    ti = SimpleNamespace(dag_id="d", task_id="w", run_id=run_id, try_number=try_number)
+    return {"ti": ti}
+
+
+def test_write_retry_rolls_back_its_failed_attempt_then_writes(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    _table(path)
+    source = tmp_path / "in.parquet"
+    pq.write_table(_batch([1, 3], 5, "b"), source)
+    op = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
+    with pytest.raises(SimulatedCrash), inject_crash(5):  # the attempt dies after writing files
+        op.execute(_context("run-1", 1))
+    # Another run's failed write is not this task's to roll back.
+    other = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
+    with pytest.raises(SimulatedCrash), inject_crash(5):
+        other.execute(_context("run-2", 1))
+    table = LakeTable.open(path)
+    mine, theirs = (i.timestamp for i in table.timeline().pending)
+    assert earlier_attempts(
+        table, {"lake.airflow.dag_id": "d", "lake.airflow.task_id": "w", "lake.airflow.run_id": "run-1"}
+    ) == [mine]
+    result = op.execute(_context("run-1", 2))
+    assert result["rolled_back"] == [mine]
+    assert _rows(path) == {1: "b1", 2: "a2", 3: "b3"}
+    timeline = LakeTable.open(path).timeline()
+    assert [i.timestamp for i in timeline.pending] == [theirs]
+    meta = timeline.commit_metadata(timeline.last_completed_commit).extra_metadata
+    assert {k: meta[k] for k in meta if k.startswith("lake.airflow")} == {
+        "lake.airflow.dag_id": "d",
+        "lake.airflow.task_id": "w",
+        "lake.airflow.run_id": "run-1",
+        "lake.airflow.try_number": "2",
+    }
+
+
+def test_example_rollback_dag(repo_root: Path, tmp_path: Path, airflow_db: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    with pytest.raises(SimulatedCrash), inject_crash(4):  # its log file written, no commit
+        write(table, _batch([2], 9, "lost"), "upsert")
+    [failed] = table.timeline().pending
+    source = tmp_path / "in.parquet"
+    pq.write_table(_batch([2, 4], 3, "c"), source)
+    dag = load_example_dag(repo_root, "example_lake_rollback")
+    conf = {"table_path": str(path), "input_path": str(source)}
+    dr = dag.test(run_conf=conf)
+    assert dr.state == "success", task_states(dag.dag_id, dr.run_id)
+    rolled = xcom_value(dag.dag_id, dr.run_id, "rollback_failed_writes")
+    assert rolled["outcome"] == "ROLLED_BACK"
+    assert [r["rolled_back"] for r in rolled["rollbacks"]] == [failed.timestamp]
+    assert _rows(path) == {1: "a1", 2: "c2", 4: "c4"}
+    again = dag.test(run_conf=conf, logical_date=None)
+    assert xcom_value(dag.dag_id, again.run_id, "rollback_failed_writes") == {
+        "outcome": "NO_WORK",
+        "rollbacks": [],
+    }
+
+
+def test_example_dag_write_task_rolls_back_what_its_earlier_attempt_left(
+    repo_root: Path, tmp_path: Path, airflow_db: Path
+) -> None:
+    """Under ``dag.test()``: an earlier attempt of ``write`` in this run was killed after writing
+    files. The table's policy is NEVER, so only the write task's own retry logic can undo it."""
+    import pendulum
+
+    path = tmp_path / "t"
+    _table(path)
+    with (path / ".hoodie" / "hoodie.properties").open("a") as props:
+        props.write("hoodie.cleaner.policy.failed.writes=NEVER\n")
+    when = pendulum.datetime(2025, 1, 2, tz="UTC")
+    run_id = f"manual__{when.isoformat()}"
+    attempt = {
+        "lake.airflow.dag_id": "example_lake_rollback",
+        "lake.airflow.task_id": "write",
+        "lake.airflow.run_id": run_id,
+        "lake.airflow.try_number": "1",
+    }
+    with pytest.raises(SimulatedCrash), inject_crash(4):  # killed after its log file, before its commit
+        write(LakeTable.open(path), _batch([2], 9, "killed"), "upsert", extra_metadata=attempt)
+    [killed] = LakeTable.open(path).timeline().pending
+    source = tmp_path / "in.parquet"
+    pq.write_table(_batch([2, 4], 3, "c"), source)
+    dag = load_example_dag(repo_root, "example_lake_rollback")
+    dr = dag.test(
+        run_after=when, logical_date=when, run_conf={"table_path": str(path), "input_path": str(source)}
+    )
+    assert dr.run_id == run_id
+    assert dr.state == "success", task_states(dag.dag_id, dr.run_id)
+    assert xcom_value(dag.dag_id, run_id, "rollback_failed_writes")["outcome"] == "NO_WORK"  # policy NEVER
+    written = xcom_value(dag.dag_id, run_id, "write")
+    assert written["rolled_back"] == [killed.timestamp]
+    assert _rows(path) == {1: "a1", 2: "c2", 4: "c4"}
+    assert LakeTable.open(path).timeline().pending == []

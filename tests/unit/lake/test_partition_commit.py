@@ -576,6 +576,9 @@ def test_write_index_waits_for_an_earlier_write_that_completes_late(tmp_path: Pa
     from airflow_lake_provider.lake.services.partition_commit.state import load_index
 
     table = _table(tmp_path / "t")
+    # Concurrent writers: no writer rolls back the other's pending instant (Hudi's LAZY/NEVER).
+    table.store.update_properties({**table.config.properties, "hoodie.cleaner.policy.failed.writes": "NEVER"})
+    table = LakeTable.open(table.base_path, clock=table.clock)
     _write(table, "03", ["a"])
     slow = table.clock.next(after=table.timeline().latest_time)  # a write that starts first...
     inflight = table.store.transition_to_inflight(table.store.create_requested(slow, Action.COMMIT))

@@ -111,6 +111,20 @@ def run_partition_commit(
     return result
 
 
+def log_result(log: logging.Logger, table_path: str, result: Mapping[str, Any]) -> None:
+    """One line of what a commit did, and a warning for data that arrived in committed partitions."""
+    log.info(
+        "partition commit of %s: %s, committed %s, already committed %s, waiting %s",
+        table_path,
+        result["outcome"],
+        result["committed"],
+        result["already_committed"],
+        result.get("waiting"),
+    )
+    if result.get("late_data"):
+        log.warning("late data in committed partitions: %s", result["late_data"])
+
+
 def ready(summary: Mapping[str, Any]) -> bool:
     """True when no asked partition waits for its trigger or its first write."""
     return not summary.get("waiting") and not summary.get("missing")

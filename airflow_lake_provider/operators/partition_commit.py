@@ -7,7 +7,12 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_lake_provider.hooks.partition_commit import as_partitions, commit_options, run_partition_commit
+from airflow_lake_provider.hooks.partition_commit import (
+    as_partitions,
+    commit_options,
+    log_result,
+    run_partition_commit,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -74,14 +79,5 @@ class PartitionCommitOperator(BaseOperator):
             spark_master=self.spark_master,
             metastore_dir=self.metastore_dir,
         )
-        self.log.info(
-            "partition commit of %s: %s, committed %s, already committed %s, waiting %s",
-            table_path,
-            result["outcome"],
-            result["committed"],
-            result["already_committed"],
-            result["waiting"],
-        )
-        if result.get("late_data"):
-            self.log.warning("late data in committed partitions: %s", result["late_data"])
+        log_result(self.log, table_path, result)
         return result

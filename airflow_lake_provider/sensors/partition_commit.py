@@ -14,6 +14,7 @@ from airflow_lake_provider.hooks.errors import LakeHookError
 from airflow_lake_provider.hooks.partition_commit import (
     as_partitions,
     commit_options,
+    log_result,
     ready,
     run_partition_commit,
 )
@@ -129,15 +130,7 @@ class PartitionCommitSensor(BaseSensorOperator):
             spark_master=self.spark_master,
             metastore_dir=self.metastore_dir,
         )
-        self.log.info(
-            "partition commit of %s: %s, committed %s, already committed %s",
-            table_path,
-            result["outcome"],
-            result["committed"],
-            result["already_committed"],
-        )
-        if result.get("late_data"):
-            self.log.warning("late data in committed partitions: %s", result["late_data"])
+        log_result(self.log, table_path, result)
         return result
 
     def poke(self, context: Context) -> PokeReturnValue:

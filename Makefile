@@ -32,7 +32,7 @@ else
   PIP_QUIET := -q
 endif
 
-.PHONY: example test install
+.PHONY: example test test-deep install
 
 install: $(STAMP)
 
@@ -56,3 +56,7 @@ test: $(STAMP)
 	echo "pytest: $$(( $$(date +%s) - start )) s, exit $$rc"; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): that is a failure"; fi; \
 	exit $$rc
+
+# The crash-history property test with 5,000 examples (not part of CI: about half an hour).
+test-deep: $(STAMP)
+	LAKE_DEEP=1 $(PY) -m pytest -p no:cacheprovider tests/property/test_crash_histories.py $(PYTEST_ARGS)

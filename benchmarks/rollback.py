@@ -70,9 +70,8 @@ def main() -> None:
         idle = time.perf_counter() - started
         print(f"{args.rows:,} rows; a whole upsert takes {steps} durable steps (last: {last})")
         print(f"failed upsert until its death: {failed_write:.2f} s")
-        print(
-            f"rollback of it ({len(done)} instant): {rolled:.3f} s = {rolled / failed_write:.1%} (target <= 10%)"
-        )
+        share = rolled / failed_write
+        print(f"rollback of it ({len(done)} instant): {rolled:.3f} s = {share:.1%} (target <= 10%)")
         print(
             f"rollback with nothing to do ({len(nothing)} instants): {idle * 1000:.1f} ms (target <= 50 ms)"
         )

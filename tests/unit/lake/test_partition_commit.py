@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from hudi import HudiTableBuilder
 
+from airflow_lake_provider.lake import cli
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import (
     LakeError,
@@ -132,11 +133,11 @@ def test_partition_time_watermark_time_zone_shifts_the_comparison(tmp_path: Path
     # 2024-01-04T19:30Z is 03:30 on the 5th in Shanghai (UTC+8): past hour 03 there, not in UTC.
     watermark = "2024-01-04T19:30:00Z"
     utc = commit_partitions(table, [H03], PT, watermark=watermark, dry_run=True)
-    assert utc.to_dict()["waiting"][H03].startswith("watermark 2024-01-04 19:30:00 <=")
+    assert utc.to_dict()["waiting"][H03].startswith("watermark 2024-01-04T19:30:00+00:00 <=")
     shanghai = {**PT, "sink.partition-commit.watermark-time-zone": "Asia/Shanghai"}
     result = commit_partitions(table, [H03], shanghai, watermark=watermark)
     assert result.committed == (H03,)
-    assert result.to_dict()["partitions"][H03]["reason"].startswith("watermark 2024-01-05 03:30:00 >")
+    assert result.to_dict()["partitions"][H03]["reason"].startswith("watermark 2024-01-05T03:30:00+08:00 >")
 
 
 def test_partition_time_watermark_from_recorded_event_times_minus_lateness(tmp_path: Path) -> None:
@@ -543,7 +544,7 @@ def test_cli_partition_commit_prints_json_then_no_work(
     out = json.loads(capsys.readouterr().out)
     assert out["outcome"] == "COMMITTED" and out["committed"] == [H03]
     assert out["waiting"] == {
-        H04: "watermark 2024-01-05 04:45:00 <= partition time 2024-01-05 04:00:00 + delay 1:00:00"
+        H04: "watermark 2024-01-05T04:45:00+00:00 <= partition time 2024-01-05 04:00:00 (UTC) + delay 1:00:00"
     }
     assert main([*args, *timing]) == 0
     again = json.loads(capsys.readouterr().out)
@@ -593,3 +594,96 @@ def test_write_index_waits_for_an_earlier_write_that_completes_late(tmp_path: Pa
     assert result.to_dict()["partitions"][H03]["writes"] == 2  # the late-completing write is indexed
     index = load_index(table.timeline())
     assert index is not None and index.through == fast and index.seen_after == frozenset()
+
+
+# -- the write index after rollback, restore and archival; daylight saving; out-of-range input -----
+def test_a_rolled_back_write_leaves_the_index(tmp_path: Path) -> None:
+    from airflow_lake_provider.lake.table.rollback.executor import rollback
+
+    table = _table(tmp_path / "t")
+    _write(table, "03", ["a"])
+    only_in_04 = _write(table, "04", ["b"])
+    assert commit_partitions(table, [H04], dry_run=True).to_dict()["partitions"][H04]["decision"] == "DUE"
+    rollback(table, only_in_04, force=True)
+    with pytest.raises(PartitionNotFoundError, match="hour=04"):
+        commit_partitions(table, [H04])
+    assert not (table.base_path / H04 / "_SUCCESS").exists()
+    assert commit_partitions(table, [H03]).committed == (H03,)
+
+
+def test_the_index_is_rebuilt_from_the_archived_timeline(tmp_path: Path) -> None:
+    from airflow_lake_provider.lake.services.archival.executor import run_archival
+
+    table = _table(tmp_path / "t")
+    _write(table, "03", ["a"])
+    for n in range(8):
+        _write(table, "04", [f"b{n}"])
+    archived = run_archival(table, {"hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "5"})
+    assert archived.archived and archived.archived[0] < archived.keep_from
+    result = commit_partitions(table, [H03])  # its only write is archived; no index existed yet
+    assert result.committed == (H03,)
+    assert (table.base_path / H03 / "_SUCCESS").read_bytes() == b""
+
+
+@pytest.mark.parametrize(
+    ("day", "watermark", "due"),
+    [
+        # 2026-03-29 in Berlin (clocks go forward at 02:00): hour 01 is 01:00 CET = 00:00Z; + 2 h
+        # elapsed is 02:00Z (adding wall-clock hours would give 03:00 CEST = 01:00Z, an hour early).
+        ("29", "2026-03-29T01:30:00Z", False),
+        ("29", "2026-03-29T02:00:01Z", True),
+        # 2026-10-25 (clocks go back at 03:00): hour 01 is 01:00 CEST = 23:00Z the day before; + 2 h
+        # elapsed is 01:00Z (wall-clock hours would give 03:00 CET = 02:00Z, an hour late).
+        ("25", "2026-10-25T00:59:00Z", False),
+        ("25", "2026-10-25T01:00:01Z", True),
+    ],
+)
+def test_partition_time_compares_absolute_times_across_daylight_saving(
+    tmp_path: Path, day: str, watermark: str, due: bool
+) -> None:
+    table = _table(tmp_path / "t")
+    month = "03" if day == "29" else "10"
+    write(
+        table,
+        pa.table(
+            {
+                "id": ["a"],
+                "ts": pa.array([1], pa.int64()),
+                "year": ["2026"],
+                "month": [month],
+                "day": [day],
+                "hour": ["01"],
+            }
+        ),
+        "upsert",
+    )
+    partition = f"year=2026/month={month}/day={day}/hour=01"
+    options = {
+        **PT,
+        "sink.partition-commit.delay": "2 h",
+        "sink.partition-commit.watermark-time-zone": "Europe/Berlin",
+    }
+    result = commit_partitions(table, [partition], options, watermark=watermark, dry_run=True)
+    assert (result.to_dict()["partitions"][partition]["decision"] == "DUE") is due
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--delay", "99999999999999 d", "is longer than any date range"),
+        ("--delay", "3000000 d", "is longer than 365000 days"),
+        ("--watermark", "-99999999999999999", "within years 1..9999"),
+        ("--watermark", "0001-01-01T00:30:00+01:00", "within years 1..9999"),
+        ("--watermark", "99999999999999999999", "within years 1..9999"),
+    ],
+)
+def test_out_of_range_delays_and_watermarks_are_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, message: str
+) -> None:
+    table = _table(tmp_path / "t")
+    _write(table, "03", ["a"])
+    args = ["partition-commit", str(table.base_path), "--partition", H03, "--trigger", "partition-time"]
+    assert cli.main([*args, flag, value]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("lake: error: ") and message in err[0]
+    assert not (table.base_path / H03 / "_SUCCESS").exists()

@@ -67,7 +67,17 @@ def parse_duration(value: object, what: str = DELAY_KEY) -> dt.timedelta:
         raise PartitionCommitConfigError(
             f"{what}={text!r} is not a duration such as '0 s', '30 min', '1 h' or '1 d'"
         )
-    return dt.timedelta(seconds=float(match.group(1)) * _UNITS[unit or "ms"])
+    try:
+        delay = dt.timedelta(seconds=float(match.group(1)) * _UNITS[unit or "ms"])
+    except OverflowError:
+        raise PartitionCommitConfigError(f"{what}={text!r} is longer than any date range") from None
+    if delay > _LONGEST:
+        raise PartitionCommitConfigError(f"{what}={text!r} is longer than {_LONGEST.days} days")
+    return delay
+
+
+# Delays beyond this cannot be added to a time without leaving the calendar: refused up front.
+_LONGEST = dt.timedelta(days=365 * 1000)
 
 
 _SIZE = re.compile(r"\s*(\d+)\s*([a-zA-Z]*)\s*")

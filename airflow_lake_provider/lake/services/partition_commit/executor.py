@@ -133,15 +133,18 @@ def parse_watermark(value: object) -> dt.datetime:
     if isinstance(value, dt.datetime):
         return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
     text = str(value).strip()
-    if text.lstrip("-").isdigit():
-        return dt.datetime.fromtimestamp(int(text) / 1000, dt.timezone.utc)
     try:
+        if text.lstrip("-").isdigit():
+            return dt.datetime.fromtimestamp(int(text) / 1000, dt.timezone.utc)
         moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
+        moment = moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+        moment.astimezone(dt.timezone.utc)  # an offset that leaves the calendar fails here, not later
+    except (ValueError, OverflowError, OSError):
         raise PartitionCommitConfigError(
-            f"watermark {text!r} is not an ISO 8601 time (e.g. 2024-01-05T03:00:00Z) or epoch milliseconds"
+            f"watermark {text!r} is not an ISO 8601 time (e.g. 2024-01-05T03:00:00Z) or epoch "
+            "milliseconds within years 1..9999"
         ) from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+    return moment
 
 
 def _check_partition_name(partition: str) -> str:

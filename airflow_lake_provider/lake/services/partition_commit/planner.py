@@ -81,9 +81,6 @@ def plan_commit(
     ``force`` (backfills) commits written partitions whatever the trigger says.
     """
     decisions = []
-    local_watermark = (
-        watermark.astimezone(config.zone).replace(tzinfo=None) if watermark is not None else None
-    )
     for partition in dict.fromkeys(partitions):
         writes = index.partitions.get(partition, ())
         if not writes:
@@ -117,7 +114,7 @@ def plan_commit(
                     )
                 )
                 continue
-        fired, reason = _trigger_fired(config, writes[0], ptime, now, local_watermark)
+        fired, reason = _trigger_fired(config, writes[0], ptime, now, watermark)
         if force and not fired:
             fired, reason = True, f"forced (the trigger alone would wait: {reason})"
         if late:
@@ -137,11 +134,14 @@ def _trigger_fired(
     first_write: str,
     partition_time: dt.datetime | None,
     now: dt.datetime,
-    local_watermark: dt.datetime | None,
+    watermark: dt.datetime | None,
 ) -> tuple[bool, str]:
     if config.trigger is Trigger.PROCESS_TIME:
         created = instant_to_datetime(first_write)
-        due_at = created + config.delay
+        try:
+            due_at = created + config.delay
+        except OverflowError:
+            return False, f"first write {created.isoformat()} + delay {config.delay} is out of range"
         if due_at <= now:
             return True, f"first write {created.isoformat()} + delay {config.delay} <= now"
         return (
@@ -150,8 +150,17 @@ def _trigger_fired(
         )
     if partition_time is None:  # pragma: no cover - the executor always extracts for partition-time
         return False, "no partition time"
-    if local_watermark is None:
+    if watermark is None:
         return False, "no watermark yet (pass one, or record event times on writes)"
-    if local_watermark > partition_time + config.delay:
-        return True, f"watermark {local_watermark} > partition time {partition_time} + delay {config.delay}"
-    return False, f"watermark {local_watermark} <= partition time {partition_time} + delay {config.delay}"
+    # As Flink: the partition's wall-clock time in the watermark zone becomes an absolute time, the
+    # delay is added to that, and absolute times are compared (right across daylight-saving changes).
+    try:
+        # (astimezone first: adding to a zoned time adds wall-clock hours, not elapsed ones)
+        due = partition_time.replace(tzinfo=config.zone).astimezone(dt.timezone.utc) + config.delay
+    except OverflowError:
+        return False, f"partition time {partition_time} + delay {config.delay} is out of range"
+    shown = f"partition time {partition_time} ({config.watermark_time_zone}) + delay {config.delay}"
+    seen = watermark.astimezone(config.zone).isoformat()
+    if watermark > due:
+        return True, f"watermark {seen} > {shown}"
+    return False, f"watermark {seen} <= {shown}"

@@ -22,7 +22,14 @@ from types import MappingProxyType
 from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError
-from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS
+from airflow_lake_provider.lake.format.archived_timeline import (
+    ARCHIVE_FOLDER,
+    archive_version,
+    decode_archive_block,
+)
+from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS, Action, State
+from airflow_lake_provider.lake.storage import HOODIE_DIR
+from airflow_lake_provider.lake.table.data_files import read_log_blocks
 from airflow_lake_provider.lake.table.timeline import Timeline
 from airflow_lake_provider.lake.table.timeline_store import TimelineStore
 
@@ -76,8 +83,28 @@ class WriteIndex:
 
 
 def refresh_index(timeline: Timeline, index: WriteIndex | None) -> tuple[WriteIndex, bool]:
-    """The index with every completed write of ``timeline`` in it; ``True`` if anything was added."""
-    index = index or WriteIndex()
+    """The index with every completed write of ``timeline`` in it; ``True`` if anything changed.
+
+    A rollback or restore completed since the index was last brought up to date may have removed
+    indexed writes: the index is then rebuilt (rare; otherwise a poke reads only new instants).
+    Writes older than the active timeline come from the archived timeline when rebuilding.
+    """
+    undone = [
+        i.timestamp
+        for i in timeline.filter([Action.ROLLBACK, Action.RESTORE], [State.COMPLETED])
+        if index is not None
+        and (index.through is None or i.timestamp > index.through)
+        and i.timestamp not in index.seen_after
+    ]
+    if index is not None and undone:
+        log.info("partition write index: rollback/restore %s since it was built: rebuilding it", undone[-1])
+        rebuilt, _ = refresh_index(timeline, None)
+        seen = frozenset(
+            t for t in rebuilt.seen_after.union(undone) if rebuilt.through is None or t > rebuilt.through
+        )
+        return replace(rebuilt, seen_after=seen), True
+    if index is None:
+        index = _archived_writes(timeline)
     new_instants = [
         i
         for i in timeline.completed_commits
@@ -196,3 +223,27 @@ def load_state(timeline: Timeline, partition: str) -> PartitionState | None:
 
 def save_state(store: TimelineStore, state: PartitionState) -> None:
     store.write_aux(state_file_name(state.partition), state.to_json(), folder=STATE_FOLDER)
+
+
+def _archived_writes(timeline: Timeline) -> WriteIndex:
+    """Writes recorded in the archived timeline (``.hoodie/archived/``), for a rebuilt index."""
+    partitions: dict[str, tuple[str, ...]] = {}
+    max_event: int | None = None
+    if not timeline.has_archive():
+        return WriteIndex()
+    folder = f"{HOODIE_DIR}/{ARCHIVE_FOLDER}"
+    for name in sorted(timeline.storage.list_names(folder)):
+        if archive_version(name) is None:
+            continue
+        for block in read_log_blocks(timeline.storage, f"{folder}/{name}"):
+            for entry in decode_archive_block(block):
+                meta = entry.get("hoodieCommitMetadata") or entry.get("hoodieReplaceCommitMetadata")
+                if not meta or str(meta.get("operationType") or "").upper() in _SERVICE_OPERATIONS:
+                    continue
+                t = entry["commitTime"]
+                for partition in meta.get("partitionToWriteStats") or {}:
+                    partitions[partition] = tuple(sorted({*partitions.get(partition, ()), t}))
+                raw = (meta.get("extraMetadata") or {}).get(MAX_EVENT_TIME)
+                if raw is not None and str(raw).lstrip("-").isdigit():
+                    max_event = int(raw) if max_event is None else max(max_event, int(raw))
+    return WriteIndex(None, frozenset(), partitions, max_event)

@@ -25,7 +25,7 @@ from airflow_lake_provider.hooks.errors import (
     as_bool,
 )
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
-from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError, StorageUnavailableError
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.services.archival.executor import run_archival
 from airflow_lake_provider.lake.services.clean.executor import (
@@ -186,6 +186,8 @@ class LakeHook(CompactionHookMixin, BaseHook):
             path = self.resolve_table_path(table_path)
             # The connection's settings over the process' own; given to the storage, not os.environ.
             return LakeTable.open(open_storage(path, environ={**os.environ, **self.storage_env()}))
+        except StorageUnavailableError as exc:
+            raise LakeHookError(str(exc)) from exc  # an outage: a retry may succeed
         except LakeError as exc:
             raise LakeConfigError(str(exc)) from exc
 

@@ -211,7 +211,8 @@ def _cmd_read(args: argparse.Namespace) -> None:
 def _split(location: str) -> tuple[Storage, str]:
     """The storage of a user file's folder, and the file's name in it."""
     folder, _, name = location.rpartition("/")
-    if not name or name in (".", ".."):
+    scheme, sep, rest = location.partition("://")
+    if not name or name in (".", "..") or (sep and "/" not in rest.strip("/")):
         raise LakeError(f"{location!r} does not name a file")
     storage = open_storage(folder or ("/" if location.startswith("/") else "."))
     if storage.exists(name) and name not in storage.list_names():

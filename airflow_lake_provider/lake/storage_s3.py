@@ -23,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import socket
 import tempfile
 import threading
@@ -83,6 +84,15 @@ def _allow_http(environ: Mapping[str, str] | None = None) -> bool:
     return env.get("AWS_ALLOW_HTTP", "").strip().lower() in ("1", "true", "yes")
 
 
+_CREDENTIALS_IN_URL = re.compile(r"//[^/@\s]+@")
+_ACCESS_CODES = (
+    "<Code>InvalidAccessKeyId</Code>",
+    "<Code>SignatureDoesNotMatch</Code>",
+    "<Code>AccessDenied</Code>",
+    "403 Forbidden",
+)
+
+
 class S3Storage(Storage):
     """Objects under ``s3://bucket/prefix``; table-relative paths are keys below the prefix."""
 
@@ -106,7 +116,9 @@ class S3Storage(Storage):
         if store is None:
             client: dict[str, Any] = {
                 "connect_timeout": timedelta(seconds=5),
-                "timeout": timedelta(minutes=5),
+                # Bounds one request (a stalled endpoint fails, and is retried, within minutes,
+                # not hours); large enough for a base file's single put on a slow link.
+                "timeout": timedelta(seconds=120),
             }
             if _allow_http(environ):
                 client["allow_http"] = True
@@ -137,11 +149,13 @@ class S3Storage(Storage):
     def _error(self, exc: BaseException, rel: str, doing: str) -> StorageError:
         """A ``StorageError`` naming the URI for an obstore error (whose text may be long XML)."""
         uri = self.uri(rel)
-        text = str(exc)
-        if "NoSuchBucket" in text:
+        # The text holds the request URL (keys, and any user:password@ of the endpoint): match only
+        # S3's XML error codes and status lines, never names, and redact credentials in URLs.
+        text = _CREDENTIALS_IN_URL.sub("//***@", str(exc))
+        if "<Code>NoSuchBucket</Code>" in text:
             return StorageError(f"{uri}: bucket {self.bucket!r} does not exist")
         if isinstance(exc, PermissionDeniedError | UnauthenticatedError) or any(
-            code in text for code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", " 403 ")
+            code in text for code in _ACCESS_CODES
         ):
             return StorageAccessError(
                 f"{uri}: access denied while trying to {doing}; check the credentials "

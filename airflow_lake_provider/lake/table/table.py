@@ -12,6 +12,8 @@ import pyarrow.parquet as pq
 from airflow_lake_provider.lake.errors import (
     LakeError,
     SchemaError,
+    StorageAccessError,
+    StorageUnavailableError,
     TableConfigError,
     TableExistsError,
     TableNotFoundError,
@@ -65,6 +67,8 @@ class LakeTable:
             raise TableNotFoundError(
                 f"{storage.root} is not a Hudi table: {props_uri} does not exist"
             ) from None
+        except (StorageAccessError, StorageUnavailableError):
+            raise  # the store, not the table: callers (and retries) must see which
         except (LakeError, OSError, UnicodeDecodeError) as exc:
             raise TableConfigError(f"{props_uri}: cannot read ({exc})") from None
         return cls(storage, TableConfig.from_properties(parse_properties(text), props_uri), clock)

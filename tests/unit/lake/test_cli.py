@@ -441,3 +441,14 @@ def test_cli_pending_clean_finishes_through_a_link_to_the_table(
     code, out, err = _run(capsys, "clean", str(tmp_path / "link"), "--retained", "1")
     assert (code, err) == (0, "")
     assert json.loads(out)["deleted_files"] == 1
+
+
+def test_cli_refuses_a_bucket_with_no_key_as_a_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = tmp_path / "t"
+    _init(capsys, table)
+    code, out, err = _run(capsys, "read", str(table), "--output", "s3://bkt")
+    assert (code, out) == (1, "")
+    assert "'s3://bkt' does not name a file" in _error_line(err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]

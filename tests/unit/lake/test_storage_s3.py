@@ -24,6 +24,7 @@ from airflow_lake_provider.lake import storage_s3
 from airflow_lake_provider.lake.errors import (
     LakeError,
     ObjectExistsError,
+    ObjectNotFoundError,
     ServiceBusyError,
     StorageAccessError,
     StorageError,
@@ -261,3 +262,23 @@ def test_delete_many_deletes_a_thousand_keys_a_request_without_heads(
     assert s3.delete_many([*rels, "p/never-there.parquet"]) == []
     assert calls == Counter({"delete": 2})
     assert s3_objects(s3_endpoint, s3.bucket, "t/") == {"p/keep.parquet": b"k"}
+
+
+@pytest.mark.parametrize("name", ["AccessDenied/x", "NoSuchBucket/x", "a 403 b/x"])
+def test_error_words_in_a_key_do_not_change_what_the_error_is(s3: S3Storage, name: str) -> None:
+    with pytest.raises(ObjectNotFoundError, match="does not exist"):
+        s3.read(name)
+
+
+def test_an_unreachable_store_is_not_a_table_error_and_urls_lose_their_credentials(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from airflow_lake_provider.lake.table.table import LakeTable
+
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://user:UrlPassSecret55@127.0.0.1:9")
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    for name, value in S3_KEYS.items():
+        monkeypatch.setenv(name, value)
+    with pytest.raises(StorageUnavailableError) as info:
+        LakeTable.open("s3://bucket/t")
+    assert "UrlPassSecret55" not in str(info.value)

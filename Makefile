@@ -59,4 +59,4 @@ test: $(STAMP)
 
 # The crash-history property test with 5,000 examples (not part of CI: about half an hour).
 test-deep: $(STAMP)
-	LAKE_DEEP=1 $(PY) -m pytest -p no:cacheprovider tests/property/test_crash_histories.py $(PYTEST_ARGS)
+	LAKE_DEEP=1 $(PY) -m pytest -p no:cacheprovider --timeout=0 tests/property/test_crash_histories.py $(PYTEST_ARGS)

@@ -9,6 +9,7 @@ build on it without importing each other in a circle.
 from __future__ import annotations
 
 import contextlib
+import urllib.parse
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import IO, Any
@@ -206,11 +207,12 @@ class Storage(ABC):
         """``rel`` (table-relative, or absolute under the root) normalised; refuses any that leaves it."""
         given = rel
         root = self.root.rstrip("/")
+        rel = _plain_location(rel)
         if rel == root:
             return ""
         if rel.startswith(root + "/"):
             rel = rel[len(root) + 1 :]
-        elif rel.startswith("/"):
+        elif rel.startswith("/") or "://" in rel:
             rel = self._relative_to_root(rel)
         parts: list[str] = []
         for part in rel.split("/"):
@@ -230,3 +232,15 @@ class Storage(ABC):
     @abstractmethod
     def lock(self, rel: str, what: str, wait_seconds: float = 0.0) -> contextlib.AbstractContextManager[None]:
         """Hold an exclusive lock named by file ``rel``; ``ServiceBusyError`` naming ``what`` if taken."""
+
+
+def _plain_location(path: str) -> str:
+    """Hudi's spellings of a location (``file:/p``, ``file:///p``, ``s3a://b/k``) as we spell them
+    (``/p``, ``s3://b/k``), so plans written by Java compare with our roots."""
+    if path[:5].lower() == "file:":
+        parsed = urllib.parse.urlsplit(path)
+        return urllib.parse.unquote(parsed.path) if parsed.netloc in ("", "localhost") else path
+    scheme, sep, rest = path.partition("://")
+    if sep and scheme.lower() in ("s3a", "s3n"):
+        return f"s3://{rest}"
+    return path

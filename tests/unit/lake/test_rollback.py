@@ -650,3 +650,41 @@ def test_zz_coverage_line(capsys: pytest.CaptureFixture[str]) -> None:
     )
     with capsys.disabled():
         print("\n" + line)
+
+
+def test_a_stored_plan_with_hudi_file_uris_deletes_exactly_its_files(tmp_path: Path) -> None:
+    """Hudi's plans spell local paths ``file:/abs/...``: they name the table's own files."""
+    path = tmp_path / "t"
+    table, model = _seed(path, "cow")
+    with pytest.raises(SimulatedCrash), inject_crash(4):
+        write(table, _batch(SECOND), "upsert")
+    with pytest.raises(SimulatedCrash), inject_crash(1):  # the plan is stored, nothing else done
+        rollback(table)
+    [requested] = [i for i in table.timeline().pending if i.action.value == "rollback"]
+    plan_file = path / ".hoodie" / requested.file_name
+    record = timeline_avro.read_avro(plan_file.read_bytes(), "plan")
+    targets = [f for r in record["RollbackRequests"] for f in r["filesToBeDeleted"]]
+    assert targets and all(f.startswith(str(path)) for f in targets)
+    for r in record["RollbackRequests"]:
+        r["filesToBeDeleted"] = [f"file:{f}" for f in r["filesToBeDeleted"]]
+    plan_file.write_bytes(timeline_avro.write_avro(timeline_avro.ROLLBACK_PLAN, record))
+    rollback(table)
+    assert [f for f in targets if Path(f).exists()] == []
+    _check(path, model)
+
+
+def test_an_interrupted_rollback_of_a_table_written_elsewhere_is_finished(hudi_table_zip) -> None:
+    """A Hudi table copied from where Spark wrote it (its plans name /opt/data/...): an interrupted
+    rollback names the same files by partition and file name, and is finished here."""
+    path = hudi_table_zip("morparquet_v6_nonpartitioned_rollback")
+    expected = _sorted_rows(read_snapshot(LakeTable.open(path)))
+    (path / ".hoodie" / "20250126040936578.rollback").unlink()  # the rollback died before completing
+    table = LakeTable.open(path)
+    assert [i.timestamp for i in table.timeline().pending] == ["20250126040936578"]
+    rollback(table)
+    assert table.timeline().pending == []
+    assert _sorted_rows(read_snapshot(table)) == expected
+    hudi = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read())
+    ours = read_snapshot(table)
+    cols = ["_hoodie_record_key", "_hoodie_commit_time", "longField"]
+    assert sorted(hudi.select(cols).to_pylist(), key=str) == sorted(ours.select(cols).to_pylist(), key=str)

@@ -7,8 +7,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lake_provider.lake.errors import CorruptTimelineFileError
+from airflow_lake_provider.lake.errors import CorruptTimelineFileError, UnsafePathError
 from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.commit_metadata import join_partition
+from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.format.instant import Action
 from airflow_lake_provider.lake.storage import Storage
 
@@ -79,15 +81,28 @@ class RollbackPlan:
                     file_id=r.get("fileId"),
                     latest_base_instant=r.get("latestBaseInstant"),
                     files_to_delete=tuple(
-                        storage.check_deletable(f) for f in r.get("filesToBeDeleted") or ()
+                        _in_table(storage, f, r["partitionPath"]) for f in r.get("filesToBeDeleted") or ()
                     ),
                     logs_to_mark=tuple(
-                        (storage.check_deletable(f), size)
+                        (_in_table(storage, f, r["partitionPath"]), size)
                         for f, size in sorted((r.get("logBlocksToBeDeleted") or {}).items())
                     ),
                 )
             )
         return cls(target["commitTime"], action, tuple(requests))
+
+
+def _in_table(storage: Storage, path: str, partition: str) -> str:
+    """A plan's path, table-relative. A plan written where the table lived before (it was copied or
+    moved: Hudi's plans hold absolute paths) names files elsewhere; a Hudi data file name in the
+    request's partition is that file here. Anything else outside the table is refused."""
+    try:
+        return storage.check_deletable(path)
+    except UnsafePathError:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if BaseFileName.parse(name) is None and LogFileName.parse(name) is None:
+            raise
+        return storage.check_deletable(join_partition(partition, name))
 
 
 @dataclass(frozen=True)

@@ -75,15 +75,21 @@ def check_target(
     if any(s.timestamp == instant_time for s in timeline.savepoints()):
         raise RollbackError(f"{where}: {instant_time} is savepointed; delete the savepoint first")
     later = [
-        i.timestamp
+        i
         for i in timeline.pending
         if i.timestamp > instant_time and i.action in (*ROLLBACK_ACTIONS, Action.COMPACTION)
     ]
     if later:
         what = "compaction" if timeline.is_compaction(instant) else instant.action.value
+        # A pending compaction is finished, never rolled back; pending writes are rolled back.
+        how = (
+            f"finish them first (lake compact {where} --mode execute)"
+            if all(i.action is Action.COMPACTION for i in later)
+            else f"roll them back first (lake rollback {where})"
+        )
         raise RollbackError(
-            f"{where}: pending instant(s) {', '.join(later)} started after the {what} {instant_time} and "
-            f"may depend on it; roll them back first (lake rollback {where})"
+            f"{where}: pending instant(s) {', '.join(i.timestamp for i in later)} started after the "
+            f"{what} {instant_time} and may depend on it; {how}"
         )
     return instant
 

@@ -6,6 +6,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
@@ -36,10 +39,9 @@ def _rows(table: pa.Table) -> list[tuple]:
     return sorted(zip(*cols, strict=True))
 
 
-def _hudi_rs(path: Path, as_of: str) -> list[tuple]:
-    batches = (
-        HudiTableBuilder.from_base_uri(str(path)).build().read(HudiReadOptions().with_as_of_timestamp(as_of))
-    )
+def _hudi_rs(path: Path | str, as_of: str, storage_options: dict[str, str] | None = None) -> list[tuple]:
+    builder = HudiTableBuilder.from_base_uri(str(path)).with_storage_options(storage_options or {})
+    batches = builder.build().read(HudiReadOptions().with_as_of_timestamp(as_of))
     return _rows(pa.Table.from_batches(batches)) if batches else []
 
 
@@ -93,8 +95,68 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
     outside = root / "neighbour"
     outside.mkdir()
     (outside / "data.parquet").write_bytes(b"not part of the table")
+    place = _Place(
+        str(root / "t"), lambda: _tree_digest(root / "t" / ".hoodie"), lambda: _tree_digest(outside), {}
+    )
+    _clean_history(place, table_type, partitioned, steps)
+
+
+@settings(max_examples=12)
+@given(
+    table_type=st.sampled_from(["cow", "mor"]),
+    partitioned=st.booleans(),
+    steps=st.lists(
+        st.one_of(write_st, write_st, write_st, clean_st, savepoint_st, savepoint_st, compact_st),
+        min_size=10,
+        max_size=18,
+    ),
+)
+def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(
+    s3_endpoint: str, table_type: str, partitioned: bool, steps: list[tuple]
+) -> None:
+    """The same histories on an s3:// table; the neighbour is an object beside the table's prefix."""
+    from s3_helpers import hudi_s3_options, s3_client, s3_environ, s3_objects
+
+    bucket = f"clean-{uuid.uuid4().hex[:12]}"
+    client = s3_client(s3_endpoint)
+    client.create_bucket(Bucket=bucket)
+    client.put_object(Bucket=bucket, Key="neighbour/data.parquet", Body=b"not part of the table")
+
+    def digest(prefix: str) -> dict[str, str]:
+        return {k: hashlib.sha256(v).hexdigest() for k, v in s3_objects(s3_endpoint, bucket, prefix).items()}
+
+    place = _Place(
+        f"s3://{bucket}/t",
+        lambda: digest("t/.hoodie/"),
+        lambda: digest("neighbour/"),
+        hudi_s3_options(s3_endpoint),
+    )
+    saved = {k: os.environ.get(k) for k in s3_environ(s3_endpoint)}
+    os.environ.update(s3_environ(s3_endpoint))
+    try:
+        _clean_history(place, table_type, partitioned, steps)
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where a history runs: the table's location, digests of its .hoodie/ and of a neighbour, and
+    the storage options hudi-rs needs there."""
+
+    location: str
+    hoodie: Callable[[], dict[str, str]]
+    neighbour: Callable[[], dict[str, str]]
+    hudi_options: dict[str, str]
+
+
+def _clean_history(place: _Place, table_type: str, partitioned: bool, steps: list[tuple]) -> None:
     table = LakeTable.create(
-        root / "t",
+        place.location,
         name="c",
         table_type=table_type,
         record_key_fields=("key",),
@@ -154,14 +216,14 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
                 else dt.datetime.now(dt.timezone.utc)
             )
             options = {"hoodie.cleaner.policy": policy.value, key: str(retained)}
-            _clean_and_check(table, outside, options, mode, now, snapshots, savepointed)
+            _clean_and_check(table, place, options, mode, now, snapshots, savepointed)
     # Finish whatever plan is still pending: savepoints made since must still read exactly.
-    _clean_and_check(table, outside, {}, "execute", dt.datetime.now(dt.timezone.utc), snapshots, savepointed)
+    _clean_and_check(table, place, {}, "execute", dt.datetime.now(dt.timezone.utc), snapshots, savepointed)
 
 
 def _clean_and_check(
     table: LakeTable,
-    outside: Path,
+    place: _Place,
     options: dict[str, str],
     mode: str,
     now: dt.datetime,
@@ -170,17 +232,17 @@ def _clean_and_check(
 ) -> None:
     """One clean run, then: .hoodie/ and the neighbour untouched, every retained instant and
     savepoint reads exactly as it did when written (ours and hudi-rs)."""
-    hoodie_before = _tree_digest(table.base_path / ".hoodie")
-    outside_before = _tree_digest(outside)
+    hoodie_before = place.hoodie()
+    outside_before = place.neighbour()
     result = run_clean(table, options, mode=mode, now=now)
     event(f"clean {result.outcome.value} deleted>0={result.deleted_files > 0}")
     if result.kept_for_savepoints:
         event("a pending clean kept files for a later savepoint")
-    hoodie_after = _tree_digest(table.base_path / ".hoodie")
+    hoodie_after = place.hoodie()
     # Only the clean's own bookkeeping file may be rewritten; every other file stays as it was.
     kept = {k: v for k, v in hoodie_before.items() if k != ".aux/lake-clean-state.json"}
     assert {k: hoodie_after.get(k) for k in kept} == kept, "a .hoodie file changed"
-    assert _tree_digest(outside) == outside_before
+    assert place.neighbour() == outside_before
     retained_instants = set(savepointed)
     if snapshots:
         retained_instants.add(max(snapshots))
@@ -190,7 +252,9 @@ def _clean_and_check(
     for instant in sorted(retained_instants):
         assert _rows(read_snapshot(table, as_of=instant)) == snapshots[instant], f"ours as of {instant}"
         if not table.timeline().pending_compactions():  # hudi-rs hides logs of a pending one
-            assert _hudi_rs(table.base_path, instant) == snapshots[instant], f"hudi-rs as of {instant}"
+            assert _hudi_rs(place.location, instant, place.hudi_options) == snapshots[instant], (
+                f"hudi-rs as of {instant}"
+            )
 
 
 @settings(max_examples=30)
@@ -206,8 +270,57 @@ def test_savepoints_made_while_a_clean_is_pending_win(
 ) -> None:
     """Plan a clean, savepoint some instants (the plan may name their files), then let the clean run
     (or die after going inflight and be finished later): every savepoint reads exactly as before."""
+    path = tmp_path_factory.mktemp("pending") / "t"
+    _pending_clean_history(str(path), {}, table_type, versions, retained, picks, crash_inflight)
+
+
+@settings(max_examples=15)
+@given(
+    table_type=st.sampled_from(["cow", "mor"]),
+    versions=st.integers(3, 5),
+    retained=st.integers(1, 2),
+    picks=st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True),
+    crash_inflight=st.booleans(),
+)
+def test_savepoints_made_while_a_clean_is_pending_win_on_s3(
+    s3_endpoint: str, table_type: str, versions: int, retained: int, picks: list[int], crash_inflight: bool
+) -> None:
+    """The same on an s3:// table (moto's S3 server on 127.0.0.1), hudi-rs reading S3."""
+    from s3_helpers import hudi_s3_options, s3_client, s3_environ
+
+    bucket = f"clean-{uuid.uuid4().hex[:12]}"
+    s3_client(s3_endpoint).create_bucket(Bucket=bucket)
+    saved = {k: os.environ.get(k) for k in s3_environ(s3_endpoint)}
+    os.environ.update(s3_environ(s3_endpoint))
+    try:
+        _pending_clean_history(
+            f"s3://{bucket}/t",
+            hudi_s3_options(s3_endpoint),
+            table_type,
+            versions,
+            retained,
+            picks,
+            crash_inflight,
+        )
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _pending_clean_history(
+    location: str,
+    hudi_options: dict[str, str],
+    table_type: str,
+    versions: int,
+    retained: int,
+    picks: list[int],
+    crash_inflight: bool,
+) -> None:
     table = LakeTable.create(
-        tmp_path_factory.mktemp("pending") / "t",
+        location,
         name="p",
         table_type=table_type,
         record_key_fields=("key",),
@@ -243,4 +356,4 @@ def test_savepoints_made_while_a_clean_is_pending_win(
     event(f"kept for savepoints: {bool(result.kept_for_savepoints)}; deleted: {result.deleted_files > 0}")
     for sp in table.timeline().savepoints():
         assert _rows(read_snapshot(table, as_of=sp.timestamp)) == snapshots[sp.timestamp]
-        assert _hudi_rs(table.base_path, sp.timestamp) == snapshots[sp.timestamp]
+        assert _hudi_rs(location, sp.timestamp, hudi_options) == snapshots[sp.timestamp]

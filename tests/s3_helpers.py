@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import http.server
+import os
+from collections.abc import Iterator
 
 import boto3
 
@@ -12,6 +15,23 @@ S3_KEYS = {"AWS_ACCESS_KEY_ID": "lake-test-key", "AWS_SECRET_ACCESS_KEY": "lake-
 def s3_environ(endpoint: str) -> dict[str, str]:
     """The standard AWS variables that point S3Storage (and hudi-rs, via storage_options) at moto."""
     return {**S3_KEYS, "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true"}
+
+
+@contextlib.contextmanager
+def s3_env(endpoint: str) -> Iterator[None]:
+    """This process's AWS variables pointed at ``endpoint`` for the block, restored afterwards (for
+    Hypothesis tests, which cannot use function-scoped fixtures such as monkeypatch)."""
+    values = s3_environ(endpoint)
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def hudi_s3_options(endpoint: str) -> dict[str, str]:

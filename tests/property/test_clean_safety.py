@@ -115,7 +115,7 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(
     s3_endpoint: str, table_type: str, partitioned: bool, steps: list[tuple]
 ) -> None:
     """The same histories on an s3:// table; the neighbour is an object beside the table's prefix."""
-    from s3_helpers import hudi_s3_options, s3_client, s3_environ, s3_objects
+    from s3_helpers import hudi_s3_options, s3_client, s3_env, s3_objects
 
     bucket = f"clean-{uuid.uuid4().hex[:12]}"
     client = s3_client(s3_endpoint)
@@ -131,16 +131,8 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(
         lambda: digest("neighbour/"),
         hudi_s3_options(s3_endpoint),
     )
-    saved = {k: os.environ.get(k) for k in s3_environ(s3_endpoint)}
-    os.environ.update(s3_environ(s3_endpoint))
-    try:
+    with s3_env(s3_endpoint):
         _clean_history(place, table_type, partitioned, steps)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @dataclass(frozen=True)
@@ -286,13 +278,11 @@ def test_savepoints_made_while_a_clean_is_pending_win_on_s3(
     s3_endpoint: str, table_type: str, versions: int, retained: int, picks: list[int], crash_inflight: bool
 ) -> None:
     """The same on an s3:// table (moto's S3 server on 127.0.0.1), hudi-rs reading S3."""
-    from s3_helpers import hudi_s3_options, s3_client, s3_environ
+    from s3_helpers import hudi_s3_options, s3_client, s3_env
 
     bucket = f"clean-{uuid.uuid4().hex[:12]}"
     s3_client(s3_endpoint).create_bucket(Bucket=bucket)
-    saved = {k: os.environ.get(k) for k in s3_environ(s3_endpoint)}
-    os.environ.update(s3_environ(s3_endpoint))
-    try:
+    with s3_env(s3_endpoint):
         _pending_clean_history(
             f"s3://{bucket}/t",
             hudi_s3_options(s3_endpoint),
@@ -302,12 +292,6 @@ def test_savepoints_made_while_a_clean_is_pending_win_on_s3(
             picks,
             crash_inflight,
         )
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _pending_clean_history(

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pyarrow as pa
 from hudi import HudiTableBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from s3_helpers import hudi_s3_options, s3_client, s3_environ
+from s3_helpers import hudi_s3_options, s3_client, s3_env
 
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -174,7 +172,7 @@ def test_write_history_on_s3_ours_hudi_rs_and_model_agree(
 ) -> None:
     """The same histories on an s3:// table (moto's S3 server on 127.0.0.1), hudi-rs reading S3."""
     uri = f"s3://{_bucket(s3_endpoint)}/{uuid.uuid4().hex}"
-    with _environ(s3_environ(s3_endpoint)):
+    with s3_env(s3_endpoint):
 
         def hudi() -> pa.Table:
             builder = HudiTableBuilder.from_base_uri(uri).with_storage_options(hudi_s3_options(s3_endpoint))
@@ -193,20 +191,6 @@ def _bucket(endpoint: str) -> str:
         _BUCKETS[endpoint] = f"prop-{uuid.uuid4().hex[:12]}"
         s3_client(endpoint).create_bucket(Bucket=_BUCKETS[endpoint])
     return _BUCKETS[endpoint]
-
-
-@contextlib.contextmanager
-def _environ(values: dict[str, str]) -> Iterator[None]:
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _history(

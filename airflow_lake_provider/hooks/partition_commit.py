@@ -57,8 +57,12 @@ def run_partition_commit(
     custom_policy: Callable[..., Any] | None = None,
     spark_master: str = "local[2]",
     metastore_dir: str | None = None,
+    lake_conn_id: str | None = None,
 ) -> dict[str, Any]:
     """Plan (``dry_run``) or commit partitions of an absolute ``table_path``; returns the JSON summary.
+
+    ``lake_conn_id``: the ``lake`` connection whose storage settings (an ``s3://`` table's
+    credentials and endpoint) open the table; without one, the process' own ``AWS_*`` variables.
 
     With the ``metastore`` policy the commit runs in ``spark_jobs/partition_commit.py`` (Spark SQL with
     Hive support), submitted to ``spark_master``; everything else runs in this process.
@@ -72,7 +76,12 @@ def run_partition_commit(
     dry = as_bool(dry_run, "dry_run")
     watermark = None if watermark in (None, "", "None") else watermark
     try:
-        table = LakeTable.open(table_path)
+        if lake_conn_id:
+            from airflow_lake_provider.hooks.lake import LakeHook
+
+            table = LakeHook(lake_conn_id=lake_conn_id).open_table(table_path)
+        else:
+            table = LakeTable.open(table_path)
         config = commit_config(table, options)
         if PolicyKind.METASTORE in config.policies and not dry:
             args = ["--table", table.uri] + [a for p in partitions for a in ("--partition", p)]

@@ -78,6 +78,7 @@ class PartitionCommitOperator(BaseOperator):
             custom_policy=self.custom_policy,
             spark_master=self.spark_master,
             metastore_dir=self.metastore_dir,
+            lake_conn_id=self.lake_conn_id,
         )
         log_result(self.log, table_path, result)
         return result

@@ -115,6 +115,7 @@ class PartitionCommitSensor(BaseSensorOperator):
             watermark=self.watermark,
             dry_run=True,
             require_existing=False,
+            lake_conn_id=self.lake_conn_id,
         )
 
     def _commit(self, table_path: str, summary: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -129,6 +130,7 @@ class PartitionCommitSensor(BaseSensorOperator):
             custom_policy=self.custom_policy,
             spark_master=self.spark_master,
             metastore_dir=self.metastore_dir,
+            lake_conn_id=self.lake_conn_id,
         )
         log_result(self.log, table_path, result)
         return result
@@ -156,6 +158,7 @@ class PartitionCommitSensor(BaseSensorOperator):
                 watermark=None if self.watermark is None else str(self.watermark),
                 poll_interval=self.poke_interval,
                 timeout_at=time.time() + self.timeout,
+                lake_conn_id=self.lake_conn_id,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout + self.poke_interval * 2),

@@ -36,6 +36,7 @@ class PartitionCommitTrigger(BaseTrigger):
         watermark: str | None = None,
         poll_interval: float = 60.0,
         timeout_at: float | None = None,
+        lake_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         if not table_path:
@@ -48,6 +49,8 @@ class PartitionCommitTrigger(BaseTrigger):
         self.watermark = None if watermark is None else str(watermark)
         self.poll_interval = float(poll_interval)
         self.timeout_at = None if timeout_at is None else float(timeout_at)
+        # The connection is looked up in the triggerer: credentials are never serialized.
+        self.lake_conn_id = lake_conn_id
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -59,6 +62,7 @@ class PartitionCommitTrigger(BaseTrigger):
                 "watermark": self.watermark,
                 "poll_interval": self.poll_interval,
                 "timeout_at": self.timeout_at,
+                "lake_conn_id": self.lake_conn_id,
             },
         )
 
@@ -87,4 +91,5 @@ class PartitionCommitTrigger(BaseTrigger):
             watermark=self.watermark,
             dry_run=True,
             require_existing=False,
+            lake_conn_id=self.lake_conn_id,
         )

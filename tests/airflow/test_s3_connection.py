@@ -203,3 +203,27 @@ def test_table_paths_resolve_under_an_s3_base_path(
             hook.resolve_table_path(path)
     else:
         assert hook.resolve_table_path(path) == resolved
+
+
+def test_partition_commit_and_its_trigger_open_an_s3_table_with_the_connection_only(
+    lake_conn: str, s3_bucket: str, s3_endpoint: str
+) -> None:
+    import asyncio
+
+    from airflow_lake_provider.hooks.partition_commit import run_partition_commit
+    from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
+
+    uri = f"s3://{s3_bucket}/trips"
+    _table(uri, s3_endpoint, upserts=1)
+    trigger = PartitionCommitTrigger(uri, ["a"], {}, poll_interval=0.1, lake_conn_id=lake_conn)
+    path, kwargs = trigger.serialize()
+    assert kwargs["lake_conn_id"] == lake_conn and SECRET not in json.dumps(kwargs)
+
+    async def first_event() -> Any:
+        return await anext(PartitionCommitTrigger(**kwargs).run())
+
+    event = asyncio.run(first_event())
+    assert event.payload["status"] == "ready", event.payload
+    result = run_partition_commit(uri, ["a"], {}, lake_conn_id=lake_conn)
+    assert result["committed"] == ["a"]
+    assert s3_objects(s3_endpoint, s3_bucket, "trips/a/_SUCCESS") == {"": b""}

@@ -49,6 +49,17 @@ def build_spark_session(
     return spark
 
 
+def key_values(pairs: Sequence[str], error: Callable[[str], BaseException] = SystemExit) -> dict[str, str]:
+    """``--option k=v`` pairs as a dict; a pair without ``=`` or a key raises ``error``."""
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise error(f"--option {pair!r} is not k=v")
+        options[key.strip()] = value.strip()
+    return options
+
+
 def setup_logging() -> None:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

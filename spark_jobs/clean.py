@@ -21,7 +21,7 @@ from airflow_lake_provider.lake.services.clean.executor import DeleteOutcome, de
 from airflow_lake_provider.lake.services.clean.planner import CleanPlan
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.table import LakeTable
-from spark_jobs._common import run_job
+from spark_jobs._common import key_values, run_job
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -37,13 +37,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def options_of(pairs: Sequence[str]) -> dict[str, str]:
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--option {pair!r} is not k=v")
-        options[key.strip()] = value.strip()
-    return options
+    return key_values(pairs)
 
 
 def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:

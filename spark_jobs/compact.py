@@ -32,7 +32,7 @@ from airflow_lake_provider.lake.services.compaction.executor import Outcome, exe
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
-from spark_jobs._common import run_job
+from spark_jobs._common import key_values, run_job
 from spark_jobs.worker_process import WORKER_ENV
 
 log = logging.getLogger("lake.compact")
@@ -53,12 +53,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def options_of(pairs: Sequence[str]) -> dict[str, str]:
     """``k=v`` pairs as a dict, validated as compaction options (``CompactionConfigError`` if not)."""
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise CompactionConfigError(f"--option {pair!r} is not K=V")
-        options[key.strip()] = value.strip()
+    options = key_values(pairs, CompactionConfigError)
     CompactionConfig.from_options(options)
     return options
 

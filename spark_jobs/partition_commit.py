@@ -23,7 +23,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.services.partition_commit.executor import CommitContext, commit_partitions
 from airflow_lake_provider.lake.table.table import LakeTable
-from spark_jobs._common import emit_result, setup_logging
+from spark_jobs._common import emit_result, key_values, setup_logging
 
 log = logging.getLogger(__name__)
 
@@ -172,13 +172,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def options_of(pairs: Sequence[str]) -> dict[str, str]:
-    options = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise SystemExit(f"--option {pair!r} is not k=v")
-        options[key.strip()] = value.strip()
-    return options
+    return key_values(pairs)
 
 
 def build_session(metastore_dir: str | None) -> Any:

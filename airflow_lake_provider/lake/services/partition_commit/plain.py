@@ -187,7 +187,8 @@ def plan_plain_merge(
     partition: str, listing: Sequence[tuple[str, int]], target_bytes: int, merge_id: str
 ) -> PlainMergePlan | None:
     """Pure: the visible files under ``target_bytes`` merged into ceil(their bytes / target) files;
-    ``None`` with fewer than two of them, or when merging would not lower the file count. Hidden files (in-progress, ``_SUCCESS``, ``.crc``) never count."""
+    ``None`` with fewer than two of them, or when merging would not lower the file count. Hidden
+    files (in-progress, ``_SUCCESS``, ``.crc``) never count."""
     if target_bytes <= 0:
         raise PartitionCommitConfigError(f"merge-small-files: target size {target_bytes} must be positive")
     small = tuple(sorted((n, s) for n, s in listing if not is_hidden(n) and s < target_bytes))
@@ -467,6 +468,10 @@ def commit_plain_partitions(
     if not partitions:
         raise PartitionCommitError("no partition given to commit")
     names = [check_partition(p) for p in partitions]
+    if not storage.exists(""):
+        raise PartitionCommitError(
+            f"{storage.root} does not exist: neither a Hudi table nor a parquet directory"
+        )
     check_plain_directory(storage)
     config = PartitionCommitConfig.from_options(options or {})
     refused = [k.value for k in config.policies if k not in PLAIN_POLICIES]

@@ -205,6 +205,8 @@ def test_a_pending_merge_is_rolled_forward_by_a_commit_of_another_partition(tmp_
     with pytest.raises(SimulatedCrash), inject_crash(5):  # pending, one output published
         merge_plain_partition(storage, P, target)
     assert sum(_rows(storage).values()) > sum(expected.values())  # the window: doubles until recovery
+    look = commit_plain_partitions(storage, [OTHER], {}, dry_run=True)  # a sensor's look changes no data
+    assert look.outcome.value == "PLANNED" and len(storage.list(MERGE_DIR)) == 1
     result = commit_plain_partitions(storage, [OTHER], {"sink.partition-commit.policy.kind": "success-file"})
     assert result.committed == (OTHER,)
     assert _rows(storage) == expected and len(_visible(storage)) == 2

@@ -40,6 +40,7 @@ from airflow_lake_provider.lake.errors import (
     PartitionCommitConfigError,
     PartitionCommitError,
     PartitionNotFoundError,
+    StorageAccessError,
     UnsafePathError,
 )
 from airflow_lake_provider.lake.services.partition_commit.config import (
@@ -220,7 +221,11 @@ def check_plain_directory(storage: Storage, partition: str = "") -> None:
         )
     above = storage.parent()
     while above is not None:
-        if above.exists(f"{HOODIE_DIR}/hoodie.properties"):
+        try:
+            inside = above.exists(f"{HOODIE_DIR}/hoodie.properties")
+        except StorageAccessError:  # credentials scoped to a prefix: nothing above it is ours to read
+            break
+        if inside:
             raise PartitionCommitError(
                 f"{storage.root} lies inside the Hudi table {above.root}: run partition commit on the "
                 "table itself (its merge is a replacecommit); nothing changed"
@@ -502,7 +507,8 @@ def commit_plain_partitions(
         )
 
     with storage.lock(LOCK_FILE, "partition commit of a plain directory", LOCK_WAIT_SECONDS):
-        recover_plain_merges(storage)
+        if not dry_run:  # a look (sensor poke, trigger) changes no data; the commit rolls forward
+            recover_plain_merges(storage)
         writes: dict[str, tuple[str, ...]] = {}
         for p in names:
             found = tuple(sorted(n for n, _ in storage.list(p) if not is_hidden(n)))

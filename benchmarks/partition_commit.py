@@ -10,7 +10,13 @@ Measured:
   - a warm poke after one more write (the index reads only the new commit).
 Target: a warm poke <= 50 ms.
 
+Then merge-small-files of a plain parquet directory (no ``.hoodie/``, files as another engine writes
+them): ``--merge-files`` files of about ``--merge-file-kb`` KB into ``--target-mb`` MB targets with the
+in-progress -> pending -> finished protocol, next to a plain pyarrow read of the same files + write of
+the same rows into one file (the baseline, measured in the same run); the ratio is printed.
+
     python benchmarks/partition_commit.py [--partitions 5000] [--commits 1000] [--runs 7]
+        [--merge-files 1000] [--merge-file-kb 100] [--target-mb 128] [--only-merge]
 """
 
 from __future__ import annotations
@@ -92,14 +98,73 @@ def timed(base: Path, parts: list[str], runs: int) -> float:
     return statistics.median(poke(base, parts)[0] for _ in range(runs))
 
 
+def small_files(folder: Path, files: int, file_kb: int) -> int:
+    """``files`` parquet files of about ``file_kb`` KB each (random numbers: they do not compress)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(7)
+    rows = max(1, file_kb * 1024 // 16)  # ~16 bytes a row once written (random int64 + float64)
+    folder.mkdir(parents=True)
+    for k in range(files):
+        batch = pa.table({"id": np.arange(k * rows, (k + 1) * rows), "v": rng.random(rows)})
+        pq.write_table(batch, folder / f"part-{k:05d}.snappy.parquet")
+    return files * rows
+
+
+def bench_merge(base: Path, files: int, file_kb: int, target_mb: int, runs: int) -> None:
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    from airflow_lake_provider.lake.services.partition_commit.plain import merge_plain_partition
+    from airflow_lake_provider.lake.storage import LocalStorage
+
+    ours, plain = [], []
+    for run in range(runs):
+        root = base / f"merge-{run}"
+        rows = small_files(root / "dt=2024-01-05", files, file_kb)
+        total = sum(f.stat().st_size for f in (root / "dt=2024-01-05").iterdir())
+        began = time.perf_counter()
+        result = merge_plain_partition(LocalStorage(root), "dt=2024-01-05", target_mb * 1024 * 1024)
+        ours.append(time.perf_counter() - began)
+        assert result.rows == rows and len(result.written) == -(-total // (target_mb * 1024 * 1024)), result
+        assert ds.dataset(root, format="parquet").count_rows() == rows
+        # Baseline: the same rows read with pyarrow, file by file, and written into one file.
+        copy = base / f"baseline-{run}"
+        rows = small_files(copy / "in", files, file_kb)
+        began = time.perf_counter()
+        table = pa.concat_tables(pq.read_table(f) for f in sorted((copy / "in").iterdir()))
+        pq.write_table(table, copy / "out.parquet")
+        plain.append(time.perf_counter() - began)
+        assert table.num_rows == rows
+        shutil.rmtree(root)
+        shutil.rmtree(copy)
+    a, b = statistics.median(ours), statistics.median(plain)
+    print(
+        f"merge-small-files, plain directory: {files} files of ~{file_kb} KB ({total / 1e6:.1f} MB) "
+        f"into {target_mb} MB targets: {a:.2f} s; pyarrow read + write of the same rows: {b:.2f} s; "
+        f"ratio {a / b:.2f}x (median of {runs})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--partitions", type=int, default=5000)
     parser.add_argument("--commits", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--merge-files", type=int, default=1000)
+    parser.add_argument("--merge-file-kb", type=int, default=100)
+    parser.add_argument("--target-mb", type=int, default=128)
+    parser.add_argument("--merge-runs", type=int, default=3)
+    parser.add_argument("--only-merge", action="store_true", help="skip the sensor poke part")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="pc-bench-"))
     try:
+        bench_merge(folder, args.merge_files, args.merge_file_kb, args.target_mb, args.merge_runs)
+        if args.only_merge:
+            return
         began = time.perf_counter()
         table = build(folder / "t", args.partitions, args.commits)
         took = time.perf_counter() - began

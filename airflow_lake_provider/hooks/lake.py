@@ -36,7 +36,7 @@ from airflow_lake_provider.lake.services.clean.executor import (
     run_clean,
     stored_plan,
 )
-from airflow_lake_provider.lake.storage import open_storage
+from airflow_lake_provider.lake.storage import Storage, open_storage
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 
@@ -179,6 +179,17 @@ class LakeHook(CompactionHookMixin, BaseHook):
                 f"table path {table_path!r} lies outside the connection's base_path {base!r}"
             )
         return str(target)
+
+    def open_location(self, table_path: str) -> Storage:
+        """The storage at ``table_path`` (a Hudi table or a plain parquet directory), with the
+        connection's settings over the process' own (given to the storage, not ``os.environ``)."""
+        try:
+            path = self.resolve_table_path(table_path)
+            return open_storage(path, environ={**os.environ, **self.storage_env()})
+        except StorageUnavailableError as exc:
+            raise LakeHookError(str(exc)) from exc
+        except LakeError as exc:
+            raise LakeConfigError(str(exc)) from exc
 
     def open_table(self, table_path: str) -> LakeTable:
         """Open the table at ``table_path`` (resolved with :meth:`resolve_table_path`)."""

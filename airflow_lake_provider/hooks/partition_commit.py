@@ -63,6 +63,7 @@ def run_partition_commit(
 
     ``lake_conn_id``: the ``lake`` connection whose storage settings (an ``s3://`` table's
     credentials and endpoint) open the table; without one, the process' own ``AWS_*`` variables.
+    A location without ``.hoodie/`` is a plain parquet directory (``commit_plain_partitions``).
 
     With the ``metastore`` policy the commit runs in ``spark_jobs/partition_commit.py`` (Spark SQL with
     Hive support), submitted to ``spark_master``; everything else runs in this process.
@@ -71,6 +72,11 @@ def run_partition_commit(
     from airflow_lake_provider.lake.errors import LakeError
     from airflow_lake_provider.lake.services.partition_commit.config import PolicyKind
     from airflow_lake_provider.lake.services.partition_commit.executor import commit_config, commit_partitions
+    from airflow_lake_provider.lake.services.partition_commit.plain import (
+        commit_plain_partitions,
+        is_plain_directory,
+    )
+    from airflow_lake_provider.lake.storage import open_storage
     from airflow_lake_provider.lake.table.table import LakeTable
 
     dry = as_bool(dry_run, "dry_run")
@@ -79,22 +85,40 @@ def run_partition_commit(
         if lake_conn_id:
             from airflow_lake_provider.hooks.lake import LakeHook
 
-            table = LakeHook(lake_conn_id=lake_conn_id).open_table(table_path)
+            hook = LakeHook(lake_conn_id=lake_conn_id)
+            storage = hook.open_location(table_path)
+            storage_env = hook.storage_env()
         else:
-            table = LakeTable.open(table_path)
+            storage, storage_env = open_storage(table_path), {}
+        if is_plain_directory(storage):
+            # No .hoodie/: a parquet directory written by another engine (no metastore policy there).
+            result = commit_plain_partitions(
+                storage,
+                partitions,
+                options,
+                watermark=watermark,
+                custom_policy=custom_policy,
+                require_existing=require_existing,
+                dry_run=dry,
+                force=force,
+            ).to_dict()
+            result["table_path"] = table_path
+            return result
+        table = LakeTable.open(storage)
         config = commit_config(table, options)
         if PolicyKind.METASTORE in config.policies and not dry:
-            args = ["--table", table.uri] + [a for p in partitions for a in ("--partition", p)]
-            args += [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
-            if watermark is not None:
-                args += ["--watermark", str(watermark)]
-            if metastore_dir:
-                args += ["--metastore-dir", metastore_dir]
-            if not require_existing:
-                args.append("--allow-missing")
             if force:
                 raise LakeConfigError("force with the metastore policy is not supported; commit on schedule")
-            result = spark_submit.submit("partition_commit.py", args, master=spark_master)
+            args, env = metastore_submission(
+                table.uri,
+                partitions,
+                options,
+                watermark=watermark,
+                metastore_dir=metastore_dir,
+                require_existing=require_existing,
+                storage_env=storage_env,
+            )
+            result = spark_submit.submit("partition_commit.py", args, master=spark_master, env=env)
             if result.get("outcome") == "FAILED":
                 raise LakeHookError(
                     f"partition commit of {table_path} failed on Spark: {result.get('error')}"
@@ -118,6 +142,33 @@ def run_partition_commit(
         raise LakeHookError(f"partition commit of {table_path} failed: {exc}") from exc
     result["table_path"] = table_path
     return result
+
+
+def metastore_submission(
+    table_uri: str,
+    partitions: Sequence[str],
+    options: Mapping[str, str],
+    *,
+    watermark: Any = None,
+    metastore_dir: str | None = None,
+    require_existing: bool = True,
+    storage_env: Mapping[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """Arguments and environment of ``spark_jobs/partition_commit.py`` (the ``metastore`` policy).
+
+    The lake connection's S3 settings (``storage_env``: credentials, endpoint, region) go into
+    ``spark-submit``'s environment, as for the other Spark jobs, so the driver opens an ``s3://`` table
+    with them; never onto the command line (``ps`` shows it).
+    """
+    args = ["--table", table_uri] + [a for p in partitions for a in ("--partition", p)]
+    args += [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
+    if watermark is not None:
+        args += ["--watermark", str(watermark)]
+    if metastore_dir:
+        args += ["--metastore-dir", metastore_dir]
+    if not require_existing:
+        args.append("--allow-missing")
+    return args, dict(storage_env or {})
 
 
 def log_result(log: logging.Logger, table_path: str, result: Mapping[str, Any]) -> None:

@@ -38,6 +38,10 @@ from airflow_lake_provider.lake.services.partition_commit.config import (
     parse_policies,
 )
 from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions, parse_watermark
+from airflow_lake_provider.lake.services.partition_commit.plain import (
+    commit_plain_partitions,
+    is_plain_directory,
+)
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.rollback import rollback
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
@@ -324,10 +328,16 @@ def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_partition_commit(args: argparse.Namespace) -> None:
-    table = LakeTable.open(args.path)
     options = _partition_commit_options(args)
     if args.watermark is not None:
         parse_watermark(args.watermark)
+    storage = open_storage(args.path)
+    if is_plain_directory(storage):
+        # No .hoodie/: a parquet directory written by another engine (plain-directory protocol).
+        plain = commit_plain_partitions(storage, args.partition, options, watermark=args.watermark)
+        print(json.dumps(plain.to_dict(), indent=2))
+        return
+    table = LakeTable.open(storage)
     policies = parse_policies(
         options.get(POLICY_KIND_KEY) or table.config.properties.get(POLICY_KIND_KEY) or "success-file"
     )

@@ -232,6 +232,30 @@ class LocalStorage(Storage):
         _fsync_dir(os.path.dirname(path))
         _durable("create", rel)
 
+    def copy(self, src: str, dst: str) -> None:
+        source, target = self._path(src), self._path(dst)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+        try:
+            try:
+                os.link(source, tmp)  # same file system: a second name, no bytes copied
+            except FileNotFoundError:
+                raise ObjectNotFoundError(f"{source} does not exist") from None
+            except OSError:  # no hard links here (or another device): copy the bytes
+                shutil.copyfile(source, tmp)
+                with open(tmp, "rb") as fh:
+                    os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
+        _fsync_dir(os.path.dirname(target))
+        _durable("copy", dst)
+
+    def parent(self) -> LocalStorage | None:
+        above = os.path.dirname(self.root)
+        return None if above == self.root else LocalStorage(above)
+
     # -- deletes ------------------------------------------------------------------------------
     def delete(self, rel: str) -> bool:
         try:

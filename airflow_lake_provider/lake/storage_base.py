@@ -159,6 +159,19 @@ class Storage(ABC):
     def open_output(self, rel: str) -> contextlib.AbstractContextManager[IO[bytes]]:
         """A binary file to stream a new file into; durable (and visible whole) when the block exits."""
 
+    def copy(self, src: str, dst: str) -> None:
+        """Make ``dst`` a copy of file ``src`` (replacing it), appearing whole at once; ``src`` stays.
+
+        ``ObjectNotFoundError`` if ``src`` does not exist. Publishes a file written under a hidden
+        name (plain-directory merges) without passing its bytes through this process where the
+        storage can avoid it (a hard link on a local disk, a server-side copy on S3).
+        """
+        raise StorageError(f"{self.uri(src)}: this storage cannot copy files")
+
+    def parent(self) -> Storage | None:
+        """The storage rooted at the folder above this root (``None`` at the top: ``/``, a bucket)."""
+        return None
+
     # -- deletes ------------------------------------------------------------------------------
     @abstractmethod
     def delete(self, rel: str) -> bool:

@@ -53,7 +53,7 @@ from airflow_lake_provider.lake.errors import (
     StorageError,
     StorageUnavailableError,
 )
-from airflow_lake_provider.lake.storage_base import Listing, Storage
+from airflow_lake_provider.lake.storage_base import Listing, Storage, _durable
 
 log = logging.getLogger(__name__)
 
@@ -281,10 +281,12 @@ class S3Storage(Storage):
     def write(self, rel: str, data: bytes) -> None:
         with self._mapped(rel, "write"):
             obstore.put(self.store, self._key(rel), data, mode="overwrite")
+        _durable("write", rel)
 
     def create(self, rel: str, data: bytes) -> None:
         with self._mapped(rel, "create"):
             obstore.put(self.store, self._key(rel), data, mode="create")
+        _durable("create", rel)
 
     def check_path(self, rel: str, what: str | None = None) -> None:
         super().check_path(rel, what)
@@ -306,6 +308,20 @@ class S3Storage(Storage):
             buffer.seek(0)
             with self._mapped(rel, "write"):
                 obstore.put(self.store, self._key(rel), buffer, mode="overwrite")
+        _durable("create", rel)
+
+    def copy(self, src: str, dst: str) -> None:
+        # A server-side CopyObject: the bytes never pass through this process; dst appears whole.
+        with self._mapped(src, "copy"):
+            obstore.copy(self.store, self._key(src), self._key(dst), overwrite=True)
+        _durable("copy", dst)
+
+    def parent(self) -> S3Storage | None:
+        if not self.prefix:
+            return None
+        above = self.prefix.rsplit("/", 1)[0] if "/" in self.prefix else ""
+        uri = f"s3://{self.bucket}/{above}" if above else f"s3://{self.bucket}"
+        return S3Storage(uri, store=self.store, lock_ttl_seconds=self.lock_ttl_seconds)
 
     # -- deletes ------------------------------------------------------------------------------
     def delete(self, rel: str) -> bool:
@@ -317,6 +333,7 @@ class S3Storage(Storage):
             except FileNotFoundError:
                 return False
             obstore.delete(self.store, key)
+        _durable("delete", rel)
         return True
 
     supports_bulk_delete = True

@@ -191,3 +191,34 @@ def test_operator_sensor_and_trigger_modules_import_no_table_core() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_sensor_commits_a_plain_parquet_directory_once(tmp_path: Path) -> None:
+    """A folder without .hoodie/ (parquet files another engine wrote): the sensor plans by the files'
+    modification times, then merges and marks the partition once."""
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "events" / "dt=2024-01-05"
+    folder.mkdir(parents=True)
+    for k in range(4):
+        pq.write_table(pa.table({"id": list(range(k * 3, k * 3 + 3))}), folder / f"part-{k}.parquet")
+    sensor = PartitionCommitSensor(
+        task_id="s",
+        table_path=str(tmp_path / "events"),
+        partitions="dt=2024-01-05",
+        policies="merge-small-files,success-file",
+        options={"compaction.file-size": "1mb"},
+        poke_interval=0.1,
+        timeout=30,
+    )
+    done = sensor.poke({})  # type: ignore[arg-type]
+    assert done.is_done and done.xcom_value["committed"] == ["dt=2024-01-05"]
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith((".", "_"))) == [
+        next(p.name for p in folder.iterdir() if p.name.startswith("part-merged-"))
+    ]
+    assert (folder / "_SUCCESS").read_bytes() == b""
+    rows = ds.dataset(tmp_path / "events", format="parquet", partitioning="hive").to_table()
+    assert sorted(rows.column("id").to_pylist()) == list(range(12))
+    again = sensor.poke({})  # type: ignore[arg-type]
+    assert again.is_done and again.xcom_value["committed"] == [] and again.xcom_value["outcome"] == "NO_WORK"

@@ -8,6 +8,7 @@ spark-submit command line, a log line or an XCom; spark-submit gets it in its en
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -227,3 +228,68 @@ def test_partition_commit_and_its_trigger_open_an_s3_table_with_the_connection_o
     result = run_partition_commit(uri, ["a"], {}, lake_conn_id=lake_conn)
     assert result["committed"] == ["a"]
     assert s3_objects(s3_endpoint, s3_bucket, "trips/a/_SUCCESS") == {"": b""}
+
+
+def test_metastore_policy_submits_with_the_connection_settings_in_its_environment(
+    lake_conn: str, s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The spark-submit of the metastore policy (Spark SQL path) carries the lake connection's S3
+    settings in its environment, as the other Spark jobs do, and not on its command line. The
+    process spark-submit would run is captured (no JVM here); the job's result line is its answer."""
+    import subprocess
+
+    from airflow_lake_provider.hooks.partition_commit import run_partition_commit
+    from airflow_lake_provider.lake import spark_submit
+
+    uri = f"s3://{s3_bucket}/trips"
+    _table(uri, s3_endpoint, upserts=1)
+    seen: dict[str, Any] = {}
+
+    def spark_submit_process(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        seen["command"], seen["env"] = command, kwargs["env"]
+        line = spark_submit.RESULT_PREFIX + json.dumps({"outcome": "COMMITTED", "committed": ["a"]})
+        return subprocess.CompletedProcess(command, 0, stdout=line + "\n")
+
+    monkeypatch.setattr(spark_submit.subprocess, "run", spark_submit_process)
+    result = run_partition_commit(
+        uri, ["a"], {"sink.partition-commit.policy.kind": "metastore"}, lake_conn_id=lake_conn
+    )
+    assert result["committed"] == ["a"]
+    assert {k: seen["env"][k] for k in AWS_VARS} == s3_environ(s3_endpoint)
+    command = " ".join(seen["command"])
+    assert SECRET not in command and S3_KEYS["AWS_ACCESS_KEY_ID"] not in command
+    assert command.endswith(f"partition_commit.py --table {uri} --partition a --option "
+                            "sink.partition-commit.policy.kind=metastore")  # fmt: skip
+    assert "--conf spark.python.unix.domain.socket.enabled=true" in command  # job_conf as for every job
+    assert all(os.environ.get(k) is None for k in AWS_VARS)  # the worker's own environment is untouched
+
+
+def test_operator_merges_a_plain_parquet_directory_on_s3_with_the_connection_only(
+    lake_conn: str, s3_bucket: str, s3_endpoint: str
+) -> None:
+    """No .hoodie/: the operator takes the plain-directory path (in-progress -> pending -> finished)."""
+    import pyarrow.parquet as pq
+
+    from airflow_lake_provider.operators.partition_commit import PartitionCommitOperator
+
+    uri = f"s3://{s3_bucket}/events"
+    storage = open_storage(uri, environ=s3_environ(s3_endpoint))
+    for k in range(5):
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.table({"id": list(range(k * 10, k * 10 + 10))}), sink)
+        storage.write(f"dt=2024-01-05/part-{k}.parquet", sink.getvalue().to_pybytes())
+    op = PartitionCommitOperator(
+        task_id="c",
+        table_path=uri,
+        partitions="dt=2024-01-05",
+        policies="merge-small-files,success-file",
+        options={"compaction.file-size": "1mb"},
+        lake_conn_id=lake_conn,
+    )
+    result = op.execute({})  # type: ignore[arg-type]
+    assert result["committed"] == ["dt=2024-01-05"]
+    objects = s3_objects(s3_endpoint, s3_bucket, "events/dt=2024-01-05/")
+    merged = [k for k in objects if not k.startswith(("_", "."))]
+    assert len(merged) == 1 and objects["_SUCCESS"] == b""
+    rows = pq.read_table(pa.BufferReader(objects[merged[0]])).column("id").to_pylist()
+    assert rows == list(range(50))

@@ -433,6 +433,28 @@ def test_late_data_is_reported_and_recommitted_only_when_configured(
     assert len(calls) == 2
 
 
+def test_late_data_under_process_time_waits_the_delay_from_its_own_arrival(tmp_path: Path) -> None:
+    # Flink re-commits a partition whose data arrives after its commit once that data's arrival +
+    # delay has passed; the partition's first write (long past) does not make it due at once.
+    clock = _Clock(dt.datetime(2024, 1, 5, 3, 10, tzinfo=UTC))
+    table = _table(tmp_path / "t", clock)
+    _write(table, "03", ["a"])
+    opts = {"sink.partition-commit.delay": "1 h", "lake.partition-commit.late-data.recommit": "true"}
+    first = commit_partitions(table, [H03], opts, now=dt.datetime(2024, 1, 5, 4, 10, tzinfo=UTC))
+    assert first.committed == (H03,)
+    clock.at = dt.datetime(2024, 1, 5, 6, 0, tzinfo=UTC)
+    late = _write(table, "03", ["z"])
+    early = commit_partitions(table, [H03], opts, now=dt.datetime(2024, 1, 5, 6, 59, 59, tzinfo=UTC))
+    assert early.committed == () and early.to_dict()["late_data"] == {H03: [late]}
+    assert early.to_dict()["waiting"][H03] == (
+        "late data waits: first late write 2024-01-05T06:00:00+00:00 + delay 1:00:00 is after now "
+        "(2024-01-05T06:59:59+00:00)"
+    )
+    due = commit_partitions(table, [H03], opts, now=dt.datetime(2024, 1, 5, 7, 0, tzinfo=UTC))
+    assert due.committed == (H03,)
+    assert "first late write 2024-01-05T06:00:00+00:00" in due.to_dict()["partitions"][H03]["reason"]
+
+
 def test_compaction_is_not_late_data(tmp_path: Path) -> None:
     from airflow_lake_provider.lake.services.compaction.executor import (
         execute_compaction,

@@ -23,7 +23,14 @@ from airflow_lake_provider.lake.errors import (
     StorageError,
     UnsafePathError,
 )
-from airflow_lake_provider.lake.storage import LocalStorage, Storage, local_path, open_storage
+from airflow_lake_provider.lake.storage import (
+    LocalStorage,
+    SimulatedCrash,
+    Storage,
+    inject_crash,
+    local_path,
+    open_storage,
+)
 from airflow_lake_provider.lake.storage_s3 import S3Storage
 
 
@@ -170,6 +177,41 @@ def test_delete_and_delete_tree(storage: Storage) -> None:
     storage.write("p/c", b"3")
     assert storage.delete_many(["p/b", "p/gone", "p/c"]) == []  # gone counts as deleted
     assert contents(storage) == {}
+
+
+def test_copy_publishes_a_whole_file_and_keeps_the_source(storage: Storage) -> None:
+    storage.write("p/.f.parquet.inprogress", b"PAR1 new")
+    storage.write("p/f.parquet", b"old")
+    with inject_crash(None) as probe:
+        storage.copy("p/.f.parquet.inprogress", "p/f.parquet")  # replaces the old one
+    assert probe.steps == ["copy p/f.parquet"]  # one durable step, on both storages
+    assert contents(storage) == {"p/.f.parquet.inprogress": b"PAR1 new", "p/f.parquet": b"PAR1 new"}
+    with pytest.raises(ObjectNotFoundError):
+        storage.copy("p/missing", "p/g.parquet")
+    assert contents(storage) == {"p/.f.parquet.inprogress": b"PAR1 new", "p/f.parquet": b"PAR1 new"}
+
+
+def test_durable_steps_are_counted_on_both_storages(storage: Storage) -> None:
+    with inject_crash(None) as probe:
+        storage.write("a", b"1")
+        storage.create("b", b"2")
+        with storage.open_output("c") as fh:
+            fh.write(b"3")
+        storage.delete("a")
+        storage.delete("a")  # already gone: no step
+    assert probe.steps == ["write a", "create b", "create c", "delete a"]
+    with pytest.raises(SimulatedCrash), inject_crash(1):
+        storage.write("d", b"4")
+    assert contents(storage)["d"] == b"4"  # the crash comes right after the durable step
+
+
+def test_parent_is_the_folder_above(storage: Storage) -> None:
+    above = storage.parent()
+    assert above is not None and above.uri("t/x") == storage.uri("x")
+    top = above
+    while top.parent() is not None:
+        top = top.parent()  # type: ignore[assignment]
+    assert top.root in ("/", f"s3://{getattr(storage, 'bucket', '')}")
 
 
 @pytest.mark.parametrize(

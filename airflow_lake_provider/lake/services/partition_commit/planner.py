@@ -72,6 +72,7 @@ def plan_commit(
     values_of: Callable[[str], PartitionValues],
     time_of: Callable[[str, PartitionValues], dt.datetime] | None,
     force: bool = False,
+    write_time: Callable[[Sequence[str]], dt.datetime] | None = None,
 ) -> CommitPlan:
     """Decide every asked partition.
 
@@ -79,7 +80,13 @@ def plan_commit(
     ``partition-time``: due once the watermark, seen in the watermark time zone, is after the
     partition time + delay. ``time_of`` extracts the partition time (``None``: no extractor).
     ``force`` (backfills) commits written partitions whatever the trigger says.
+
+    Late data under ``process-time`` (re-committed only with ``recommit_late_data``) is timed, as
+    Flink times it, from its own arrival: the first late write + delay, not the partition's first write.
+    ``write_time`` gives the earliest time of some writes (default: of instant times; plain
+    directories pass file modification times).
     """
+    earliest = write_time or _earliest_instant
     decisions = []
     for partition in dict.fromkeys(partitions):
         writes = index.partitions.get(partition, ())
@@ -114,7 +121,7 @@ def plan_commit(
                     )
                 )
                 continue
-        fired, reason = _trigger_fired(config, writes[0], ptime, now, watermark)
+        fired, reason = _trigger_fired(config, earliest(late or writes), ptime, now, watermark, bool(late))
         if force and not fired:
             fired, reason = True, f"forced (the trigger alone would wait: {reason})"
         if late:
@@ -129,24 +136,29 @@ def _with(base: PartitionDecision, decision: Decision, **changes: object) -> Par
     return PartitionDecision(**{**base.__dict__, "decision": decision, **changes})  # type: ignore[arg-type]
 
 
+def _earliest_instant(writes: Sequence[str]) -> dt.datetime:
+    return instant_to_datetime(min(writes))
+
+
 def _trigger_fired(
     config: PartitionCommitConfig,
-    first_write: str,
+    created: dt.datetime,
     partition_time: dt.datetime | None,
     now: dt.datetime,
     watermark: dt.datetime | None,
+    late: bool = False,
 ) -> tuple[bool, str]:
     if config.trigger is Trigger.PROCESS_TIME:
-        created = instant_to_datetime(first_write)
+        what = "first late write" if late else "first write"
         try:
             due_at = created + config.delay
         except OverflowError:
-            return False, f"first write {created.isoformat()} + delay {config.delay} is out of range"
+            return False, f"{what} {created.isoformat()} + delay {config.delay} is out of range"
         if due_at <= now:
-            return True, f"first write {created.isoformat()} + delay {config.delay} <= now"
+            return True, f"{what} {created.isoformat()} + delay {config.delay} <= now"
         return (
             False,
-            f"first write {created.isoformat()} + delay {config.delay} is after now ({now.isoformat()})",
+            f"{what} {created.isoformat()} + delay {config.delay} is after now ({now.isoformat()})",
         )
     if partition_time is None:  # pragma: no cover - the executor always extracts for partition-time
         return False, "no partition time"

@@ -202,6 +202,11 @@ def load_state(timeline: Timeline, partition: str) -> PartitionState | None:
     data = timeline.read_aux(name)
     if data is None:
         return None
+    return parse_state(data, partition, timeline.storage.uri(".hoodie/.aux/" + name))
+
+
+def parse_state(data: bytes, partition: str, where: str) -> PartitionState:
+    """A commit state file's content; ``LakeError`` naming ``where`` if it is not ``partition``'s."""
     try:
         body = json.loads(data)
         state = PartitionState(
@@ -213,11 +218,9 @@ def load_state(timeline: Timeline, partition: str) -> PartitionState | None:
             committed_at=body.get("committedAt"),
         )
     except (ValueError, KeyError, TypeError) as exc:
-        raise LakeError(
-            f"{timeline.storage.uri('.hoodie/.aux/' + name)}: unreadable commit state ({exc})"
-        ) from None
+        raise LakeError(f"{where}: unreadable commit state ({exc})") from None
     if state.partition != partition or state.status not in (COMMITTING, COMMITTED):
-        raise LakeError(f"{timeline.storage.uri('.hoodie/.aux/' + name)}: commit state of another partition")
+        raise LakeError(f"{where}: commit state of another partition")
     return state
 
 

@@ -1,0 +1,643 @@
+"""Partition commit for plain parquet directories written by other engines (no ``.hoodie/``).
+
+A plain directory has no timeline, so the Hudi clustering commit cannot make a merge atomic.
+``merge-small-files`` follows the file lifecycle of Flink's bucketing sink instead, every step a
+durable storage operation, in an order that a crash at any step recovers from:
+
+1. in-progress: each merged file is written under a hidden name in the partition folder
+   (``.part-merged-<id>-<k>.parquet.inprogress``); readers that skip names starting with ``.`` or
+   ``_`` (pyarrow.dataset, Spark, Hive, Flink) do not see it.
+2. pending: one record, ``.lake-partition-commit/merges/<id>.json`` in the base directory, written
+   atomically once every merged file is durable, says "these inputs are replaced by these outputs".
+3. finished: each output is published under its visible name (a hard link / server-side copy, then
+   the hidden name removed), the inputs are removed, and last the record.
+
+The next run (any merge or commit of the same base directory) rolls every pending record forward;
+hidden in-progress files without a record are discarded when their partition is merged next. Before
+the record exists readers see only the inputs; after recovery only the outputs. A reader that lists
+the partition while step 3 runs (or after a crash inside it, until the next run) can see an output
+and its inputs at once: without a table format, publishing many files is never one atomic step.
+
+Commit state lives beside the records: ``.lake-partition-commit/state/<partition>.json``, and the
+trigger's "first write" of a partition is the earliest modification time of its visible files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import math
+import re
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from airflow_lake_provider.lake.errors import (
+    ObjectNotFoundError,
+    PartitionCommitConfigError,
+    PartitionCommitError,
+    PartitionNotFoundError,
+    StorageAccessError,
+    UnsafePathError,
+)
+from airflow_lake_provider.lake.services.partition_commit.config import (
+    POLICY_CLASS_KEY,
+    PartitionCommitConfig,
+    PolicyKind,
+    Trigger,
+)
+from airflow_lake_provider.lake.services.partition_commit.extractor import (
+    PartitionValues,
+    check_pattern,
+    load_object,
+    make_extractor,
+    partition_values,
+)
+from airflow_lake_provider.lake.services.partition_commit.planner import (
+    CommitPlan,
+    Decision,
+    PartitionDecision,
+    plan_commit,
+)
+from airflow_lake_provider.lake.services.partition_commit.state import (
+    COMMITTED,
+    COMMITTING,
+    PartitionState,
+    WriteIndex,
+    parse_state,
+    state_file_name,
+)
+from airflow_lake_provider.lake.storage_base import HOODIE_DIR, Storage
+
+log = logging.getLogger(__name__)
+
+META_DIR = ".lake-partition-commit"  # hidden: readers of the directory skip it
+MERGE_DIR = f"{META_DIR}/merges"
+STATE_DIR = f"{META_DIR}/state"
+LOCK_FILE = f"{META_DIR}/lock"
+LOCK_WAIT_SECONDS = 60.0
+INPROGRESS_SUFFIX = ".inprogress"
+HIDDEN_PREFIXES = (".", "_")
+# Plain directories have no table properties: partition field names for non-hive-style paths.
+PARTITION_FIELDS_KEY = "lake.partition-commit.partition-fields"
+_MERGE_ID = re.compile(r"[0-9a-f]{32}")
+
+
+def is_hidden(name: str) -> bool:
+    """What readers of a directory skip (pyarrow.dataset's default ``ignore_prefixes``, Hadoop's filter)."""
+    return name.startswith(HIDDEN_PREFIXES)
+
+
+def in_progress_name(output: str) -> str:
+    return f".{output}{INPROGRESS_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class PlainMergePlan:
+    """One merge of a partition's small files: also the pending record, as written to storage."""
+
+    merge_id: str
+    partition: str
+    inputs: tuple[tuple[str, int], ...]  # (file name in the partition, size)
+    outputs: tuple[str, ...]  # visible names of the merged files
+    target_bytes: int
+
+    @property
+    def bytes_in(self) -> int:
+        return sum(size for _, size in self.inputs)
+
+    @property
+    def record(self) -> str:
+        return f"{MERGE_DIR}/{self.merge_id}.json"
+
+    def to_json(self) -> bytes:
+        return json.dumps(
+            {
+                "version": 1,
+                "mergeId": self.merge_id,
+                "partition": self.partition,
+                "inputs": [list(i) for i in self.inputs],
+                "outputs": list(self.outputs),
+                "targetBytes": self.target_bytes,
+            },
+            indent=1,
+        ).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str) -> PlainMergePlan:
+        try:
+            body = json.loads(data)
+            plan = cls(
+                merge_id=str(body["mergeId"]),
+                partition=str(body["partition"]),
+                inputs=tuple((str(n), int(s)) for n, s in body["inputs"]),
+                outputs=tuple(str(n) for n in body["outputs"]),
+                target_bytes=int(body["targetBytes"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise PartitionCommitError(f"{where}: unreadable merge record ({exc}); nothing changed") from None
+        # A record decides what gets deleted: every name must be a plain file of its partition.
+        names = [n for n, _ in plan.inputs] + list(plan.outputs)
+        if (
+            not _MERGE_ID.fullmatch(plan.merge_id)
+            or not plan.outputs
+            or any(not _plain_name(n) or is_hidden(n) for n in names)
+        ):
+            raise PartitionCommitError(f"{where}: merge record names files it cannot own; nothing changed")
+        check_partition(plan.partition)
+        return plan
+
+
+@dataclass(frozen=True)
+class PlainMergeResult:
+    partition: str
+    merge_id: str | None = None
+    replaced: tuple[str, ...] = ()  # input file names
+    written: tuple[str, ...] = ()  # output file names
+    bytes_in: int = 0
+    rows: int = 0
+    recovered: tuple[str, ...] = ()  # merge ids rolled forward
+    discarded: tuple[str, ...] = ()  # orphan in-progress files removed
+
+
+def _plain_name(name: str) -> bool:
+    return bool(name) and "/" not in name and "\x00" not in name and name not in (".", "..")
+
+
+def check_partition(partition: str) -> str:
+    """A partition folder below the base directory (``""`` for the base itself), normalised."""
+    text = str(partition).strip().strip("/")
+    parts = text.split("/") if text else []
+    if (
+        "\x00" in text
+        or any(p in ("", ".", "..", HOODIE_DIR) for p in parts)
+        or (parts and parts[0] == META_DIR)
+    ):
+        raise PartitionCommitError(f"partition {partition!r} is not a partition folder of the directory")
+    return text
+
+
+def _join(partition: str, name: str) -> str:
+    return f"{partition}/{name}" if partition else name
+
+
+def plan_plain_merge(
+    partition: str, listing: Sequence[tuple[str, int]], target_bytes: int, merge_id: str
+) -> PlainMergePlan | None:
+    """Pure: the visible files under ``target_bytes`` merged into ceil(their bytes / target) files;
+    ``None`` with fewer than two of them, or when merging would not lower the file count. Hidden
+    files (in-progress, ``_SUCCESS``, ``.crc``) never count."""
+    if target_bytes <= 0:
+        raise PartitionCommitConfigError(f"merge-small-files: target size {target_bytes} must be positive")
+    small = tuple(sorted((n, s) for n, s in listing if not is_hidden(n) and s < target_bytes))
+    if len(small) < 2:
+        return None
+    count = max(1, math.ceil(sum(s for _, s in small) / target_bytes))
+    if count >= len(small):
+        return None  # would not lower the file count (e.g. the outputs of an earlier merge): no churn
+    outputs = tuple(f"part-merged-{merge_id}-{k:05d}.parquet" for k in range(count))
+    return PlainMergePlan(merge_id, partition, small, outputs, target_bytes)
+
+
+# -- refusing what is not a plain parquet directory -------------------------------------------------
+def _is_hudi_table(storage: Storage) -> bool:
+    return storage.exists(f"{HOODIE_DIR}/hoodie.properties") or storage.exists(HOODIE_DIR)
+
+
+def is_plain_directory(storage: Storage) -> bool:
+    """True when the location has no ``.hoodie/`` (the plain-directory path applies)."""
+    return not _is_hudi_table(storage)
+
+
+def check_plain_directory(storage: Storage, partition: str = "") -> None:
+    """Refuse a Hudi table, a folder inside one, or a partition that holds one."""
+    if _is_hudi_table(storage):
+        raise PartitionCommitError(
+            f"{storage.root} is a Hudi table: its merge-small-files is a replacecommit (the Hudi path), "
+            "not the plain-directory protocol; nothing changed"
+        )
+    above = storage.parent()
+    while above is not None:
+        try:
+            inside = above.exists(f"{HOODIE_DIR}/hoodie.properties")
+        except StorageAccessError:  # credentials scoped to a prefix: nothing above it is ours to read
+            break
+        if inside:
+            raise PartitionCommitError(
+                f"{storage.root} lies inside the Hudi table {above.root}: run partition commit on the "
+                "table itself (its merge is a replacecommit); nothing changed"
+            )
+        above = above.parent()
+    _check_no_nested_table(storage, partition)
+
+
+def _check_no_nested_table(storage: Storage, partition: str) -> None:
+    parts = partition.split("/") if partition else []
+    for depth in range(1, len(parts) + 1):
+        if storage.exists(f"{'/'.join(parts[:depth])}/{HOODIE_DIR}"):
+            raise PartitionCommitError(
+                f"{storage.uri('/'.join(parts[:depth]))} is a Hudi table inside {storage.root}: "
+                "merge it as a table; nothing changed"
+            )
+
+
+def _read_footers(storage: Storage, partition: str, names: Sequence[str]) -> dict[str, tuple[Any, int]]:
+    """Each visible file's (Arrow schema, rows) from its footer; ``PartitionCommitError`` for one
+    that is not parquet."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schemas = {}
+    for name in names:
+        rel = _join(partition, name)
+        try:
+            with storage.open_input(rel) as fh:
+                footer = pq.ParquetFile(fh)
+                schemas[name] = (footer.schema_arrow, footer.metadata.num_rows)
+        except (pa.ArrowException, OSError, ValueError) as exc:
+            raise PartitionCommitError(
+                f"{storage.uri(rel)} is not a parquet file ({type(exc).__name__}): merge-small-files "
+                "of a plain directory only merges folders of parquet files (hidden names, starting "
+                "with '.' or '_', are skipped); nothing changed"
+            ) from None
+    return schemas
+
+
+# -- the protocol ------------------------------------------------------------------------------------
+def merge_plain_partition(
+    storage: Storage, partition: str, target_bytes: int, *, merge_id: str | None = None
+) -> PlainMergeResult:
+    """Merge the small parquet files of ``partition`` (a folder under ``storage``'s root) with the
+    in-progress -> pending -> finished protocol; pending merges a crash left are rolled forward first."""
+    partition = check_partition(partition)
+    check_plain_directory(storage, partition)
+    with storage.lock(LOCK_FILE, "partition commit of a plain directory", LOCK_WAIT_SECONDS):
+        return _merge_locked(storage, partition, target_bytes, merge_id)
+
+
+def recover_plain_merges(storage: Storage) -> list[str]:
+    """Roll every pending merge record of the directory forward (the caller holds the lock)."""
+    done = []
+    for name, _ in sorted(storage.list(MERGE_DIR)):
+        if not name.endswith(".json"):
+            continue
+        rel = f"{MERGE_DIR}/{name}"
+        plan = PlainMergePlan.from_json(storage.read(rel), storage.uri(rel))
+        if rel != plan.record:
+            raise PartitionCommitError(f"{storage.uri(rel)}: merge record of another merge; nothing changed")
+        log.warning(
+            "rolling forward merge %s of %s left pending by a crash",
+            plan.merge_id,
+            storage.uri(plan.partition),
+        )
+        _finish(storage, plan)
+        done.append(plan.merge_id)
+    return done
+
+
+def _merge_locked(
+    storage: Storage, partition: str, target_bytes: int, merge_id: str | None
+) -> PlainMergeResult:
+    recovered = tuple(recover_plain_merges(storage))
+    listing = storage.list(partition)
+    # No record names them any more (all were rolled forward): hidden outputs of a run that died
+    # before its record existed. Readers never saw them; their inputs are all still in place.
+    orphans = tuple(
+        n for n, _ in listing if n.startswith(".part-merged-") and n.endswith(".parquet" + INPROGRESS_SUFFIX)
+    )
+    for name in orphans:
+        _delete_in_partition(storage, partition, name)
+        log.warning("discarded %s: a merge died before it was pending", storage.uri(_join(partition, name)))
+    listing = [(n, s) for n, s in listing if n not in orphans]
+    visible = [n for n, _ in listing if not is_hidden(n)]
+    _check_no_nested_table(storage, partition)
+    footers = _read_footers(storage, partition, visible)  # refuses a folder with non-parquet files
+    plan = plan_plain_merge(partition, listing, target_bytes, merge_id or uuid.uuid4().hex)
+    if plan is None:
+        return PlainMergeResult(partition, recovered=recovered, discarded=orphans)
+    first_name = plan.inputs[0][0]
+    schema = footers[first_name][0]
+    for name, _ in plan.inputs[1:]:
+        if not footers[name][0].equals(schema):
+            raise PartitionCommitError(
+                f"{storage.uri(_join(partition, name))} has another schema than "
+                f"{storage.uri(_join(partition, first_name))}; merge-small-files keeps rows exactly "
+                "and does not merge files of different schemas; nothing changed"
+            )
+    rows = _write_in_progress(storage, plan, schema, sum(footers[n][1] for n, _ in plan.inputs))
+    storage.create(plan.record, plan.to_json())  # pending: from here on the merge rolls forward
+    _finish(storage, plan)
+    log.info(
+        "merged %d small files (%d bytes, %d rows) of %s into %d",
+        len(plan.inputs),
+        plan.bytes_in,
+        rows,
+        storage.uri(partition),
+        len(plan.outputs),
+    )
+    return PlainMergeResult(
+        partition,
+        plan.merge_id,
+        tuple(n for n, _ in plan.inputs),
+        plan.outputs,
+        plan.bytes_in,
+        rows,
+        recovered,
+        orphans,
+    )
+
+
+def _write_in_progress(storage: Storage, plan: PlainMergePlan, schema: Any, total: int) -> int:
+    """Stream the inputs, in name order, into the hidden outputs (even row counts); returns the rows."""
+    import pyarrow.parquet as pq
+
+    per_file = math.ceil(total / len(plan.outputs)) if total else 0
+
+    def batches() -> Iterator[Any]:
+        for name, _ in plan.inputs:
+            with storage.open_input(_join(plan.partition, name)) as fh:
+                yield from pq.ParquetFile(fh).iter_batches(batch_size=65536)
+
+    source = batches()
+    pending: list[Any] = []
+    for k, output in enumerate(plan.outputs):
+        want = per_file if k < len(plan.outputs) - 1 else total - per_file * k
+        with storage.open_output(_join(plan.partition, in_progress_name(output))) as out:
+            writer = pq.ParquetWriter(out, schema)
+            try:
+                while want > 0:
+                    batch = pending.pop() if pending else next(source)
+                    if batch.num_rows > want:
+                        pending.append(batch.slice(want))
+                        batch = batch.slice(0, want)
+                    writer.write_batch(batch)
+                    want -= batch.num_rows
+            finally:
+                writer.close()
+    return total
+
+
+def _finish(storage: Storage, plan: PlainMergePlan) -> None:
+    """Publish the outputs, remove the inputs, then the record; every step may already be done."""
+    for output in plan.outputs:
+        visible = _join(plan.partition, output)
+        hidden = _join(plan.partition, in_progress_name(output))
+        if not storage.exists(visible):
+            try:
+                storage.copy(hidden, visible)
+            except ObjectNotFoundError:
+                raise PartitionCommitError(
+                    f"{storage.uri(plan.record)}: merged file {storage.uri(hidden)} is gone and was never "
+                    f"published; its inputs are kept (remove the record to give up the merge)"
+                ) from None
+        _delete_in_partition(storage, plan.partition, in_progress_name(output))
+    for name, _ in plan.inputs:
+        _delete_in_partition(storage, plan.partition, name)
+    storage.delete(plan.record)
+
+
+def _delete_in_partition(storage: Storage, partition: str, name: str) -> bool:
+    """Delete a file directly in the partition folder, never anything elsewhere."""
+    if not _plain_name(name):
+        raise UnsafePathError(f"refusing to delete {name!r}: not a file name in {storage.uri(partition)}")
+    rel = storage.check_deletable(_join(partition, name))
+    folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+    if folder != partition:
+        raise UnsafePathError(f"refusing to delete {rel!r}: outside partition {storage.uri(partition)}")
+    return storage.delete(rel)
+
+
+# -- partition commit of a plain directory ------------------------------------------------------------
+@dataclass(frozen=True)
+class PlainCommitContext:
+    """What a custom policy is told about a partition of a plain directory (no table name, no instants)."""
+
+    table_uri: str
+    table_name: str
+    partition_path: str
+    partition_values: Mapping[str, str]
+    partition_time: dt.datetime | None
+    committed_instants: tuple[str, ...]  # the partition's visible data files the commit covers
+    partition_uri: str
+    recommit: bool = False
+
+
+PLAIN_POLICIES = (PolicyKind.SUCCESS_FILE, PolicyKind.MERGE_SMALL_FILES, PolicyKind.CUSTOM)
+
+
+def _state_rel(partition: str) -> str:
+    return f"{STATE_DIR}/{state_file_name(partition)}"
+
+
+def load_plain_state(storage: Storage, partition: str) -> PartitionState | None:
+    rel = _state_rel(partition)
+    try:
+        data = storage.read(rel)
+    except ObjectNotFoundError:
+        return None
+    return parse_state(data, partition, storage.uri(rel))
+
+
+def _save_state(storage: Storage, state: PartitionState) -> None:
+    storage.write(_state_rel(state.partition), state.to_json())
+
+
+def commit_plain_partitions(
+    storage: Storage,
+    partitions: Sequence[str],
+    options: Mapping[str, object] | None = None,
+    *,
+    watermark: object = None,
+    now: dt.datetime | None = None,
+    custom_policy: Callable[[Any], Any] | None = None,
+    require_existing: bool = True,
+    dry_run: bool = False,
+    force: bool = False,
+) -> Any:
+    """Partition commit of a plain parquet directory: both triggers, policies ``success-file``,
+    ``merge-small-files`` and ``custom`` (``metastore`` needs a table definition: Hudi tables only).
+
+    A partition's writes are its visible data files; its first write is their earliest modification
+    time (``process-time``); ``partition-time`` needs the caller's watermark (no commits record event
+    times here). Late data: visible files the last commit did not cover.
+    """
+    from airflow_lake_provider.lake.services.partition_commit.executor import (
+        CommitResult,
+        Outcome,
+        parse_watermark,
+    )
+
+    if not partitions:
+        raise PartitionCommitError("no partition given to commit")
+    names = [check_partition(p) for p in partitions]
+    if not storage.exists(""):
+        raise PartitionCommitError(
+            f"{storage.root} does not exist: neither a Hudi table nor a parquet directory"
+        )
+    check_plain_directory(storage)
+    config = PartitionCommitConfig.from_options(options or {})
+    refused = [k.value for k in config.policies if k not in PLAIN_POLICIES]
+    if refused:
+        raise PartitionCommitConfigError(
+            f"{storage.root} is a plain parquet directory (no .hoodie/): policy {refused} needs a Hudi "
+            f"table; plain directories support {[k.value for k in PLAIN_POLICIES]}"
+        )
+    raw_fields = (options or {}).get(PARTITION_FIELDS_KEY)
+    fields = tuple(f.strip() for f in str(raw_fields).split(",") if f.strip()) if raw_fields else ()
+    if not fields:  # hive-style folders name their fields themselves (dt=2024-01-05/hour=03)
+        named = {tuple(s.partition("=")[0] for s in p.split("/")) for p in names if _hive_style(p)}
+        fields = next(iter(named)) if len(named) == 1 else ()
+    extractor = None
+    if config.trigger is Trigger.PARTITION_TIME or config.timestamp_pattern or config.extractor_class:
+        check_pattern(config, fields)
+        extractor = make_extractor(config)
+    custom = _custom_handler(config, custom_policy) if PolicyKind.CUSTOM in config.policies else None
+    given = parse_watermark(watermark) if watermark is not None else None
+    moment = now or dt.datetime.now(dt.timezone.utc)
+
+    def values_of(partition: str) -> PartitionValues:
+        if fields or _hive_style(partition):
+            return partition_values(partition, fields)
+        raise PartitionCommitConfigError(
+            f"partition {partition!r} is not hive-style (field=value): name its fields with "
+            f"{PARTITION_FIELDS_KEY}=f1,f2"
+        )
+
+    with storage.lock(LOCK_FILE, "partition commit of a plain directory", LOCK_WAIT_SECONDS):
+        if not dry_run:  # a look (sensor poke, trigger) changes no data; the commit rolls forward
+            recover_plain_merges(storage)
+        writes: dict[str, tuple[str, ...]] = {}
+        for p in names:
+            found = tuple(sorted(n for n, _ in storage.list(p) if not is_hidden(n)))
+            if found:
+                writes[p] = found
+        states = {p: load_plain_state(storage, p) for p in names}
+
+        def write_time(partition: str) -> Callable[[Sequence[str]], dt.datetime]:
+            # Modification times only of the partitions whose trigger is asked (one stat/HEAD a file).
+            def earliest(files: Sequence[str]) -> dt.datetime:
+                ms = min(storage.modified_ms(_join(partition, f)) for f in files)
+                return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+
+            return earliest
+
+        decisions: list[PartitionDecision] = []
+        for p in names:  # one partition at a time: modification times belong to its files
+            one = plan_commit(
+                config,
+                [p],
+                WriteIndex(partitions={p: writes[p]} if p in writes else {}),
+                states,
+                moment,
+                given,
+                values_of,
+                extractor,
+                force,
+                write_time(p),
+            )
+            decisions.extend(one.decisions)
+        plan = CommitPlan(config.trigger, moment, given, tuple(decisions))
+        missing = plan.with_decision(Decision.MISSING)
+        if missing and require_existing:
+            raise PartitionNotFoundError(
+                f"{storage.root}: partition(s) {[d.partition for d in missing]} hold no visible file; "
+                "nothing was committed"
+            )
+        late = {d.partition: d.late_writes for d in plan.decisions if d.late_writes}
+        for partition, files in late.items():
+            log.warning(
+                "late data in committed partition %s of %s: files %s", partition, storage.root, list(files)
+            )
+        policies = tuple(k.value for k in config.policies)
+        due = plan.due()
+        if dry_run:
+            return CommitResult(Outcome.PLANNED if due else Outcome.NO_WORK, plan, (), policies, late)
+        committed = []
+        for decision in due:
+            _commit_one(storage, config, decision, states.get(decision.partition), custom, moment)
+            committed.append(decision.partition)
+        return CommitResult(
+            Outcome.COMMITTED if committed else Outcome.NO_WORK, plan, tuple(committed), policies, late
+        )
+
+
+def _hive_style(partition: str) -> bool:
+    return bool(partition) and all("=" in s for s in partition.split("/"))
+
+
+def _custom_handler(config: PartitionCommitConfig, custom: Any) -> Callable[[Any], Any]:
+    target = custom
+    if target is None:
+        if config.policy_class is None:
+            raise PartitionCommitConfigError(
+                f"policy 'custom' needs {POLICY_CLASS_KEY} (a dotted path to a class or function)"
+            )
+        loaded = load_object(config.policy_class, POLICY_CLASS_KEY)
+        target = loaded() if isinstance(loaded, type) else loaded
+    method = getattr(target, "commit", target)
+    if not callable(method):
+        raise PartitionCommitConfigError(
+            f"custom policy {target!r} has no commit(context) and is not callable"
+        )
+    return method
+
+
+def _commit_one(
+    storage: Storage,
+    config: PartitionCommitConfig,
+    decision: PartitionDecision,
+    state: PartitionState | None,
+    custom: Callable[[Any], Any] | None,
+    now: dt.datetime,
+) -> None:
+    partition = decision.partition
+    recommit = bool(decision.late_writes) and state is not None and state.status == COMMITTED
+    if state is None or state.status == COMMITTED:
+        state = PartitionState(partition, COMMITTING, (), (), state.commits if state else 0)
+        _save_state(storage, state)
+    for kind in config.policies:
+        if kind.value in state.applied:
+            continue  # applied before a crash: never twice
+        if kind is PolicyKind.SUCCESS_FILE:
+            storage.write(_join(partition, config.success_file_name), b"")
+        elif kind is PolicyKind.MERGE_SMALL_FILES:
+            _merge_locked(storage, partition, config.target_file_size, None)
+        else:
+            assert custom is not None
+            context = PlainCommitContext(
+                table_uri=storage.root,
+                table_name=storage.root.rstrip("/").rsplit("/", 1)[-1],
+                partition_path=partition,
+                partition_values=MappingProxyType(dict(decision.values)),
+                partition_time=decision.partition_time,
+                committed_instants=_visible(storage, partition),
+                partition_uri=storage.uri(partition),
+                recommit=recommit,
+            )
+            try:
+                custom(context)
+            except Exception as exc:
+                raise PartitionCommitError(
+                    f"{storage.root}: policy custom failed for partition {partition!r}: {exc}; "
+                    f"policies already applied: {list(state.applied)}"
+                ) from exc
+        state = state.with_(applied=(*state.applied, kind.value))
+        _save_state(storage, state)
+    # The files the commit covers are those there now (a merge replaced its inputs): later ones are late.
+    _save_state(
+        storage,
+        state.with_(
+            status=COMMITTED,
+            covered=_visible(storage, partition),
+            commits=state.commits + 1,
+            committed_at=now.isoformat(),
+        ),
+    )
+    log.info("committed partition %s of %s (%s)", partition, storage.root, decision.reason)
+
+
+def _visible(storage: Storage, partition: str) -> tuple[str, ...]:
+    return tuple(sorted(n for n, _ in storage.list(partition) if not is_hidden(n)))

@@ -130,20 +130,42 @@ class PlainMergePlan:
     def from_json(cls, data: bytes, where: str) -> PlainMergePlan:
         try:
             body = json.loads(data)
+            inputs, outputs = body["inputs"], body["outputs"]
+            # Exactly the shape we write: str() or int() of other JSON types would pass for names.
+            if not (
+                isinstance(body["mergeId"], str)
+                and isinstance(body["partition"], str)
+                and isinstance(inputs, list)
+                and all(
+                    isinstance(i, list) and len(i) == 2 and isinstance(i[0], str) and type(i[1]) is int  # noqa: E721 (bool is an int too)
+                    for i in inputs
+                )
+                and isinstance(outputs, list)
+                and all(isinstance(n, str) for n in outputs)
+                and type(body["targetBytes"]) is int  # noqa: E721
+            ):
+                raise TypeError("a field of the wrong type")
             plan = cls(
-                merge_id=str(body["mergeId"]),
-                partition=str(body["partition"]),
-                inputs=tuple((str(n), int(s)) for n, s in body["inputs"]),
-                outputs=tuple(str(n) for n in body["outputs"]),
-                target_bytes=int(body["targetBytes"]),
+                merge_id=body["mergeId"],
+                partition=body["partition"],
+                inputs=tuple((n, s) for n, s in inputs),
+                outputs=tuple(outputs),
+                target_bytes=body["targetBytes"],
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise PartitionCommitError(f"{where}: unreadable merge record ({exc}); nothing changed") from None
-        # A record decides what gets deleted: every name must be a plain file of its partition.
-        names = [n for n, _ in plan.inputs] + list(plan.outputs)
+        # A record decides what gets deleted: every input a distinct plain file of its partition, and
+        # the outputs exactly the names this merge gives its files, none of them an input (else
+        # "publishing" an output would find a file already there and deleting the inputs lose it).
+        names = [n for n, _ in plan.inputs]
+        own = tuple(f"part-merged-{plan.merge_id}-{k:05d}.parquet" for k in range(len(plan.outputs)))
         if (
             not _MERGE_ID.fullmatch(plan.merge_id)
             or not plan.outputs
+            or plan.outputs != own
+            or len(names) < 2
+            or len(set(names)) != len(names)
+            or set(names) & set(own)
             or any(not _plain_name(n) or is_hidden(n) for n in names)
         ):
             raise PartitionCommitError(f"{where}: merge record names files it cannot own; nothing changed")

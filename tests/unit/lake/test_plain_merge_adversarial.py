@@ -1,0 +1,109 @@
+"""Adversarial inputs to the plain-directory merge and commit (no ``.hoodie/``): records and states
+someone edited or corrupted, links that lead out of the directory, partition names readers skip or
+that differ only in spaces, and bases nested in each other. Each is refused with one ``LakeError``
+naming the offending value, and nothing in the directory changes."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_lake_provider.lake.errors import PartitionCommitError
+from airflow_lake_provider.lake.services.partition_commit.plain import (
+    MERGE_DIR,
+    merge_plain_partition,
+)
+from airflow_lake_provider.lake.storage import LocalStorage
+
+P = "dt=2024-01-05"
+MID = "a" * 32
+
+
+def _put(root: Path, rel: str, start: int, n: int) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"id": pa.array(range(start, start + n), pa.int64())}), path)
+
+
+def _rows(root: Path) -> Counter:
+    return Counter(ds.dataset(root, format="parquet").to_table().column("id").to_pylist())
+
+
+def _snapshot(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != "lock"
+    }
+
+
+def _record(root: Path, body: object) -> None:
+    path = root / MERGE_DIR / f"{MID}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body))
+
+
+@pytest.mark.parametrize(
+    ("inputs", "outputs"),
+    [
+        # An input that is also an output: publishing it, then deleting the inputs, deleted every row.
+        ([[f"part-merged-{MID}-00000.parquet", 1], ["b.parquet", 1]], [f"part-merged-{MID}-00000.parquet"]),
+        # Outputs that are not this merge's own names: any visible file would pass as "published".
+        ([["b.parquet", 1]], ["a.parquet"]),
+        ([["b.parquet", 1]], [f"part-merged-{'b' * 32}-00000.parquet"]),
+        ([["b.parquet", 1], ["b.parquet", 1]], [f"part-merged-{MID}-00000.parquet"]),
+    ],
+)
+def test_a_record_whose_outputs_are_not_its_own_deletes_nothing(
+    tmp_path: Path, inputs: list, outputs: list
+) -> None:
+    root = tmp_path / "events"
+    _put(root, f"{P}/a.parquet", 0, 10)
+    _put(root, f"{P}/b.parquet", 10, 10)
+    for name in outputs:  # the record's "outputs" exist as visible files
+        if not (root / P / name).exists():
+            _put(root, f"{P}/{name}", 100, 1)
+    _record(
+        root,
+        {
+            "version": 1,
+            "mergeId": MID,
+            "partition": P,
+            "inputs": inputs,
+            "outputs": outputs,
+            "targetBytes": 9,
+        },
+    )
+    before = _snapshot(root)
+    with pytest.raises(PartitionCommitError, match=rf"merges/{MID}.json: merge record names files"):
+        merge_plain_partition(LocalStorage(root), P, 10**9)
+    assert _snapshot(root) == before
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"mergeId": MID, "partition": P, "inputs": [["a.parquet", 1e999]], "targetBytes": 1},
+        {"mergeId": MID, "partition": [P], "inputs": [], "targetBytes": 1},
+        {"mergeId": MID, "partition": P, "inputs": "ab", "targetBytes": 1},
+        {"mergeId": MID, "partition": P, "inputs": [[1, 1]], "targetBytes": 1},
+        {"mergeId": MID, "partition": P, "inputs": [], "targetBytes": True},
+    ],
+)
+def test_a_record_of_the_wrong_shape_is_one_error(tmp_path: Path, body: dict) -> None:
+    root = tmp_path / "events"
+    _put(root, f"{P}/a.parquet", 0, 10)
+    _put(root, f"{P}/b.parquet", 10, 10)
+    _record(root, {"version": 1, "outputs": [f"part-merged-{MID}-00000.parquet"], **body})
+    before = _snapshot(root)
+    with pytest.raises(
+        PartitionCommitError, match=rf"merges/{MID}.json: (unreadable merge record|merge record names)"
+    ):
+        merge_plain_partition(LocalStorage(root), P, 10**9)
+    assert _snapshot(root) == before

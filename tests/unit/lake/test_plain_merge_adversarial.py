@@ -6,6 +6,7 @@ naming the offending value, and nothing in the directory changes."""
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lake_provider.lake.errors import PartitionCommitError
+from airflow_lake_provider.lake.errors import PartitionCommitError, UnsafePathError
 from airflow_lake_provider.lake.services.partition_commit.plain import (
     MERGE_DIR,
     merge_plain_partition,
@@ -107,3 +108,37 @@ def test_a_record_of_the_wrong_shape_is_one_error(tmp_path: Path, body: dict) ->
     ):
         merge_plain_partition(LocalStorage(root), P, 10**9)
     assert _snapshot(root) == before
+
+
+def test_an_input_linked_from_outside_the_directory_is_refused_before_anything_is_written(
+    tmp_path: Path,
+) -> None:
+    # It was merged, published, and then refused when deleted: every row of it doubled for good,
+    # and every later run stopped at its record.
+    root, outside = tmp_path / "events", tmp_path / "elsewhere"
+    _put(root, f"{P}/a.parquet", 0, 10)
+    _put(outside, "x.parquet", 10, 10)
+    (root / P / "b.parquet").symlink_to(outside / "x.parquet")
+    before, before_outside = _snapshot(root), _snapshot(outside)
+    with pytest.raises(
+        UnsafePathError, match=r"b.parquet.*resolves to .*elsewhere/x.parquet.*nothing changed"
+    ):
+        merge_plain_partition(LocalStorage(root), P, 10**9)
+    assert _snapshot(root) == before and _snapshot(outside) == before_outside
+    assert sorted(os.listdir(root / P)) == ["a.parquet", "b.parquet"]
+    assert _rows(root) == Counter(range(20))
+
+
+def test_a_partition_folder_linked_from_outside_is_refused_and_nothing_is_written_there(
+    tmp_path: Path,
+) -> None:
+    root, outside = tmp_path / "events", tmp_path / "elsewhere"
+    _put(outside, "a.parquet", 0, 10)
+    _put(outside, "b.parquet", 10, 10)
+    root.mkdir()
+    (root / P).symlink_to(outside, target_is_directory=True)
+    before = _snapshot(outside)
+    with pytest.raises(UnsafePathError, match=rf"{P}.*resolves to .*elsewhere.*nothing changed"):
+        merge_plain_partition(LocalStorage(root), P, 10**9)
+    assert _snapshot(outside) == before
+    assert sorted(os.listdir(outside)) == ["a.parquet", "b.parquet"]

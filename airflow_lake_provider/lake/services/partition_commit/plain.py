@@ -323,6 +323,8 @@ def recover_plain_merges(storage: Storage) -> list[str]:
 def _merge_locked(
     storage: Storage, partition: str, target_bytes: int, merge_id: str | None
 ) -> PlainMergeResult:
+    if partition:
+        _check_inside(storage, [partition])  # a linked folder: merged files would land outside
     recovered = tuple(recover_plain_merges(storage))
     listing = storage.list(partition)
     # No record names them any more (all were rolled forward): hidden outputs of a run that died
@@ -349,6 +351,13 @@ def _merge_locked(
                 f"{storage.uri(_join(partition, first_name))}; merge-small-files keeps rows exactly "
                 "and does not merge files of different schemas; nothing changed"
             )
+    # Every file the merge will delete, checked before it writes one: an input linked from outside
+    # would otherwise be merged and published, then refused at its delete (rows doubled for good).
+    _check_inside(
+        storage,
+        [_join(partition, n) for n, _ in plan.inputs]
+        + [_join(partition, in_progress_name(o)) for o in plan.outputs],
+    )
     rows = _write_in_progress(storage, plan, schema, sum(footers[n][1] for n, _ in plan.inputs))
     storage.create(plan.record, plan.to_json())  # pending: from here on the merge rolls forward
     _finish(storage, plan)
@@ -370,6 +379,17 @@ def _merge_locked(
         recovered,
         orphans,
     )
+
+
+def _check_inside(storage: Storage, rels: Sequence[str]) -> None:
+    """``UnsafePathError`` for the first path that is not the directory's to delete (a link out)."""
+    for rel in rels:
+        try:
+            storage.check_deletable(rel)
+        except UnsafePathError as exc:
+            raise UnsafePathError(
+                f"{exc}: merge-small-files only rewrites files inside {storage.root}; nothing changed"
+            ) from None
 
 
 def _write_in_progress(storage: Storage, plan: PlainMergePlan, schema: Any, total: int) -> int:

@@ -18,6 +18,7 @@ import pytest
 from airflow_lake_provider.lake.errors import PartitionCommitError, UnsafePathError
 from airflow_lake_provider.lake.services.partition_commit.plain import (
     MERGE_DIR,
+    commit_plain_partitions,
     merge_plain_partition,
 )
 from airflow_lake_provider.lake.storage import LocalStorage
@@ -142,3 +143,42 @@ def test_a_partition_folder_linked_from_outside_is_refused_and_nothing_is_writte
         merge_plain_partition(LocalStorage(root), P, 10**9)
     assert _snapshot(outside) == before
     assert sorted(os.listdir(outside)) == ["a.parquet", "b.parquet"]
+
+
+def test_a_partition_whose_name_ends_in_a_space_is_that_folder_not_its_trimmed_neighbour(
+    tmp_path: Path,
+) -> None:
+    # Hive and Spark keep spaces in partition values ("city=Paris "): trimming the name merged
+    # the neighbour "city=Paris" when "city=Paris " was asked.
+    root = tmp_path / "events"
+    for folder, start in (("city=Paris ", 0), ("city=Paris", 100)):
+        _put(root, f"{folder}/a.parquet", start, 10)
+        _put(root, f"{folder}/b.parquet", start + 10, 10)
+    result = merge_plain_partition(LocalStorage(root), "city=Paris ", 10**9)
+    assert result.partition == "city=Paris " and result.replaced == ("a.parquet", "b.parquet")
+    assert sorted(os.listdir(root / "city=Paris")) == ["a.parquet", "b.parquet"]
+    assert sorted(os.listdir(root / "city=Paris ")) == list(result.written)
+    with pytest.raises(PartitionCommitError, match=r"partition\(s\) \['city=Rome '\] hold no visible file"):
+        commit_plain_partitions(LocalStorage(root), ["city=Rome "])
+
+
+def test_the_hudi_path_keeps_spaces_in_partition_names_too() -> None:
+    from airflow_lake_provider.lake.services.partition_commit.executor import _check_partition_name
+
+    assert _check_partition_name("city=Paris ") == "city=Paris "
+    assert _check_partition_name("/dt=1/") == "dt=1"
+
+
+@pytest.mark.parametrize("partition", ["_temporary/0", ".staging", "dt=1/_tmp", "dt=1/.x"])
+def test_a_partition_readers_skip_is_refused(tmp_path: Path, partition: str) -> None:
+    # Spark's _temporary/ holds a running job's files: merging them breaks its commit, and readers
+    # never see a hidden folder's rows anyway.
+    root = tmp_path / "events"
+    _put(root, f"{partition}/a.parquet", 0, 10)
+    _put(root, f"{partition}/b.parquet", 10, 10)
+    before = _snapshot(root)
+    with pytest.raises(PartitionCommitError, match=rf"partition '{partition}' .*hidden"):
+        merge_plain_partition(LocalStorage(root), partition, 10**9)
+    with pytest.raises(PartitionCommitError, match=rf"partition '{partition}' .*hidden"):
+        commit_plain_partitions(LocalStorage(root), [partition])
+    assert _snapshot(root) == before

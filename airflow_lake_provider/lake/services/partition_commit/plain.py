@@ -191,7 +191,7 @@ def _plain_name(name: str) -> bool:
 
 def check_partition(partition: str) -> str:
     """A partition folder below the base directory (``""`` for the base itself), normalised."""
-    text = str(partition).strip().strip("/")
+    text = str(partition).strip("/")  # not spaces: "city=Paris " is another folder than "city=Paris"
     parts = text.split("/") if text else []
     if (
         "\x00" in text
@@ -199,6 +199,11 @@ def check_partition(partition: str) -> str:
         or (parts and parts[0] == META_DIR)
     ):
         raise PartitionCommitError(f"partition {partition!r} is not a partition folder of the directory")
+    if any(is_hidden(p) for p in parts):
+        raise PartitionCommitError(
+            f"partition {partition!r} is hidden (a folder starting with '.' or '_'): readers of the "
+            "directory skip it, and engines keep files of running jobs there (_temporary); nothing changed"
+        )
     return text
 
 

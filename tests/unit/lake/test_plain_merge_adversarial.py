@@ -182,3 +182,36 @@ def test_a_partition_readers_skip_is_refused(tmp_path: Path, partition: str) -> 
     with pytest.raises(PartitionCommitError, match=rf"partition '{partition}' .*hidden"):
         commit_plain_partitions(LocalStorage(root), [partition])
     assert _snapshot(root) == before
+
+
+def test_directories_nested_in_each_other_are_refused(tmp_path: Path) -> None:
+    # /events with partition dt=... and /events/dt=... as a directory of its own have two locks and
+    # two record folders: run together, each took the other's in-progress files for orphans, and
+    # rows could be merged twice. The first one used owns the tree.
+    root = tmp_path / "events"
+    for k in range(4):
+        _put(root, f"{P}/f{k}.parquet", k * 10, 10)
+        _put(root, f"dt=2024-01-06/f{k}.parquet", 100 + k * 10, 10)
+    outer = LocalStorage(root)
+    commit_plain_partitions(outer, [P])  # the outer directory keeps state now
+    before = _snapshot(root)
+    inner = LocalStorage(root / "dt=2024-01-06")
+    with pytest.raises(
+        PartitionCommitError, match=r"dt=2024-01-06 lies inside .*events, where partition commit"
+    ):
+        merge_plain_partition(inner, "", 10**9)
+    with pytest.raises(
+        PartitionCommitError, match=r"dt=2024-01-06 lies inside .*events, where partition commit"
+    ):
+        commit_plain_partitions(inner, [""])
+    assert _snapshot(root) == before
+
+    other = tmp_path / "other"
+    for k in range(4):
+        _put(other, f"{P}/f{k}.parquet", k * 10, 10)
+    merge_plain_partition(LocalStorage(other / P), "", 10**9)  # the partition used as a directory
+    before = _snapshot(other)
+    with pytest.raises(PartitionCommitError, match=rf"other/{P} keeps the partition commit state of its own"):
+        merge_plain_partition(LocalStorage(other), P, 10**9)
+    assert _snapshot(other) == before
+    assert _rows(other) == Counter(range(40))

@@ -240,16 +240,29 @@ def is_plain_directory(storage: Storage) -> bool:
 
 
 def check_plain_directory(storage: Storage, partition: str = "") -> None:
-    """Refuse a Hudi table, a folder inside one, or a partition that holds one."""
+    """Refuse a Hudi table, a folder inside one or inside another directory partition commit keeps
+    state for, or a partition that holds a table or such a directory."""
     if _is_hudi_table(storage):
         raise PartitionCommitError(
             f"{storage.root} is a Hudi table: its merge-small-files is a replacecommit (the Hudi path), "
             "not the plain-directory protocol; nothing changed"
         )
+    _check_outer(storage, hudi=True)
+    _check_no_nested_table(storage, partition)
+
+
+def _check_outer(storage: Storage, *, hudi: bool) -> None:
+    """Walk up from the root: a Hudi table above it, or a directory with partition commit state.
+
+    Two nested directories (``/events`` with partition ``dt=1``, and ``/events/dt=1``) would each
+    have their own lock and records: run together, one takes the other's in-progress files for
+    orphans, and rows can be merged twice. The one used first owns the tree.
+    """
     above = storage.parent()
     while above is not None:
         try:
-            inside = above.exists(f"{HOODIE_DIR}/hoodie.properties")
+            inside = hudi and above.exists(f"{HOODIE_DIR}/hoodie.properties")
+            managed = above.exists(META_DIR)
         except StorageAccessError:  # credentials scoped to a prefix: nothing above it is ours to read
             break
         if inside:
@@ -257,17 +270,27 @@ def check_plain_directory(storage: Storage, partition: str = "") -> None:
                 f"{storage.root} lies inside the Hudi table {above.root}: run partition commit on the "
                 "table itself (its merge is a replacecommit); nothing changed"
             )
+        if managed:
+            raise PartitionCommitError(
+                f"{storage.root} lies inside {above.root}, where partition commit keeps state "
+                f"({above.uri(META_DIR)}): run it on {above.root} with the partition path; nothing changed"
+            )
         above = above.parent()
-    _check_no_nested_table(storage, partition)
 
 
 def _check_no_nested_table(storage: Storage, partition: str) -> None:
     parts = partition.split("/") if partition else []
     for depth in range(1, len(parts) + 1):
-        if storage.exists(f"{'/'.join(parts[:depth])}/{HOODIE_DIR}"):
+        level = "/".join(parts[:depth])
+        if storage.exists(f"{level}/{HOODIE_DIR}"):
             raise PartitionCommitError(
-                f"{storage.uri('/'.join(parts[:depth]))} is a Hudi table inside {storage.root}: "
+                f"{storage.uri(level)} is a Hudi table inside {storage.root}: "
                 "merge it as a table; nothing changed"
+            )
+        if storage.exists(f"{level}/{META_DIR}"):
+            raise PartitionCommitError(
+                f"{storage.uri(level)} keeps the partition commit state of its own directory "
+                f"({storage.uri(f'{level}/{META_DIR}')}): run partition commit there; nothing changed"
             )
 
 
@@ -302,6 +325,7 @@ def merge_plain_partition(
     partition = check_partition(partition)
     check_plain_directory(storage, partition)
     with storage.lock(LOCK_FILE, "partition commit of a plain directory", LOCK_WAIT_SECONDS):
+        _check_outer(storage, hudi=False)  # again under the lock: a nested run holds its own by now
         return _merge_locked(storage, partition, target_bytes, merge_id)
 
 
@@ -330,6 +354,7 @@ def _merge_locked(
 ) -> PlainMergeResult:
     if partition:
         _check_inside(storage, [partition])  # a linked folder: merged files would land outside
+    _check_no_nested_table(storage, partition)  # before orphans: a nested directory's are its own
     recovered = tuple(recover_plain_merges(storage))
     listing = storage.list(partition)
     # No record names them any more (all were rolled forward): hidden outputs of a run that died
@@ -342,7 +367,6 @@ def _merge_locked(
         log.warning("discarded %s: a merge died before it was pending", storage.uri(_join(partition, name)))
     listing = [(n, s) for n, s in listing if n not in orphans]
     visible = [n for n, _ in listing if not is_hidden(n)]
-    _check_no_nested_table(storage, partition)
     footers = _read_footers(storage, partition, visible)  # refuses a folder with non-parquet files
     plan = plan_plain_merge(partition, listing, target_bytes, merge_id or uuid.uuid4().hex)
     if plan is None:
@@ -554,6 +578,7 @@ def commit_plain_partitions(
         )
 
     with storage.lock(LOCK_FILE, "partition commit of a plain directory", LOCK_WAIT_SECONDS):
+        _check_outer(storage, hudi=False)  # again under the lock: a nested run holds its own by now
         if not dry_run:  # a look (sensor poke, trigger) changes no data; the commit rolls forward
             recover_plain_merges(storage)
         writes: dict[str, tuple[str, ...]] = {}

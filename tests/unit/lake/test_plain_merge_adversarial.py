@@ -15,12 +15,14 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lake_provider.lake.errors import PartitionCommitError, UnsafePathError
+from airflow_lake_provider.lake.errors import LakeError, PartitionCommitError, UnsafePathError
 from airflow_lake_provider.lake.services.partition_commit.plain import (
     MERGE_DIR,
+    STATE_DIR,
     commit_plain_partitions,
     merge_plain_partition,
 )
+from airflow_lake_provider.lake.services.partition_commit.state import state_file_name
 from airflow_lake_provider.lake.storage import LocalStorage
 
 P = "dt=2024-01-05"
@@ -215,3 +217,43 @@ def test_directories_nested_in_each_other_are_refused(tmp_path: Path) -> None:
         merge_plain_partition(LocalStorage(other), P, 10**9)
     assert _snapshot(other) == before
     assert _rows(other) == Counter(range(40))
+
+
+@pytest.mark.parametrize("target", [0, -1])
+def test_a_target_size_that_is_not_positive_changes_nothing(tmp_path: Path, target: int) -> None:
+    # It was refused only after pending merges were rolled forward and orphans discarded.
+    root = tmp_path / "events"
+    _put(root, f"{P}/a.parquet", 0, 10)
+    _put(root, f"{P}/b.parquet", 10, 10)
+    _put(root, f"{P}/.part-merged-{'c' * 32}-00000.parquet.inprogress", 0, 10)  # an orphan
+    before = _snapshot(root)
+    with pytest.raises(PartitionCommitError, match=rf"target size {target} must be positive"):
+        merge_plain_partition(LocalStorage(root), P, target)
+    assert _snapshot(root) == before
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"partition":"P","status":"COMMITTED","applied":[],"covered":[],"commits":1e999}',
+        b'{"partition":"P","status":"COMMITTED","applied":"success-file","covered":[],"commits":1}',
+        b'{"partition":"P","status":"COMMITTED","applied":[],"covered":"part-0.parquet","commits":1}',
+        b'{"partition":"P","status":"COMMITTED","applied":[],"covered":[1],"commits":1}',
+        b'{"partition":"P","status":"COMMITTED","applied":[],"covered":[],"commits":1.5}',
+        b'{"partition":"P","status":"COMMITTED","applied":[],"covered":[],"commits":-1}',
+        b'{"partition":"P","status":"COMMITTED","applied":[],"covered":[],"commits":1,"committedAt":5}',
+        b"\xff\xfe",
+        b"[]",
+    ],
+)
+def test_a_commit_state_of_the_wrong_shape_is_one_error(tmp_path: Path, body: bytes) -> None:
+    # "applied": "success-file" read as the policies 's', 'u', 'c'...; 1e999 escaped as OverflowError.
+    root = tmp_path / "events"
+    _put(root, f"{P}/a.parquet", 0, 10)
+    state = root / STATE_DIR / state_file_name(P)
+    state.parent.mkdir(parents=True)
+    state.write_bytes(body.replace(b'"P"', json.dumps(P).encode()))
+    before = _snapshot(root)
+    with pytest.raises(LakeError, match=rf"{state_file_name(P)}: unreadable commit state"):
+        commit_plain_partitions(LocalStorage(root), [P])
+    assert _snapshot(root) == before

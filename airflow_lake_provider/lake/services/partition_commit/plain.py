@@ -323,6 +323,8 @@ def merge_plain_partition(
     """Merge the small parquet files of ``partition`` (a folder under ``storage``'s root) with the
     in-progress -> pending -> finished protocol; pending merges a crash left are rolled forward first."""
     partition = check_partition(partition)
+    if target_bytes <= 0:  # before any pending merge is rolled forward: a bad call changes nothing
+        raise PartitionCommitConfigError(f"merge-small-files: target size {target_bytes} must be positive")
     check_plain_directory(storage, partition)
     with storage.lock(LOCK_FILE, "partition commit of a plain directory", LOCK_WAIT_SECONDS):
         _check_outer(storage, hudi=False)  # again under the lock: a nested run holds its own by now

@@ -257,3 +257,19 @@ def test_a_commit_state_of_the_wrong_shape_is_one_error(tmp_path: Path, body: by
     with pytest.raises(LakeError, match=rf"{state_file_name(P)}: unreadable commit state"):
         commit_plain_partitions(LocalStorage(root), [P])
     assert _snapshot(root) == before
+
+
+def test_a_partition_named_twice_is_committed_once(tmp_path: Path) -> None:
+    # "dt=1" and "dt=1/" are one folder: the custom policy ran twice and the result listed it twice.
+    root = tmp_path / "events"
+    _put(root, f"{P}/a.parquet", 0, 3)
+    calls: list[str] = []
+    result = commit_plain_partitions(
+        LocalStorage(root),
+        [P, f"{P}/", P],
+        {"sink.partition-commit.policy.kind": "custom"},
+        custom_policy=lambda context: calls.append(context.partition_path),
+    )
+    assert calls == [P] and result.committed == (P,)
+    state = json.loads((root / STATE_DIR / state_file_name(P)).read_text())
+    assert state["commits"] == 1 and state["covered"] == ["a.parquet"]

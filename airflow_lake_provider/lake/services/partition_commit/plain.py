@@ -545,7 +545,7 @@ def commit_plain_partitions(
 
     if not partitions:
         raise PartitionCommitError("no partition given to commit")
-    names = [check_partition(p) for p in partitions]
+    names = list(dict.fromkeys(check_partition(p) for p in partitions))  # dt=1 and dt=1/ are one
     if not storage.exists(""):
         raise PartitionCommitError(
             f"{storage.root} does not exist: neither a Hudi table nor a parquet directory"

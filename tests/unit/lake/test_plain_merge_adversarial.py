@@ -273,3 +273,19 @@ def test_a_partition_named_twice_is_committed_once(tmp_path: Path) -> None:
     assert calls == [P] and result.committed == (P,)
     state = json.loads((root / STATE_DIR / state_file_name(P)).read_text())
     assert state["commits"] == 1 and state["covered"] == ["a.parquet"]
+
+
+def test_a_publish_killed_half_way_leaves_no_temporary_link_behind(tmp_path: Path) -> None:
+    # A local publish links the hidden output to a temporary name, then renames it: killed in
+    # between, the temporary link kept a whole merged file's bytes on disk for good.
+    root = tmp_path / "events"
+    _put(root, f"{P}/a.parquet", 0, 10)
+    _put(root, f"{P}/b.parquet", 10, 10)
+    leftover = f".part-merged-{'c' * 32}-00000.parquet.{'d' * 32}.tmp"
+    _put(root, f"{P}/{leftover}", 0, 10)
+    foreign = ".part-merged-notes.tmp"  # not a name a merge gives: kept
+    (root / P / foreign).write_bytes(b"x")
+    result = merge_plain_partition(LocalStorage(root), P, 10**9)
+    assert leftover in result.discarded
+    assert sorted(os.listdir(root / P)) == sorted([foreign, *result.written])
+    assert _rows(root) == Counter(range(20))

@@ -84,6 +84,9 @@ HIDDEN_PREFIXES = (".", "_")
 # Plain directories have no table properties: partition field names for non-hive-style paths.
 PARTITION_FIELDS_KEY = "lake.partition-commit.partition-fields"
 _MERGE_ID = re.compile(r"[0-9a-f]{32}")
+# Hidden files a merge leaves when it dies: an in-progress output, or the temporary link of a local
+# publish (Storage.copy: link to .<name>.<hex>.tmp, then rename) that holds a whole output's bytes.
+_ORPHAN = re.compile(r"\.part-merged-[0-9a-f]{32}-\d{5}\.parquet(\.inprogress|\.[0-9a-f]{32}\.tmp)")
 
 
 def is_hidden(name: str) -> bool:
@@ -361,9 +364,7 @@ def _merge_locked(
     listing = storage.list(partition)
     # No record names them any more (all were rolled forward): hidden outputs of a run that died
     # before its record existed. Readers never saw them; their inputs are all still in place.
-    orphans = tuple(
-        n for n, _ in listing if n.startswith(".part-merged-") and n.endswith(".parquet" + INPROGRESS_SUFFIX)
-    )
+    orphans = tuple(n for n, _ in listing if _ORPHAN.fullmatch(n))
     for name in orphans:
         _delete_in_partition(storage, partition, name)
         log.warning("discarded %s: a merge died before it was pending", storage.uri(_join(partition, name)))

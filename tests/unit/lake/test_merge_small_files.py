@@ -157,3 +157,20 @@ def test_a_plan_file_of_another_writer_is_not_rolled_back(tmp_path: Path) -> Non
     table.store.create_requested("20990101000000000", Action.REPLACECOMMIT, body)
     merge_small_files(table, "x", 10**9)
     assert table.timeline().get("20990101000000000") is not None
+
+
+def test_a_merge_that_would_not_lower_the_file_count_does_nothing(tmp_path: Path) -> None:
+    # Two files of 0.6 x target each merge into ceil(1.2) = 2 files of 0.6 x target: each later
+    # commit (late data, a commit resumed after a crash) rewrote the partition again, 2 -> 2.
+    table = _table(tmp_path / "t", batches=2)
+    files = _parquet(table.base_path / "x")
+    target = int(max(files.values()) / 0.6)
+    assert len(files) == 2 and math.ceil(sum(files.values()) / target) == 2
+    tree = {
+        n: (table.base_path / ".hoodie" / n).stat().st_size for n in os.listdir(table.base_path / ".hoodie")
+    }
+    assert merge_small_files(table, "x", target).instant is None
+    assert _parquet(table.base_path / "x") == files
+    assert {
+        n: (table.base_path / ".hoodie" / n).stat().st_size for n in os.listdir(table.base_path / ".hoodie")
+    } == tree

@@ -148,7 +148,7 @@ def parse_watermark(value: object) -> dt.datetime:
 
 
 def _check_partition_name(partition: str) -> str:
-    text = str(partition).strip().strip("/")
+    text = str(partition).strip("/")  # spaces belong to the name ("city=Paris " is its own partition)
     parts = text.split("/")
     if "\x00" in text or any(p in (".", "..", ".hoodie") for p in parts) or "//" in text:
         raise PartitionCommitError(f"partition {partition!r} is not a partition path of the table")

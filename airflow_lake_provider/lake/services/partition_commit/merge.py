@@ -111,6 +111,10 @@ def merge_small_files(
         inputs = small_slices(table, timeline, partition, target_bytes)
         if len(inputs) < 2:
             return MergeResult(None, rolled_back=rolled)
+        bytes_in = sum(s.base_file.size for s in inputs if s.base_file)
+        if max(1, math.ceil(bytes_in / target_bytes)) >= len(inputs):
+            # No fewer files (e.g. an earlier merge's outputs): rewriting them again is churn.
+            return MergeResult(None, rolled_back=rolled)
         return _merge(table, timeline, partition, inputs, target_bytes, fault, rolled)
 
 

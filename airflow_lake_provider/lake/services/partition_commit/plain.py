@@ -84,6 +84,9 @@ HIDDEN_PREFIXES = (".", "_")
 # Plain directories have no table properties: partition field names for non-hive-style paths.
 PARTITION_FIELDS_KEY = "lake.partition-commit.partition-fields"
 _MERGE_ID = re.compile(r"[0-9a-f]{32}")
+# Hidden files a merge leaves when it dies: an in-progress output, or the temporary link of a local
+# publish (Storage.copy: link to .<name>.<hex>.tmp, then rename) that holds a whole output's bytes.
+_ORPHAN = re.compile(r"\.part-merged-[0-9a-f]{32}-\d{5}\.parquet(\.inprogress|\.[0-9a-f]{32}\.tmp)")
 
 
 def is_hidden(name: str) -> bool:
@@ -130,20 +133,42 @@ class PlainMergePlan:
     def from_json(cls, data: bytes, where: str) -> PlainMergePlan:
         try:
             body = json.loads(data)
+            inputs, outputs = body["inputs"], body["outputs"]
+            # Exactly the shape we write: str() or int() of other JSON types would pass for names.
+            if not (
+                isinstance(body["mergeId"], str)
+                and isinstance(body["partition"], str)
+                and isinstance(inputs, list)
+                and all(
+                    isinstance(i, list) and len(i) == 2 and isinstance(i[0], str) and type(i[1]) is int  # noqa: E721 (bool is an int too)
+                    for i in inputs
+                )
+                and isinstance(outputs, list)
+                and all(isinstance(n, str) for n in outputs)
+                and type(body["targetBytes"]) is int  # noqa: E721
+            ):
+                raise TypeError("a field of the wrong type")
             plan = cls(
-                merge_id=str(body["mergeId"]),
-                partition=str(body["partition"]),
-                inputs=tuple((str(n), int(s)) for n, s in body["inputs"]),
-                outputs=tuple(str(n) for n in body["outputs"]),
-                target_bytes=int(body["targetBytes"]),
+                merge_id=body["mergeId"],
+                partition=body["partition"],
+                inputs=tuple((n, s) for n, s in inputs),
+                outputs=tuple(outputs),
+                target_bytes=body["targetBytes"],
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise PartitionCommitError(f"{where}: unreadable merge record ({exc}); nothing changed") from None
-        # A record decides what gets deleted: every name must be a plain file of its partition.
-        names = [n for n, _ in plan.inputs] + list(plan.outputs)
+        # A record decides what gets deleted: every input a distinct plain file of its partition, and
+        # the outputs exactly the names this merge gives its files, none of them an input (else
+        # "publishing" an output would find a file already there and deleting the inputs lose it).
+        names = [n for n, _ in plan.inputs]
+        own = tuple(f"part-merged-{plan.merge_id}-{k:05d}.parquet" for k in range(len(plan.outputs)))
         if (
             not _MERGE_ID.fullmatch(plan.merge_id)
             or not plan.outputs
+            or plan.outputs != own
+            or len(names) < 2
+            or len(set(names)) != len(names)
+            or set(names) & set(own)
             or any(not _plain_name(n) or is_hidden(n) for n in names)
         ):
             raise PartitionCommitError(f"{where}: merge record names files it cannot own; nothing changed")
@@ -169,7 +194,7 @@ def _plain_name(name: str) -> bool:
 
 def check_partition(partition: str) -> str:
     """A partition folder below the base directory (``""`` for the base itself), normalised."""
-    text = str(partition).strip().strip("/")
+    text = str(partition).strip("/")  # not spaces: "city=Paris " is another folder than "city=Paris"
     parts = text.split("/") if text else []
     if (
         "\x00" in text
@@ -177,6 +202,11 @@ def check_partition(partition: str) -> str:
         or (parts and parts[0] == META_DIR)
     ):
         raise PartitionCommitError(f"partition {partition!r} is not a partition folder of the directory")
+    if any(is_hidden(p) for p in parts):
+        raise PartitionCommitError(
+            f"partition {partition!r} is hidden (a folder starting with '.' or '_'): readers of the "
+            "directory skip it, and engines keep files of running jobs there (_temporary); nothing changed"
+        )
     return text
 
 
@@ -213,16 +243,29 @@ def is_plain_directory(storage: Storage) -> bool:
 
 
 def check_plain_directory(storage: Storage, partition: str = "") -> None:
-    """Refuse a Hudi table, a folder inside one, or a partition that holds one."""
+    """Refuse a Hudi table, a folder inside one or inside another directory partition commit keeps
+    state for, or a partition that holds a table or such a directory."""
     if _is_hudi_table(storage):
         raise PartitionCommitError(
             f"{storage.root} is a Hudi table: its merge-small-files is a replacecommit (the Hudi path), "
             "not the plain-directory protocol; nothing changed"
         )
+    _check_outer(storage, hudi=True)
+    _check_no_nested_table(storage, partition)
+
+
+def _check_outer(storage: Storage, *, hudi: bool) -> None:
+    """Walk up from the root: a Hudi table above it, or a directory with partition commit state.
+
+    Two nested directories (``/events`` with partition ``dt=1``, and ``/events/dt=1``) would each
+    have their own lock and records: run together, one takes the other's in-progress files for
+    orphans, and rows can be merged twice. The one used first owns the tree.
+    """
     above = storage.parent()
     while above is not None:
         try:
-            inside = above.exists(f"{HOODIE_DIR}/hoodie.properties")
+            inside = hudi and above.exists(f"{HOODIE_DIR}/hoodie.properties")
+            managed = above.exists(META_DIR)
         except StorageAccessError:  # credentials scoped to a prefix: nothing above it is ours to read
             break
         if inside:
@@ -230,17 +273,27 @@ def check_plain_directory(storage: Storage, partition: str = "") -> None:
                 f"{storage.root} lies inside the Hudi table {above.root}: run partition commit on the "
                 "table itself (its merge is a replacecommit); nothing changed"
             )
+        if managed:
+            raise PartitionCommitError(
+                f"{storage.root} lies inside {above.root}, where partition commit keeps state "
+                f"({above.uri(META_DIR)}): run it on {above.root} with the partition path; nothing changed"
+            )
         above = above.parent()
-    _check_no_nested_table(storage, partition)
 
 
 def _check_no_nested_table(storage: Storage, partition: str) -> None:
     parts = partition.split("/") if partition else []
     for depth in range(1, len(parts) + 1):
-        if storage.exists(f"{'/'.join(parts[:depth])}/{HOODIE_DIR}"):
+        level = "/".join(parts[:depth])
+        if storage.exists(f"{level}/{HOODIE_DIR}"):
             raise PartitionCommitError(
-                f"{storage.uri('/'.join(parts[:depth]))} is a Hudi table inside {storage.root}: "
+                f"{storage.uri(level)} is a Hudi table inside {storage.root}: "
                 "merge it as a table; nothing changed"
+            )
+        if storage.exists(f"{level}/{META_DIR}"):
+            raise PartitionCommitError(
+                f"{storage.uri(level)} keeps the partition commit state of its own directory "
+                f"({storage.uri(f'{level}/{META_DIR}')}): run partition commit there; nothing changed"
             )
 
 
@@ -273,8 +326,11 @@ def merge_plain_partition(
     """Merge the small parquet files of ``partition`` (a folder under ``storage``'s root) with the
     in-progress -> pending -> finished protocol; pending merges a crash left are rolled forward first."""
     partition = check_partition(partition)
+    if target_bytes <= 0:  # before any pending merge is rolled forward: a bad call changes nothing
+        raise PartitionCommitConfigError(f"merge-small-files: target size {target_bytes} must be positive")
     check_plain_directory(storage, partition)
     with storage.lock(LOCK_FILE, "partition commit of a plain directory", LOCK_WAIT_SECONDS):
+        _check_outer(storage, hudi=False)  # again under the lock: a nested run holds its own by now
         return _merge_locked(storage, partition, target_bytes, merge_id)
 
 
@@ -301,19 +357,19 @@ def recover_plain_merges(storage: Storage) -> list[str]:
 def _merge_locked(
     storage: Storage, partition: str, target_bytes: int, merge_id: str | None
 ) -> PlainMergeResult:
+    if partition:
+        _check_inside(storage, [partition])  # a linked folder: merged files would land outside
+    _check_no_nested_table(storage, partition)  # before orphans: a nested directory's are its own
     recovered = tuple(recover_plain_merges(storage))
     listing = storage.list(partition)
     # No record names them any more (all were rolled forward): hidden outputs of a run that died
     # before its record existed. Readers never saw them; their inputs are all still in place.
-    orphans = tuple(
-        n for n, _ in listing if n.startswith(".part-merged-") and n.endswith(".parquet" + INPROGRESS_SUFFIX)
-    )
+    orphans = tuple(n for n, _ in listing if _ORPHAN.fullmatch(n))
     for name in orphans:
         _delete_in_partition(storage, partition, name)
         log.warning("discarded %s: a merge died before it was pending", storage.uri(_join(partition, name)))
     listing = [(n, s) for n, s in listing if n not in orphans]
     visible = [n for n, _ in listing if not is_hidden(n)]
-    _check_no_nested_table(storage, partition)
     footers = _read_footers(storage, partition, visible)  # refuses a folder with non-parquet files
     plan = plan_plain_merge(partition, listing, target_bytes, merge_id or uuid.uuid4().hex)
     if plan is None:
@@ -327,6 +383,13 @@ def _merge_locked(
                 f"{storage.uri(_join(partition, first_name))}; merge-small-files keeps rows exactly "
                 "and does not merge files of different schemas; nothing changed"
             )
+    # Every file the merge will delete, checked before it writes one: an input linked from outside
+    # would otherwise be merged and published, then refused at its delete (rows doubled for good).
+    _check_inside(
+        storage,
+        [_join(partition, n) for n, _ in plan.inputs]
+        + [_join(partition, in_progress_name(o)) for o in plan.outputs],
+    )
     rows = _write_in_progress(storage, plan, schema, sum(footers[n][1] for n, _ in plan.inputs))
     storage.create(plan.record, plan.to_json())  # pending: from here on the merge rolls forward
     _finish(storage, plan)
@@ -348,6 +411,17 @@ def _merge_locked(
         recovered,
         orphans,
     )
+
+
+def _check_inside(storage: Storage, rels: Sequence[str]) -> None:
+    """``UnsafePathError`` for the first path that is not the directory's to delete (a link out)."""
+    for rel in rels:
+        try:
+            storage.check_deletable(rel)
+        except UnsafePathError as exc:
+            raise UnsafePathError(
+                f"{exc}: merge-small-files only rewrites files inside {storage.root}; nothing changed"
+            ) from None
 
 
 def _write_in_progress(storage: Storage, plan: PlainMergePlan, schema: Any, total: int) -> int:
@@ -472,7 +546,7 @@ def commit_plain_partitions(
 
     if not partitions:
         raise PartitionCommitError("no partition given to commit")
-    names = [check_partition(p) for p in partitions]
+    names = list(dict.fromkeys(check_partition(p) for p in partitions))  # dt=1 and dt=1/ are one
     if not storage.exists(""):
         raise PartitionCommitError(
             f"{storage.root} does not exist: neither a Hudi table nor a parquet directory"
@@ -507,6 +581,7 @@ def commit_plain_partitions(
         )
 
     with storage.lock(LOCK_FILE, "partition commit of a plain directory", LOCK_WAIT_SECONDS):
+        _check_outer(storage, hudi=False)  # again under the lock: a nested run holds its own by now
         if not dry_run:  # a look (sensor poke, trigger) changes no data; the commit rolls forward
             recover_plain_merges(storage)
         writes: dict[str, tuple[str, ...]] = {}

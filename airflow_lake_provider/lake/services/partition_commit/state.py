@@ -209,15 +209,26 @@ def parse_state(data: bytes, partition: str, where: str) -> PartitionState:
     """A commit state file's content; ``LakeError`` naming ``where`` if it is not ``partition``'s."""
     try:
         body = json.loads(data)
+        # Exactly the types written: tuple("success-file") would read as policies 's', 'u', ...
+        applied, covered, commits = body["applied"], body["covered"], body["commits"]
+        if not (
+            isinstance(applied, list)
+            and isinstance(covered, list)
+            and all(isinstance(x, str) for x in (*applied, *covered))
+            and type(commits) is int  # noqa: E721 (bool is an int too)
+            and commits >= 0
+            and isinstance(body.get("committedAt"), (str, type(None)))
+        ):
+            raise TypeError("a field of the wrong type")
         state = PartitionState(
             partition=str(body["partition"]),
             status=str(body["status"]),
-            applied=tuple(body["applied"]),
-            covered=tuple(body["covered"]),
-            commits=int(body["commits"]),
+            applied=tuple(applied),
+            covered=tuple(covered),
+            commits=commits,
             committed_at=body.get("committedAt"),
         )
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise LakeError(f"{where}: unreadable commit state ({exc})") from None
     if state.partition != partition or state.status not in (COMMITTING, COMMITTED):
         raise LakeError(f"{where}: commit state of another partition")

@@ -6,8 +6,10 @@ import argparse
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError
@@ -23,6 +25,72 @@ STORAGE_ENV = (
     "AWS_ENDPOINT_URL",
     "AWS_ALLOW_HTTP",
 )
+
+
+# Test-only: the path of a marker file. The first task to reach a kill point (after it wrote or deleted
+# files, with the instant inflight) creates the marker and SIGKILLs the whole spark-submit (JVM, driver,
+# Python workers), as a lost machine would; a later run finds the marker and goes on. This lets the
+# Airflow retry tests kill a real job mid-way instead of simulating the failure in process.
+KILL_ONCE_ENV = "LAKE_TEST_KILL_JOB_ONCE"
+
+
+@dataclass(frozen=True)
+class KillSwitch:
+    """Driver side facts a task needs to kill its whole job: the marker, the driver's and JVM's pids."""
+
+    marker: str
+    driver_pid: int
+    jvm_pid: int
+
+
+def kill_switch() -> KillSwitch | None:
+    """The test-only kill switch (``LAKE_TEST_KILL_JOB_ONCE``), read on the driver; ``None`` when unset.
+
+    ``spark-submit`` execs the JVM, which starts this Python driver: the driver's parent is the JVM.
+    """
+    marker = os.environ.get(KILL_ONCE_ENV)
+    return KillSwitch(marker, os.getpid(), os.getppid()) if marker else None
+
+
+def _process_tree(root: int) -> list[int]:
+    """``root`` and every process below it, parents first (Linux ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                stat = fh.read()
+        except OSError:
+            continue  # exited meanwhile
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    tree, queue = [], [root]
+    while queue:
+        pid = queue.pop(0)
+        tree.append(pid)
+        queue.extend(children.get(pid, ()))
+    return tree
+
+
+def kill_point(switch: KillSwitch | None) -> None:
+    """Task side: the first task to get here with the switch set SIGKILLs the whole job (once)."""
+    if switch is None:
+        return
+    try:
+        os.close(os.open(switch.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return  # the job was killed once already: this is the retry
+    me = os.getpid()
+    os.kill(switch.driver_pid, signal.SIGKILL)
+    for _ in range(2):  # twice: a process forked while the first pass ran is caught by the second
+        for pid in _process_tree(switch.jvm_pid):
+            if pid != me:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+    os.kill(me, signal.SIGKILL)
 
 
 def build_spark_session(

@@ -21,7 +21,14 @@ from airflow_lake_provider.lake.services.clean.executor import DeleteOutcome, de
 from airflow_lake_provider.lake.services.clean.planner import CleanPlan
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.table import LakeTable
-from spark_jobs._common import key_values, run_job
+from spark_jobs._common import KillSwitch, key_values, kill_point, kill_switch, run_job
+
+
+def _delete(base: str, paths: Sequence[str], switch: KillSwitch | None) -> DeleteOutcome:
+    """Executor side: delete one partition's planned files."""
+    outcome = delete_files(open_storage(base), paths)
+    kill_point(switch)  # test-only: the job dies here once, this partition's files deleted
+    return outcome
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -44,6 +51,7 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     sc = spark.sparkContext
     table = LakeTable.open(args.table)
     base = table.uri  # executors open their own storage from the URI
+    switch = kill_switch()
 
     def lister(partitions: Sequence[str]) -> Mapping[str, Sequence[tuple[str, int]]]:
         if not partitions:
@@ -56,7 +64,7 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
         if not items:
             return {}
         rdd = sc.parallelize(items, min(len(items), sc.defaultParallelism * 4))
-        return dict(rdd.map(lambda kv: (kv[0], delete_files(open_storage(base), kv[1]))).collect())
+        return dict(rdd.map(lambda kv: (kv[0], _delete(base, kv[1], switch))).collect())
 
     result = run_clean(
         table,

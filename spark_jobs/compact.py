@@ -32,7 +32,7 @@ from airflow_lake_provider.lake.services.compaction.executor import Outcome, exe
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
-from spark_jobs._common import key_values, run_job
+from spark_jobs._common import KillSwitch, key_values, kill_point, kill_switch, run_job
 from spark_jobs.worker_process import WORKER_ENV
 
 log = logging.getLogger("lake.compact")
@@ -80,7 +80,15 @@ def _prepare_worker(context: Any) -> float:
     return prepare_merge_worker(context.cpus() if context is not None else 1)
 
 
-def _task(items: Any, base: str, timeline: Timeline, schema: Any, instant: str, finished: Any) -> Any:
+def _task(
+    items: Any,
+    base: str,
+    timeline: Timeline,
+    schema: Any,
+    instant: str,
+    finished: Any,
+    switch: KillSwitch | None = None,
+) -> Any:
     """Executor side: merge each operation of the bin; yield (file group, outcome, metrics).
 
     The metrics are the operation's wall and CPU seconds, the worker's peak RSS so far and its
@@ -101,6 +109,8 @@ def _task(items: Any, base: str, timeline: Timeline, schema: Any, instant: str, 
     for index, op in items:
         started, cpu_started = time.monotonic(), time.process_time()
         outcome = run_operation(table, timeline, schema, instant, index, op, attempt=attempt)
+        if isinstance(outcome, WriteStat):
+            kill_point(switch)  # test-only: the job dies here once, its first base file written
         metrics = {
             "seconds": round(time.monotonic() - started, 3),
             "cpu_seconds": round(time.process_time() - cpu_started, 3),
@@ -194,6 +204,7 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
     table = LakeTable.open(args.table)
     base = table.uri
     task_metrics: list[dict[str, Any]] = []
+    switch = kill_switch()
 
     def spark_runner(
         tbl: LakeTable, timeline: Timeline, schema: Any, instant: str, ops: Sequence[CompactionOperation]
@@ -202,7 +213,7 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
         log.info("compaction %s: %d operations in %d tasks", instant, len(ops), len(packed))
         finished = sc.accumulator(0)
         rdd = sc.parallelize(packed, len(packed)).flatMap(
-            lambda b: _task(b, base, timeline, schema, instant, finished)
+            lambda b: _task(b, base, timeline, schema, instant, finished, switch)
         )
         # One Spark job; while it runs, a driver thread reports finished operations as they come.
         done = threading.Event()

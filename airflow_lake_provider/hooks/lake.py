@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
@@ -39,6 +40,9 @@ from airflow_lake_provider.lake.services.clean.executor import (
 from airflow_lake_provider.lake.storage import Storage, open_storage
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.lake.services.clean.planner import CleanPlan
 
 CLEAN_MODES = ("schedule", "execute", "schedule_and_execute")
 # Plans deleting more files than this run on Spark; smaller ones are deleted by the worker itself.
@@ -276,17 +280,39 @@ class LakeHook(CompactionHookMixin, BaseHook):
         conf: Mapping[str, Any] | None,
         env: Mapping[str, str] | None,
     ) -> dict[str, Any]:
-        """Schedule here, execute with ``spark_jobs/clean.py --mode execute``, judge from the timeline."""
-        pending = [i.timestamp for i in pending_cleans(table.timeline())]
-        targets = list(pending)
-        scheduled: CleanResult | None = None
+        """Finish pending cleans on Spark, then (``schedule_and_execute``) plan here and execute there.
+
+        Pending cleans go first, as in a local run: a retry after a killed job finishes the same
+        instant from its stored plan instead of planning a second clean over the same files.
+        """
+        pending = tuple(i.timestamp for i in pending_cleans(table.timeline()))
+        run = (table, options, conn_id, conf, env)
+        finished = self._execute_cleans_on_spark(*run, pending) if pending else None
         if mode == "schedule_and_execute":
             scheduled = run_clean(table, options, mode="schedule")
             if scheduled.outcome is Outcome.SCHEDULED and scheduled.instant:
-                targets.append(scheduled.instant)
-        if not targets:
-            result = scheduled or CleanResult(Outcome.NO_WORK, reason="no pending clean to execute")
-            return self._summary(table, result, "none")
+                done = self._execute_cleans_on_spark(*run, (scheduled.instant,), scheduled.plan)
+                return self._summary(table, replace(done, finished_pending=pending), "spark")
+            if finished is None:
+                return self._summary(table, scheduled, "none")
+        if finished is None:
+            return self._summary(
+                table, CleanResult(Outcome.NO_WORK, reason="no pending clean to execute"), "none"
+            )
+        return self._summary(table, replace(finished, finished_pending=pending), "spark")
+
+    def _execute_cleans_on_spark(
+        self,
+        table: LakeTable,
+        options: Mapping[str, Any],
+        conn_id: str,
+        conf: Mapping[str, Any] | None,
+        env: Mapping[str, str] | None,
+        targets: tuple[str, ...],
+        plan: CleanPlan | None = None,
+    ) -> CleanResult:
+        """Execute the pending cleans ``targets`` with ``spark_jobs/clean.py --mode execute`` and judge
+        from the timeline: every target must be completed. The result is the last target's."""
         args = ["--table", table.uri, "--mode", "execute"]
         for key, value in options.items():
             args += ["--option", f"{key}={value}"]
@@ -314,19 +340,16 @@ class LakeHook(CompactionHookMixin, BaseHook):
         failed = sum(
             len(p.get("failedDeleteFiles") or []) for p in (metadata.get("partitionMetadata") or {}).values()
         )
-        plan = scheduled.plan if scheduled is not None and scheduled.instant == last else None
         if plan is None:
             plan = stored_plan(table, timeline, Instant(last, State.REQUESTED, Action.CLEAN))
-        result = CleanResult(
+        return CleanResult(
             Outcome.CLEANED,
             last,
             plan,
             int(metadata.get("totalFilesDeleted") or 0),
             failed,
-            finished_pending=tuple(pending),
             duration_seconds=int(metadata.get("timeTakenInMillis") or 0) / 1000,
         )
-        return self._summary(table, result, "spark")
 
     def archive(self, table_path: str, options: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Archive the table's timeline (Hudi's ``hoodie.keep.*`` rules); ``NO_WORK`` when not due.

@@ -183,9 +183,11 @@ def _write_locked(
     full_schema = pa.schema([pa.field(m, pa.string()) for m in META_FIELDS] + list(data_schema))
     extra = {**extra, "schema": json.dumps(avro)}
 
-    requested = table.store.create_requested(instant, action)
     try:
+        # LAZY: the first beat comes before the instant exists (as Hudi's writers do), so a write is
+        # never pending without a heartbeat for others to judge it by.
         with heartbeat(table.store, instant, config):
+            requested = table.store.create_requested(instant, action)
             fault("requested")
             inflight_body = CommitMetadata(operation_type=operation.name, extra_metadata=extra)
             inflight = table.store.transition_to_inflight(requested, inflight_body.to_json_bytes())
@@ -249,7 +251,10 @@ def _roll_back_own(table: LakeTable, instant: str, error: Exception) -> None:
     """Undo this write's instant after an in-process error (a completed instant is kept: the
     error came after the commit). A failing rollback is logged; the next writer finishes it."""
     found = table.timeline().get(instant)
-    if found is None or found.is_completed:
+    if found is None:
+        table.store.delete_heartbeat(instant)  # beat, but the instant was never created
+        return
+    if found.is_completed:
         return
     try:
         rollback_instant_locked(table, instant)

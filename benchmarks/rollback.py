@@ -15,6 +15,7 @@ commit, and that rollback is timed too: ratios against the in-process upsert of 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -90,6 +91,11 @@ def _spark_path(table: LakeTable, rows: int, master: str) -> None:
     from pyspark.sql import SparkSession
 
     from spark_jobs.write import spark_runner
+
+    # The Python workers must run this interpreter (it has pyarrow), and import this checkout.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    root = str(Path(__file__).resolve().parent.parent)
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
 
     spark = (
         SparkSession.builder.master(master)

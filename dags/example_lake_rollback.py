@@ -5,8 +5,10 @@ Trigger it with the table and a parquet file, e.g. ``{"table_path": "/data/lake/
 
 1. ``rollback_failed_writes`` rolls back every failed write the table's failed-writes policy allows
    (``lake rollback``); nothing to roll back is a success (outcome ``NO_WORK``).
-2. ``write`` writes the file as one instant. Its commit metadata names this DAG, task and run; a retry
-   first rolls back what its failed attempt left pending, then writes again.
+2. ``write`` writes the input (a parquet file or a folder) as one instant: in the worker, or with
+   ``spark_jobs/write.py`` on Spark (connection ``spark_default``) for inputs of more than
+   ``spark_threshold`` rows. Its commit metadata names this DAG, task and run; a retry first rolls
+   back what its failed attempt left pending (wherever it ran), then writes again.
 
 Parsing this file needs no connection and imports no table code.
 """
@@ -29,7 +31,12 @@ with DAG(
     doc_md=__doc__,
     params={
         "table_path": Param("/tmp/lake/example_table", type="string", description="Base path of the table."),
-        "input_path": Param("/tmp/lake/input.parquet", type="string", description="Parquet file to write."),
+        "input_path": Param(
+            "/tmp/lake/input.parquet", type="string", description="A parquet file, or a folder of them."
+        ),
+        "spark_threshold": Param(
+            5_000_000, type="integer", description="Inputs with more rows are written on Spark."
+        ),
     },
 ) as dag:
     rollback_failed_writes = RollbackFailedWritesOperator(
@@ -40,6 +47,7 @@ with DAG(
         table_path="{{ params.table_path }}",
         input_path="{{ params.input_path }}",
         operation="upsert",
+        spark_threshold="{{ params.spark_threshold }}",
         retries=2,
         retry_delay=dt.timedelta(seconds=30),
     )

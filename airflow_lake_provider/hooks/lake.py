@@ -26,6 +26,7 @@ from airflow_lake_provider.hooks.errors import (
     as_bool,
 )
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
+from airflow_lake_provider.hooks.write import WriteHookMixin
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError, StorageUnavailableError
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.services.archival.executor import run_archival
@@ -85,7 +86,7 @@ def _resolve_uri(base: str, path: str, given: str) -> str:
     return target
 
 
-class LakeHook(CompactionHookMixin, BaseHook):
+class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
     """Runs table services on Hudi tables; the ``lake`` connection is optional.
 
     With a connection, its extra ``base_path`` is the root of the lake (a folder or ``s3://bucket/prefix``):

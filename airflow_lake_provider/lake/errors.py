@@ -55,6 +55,10 @@ class SchemaError(LakeError, ValueError):
     """A batch or schema is incompatible with the table (missing key, bad type, ...)."""
 
 
+class WriteInputError(LakeError, ValueError):
+    """The input of a write is missing, empty or not parquet (retrying cannot help)."""
+
+
 class UnsafePathError(LakeError, ValueError):
     """A path to delete or write lies outside the table base path or inside ``.hoodie/``."""
 

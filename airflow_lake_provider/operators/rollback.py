@@ -14,12 +14,13 @@ from airflow.sdk import BaseOperator
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-# Extra metadata keys of a write's instant naming the task attempt that started it.
-META_DAG, META_TASK, META_RUN, META_TRY = (
-    "lake.airflow.dag_id",
-    "lake.airflow.task_id",
-    "lake.airflow.run_id",
-    "lake.airflow.try_number",
+from airflow_lake_provider.hooks.write import (
+    DEFAULT_WRITE_SPARK_THRESHOLD,
+    META_DAG,
+    META_RUN,
+    META_TASK,
+    META_TRY,
+    earlier_attempts,
 )
 
 
@@ -84,21 +85,36 @@ class RollbackFailedWritesOperator(BaseOperator):
 
 
 class LakeWriteOperator(BaseOperator):
-    """Write a parquet file into a Hudi table as one instant (``lake write``).
+    """Write a parquet file, or a folder of parquet files, into a Hudi table as one instant.
 
-    The instant's commit metadata names the DAG, task and run that started it. A retry first rolls
-    back the instants an earlier attempt of the same task and run left pending (whatever the table's
-    failed-writes policy), then writes again, so a killed attempt never leaves its files behind or
-    blocks the table. Returns ``{"instant", "rolled_back", "inserted", "updated", "deleted"}``.
+    Inputs of at most ``spark_threshold`` rows (from the parquet footers) are written in the worker;
+    larger ones by ``spark_jobs/write.py`` through ``SparkSubmitHook`` (file groups written in Spark
+    tasks). The instant's commit metadata names the DAG, task, run and try that started it. A retry
+    first rolls back the instants an earlier try of the same task and run left pending (whatever
+    the table's failed-writes policy, and wherever that try ran), then writes again, so a killed
+    attempt never leaves its files behind or blocks the table.
+    Returns ``{"instant", "rolled_back", "inserted", "updated", "deleted"}``.
 
     :param table_path: base path of the table, or relative to the lake connection's ``base_path``. (templated)
-    :param input_path: the parquet file to write. (templated)
+    :param input_path: a parquet file or a folder of them, local or ``s3://``. (templated)
     :param operation: ``insert``, ``upsert`` or ``delete``. (templated)
     :param options: write options over the table's. (templated)
     :param lake_conn_id: optional ``lake`` connection. (templated)
+    :param spark_threshold: the most input rows written in the worker. (templated)
+    :param spark_conn_id: the Spark connection for large inputs.
+    :param spark_conf: extra ``--conf`` values for ``spark-submit``. (templated)
+    :param spark_env: extra environment variables for ``spark-submit``.
     """
 
-    template_fields: Sequence[str] = ("table_path", "input_path", "operation", "options", "lake_conn_id")
+    template_fields: Sequence[str] = (
+        "table_path",
+        "input_path",
+        "operation",
+        "options",
+        "lake_conn_id",
+        "spark_threshold",
+        "spark_conf",
+    )
     ui_color = "#dae8fc"
 
     def __init__(
@@ -109,6 +125,10 @@ class LakeWriteOperator(BaseOperator):
         operation: str = "upsert",
         options: Mapping[str, str] | None = None,
         lake_conn_id: str | None = None,
+        spark_threshold: int | str = DEFAULT_WRITE_SPARK_THRESHOLD,
+        spark_conn_id: str = "spark_default",
+        spark_conf: Mapping[str, Any] | None = None,
+        spark_env: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -117,54 +137,40 @@ class LakeWriteOperator(BaseOperator):
         self.operation = operation
         self.options = dict(options or {})
         self.lake_conn_id = lake_conn_id
+        self.spark_threshold = spark_threshold
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = dict(spark_conf or {})
+        self.spark_env = dict(spark_env or {})
+        self._hook: Any = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        import pyarrow.parquet as pq
-
-        from airflow_lake_provider.lake.services.rollback import rollback
-        from airflow_lake_provider.lake.table.writer import write
+        from airflow_lake_provider.hooks.lake import LakeHook
 
         ti = context["ti"]
-        me = {META_DAG: ti.dag_id, META_TASK: ti.task_id, META_RUN: ti.run_id}
-        table = _open(self.table_path, self.lake_conn_id)
-        rolled_back = []
-        for instant in earlier_attempts(table, me):
-            self.log.info("rolling back %s, left pending by an earlier attempt of this task", instant)
-            rolled_back += [r.target for r in rollback(table, instant)]
-        batch = pq.read_table(self.input_path)
-        result = write(
-            table,
-            batch,
-            self.operation,
-            options=self.options,
-            extra_metadata={**me, META_TRY: str(ti.try_number)},
-        )
-        self.log.info("wrote %s to %s: %s", self.input_path, table.uri, result.instant)
-        return {
-            "instant": result.instant,
-            "rolled_back": rolled_back,
-            "inserted": result.inserted,
-            "updated": result.updated,
-            "deleted": result.deleted,
+        attempt = {
+            META_DAG: ti.dag_id,
+            META_TASK: ti.task_id,
+            META_RUN: ti.run_id,
+            META_TRY: str(ti.try_number),
         }
+        self._hook = LakeHook(lake_conn_id=self.lake_conn_id)
+        result = self._hook.write(
+            self.table_path,
+            self.input_path,
+            self.operation,
+            self.options,
+            attempt=attempt,
+            spark_threshold=self.spark_threshold,
+            spark_conn_id=self.spark_conn_id,
+            spark_conf=self.spark_conf,
+            spark_env=self.spark_env,
+        )
+        self.log.info("wrote %s: %s (%s)", self.input_path, result["instant"], result["executor"])
+        return {k: result[k] for k in ("instant", "rolled_back", "inserted", "updated", "deleted")}
+
+    def on_kill(self) -> None:
+        if self._hook is not None:
+            self._hook.on_kill()
 
 
-def earlier_attempts(table: Any, me: Mapping[str, str]) -> list[str]:
-    """Pending writes whose inflight metadata names this DAG, task and run."""
-    from airflow_lake_provider.lake.errors import LakeError
-    from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
-    from airflow_lake_provider.lake.format.instant import Action
-
-    timeline = table.timeline()
-    found = []
-    for instant in timeline.pending:
-        if instant.action not in (Action.COMMIT, Action.DELTACOMMIT) or not instant.is_inflight:
-            continue
-        try:
-            meta = CommitMetadata.from_json_bytes(timeline.read_bytes(instant), timeline.path_of(instant))
-        except LakeError:
-            continue  # not ours to judge: the failed-writes policy handles it
-        extra = meta.extra_metadata or {}
-        if all(extra.get(k) == v for k, v in me.items()):
-            found.append(instant.timestamp)
-    return found
+__all__ = ["LakeWriteOperator", "RollbackFailedWritesOperator", "earlier_attempts"]

@@ -9,15 +9,22 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, RollbackError, SchemaError, StorageError
+from airflow_lake_provider.lake.errors import (
+    CorruptDataFileError,
+    LakeError,
+    RollbackError,
+    SchemaError,
+    StorageError,
+)
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
@@ -100,6 +107,7 @@ def write(
     event_time_field: str | None = None,
     options: Mapping[str, str] | None = None,
     extra_metadata: Mapping[str, str] | None = None,
+    runner: GroupRunner | None = None,
 ) -> WriteResult:
     """Write ``batch`` as one new instant and return what was committed.
 
@@ -116,6 +124,9 @@ def write(
     write beats while it runs), ``NEVER`` none. An error raised after this write's instant exists
     rolls the instant back before it reaches the caller. ``extra_metadata`` goes into the inflight
     and completed commit metadata (e.g. which task started the write).
+
+    ``runner`` writes the planned file groups (default: here, one after the other; the Spark job
+    spreads them over executors). The key lookup, the instant and the commit stay in this process.
     """
     operation = Operation(operation)
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
@@ -131,6 +142,7 @@ def write(
             config,
             dict(extra_metadata or {}),
             event_time_field,
+            runner,
         )
 
 
@@ -143,6 +155,7 @@ def _write_locked(
     config: FailedWritesConfig,
     extra: dict[str, str],
     event_time_field: str | None = None,
+    runner: GroupRunner | None = None,
 ) -> WriteResult:
     timeline = table.timeline()
     data_schema = _check_batch(table, batch, operation, timeline)
@@ -170,16 +183,19 @@ def _write_locked(
     full_schema = pa.schema([pa.field(m, pa.string()) for m in META_FIELDS] + list(data_schema))
     extra = {**extra, "schema": json.dumps(avro)}
 
-    requested = table.store.create_requested(instant, action)
     try:
+        # LAZY: the first beat comes before the instant exists (as Hudi's writers do), so a write is
+        # never pending without a heartbeat for others to judge it by.
         with heartbeat(table.store, instant, config):
+            requested = table.store.create_requested(instant, action)
             fault("requested")
             inflight_body = CommitMetadata(operation_type=operation.name, extra_metadata=extra)
             inflight = table.store.transition_to_inflight(requested, inflight_body.to_json_bytes())
             fault("inflight")
 
-            job = _WriteJob(table, timeline, instant, full_schema, avro, operation, max_rows_per_file, fault)
-            stats = job.run(rows)
+            context = WriteContext(instant, timeline, full_schema, avro, operation)
+            job = _WriteJob(table, context, max_rows_per_file, fault)
+            stats = job.run(rows, runner)
             metadata = CommitMetadata(
                 operation_type=operation.name,
                 partition_to_write_stats=stats,
@@ -235,7 +251,10 @@ def _roll_back_own(table: LakeTable, instant: str, error: Exception) -> None:
     """Undo this write's instant after an in-process error (a completed instant is kept: the
     error came after the commit). A failing rollback is logged; the next writer finishes it."""
     found = table.timeline().get(instant)
-    if found is None or found.is_completed:
+    if found is None:
+        table.store.delete_heartbeat(instant)  # beat, but the instant was never created
+        return
+    if found.is_completed:
         return
     try:
         rollback_instant_locked(table, instant)
@@ -360,128 +379,232 @@ def _route(table: LakeTable, batch: pa.Table, operation: Operation) -> pa.Table:
     return _dedupe(rows, cfg.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(cfg.precombine_field))
 
 
+class GroupKind(str, Enum):
+    INSERT = "insert"  # new file group: one new base file
+    MERGE = "merge"  # copy-on-write: the group rewritten as a new base file
+    APPEND = "append"  # merge-on-read: a new log file version with one data or delete block
+
+
+@dataclass(frozen=True)
+class WriteContext:
+    """What every file group's part of one write needs; picklable, so Spark executors get it whole."""
+
+    instant: str
+    timeline: Timeline
+    schema: pa.Schema  # meta fields + data fields, as the base files hold them
+    avro: dict  # the table's Avro schema (data fields)
+    operation: Operation
+
+
+@dataclass(frozen=True)
+class FileGroupWrite:
+    """One file group's part of a write, planned by :func:`plan_file_groups` with the key lookup
+    and run by :func:`write_file_group` (in this process, or on an executor)."""
+
+    index: int  # 1-based, unique in the write: the write token and the commit sequence numbers
+    partition: str
+    kind: GroupKind
+    file_id: str
+    seqno_start: int
+    rows: pa.Table  # the routed rows of this group (with the internal __lake_* columns)
+    merged: FileSlice | None = None  # MERGE/APPEND: the latest slice as readers merge it
+    newest: FileSlice | None = None  # APPEND: the slice the new log file joins
+    first_in_partition: bool = False  # INSERT: write the partition metadata file first
+
+
+@dataclass(frozen=True)
+class FileGroupResult:
+    """What one :class:`FileGroupWrite` wrote: files, its write stat (``None``: nothing won)."""
+
+    files: tuple[str, ...] = ()
+    stat: WriteStat | None = None
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+
+# Runs the file groups of a write and returns their results in the same order (the default runs
+# them here one by one; spark_jobs/write.py spreads them over executors).
+GroupRunner = Callable[[LakeTable, WriteContext, Sequence[FileGroupWrite]], Sequence[FileGroupResult]]
+
+
 class _WriteJob:
-    """The data-file part of one write: index lookup, then new base files and log appends."""
+    """The data-file part of one write: the key lookup here, then each file group through ``runner``."""
 
     def __init__(
-        self,
-        table: LakeTable,
-        timeline: Timeline,
-        instant: str,
-        schema: pa.Schema,
-        avro: dict,
-        operation: Operation,
-        max_rows_per_file: int,
-        fault: FaultHook,
+        self, table: LakeTable, context: WriteContext, max_rows_per_file: int, fault: FaultHook
     ) -> None:
-        self.table, self.timeline, self.instant = table, timeline, instant
-        self.schema, self.avro, self.operation = schema, avro, operation
-        self.log_avro = with_meta_fields(avro)
+        self.table, self.context = table, context
         self.max_rows = max(1, max_rows_per_file)
         self.fault = fault
+        self.inserted = self.updated = self.deleted = 0
+        self.files: list[str] = []
+
+    def run(self, rows: pa.Table, runner: GroupRunner | None) -> dict[str, tuple[WriteStat, ...]]:
+        units = plan_file_groups(self.table, self.context, rows, self.max_rows)
+        if runner is None:
+            results: Sequence[FileGroupResult] = [
+                write_file_group(self.table, self.context, unit, self.fault) for unit in units
+            ]
+        else:
+            results = runner(self.table, self.context, units)
+            if len(results) != len(units):
+                raise LakeError(
+                    f"write {self.context.instant}: {len(results)} results for {len(units)} file groups"
+                )
+        stats: dict[str, list[WriteStat]] = {}
+        for result in results:
+            self.inserted += result.inserted
+            self.updated += result.updated
+            self.deleted += result.deleted
+            self.files.extend(result.files)
+            if result.stat is not None:
+                stats.setdefault(result.stat.partition_path, []).append(result.stat)
+        return {p: tuple(s) for p, s in stats.items()}
+
+
+def plan_file_groups(
+    table: LakeTable,
+    context: WriteContext,
+    rows: pa.Table,
+    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+) -> list[FileGroupWrite]:
+    """Assign the routed ``rows`` to file groups (Hudi's simple index, non-global): keys not in the
+    table go to new groups of at most ``max_rows_per_file`` rows, existing ones to their group.
+    Reads only; nothing is written."""
+    partitions = sorted(set(rows.column(_PART).to_pylist()))
+    if not partitions:
+        return []
+    view = table.file_system_view(context.timeline, partitions)
+    units: list[FileGroupWrite] = []
+    seqno = 0
+    max_rows = max(1, max_rows_per_file)
+
+    def add(partition: str, kind: GroupKind, file_id: str, group_rows: pa.Table, **more: Any) -> None:
+        nonlocal seqno
+        units.append(FileGroupWrite(len(units) + 1, partition, kind, file_id, seqno, group_rows, **more))
+        seqno += group_rows.num_rows
+
+    for partition in partitions:
+        part_rows = rows.filter(pc.equal(rows.column(_PART), partition))
+        groups, held = _locate(table, context, view, partition, part_rows.column(_KEY))
+        # A hash lookup of the keys, not a join: Arrow's joins cannot carry struct, list or map columns.
+        where = pc.index_in(part_rows.column(_KEY), value_set=held.column(_KEY))
+        located = part_rows.append_column("__lake_fid", held.column("__lake_fid").take(where))
+        found = pc.is_valid(located.column("__lake_fid"))
+        new_rows = located.filter(pc.invert(found)).drop_columns(["__lake_fid"])
+        old_rows = located.filter(found)
+        if context.operation is not Operation.DELETE:  # deleting an absent key does nothing
+            for start in range(0, new_rows.num_rows, max_rows):
+                add(
+                    partition,
+                    GroupKind.INSERT,
+                    new_file_id(),
+                    new_rows.slice(start, max_rows),
+                    first_in_partition=start == 0,
+                )
+        for fid in sorted(set(old_rows.column("__lake_fid").to_pylist())):
+            group_rows = old_rows.filter(pc.equal(old_rows.column("__lake_fid"), fid)).drop_columns(
+                ["__lake_fid"]
+            )
+            group = groups[fid]
+            merged = view.merged_latest_slice(group)
+            if table.config.is_mor:
+                add(partition, GroupKind.APPEND, fid, group_rows, merged=merged, newest=group.latest_slice)
+            else:
+                add(partition, GroupKind.MERGE, fid, group_rows, merged=merged)
+    return units
+
+
+def _locate(
+    table: LakeTable, context: WriteContext, view: FileSystemView, partition: str, keys: pa.Array
+) -> tuple[dict[str, FileGroup], pa.Table]:
+    """Which file group holds each of ``keys`` (Hudi's simple index, non-global).
+
+    Only the record-key column of each group's base file is read, and not even that where the
+    footer's min/max record key excludes every key of the batch; logs are not read: on merge-on-
+    read tables the ordering of versions is decided when reading and compacting, as Hudi's
+    payloads do. A group without a base file (written by others into logs only) is read whole.
+    """
+    groups: dict[str, FileGroup] = {}
+    found_keys: list[pa.Array] = []
+    owners: list[pa.Array] = []
+    lo, hi = pc.min(keys).as_py(), pc.max(keys).as_py()
+    for group in view.file_groups(partition):
+        if view.is_replaced(group):
+            continue
+        slice_ = view.merged_latest_slice(group)
+        if slice_ is None:
+            continue
+        groups[group.file_id] = group
+        if slice_.base_file is not None:
+            held = _base_keys(table, slice_.base_file.relative_path, lo, hi)
+        else:
+            reader = SliceReader(table, context.timeline, pa.schema([context.schema.field(RECORD_KEY)]))
+            held = reader.keys_of(reader.read_slice(slice_))
+        # Keep only the batch's keys: hashing the (small) batch beats hashing a large file's keys.
+        held = held.filter(pc.is_in(held, value_set=keys))
+        found_keys.append(held)
+        owners.append(pa.array([group.file_id] * len(held), pa.string()))
+    if not found_keys:
+        return groups, pa.table({_KEY: pa.array([], pa.string()), "__lake_fid": pa.array([], pa.string())})
+    return groups, pa.table({_KEY: pa.concat_arrays(found_keys), "__lake_fid": pa.concat_arrays(owners)})
+
+
+def _base_keys(table: LakeTable, rel: str, lo: str, hi: str) -> pa.Array:
+    """Record keys of one base file; none read when its footer's key range misses [lo, hi]."""
+    try:
+        with table.storage.open_input(rel) as source:
+            parquet = pq.ParquetFile(source)
+            meta = parquet.schema_arrow.metadata or {}
+            low, high = meta.get(b"hoodie_min_record_key"), meta.get(b"hoodie_max_record_key")
+            if low is not None and high is not None and (high.decode() < lo or low.decode() > hi):
+                return pa.array([], pa.string())
+            column = parquet.read(columns=[RECORD_KEY]).column(0)
+    except (pa.ArrowException, OSError) as exc:
+        message = " ".join(str(exc).split())
+        raise CorruptDataFileError(f"cannot read base file {table.storage.uri(rel)}: {message}") from exc
+    return column.combine_chunks().cast(pa.string())
+
+
+def write_file_group(
+    table: LakeTable, context: WriteContext, unit: FileGroupWrite, fault: FaultHook = _no_fault
+) -> FileGroupResult:
+    """Write one file group's part of the write (its marker first, then its file); any process may
+    run it, given the table, the context and the unit. Commits nothing."""
+    return _GroupWriter(table, context, unit, fault).run()
+
+
+class _GroupWriter:
+    """The files of one :class:`FileGroupWrite`: a new base file, a rewritten one, or a log file."""
+
+    def __init__(
+        self, table: LakeTable, context: WriteContext, unit: FileGroupWrite, fault: FaultHook
+    ) -> None:
+        self.table, self.context, self.unit, self.fault = table, context, unit, fault
+        self.instant, self.schema, self.operation = context.instant, context.schema, context.operation
+        self.timeline = context.timeline
+        self.log_avro = with_meta_fields(context.avro)
         self.cfg = table.config
         self.event_time = self.cfg.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(
             self.cfg.precombine_field
         )
-        self.inserted = self.updated = self.deleted = 0
-        self.files: list[str] = []
-        self.stats: dict[str, list[WriteStat]] = {}
-        self.file_counter = 0
         pre = self.cfg.precombine_field
         # Joins cannot carry a null-typed column, so a table without an ordering field uses int64 nulls.
-        self._ord_type = schema.field(pre).type if pre and pre in schema.names else pa.int64()
+        self._ord_type = self.schema.field(pre).type if pre and pre in self.schema.names else pa.int64()
+        self.token = write_token(unit.index, 1, 0)
 
-    def run(self, rows: pa.Table) -> dict[str, tuple[WriteStat, ...]]:
-        partitions = sorted(set(rows.column(_PART).to_pylist()))
-        if not partitions:
-            return {}
-        view = self.table.file_system_view(self.timeline, partitions)
-        for partition in partitions:
-            part_rows = rows.filter(pc.equal(rows.column(_PART), partition))
-            self._write_partition(view, partition, part_rows)
-        return {p: tuple(s) for p, s in self.stats.items()}
-
-    # -- index ----------------------------------------------------------------------------------
-    def _locate(
-        self, view: FileSystemView, partition: str, keys: pa.Array
-    ) -> tuple[dict[str, FileGroup], pa.Table]:
-        """Which file group holds each of ``keys`` (Hudi's simple index, non-global).
-
-        Only the record-key column of each group's base file is read, and not even that where the
-        footer's min/max record key excludes every key of the batch; logs are not read: on merge-on-
-        read tables the ordering of versions is decided when reading and compacting, as Hudi's
-        payloads do. A group without a base file (written by others into logs only) is read whole.
-        """
-        groups: dict[str, FileGroup] = {}
-        found_keys: list[pa.Array] = []
-        owners: list[pa.Array] = []
-        lo, hi = pc.min(keys).as_py(), pc.max(keys).as_py()
-        for group in view.file_groups(partition):
-            if view.is_replaced(group):
-                continue
-            slice_ = view.merged_latest_slice(group)
-            if slice_ is None:
-                continue
-            groups[group.file_id] = group
-            if slice_.base_file is not None:
-                held = self._base_keys(slice_.base_file.relative_path, lo, hi)
-            else:
-                reader = SliceReader(self.table, self.timeline, pa.schema([self.schema.field(RECORD_KEY)]))
-                held = reader.keys_of(reader.read_slice(slice_))
-            # Keep only the batch's keys: hashing the (small) batch beats hashing a large file's keys.
-            held = held.filter(pc.is_in(held, value_set=keys))
-            found_keys.append(held)
-            owners.append(pa.array([group.file_id] * len(held), pa.string()))
-        if not found_keys:
-            return groups, pa.table(
-                {_KEY: pa.array([], pa.string()), "__lake_fid": pa.array([], pa.string())}
-            )
-        return groups, pa.table({_KEY: pa.concat_arrays(found_keys), "__lake_fid": pa.concat_arrays(owners)})
-
-    def _base_keys(self, rel: str, lo: str, hi: str) -> pa.Array:
-        """Record keys of one base file; none read when its footer's key range misses [lo, hi]."""
-        try:
-            with self.table.storage.open_input(rel) as source:
-                parquet = pq.ParquetFile(source)
-                meta = parquet.schema_arrow.metadata or {}
-                low, high = meta.get(b"hoodie_min_record_key"), meta.get(b"hoodie_max_record_key")
-                if low is not None and high is not None and (high.decode() < lo or low.decode() > hi):
-                    return pa.array([], pa.string())
-                column = parquet.read(columns=[RECORD_KEY]).column(0)
-        except (pa.ArrowException, OSError) as exc:
-            message = " ".join(str(exc).split())
-            raise CorruptDataFileError(
-                f"cannot read base file {self.table.storage.uri(rel)}: {message}"
-            ) from exc
-        return column.combine_chunks().cast(pa.string())
-
-    def _write_partition(self, view: FileSystemView, partition: str, rows: pa.Table) -> None:
-        groups, held = self._locate(view, partition, rows.column(_KEY))
-        # A hash lookup of the keys, not a join: Arrow's joins cannot carry struct, list or map columns.
-        where = pc.index_in(rows.column(_KEY), value_set=held.column(_KEY))
-        located = rows.append_column("__lake_fid", held.column("__lake_fid").take(where))
-        found = pc.is_valid(located.column("__lake_fid"))
-        new_rows = located.filter(pc.invert(found))
-        old_rows = located.filter(found)
-        if self.operation is Operation.DELETE:
-            new_rows = new_rows.slice(0, 0)  # deleting an absent key does nothing
-        if new_rows.num_rows:
-            self._write_inserts(partition, new_rows)
-        for fid in sorted(set(old_rows.column("__lake_fid").to_pylist())):
-            group_rows = old_rows.filter(pc.equal(old_rows.column("__lake_fid"), fid))
-            if self.cfg.is_mor:
-                self._append_log(view, groups[fid], group_rows)
-            else:
-                self._rewrite_group(view, groups[fid], group_rows)
-
-    # -- files ----------------------------------------------------------------------------------
-    def _next_token(self) -> str:
-        self.file_counter += 1
-        return write_token(self.file_counter, 1, 0)
+    def run(self) -> FileGroupResult:
+        unit = self.unit
+        if unit.kind is GroupKind.INSERT:
+            return self._write_insert(unit.rows)
+        if unit.kind is GroupKind.MERGE:
+            return self._rewrite_group(unit.rows)
+        return self._append_log(unit.rows)
 
     def _meta_rows(self, rows: pa.Table, partition: str, file_name: str) -> pa.Table:
         n = rows.num_rows
-        start = self.inserted + self.updated
+        start = self.unit.seqno_start
         data = conform(
             rows.select([c for c in rows.column_names if not c.startswith("__lake_")]),
             pa.schema([f for f in self.schema if f.name not in META_FIELDS]),
@@ -489,7 +612,7 @@ class _WriteJob:
         meta = {
             "_hoodie_commit_time": pa.array([self.instant] * n, pa.string()),
             "_hoodie_commit_seqno": pa.array(
-                [f"{self.instant}_{self.file_counter}_{start + i}" for i in range(n)]
+                [f"{self.instant}_{self.unit.index}_{start + i}" for i in range(n)]
             ),
             "_hoodie_record_key": rows.column(_KEY).cast(pa.string()),
             "_hoodie_partition_path": pa.array([partition] * n, pa.string()),
@@ -497,43 +620,36 @@ class _WriteJob:
         }
         return pa.Table.from_arrays(list(meta.values()) + list(data.columns), schema=self.schema)
 
-    def _ensure_partition(self, partition: str) -> None:
-        depth = len(partition.split("/")) if partition else 0
-        write_partition_metadata(self.table.storage, partition, self.instant, depth)
-
-    def _write_parquet(self, partition: str, name: str, table: pa.Table) -> int:
+    def _write_parquet(self, partition: str, name: str, table: pa.Table) -> tuple[str, int]:
         rel = join_partition(partition, name)
         size = store_base_file(self.table.storage, rel, table)
-        self.files.append(rel)
         self.fault("file")
-        return size
+        return rel, size
 
-    def _write_inserts(self, partition: str, rows: pa.Table) -> None:
-        self._ensure_partition(partition)
-        for start in range(0, rows.num_rows, self.max_rows):
-            chunk = rows.slice(start, self.max_rows)
-            file_id = new_file_id()
-            name = BaseFileName.create(file_id, self._next_token(), self.instant).name
-            self.table.store.create_marker(self.instant, partition, name, IOType.CREATE)
-            out = self._meta_rows(chunk, partition, name)
-            size = self._write_parquet(partition, name, out)
-            self.inserted += chunk.num_rows
-            self._stat(
-                WriteStat(
-                    file_id,
-                    partition,
-                    join_partition(partition, name),
-                    "null",
-                    num_writes=chunk.num_rows,
-                    num_inserts=chunk.num_rows,
-                    total_write_bytes=size,
-                    file_size_in_bytes=size,
-                )
-            )
+    def _write_insert(self, rows: pa.Table) -> FileGroupResult:
+        partition, file_id = self.unit.partition, self.unit.file_id
+        if self.unit.first_in_partition:
+            depth = len(partition.split("/")) if partition else 0
+            write_partition_metadata(self.table.storage, partition, self.instant, depth)
+        name = BaseFileName.create(file_id, self.token, self.instant).name
+        self.table.store.create_marker(self.instant, partition, name, IOType.CREATE)
+        rel, size = self._write_parquet(partition, name, self._meta_rows(rows, partition, name))
+        stat = WriteStat(
+            file_id,
+            partition,
+            rel,
+            "null",
+            num_writes=rows.num_rows,
+            num_inserts=rows.num_rows,
+            total_write_bytes=size,
+            file_size_in_bytes=size,
+        )
+        return FileGroupResult((rel,), stat, inserted=rows.num_rows)
 
-    def _rewrite_group(self, view: FileSystemView, group: FileGroup, changes: pa.Table) -> None:
+    def _rewrite_group(self, changes: pa.Table) -> FileGroupResult:
         """COW: write the group's full new row set as a new base file at this instant."""
-        slice_ = view.merged_latest_slice(group)
+        slice_ = self.unit.merged
+        partition = self.unit.partition
         assert slice_ is not None and slice_.base_file is not None
         reader = SliceReader(self.table, self.timeline, self.schema)
         current = reader.read_slice(slice_)
@@ -546,10 +662,10 @@ class _WriteJob:
             wins = pc.greater_equal(changes.column(_ORD).cast(stored.type), stored)
             changes = changes.filter(pc.fill_null(wins, True))
             if not changes.num_rows:
-                return
+                return FileGroupResult()
         changed = changes.column(_KEY).combine_chunks()
-        name = BaseFileName.create(group.file_id, self._next_token(), self.instant).name
-        self.table.store.create_marker(self.instant, group.partition, name, IOType.MERGE)
+        name = BaseFileName.create(self.unit.file_id, self.token, self.instant).name
+        self.table.store.create_marker(self.instant, partition, name, IOType.MERGE)
         kept = current.filter(pc.invert(pc.is_in(keys, value_set=changed)))
         kept = kept.set_column(4, "_hoodie_file_name", pa.array([name] * kept.num_rows, pa.string()))
         parts = [kept]
@@ -558,64 +674,58 @@ class _WriteJob:
             deleted = changes.num_rows
         else:
             updated = changes.num_rows
-            parts.append(self._meta_rows(changes, group.partition, name))
+            parts.append(self._meta_rows(changes, partition, name))
         out = pa.concat_tables(parts)
-        size = self._write_parquet(group.partition, name, out)
-        self.updated += updated
-        self.deleted += deleted
-        self._stat(
-            WriteStat(
-                group.file_id,
-                group.partition,
-                join_partition(group.partition, name),
-                slice_.base_instant,
-                num_writes=out.num_rows,
-                num_deletes=deleted,
-                num_update_writes=updated,
-                total_write_bytes=size,
-                file_size_in_bytes=size,
-            )
+        rel, size = self._write_parquet(partition, name, out)
+        stat = WriteStat(
+            self.unit.file_id,
+            partition,
+            rel,
+            slice_.base_instant,
+            num_writes=out.num_rows,
+            num_deletes=deleted,
+            num_update_writes=updated,
+            total_write_bytes=size,
+            file_size_in_bytes=size,
         )
+        return FileGroupResult((rel,), stat, updated=updated, deleted=deleted)
 
-    def _append_log(self, view: FileSystemView, group: FileGroup, changes: pa.Table) -> None:
+    def _append_log(self, changes: pa.Table) -> FileGroupResult:
         """MOR: a new log file version of the group's newest slice with a data or delete block."""
-        newest = group.latest_slice  # may be a pending compaction's slice: Java semantics
-        merged = view.merged_latest_slice(group)
+        newest, merged = self.unit.newest, self.unit.merged  # newest may be a pending compaction's slice
+        assert newest is not None
+        partition, file_id = self.unit.partition, self.unit.file_id
         base_name = merged.base_file.file_name if merged is not None and merged.base_file else ""
         version = max((f.name.version for f in newest.log_files), default=0) + 1
-        name = LogFileName.create(group.file_id, newest.base_instant, version, self._next_token()).name
-        self.table.store.create_marker(self.instant, group.partition, name, IOType.APPEND)
+        name = LogFileName.create(file_id, newest.base_instant, version, self.token).name
+        self.table.store.create_marker(self.instant, partition, name, IOType.APPEND)
         if self.operation is Operation.DELETE:
-            block = self._delete_block(changes, group.partition, merged)
+            block = self._delete_block(changes, partition, merged)
             updated, deleted = 0, changes.num_rows
         else:
-            records = self._meta_rows(changes, group.partition, group.file_id)  # Java: file id in logs
+            records = self._meta_rows(changes, partition, file_id)  # Java: file id in logs
             block = avro_data_block(records, self.log_avro, self.instant)
             updated, deleted = changes.num_rows, 0
-        rel = join_partition(group.partition, name)
+        rel = join_partition(partition, name)
         self.table.storage.create(rel, block)  # a new log version per write: no appends needed
         offset, size = 0, len(block)
-        self.files.append(rel)
         self.fault("file")
-        self.updated += updated
-        self.deleted += deleted
-        self._stat(
-            WriteStat(
-                group.file_id,
-                group.partition,
-                join_partition(group.partition, name),
-                newest.base_instant,
-                num_writes=updated,
-                num_deletes=deleted,
-                num_update_writes=updated,
-                total_write_bytes=size - offset,
-                file_size_in_bytes=size,
-                base_file=base_name,
-                log_files=(name,),
-                log_version=version,
-                log_offset=offset,
-            )
+        stat = WriteStat(
+            file_id,
+            partition,
+            rel,
+            newest.base_instant,
+            num_writes=updated,
+            num_deletes=deleted,
+            num_update_writes=updated,
+            total_write_bytes=size - offset,
+            file_size_in_bytes=size,
+            base_file=base_name,
+            log_files=(name,),
+            log_version=version,
+            log_offset=offset,
         )
+        return FileGroupResult((rel,), stat, updated=updated, deleted=deleted)
 
     def _delete_block(self, changes: pa.Table, partition: str, slice_: FileSlice | None) -> bytes:
         ordering = self.cfg.precombine_field
@@ -646,6 +756,3 @@ class _WriteJob:
         live = reader.read_slice(slice_)
         where = pc.index_in(keys, value_set=reader.keys_of(live))
         return live.column(ordering).combine_chunks().take(where)
-
-    def _stat(self, stat: WriteStat) -> None:
-        self.stats.setdefault(stat.partition_path, []).append(stat)

@@ -688,3 +688,47 @@ def test_an_interrupted_rollback_of_a_table_written_elsewhere_is_finished(hudi_t
     ours = read_snapshot(table)
     cols = ["_hoodie_record_key", "_hoodie_commit_time", "longField"]
     assert sorted(hudi.select(cols).to_pylist(), key=str) == sorted(ours.select(cols).to_pylist(), key=str)
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_failed_deletes_are_named_in_the_rollback_metadata(tmp_path: Path, kind: str) -> None:
+    """A file that cannot be deleted (here: a folder where the base file was) goes to
+    ``failedDeleteFiles``; one already gone counts as deleted; the rollback completes."""
+    path = tmp_path / "t"
+    table, model = _seed(path, kind)
+    rows = [(5, 40, "a5"), (7, 40, "a7"), (6, 40, "b6")]  # new keys: one new base file per partition
+
+    def die_before_commit(point: str) -> None:
+        if point == "commit":
+            raise SimulatedCrash("killed after writing every file")
+
+    with pytest.raises(SimulatedCrash):
+        write(table, _batch(rows), "insert", fault=die_before_commit)
+    [pending] = table.timeline().pending
+    made = [m.relative_path for m in table.store.read_markers(pending.timestamp)]
+    assert len(made) == 2
+    stuck, gone = sorted(made)
+    os.remove(path / stuck)
+    os.mkdir(path / stuck)  # unlink of a folder fails: not "already gone"
+    (path / stuck / "keep").write_text("x")
+    with pytest.raises(SimulatedCrash), inject_crash(1):  # the plan is stored, nothing deleted yet
+        rollback(table)
+    os.remove(path / gone)  # gone before the resumed run deletes it
+    [result] = rollback(table)
+    assert result.resumed and result.failed == (stuck,) and result.deleted == (gone,)
+    timeline = LakeTable.open(path).timeline()
+    record = timeline.avro_record(timeline.instants[-1])
+    partitions = record["partitionMetadata"]
+    uri = table.storage.uri
+    assert {p: m["failedDeleteFiles"] for p, m in partitions.items()} == {
+        stuck.rpartition("/")[0]: [uri(stuck)],
+        gone.rpartition("/")[0]: [],
+    }
+    assert {p: m["successDeleteFiles"] for p, m in partitions.items()} == {
+        stuck.rpartition("/")[0]: [],
+        gone.rpartition("/")[0]: [uri(gone)],
+    }
+    assert record["totalFilesDeleted"] == 1
+    assert _rows(read_snapshot(LakeTable.open(path))) == model
+    shutil.rmtree(path / stuck)  # hudi-rs cannot list a folder named like a base file
+    _check(path, model)

@@ -32,9 +32,16 @@ from airflow_lake_provider.lake.services.clean.planner import (
 from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
 from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.fs_view import Lister
-from airflow_lake_provider.lake.table.rollback.executor import describe_failed_writes
+from airflow_lake_provider.lake.table.rollback.executor import (
+    ROLLBACK_LOCK_WAIT_SECONDS,
+    describe_failed_writes,
+    eligible_failed_writes,
+    rollback_failed_writes_locked,
+)
+from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, FailedWritesPolicy
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK
 
 log = logging.getLogger(__name__)
 PARALLEL_DELETE_THRESHOLD = 64
@@ -332,8 +339,11 @@ def run_clean(
     Pending writes that hold the clean back are named in the result (``held_back_by``, ``reason``)
     with the command that rolls failed ones back.
     """
+    config = clean_config(table, options)  # bad options fail before anything changes
+    if not dry_run and mode != "execute":
+        _roll_back_expired_writes(table, options)
     timeline = table.timeline()
-    held = held_back_by(timeline, clean_config(table, options), now or _now())
+    held = held_back_by(timeline, config, now or _now())
     result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister)
     if not held:
         return result
@@ -341,6 +351,19 @@ def run_clean(
     log.warning("clean of %s keeps files older than pending write(s): %s", table.uri, advice)
     reason = f"{result.reason}; {advice}" if result.reason else advice
     return replace(result, held_back_by=tuple(i.timestamp for i in held), reason=reason)
+
+
+def _roll_back_expired_writes(table: LakeTable, options: Mapping[str, object] | None) -> None:
+    """Under ``LAZY`` the cleaner rolls back failed writes whose heartbeat expired (as Hudi's does);
+    ``EAGER`` leaves that to writers, ``NEVER`` to the user."""
+    config = FailedWritesConfig.from_options(table.config.properties, dict(options or {}))
+    if config.policy is not FailedWritesPolicy.LAZY or not eligible_failed_writes(
+        table, table.timeline(), config
+    ):
+        return
+    with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
+        for done in rollback_failed_writes_locked(table, config):
+            log.info("clean of %s rolled back failed write %s (heartbeat expired)", table.uri, done.target)
 
 
 def _run_clean(

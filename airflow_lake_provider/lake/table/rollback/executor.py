@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from airflow_lake_provider.lake.errors import ObjectNotFoundError
+from airflow_lake_provider.lake.errors import ObjectNotFoundError, StorageError, UnsafePathError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
@@ -58,6 +58,7 @@ class RollbackResult:
     deleted: tuple[str, ...]
     marked: tuple[str, ...]
     resumed: bool = False  # finished from a plan an earlier run stored
+    failed: tuple[str, ...] = ()  # files that could not be deleted (HoodieRollbackMetadata.failedDeleteFiles)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -67,6 +68,7 @@ class RollbackResult:
             "deleted": list(self.deleted),
             "marked": list(self.marked),
             "resumed": self.resumed,
+            "failed": list(self.failed),
         }
 
 
@@ -216,9 +218,18 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
     target = table.timeline().get(t)
     if target is not None and target.is_completed:
         store.remove_completed(target)
-    deleted = []
+    deleted, failed = [], []
     for path in rollback_plan.files_to_delete:
-        storage.delete_data_file(path)  # already gone counts as deleted
+        try:
+            storage.delete_data_file(path)  # already gone counts as deleted
+        except UnsafePathError:
+            raise
+        except (StorageError, OSError) as exc:
+            # As Hudi does: recorded in failedDeleteFiles and the rollback completes. The file stays
+            # invisible (its instant is on no timeline); clean never deletes it, so name it loudly.
+            log.warning("rollback %s of %s could not delete %s: %s", r.timestamp, t, storage.uri(path), exc)
+            failed.append(storage.check_deletable(path))
+            continue
         deleted.append(path)
     marked = []
     for path, _size in [m for req in rollback_plan.requests for m in req.logs_to_mark]:
@@ -234,7 +245,7 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
     store.remove_pending(t)
     store.delete_markers(t)
     store.delete_heartbeat(t)
-    outcome = RollbackOutcome(tuple(deleted), (), tuple(marked))
+    outcome = RollbackOutcome(tuple(deleted), tuple(failed), tuple(marked))
     millis = int((time.monotonic() - started) * 1000)
     store.transition_to_completed(
         inflight, rollback_metadata(r.timestamp, rollback_plan, outcome, millis, storage)
@@ -254,6 +265,7 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
         tuple(deleted),
         tuple(m for m, _ in marked),
         resumed,
+        tuple(failed),
     )
 
 

@@ -5,6 +5,9 @@ worker too; large ones are scheduled in the worker and executed by a ``spark_job
 through the Spark provider's ``SparkSubmitHook``. Whether a Spark run succeeded is read from the
 table's timeline, never from ``spark-submit``'s exit code: the timeline is the table's only truth,
 and a job can commit and still exit non-zero (or the reverse).
+
+Importing this module loads no table-core code (pyarrow, polars, fastavro): operators, sensors and
+DAG files import it at parse time; the core is imported when a method runs.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
@@ -25,20 +28,12 @@ from airflow_lake_provider.hooks.errors import (
     as_bool,
 )
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
-from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError, StorageUnavailableError
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.services.archival.executor import run_archival
-from airflow_lake_provider.lake.services.clean.executor import (
-    CleanResult,
-    Outcome,
-    clean_config,
-    pending_cleans,
-    run_clean,
-    stored_plan,
-)
-from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.lake.format.instant import Instant
+    from airflow_lake_provider.lake.services.clean.executor import CleanResult
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.timeline import Timeline
 
 CLEAN_MODES = ("schedule", "execute", "schedule_and_execute")
 # Plans deleting more files than this run on Spark; smaller ones are deleted by the worker itself.
@@ -61,6 +56,8 @@ def _as_threshold(value: int | str) -> int:
 
 
 def _completed_clean(timeline: Timeline, timestamp: str) -> Instant | None:
+    from airflow_lake_provider.lake.format.instant import Action, State
+
     done = [i for i in timeline.filter([Action.CLEAN], [State.COMPLETED]) if i.timestamp == timestamp]
     return done[0] if done else None
 
@@ -182,6 +179,10 @@ class LakeHook(CompactionHookMixin, BaseHook):
 
     def open_table(self, table_path: str) -> LakeTable:
         """Open the table at ``table_path`` (resolved with :meth:`resolve_table_path`)."""
+        from airflow_lake_provider.lake.errors import LakeError, StorageUnavailableError
+        from airflow_lake_provider.lake.storage import open_storage
+        from airflow_lake_provider.lake.table.table import LakeTable
+
         try:
             path = self.resolve_table_path(table_path)
             # The connection's settings over the process' own; given to the storage, not os.environ.
@@ -220,6 +221,15 @@ class LakeHook(CompactionHookMixin, BaseHook):
         :param spark_conf: extra ``--conf`` values for ``spark-submit``.
         :param spark_env: extra environment variables for ``spark-submit``.
         """
+        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+        from airflow_lake_provider.lake.services.clean.executor import (
+            CleanResult,
+            Outcome,
+            clean_config,
+            pending_cleans,
+            run_clean,
+        )
+
         if mode not in CLEAN_MODES:
             raise LakeConfigError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")
         dry_run = as_bool(dry_run, "dry_run")
@@ -266,6 +276,16 @@ class LakeHook(CompactionHookMixin, BaseHook):
         env: Mapping[str, str] | None,
     ) -> dict[str, Any]:
         """Schedule here, execute with ``spark_jobs/clean.py --mode execute``, judge from the timeline."""
+        from airflow_lake_provider.lake.format.instant import Action, Instant, State
+        from airflow_lake_provider.lake.services.clean.executor import (
+            CleanResult,
+            Outcome,
+            pending_cleans,
+            run_clean,
+            stored_plan,
+        )
+
+        self.check_spark_setup(conn_id, env)  # before a plan is written: a bad set-up fails at once
         pending = [i.timestamp for i in pending_cleans(table.timeline())]
         targets = list(pending)
         scheduled: CleanResult | None = None
@@ -323,6 +343,9 @@ class LakeHook(CompactionHookMixin, BaseHook):
         :param table_path: the table's base path (or relative to the connection's ``base_path``).
         :param options: ``hoodie.keep.*`` options over the table's own (other keys are ignored).
         """
+        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+        from airflow_lake_provider.lake.services.archival.executor import run_archival
+
         table = self.open_table(table_path)
         keep = {
             str(k): v

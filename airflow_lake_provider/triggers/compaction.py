@@ -1,4 +1,8 @@
-"""``CompactionPlanTrigger``: waits, in the triggerer, for a requested compaction plan to appear."""
+"""``CompactionPlanTrigger``: waits, in the triggerer, for a requested compaction plan to appear.
+
+Light to import (no table-core code at import time: the triggerer loads trigger modules on its
+event loop); each look at the timeline runs in a thread, off the loop.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
-
-from airflow_lake_provider.hooks.compaction import earliest_requested_compaction
-from airflow_lake_provider.hooks.errors import LakeConfigError
-from airflow_lake_provider.lake.errors import LakeError
-from airflow_lake_provider.lake.table.table import LakeTable
 
 
 class CompactionPlanTrigger(BaseTrigger):
@@ -59,9 +58,10 @@ class CompactionPlanTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         while True:
             try:
-                # File system calls block: keep them off the triggerer's event loop.
+                # File system and S3 calls block (and the first one imports the core): keep them off
+                # the triggerer's event loop.
                 instant = await asyncio.to_thread(self._look)
-            except LakeError as exc:
+            except Exception as exc:  # an unreadable table or a bad connection: the sensor fails the task
                 yield TriggerEvent({"status": "error", "message": str(exc)})
                 return
             if instant is not None:
@@ -73,12 +73,14 @@ class CompactionPlanTrigger(BaseTrigger):
             await asyncio.sleep(self.poll_interval)
 
     def _look(self) -> str | None:
+        from airflow_lake_provider.hooks.compaction import earliest_requested_compaction
+
         if not self.lake_conn_id:
+            from airflow_lake_provider.lake.table.table import LakeTable
+
             return earliest_requested_compaction(LakeTable.open(self.table_path))
         from airflow_lake_provider.hooks.lake import LakeHook
 
-        try:
-            table = LakeHook(lake_conn_id=self.lake_conn_id).open_table(self.table_path)
-        except LakeConfigError as exc:  # the hook's wrapper of a LakeError opening the table
-            raise LakeError(str(exc)) from exc
-        return earliest_requested_compaction(table)
+        return earliest_requested_compaction(
+            LakeHook(lake_conn_id=self.lake_conn_id).open_table(self.table_path)
+        )

@@ -7,11 +7,16 @@ import json
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.spark_submit import RESULT_PREFIX
+
+# PySpark warns on import that it does not fully support pandas 3; our jobs use no pandas API, and the
+# warning would be the first line of every task log. Installed before any pyspark import.
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 
 # The variables S3Storage reads (credentials, endpoint): forwarded from the driver to the executors.
 STORAGE_ENV = (
@@ -64,6 +69,7 @@ def setup_logging() -> None:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its connection INFO lines are not progress
 
 
 def emit_result(result: dict[str, Any]) -> None:

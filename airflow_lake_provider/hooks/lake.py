@@ -55,6 +55,13 @@ def _as_threshold(value: int | str) -> int:
     return threshold
 
 
+def _extra(conn: Any, key: str) -> Any:
+    """One extra of a ``lake`` connection: plain, or with the form's ``extra__lake__`` prefix."""
+    extra = conn.extra_dejson
+    value = extra.get(key)
+    return extra.get(f"extra__lake__{key}") if value is None or value == "" else value
+
+
 def _completed_clean(timeline: Timeline, timestamp: str) -> Instant | None:
     from airflow_lake_provider.lake.format.instant import Action, State
 
@@ -86,6 +93,7 @@ class LakeHook(CompactionHookMixin, BaseHook):
     table paths are used as given. For ``s3://`` tables the connection's login and password are the
     AWS key pair and its extras ``endpoint``, ``region`` and ``allow_http`` the rest; they reach the
     core as settings and Spark jobs as environment variables, never a command line, log or XCom.
+    The connection form (labels, extra fields) is declared in ``provider_info.py``.
 
     :param lake_conn_id: Airflow connection id of type ``lake``, or ``None`` for no connection.
     """
@@ -101,18 +109,6 @@ class LakeHook(CompactionHookMixin, BaseHook):
         self._base_path: str | None = None
         self._base_path_loaded = False
         self._spark_hook: Any = None
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """The connection form: the S3 key pair (login, password) and the extra field."""
-        return {
-            "hidden_fields": ["host", "schema", "port"],
-            "relabeling": {"login": "AWS access key id", "password": "AWS secret access key"},
-            "placeholders": {
-                "extra": '{"base_path": "s3://bucket/lake", "endpoint": "https://s3.example.com", '
-                '"region": "us-east-1", "allow_http": false}'
-            },
-        }
 
     def get_conn(self) -> Any:
         """The Airflow connection, or ``None`` when the hook runs without one."""
@@ -133,9 +129,8 @@ class LakeHook(CompactionHookMixin, BaseHook):
             env["AWS_ACCESS_KEY_ID"] = str(conn.login)
         if conn.password:
             env["AWS_SECRET_ACCESS_KEY"] = str(conn.password)
-        extra = conn.extra_dejson
         for key, name in S3_EXTRAS.items():
-            value = extra.get(key)
+            value = _extra(conn, key)
             if value is None or value == "":
                 continue
             if key == "allow_http":
@@ -149,7 +144,7 @@ class LakeHook(CompactionHookMixin, BaseHook):
         """The connection's ``base_path`` extra (read once), or ``None``."""
         if not self._base_path_loaded:
             conn = self.get_conn()
-            value = conn.extra_dejson.get(EXTRA_BASE_PATH) if conn is not None else None
+            value = _extra(conn, EXTRA_BASE_PATH) if conn is not None else None
             self._base_path = str(value) if value else None
             self._base_path_loaded = True
         return self._base_path

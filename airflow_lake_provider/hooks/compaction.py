@@ -44,9 +44,14 @@ def as_threshold_mb(value: float | str) -> float:
 
 def earliest_requested_compaction(table: LakeTable) -> str | None:
     """The instant of the earliest compaction plan waiting to run (ours or an external writer's)."""
+    return requested_compaction_in(table.timeline())
+
+
+def requested_compaction_in(timeline: Timeline) -> str | None:
+    """The earliest requested (not yet inflight) compaction on ``timeline``, or ``None``."""
     from airflow_lake_provider.lake.format.instant import Action, State
 
-    pending = table.timeline().filter([Action.COMPACTION], [State.REQUESTED])
+    pending = timeline.filter([Action.COMPACTION], [State.REQUESTED])
     return pending[0].timestamp if pending else None
 
 

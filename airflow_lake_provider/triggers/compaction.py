@@ -7,6 +7,7 @@ event loop); each look at the timeline runs in a thread, off the loop.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -73,14 +74,24 @@ class CompactionPlanTrigger(BaseTrigger):
             await asyncio.sleep(self.poll_interval)
 
     def _look(self) -> str | None:
-        from airflow_lake_provider.hooks.compaction import earliest_requested_compaction
+        """One look at ``.hoodie/`` (a listing; no commit file is read).
 
-        if not self.lake_conn_id:
-            from airflow_lake_provider.lake.table.table import LakeTable
+        Through the storage and the timeline only, not ``LakeTable``: that would load pyarrow and
+        polars into the triggerer, and loading polars' native library holds the interpreter lock for
+        0.1-0.5 s, which blocks the event loop even from a thread.
+        """
+        from airflow_lake_provider.hooks.compaction import requested_compaction_in
+        from airflow_lake_provider.lake.errors import TableNotFoundError
+        from airflow_lake_provider.lake.storage import open_storage
+        from airflow_lake_provider.lake.table.timeline import Timeline
+        from airflow_lake_provider.lake.table.timeline_store import PROPERTIES_FILE
 
-            return earliest_requested_compaction(LakeTable.open(self.table_path))
-        from airflow_lake_provider.hooks.lake import LakeHook
+        environ: dict[str, str] = dict(os.environ)
+        if self.lake_conn_id:
+            from airflow_lake_provider.hooks.lake import LakeHook
 
-        return earliest_requested_compaction(
-            LakeHook(lake_conn_id=self.lake_conn_id).open_table(self.table_path)
-        )
+            environ.update(LakeHook(lake_conn_id=self.lake_conn_id).storage_env())
+        storage = open_storage(self.table_path, environ=environ)
+        if not storage.exists(f".hoodie/{PROPERTIES_FILE}"):
+            raise TableNotFoundError(f"{self.table_path} is not a Hudi table: no .hoodie/{PROPERTIES_FILE}")
+        return requested_compaction_in(Timeline.load(storage))

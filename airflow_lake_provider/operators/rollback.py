@@ -39,8 +39,8 @@ class RollbackFailedWritesOperator(BaseOperator):
     The task log shows one table row per rollback (its instant, the instant rolled back, files
     deleted).
 
-    XCom: the return value is ``{"outcome": "ROLLED_BACK" | "NO_WORK", "table_path", "rollbacks":
-    [{"instant", "rolled_back", "action", "deleted", "marked", "resumed"}, ...]}``.
+    XCom: the return value is ``{"outcome": "ROLLED_BACK" | "NO_WORK", "rollbacks": [{"instant",
+    "rolled_back", "action", "deleted", "marked", "resumed"}, ...]}``.
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets``); its event's extra is ``{"table", "instant" (the last rollback),
@@ -96,7 +96,7 @@ class RollbackFailedWritesOperator(BaseOperator):
                 "rolled_back": [r.target for r in results],
             },
         )
-        return {"outcome": outcome, "table_path": table.uri, "rollbacks": rollbacks}
+        return {"outcome": outcome, "rollbacks": rollbacks}
 
 
 class LakeWriteOperator(BaseOperator):

@@ -376,3 +376,63 @@ def test_a_bad_threshold_fails_and_leaves_the_plan_requested(tmp_path: Path) -> 
     assert [i.state for i in table.timeline().filter([Action.COMPACTION])] == [State.REQUESTED]
     with pytest.raises(LakeConfigError, match="spark_threshold_mb='x' is not a number"):
         LakeHook().run_compaction(str(table.uri), c, spark_threshold_mb="x")
+
+
+# -- task-log tables ---------------------------------------------------------------------------------
+def test_plan_and_result_tables_for_task_logs() -> None:
+    from airflow_lake_provider.operators.summary import (
+        compaction_files_table,
+        compaction_plan_table,
+        partition_commit_table,
+        rollback_table,
+    )
+
+    plan = compaction_plan_table(
+        {
+            "a": {"file_groups": 2, "log_files": 3, "io_mb": 1.5},
+            "": {"file_groups": 1, "log_files": 1, "io_mb": 0.25},
+        }
+    )
+    assert plan.splitlines() == [
+        "partition | file groups | log files | IO MB",
+        "----------+-------------+-----------+------",
+        "a         |           2 |         3 | 1.500",
+        "<root>    |           1 |         1 | 0.250",
+        "total     |           3 |         4 | 1.750",
+    ]
+    files = compaction_files_table(["a/f1.parquet", "a/f2.parquet", "b/x/f3.parquet"])
+    assert [line.replace(" ", "") for line in files.splitlines()[2:]] == ["a|2", "b/x|1", "total|3"]
+    commit = partition_commit_table(
+        {
+            "committed": ["dt=1"],
+            "late_data": {"dt=0": ["20240101000000000"]},
+            "partitions": {
+                "dt=0": {"decision": "COMMITTED", "writes": 2, "partition_time": "2024-01-01T00:00:00+00:00"},
+                "dt=1": {"decision": "COMMITTABLE", "writes": 1, "partition_time": None},
+                "dt=2": {
+                    "decision": "WAITING",
+                    "writes": 1,
+                    "partition_time": None,
+                    "reason": "delay not passed",
+                },
+            },
+        }
+    )
+    rows = [[c.strip() for c in line.split("|")] for line in commit.splitlines()[2:]]
+    assert rows == [
+        ["dt=0", "committed", "2", "2024-01-01T00:00:00+00:00", "late data"],
+        ["dt=1", "committed now", "1", "", ""],
+        ["dt=2", "waiting", "1", "", "delay not passed"],
+    ]
+    rolled = rollback_table(
+        [
+            {
+                "instant": "2",
+                "rolled_back": "1",
+                "action": "deltacommit",
+                "deleted": ["x", "y"],
+                "resumed": True,
+            }
+        ]
+    )
+    assert [c.strip() for c in rolled.splitlines()[2].split("|")] == ["2", "1", "deltacommit", "2", "yes"]

@@ -9,13 +9,57 @@ from typing import Any
 
 from airflow_lake_provider import __version__
 
+# The `lake` connection form (Airflow 3.2+ reads it from here, without importing the hook): the S3 key
+# pair in login and password (the password field is masked in the UI and in logs), the lake's other
+# settings as extra fields stored in the connection's extra JSON.
+LAKE_CONNECTION_TYPE: dict[str, Any] = {
+    "connection-type": "lake",
+    "hook-class-name": "airflow_lake_provider.hooks.lake.LakeHook",
+    "hook-name": "Lake (Apache Hudi)",
+    "ui-field-behaviour": {
+        "hidden-fields": ["host", "schema", "port"],
+        "relabeling": {"login": "AWS access key id", "password": "AWS secret access key"},
+        "placeholders": {
+            "login": "AKIA... (S3 tables only; empty: the worker's own credentials)",
+            "password": "secret access key (S3 tables only)",
+            "extra": '{"base_path": "s3://bucket/lake", "region": "us-east-1"}',
+        },
+    },
+    "conn-fields": {
+        "base_path": {
+            "label": "Base path",
+            "description": "Root of the lake: a folder or s3://bucket/prefix. Relative table paths resolve "
+            "under it; absolute ones must lie inside it.",
+            "schema": {"type": ["string", "null"]},
+        },
+        "endpoint": {
+            "label": "S3 endpoint",
+            "description": "S3 API endpoint URL (MinIO, a private endpoint); empty: AWS.",
+            "schema": {"type": ["string", "null"]},
+        },
+        "region": {
+            "label": "S3 region",
+            "description": "Region of the bucket, e.g. eu-west-1.",
+            "schema": {"type": ["string", "null"]},
+        },
+        "allow_http": {
+            "label": "Allow plain HTTP",
+            "description": "Allow an http:// endpoint (a local MinIO).",
+            "schema": {"type": ["boolean", "null"], "default": False},
+        },
+    },
+}
+
 
 def get_provider_info() -> dict[str, Any]:
     """Return the provider description Airflow expects (``package-name`` is the distribution name)."""
     return {
         "package-name": "airflow-lake-provider",
         "name": "Lake (Apache Hudi table services)",
-        "description": "Runs Apache Hudi table services (clean, compaction, partition commit) from Airflow.",
+        "description": (
+            "Runs Apache Hudi table services (clean, compaction, rollback, archival, partition "
+            "commit) from Airflow."
+        ),
         "versions": [__version__],
         "hooks": [
             {
@@ -24,6 +68,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lake_provider.hooks.lake",
                     "airflow_lake_provider.hooks.compaction",
                     "airflow_lake_provider.hooks.partition_commit",
+                    "airflow_lake_provider.hooks.spark",
                 ],
             }
         ],
@@ -38,13 +83,7 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
-        "connection-types": [
-            {
-                "connection-type": "lake",
-                "hook-class-name": "airflow_lake_provider.hooks.lake.LakeHook",
-                "hook-name": "Lake (Apache Hudi)",
-            }
-        ],
+        "connection-types": [LAKE_CONNECTION_TYPE],
         "sensors": [
             {
                 "integration-name": "Lake",

@@ -8,12 +8,17 @@ import logging
 import os
 import signal
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.spark_submit import RESULT_PREFIX
+
+# PySpark warns on import that it does not fully support pandas 3; our jobs use no pandas API, and the
+# warning would be the first line of every task log. Installed before any pyspark import.
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 
 # The variables S3Storage reads (credentials, endpoint): forwarded from the driver to the executors.
 STORAGE_ENV = (
@@ -132,6 +137,7 @@ def setup_logging() -> None:
     logging.basicConfig(
         level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # its connection INFO lines are not progress
 
 
 def emit_result(result: dict[str, Any]) -> None:

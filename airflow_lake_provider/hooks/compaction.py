@@ -1,10 +1,15 @@
-"""Compaction methods of ``LakeHook``: schedule in the worker, execute on Spark, judge from the timeline."""
+"""Compaction methods of ``LakeHook``: schedule in the worker, execute there or on Spark, judge from
+the timeline.
+
+Importing this module loads no table-core code (pyarrow, polars, fastavro): the core is imported
+when a method runs, so DAG files and the triggerer stay light.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.hooks.errors import (
     LakeConfigError,
@@ -13,18 +18,40 @@ from airflow_lake_provider.hooks.errors import (
     LakeSparkJobError,
     as_bool,
 )
-from airflow_lake_provider.hooks.spark import SparkJobMixin, SparkSubmission
-from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
-from airflow_lake_provider.lake.format.instant import Action, State
-from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
-from airflow_lake_provider.lake.services.compaction.executor import ScheduleResult, schedule_compaction
-from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.hooks.spark import SparkJobMixin
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.hooks.spark import SparkSubmission
+    from airflow_lake_provider.lake.services.compaction.executor import ScheduleResult
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.timeline import Timeline
+
+# Plans reading more than this (MB of base and log files) run on Spark; smaller ones are merged in the
+# worker: a Spark start (spark-submit, JVM, Python workers) costs 10-17 s, a small merge well under 1 s.
+DEFAULT_COMPACTION_SPARK_THRESHOLD_MB = 256.0
+
+
+def as_threshold_mb(value: float | str) -> float:
+    """A threshold in MB that may arrive as a rendered template string."""
+    try:
+        threshold = float(value)
+    except (TypeError, ValueError):
+        raise LakeConfigError(f"spark_threshold_mb={value!r} is not a number") from None
+    if not threshold >= 0:  # also refuses NaN
+        raise LakeConfigError(f"spark_threshold_mb={threshold} must be >= 0")
+    return threshold
 
 
 def earliest_requested_compaction(table: LakeTable) -> str | None:
     """The instant of the earliest compaction plan waiting to run (ours or an external writer's)."""
-    pending = table.timeline().filter([Action.COMPACTION], [State.REQUESTED])
+    return requested_compaction_in(table.timeline())
+
+
+def requested_compaction_in(timeline: Timeline) -> str | None:
+    """The earliest requested (not yet inflight) compaction on ``timeline``, or ``None``."""
+    from airflow_lake_provider.lake.format.instant import Action, State
+
+    pending = timeline.filter([Action.COMPACTION], [State.REQUESTED])
     return pending[0].timestamp if pending else None
 
 
@@ -55,6 +82,8 @@ def schedule_summary(result: ScheduleResult) -> dict[str, Any]:
 
 def _options(options: Mapping[str, Any] | None, what: str) -> dict[str, str]:
     """Options as strings, checked like the core checks them (bad ones fail the task at once)."""
+    from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
+
     opts = {str(k): str(v) for k, v in (options or {}).items()}
     try:
         CompactionConfig.from_options(opts)
@@ -95,6 +124,9 @@ class CompactionHookMixin(SparkJobMixin):
         :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's own.
         :param dry_run: compute and report the plan, write nothing.
         """
+        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+        from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+
         table = self.open_table(table_path)  # type: ignore[attr-defined]
         try:
             result = schedule_compaction(
@@ -123,25 +155,36 @@ class CompactionHookMixin(SparkJobMixin):
         instant: str | None = None,
         options: Mapping[str, Any] | None = None,
         *,
+        spark_threshold_mb: float | str = DEFAULT_COMPACTION_SPARK_THRESHOLD_MB,
         spark_conn_id: str = "spark_default",
         spark_conf: Mapping[str, Any] | None = None,
         spark_env: Mapping[str, str] | None = None,
     ) -> dict[str, Any]:
-        """Execute a compaction with ``spark_jobs/compact.py`` through ``SparkSubmitHook``.
+        """Execute a compaction: small plans in this process, larger ones with ``spark_jobs/compact.py``.
 
         Without ``instant``, a crashed (inflight) compaction is recovered first, else the earliest
-        requested plan runs; none pending is outcome ``NO_WORK``. The job removes a crashed attempt's
-        partial output before it executes. Success is read from the timeline (``<c>.commit`` of the
-        compaction exists), never from the exit code; if the instant is still pending afterwards this
-        raises :class:`LakeSparkJobError`, and a retry of the task recovers it.
+        requested plan runs; none pending is outcome ``NO_WORK``. A plan reading at most
+        ``spark_threshold_mb`` MB (its ``total_io_mb``) is merged here, without a JVM; a larger one
+        is submitted through ``SparkSubmitHook`` (the Spark set-up is checked first: a missing or
+        invalid connection fails with :class:`LakeConfigError`, no retry). Either way the run first
+        removes a crashed attempt's partial output. Success is read from the timeline (``<c>.commit``
+        of the compaction exists), never from the exit code; if the instant is still pending
+        afterwards this raises :class:`LakeSparkJobError`, and a retry of the task recovers it.
+        The summary's ``executor`` is ``local`` or ``spark``.
 
         :param table_path: the table's base path (or relative to the connection's ``base_path``).
         :param instant: the compaction to execute, or ``None`` for the next pending one.
         :param options: compaction options, validated and passed to the job (``--option``).
+        :param spark_threshold_mb: the largest plan (MB read) merged in this process.
         :param spark_conn_id: the Spark connection (master, deploy mode).
         :param spark_conf: extra ``--conf`` values for ``spark-submit``.
         :param spark_env: extra environment variables for ``spark-submit``.
         """
+        from airflow_lake_provider.lake.errors import LakeError
+        from airflow_lake_provider.lake.format.instant import Action
+        from airflow_lake_provider.lake.services.compaction.executor import load_plan
+
+        threshold = as_threshold_mb(spark_threshold_mb)
         table: LakeTable = self.open_table(table_path)  # type: ignore[attr-defined]
         opts = _options(options, f"compaction of {table.uri}")
         try:
@@ -158,8 +201,77 @@ class CompactionHookMixin(SparkJobMixin):
             raise LakeConfigError(f"{table.uri} has no compaction at instant {target}")
         done = compaction_metrics(timeline, target)
         if done is not None:
-            return {**summary, "outcome": "ALREADY_COMPLETED", **done}
+            return {**summary, "outcome": "ALREADY_COMPLETED", "executor": "none", **done}
+        try:
+            plan = load_plan(timeline, target)
+        except LakeError as exc:
+            raise LakeHookError(f"compaction {target} of {table.uri}: cannot read its plan: {exc}") from exc
+        io_mb = round(plan.total_io_mb, 3)
         started = time.monotonic()
+        if io_mb <= threshold:
+            self.log.info(  # type: ignore[attr-defined]
+                "compaction %s of %s: %d file groups, %s MB to read (<= spark_threshold_mb %s): "
+                "merging in the worker",
+                target,
+                table.uri,
+                len(plan.operations),
+                io_mb,
+                threshold,
+            )
+            self._compact_locally(table, target)
+            executor = "local"
+        else:
+            self.log.info(  # type: ignore[attr-defined]
+                "compaction %s of %s: %d file groups, %s MB to read (> spark_threshold_mb %s): "
+                "executing on Spark",
+                target,
+                table.uri,
+                len(plan.operations),
+                io_mb,
+                threshold,
+            )
+            self._compact_on_spark(table, target, opts, spark_conn_id, spark_conf, spark_env)
+            executor = "spark"
+        done = compaction_metrics(table.timeline(), target)
+        if done is None:  # the Spark branch raised already; kept for the local one's safety
+            raise LakeSparkJobError(
+                f"compaction {target} of {table.uri} did not complete; a retry recovers it"
+            )
+        return {
+            **summary,
+            "outcome": "COMPLETED",
+            "executor": executor,
+            "total_io_mb": io_mb,
+            "duration_seconds": round(time.monotonic() - started, 3),
+            **done,
+        }
+
+    def _compact_locally(self, table: LakeTable, target: str) -> None:
+        """Merge every file group of the plan in this process (the core's executor, under its lock)."""
+        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+        from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+
+        try:
+            execute_compaction(table, target)
+        except ServiceBusyError as exc:
+            raise LakeServiceBusyError(f"compaction {target} of {table.uri} not started: {exc}") from exc
+        except ValueError as exc:  # a plan naming paths outside the table, a bad schema: not retried
+            raise LakeConfigError(f"compaction {target} of {table.uri}: {exc}") from exc
+        except LakeError as exc:
+            raise LakeHookError(
+                f"compaction {target} of {table.uri} failed: {exc}; it stays pending and a retry recovers it"
+            ) from exc
+
+    def _compact_on_spark(
+        self,
+        table: LakeTable,
+        target: str,
+        opts: Mapping[str, str],
+        spark_conn_id: str,
+        spark_conf: Mapping[str, Any] | None,
+        spark_env: Mapping[str, str] | None,
+    ) -> None:
+        """Submit ``spark_jobs/compact.py`` for ``target``; raise unless the timeline shows it completed."""
         args = ["--table", table.uri, "--instant", target]
         for key, value in opts.items():
             args += ["--option", f"{key}={value}"]
@@ -171,8 +283,7 @@ class CompactionHookMixin(SparkJobMixin):
             env_vars=spark_env,
             name=f"lake-compact-{table.config.name}",
         )
-        done = compaction_metrics(table.timeline(), target)
-        if done is None:
+        if compaction_metrics(table.timeline(), target) is None:
             raise LakeSparkJobError(
                 f"compaction {target} of {table.uri} did not complete on Spark"
                 f"{': ' + submission.error if submission.error else ''}; it stays pending and a retry "
@@ -184,9 +295,3 @@ class CompactionHookMixin(SparkJobMixin):
                 target,
                 submission.error,
             )
-        return {
-            **summary,
-            "outcome": "COMPLETED",
-            "duration_seconds": round(time.monotonic() - started, 3),
-            **done,
-        }

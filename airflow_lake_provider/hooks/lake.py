@@ -5,6 +5,9 @@ worker too; large ones are scheduled in the worker and executed by a ``spark_job
 through the Spark provider's ``SparkSubmitHook``. Whether a Spark run succeeded is read from the
 table's timeline, never from ``spark-submit``'s exit code: the timeline is the table's only truth,
 and a job can commit and still exit non-zero (or the reverse).
+
+Importing this module loads no table-core code (pyarrow, polars, fastavro): operators, sensors and
+DAG files import it at parse time; the core is imported when a method runs.
 """
 
 from __future__ import annotations
@@ -27,20 +30,13 @@ from airflow_lake_provider.hooks.errors import (
 )
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
 from airflow_lake_provider.hooks.write import WriteHookMixin
-from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError, StorageUnavailableError
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.services.archival.executor import run_archival
-from airflow_lake_provider.lake.services.clean.executor import (
-    CleanResult,
-    Outcome,
-    clean_config,
-    pending_cleans,
-    run_clean,
-    stored_plan,
-)
-from airflow_lake_provider.lake.storage import Storage, open_storage
-from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.lake.format.instant import Instant
+    from airflow_lake_provider.lake.services.clean.executor import CleanResult
+    from airflow_lake_provider.lake.storage import Storage
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.timeline import Timeline
 
 if TYPE_CHECKING:
     from airflow_lake_provider.lake.services.clean.planner import CleanPlan
@@ -65,7 +61,16 @@ def _as_threshold(value: int | str) -> int:
     return threshold
 
 
+def _extra(conn: Any, key: str) -> Any:
+    """One extra of a ``lake`` connection: plain, or with the form's ``extra__lake__`` prefix."""
+    extra = conn.extra_dejson
+    value = extra.get(key)
+    return extra.get(f"extra__lake__{key}") if value is None or value == "" else value
+
+
 def _completed_clean(timeline: Timeline, timestamp: str) -> Instant | None:
+    from airflow_lake_provider.lake.format.instant import Action, State
+
     done = [i for i in timeline.filter([Action.CLEAN], [State.COMPLETED]) if i.timestamp == timestamp]
     return done[0] if done else None
 
@@ -94,6 +99,7 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
     table paths are used as given. For ``s3://`` tables the connection's login and password are the
     AWS key pair and its extras ``endpoint``, ``region`` and ``allow_http`` the rest; they reach the
     core as settings and Spark jobs as environment variables, never a command line, log or XCom.
+    The connection form (labels, extra fields) is declared in ``provider_info.py``.
 
     :param lake_conn_id: Airflow connection id of type ``lake``, or ``None`` for no connection.
     """
@@ -109,18 +115,6 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         self._base_path: str | None = None
         self._base_path_loaded = False
         self._spark_hook: Any = None
-
-    @classmethod
-    def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """The connection form: the S3 key pair (login, password) and the extra field."""
-        return {
-            "hidden_fields": ["host", "schema", "port"],
-            "relabeling": {"login": "AWS access key id", "password": "AWS secret access key"},
-            "placeholders": {
-                "extra": '{"base_path": "s3://bucket/lake", "endpoint": "https://s3.example.com", '
-                '"region": "us-east-1", "allow_http": false}'
-            },
-        }
 
     def get_conn(self) -> Any:
         """The Airflow connection, or ``None`` when the hook runs without one."""
@@ -141,9 +135,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
             env["AWS_ACCESS_KEY_ID"] = str(conn.login)
         if conn.password:
             env["AWS_SECRET_ACCESS_KEY"] = str(conn.password)
-        extra = conn.extra_dejson
         for key, name in S3_EXTRAS.items():
-            value = extra.get(key)
+            value = _extra(conn, key)
             if value is None or value == "":
                 continue
             if key == "allow_http":
@@ -157,7 +150,7 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         """The connection's ``base_path`` extra (read once), or ``None``."""
         if not self._base_path_loaded:
             conn = self.get_conn()
-            value = conn.extra_dejson.get(EXTRA_BASE_PATH) if conn is not None else None
+            value = _extra(conn, EXTRA_BASE_PATH) if conn is not None else None
             self._base_path = str(value) if value else None
             self._base_path_loaded = True
         return self._base_path
@@ -188,6 +181,9 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
     def open_location(self, table_path: str) -> Storage:
         """The storage at ``table_path`` (a Hudi table or a plain parquet directory), with the
         connection's settings over the process' own (given to the storage, not ``os.environ``)."""
+        from airflow_lake_provider.lake.errors import LakeError, StorageUnavailableError
+        from airflow_lake_provider.lake.storage import open_storage
+
         try:
             path = self.resolve_table_path(table_path)
             return open_storage(path, environ={**os.environ, **self.storage_env()})
@@ -198,6 +194,10 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
 
     def open_table(self, table_path: str) -> LakeTable:
         """Open the table at ``table_path`` (resolved with :meth:`resolve_table_path`)."""
+        from airflow_lake_provider.lake.errors import LakeError, StorageUnavailableError
+        from airflow_lake_provider.lake.storage import open_storage
+        from airflow_lake_provider.lake.table.table import LakeTable
+
         try:
             path = self.resolve_table_path(table_path)
             # The connection's settings over the process' own; given to the storage, not os.environ.
@@ -236,6 +236,15 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         :param spark_conf: extra ``--conf`` values for ``spark-submit``.
         :param spark_env: extra environment variables for ``spark-submit``.
         """
+        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+        from airflow_lake_provider.lake.services.clean.executor import (
+            CleanResult,
+            Outcome,
+            clean_config,
+            pending_cleans,
+            run_clean,
+        )
+
         if mode not in CLEAN_MODES:
             raise LakeConfigError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")
         dry_run = as_bool(dry_run, "dry_run")
@@ -286,6 +295,14 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         Pending cleans go first, as in a local run: a retry after a killed job finishes the same
         instant from its stored plan instead of planning a second clean over the same files.
         """
+        from airflow_lake_provider.lake.services.clean.executor import (
+            CleanResult,
+            Outcome,
+            pending_cleans,
+            run_clean,
+        )
+
+        self.check_spark_setup(conn_id, env)  # before a plan is written: a bad set-up fails at once
         pending = tuple(i.timestamp for i in pending_cleans(table.timeline()))
         run = (table, options, conn_id, conf, env)
         finished = self._execute_cleans_on_spark(*run, pending) if pending else None
@@ -314,6 +331,9 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
     ) -> CleanResult:
         """Execute the pending cleans ``targets`` with ``spark_jobs/clean.py --mode execute`` and judge
         from the timeline: every target must be completed. The result is the last target's."""
+        from airflow_lake_provider.lake.format.instant import Action, Instant, State
+        from airflow_lake_provider.lake.services.clean.executor import CleanResult, Outcome, stored_plan
+
         args = ["--table", table.uri, "--mode", "execute"]
         for key, value in options.items():
             args += ["--option", f"{key}={value}"]
@@ -358,6 +378,9 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         :param table_path: the table's base path (or relative to the connection's ``base_path``).
         :param options: ``hoodie.keep.*`` options over the table's own (other keys are ignored).
         """
+        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+        from airflow_lake_provider.lake.services.archival.executor import run_archival
+
         table = self.open_table(table_path)
         keep = {
             str(k): v

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 from airflow_lake_provider.hooks.errors import LakeConfigError
-from airflow_lake_provider.lake.spark_submit import core_zip, job_conf, job_script, spark_submit_binary
+
+# What a working Spark connection looks like, for the messages of the configuration checks.
+SPARK_CONN_EXAMPLE = 'AIRFLOW_CONN_SPARK_DEFAULT=\'{"conn_type": "spark", "host": "local[*]"}\''
 
 
 @dataclass(frozen=True)
@@ -51,10 +53,68 @@ def spark_job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def check_spark_setup(hook: Any, conn_id: str, env_vars: Mapping[str, str] | None = None) -> str:
+    """Fail fast with :class:`LakeConfigError` on a Spark set-up no retry can fix; the binary's path.
+
+    ``SparkSubmitHook`` quietly falls back to ``--master yarn`` when the connection is missing or names
+    no master, and ``spark-submit`` then fails minutes later with a YARN configuration error. These
+    checks run before anything is submitted (or any instant is written for a Spark run).
+
+    :param hook: a hook with ``get_connection`` (the ``LakeHook``).
+    :param conn_id: the Spark connection id.
+    :param env_vars: environment variables ``spark-submit`` will get on top of this process' own.
+    """
+    from airflow_lake_provider.lake.errors import LakeError
+    from airflow_lake_provider.lake.spark_submit import spark_submit_binary
+
+    if not conn_id or not str(conn_id).strip():
+        raise LakeConfigError(f"spark_conn_id is empty: name a Spark connection, e.g. {SPARK_CONN_EXAMPLE}")
+    try:
+        conn = hook.get_connection(conn_id)
+    except AirflowNotFoundException:
+        raise LakeConfigError(
+            f"Spark connection {conn_id!r} is not defined (spark-submit would fall back to YARN): create it, "
+            f"e.g. {SPARK_CONN_EXAMPLE}, or pass spark_conn_id"
+        ) from None
+    host = (conn.host or "").strip()
+    if conn.conn_type == "spark" and not host:
+        raise LakeConfigError(
+            f"Spark connection {conn_id!r} names no master (empty host; spark-submit would fall back "
+            "to YARN): set its host to local[*], spark://host:7077, yarn or k8s://..., e.g. "
+            f"{SPARK_CONN_EXAMPLE}"
+        )
+    # The master as SparkSubmitHook builds it from the connection.
+    if conn.conn_type == "spark" and ("://" in host or not conn.port):
+        master = host
+    else:
+        master = f"{conn.conn_type}://{host}"
+    if master.startswith("yarn"):
+        env = {**os.environ, **(env_vars or {})}
+        if not (env.get("HADOOP_CONF_DIR") or env.get("YARN_CONF_DIR")):
+            raise LakeConfigError(
+                f"Spark connection {conn_id!r} submits to YARN, but neither HADOOP_CONF_DIR nor "
+                "YARN_CONF_DIR is set for the worker: set one to the cluster's configuration folder, "
+                "or give the connection another master (local[*], spark://host:7077)"
+            )
+    try:
+        binary = spark_submit_binary()
+    except LakeError as exc:
+        raise LakeConfigError(
+            f"{exc}: install pyspark in the worker's environment or put spark-submit on PATH"
+        ) from exc
+    if not os.access(binary, os.X_OK):
+        raise LakeConfigError(f"spark-submit at {binary} is not executable: fix its permissions")
+    return binary
+
+
 class SparkJobMixin:
     """``submit_spark_job`` and ``on_kill`` for the hooks that run table services on Spark."""
 
     _spark_hook: Any = None
+
+    def check_spark_setup(self, conn_id: str, env_vars: Mapping[str, str] | None = None) -> str:
+        """See :func:`check_spark_setup`: raises :class:`LakeConfigError`, returns ``spark-submit``'s path."""
+        return check_spark_setup(self, conn_id, env_vars)
 
     def submit_spark_job(
         self,
@@ -79,6 +139,9 @@ class SparkJobMixin:
         """
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
+        from airflow_lake_provider.lake.spark_submit import core_zip, job_conf, job_script
+
+        spark_binary = check_spark_setup(self, conn_id, env_vars)
         application = str(job_script(script))
         # S3 credentials travel in spark-submit's environment: the driver hands them to its executors
         # as spark.executorEnv.* set in-process (spark_jobs/_common.py), never on a command line.
@@ -93,7 +156,7 @@ class SparkJobMixin:
                 env_vars=spark_job_env({**secrets, **(env_vars or {})}),
                 py_files=py_files,
                 # The connection extra only allows bare names; the argument takes the venv's binary.
-                spark_binary=spark_submit_binary(),
+                spark_binary=spark_binary,
             )
 
         hook = build(None)

@@ -102,9 +102,14 @@ def parse_result(output: str) -> dict[str, Any] | None:
 def job_conf(conf: Mapping[str, Any] | None = None) -> dict[str, str]:
     """``--conf`` values for one of our jobs: the caller's, over :data:`DEFAULT_JOB_CONF`.
 
-    A caller's ``spark.driver.extraJavaOptions`` replaces ours whole (JVM options do not merge).
+    The driver logs with ``spark_jobs/log4j2.properties`` (warnings only: ``spark.log.level`` takes
+    effect only once the SparkContext is up, after Spark's INFO start-up lines). A caller's
+    ``spark.driver.extraJavaOptions`` replaces ours whole (JVM options do not merge).
     """
-    return {**DEFAULT_JOB_CONF, **{str(k): str(v) for k, v in (conf or {}).items()}}
+    defaults = dict(DEFAULT_JOB_CONF)
+    log_config = job_script("log4j2.properties")
+    defaults["spark.driver.extraJavaOptions"] += f" -Dlog4j2.configurationFile=file:{log_config}"
+    return {**defaults, **{str(k): str(v) for k, v in (conf or {}).items()}}
 
 
 def submit(

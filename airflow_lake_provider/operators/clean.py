@@ -7,8 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_lake_provider.assets import emit_table_event, with_table_outlet
 from airflow_lake_provider.hooks.errors import as_bool
 from airflow_lake_provider.hooks.lake import CLEAN_MODES, DEFAULT_SPARK_THRESHOLD, LakeHook
+from airflow_lake_provider.operators.summary import clean_table
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -19,23 +21,7 @@ XCOM_ARCHIVAL = "archival"
 
 def format_plan_table(partitions: Mapping[str, Mapping[str, int]]) -> str:
     """The per-partition plan summary as a text table (``partition | files | bytes``)."""
-    rows = [
-        (part or "<root>", str(v.get("files", 0)), str(v.get("bytes", 0))) for part, v in partitions.items()
-    ]
-    rows.append(
-        (
-            "total",
-            str(sum(v.get("files", 0) for v in partitions.values())),
-            str(sum(v.get("bytes", 0) for v in partitions.values())),
-        )
-    )
-    header = ("partition", "files", "bytes")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
-
-    def line(cells: Sequence[str]) -> str:
-        return f"{cells[0]:<{widths[0]}} | {cells[1]:>{widths[1]}} | {cells[2]:>{widths[2]}}"
-
-    return "\n".join([line(header), "-+-".join("-" * w for w in widths), *map(line, rows)])
+    return clean_table(partitions)
 
 
 class ScheduleCleanOperator(BaseOperator):
@@ -46,8 +32,17 @@ class ScheduleCleanOperator(BaseOperator):
     ``NO_WORK``). One clean per table runs at a time: a second one fails with
     :class:`~airflow_lake_provider.hooks.lake.LakeServiceBusyError`.
 
-    Returns the summary dict (outcome, instant, per-partition files and bytes, deleted files) as the
-    task's XCom return value, and pushes the clean instant under the key ``clean_instant``.
+    The task log shows the plan as a table (``partition | files | bytes``).
+
+    XCom: the return value is the JSON summary (``outcome`` ``CLEANED``/``SCHEDULED``/``NO_WORK``/
+    ``DRY_RUN``, ``instant``, ``executor`` ``local``/``spark``/``none``, ``files_planned``,
+    ``bytes_planned``, ``partitions`` with files and bytes each, ``deleted_files``, ``failed_files``,
+    ``held_back_by``, ``reason``); key ``clean_instant``: the clean's instant (``None`` without one);
+    key ``archival``: the archival summary (when ``archive`` ran).
+
+    Assets: the table's Asset (``airflow_lake_provider.assets.table_asset``) is an outlet when
+    ``table_path`` is a literal absolute path or URI (else pass ``outlets``); its event's extra is
+    ``{"table", "instant", "outcome", "deleted_files"}``.
 
     :param table_path: base path of the table, or a path relative to the lake connection's
         ``base_path``. (templated)
@@ -93,6 +88,7 @@ class ScheduleCleanOperator(BaseOperator):
         archive: bool | str = True,
         **kwargs: Any,
     ) -> None:
+        kwargs["outlets"] = with_table_outlet(table_path, kwargs.get("outlets"))
         super().__init__(**kwargs)
         if "{{" not in mode and mode not in CLEAN_MODES:
             raise ValueError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")
@@ -129,8 +125,19 @@ class ScheduleCleanOperator(BaseOperator):
             f" ({result['reason']})" if result.get("reason") else "",
         )
         if result["partitions"]:
-            self.log.info("clean plan:\n%s", format_plan_table(result["partitions"]))
+            self.log.info("clean plan of %s:\n%s", result["table_path"], clean_table(result["partitions"]))
         context["ti"].xcom_push(key=XCOM_CLEAN_INSTANT, value=result["instant"])
+        emit_table_event(
+            context,
+            self.outlets,
+            (result["table_path"], self._hook.resolve_table_path(self.table_path)),
+            {
+                "table": result["table_path"],
+                "instant": result["instant"],
+                "outcome": result["outcome"],
+                "deleted_files": result["deleted_files"],
+            },
+        )
         if (
             as_bool(self.archive, "archive")
             and not as_bool(self.dry_run, "dry_run")

@@ -7,7 +7,10 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_lake_provider.assets import emit_table_event, with_table_outlet
+from airflow_lake_provider.hooks.compaction import DEFAULT_COMPACTION_SPARK_THRESHOLD_MB
 from airflow_lake_provider.hooks.lake import LakeHook
+from airflow_lake_provider.operators.summary import compaction_files_table, compaction_plan_table
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -18,9 +21,14 @@ XCOM_COMPACTION_INSTANT = "compaction_instant"
 class ScheduleCompactionOperator(BaseOperator):
     """Evaluate the compaction trigger and strategy and write the plan (``<c>.compaction.requested``).
 
-    Nothing due is a success with outcome ``NO_WORK``. The summary (outcome, instant, reason, file
-    groups and IO per partition) is the return value; the instant (``None`` for ``NO_WORK``) is
-    pushed as ``compaction_instant``.
+    Nothing due is a success with outcome ``NO_WORK``. Runs in the worker (no Spark). The task log
+    shows the plan as a table (``partition | file groups | log files | IO MB``). Writing a plan
+    changes no data, so the operator emits no Asset event.
+
+    XCom: the return value is the JSON summary (``outcome`` ``SCHEDULED``/``NO_WORK``, ``instant``,
+    ``reason``, ``plan``, ``operations``, ``total_io_mb``, ``partitions`` with file groups, log files
+    and IO MB each, ``table_path``); key ``compaction_instant``: the plan's instant (``None`` for
+    ``NO_WORK``).
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's. (templated)
@@ -60,34 +68,46 @@ class ScheduleCompactionOperator(BaseOperator):
             result["total_io_mb"],
             f" ({result['reason']})" if result.get("reason") else "",
         )
-        for partition, entry in result["partitions"].items():
+        if result["partitions"]:
             self.log.info(
-                "  partition %s: %d file groups, %d log files, %s MB IO",
-                partition or "<root>",
-                entry["file_groups"],
-                entry["log_files"],
-                entry["io_mb"],
+                "compaction plan %s of %s:\n%s",
+                result["instant"],
+                result["table_path"],
+                compaction_plan_table(result["partitions"]),
             )
         context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=result["instant"])
         return result
 
 
 class RunCompactionOperator(BaseOperator):
-    """Execute a compaction plan on Spark (``spark_jobs/compact.py`` through ``SparkSubmitHook``).
+    """Execute a compaction plan: small plans in the worker, larger ones on Spark.
 
     Which instant runs: ``instant`` if set (usually templated from the sensor's XCom); else the
     instant the task ``instant_task_id`` returned (a ``CompactionPlanSensor``) or pushed as
     ``compaction_instant`` (a ``ScheduleCompactionOperator``); else a crashed (inflight) compaction
-    first, then the earliest requested plan. Success is read from the timeline. A failed run leaves
-    the instant inflight; the task's retry removes the partial output and runs it again.
-    Returns metrics (the XCom return value): operations, records written, log records merged, bytes
-    written, duration.
+    first, then the earliest requested plan. A plan reading at most ``spark_threshold_mb`` MB is
+    merged in the worker (a Spark start costs 10-17 s); a larger one runs ``spark_jobs/compact.py``
+    through ``SparkSubmitHook``; the log says which and why. A missing or invalid Spark set-up fails
+    at once (``LakeConfigError``, no retry). Success is read from the timeline. A failed run leaves
+    the instant inflight; the task's retry removes the partial output and runs it again. The task
+    log shows the base files written per partition as a table.
+
+    XCom: the return value is the JSON summary (``outcome`` ``COMPLETED``/``ALREADY_COMPLETED``/
+    ``NO_WORK``, ``instant``, ``executor`` ``local``/``spark``, ``total_io_mb``, ``operations``,
+    ``records_written``, ``log_records_merged``, ``records_updated``, ``bytes_written``, ``files``,
+    ``duration_seconds``, ``table_path``); key ``compaction_instant``: the instant executed.
+
+    Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
+    (else pass ``outlets=[table_asset(...)]``); its event's extra is ``{"table", "instant",
+    "outcome", "executor", "operations"}``.
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param instant: the compaction instant to execute, or empty. (templated)
     :param instant_task_id: upstream task whose XCom names the instant when ``instant`` is empty.
         (templated)
     :param options: compaction options passed to the job, validated first. (templated)
+    :param spark_threshold_mb: the largest plan (MB of base and log files read) merged in the worker;
+        default 256. ``0`` sends every plan to Spark. (templated)
     :param spark_conn_id: the Spark connection. (templated)
     :param spark_conf: extra ``spark-submit --conf`` values. (templated)
     :param lake_conn_id: optional ``lake`` connection. (templated)
@@ -98,6 +118,7 @@ class RunCompactionOperator(BaseOperator):
         "instant",
         "instant_task_id",
         "options",
+        "spark_threshold_mb",
         "spark_conn_id",
         "spark_conf",
         "lake_conn_id",
@@ -112,13 +133,16 @@ class RunCompactionOperator(BaseOperator):
         instant: str | None = None,
         instant_task_id: str | None = None,
         options: Mapping[str, Any] | None = None,
+        spark_threshold_mb: float | str = DEFAULT_COMPACTION_SPARK_THRESHOLD_MB,
         spark_conn_id: str = "spark_default",
         spark_conf: Mapping[str, Any] | None = None,
         lake_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
+        kwargs["outlets"] = with_table_outlet(table_path, kwargs.get("outlets"))
         super().__init__(**kwargs)
         self.table_path = table_path
+        self.spark_threshold_mb = spark_threshold_mb
         self.instant = instant
         self.instant_task_id = instant_task_id
         self.options = dict(options or {})
@@ -136,20 +160,39 @@ class RunCompactionOperator(BaseOperator):
             self.table_path,
             instant,
             self.options,
+            spark_threshold_mb=self.spark_threshold_mb,
             spark_conn_id=self.spark_conn_id,
             spark_conf=self.spark_conf,
         )
         self.log.info(
-            "compaction %s of %s: %s, %s file groups, %s records written, %s log records merged, %s bytes",
+            "compaction %s of %s: %s (executor %s), %s file groups, %s records written, "
+            "%s log records merged, %s bytes",
             result["instant"],
             result["table_path"],
             result["outcome"],
+            result.get("executor", "none"),
             result.get("operations", 0),
             result.get("records_written", 0),
             result.get("log_records_merged", 0),
             result.get("bytes_written", 0),
         )
+        if result.get("files"):
+            self.log.info(
+                "compaction %s wrote:\n%s", result["instant"], compaction_files_table(result["files"])
+            )
         context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=result["instant"])
+        emit_table_event(
+            context,
+            self.outlets,
+            (result["table_path"], self._hook.resolve_table_path(self.table_path)),
+            {
+                "table": result["table_path"],
+                "instant": result["instant"],
+                "outcome": result["outcome"],
+                "executor": result.get("executor", "none"),
+                "operations": result.get("operations", 0),
+            },
+        )
         return result
 
     def _upstream_instant(self, context: Context) -> str | None:

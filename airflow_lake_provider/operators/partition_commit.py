@@ -7,12 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_lake_provider.assets import emit_table_event, with_table_outlet
 from airflow_lake_provider.hooks.partition_commit import (
     as_partitions,
     commit_options,
     log_result,
     run_partition_commit,
 )
+from airflow_lake_provider.operators.summary import partition_commit_table
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -23,7 +25,15 @@ class PartitionCommitOperator(BaseOperator):
 
     A partition committed before is not committed again (re-running the task repeats no policy); a
     partition without a completed write fails the task, naming it, before anything is committed.
-    Returns the summary (``committed``, ``already_committed``, ``late_data``) as the XCom value.
+    The task log shows each partition's status as a table.
+
+    XCom: the return value is the JSON summary (``outcome`` ``COMMITTED``/``NO_WORK``, ``committed``,
+    ``already_committed``, ``waiting``, ``missing``, ``late_data``, ``policies``, ``partitions``
+    with decision, partition time and writes each, ``table_path``).
+
+    Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
+    (else pass ``outlets``); its event's extra is ``{"table", "instant": None, "outcome",
+    "partitions"}`` (the partitions committed by this run).
 
     :param table_path: base path of the table, or relative to the lake connection's ``base_path``.
         (templated)
@@ -55,6 +65,7 @@ class PartitionCommitOperator(BaseOperator):
         lake_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
+        kwargs["outlets"] = with_table_outlet(table_path, kwargs.get("outlets"))
         super().__init__(**kwargs)
         self.table_path = table_path
         self.partitions = partitions
@@ -81,4 +92,17 @@ class PartitionCommitOperator(BaseOperator):
             lake_conn_id=self.lake_conn_id,
         )
         log_result(self.log, table_path, result)
+        if result.get("partitions"):
+            self.log.info("partition commit of %s:\n%s", table_path, partition_commit_table(result))
+        emit_table_event(context, self.outlets, (table_path,), commit_event_extra(table_path, result))
         return result
+
+
+def commit_event_extra(table_path: str, result: Mapping[str, Any]) -> dict[str, Any]:
+    """The extra of a partition commit's Asset event (no instant: a commit marks partitions)."""
+    return {
+        "table": table_path,
+        "instant": None,
+        "outcome": result["outcome"],
+        "partitions": list(result.get("committed") or ()),
+    }

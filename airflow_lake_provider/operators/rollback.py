@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_lake_provider.assets import emit_table_event, with_table_outlet
+from airflow_lake_provider.operators.summary import rollback_table
+
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
@@ -34,7 +37,15 @@ class RollbackFailedWritesOperator(BaseOperator):
     """Roll back failed writes of a Hudi table (``lake rollback``): every one the table's
     failed-writes policy allows, or ``instant``. Nothing to roll back is a success (``NO_WORK``).
 
-    Returns ``{"outcome": "ROLLED_BACK" | "NO_WORK", "rollbacks": [...]}`` as the XCom return value.
+    The task log shows one table row per rollback (its instant, the instant rolled back, files
+    deleted).
+
+    XCom: the return value is ``{"outcome": "ROLLED_BACK" | "NO_WORK", "rollbacks": [{"instant",
+    "rolled_back", "action", "deleted", "marked", "resumed"}, ...]}``.
+
+    Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
+    (else pass ``outlets``); its event's extra is ``{"table", "instant" (the last rollback),
+    "outcome", "rolled_back"}``.
 
     :param table_path: base path of the table, or relative to the lake connection's ``base_path``. (templated)
     :param instant: one instant to roll back instead. (templated)
@@ -56,6 +67,7 @@ class RollbackFailedWritesOperator(BaseOperator):
         lake_conn_id: str | None = None,
         **kwargs: Any,
     ) -> None:
+        kwargs["outlets"] = with_table_outlet(table_path, kwargs.get("outlets"))
         super().__init__(**kwargs)
         self.table_path = table_path
         self.instant = instant
@@ -68,20 +80,24 @@ class RollbackFailedWritesOperator(BaseOperator):
 
         table = _open(self.table_path, self.lake_conn_id)
         results = rollback(table, self.instant or None, force=self.force, options=self.options)
-        for r in results:
-            self.log.info(
-                "rolled back %s %s at %s: %d files deleted",
-                r.target_action,
-                r.target,
-                r.instant,
-                len(r.deleted),
-            )
-        if not results:
+        rollbacks = [r.to_dict() for r in results]
+        if rollbacks:
+            self.log.info("rolled back in %s:\n%s", table.uri, rollback_table(rollbacks))
+        else:
             self.log.info("no failed writes to roll back in %s", table.uri)
-        return {
-            "outcome": "ROLLED_BACK" if results else "NO_WORK",
-            "rollbacks": [r.to_dict() for r in results],
-        }
+        outcome = "ROLLED_BACK" if results else "NO_WORK"
+        emit_table_event(
+            context,
+            self.outlets,
+            (table.uri,),
+            {
+                "table": table.uri,
+                "instant": results[-1].instant if results else None,
+                "outcome": outcome,
+                "rolled_back": [r.target for r in results],
+            },
+        )
+        return {"outcome": outcome, "rollbacks": rollbacks}
 
 
 class LakeWriteOperator(BaseOperator):
@@ -93,7 +109,11 @@ class LakeWriteOperator(BaseOperator):
     first rolls back the instants an earlier try of the same task and run left pending (whatever
     the table's failed-writes policy, and wherever that try ran), then writes again, so a killed
     attempt never leaves its files behind or blocks the table.
-    Returns ``{"instant", "rolled_back", "inserted", "updated", "deleted"}``.
+
+    XCom: the return value is ``{"instant", "rolled_back", "inserted", "updated", "deleted"}``.
+
+    Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
+    (else pass ``outlets``); its event's extra is ``{"table", "instant", "outcome": "COMMITTED"}``.
 
     :param table_path: base path of the table, or relative to the lake connection's ``base_path``. (templated)
     :param input_path: a parquet file or a folder of them, local or ``s3://``. (templated)
@@ -131,6 +151,7 @@ class LakeWriteOperator(BaseOperator):
         spark_env: Mapping[str, str] | None = None,
         **kwargs: Any,
     ) -> None:
+        kwargs["outlets"] = with_table_outlet(table_path, kwargs.get("outlets"))
         super().__init__(**kwargs)
         self.table_path = table_path
         self.input_path = input_path
@@ -166,6 +187,13 @@ class LakeWriteOperator(BaseOperator):
             spark_env=self.spark_env,
         )
         self.log.info("wrote %s: %s (%s)", self.input_path, result["instant"], result["executor"])
+        uri = self._hook.resolve_table_path(self.table_path)
+        emit_table_event(
+            context,
+            self.outlets,
+            (uri,),
+            {"table": uri, "instant": result["instant"], "outcome": "COMMITTED"},
+        )
         return {k: result[k] for k in ("instant", "rolled_back", "inserted", "updated", "deleted")}
 
     def on_kill(self) -> None:

@@ -24,7 +24,11 @@ class CompactionPlanSensor(BaseSensorOperator):
     Plans written by this provider's ``ScheduleCompactionOperator`` and by external writers (Spark or
     Flink Hudi jobs scheduling inline) count alike. ``deferrable=True`` frees the worker slot and
     polls from the triggerer. ``timeout`` and ``soft_fail`` behave as for any sensor (in deferrable
-    mode too: a soft-failing sensor is skipped when the time is up).
+    mode too: a soft-failing sensor is skipped when the time is up). Waiting for a plan changes no
+    data, so the sensor emits no Asset event.
+
+    XCom: the return value is the requested plan's instant (a string), e.g. for
+    ``RunCompactionOperator(instant_task_id=...)``.
 
     :param table_path: base path of the table, or a path relative to the lake connection's
         ``base_path``. (templated)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
+from airflow_lake_provider.assets import emit_table_event, with_table_outlet
 from airflow_lake_provider.hooks.errors import LakeHookError
 from airflow_lake_provider.hooks.partition_commit import (
     as_partitions,
@@ -18,6 +19,8 @@ from airflow_lake_provider.hooks.partition_commit import (
     ready,
     run_partition_commit,
 )
+from airflow_lake_provider.operators.partition_commit import commit_event_extra
+from airflow_lake_provider.operators.summary import partition_commit_table
 from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
 
 if TYPE_CHECKING:
@@ -32,7 +35,15 @@ class PartitionCommitSensor(BaseSensorOperator):
     delay <= now) or ``partition-time`` (watermark > partition time + delay; the watermark is
     ``watermark`` if given, e.g. ``{{ data_interval_end }}``, else the table's recorded event times).
     Partitions not written yet are waited for. Partitions committed before are not committed again
-    (late data in them is reported). ``deferrable=True`` waits in the triggerer.
+    (late data in them is reported). ``deferrable=True`` waits in the triggerer. The task log
+    shows each partition's status as a table.
+
+    XCom: the return value is the JSON summary, as ``PartitionCommitOperator``'s (with
+    ``commit=False``: the plan, outcome ``NO_WORK``, nothing committed).
+
+    Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
+    (else pass ``outlets``); when it commits, its event's extra is ``{"table", "instant": None,
+    "outcome", "partitions"}``.
 
     :param table_path: base path of the table, or a path relative to the lake connection's
         ``base_path``. (templated)
@@ -84,6 +95,8 @@ class PartitionCommitSensor(BaseSensorOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
+        if commit:
+            kwargs["outlets"] = with_table_outlet(table_path, kwargs.get("outlets"))
         super().__init__(**kwargs)
         self.table_path = table_path
         self.partitions = partitions
@@ -118,7 +131,9 @@ class PartitionCommitSensor(BaseSensorOperator):
             lake_conn_id=self.lake_conn_id,
         )
 
-    def _commit(self, table_path: str, summary: dict[str, Any] | None = None) -> dict[str, Any]:
+    def _commit(
+        self, context: Context, table_path: str, summary: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         if not self.commit:
             return summary if summary is not None else self._check(table_path)
         result = run_partition_commit(
@@ -133,6 +148,9 @@ class PartitionCommitSensor(BaseSensorOperator):
             lake_conn_id=self.lake_conn_id,
         )
         log_result(self.log, table_path, result)
+        if result.get("partitions"):
+            self.log.info("partition commit of %s:\n%s", table_path, partition_commit_table(result))
+        emit_table_event(context, self.outlets, (table_path,), commit_event_extra(table_path, result))
         return result
 
     def poke(self, context: Context) -> PokeReturnValue:
@@ -141,7 +159,7 @@ class PartitionCommitSensor(BaseSensorOperator):
         if not ready(summary):
             self.log.info("waiting: %s; not written yet: %s", summary["waiting"], summary["missing"])
             return PokeReturnValue(is_done=False)
-        return PokeReturnValue(is_done=True, xcom_value=self._commit(table_path, summary))
+        return PokeReturnValue(is_done=True, xcom_value=self._commit(context, table_path, summary))
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
@@ -149,7 +167,7 @@ class PartitionCommitSensor(BaseSensorOperator):
         table_path = self._table_path()
         summary = self._check(table_path)
         if ready(summary):  # no need to hand over to the triggerer
-            return self._commit(table_path, summary)
+            return self._commit(context, table_path, summary)
         self.defer(
             trigger=PartitionCommitTrigger(
                 table_path=table_path,
@@ -167,7 +185,7 @@ class PartitionCommitSensor(BaseSensorOperator):
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         status = event.get("status")
         if status == "ready":
-            return self._commit(self._table_path(), event.get("summary"))
+            return self._commit(context, self._table_path(), event.get("summary"))
         if status == "timeout":
             message = (
                 f"partitions {self.partitions} of {self.table_path} not committable within {self.timeout} s"

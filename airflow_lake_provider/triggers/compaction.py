@@ -1,18 +1,18 @@
-"""``CompactionPlanTrigger``: waits, in the triggerer, for a requested compaction plan to appear."""
+"""``CompactionPlanTrigger``: waits, in the triggerer, for a requested compaction plan to appear.
+
+Light to import (no table-core code at import time: the triggerer loads trigger modules on its
+event loop); each look at the timeline runs in a thread, off the loop.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
-
-from airflow_lake_provider.hooks.compaction import earliest_requested_compaction
-from airflow_lake_provider.hooks.errors import LakeConfigError
-from airflow_lake_provider.lake.errors import LakeError
-from airflow_lake_provider.lake.table.table import LakeTable
 
 
 class CompactionPlanTrigger(BaseTrigger):
@@ -59,9 +59,10 @@ class CompactionPlanTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         while True:
             try:
-                # File system calls block: keep them off the triggerer's event loop.
+                # File system and S3 calls block (and the first one imports the core): keep them off
+                # the triggerer's event loop.
                 instant = await asyncio.to_thread(self._look)
-            except LakeError as exc:
+            except Exception as exc:  # an unreadable table or a bad connection: the sensor fails the task
                 yield TriggerEvent({"status": "error", "message": str(exc)})
                 return
             if instant is not None:
@@ -73,12 +74,24 @@ class CompactionPlanTrigger(BaseTrigger):
             await asyncio.sleep(self.poll_interval)
 
     def _look(self) -> str | None:
-        if not self.lake_conn_id:
-            return earliest_requested_compaction(LakeTable.open(self.table_path))
-        from airflow_lake_provider.hooks.lake import LakeHook
+        """One look at ``.hoodie/`` (a listing; no commit file is read).
 
-        try:
-            table = LakeHook(lake_conn_id=self.lake_conn_id).open_table(self.table_path)
-        except LakeConfigError as exc:  # the hook's wrapper of a LakeError opening the table
-            raise LakeError(str(exc)) from exc
-        return earliest_requested_compaction(table)
+        Through the storage and the timeline only, not ``LakeTable``: that would load pyarrow and
+        polars into the triggerer, and loading polars' native library holds the interpreter lock for
+        0.1-0.5 s, which blocks the event loop even from a thread.
+        """
+        from airflow_lake_provider.hooks.compaction import requested_compaction_in
+        from airflow_lake_provider.lake.errors import TableNotFoundError
+        from airflow_lake_provider.lake.storage import open_storage
+        from airflow_lake_provider.lake.table.timeline import Timeline
+        from airflow_lake_provider.lake.table.timeline_store import PROPERTIES_FILE
+
+        environ: dict[str, str] = dict(os.environ)
+        if self.lake_conn_id:
+            from airflow_lake_provider.hooks.lake import LakeHook
+
+            environ.update(LakeHook(lake_conn_id=self.lake_conn_id).storage_env())
+        storage = open_storage(self.table_path, environ=environ)
+        if not storage.exists(f".hoodie/{PROPERTIES_FILE}"):
+            raise TableNotFoundError(f"{self.table_path} is not a Hudi table: no .hoodie/{PROPERTIES_FILE}")
+        return requested_compaction_in(Timeline.load(storage))

@@ -271,11 +271,12 @@ def test_hook_raises_on_a_failed_job_and_the_retry_recovers(
     hook = LakeHook()
     monkeypatch.setattr(LakeHook, "submit_spark_job", dies_after_one_file)
     with pytest.raises(LakeSparkJobError, match="a retry recovers it"):
-        hook.run_compaction(str(table.base_path))
+        hook.run_compaction(str(table.base_path), spark_threshold_mb=0)
     assert table.timeline().get(c).is_inflight  # type: ignore[union-attr]
     monkeypatch.setattr(LakeHook, "submit_spark_job", runs_in_session)
-    result = hook.run_compaction(str(table.base_path))
+    result = hook.run_compaction(str(table.base_path), spark_threshold_mb=0)
     assert result["outcome"] == "COMPLETED" and result["instant"] == c and result["operations"] == 4
+    assert result["executor"] == "spark"
     assert result["records_written"] == len(expected) and result["bytes_written"] > 0
     assert _rows(read_snapshot(table)) == expected == _hudi_rs(table.base_path)
     again = hook.run_compaction(str(table.base_path), c)  # a retry after a commit: nothing to redo

@@ -111,13 +111,14 @@ def test_spark_submit_gets_the_credentials_in_its_environment_not_its_command(
 
 
 def test_yarn_submission_with_connection_credentials_is_refused(
-    lake_conn: str, s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+    lake_conn: str, s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
 ) -> None:
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     from airflow_lake_provider.hooks.lake import LakeConfigError, LakeHook
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", '{"conn_type": "spark", "host": "yarn"}')
+    monkeypatch.setenv("HADOOP_CONF_DIR", str(tmp_path))  # a configured YARN client: past the set-up checks
     monkeypatch.setattr(SparkSubmitHook, "submit", lambda *a, **k: pytest.fail("submitted"))
     with pytest.raises(LakeConfigError, match="cannot be passed to a YARN or Kubernetes spark-submit"):
         LakeHook(lake_conn_id=lake_conn).submit_spark_job("clean.py", ["--table", "x"], conn_id="spark_yarn")

@@ -161,7 +161,12 @@ print(json.dumps(got))
 def test_job_conf_defaults_and_caller_overrides() -> None:
     conf = spark_submit.job_conf(None)
     assert conf["spark.python.unix.domain.socket.enabled"] == "true"
-    assert conf["spark.driver.extraJavaOptions"] == spark_submit.LIGHT_JVM_OPTIONS
+    # The driver logs with our log4j2 file (warnings only) from its first line on.
+    log_config = spark_submit.job_script("log4j2.properties")
+    assert conf["spark.driver.extraJavaOptions"] == (
+        f"{spark_submit.LIGHT_JVM_OPTIONS} -Dlog4j2.configurationFile=file:{log_config}"
+    )
+    assert conf["spark.executor.extraJavaOptions"] == spark_submit.LIGHT_JVM_OPTIONS
     assert conf["spark.log.level"] == "WARN"
     mine = spark_submit.job_conf({"spark.driver.extraJavaOptions": "-Dx=1", "spark.executor.cores": 2})
     assert mine["spark.driver.extraJavaOptions"] == "-Dx=1"  # replaced whole, not merged

@@ -36,7 +36,6 @@ from airflow_lake_provider.lake.services.partition_commit.extractor import (
     make_extractor,
     partition_values,
 )
-from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
 from airflow_lake_provider.lake.services.partition_commit.planner import (
     CommitPlan,
     Decision,
@@ -288,6 +287,10 @@ def _commit_one(
             # Written whole each time ("created with overwrite", as Flink does), never appended to.
             table.storage.write(join_partition(partition, config.success_file_name), b"")
         elif kind is PolicyKind.MERGE_SMALL_FILES:
+            # Imported here: it loads polars (the compaction merge), which planning and Airflow's
+            # triggerer never need (loading its native library holds the interpreter lock 0.1-0.5 s).
+            from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
+
             merged = merge_small_files(table, partition, config.target_file_size)
             if merged.instant:
                 log.info(

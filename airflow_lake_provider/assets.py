@@ -1,0 +1,83 @@
+"""Airflow Assets for tables: every operator that changes a table emits an event on its table's Asset.
+
+A table's Asset URI is its location: ``s3://bucket/prefix`` as given, a local folder as
+``file:///absolute/path`` (both schemes Airflow accepts). Schedule a downstream DAG on a table with
+``schedule=[table_asset("s3://bucket/lake/trips")]``. Operators add the Asset of a literal absolute
+``table_path`` to their ``outlets`` themselves; for a templated path, or one relative to the lake
+connection's ``base_path``, pass ``outlets=[table_asset(...)]`` (the URI cannot be known at DAG parse
+time). Each event's ``extra`` holds ``{"table", "instant", "outcome"}`` and a few service details.
+
+Light to import: no table-core code.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import Asset
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+
+def table_asset_uri(table_path: str) -> str | None:
+    """The Asset URI of a table location, or ``None`` when it is not known yet (templated, relative).
+
+    :param table_path: an absolute local path, a ``file:`` URI or an ``s3://bucket/prefix`` URI.
+    """
+    path = str(table_path or "").strip()
+    if not path or "{{" in path or "{%" in path:
+        return None
+    if path.startswith("file:"):
+        path = "/" + path[len("file:") :].lstrip("/")
+    if "://" in path:
+        scheme, _, rest = path.partition("://")
+        return f"{scheme.lower()}://{rest.rstrip('/')}" if rest.strip("/") else None
+    if not path.startswith("/"):
+        return None  # relative to the lake connection's base_path: resolved only when the task runs
+    return "file://" + os.path.normpath(path)
+
+
+def table_asset(table_path: str) -> Asset:
+    """The Asset of a table, for a DAG's ``schedule`` or an operator's ``outlets``.
+
+    :param table_path: an absolute local path, a ``file:`` URI or an ``s3://bucket/prefix`` URI.
+    """
+    uri = table_asset_uri(table_path)
+    if uri is None:
+        raise ValueError(
+            f"table_asset({table_path!r}): name the table by an absolute path or an s3:// URI "
+            "(templated and relative paths are only known when a task runs)"
+        )
+    return Asset(uri=uri)
+
+
+def with_table_outlet(table_path: str, outlets: Any) -> list[Any]:
+    """``outlets`` plus the table's Asset when ``table_path`` is a literal absolute path or URI."""
+    given = [] if outlets is None else list(outlets) if isinstance(outlets, (list, tuple)) else [outlets]
+    uri = table_asset_uri(table_path)
+    if uri is not None and not any(isinstance(o, Asset) and o.uri == uri for o in given):
+        given.append(Asset(uri=uri))
+    return given
+
+
+def emit_table_event(
+    context: Context, outlets: Iterable[Any], table_uris: Iterable[str], extra: Mapping[str, Any]
+) -> list[str]:
+    """Attach ``extra`` to the events of the outlets that name the table; the Asset URIs it set.
+
+    ``table_uris``: the table's location as the task saw it (the rendered ``table_path`` resolved
+    through the connection, and the core's own URI), any of which an outlet may name.
+    """
+    wanted = {u for u in (table_asset_uri(t) for t in table_uris) if u is not None}
+    events = context.get("outlet_events") if hasattr(context, "get") else None
+    if events is None or not wanted:
+        return []
+    done = []
+    for outlet in outlets or ():
+        if isinstance(outlet, Asset) and outlet.uri in wanted:
+            events[outlet].extra.update(dict(extra))
+            done.append(outlet.uri)
+    return done

@@ -1,0 +1,438 @@
+"""The Airflow layer as Airflow's processes meet it: light imports at DAG-parse time, triggers that
+round-trip and never block the triggerer's loop, the provider's metadata and connection form, and
+configuration errors that fail a task at once instead of asking for a retry."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_lake_provider.hooks.errors import LakeConfigError
+from airflow_lake_provider.hooks.lake import LakeHook
+from airflow_lake_provider.lake.format.instant import Action, State
+from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "airflow_lake_provider"
+HEAVY = ("polars", "pyarrow", "fastavro", "pyspark", "obstore")
+AIRFLOW_LAYER = sorted(
+    f"airflow_lake_provider.{folder}.{path.stem}"
+    for folder in ("hooks", "operators", "sensors", "triggers")
+    for path in (PACKAGE / folder).glob("*.py")
+    if path.stem != "__init__"
+) + ["airflow_lake_provider.assets", "airflow_lake_provider.provider_info"]
+# Table-core modules that pull pyarrow/polars/fastavro in (the light ones, errors and instants, may load).
+CORE_HEAVY = (
+    "airflow_lake_provider.lake.table",
+    "airflow_lake_provider.lake.services.clean",
+    "airflow_lake_provider.lake.storage",
+)
+# Modules of the layer that define no hook, operator, sensor or trigger.
+HELPERS = {"airflow_lake_provider.hooks.errors", "airflow_lake_provider.operators.summary"}
+DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
+RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}
+
+
+def _fresh_python(code: str) -> dict[str, Any]:
+    """Run ``code`` in a fresh interpreter (this test session's environment); it prints one JSON line."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _mor_table(path: Path) -> LakeTable:
+    """A MOR table with 4 file groups (partitions a and b) and one delta commit of updates."""
+    table = LakeTable.create(
+        path,
+        name="trips",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+    ids = [f"k{i:02d}" for i in range(40)]
+    write(
+        table,
+        pa.table(
+            {"id": ids, "ts": pa.array([0] * 40, pa.int64()), "p": ["a", "b"] * 20, "v": list(range(40))}
+        ),
+        "insert",
+        max_rows_per_file=10,
+    )
+    chosen = ids[::3]
+    write(
+        table,
+        pa.table(
+            {
+                "id": chosen,
+                "ts": pa.array([1] * len(chosen), pa.int64()),
+                "p": ["a" if int(k[1:]) % 2 == 0 else "b" for k in chosen],
+                "v": [-1] * len(chosen),
+            }
+        ),
+        "upsert",
+    )
+    return table
+
+
+def _cow_table(path: Path) -> LakeTable:
+    """A COW table whose one file group was rewritten twice: a clean retaining 1 commit deletes 1 file."""
+    table = LakeTable.create(
+        path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    for ts in range(3):
+        write(
+            table, pa.table({"id": ["a", "b"], "ts": pa.array([ts, ts], pa.int64()), "v": [ts, ts]}), "upsert"
+        )
+    return table
+
+
+# -- light at DAG-parse time -------------------------------------------------------------------------
+def test_the_airflow_layer_loads_no_table_core_library_and_imports_fast() -> None:
+    """In a fresh interpreter, after ``import airflow.sdk`` and the Airflow base classes our modules
+    subclass (their cost is Airflow's, paid by any DAG), each module is imported in turn and
+    ``sys.modules`` checked after each: none may load pyarrow, polars, fastavro, pyspark, obstore or
+    the table core. Their total import time (target < 0.1 s) is asserted loosely (0.5 s: the test
+    machine is shared) and printed (``pytest -s``)."""
+    got = _fresh_python(
+        "import importlib, json, sys, time\n"
+        "t0 = time.perf_counter()\n"
+        "import airflow.sdk\n"
+        "t1 = time.perf_counter()\n"
+        "from airflow.sdk import Asset, BaseHook, BaseOperator, BaseSensorOperator\n"
+        "import airflow.triggers.base\n"
+        "t2 = time.perf_counter()\n"
+        "loaded, seconds = {}, 0.0\n"
+        f"for m in {AIRFLOW_LAYER!r}:\n"
+        "    t = time.perf_counter(); importlib.import_module(m); seconds += time.perf_counter() - t\n"
+        f"    loaded[m] = sorted(n for n in sys.modules if n.split('.')[0] in {HEAVY!r}\n"
+        f"                       or n.startswith({CORE_HEAVY!r}))\n"
+        "print(json.dumps({'sdk': t1 - t0, 'bases': t2 - t1, 'ours': seconds, 'loaded': loaded}))"
+    )
+    print(
+        f"\nimport airflow.sdk {got['sdk']:.3f} s, its base classes {got['bases']:.3f} s, "
+        f"our {len(AIRFLOW_LAYER)} modules {got['ours']:.3f} s"
+    )
+    assert got["loaded"] == {m: [] for m in AIRFLOW_LAYER}
+    assert got["ours"] < 0.5
+
+
+@pytest.mark.parametrize("dag_file", sorted(p.name for p in (REPO / "dags").glob("*.py")))
+def test_each_example_dag_file_parses_fast_without_the_table_core(dag_file: str) -> None:
+    got = _fresh_python(
+        "import json, sys, time, runpy\n"
+        "import airflow.sdk\n"
+        "from airflow.sdk import BaseOperator, BaseSensorOperator\n"
+        "t = time.perf_counter()\n"
+        f"runpy.run_path({str(REPO / 'dags' / dag_file)!r})\n"
+        "seconds = time.perf_counter() - t\n"
+        f"heavy = sorted(m for m in sys.modules if m in {HEAVY!r})\n"
+        "print(json.dumps({'seconds': seconds, 'heavy': heavy}))"
+    )
+    print(f"\n{dag_file}: parsed in {got['seconds']:.3f} s")
+    assert got["heavy"] == [] and got["seconds"] < 1.0
+
+
+# -- triggers ----------------------------------------------------------------------------------------
+def _triggers(table: LakeTable) -> list[Any]:
+    from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
+    from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
+
+    return [
+        CompactionPlanTrigger(
+            str(table.uri), poll_interval=0.1, timeout_at=time.time() + 30, lake_conn_id=None
+        ),
+        PartitionCommitTrigger(
+            str(table.uri),
+            ["a", "b"],
+            {"sink.partition-commit.policy.kind": "success-file"},
+            watermark=None,
+            poll_interval=0.1,
+            timeout_at=time.time() + 30,
+        ),
+    ]
+
+
+def test_every_trigger_round_trips_through_serialize_and_the_copy_fires(tmp_path: Path) -> None:
+    from airflow.sdk.module_loading import import_string
+
+    table = _mor_table(tmp_path / "trips")
+    c = schedule_compaction(table, DUE).instant
+    events = []
+    for trigger in _triggers(table):
+        path, kwargs = trigger.serialize()
+        json.dumps(kwargs)  # what the triggerer stores must be plain JSON
+        copy = import_string(path)(**kwargs)
+        assert type(copy) is type(trigger) and copy.serialize() == (path, kwargs)
+
+        async def first(t: Any = copy) -> Any:
+            async for event in t.run():
+                return event.payload
+
+        events.append(asyncio.run(first()))
+    assert events[0] == {"status": "success", "instant": c}
+    assert events[1]["status"] == "ready" and events[1]["summary"]["missing"] == []
+
+
+def test_triggers_never_block_the_event_loop_even_on_their_first_look(tmp_path: Path) -> None:
+    """In a fresh triggerer-like process, Airflow's own watchdog (sleep 0.1 s, warn when the loop
+    came back later than ``[triggerer] blocked_main_thread_warning_threshold``, 0.2 s) runs beside
+    each trigger's first look, which imports what it needs and reads the table in a thread. Loading
+    polars' native library would hold the interpreter lock for 0.1-0.5 s even from a thread: the
+    compaction trigger only lists ``.hoodie/`` (no pyarrow, no polars), the partition commit
+    planning loads pyarrow but not polars."""
+    table = _mor_table(tmp_path / "trips")
+    c = schedule_compaction(table, DUE).instant
+    got = _fresh_python(
+        "import asyncio, json, sys, time\n"
+        "from airflow.configuration import conf\n"
+        "from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger\n"
+        "from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger\n"
+        "threshold = conf.getfloat('triggerer', 'blocked_main_thread_warning_threshold')\n"
+        "async def first_event(trigger):\n"
+        "    worst, done = [0.0], asyncio.Event()\n"
+        "    async def watchdog():\n"
+        "        while not done.is_set():\n"
+        "            t = time.monotonic(); await asyncio.sleep(0.1)\n"
+        "            worst[0] = max(worst[0], time.monotonic() - t)\n"
+        "    dog = asyncio.create_task(watchdog())\n"
+        "    async for event in trigger.run():\n"
+        "        break\n"
+        "    done.set(); await dog\n"
+        "    return event.payload, worst[0], sorted(m for m in ('polars', 'pyarrow') if m in sys.modules)\n"
+        f"uri, until = {str(table.uri)!r}, time.time() + 60\n"
+        "out = [asyncio.run(first_event(CompactionPlanTrigger(uri, 0.1, until))),\n"
+        "       asyncio.run(first_event(PartitionCommitTrigger(uri, ['a'], None, None, 0.1, until)))]\n"
+        "print(json.dumps({'threshold': threshold, 'out': out}))"
+    )
+    (compaction, c_worst, c_loaded), (commit, p_worst, p_loaded) = got["out"]
+    print(
+        f"\nlongest loop wake-up (0.1 s sleep): compaction trigger {c_worst:.3f} s, "
+        f"partition commit {p_worst:.3f} s"
+    )
+    assert compaction == {"status": "success", "instant": c} and c_loaded == []
+    assert commit["status"] == "ready" and p_loaded == ["pyarrow"]
+    assert got["threshold"] == 0.2 and c_worst < 0.2 and p_worst < 0.2
+
+
+# -- provider metadata -------------------------------------------------------------------------------
+def test_providers_manager_sees_every_module_the_hook_and_the_connection_form() -> None:
+    from airflow.providers_manager import ProvidersManager
+
+    from airflow_lake_provider.provider_info import get_provider_info
+
+    info = get_provider_info()
+    for kind in ("hooks", "operators", "sensors", "triggers"):
+        listed = {m for entry in info[kind] for m in entry["python-modules"]}
+        on_disk = {m for m in AIRFLOW_LAYER if m.split(".")[1] == kind and m not in HELPERS}
+        assert listed == on_disk, kind
+    pm = ProvidersManager()
+    assert pm.providers["airflow-lake-provider"].data["connection-types"][0]["connection-type"] == "lake"
+    behaviour = pm.field_behaviours["lake"]
+    assert behaviour["hidden_fields"] == ["host", "schema", "port"]
+    assert behaviour["relabeling"] == {"login": "AWS access key id", "password": "AWS secret access key"}
+    widgets = {name: w for name, w in pm.connection_form_widgets.items() if name.startswith("extra__lake__")}
+    assert sorted(widgets) == [f"extra__lake__{f}" for f in ("allow_http", "base_path", "endpoint", "region")]
+    assert widgets["extra__lake__base_path"].field["schema"]["title"] == "Base path"
+    assert not any(w.is_sensitive for w in widgets.values())  # the secret lives in the password field
+    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    hook = ProvidersManagerTaskRuntime().hooks["lake"]
+    assert hook is not None and hook.hook_class_name == "airflow_lake_provider.hooks.lake.LakeHook"
+    triggers = {t.trigger_class_name for t in pm.trigger if t.package_name == "airflow-lake-provider"}
+    assert triggers == {m for m in AIRFLOW_LAYER if ".triggers." in m}
+
+
+def test_the_connection_form_s_extra_fields_are_read_plain_or_prefixed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_FORM",
+        json.dumps(
+            {
+                "conn_type": "lake",
+                "login": "AKIAFORM",
+                "password": "form-secret",
+                "extra": {
+                    "extra__lake__base_path": "s3://bucket/lake",
+                    "region": "eu-west-1",
+                    "allow_http": True,
+                },
+            }
+        ),
+    )
+    hook = LakeHook(lake_conn_id="lake_form")
+    assert hook.resolve_table_path("trips") == "s3://bucket/lake/trips"
+    assert hook.storage_env() == {
+        "AWS_ACCESS_KEY_ID": "AKIAFORM",
+        "AWS_SECRET_ACCESS_KEY": "form-secret",
+        "AWS_REGION": "eu-west-1",
+        "AWS_ALLOW_HTTP": "true",
+    }
+
+
+def test_every_operator_and_sensor_documents_its_templated_fields_and_xcom() -> None:
+    import importlib
+
+    from airflow.sdk import BaseOperator
+
+    classes = [
+        obj
+        for m in AIRFLOW_LAYER
+        if ".operators." in m or ".sensors." in m
+        for _, obj in inspect.getmembers(importlib.import_module(m), inspect.isclass)
+        if issubclass(obj, BaseOperator) and obj.__module__ == m
+    ]
+    assert len(classes) == 8
+    for cls in classes:
+        doc = inspect.getdoc(cls) or ""
+        assert "XCom" in doc, cls.__name__
+        for name in cls.template_fields:
+            assert f":param {name}:" in doc, (cls.__name__, name)
+            described = doc.split(f":param {name}:", 1)[1].split(":param", 1)[0]
+            assert "(templated)" in described, (cls.__name__, name)
+
+
+# -- configuration errors fail fast ------------------------------------------------------------------
+def test_a_missing_spark_connection_fails_at_once_with_what_to_configure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.sdk.exceptions import AirflowFailException
+
+    table = _mor_table(tmp_path / "trips")
+    c = schedule_compaction(table, DUE).instant
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
+    with pytest.raises(LakeConfigError, match="Spark connection 'spark_default' is not defined") as caught:
+        LakeHook().run_compaction(str(table.uri), spark_threshold_mb=0)
+    assert isinstance(caught.value, AirflowFailException)  # no retry
+    assert "retry" not in str(caught.value) and "AIRFLOW_CONN_SPARK_DEFAULT" in str(caught.value)
+    assert table.timeline().get(c).state is State.REQUESTED  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("connection", "env", "message"),
+    [
+        ({"conn_type": "spark", "host": "yarn"}, {}, "neither HADOOP_CONF_DIR nor YARN_CONF_DIR"),
+        ({"conn_type": "spark", "host": ""}, {}, "names no master"),
+        ({"conn_type": "spark", "host": "local[1]"}, {"sys.executable": True}, "spark-submit was not found"),
+    ],
+)
+def test_an_invalid_spark_setup_fails_before_a_clean_plan_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, connection: dict, env: dict, message: str
+) -> None:
+    table = _cow_table(tmp_path / "trips")
+    assert LakeHook().clean(str(table.uri), RETAIN_ONE, dry_run=True)["files_planned"] == 1
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_BROKEN", json.dumps(connection))
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    if env.get("sys.executable"):  # an environment without pyspark: nothing beside Python, nothing on PATH
+        monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
+        monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    before = [str(i) for i in table.timeline().instants]
+    with pytest.raises(LakeConfigError, match=message):
+        LakeHook().clean(
+            str(table.uri),
+            RETAIN_ONE,
+            spark_threshold=0,
+            spark_conn_id="spark_broken",
+        )
+    assert [str(i) for i in table.timeline().instants] == before  # no clean was scheduled
+
+
+def test_yarn_with_its_configuration_folder_passes_the_checks(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from airflow_lake_provider.hooks.spark import check_spark_setup
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    monkeypatch.delenv("HADOOP_CONF_DIR", raising=False)
+    monkeypatch.delenv("YARN_CONF_DIR", raising=False)
+    binary = check_spark_setup(LakeHook(), "spark_yarn", {"HADOOP_CONF_DIR": str(tmp_path)})
+    assert Path(binary).name == "spark-submit"
+    with pytest.raises(LakeConfigError, match="is empty"):
+        check_spark_setup(LakeHook(), "")
+
+
+def test_a_bad_threshold_fails_and_leaves_the_plan_requested(tmp_path: Path) -> None:
+    table = _mor_table(tmp_path / "trips")
+    c = schedule_compaction(table, DUE).instant
+    assert [i.state for i in table.timeline().filter([Action.COMPACTION])] == [State.REQUESTED]
+    with pytest.raises(LakeConfigError, match="spark_threshold_mb='x' is not a number"):
+        LakeHook().run_compaction(str(table.uri), c, spark_threshold_mb="x")
+
+
+# -- task-log tables ---------------------------------------------------------------------------------
+def test_plan_and_result_tables_for_task_logs() -> None:
+    from airflow_lake_provider.operators.summary import (
+        compaction_files_table,
+        compaction_plan_table,
+        partition_commit_table,
+        rollback_table,
+    )
+
+    plan = compaction_plan_table(
+        {
+            "a": {"file_groups": 2, "log_files": 3, "io_mb": 1.5},
+            "": {"file_groups": 1, "log_files": 1, "io_mb": 0.25},
+        }
+    )
+    assert plan.splitlines() == [
+        "partition | file groups | log files | IO MB",
+        "----------+-------------+-----------+------",
+        "a         |           2 |         3 | 1.500",
+        "<root>    |           1 |         1 | 0.250",
+        "total     |           3 |         4 | 1.750",
+    ]
+    files = compaction_files_table(["a/f1.parquet", "a/f2.parquet", "b/x/f3.parquet"])
+    assert [line.replace(" ", "") for line in files.splitlines()[2:]] == ["a|2", "b/x|1", "total|3"]
+    commit = partition_commit_table(
+        {
+            "committed": ["dt=1"],
+            "late_data": {"dt=0": ["20240101000000000"]},
+            "partitions": {
+                "dt=0": {"decision": "COMMITTED", "writes": 2, "partition_time": "2024-01-01T00:00:00+00:00"},
+                "dt=1": {"decision": "COMMITTABLE", "writes": 1, "partition_time": None},
+                "dt=2": {
+                    "decision": "WAITING",
+                    "writes": 1,
+                    "partition_time": None,
+                    "reason": "delay not passed",
+                },
+            },
+        }
+    )
+    rows = [[c.strip() for c in line.split("|")] for line in commit.splitlines()[2:]]
+    assert rows == [
+        ["dt=0", "committed", "2", "2024-01-01T00:00:00+00:00", "late data"],
+        ["dt=1", "committed now", "1", "", ""],
+        ["dt=2", "waiting", "1", "", "delay not passed"],
+    ]
+    rolled = rollback_table(
+        [
+            {
+                "instant": "2",
+                "rolled_back": "1",
+                "action": "deltacommit",
+                "deleted": ["x", "y"],
+                "resumed": True,
+            }
+        ]
+    )
+    assert [c.strip() for c in rolled.splitlines()[2].split("|")] == ["2", "1", "deltacommit", "2", "yes"]

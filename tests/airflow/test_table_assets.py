@@ -1,0 +1,160 @@
+"""Table changes as Airflow Asset events: a DAG compacts and cleans a table under ``dag.test()``, and
+another DAG scheduled on the table's Asset is queued, with each event's extra in the metadata DB."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from dag_helpers import task_states, xcom_value
+
+from airflow_lake_provider.assets import table_asset, table_asset_uri, with_table_outlet
+from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
+
+pytestmark = pytest.mark.airflow
+
+PRODUCER, CONSUMER = "lake_asset_producer", "lake_asset_consumer"
+
+
+def test_asset_uris_of_table_locations() -> None:
+    assert table_asset_uri("/data/lake/../lake/trips/") == "file:///data/lake/trips"
+    assert table_asset_uri("file:///data/trips") == "file:///data/trips"
+    assert table_asset_uri("S3://bucket/lake/trips/") == "s3://bucket/lake/trips"
+    assert table_asset_uri("trips") is None  # relative to the connection's base_path: known at run time
+    assert table_asset_uri("{{ params.table_path }}") is None
+    assert table_asset("s3://bucket/lake/trips").uri == "s3://bucket/lake/trips"
+    with pytest.raises(ValueError, match="absolute path or an s3:// URI"):
+        table_asset("trips")
+    mine = table_asset("/data/trips")
+    assert with_table_outlet("/data/trips", [mine]) == [mine]  # not added twice
+    assert [a.uri for a in with_table_outlet("/data/trips", None)] == ["file:///data/trips"]
+    assert with_table_outlet("{{ params.t }}", None) == []
+
+
+def _table(path: Path) -> tuple[LakeTable, str]:
+    table = LakeTable.create(
+        path,
+        name="trips",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+    ids = [f"k{i}" for i in range(8)]
+    write(
+        table,
+        pa.table({"id": ids, "ts": pa.array([0] * 8, pa.int64()), "p": ["a", "b"] * 4, "v": [0] * 8}),
+        "insert",
+    )
+    write(
+        table,
+        pa.table({"id": ids[:4], "ts": pa.array([1] * 4, pa.int64()), "p": ["a", "b"] * 2, "v": [1] * 4}),
+        "upsert",
+    )
+    c = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"}).instant
+    assert c is not None
+    return table, c
+
+
+def _sync(folder: Path) -> Any:
+    """Write the DAGs of ``folder`` to the metadata DB as the DAG processor would (bundle ``dags-folder``)."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+
+    DagBundlesManager().sync_bundles_to_db()
+    bag = BundleDagBag(dag_folder=str(folder), bundle_path=folder, bundle_name="dags-folder")
+    assert bag.import_errors == {}
+    sync_bag_to_db(bag, "dags-folder", None)
+    return bag
+
+
+def test_a_dag_scheduled_on_a_table_asset_is_queued_by_compaction_and_clean(
+    airflow_db: Path, tmp_path: Path
+) -> None:
+    from airflow.models.asset import AssetDagRunQueue, AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    table, c = _table(tmp_path / "trips")
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "lake_assets.py").write_text(
+        textwrap.dedent(
+            f"""
+            import pendulum
+            from airflow.sdk import DAG, task
+
+            from airflow_lake_provider.assets import table_asset
+            from airflow_lake_provider.operators.clean import ScheduleCleanOperator
+            from airflow_lake_provider.operators.compaction import RunCompactionOperator
+
+            TABLE = {str(table.uri)!r}
+            START = pendulum.datetime(2024, 1, 1, tz="UTC")
+
+            with DAG("{PRODUCER}", schedule=None, start_date=START, catchup=False) as producer:
+                compact = RunCompactionOperator(task_id="compact", table_path=TABLE)
+                clean = ScheduleCleanOperator(
+                    task_id="clean", table_path=TABLE, options={{
+                        "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                        "hoodie.cleaner.fileversions.retained": "1",
+                    }},
+                )
+                compact >> clean
+
+            with DAG(
+                "{CONSUMER}",
+                schedule=[table_asset(TABLE)],
+                start_date=START,
+                catchup=False,
+                is_paused_upon_creation=False,
+            ) as consumer:
+
+                @task
+                def read_new_files():
+                    return "ok"
+
+                read_new_files()
+            """
+        )
+    )
+    bag = _sync(folder)
+    producer = bag.dags[PRODUCER]
+    uri = f"file://{table.uri}"
+    assert [o.uri for o in producer.get_task("compact").outlets] == [uri]
+
+    dr = producer.test()
+    assert dr.state == "success", task_states(PRODUCER, dr.run_id)
+    compacted = xcom_value(PRODUCER, dr.run_id, "compact")
+    cleaned = xcom_value(PRODUCER, dr.run_id, "clean")
+    assert compacted["outcome"] == "COMPLETED" and compacted["executor"] == "local"
+    assert cleaned["outcome"] == "CLEANED" and cleaned["deleted_files"] == 4  # 2 slices: base + log each
+    with create_session() as session:
+        asset = session.query(AssetModel).filter(AssetModel.uri == uri).one()
+        events = (
+            session.query(AssetEvent)
+            .filter(AssetEvent.asset_id == asset.id, AssetEvent.source_run_id == dr.run_id)
+            .order_by(AssetEvent.id)
+            .all()
+        )
+        assert [(e.source_task_id, e.extra) for e in events] == [
+            (
+                "compact",
+                {
+                    "table": table.uri,
+                    "instant": c,
+                    "outcome": "COMPLETED",
+                    "executor": "local",
+                    "operations": 2,
+                },
+            ),
+            (
+                "clean",
+                {"table": table.uri, "instant": cleaned["instant"], "outcome": "CLEANED", "deleted_files": 4},
+            ),
+        ]
+        queued = session.query(AssetDagRunQueue).filter(AssetDagRunQueue.asset_id == asset.id).all()
+        assert [q.target_dag_id for q in queued] == [CONSUMER]

@@ -69,6 +69,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lake_provider.hooks.compaction",
                     "airflow_lake_provider.hooks.partition_commit",
                     "airflow_lake_provider.hooks.spark",
+                    "airflow_lake_provider.hooks.write",
                 ],
             }
         ],

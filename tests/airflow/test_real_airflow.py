@@ -133,8 +133,7 @@ def test_ui_login_trigger_and_success_in_chromium(airflow: AirflowStack, repo_ro
         wait.until(ec.element_to_be_clickable(trigger)).click()
         wait.until(lambda b: "/runs/" in b.current_url)
         run_id = urllib.parse.unquote(browser.current_url.rstrip("/").rsplit("/runs/", 1)[1])
-        # Only the triggerer can resume the deferred sensor now.
-    state = airflow.wait_for_run(DAG_ID, run_id)
+        state = airflow.wait_for_run(DAG_ID, run_id)
         browser.refresh()
         badge = (By.XPATH, f"//*[normalize-space()='{state.capitalize()}']")
         wait.until(ec.visibility_of_element_located(badge))

@@ -91,10 +91,11 @@ with DAG(
             minimum=1,
             description="Delta commits since the last compaction that make one due.",
         ),
+        # Optional: null, not "", since the UI refuses to trigger with an empty required string.
         "lake_conn_id": Param(
-            EXAMPLES_CONN_ID,
-            type="string",
-            description="The lake connection (S3 key pair, endpoint); empty for none.",
+            EXAMPLES_CONN_ID or None,
+            type=["null", "string"],
+            description="The lake connection (S3 key pair, endpoint), or none.",
         ),
     },
 ) as dag:
@@ -138,12 +139,12 @@ with DAG(
             pq.write_table(batch, staged[name])
         return staged
 
-    staged = prepare("{{ params.table_path }}", "{{ params.staging_dir }}", "{{ params.lake_conn_id }}")
+    staged = prepare("{{ params.table_path }}", "{{ params.staging_dir }}", "{{ params.lake_conn_id or '' }}")
     writes = [
         LakeWriteOperator(
             task_id=f"{name}_trips",
             table_path="{{ params.table_path }}",
-            lake_conn_id="{{ params.lake_conn_id }}",
+            lake_conn_id="{{ params.lake_conn_id or '' }}",
             input_path="{{ ti.xcom_pull(task_ids='prepare')['" + name + "'] }}",
             operation=operation,
         )
@@ -152,13 +153,13 @@ with DAG(
     schedule_compaction = ScheduleCompactionOperator(
         task_id="schedule_compaction",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         options=COMPACTION_OPTIONS,
     )
     wait_for_plan = CompactionPlanSensor(
         task_id="wait_for_plan",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         deferrable=True,
         poke_interval=5,
         timeout=10 * 60,
@@ -166,14 +167,14 @@ with DAG(
     compact = RunCompactionOperator(
         task_id="compact",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         instant="{{ ti.xcom_pull(task_ids='wait_for_plan') }}",
         spark_conn_id="spark_default",
     )
     clean = ScheduleCleanOperator(
         task_id="clean",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         options=CLEAN_OPTIONS,
     )
 
@@ -207,4 +208,4 @@ with DAG(
         return summary
 
     staged >> writes[0] >> writes[1] >> writes[2] >> schedule_compaction >> wait_for_plan >> compact >> clean
-    clean >> report("{{ params.table_path }}", "{{ params.lake_conn_id }}")
+    clean >> report("{{ params.table_path }}", "{{ params.lake_conn_id or '' }}")

@@ -86,10 +86,11 @@ with DAG(
         "staging_dir": Param(
             STAGING_ROOT, type="string", description="Local folder for the staged input batches."
         ),
+        # Optional: null, not "", since the UI refuses to trigger with an empty required string.
         "lake_conn_id": Param(
-            EXAMPLES_CONN_ID,
-            type="string",
-            description="The lake connection (S3 key pair, endpoint); empty for none.",
+            EXAMPLES_CONN_ID or None,
+            type=["null", "string"],
+            description="The lake connection (S3 key pair, endpoint), or none.",
         ),
     },
 ) as dag:
@@ -156,18 +157,18 @@ with DAG(
             f"the external writer died (exit {done.returncode}); pending instants left: {pending}"
         )
 
-    staged = seed("{{ params.table_path }}", "{{ params.staging_dir }}", "{{ params.lake_conn_id }}")
-    died = external_write("{{ params.table_path }}", "{{ params.lake_conn_id }}", staged)
+    staged = seed("{{ params.table_path }}", "{{ params.staging_dir }}", "{{ params.lake_conn_id or '' }}")
+    died = external_write("{{ params.table_path }}", "{{ params.lake_conn_id or '' }}", staged)
     rollback_failed_writes = RollbackFailedWritesOperator(
         task_id="rollback_failed_writes",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         trigger_rule="all_done",  # runs whether the external writer failed or not
     )
     write = LakeWriteOperator(
         task_id="write",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         input_path="{{ ti.xcom_pull(task_ids='seed')['upsert'] }}",
         operation="upsert",
         retries=2,
@@ -176,13 +177,13 @@ with DAG(
     schedule_compaction = ScheduleCompactionOperator(
         task_id="schedule_compaction",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         options={"hoodie.compact.inline.max.delta.commits": "1"},
     )
     compact = RunCompactionOperator(
         task_id="compact",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         instant_task_id="schedule_compaction",
         spark_conn_id="spark_default",
         retries=1,

@@ -141,6 +141,9 @@ def test_ui_login_trigger_and_success_in_chromium(airflow: AirflowStack, repo_ro
         assert state == "success", f"{airflow.task_states(DAG_ID, run_id)}\n{airflow.logs()}"
         body = browser.find_element(By.TAG_NAME, "body").text
         assert "Success" in body and "admin" in body  # the run page names its triggering user
+    except Exception:
+        browser.save_screenshot(str(artifacts / "real-airflow-ui-failure.png"))
+        raise
     finally:
         browser.quit()
         shutil.rmtree(profile, ignore_errors=True)

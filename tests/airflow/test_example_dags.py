@@ -57,6 +57,14 @@ def test_example_dags_import_without_errors(repo_root: Path, monkeypatch: pytest
     assert pipeline.params["table_path"] == "/tmp/lake-examples/trips"
     assert bag.dags["example_lake_recovery"].params["table_path"] == "/tmp/lake-examples/recovery"
     assert bag.dags["example_lake_partition_commit"].params["table_path"] == "/tmp/lake-examples/events"
+    # The UI's Trigger form refuses a required string param left empty: every string param has a
+    # value, and optional ones (lake_conn_id) are null.
+    for dag in bag.dags.values():
+        for name, param in dag.params.items():
+            if param.schema.get("type") == "string":
+                assert param.value, f"{dag.dag_id}: param {name} defaults to an empty string"
+        if "lake_conn_id" in dag.params:
+            assert dag.params["lake_conn_id"] is None, dag.dag_id
 
 
 def _hudi_rs(path: Path, columns: tuple[str, ...]) -> list[tuple]:

@@ -54,9 +54,11 @@ class _Progress:
         self.t0 = time.monotonic()
 
     def _line(self, task_id: str, state: str) -> None:
-        took = time.monotonic() - self.started.get(task_id, self.t0)
         elapsed = time.monotonic() - self.t0
-        self.out.write(f"  [{elapsed:5.1f} s] {task_id:<20} {state:<8} ({took:.1f} s)\n")
+        took = (
+            "" if state == "running" else f" ({time.monotonic() - self.started.get(task_id, self.t0):.1f} s)"
+        )
+        self.out.write(f"  [{elapsed:5.1f} s] {task_id:<20} {state}{took}\n")
         self.out.flush()
 
     def register(self) -> None:

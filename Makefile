@@ -1,5 +1,5 @@
 # The two set-up commands of the README:
-#   make example   -> install into .venv, then run examples/quickstart.py
+#   make example   -> install into .venv, then run the MOR pipeline DAG end to end (examples/pipeline.py)
 #   make test      -> install into .venv, then run the whole test suite (what CI runs via .ci/run)
 # The install is shared and idempotent: it reruns only when pyproject.toml or constraints.txt change
 # (the stamp file's name carries a hash of both).
@@ -48,7 +48,7 @@ $(STAMP):
 	echo "install: $$(( $$(date +%s) - start )) s"
 
 example: $(STAMP)
-	$(PY) examples/quickstart.py
+	$(PY) examples/pipeline.py
 
 test: $(STAMP)
 	@set +e; start=$$(date +%s); \

@@ -7,16 +7,22 @@
 - ``compact``: runs the plan with ``spark_jobs/compact.py`` on the ``spark_default`` connection.
   A failed run leaves the plan inflight; the retry cleans up and finishes it.
 
-Trigger the DAG with ``{"table_path": "/path/to/table"}``.
+Trigger the DAG with ``{"table_path": "/path/to/table"}`` (default: the table ``example_lake_mor_pipeline``
+creates).
 """
 
 from __future__ import annotations
+
+import os
 
 import pendulum
 from airflow.sdk import DAG, Param
 
 from airflow_lake_provider.operators.compaction import RunCompactionOperator, ScheduleCompactionOperator
 from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
+
+# The table example_lake_mor_pipeline creates, unless told otherwise.
+EXAMPLES_ROOT = os.environ.get("LAKE_EXAMPLES_ROOT", "/tmp/lake-examples").rstrip("/")
 
 COMPACTION_OPTIONS = {
     "hoodie.compact.inline.trigger.strategy": "NUM_COMMITS",
@@ -34,22 +40,27 @@ with DAG(
     doc_md=__doc__,
     default_args={"retries": 1},
     params={
-        "table_path": Param("/tmp/lake/example_table", type="string", description="Base path of the table."),
+        "table_path": Param(
+            f"{EXAMPLES_ROOT}/trips",
+            type="string",
+            description="Base path of the table (default: example_lake_mor_pipeline's).",
+        ),
+        # Optional: null, not "", since the UI refuses to trigger with an empty required string.
         "lake_conn_id": Param(
-            "", type="string", description="The lake connection (S3 key pair, endpoint); empty for none."
+            None, type=["null", "string"], description="The lake connection (S3 key pair, endpoint), or none."
         ),
     },
 ) as dag:
     schedule = ScheduleCompactionOperator(
         task_id="schedule",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         options=COMPACTION_OPTIONS,
     )
     wait_for_plan = CompactionPlanSensor(
         task_id="wait_for_plan",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         deferrable=True,
         poke_interval=30,
         timeout=30 * 60,
@@ -58,7 +69,7 @@ with DAG(
     compact = RunCompactionOperator(
         task_id="compact",
         table_path="{{ params.table_path }}",
-        lake_conn_id="{{ params.lake_conn_id }}",
+        lake_conn_id="{{ params.lake_conn_id or '' }}",
         instant="{{ ti.xcom_pull(task_ids='wait_for_plan') }}",
         spark_conn_id="spark_default",
     )

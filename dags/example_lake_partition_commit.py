@@ -1,27 +1,35 @@
-"""Example: hourly partitions committed Flink-style (copy and adapt). Runs as shipped: the first run
-creates its own table (copy-on-write, hive-style ``year=/month=/day=/hour=`` partitions).
+"""Example: an hourly partitioned table whose partitions are committed Flink-style (copy and adapt).
+Runs green as shipped: the first run creates its table (copy-on-write, hive-style
+``year=/month=/day=/hour=`` partitions, under ``/tmp/lake-examples/events`` unless the ``table_path``
+param says otherwise).
 
 Each run covers the hour that ends at ``data_interval_end``:
 
 1. ``write`` writes that hour's events into partition ``year=YYYY/month=MM/day=DD/hour=HH``; each
    commit records the min/max event time (``hoodie.payload.event.time.field``).
-2. ``wait_for_hour`` (``PartitionCommitSensor``, deferrable) waits until the partition is
-   committable: trigger ``partition-time``, the partition's time read with the pattern
-   ``$year-$month-$day $hour:00:00``, committable once the watermark (here ``data_interval_end``)
-   is after partition time + delay.
-3. ``commit`` (``PartitionCommitOperator``) applies the policies once: an empty ``_SUCCESS`` file in
-   the partition folder, which downstream readers wait for. A re-run commits nothing twice.
+2. ``commit_hour`` (``PartitionCommitSensor``, deferrable) waits until the partition is committable:
+   trigger ``partition-time``, the partition's time read with the pattern
+   ``$year-$month-$day $hour:00:00``, committable once the watermark (here ``data_interval_end``) is
+   after partition time + delay. Then it applies both policies once: ``metastore`` (a Spark SQL job
+   with an embedded Derby metastore defines the table and adds the partition) and ``success-file``
+   (an empty ``_SUCCESS`` file in the partition folder, which downstream readers wait for). A re-run
+   commits nothing twice.
 
 Parsing this file imports no table code and needs no connection.
 """
 
 from __future__ import annotations
 
+import os
+
 import pendulum
 from airflow.sdk import DAG, Param, task
 
-from airflow_lake_provider.operators.partition_commit import PartitionCommitOperator
 from airflow_lake_provider.sensors.partition_commit import PartitionCommitSensor
+
+EXAMPLES_ROOT = os.environ.get("LAKE_EXAMPLES_ROOT", "/tmp/lake-examples").rstrip("/")
+# The embedded Derby metastore of the metastore policy's Spark job (one JVM at a time: one run at a time).
+METASTORE_DIR = os.environ.get("LAKE_EXAMPLES_METASTORE", "/tmp/lake-examples/metastore")
 
 HOUR = "(data_interval_end - macros.timedelta(hours=1))"
 PARTITION = "{{ " + HOUR + ".strftime('year=%Y/month=%m/day=%d/hour=%H') }}"
@@ -29,7 +37,8 @@ COMMIT_OPTIONS = {
     "sink.partition-commit.trigger": "partition-time",
     "partition.time-extractor.timestamp-pattern": "$year-$month-$day $hour:00:00",
     "sink.partition-commit.delay": "0 s",
-    "sink.partition-commit.policy.kind": "success-file",
+    "sink.partition-commit.policy.kind": "metastore,success-file",
+    "hoodie.datasource.hive_sync.database": "lake_examples",
 }
 
 with DAG(
@@ -37,12 +46,11 @@ with DAG(
     schedule="@hourly",
     start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
     catchup=False,
+    max_active_runs=1,
     tags=["example", "lake", "partition-commit"],
     doc_md=__doc__,
     params={
-        "table_path": Param(
-            "/tmp/lake/example_partition_commit", type="string", description="Base path of the table."
-        ),
+        "table_path": Param(f"{EXAMPLES_ROOT}/events", type="string", description="Base path of the table."),
     },
 ) as dag:
 
@@ -88,22 +96,16 @@ with DAG(
         return write(table, batch, "upsert", event_time_field="event_time").instant
 
     written = write("{{ params.table_path }}")
-    wait_for_hour = PartitionCommitSensor(
-        task_id="wait_for_hour",
+    commit_hour = PartitionCommitSensor(
+        task_id="commit_hour",
         table_path="{{ params.table_path }}",
         partitions=PARTITION,
         options=COMMIT_OPTIONS,
         watermark="{{ data_interval_end }}",
-        commit=False,
+        metastore_dir=METASTORE_DIR,
         deferrable=True,
         poke_interval=30,
         timeout=6 * 3600,
     )
-    commit = PartitionCommitOperator(
-        task_id="commit",
-        table_path="{{ params.table_path }}",
-        partitions=PARTITION,
-        options=COMMIT_OPTIONS,
-    )
 
-    written >> wait_for_hour >> commit
+    written >> commit_hour

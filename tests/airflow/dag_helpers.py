@@ -40,3 +40,18 @@ def xcom_value(dag_id: str, run_id: str, task_id: str, key: str = "return_value"
         # The raw JSON value, as the Task SDK's xcom_pull sees it. XComModel.deserialize_value would
         # json.loads a top-level string again, turning an instant time "2026..." into an int.
         return row.value
+
+
+def expected_pipeline_trips() -> list[tuple]:
+    """(uuid, ts, fare, city) of ``example_lake_mor_pipeline``'s table after a run, sorted: 40 trips
+    inserted (ts 1), 10 re-priced (+100, ts 2) and 5 added (ts 2), the first 5 deleted (ts 3)."""
+
+    def trip(i: int, ts: int, fare_offset: float = 0.0) -> tuple:
+        city = ("chennai", "san_francisco", "sao_paulo")[i % 3]
+        return (f"trip-{i:03d}", ts, round(10 + i * 0.5 + fare_offset, 2), city)
+
+    return sorted(
+        [trip(i, 1) for i in (*range(5, 20), *range(30, 40))]
+        + [trip(i, 2, 100.0) for i in range(20, 30)]
+        + [trip(i, 2) for i in range(40, 45)]
+    )

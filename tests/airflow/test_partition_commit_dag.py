@@ -1,5 +1,5 @@
-"""Partition commit from Airflow: the hourly example DAG under ``dag.test()`` (write -> deferrable
-sensor -> commit), the sensor's poke and trigger, the operator, and light imports."""
+"""Partition commit from Airflow: the sensor's poke and trigger, the operator, and light imports
+(the hourly example DAG runs in ``test_example_dags.py``)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pendulum
 import pyarrow as pa
 import pytest
-from dag_helpers import load_example_dag, task_states, xcom_value
-from hudi import HudiTableBuilder
 
 from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -59,27 +56,6 @@ def _hourly_table(path: Path, hours: tuple[str, ...] = ("03",)) -> LakeTable:
         "insert",
     )
     return table
-
-
-def test_example_dag_writes_waits_and_commits_the_hour(
-    repo_root: Path, airflow_db: Path, tmp_path: Path
-) -> None:
-    dag = load_example_dag(repo_root, DAG_ID)
-    table_path = tmp_path / "events"
-    # A run at 04:00 covers the hour 03:00-04:00 of 2024-01-05.
-    dr = dag.test(
-        logical_date=pendulum.datetime(2024, 1, 5, 4, tz="UTC"), run_conf={"table_path": str(table_path)}
-    )
-    assert dr.state == "success", task_states(DAG_ID, dr.run_id)
-    waited = xcom_value(DAG_ID, dr.run_id, "wait_for_hour")
-    assert waited["outcome"] == "PLANNED" and waited["committed"] == []
-    assert waited["partitions"][PART]["decision"] == "DUE"
-    assert waited["partitions"][PART]["partition_time"] == "2024-01-05T03:00:00"
-    committed = xcom_value(DAG_ID, dr.run_id, "commit")
-    assert committed["outcome"] == "COMMITTED" and committed["committed"] == [PART]
-    assert (table_path / PART / "_SUCCESS").read_bytes() == b""
-    rows = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table_path)).build().read())
-    assert sorted(rows.column("event_id").to_pylist()) == ["2024010503-0", "2024010503-1", "2024010503-2"]
 
 
 def test_sensor_waits_for_the_watermark_then_commits_once(tmp_path: Path) -> None:

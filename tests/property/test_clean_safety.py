@@ -44,6 +44,7 @@ from airflow_lake_provider.lake.services.compaction.executor import (
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
@@ -217,7 +218,7 @@ write_st = st.tuples(
 clean_st = st.tuples(
     st.just("clean"),
     st.sampled_from(POLICIES),
-    st.integers(1, 3),  # commits retained (file versions: 1, or 2 for 3)
+    st.integers(1, 3),  # commits and file versions retained: 1, or 2 for 3
     st.integers(25, 59),  # KEEP_LATEST_BY_HOURS: "now" is this many minutes after the latest commit
     # "schedule" leaves the plan pending: savepoints made before the next clean must still win.
     st.sampled_from(["schedule_and_execute", "schedule_and_execute", "schedule_and_execute", "schedule"]),
@@ -226,11 +227,11 @@ clean_st = st.tuples(
 # "intact": the oldest commit whose files are all there (a pending plan may name them); "oldest":
 # the oldest commit (a clean most likely took its files); "any": a random one.
 savepoint_st = st.tuples(
-    st.just("savepoint"), st.sampled_from(["intact", "intact", "oldest", "any"]), st.integers(0, 30)
+    st.just("savepoint"), st.sampled_from(["intact", "oldest", "any"]), st.integers(0, 30)
 )
 unsavepoint_st = st.tuples(st.just("unsavepoint"), st.integers(0, 5))
 # Merge-on-read tables grow new slices only by compaction: run one, or leave one pending.
-compact_st = st.sampled_from(["run", "run", "run", "schedule"]).map(lambda mode: ("compact", mode))
+compact_st = st.sampled_from(["run", "run", "run", "run", "schedule"]).map(lambda mode: ("compact", mode))
 
 
 @st.composite
@@ -280,7 +281,7 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
 
 
 @pytest.mark.parametrize("table_type", ["cow", "mor"])
-@settings(max_examples=examples(4))
+@settings(max_examples=examples(2))
 @given(data=st.data())
 def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(
     s3_endpoint: str, table_type: str, data: st.DataObject
@@ -289,7 +290,7 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(
     the neighbour is an object beside the table's prefix."""
     from s3_helpers import hudi_s3_options, s3_client, s3_env, s3_objects
 
-    partitioned, steps = data.draw(histories(table_type, max_rounds=6), label="history")
+    partitioned, steps = data.draw(histories(table_type, max_rounds=5), label="history")
 
     bucket = f"clean-{uuid.uuid4().hex[:12]}"
     client = s3_client(s3_endpoint)
@@ -410,7 +411,7 @@ def _clean_history(
         else:
             _, policy, retained, minutes, mode, crash = step
             key, value = {
-                CleanPolicy.KEEP_LATEST_COMMITS: ("hoodie.cleaner.commits.retained", retained),
+                CleanPolicy.KEEP_LATEST_COMMITS: ("hoodie.cleaner.commits.retained", 1 + (retained > 2)),
                 CleanPolicy.KEEP_LATEST_FILE_VERSIONS: (
                     "hoodie.cleaner.fileversions.retained",
                     1 + (retained > 2),
@@ -440,8 +441,10 @@ def _compact(place: _Place, table: LakeTable, h: _History, mode: str, stats: obj
     if table.config.is_mor is False:
         return
     timeline = place.timeline()
-    if timeline.pending_writes:  # a compaction plan must come before every pending write
-        return
+    if timeline.pending_writes:  # a compaction plan must come before every pending write:
+        rollback(table)  # roll the killed writes back first, as an operator would (lake rollback)
+        assert not place.timeline().pending_writes
+        stats["killed writes rolled back before a compaction"] += 1
     before = _rows(read_snapshot(table))
     if timeline.pending_compactions:
         if mode == "schedule":
@@ -460,7 +463,20 @@ def _compact(place: _Place, table: LakeTable, h: _History, mode: str, stats: obj
         instant = scheduled.instant
     stats["compactions"] += 1
     h.compacted |= {f for f in place.data_files() if (s := _slice_of(f)) and s[1] == instant and s[2]}
-    assert _rows(read_snapshot(table)) == before, "a compaction changed what the table reads"
+    overtaken = sorted(t for t in h.snapshots if t > instant)
+    if not overtaken:
+        assert _rows(read_snapshot(table)) == before, "a compaction changed what the table reads"
+    else:
+        # Writes made while it was pending logged against it. Before, reads merged their versions
+        # with the logs of the slice being compacted in one fold; now the compacted base meets them.
+        # Hudi's event-time merge is not associative: a deleted key leaves the base (its ordering
+        # value with it), so a lagging version logged later shows again. What those instants read
+        # now is new; ours is taken here, and hudi-rs must agree with it whenever it is checked.
+        for t in overtaken:
+            now_reads = _rows(read_snapshot(table, as_of=t))
+            if now_reads != h.snapshots[t]:
+                stats["reads changed by a compaction that writes overtook"] += 1
+            h.snapshots[t] = now_reads
     # As of its own instant a compaction reads what the table read when it was planned (writes made
     # while it was pending come later): the last commit before it, through the new base files.
     previous = max((t for t in h.snapshots if t < instant), default=None)
@@ -472,16 +488,13 @@ def _savepoint(place: _Place, table: LakeTable, h: _History, how: str, pick: int
     """Savepoint a commit (``how``: see ``savepoint_st``). A refusal must
     be justified: a file the commit's snapshot reads is gone, or (Hudi's rule) the commit is older than
     the earliest commit the last completed clean retained. An accepted one must read exactly."""
-    candidates = sorted(h.snapshots)
-    if not candidates:
-        return
+    candidates = sorted(set(h.snapshots) - h.savepointed)
     files = place.data_files()
     if how == "intact":
-        intact = [t for t in candidates if h.files_read(t) <= files and t not in h.savepointed]
-        candidates = intact or candidates
-    chosen = candidates[pick % len(candidates)] if how == "any" else candidates[0]
-    if chosen in h.savepointed:
+        candidates = [t for t in candidates if h.files_read(t) <= files]
+    if not candidates:
         return
+    chosen = candidates[pick % len(candidates)] if how == "any" else candidates[0]
     gone = h.files_read(chosen) - files
     timeline = place.timeline()
     done = [t for t, states in timeline.cleans.items() if "" in states]
@@ -636,7 +649,7 @@ def test_savepoints_made_while_a_clean_is_pending_win(
     _pending_clean_history(str(path), {}, table_type, versions, retained, picks, crash_inflight)
 
 
-@settings(max_examples=examples(8))
+@settings(max_examples=examples(5))
 @given(
     table_type=st.sampled_from(["cow", "mor"]),
     versions=st.integers(3, 5),

@@ -242,7 +242,7 @@ def test_write_history_ours_hudi_rs_and_model_agree(
     _history(path, {}, table_type, partitioning, hive_style, steps)
 
 
-@settings(max_examples=examples(12))
+@settings(max_examples=examples(8))
 @given(
     table_type=st.sampled_from(["cow", "mor"]),
     partitioning=st.sampled_from(PARTITIONINGS),

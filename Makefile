@@ -57,6 +57,6 @@ test: $(STAMP)
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): that is a failure"; fi; \
 	exit $$rc
 
-# The crash-history property test with 5,000 examples (not part of CI: about half an hour).
+# Every property test with 5,000 examples (not part of CI: hours; tests/property/property_support.py).
 test-deep: $(STAMP)
-	LAKE_DEEP=1 $(PY) -m pytest -p no:cacheprovider --timeout=0 tests/property/test_crash_histories.py $(PYTEST_ARGS)
+	LAKE_DEEP=1 $(PY) -m pytest -p no:cacheprovider --timeout=0 tests/property $(PYTEST_ARGS)

@@ -16,6 +16,7 @@ import pyarrow as pa
 from hudi import HudiTableBuilder
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
+from property_support import examples
 
 from airflow_lake_provider.lake.errors import SavepointError
 from airflow_lake_provider.lake.format.instant import InstantClock, State
@@ -29,7 +30,7 @@ from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
-EXAMPLES = int(os.environ.get("LAKE_CRASH_EXAMPLES", 5000 if os.environ.get("LAKE_DEEP") else 200))
+EXAMPLES = int(os.environ.get("LAKE_CRASH_EXAMPLES") or examples(200))
 KEYS = [1, 2, 3, 4, 5, 6]
 START = dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
 Model = dict[int, tuple[int, str]]

@@ -9,9 +9,14 @@ from pathlib import Path
 import fastavro
 import pyarrow as pa
 import pytest
-from hudi import HudiTableBuilder
+from hudi import HudiReadOptions, HudiTableBuilder
 
-from airflow_lake_provider.lake.errors import CleanConfigError, ServiceBusyError, UnsafePathError
+from airflow_lake_provider.lake.errors import (
+    CleanConfigError,
+    ServiceBusyError,
+    SnapshotCleanedError,
+    UnsafePathError,
+)
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
 from airflow_lake_provider.lake.format.instant import Action, instant_to_datetime
@@ -22,7 +27,10 @@ from airflow_lake_provider.lake.services.clean.planner import (
     earliest_commit_to_retain,
     partitions_to_scan,
 )
+from airflow_lake_provider.lake.services.compaction.executor import Outcome as CompactionOutcome
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
+from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
@@ -347,16 +355,74 @@ def test_second_concurrent_clean_is_refused(tmp_path: Path) -> None:
         run_clean(table)
 
 
-def test_cleaned_mor_table_reads_same_in_hudi_rs(tmp_path: Path) -> None:
-    table = _table(tmp_path, kind="mor", partitioned=True)
-    for i in range(6):
-        _upsert(table, ["a", "b"], i)
-    run_clean(table, {"hoodie.cleaner.commits.retained": "1"})
-    theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
-    assert (
-        sorted(
-            zip(theirs.column("_hoodie_record_key").to_pylist(), theirs.column("ts").to_pylist(), strict=True)
-        )
-        == _snapshot(table)
-        == [("a", 5), ("b", 5)]
+def _hudi_rs_rows(table: LakeTable, as_of: str | None = None) -> list[tuple]:
+    builder = HudiTableBuilder.from_base_uri(str(table.base_path)).build()
+    batches = builder.read(HudiReadOptions().with_as_of_timestamp(as_of)) if as_of else builder.read()
+    theirs = pa.Table.from_batches(batches)
+    return sorted(
+        zip(theirs.column("_hoodie_record_key").to_pylist(), theirs.column("ts").to_pylist(), strict=True)
     )
+
+
+def test_cleaned_mor_table_keeps_exactly_the_slices_retained_commits_read(tmp_path: Path) -> None:
+    """Merge-on-read: an insert, then three rounds of upsert (a log file) and compaction (a new slice).
+    Retaining one commit (the last compaction, C3) deletes the two slices before the last one before
+    it: their base and log files, nothing else; ours and hudi-rs read the same before and after."""
+    table = _table(tmp_path, kind="mor", partitioned=True)
+    c0 = _upsert(table, ["a", "b"], 0)
+    slices = [c0]
+    upserts = []
+    for ts in range(1, 4):
+        upserts.append(_upsert(table, ["a", "b"], ts))
+        scheduled, done = run_compaction(table, force=True)
+        assert done.outcome is CompactionOutcome.COMPLETED
+        slices.append(scheduled.instant)
+    c0, c1, c2, c3 = slices
+    files = _data_files(table)
+    (fid,) = {f.split("/")[1].split("_")[0] for f in files if f.endswith(".parquet")}
+    by_slice = {
+        at: {f for f in files if f.endswith(f"_{at}.parquet") or f"{fid}_{at}.log." in f} for at in slices
+    }
+    assert [len(by_slice[at]) for at in slices] == [2, 2, 2, 1]  # base + log, ..., the last base alone
+    assert by_slice[c0] | by_slice[c1] | by_slice[c2] | by_slice[c3] == files
+    as_of_u3 = _snapshot(table, upserts[2])
+    assert as_of_u3 == _hudi_rs_rows(table, upserts[2]) == [("a", 3), ("b", 3)]
+
+    result = run_clean(table, {"hoodie.cleaner.commits.retained": "1"})
+    assert result.outcome is Outcome.CLEANED
+    assert result.plan is not None and result.plan.earliest_instant_to_retain.timestamp == c3
+    assert result.deleted_files == 4 and result.failed_files == 0
+    assert _data_files(table) == by_slice[c2] | by_slice[c3]  # C2 is the last slice before C3
+    meta = timeline_avro.read_avro(
+        table.timeline().read_bytes(table.timeline().last_completed(Action.CLEAN)), "clean"
+    )
+    deleted = meta["partitionMetadata"]["a"]
+    assert sorted(deleted["successDeleteFiles"]) == sorted(
+        f.split("/")[1] for f in by_slice[c0] | by_slice[c1]
+    )
+    assert deleted["failedDeleteFiles"] == [] and meta["totalFilesDeleted"] == 4
+    assert _snapshot(table) == _hudi_rs_rows(table) == [("a", 3), ("b", 3)]
+    assert _snapshot(table, upserts[2]) == _hudi_rs_rows(table, upserts[2]) == as_of_u3
+    with pytest.raises(SnapshotCleanedError):
+        read_snapshot(table, as_of=upserts[0])
+
+
+def test_files_a_killed_clean_already_deleted_count_as_deleted_when_it_is_finished(tmp_path: Path) -> None:
+    """The run dies right after its first delete; the next run finishes the stored plan: every planned
+    file counts as deleted (the one already gone too), none as failed."""
+    table = _table(tmp_path)
+    commits = [_upsert(table, ["a"], i) for i in range(5)]
+    with pytest.raises(SimulatedCrash), inject_crash(3):  # requested, inflight, the first delete
+        run_clean(table, {"hoodie.cleaner.commits.retained": "1"})
+    assert len(_base_instants(table)) == 4
+    (pending,) = pending_cleans(table.timeline())
+    result = run_clean(table, mode="execute")
+    assert result.outcome is Outcome.CLEANED and result.instant == pending.timestamp
+    assert (result.deleted_files, result.failed_files) == (3, 0)
+    assert _base_instants(table) == commits[3:]
+    meta = timeline_avro.read_avro(
+        table.timeline().read_bytes(table.timeline().last_completed(Action.CLEAN)), "clean"
+    )
+    part = meta["partitionMetadata"][""]
+    assert sorted(f.rsplit("_", 1)[1][:17] for f in part["successDeleteFiles"]) == commits[:3]
+    assert part["failedDeleteFiles"] == [] and meta["totalFilesDeleted"] == 3

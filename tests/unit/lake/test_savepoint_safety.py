@@ -249,3 +249,24 @@ def test_dry_run_of_a_pending_clean_reports_what_savepoints_keep(tmp_path: Path)
     done = run_clean(table, RETAIN_ONE, mode="execute")
     assert done.deleted_files == len(planned - point.files)
     assert done.kept_for_savepoints == preview.kept_for_savepoints
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_savepoint_after_a_clean_is_refused_only_where_the_clean_reached(tmp_path: Path, kind: str) -> None:
+    """After a completed clean: a commit it retained is savepointed (its files are all there) and
+    reads exactly; one whose slice it removed is refused, naming that slice, and nothing is written."""
+    table, (t0, _t1, _t2, t3) = _four_upserts(tmp_path, kind)
+    result = run_clean(table, RETAIN_ONE)
+    assert result.outcome is Outcome.CLEANED and result.deleted_files > 0
+    earliest = result.plan.earliest_instant_to_retain.timestamp
+    hoodie = sorted(p.name for p in (table.base_path / ".hoodie").iterdir())
+    with pytest.raises(SavepointError, match=rf"{t0} is older than {earliest}"):
+        create_savepoint(table, t0)
+    assert sorted(p.name for p in (table.base_path / ".hoodie").iterdir()) == hoodie
+    latest = max(i.timestamp for i in table.timeline().completed_commits)  # t3, or its compaction
+    for instant in sorted({earliest, latest}):
+        point = create_savepoint(table, instant)
+        assert point.files == {f for f in _data_files(table) if f.endswith(f"_{instant}.parquet")}
+        assert _rows(table, instant) == _hudi_rows(table, instant) == [(k, 3, "v3") for k in KEYS]
+    assert [sp.timestamp for sp in table.timeline().savepoints()] == sorted({earliest, latest})
+    assert t3 <= earliest

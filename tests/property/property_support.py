@@ -1,0 +1,39 @@
+"""What the property tests share: how many examples they run, and the statistics they print and check.
+
+``examples(n)``: ``n`` in a normal run; 5,000 with ``LAKE_DEEP=1`` (``make test-deep``);
+``LAKE_PROPERTY_EXAMPLES=N`` sets every property test to ``N`` (e.g. a quick look at a deep run).
+
+``TALLIES``: per test module, counters the tests add to while they run; ``conftest.py`` prints them at
+the end of the session, and each module's last test asserts that its histories did what they claim
+(a property test whose generators never reach the interesting cases passes without testing anything).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+DEEP_EXAMPLES = 5000
+
+
+def examples(normal: int) -> int:
+    """The example count of a property test whose normal count is ``normal``."""
+    forced = os.environ.get("LAKE_PROPERTY_EXAMPLES")
+    if forced:
+        return int(forced)
+    return DEEP_EXAMPLES if os.environ.get("LAKE_DEEP") else normal
+
+
+# name -> counter; a test adds e.g. tally("clean")["examples cow"] += 1
+TALLIES: dict[str, Counter[str]] = {}
+# Lines the modules' final tests worked out from their tallies (ratios), printed after the counters.
+SUMMARY: list[str] = []
+
+
+def tally(name: str) -> Counter[str]:
+    return TALLIES.setdefault(name, Counter())
+
+
+def ratio(counter: Counter[str], hits: str, total: str) -> str:
+    n, d = counter[hits], counter[total]
+    return f"{n}/{d} ({100 * n / d:.0f}%)" if d else f"{n}/0"

@@ -24,6 +24,15 @@ def examples(normal: int) -> int:
     return DEEP_EXAMPLES if os.environ.get("LAKE_DEEP") else normal
 
 
+def derandomized() -> bool:
+    """Whether the tests whose statistics are asserted draw a fixed sequence of examples.
+
+    Their ratios (e.g. >= 30% of cleans delete) hold for the fixed sequence of a normal run; with a
+    random one, ~30 examples can fall under the bar by chance. A deep run (5,000) is random.
+    """
+    return not os.environ.get("LAKE_DEEP")
+
+
 # name -> counter; a test adds e.g. tally("clean")["examples cow"] += 1
 TALLIES: dict[str, Counter[str]] = {}
 # Lines the modules' final tests worked out from their tallies (ratios), printed after the counters.

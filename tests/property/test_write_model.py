@@ -20,7 +20,7 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from property_support import SUMMARY, examples, tally
+from property_support import SUMMARY, derandomized, examples, tally
 from s3_helpers import hudi_s3_options, s3_client, s3_env
 
 from airflow_lake_provider.lake.errors import SnapshotCleanedError
@@ -228,7 +228,7 @@ def steps_st(draw: st.DrawFn) -> list[tuple]:
     return steps
 
 
-@settings(max_examples=examples(50))
+@settings(max_examples=examples(50), derandomize=derandomized())
 @given(
     table_type=st.sampled_from(["cow", "mor"]),
     partitioning=st.sampled_from(PARTITIONINGS),

@@ -49,6 +49,12 @@ with DAG(
         "lake_conn_id": Param(
             None, type=["null", "string"], description="The lake connection (S3 key pair, endpoint), or none."
         ),
+        "spark_threshold_mb": Param(
+            256,
+            type="number",
+            minimum=0,
+            description="Plans reading at most this many MB merge in the worker; larger ones on Spark.",
+        ),
     },
 ) as dag:
     schedule = ScheduleCompactionOperator(
@@ -72,6 +78,7 @@ with DAG(
         lake_conn_id="{{ params.lake_conn_id or '' }}",
         instant="{{ ti.xcom_pull(task_ids='wait_for_plan') }}",
         spark_conn_id="spark_default",
+        spark_threshold_mb="{{ params.spark_threshold_mb }}",
     )
 
     schedule >> wait_for_plan >> compact

@@ -149,3 +149,39 @@ def test_ui_login_trigger_and_success_in_chromium(airflow: AirflowStack, repo_ro
         shutil.rmtree(profile, ignore_errors=True)
     # A second run on the same table ends with the same rows (the pipeline is repeatable).
     assert _trips(Path(airflow.env["LAKE_EXAMPLES_ROOT"]) / "trips") == expected_pipeline_trips()
+
+
+def test_the_running_ui_shows_the_lake_connection_form_and_the_provider(airflow: AirflowStack) -> None:
+    """What the connection page renders comes from ``/ui/connections/hook_meta``; the provider is
+    listed by ``airflow providers list`` with every module kind."""
+    import json
+    import subprocess
+    import sysconfig
+    import urllib.request
+
+    request = urllib.request.Request(
+        f"{airflow.url}/ui/connections/hook_meta", headers={"Authorization": f"Bearer {airflow.token()}"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        meta = {m["connection_type"]: m for m in json.loads(response.read())}
+    lake = meta["lake"]
+    assert lake["hook_class_name"] == "airflow_lake_provider.hooks.lake.LakeHook"
+    assert {k for k, v in lake["standard_fields"].items() if isinstance(v, dict) and v["hidden"]} == {
+        "url_schema",
+        "host",
+        "port",
+    }
+    assert lake["standard_fields"]["password"]["title"] == "AWS secret access key"
+    assert set(lake["extra_fields"]) == {"base_path", "endpoint", "region", "allow_http"}
+
+    airflow_bin = str(Path(sysconfig.get_path("scripts")) / "airflow")
+    listed = subprocess.run(
+        [airflow_bin, "providers", "list", "--output", "json"],
+        env=airflow.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    names = {p["package_name"] for p in json.loads(listed.stdout)}
+    assert "airflow-lake-provider" in names

@@ -123,12 +123,14 @@ def rollback_failed_writes_locked(table: LakeTable, config: FailedWritesConfig) 
     eligible = eligible_failed_writes(table, timeline, config)
     done = finish_pending_locked(table)
     finished = {r.target for r in done}
-    timeline = table.timeline()
     for instant in eligible:
-        if instant.timestamp in finished:
-            continue
-        done.append(_rollback_one(table, timeline, instant))
+        # Read after the heartbeats: a writer that is not ours (no write lock) may have committed
+        # since, then dropped its heartbeat, which made it look expired. Its commit stays.
         timeline = table.timeline()
+        current = timeline.get(instant.timestamp)
+        if instant.timestamp in finished or current is None or current.is_completed:
+            continue
+        done.append(_rollback_one(table, timeline, current))
     return done
 
 

@@ -6,14 +6,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from test_rollback import _batch, _rows, _seed
 
+from airflow_lake_provider.lake.errors import SchemaError, WriteInputError
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write_input import find_input, read_input
 from airflow_lake_provider.lake.table.writer import write
 
 LAZY = {"hoodie.cleaner.policy.failed.writes": "LAZY"}
@@ -69,3 +73,64 @@ def test_lazy_write_committing_as_its_heartbeat_is_judged_is_not_rolled_back(
     ] == f"{pending.timestamp}__{pending.action.value}__COMPLETED"
     assert _rows(read_snapshot(after)) == {**model, 1: (60, "theirs")}
     assert not any(name.endswith(".rollback") for name in os.listdir(path / ".hoodie"))
+
+
+def _tree(path: Path) -> list[str]:
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*") if ".aux" not in p.parts)
+
+
+@pytest.mark.parametrize(
+    ("batch", "error", "message"),
+    [
+        (  # was ArrowInvalid from a sort deep in the router
+            pa.table({"id": [9], "ts": [1], "city": ["a"], "v": ["x"], "__lake_key": ["k"]}),
+            SchemaError,
+            r"batch column\(s\) \['__lake_key'\]: names starting with '__lake_' are reserved",
+        ),
+        (  # was KeyError 'Column v does not exist in schema'
+            pa.Table.from_arrays(
+                [pa.array([9]), pa.array([1]), pa.array(["a"]), pa.array(["x"]), pa.array(["y"])],
+                names=["id", "ts", "city", "v", "v"],
+            ),
+            SchemaError,
+            r"batch has column\(s\) \['v'\] more than once",
+        ),
+    ],
+)
+def test_batches_the_router_choked_on_are_refused_by_name(
+    tmp_path: Path, batch: pa.Table, error: type, message: str
+) -> None:
+    path = tmp_path / "t"
+    table, model = _seed(path, "mor")
+    before = _tree(path)
+    with pytest.raises(error, match=message):
+        write(table, batch, "upsert")
+    assert _tree(path) == before
+    assert _rows(read_snapshot(LakeTable.open(path))) == model
+
+
+def test_an_unknown_operation_is_a_lake_error(tmp_path: Path) -> None:
+    table, _model = _seed(tmp_path / "t", "cow")
+    before = _tree(tmp_path / "t")
+    with pytest.raises(WriteInputError, match=r"operation 'merge' is not one of insert, upsert, delete"):
+        write(table, _batch([(1, 1, "x")]), "merge")
+    assert _tree(tmp_path / "t") == before
+
+
+def test_input_files_differing_only_in_nulls_are_one_input(tmp_path: Path) -> None:
+    """The docstring promised "nulls aside": a part whose column is all nulls (type null) or not
+    nullable is the same input; other differences are still refused by name."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    strict = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("v", pa.string())])
+    pq.write_table(pa.table({"id": [1], "v": ["a"]}, schema=strict), folder / "a.parquet")
+    pq.write_table(pa.table({"id": pa.array([2], pa.int64()), "v": pa.nulls(1)}), folder / "b.parquet")
+    pq.write_table(pa.table({"id": pa.array([3], pa.int64()), "v": ["c"]}), folder / "c.parquet")
+    batch = read_input(find_input(str(folder)))
+    assert batch.schema == pa.schema([pa.field("id", pa.int64()), pa.field("v", pa.string())])
+    assert batch.to_pylist() == [{"id": 1, "v": "a"}, {"id": 2, "v": None}, {"id": 3, "v": "c"}]
+    pq.write_table(pa.table({"id": pa.array([4], pa.int32()), "v": ["d"]}), folder / "d.parquet")
+    with pytest.raises(
+        SchemaError, match=r"in/d\.parquet has schema 'id: int32\\nv: string', unlike .*in/a\.parquet"
+    ):
+        read_input(find_input(str(folder)))

@@ -9,10 +9,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_rollback import _batch, _rows, _seed
+from test_rollback import _batch, _check, _rows, _seed
 
 from airflow_lake_provider.lake.errors import SchemaError, WriteInputError
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat
+from airflow_lake_provider.lake.services.archival.executor import Outcome, run_archival
 from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
@@ -134,3 +135,46 @@ def test_input_files_differing_only_in_nulls_are_one_input(tmp_path: Path) -> No
         SchemaError, match=r"in/d\.parquet has schema 'id: int32\\nv: string', unlike .*in/a\.parquet"
     ):
         read_input(find_input(str(folder)))
+
+
+ARCHIVE_SOON = {"hoodie.keep.max.commits": "3", "hoodie.keep.min.commits": "2"}
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_archival_never_makes_files_of_a_rolled_back_write_count_as_committed(
+    tmp_path: Path, kind: str
+) -> None:
+    """Files named with a rolled-back instant count as committed once the active timeline starts
+    after it. Two ways such files outlive their rollback: one it could not delete
+    (``failedDeleteFiles``) and one a late Spark executor finished after it (its marker left).
+    Archival deletes both first, or archives nothing while one cannot be deleted."""
+    path = tmp_path / "t"
+    table, model = _seed(path, kind)
+    with pytest.raises(_Stop):
+        write(table, _batch([(50, 40, "ghost"), (51, 40, "ghost")]), "insert", fault=_stop_at_commit)
+    [pending] = table.timeline().pending
+    markers = {m.relative_path: m for m in table.store.read_markers(pending.timestamp)}
+    late, stuck = sorted(markers)
+    late_bytes = (path / late).read_bytes()
+    os.remove(path / stuck)
+    os.mkdir(path / stuck)  # cannot be deleted: goes to failedDeleteFiles
+    [result] = rollback(table)
+    assert result.failed == (stuck,)
+    (path / late).write_bytes(late_bytes)  # the late executor: its file and its marker
+    m = markers[late]
+    table.store.create_marker(pending.timestamp, m.partition, m.file_name, m.io_type)
+    for i in range(4):
+        write(table, _batch([(1, 100 + i, f"v{i}")]), "upsert")
+        model[1] = (100 + i, f"v{i}")
+    hoodie = sorted(os.listdir(path / ".hoodie"))
+    refused = run_archival(table, ARCHIVE_SOON)
+    assert refused.outcome is Outcome.NO_WORK
+    assert f"could not be deleted: {table.storage.uri(stuck)};" in refused.reason
+    assert sorted(os.listdir(path / ".hoodie")) == hoodie
+    os.rmdir(path / stuck)
+    (path / stuck).write_bytes(late_bytes)  # deletable now (any parquet: the name is what counts)
+    done = run_archival(table, ARCHIVE_SOON)
+    assert done.outcome is Outcome.ARCHIVED and done.keep_from > pending.timestamp
+    assert not (path / late).exists() and not (path / stuck).exists()
+    assert table.store.read_markers(pending.timestamp) == []
+    _check(path, model)

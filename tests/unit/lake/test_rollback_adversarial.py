@@ -178,3 +178,28 @@ def test_archival_never_makes_files_of_a_rolled_back_write_count_as_committed(
     assert not (path / late).exists() and not (path / stuck).exists()
     assert table.store.read_markers(pending.timestamp) == []
     _check(path, model)
+
+
+def test_a_file_a_late_executor_makes_after_the_rollback_took_its_marker_is_archived_away(
+    tmp_path: Path,
+) -> None:
+    """The marker exists, the file not yet, as the rollback runs; the executor then writes it
+    (marker gone). The rollback's metadata names it, so archival deletes it before moving past."""
+    path = tmp_path / "t"
+    table, model = _seed(path, "cow")
+    with pytest.raises(_Stop):
+        write(table, _batch([(50, 40, "ghost")]), "insert", fault=_stop_at_commit)
+    [pending] = table.timeline().pending
+    [late] = [m.relative_path for m in table.store.read_markers(pending.timestamp)]
+    late_bytes = (path / late).read_bytes()
+    os.remove(path / late)
+    [result] = rollback(table)
+    assert result.deleted == (late,)
+    (path / late).write_bytes(late_bytes)
+    assert table.store.read_markers(pending.timestamp) == []
+    for i in range(4):
+        write(table, _batch([(1, 100 + i, f"v{i}")]), "upsert")
+        model[1] = (100 + i, f"v{i}")
+    assert run_archival(table, ARCHIVE_SOON).outcome is Outcome.ARCHIVED
+    assert not (path / late).exists()
+    _check(path, model)

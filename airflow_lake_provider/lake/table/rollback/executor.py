@@ -200,7 +200,9 @@ def gather(table: LakeTable, timeline: Timeline, target: Instant) -> list[Writte
     for path in sorted(paths):
         rel = storage.check_deletable(path)
         if not storage.exists(rel):
-            continue  # a marker written just before the crash, its file never made
+            if markers:  # its file not made yet: a writer still running (a late executor) may make
+                written.append(WrittenFile(rel, 0))  # it, so the plan and metadata name it
+            continue
         log_name = LogFileName.parse(rel.rpartition("/")[2])
         instants: frozenset[str] = frozenset()
         if log_name is not None:

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 from airflow_lake_provider.lake.errors import (
     CorruptDataFileError,
     LakeError,
+    ObjectExistsError,
     RollbackError,
     SchemaError,
     StorageError,
@@ -718,7 +719,14 @@ class _GroupWriter:
             block = avro_data_block(records, self.log_avro, self.instant)
             updated, deleted = changes.num_rows, 0
         rel = join_partition(partition, name)
-        self.table.storage.create(rel, block)  # a new log version per write: no appends needed
+        try:
+            self.table.storage.create(rel, block)  # a new log version per write: no appends needed
+        except ObjectExistsError:
+            # A retried (or speculative) Spark task of this write made the same file: the same
+            # bytes are that task's work done; anything else is another writer's, never overwritten.
+            if self.table.storage.read(rel) != block:
+                raise
+
         offset, size = 0, len(block)
         self.fault("file")
         stat = WriteStat(

@@ -4,6 +4,7 @@ and batches whose shape the writer must refuse with one LakeError, changing noth
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -19,7 +20,7 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write_input import find_input, read_input
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.writer import FileGroupWrite, WriteContext, write, write_file_group
 
 LAZY = {"hoodie.cleaner.policy.failed.writes": "LAZY"}
 
@@ -202,4 +203,35 @@ def test_a_file_a_late_executor_makes_after_the_rollback_took_its_marker_is_arch
         model[1] = (100 + i, f"v{i}")
     assert run_archival(table, ARCHIVE_SOON).outcome is Outcome.ARCHIVED
     assert not (path / late).exists()
+    _check(path, model)
+
+
+def _each_task_retried(table: LakeTable, context: WriteContext, units: Sequence[FileGroupWrite]) -> list:
+    """A runner like Spark's when every task dies after writing its file and is retried (or a
+    speculative copy runs): each file group is written twice, the second result is kept."""
+    out = []
+    for unit in units:
+        write_file_group(table, context, unit)
+        out.append(write_file_group(table, context, unit))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+@pytest.mark.parametrize(
+    ("op", "rows"), [("upsert", [(1, 50, "r1"), (9, 50, "r9")]), ("delete", [(2, 50, "")])]
+)
+def test_a_retried_task_of_a_spark_write_rewrites_its_file_group(
+    tmp_path: Path, kind: str, op: str, rows: list
+) -> None:
+    """On merge-on-read the retry's log file already existed (create-once): every retry failed
+    with ObjectExistsError and the whole write was rolled back."""
+    path = tmp_path / "t"
+    table, model = _seed(path, kind)
+    result = write(table, _batch(rows), op, runner=_each_task_retried)
+    assert (result.inserted, result.updated, result.deleted) == ((1, 1, 0) if op == "upsert" else (0, 0, 1))
+    for key, ts, v in rows:
+        if op == "delete":
+            model.pop(key)
+        else:
+            model[key] = (ts, v)
     _check(path, model)

@@ -125,4 +125,5 @@ def _unified_schema(source: WriteInput, tables: list[pa.Table]) -> pa.Schema:
         ]
     return pa.schema(fields)
 
+
 __all__ = ["WriteInput", "WriteInputError", "find_input", "input_rows", "read_input"]

@@ -27,6 +27,8 @@ META_DAG, META_TASK, META_RUN, META_TRY = (
     "lake.airflow.run_id",
     "lake.airflow.try_number",
 )
+# Mapped tasks only: instances of one mapped task share DAG, task and run, and run side by side.
+META_MAP_INDEX = "lake.airflow.map_index"
 WRITE_OPERATIONS = ("insert", "upsert", "delete")
 # Inputs with more rows than this are written by spark_jobs/write.py; smaller ones in the worker.
 DEFAULT_WRITE_SPARK_THRESHOLD = 5_000_000
@@ -103,8 +105,9 @@ class WriteHookMixin(SparkJobMixin):
             the lake connection's storage settings).
         :param operation: ``insert``, ``upsert`` or ``delete``.
         :param options: write options over the table's (``hoodie.cleaner.policy.failed.writes``, ...).
-        :param attempt: the task attempt: ``lake.airflow.dag_id``, ``.task_id``, ``.run_id`` and
-            ``.try_number``. Pending writes of the same DAG, task and run are rolled back first.
+        :param attempt: the task attempt: ``lake.airflow.dag_id``, ``.task_id``, ``.run_id``,
+            ``.try_number`` (and ``.map_index`` for a mapped task). Pending writes of the same DAG,
+            task, run (and map index) are rolled back first.
         :param spark_threshold: the most input rows written in this process; more go to Spark.
         :param spark_conn_id: the Spark connection used for large inputs.
         :param spark_conf: extra ``--conf`` values for ``spark-submit``.

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 from airflow_lake_provider.hooks.write import (
     DEFAULT_WRITE_SPARK_THRESHOLD,
     META_DAG,
+    META_MAP_INDEX,
     META_RUN,
     META_TASK,
     META_TRY,
@@ -174,6 +175,9 @@ class LakeWriteOperator(BaseOperator):
             META_RUN: ti.run_id,
             META_TRY: str(ti.try_number),
         }
+        map_index = getattr(ti, "map_index", -1)
+        if map_index is not None and map_index >= 0:  # a mapped instance: its own earlier tries only
+            attempt[META_MAP_INDEX] = str(map_index)
         self._hook = LakeHook(lake_conn_id=self.lake_conn_id)
         result = self._hook.write(
             self.table_path,

@@ -156,3 +156,29 @@ def test_example_dag_write_task_rolls_back_what_its_earlier_attempt_left(
     assert written["rolled_back"] == [killed.timestamp]
     assert _rows(path) == {1: "a1", 2: "c2", 4: "c4"}
     assert LakeTable.open(path).timeline().pending == []
+
+
+def test_a_mapped_write_retry_rolls_back_only_its_own_map_index(tmp_path: Path) -> None:
+    """Instances of a mapped task share DAG, task and run and run side by side: the retry of map
+    index 1 must leave map index 0's pending write alone (it may still be running)."""
+    path = tmp_path / "t"
+    _table(path)
+    source = tmp_path / "in.parquet"
+    pq.write_table(_batch([1, 3], 5, "b"), source)
+
+    def mapped(map_index: int, try_number: int) -> dict[str, Any]:
+        ti = SimpleNamespace(dag_id="d", task_id="w", run_id="r", try_number=try_number, map_index=map_index)
+        return {"ti": ti}
+
+    op = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
+    with pytest.raises(SimulatedCrash), inject_crash(5):
+        op.execute(mapped(0, 1))
+    with pytest.raises(SimulatedCrash), inject_crash(5):
+        op.execute(mapped(1, 1))
+    sibling, mine = (i.timestamp for i in LakeTable.open(path).timeline().pending)
+    result = op.execute(mapped(1, 2))
+    assert result["rolled_back"] == [mine]
+    timeline = LakeTable.open(path).timeline()
+    assert [i.timestamp for i in timeline.pending] == [sibling]
+    meta = timeline.commit_metadata(timeline.last_completed_commit).extra_metadata
+    assert meta["lake.airflow.map_index"] == "1" and meta["lake.airflow.try_number"] == "2"

@@ -86,7 +86,8 @@ def _footer(source: WriteInput, rel: str) -> pq.FileMetaData:
 
 
 def read_input(source: WriteInput) -> pa.Table:
-    """Every file of the input as one table; files must share one schema (nulls aside)."""
+    """Every file of the input as one table; files must share one schema (nulls aside: see
+    :func:`_unified_schema`)."""
     tables = []
     for rel, _size in source.files:
         try:
@@ -96,14 +97,33 @@ def read_input(source: WriteInput) -> pa.Table:
             raise WriteInputError(
                 f"write input {source.uri(rel)} is not a readable parquet file: {exc}"
             ) from None
-    first = tables[0].schema
-    for (rel, _size), table in zip(source.files, tables, strict=True):
-        if not table.schema.remove_metadata().equals(first.remove_metadata()):
-            shown = table.schema.to_string(show_schema_metadata=False)
-            raise SchemaError(
-                f"write input {source.uri(rel)} has schema {shown!r}, unlike {source.uri(source.files[0][0])}"
-            )
+    unified = _unified_schema(source, tables)
+    tables = [table.cast(unified) for table in tables]
     return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def _unified_schema(source: WriteInput, tables: list[pa.Table]) -> pa.Schema:
+    """The one schema of the input's files: the same columns in the same order and of the same
+    types, except that nullability may differ and a column may be all nulls (type ``null``) in
+    some files, as writers produce for a part holding no value of it."""
+    first_rel = source.files[0][0]
+    fields = list(tables[0].schema)
+    for (rel, _size), table in zip(source.files, tables, strict=True):
+        schema = table.schema
+        same = schema.names == [f.name for f in fields] and all(
+            a.type == b.type or pa.types.is_null(a.type) or pa.types.is_null(b.type)
+            for a, b in zip(schema, fields, strict=True)
+        )
+        if not same:
+            shown = schema.to_string(show_schema_metadata=False)
+            raise SchemaError(
+                f"write input {source.uri(rel)} has schema {shown!r}, unlike {source.uri(first_rel)}"
+            )
+        fields = [
+            pa.field(a.name, b.type if pa.types.is_null(a.type) else a.type, a.nullable or b.nullable)
+            for a, b in zip(fields, schema, strict=True)
+        ]
+    return pa.schema(fields)
 
 
 __all__ = ["WriteInput", "WriteInputError", "find_input", "input_rows", "read_input"]

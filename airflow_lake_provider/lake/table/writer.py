@@ -21,9 +21,11 @@ import pyarrow.parquet as pq
 from airflow_lake_provider.lake.errors import (
     CorruptDataFileError,
     LakeError,
+    ObjectExistsError,
     RollbackError,
     SchemaError,
     StorageError,
+    WriteInputError,
 )
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
@@ -128,7 +130,12 @@ def write(
     ``runner`` writes the planned file groups (default: here, one after the other; the Spark job
     spreads them over executors). The key lookup, the instant and the commit stay in this process.
     """
-    operation = Operation(operation)
+    try:
+        operation = Operation(operation)
+    except ValueError:
+        raise WriteInputError(
+            f"operation {operation!r} is not one of {', '.join(o.value for o in Operation)}"
+        ) from None
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
@@ -286,6 +293,13 @@ def _check_storable(table: LakeTable, instant: str, rows: pa.Table) -> None:
 def _check_batch(table: LakeTable, batch: pa.Table, operation: Operation, timeline: Timeline) -> pa.Schema:
     """Validate the batch against the table and return the table's data schema (Arrow)."""
     cfg = table.config
+    names = batch.column_names
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise SchemaError(f"batch has column(s) {twice} more than once")
+    reserved = [n for n in names if n.startswith("__lake_")]
+    if reserved:
+        raise SchemaError(f"batch column(s) {reserved}: names starting with '__lake_' are reserved")
     required = list(cfg.record_key_fields) + list(cfg.partition_fields if cfg.is_partitioned else ())
     required += [cfg.precombine_field] if cfg.precombine_field else []
     missing = [c for c in required if c not in batch.column_names]
@@ -295,9 +309,7 @@ def _check_batch(table: LakeTable, batch: pa.Table, operation: Operation, timeli
         )
     if cfg.precombine_field and batch.column(cfg.precombine_field).null_count:
         raise SchemaError(f"precombine field {cfg.precombine_field!r} has null values")
-    data = pa.schema(
-        [f for f in batch.schema if f.name not in META_FIELDS and not f.name.startswith("__lake_")]
-    )
+    data = pa.schema([f for f in batch.schema if f.name not in META_FIELDS])
     if not cfg.populate_meta_fields:
         raise SchemaError(f"{table.uri}: writing tables without meta fields is not supported")
     existing = table.data_avro_schema(timeline)
@@ -707,7 +719,14 @@ class _GroupWriter:
             block = avro_data_block(records, self.log_avro, self.instant)
             updated, deleted = changes.num_rows, 0
         rel = join_partition(partition, name)
-        self.table.storage.create(rel, block)  # a new log version per write: no appends needed
+        try:
+            self.table.storage.create(rel, block)  # a new log version per write: no appends needed
+        except ObjectExistsError:
+            # A retried (or speculative) Spark task of this write made the same file: the same
+            # bytes are that task's work done; anything else is another writer's, never overwritten.
+            if self.table.storage.read(rel) != block:
+                raise
+
         offset, size = 0, len(block)
         self.fault("file")
         stat = WriteStat(

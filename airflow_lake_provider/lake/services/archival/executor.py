@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_lake_provider.lake.errors import ArchivalError
+from airflow_lake_provider.lake.errors import ArchivalError, StorageError, UnsafePathError
 from airflow_lake_provider.lake.format.archived_timeline import (
     ARCHIVE_FOLDER,
     archive_file_name,
@@ -24,10 +24,13 @@ from airflow_lake_provider.lake.format.archived_timeline import (
     commit_metadata_record,
     encode_archive_block,
 )
-from airflow_lake_provider.lake.format.instant import Action, Instant
+from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.format.log_block import parse_log_bytes
 from airflow_lake_provider.lake.services.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.services.archival.planner import ArchivalPlan, plan_archival
-from airflow_lake_provider.lake.storage import HOODIE_DIR
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 
@@ -102,6 +105,14 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
             reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
             log.info("archival of %s: nothing to archive (%s)", table.uri, reason)
             return ArchivalResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
+        stuck = _delete_rolled_back_files(table, timeline, plan.keep_from)
+        if stuck:
+            reason = (
+                f"file(s) of rolled-back write(s) could not be deleted: {', '.join(stuck)}; archiving "
+                f"past their instants would make them count as committed (delete them, then archive)"
+            )
+            log.warning("archival of %s: nothing archived: %s", table.uri, reason)
+            return ArchivalResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
         name = _write_archive(table, timeline, plan, config)
         table.store.remove_archived([i.timestamp for i in plan.instants])
     actions: dict[str, int] = {}
@@ -126,6 +137,55 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
         time.monotonic() - started,
         actions=actions,
     )
+
+
+def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: str) -> list[str]:
+    """Delete what is left of writes rolled back before ``keep_from``; return what could not be.
+
+    Once the active timeline starts after a rolled-back instant, its files count as committed
+    (Hudi's rule for archived instants). A rollback records the files it could not delete
+    (``failedDeleteFiles``), and an executor of a killed Spark write may finish a file after the
+    rollback (its marker is left): both are deleted here, or archival waits. A log file is deleted
+    only while it holds nothing but the instant's blocks (a later write may reuse its name).
+    """
+    storage, stuck = table.storage, []
+    for rollback in timeline.filter([Action.ROLLBACK], [State.COMPLETED]):
+        record = timeline.avro_record(rollback)
+        for target in record.get("commitsRollback") or ():
+            if target >= keep_from:
+                continue
+            paths = {m.relative_path for m in table.store.read_markers(target)}
+            for partition, meta in (record.get("partitionMetadata") or {}).items():
+                for path in (meta.get("successDeleteFiles") or []) + (meta.get("failedDeleteFiles") or []):
+                    try:
+                        paths.add(in_table(storage, path, partition))
+                    except UnsafePathError:
+                        continue  # not a file of this table: nothing here can count as committed
+            left = [rel for rel in sorted(paths) if _only_of(storage, rel, target)]
+            for rel in left:
+                try:
+                    storage.delete_data_file(rel)
+                except (StorageError, OSError) as exc:
+                    log.warning("cannot delete %s of rolled-back %s: %s", storage.uri(rel), target, exc)
+                    stuck.append(storage.uri(rel))
+            if not stuck:
+                table.store.delete_markers(target)
+    return stuck
+
+
+def _only_of(storage: Storage, rel: str, instant: str) -> bool:
+    """Whether ``rel`` exists and holds data of ``instant`` only (a base file named with it, or a
+    log file whose data blocks are all its)."""
+    name = rel.rpartition("/")[2]
+    base = BaseFileName.parse(name)
+    if base is not None:
+        return base.instant == instant and storage.exists(rel)
+    if LogFileName.parse(name) is None or not storage.exists(rel):
+        return False
+    if storage.size(rel) == 0:
+        return True
+    blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
+    return {b.instant_time for b in blocks if not b.is_rollback} == {instant}
 
 
 def _write_archive(table: LakeTable, timeline: Timeline, plan: ArchivalPlan, config: ArchivalConfig) -> str:

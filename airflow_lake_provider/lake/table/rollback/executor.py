@@ -123,12 +123,14 @@ def rollback_failed_writes_locked(table: LakeTable, config: FailedWritesConfig) 
     eligible = eligible_failed_writes(table, timeline, config)
     done = finish_pending_locked(table)
     finished = {r.target for r in done}
-    timeline = table.timeline()
     for instant in eligible:
-        if instant.timestamp in finished:
-            continue
-        done.append(_rollback_one(table, timeline, instant))
+        # Read after the heartbeats: a writer that is not ours (no write lock) may have committed
+        # since, then dropped its heartbeat, which made it look expired. Its commit stays.
         timeline = table.timeline()
+        current = timeline.get(instant.timestamp)
+        if instant.timestamp in finished or current is None or current.is_completed:
+            continue
+        done.append(_rollback_one(table, timeline, current))
     return done
 
 
@@ -198,7 +200,9 @@ def gather(table: LakeTable, timeline: Timeline, target: Instant) -> list[Writte
     for path in sorted(paths):
         rel = storage.check_deletable(path)
         if not storage.exists(rel):
-            continue  # a marker written just before the crash, its file never made
+            if markers:  # its file not made yet: a writer still running (a late executor) may make
+                written.append(WrittenFile(rel, 0))  # it, so the plan and metadata name it
+            continue
         log_name = LogFileName.parse(rel.rpartition("/")[2])
         instants: frozenset[str] = frozenset()
         if log_name is not None:

@@ -81,10 +81,10 @@ class RollbackPlan:
                     file_id=r.get("fileId"),
                     latest_base_instant=r.get("latestBaseInstant"),
                     files_to_delete=tuple(
-                        _in_table(storage, f, r["partitionPath"]) for f in r.get("filesToBeDeleted") or ()
+                        in_table(storage, f, r["partitionPath"]) for f in r.get("filesToBeDeleted") or ()
                     ),
                     logs_to_mark=tuple(
-                        (_in_table(storage, f, r["partitionPath"]), size)
+                        (in_table(storage, f, r["partitionPath"]), size)
                         for f, size in sorted((r.get("logBlocksToBeDeleted") or {}).items())
                     ),
                 )
@@ -92,7 +92,7 @@ class RollbackPlan:
         return cls(target["commitTime"], action, tuple(requests))
 
 
-def _in_table(storage: Storage, path: str, partition: str) -> str:
+def in_table(storage: Storage, path: str, partition: str) -> str:
     """A plan's path, table-relative. A plan written where the table lived before (it was copied or
     moved: Hudi's plans hold absolute paths) names files elsewhere; a Hudi data file name in the
     request's partition is that file here. Anything else outside the table is refused."""

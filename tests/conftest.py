@@ -65,6 +65,15 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", deadline=None, max_examples=100)
+# "mutation" (make mutation): every mutant must meet the same examples, so a kill is reproducible.
+settings.register_profile(
+    "mutation",
+    derandomize=True,
+    deadline=None,
+    max_examples=25,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 _IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if _IN_CI else "dev"))
 

@@ -51,6 +51,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under mutmut (make mutation), run a mutant's tests fastest first: with -x the first failing test
+    ends the run, so a killed mutant costs its fastest killer instead of whatever test came first.
+    The durations are mutmut's own, from its first run (mutants/ is REPO_ROOT then)."""
+    if "__mutmut_" not in os.environ.get("MUTANT_UNDER_TEST", ""):
+        return
+    import json
+
+    stats = REPO_ROOT / "mutmut-stats.json"
+    durations = json.loads(stats.read_text())["duration_by_test"] if stats.exists() else {}
+    items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))
+
+
 # --- Hypothesis profiles ----------------------------------------------------------------------------
 # "ci": reproducible (derandomized, no example database) and with no per-example deadline, since a
 # loaded 2-core CI machine makes timings noisy. "dev": random search with Hypothesis' defaults.

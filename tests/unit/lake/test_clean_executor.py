@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pyarrow as pa
@@ -225,3 +226,73 @@ def test_max_commits_waits_for_enough_commits_since_the_last_clean(tmp_path: Pat
     assert executor.commits_since_last_clean(table.timeline()) == 1
     again = run_clean(table, {**RETAIN_ONE, "hoodie.clean.max.commits": "2"})
     assert again.reason == "fewer than 2 commits since the last clean"
+
+
+def _log(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == executor.log.name]
+
+
+def test_clean_logs_what_it_scanned_planned_and_deleted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger=executor.log.name)
+    table = _table(tmp_path)
+    uri = table.uri
+    _upsert(table, 0, ("x", "y"))
+    c1 = _upsert(table, 1, ("x", "y"))
+    assert run_clean(table, RETAIN_ONE).outcome is Outcome.NO_WORK
+    assert _log(caplog) == [
+        f"clean of {uri}: scanned 2 partitions, 2 file groups",
+        "clean: no new plan: nothing to delete",
+    ]
+    caplog.clear()
+    _upsert(table, 2, ("x",))
+    result = run_clean(table, RETAIN_ONE)
+    t = result.instant
+    assert _log(caplog) == [
+        f"clean of {uri}: scanned 2 partitions, 2 file groups",
+        f"clean {t} of {uri} planned: 2 files in 2 partitions",
+        f"clean {t} of {uri} completed: 2 files deleted, 0 failed",
+    ]
+    caplog.clear()
+    # No commit since the clean retained c2: nothing to scan.
+    assert run_clean(table, {"hoodie.cleaner.commits.retained": "3"}).outcome is Outcome.NO_WORK
+    assert _log(caplog) == [
+        "clean: no new plan: fewer than 1 commits since the last clean",
+    ]
+    caplog.clear()
+    _upsert(table, 3, ("y",))
+    assert run_clean(table, {"hoodie.cleaner.commits.retained": "5"}).outcome is Outcome.NO_WORK
+    assert _log(caplog) == [
+        f"clean of {uri}: nothing to scan (earliest commit to retain: None)",
+        "clean: no new plan: nothing to delete",
+    ]
+    assert c1 < t
+
+
+def test_planned_files_a_later_savepoint_needs_are_kept_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    from airflow_lake_provider.lake.services.savepoint import create_savepoint
+
+    table = _table(tmp_path)
+    parts = tuple(f"p{i:02d}" for i in range(11))
+    c0 = _upsert(table, 0, parts)
+    _upsert(table, 1, parts)
+    _upsert(table, 2, parts)
+    scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
+    assert scheduled.plan.file_count == 11
+    point = create_savepoint(table, c0)
+    caplog.set_level(logging.INFO, logger=executor.log.name)
+    done = run_clean(table, RETAIN_ONE, mode="execute")
+    kept = tuple(sorted(point.files))
+    assert done.kept_for_savepoints == kept and done.deleted_files == 0 and done.plan.file_count == 0
+    assert point.files <= _data_files(table)
+    assert _log(caplog)[0] == (
+        f"clean {scheduled.instant} of {table.uri}: keeping 11 planned files that savepoints need: "
+        + ", ".join(kept[:10])
+        + " ..."
+    )
+    meta = _clean_metadata(table)
+    assert meta["extraMetadata"]["lake.keptForSavepoints"] == ",".join(kept)
+    assert meta["totalFilesDeleted"] == 0 and meta["partitionMetadata"] == {}

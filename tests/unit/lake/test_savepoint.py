@@ -197,3 +197,28 @@ def test_savepoint_on_the_root_partition_names_it_root(tmp_path: Path) -> None:
     assert run_clean(table, options).outcome is Outcome.CLEANED
     with pytest.raises(SavepointError, match=r"in partition <root> it reads was already cleaned$"):
         create_savepoint(table, c0)
+
+
+def test_savepoint_names_the_pending_cleans_it_overrides(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from airflow_lake_provider.lake.services import savepoint as savepoint_module
+
+    table = _table(tmp_path, partitioned=False)
+    c0, _c1, _c2, _c3 = (_upsert(table, [("a", "")], ts) for ts in range(4))
+    retain_one = {"hoodie.cleaner.commits.retained": "1"}
+    first = run_clean(table, retain_one, mode="schedule")  # deletes c0's and c1's slices
+    second = run_clean(table, {"hoodie.cleaner.commits.retained": "2"}, mode="schedule")  # c0's only
+    caplog.set_level(logging.WARNING, logger=savepoint_module.log.name)
+    point = create_savepoint(table, c0)
+    assert point.overrides == (first.instant, second.instant)
+    assert [r.getMessage() for r in caplog.records if r.name == savepoint_module.log.name] == [
+        f"savepoint {c0} of {table.uri} overrides pending clean(s) {first.instant}, {second.instant}: "
+        "they will keep its files"
+    ]
+    caplog.clear()
+    # c3's slice is the latest: no pending clean plans to delete it, nothing is logged.
+    assert create_savepoint(table, _c3).overrides == ()
+    assert caplog.records == []

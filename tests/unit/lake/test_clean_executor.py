@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -296,3 +297,42 @@ def test_planned_files_a_later_savepoint_needs_are_kept_and_logged(
     meta = _clean_metadata(table)
     assert meta["extraMetadata"]["lake.keptForSavepoints"] == ",".join(kept)
     assert meta["totalFilesDeleted"] == 0 and meta["partitionMetadata"] == {}
+
+
+def test_incremental_planning_reads_the_state_file_and_falls_back_to_the_clean_metadata(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = _table(tmp_path)
+    for ts in range(3):
+        _upsert(table, ts, ("one", "two"))
+    _upsert(table, 3, ("two",))
+    done = run_clean(table, RETAIN_ONE)  # retains from commit 3, which wrote "two" only
+    state_path = table.base_path / ".hoodie" / ".aux" / executor.STATE_FILE
+    state = json.loads(state_path.read_text())
+    assert state == {
+        "instant": done.instant,
+        "earliestCommitToRetain": done.plan.earliest_instant_to_retain.timestamp,
+        "extraMetadata": {"lake.policy": "KEEP_LATEST_COMMITS", "lake.savepoints": ""},
+    }
+    for ts in range(4, 6):
+        _upsert(table, ts, ("two",))
+    config = executor.clean_config(table, RETAIN_ONE)
+    caplog.set_level(logging.INFO, logger=executor.log.name)
+
+    def scanned(state_text: str | None) -> int:
+        if state_text is None:
+            state_path.unlink(missing_ok=True)
+        else:
+            state_path.write_text(state_text)
+        caplog.clear()
+        executor.plan(table, config)
+        (line,) = [m for m in _log(caplog) if "scanned" in m]
+        return int(line.split("scanned ")[1].split(" ")[0])
+
+    other_policy = {**state, "extraMetadata": {"lake.policy": "KEEP_LATEST_BY_HOURS"}}
+    assert scanned(json.dumps(state)) == 1  # only "two" was written since
+    assert scanned(json.dumps(other_policy)) == 2  # the state file is what is read: a changed policy
+    assert scanned(None) == 1  # no state file: the clean metadata says the same
+    assert scanned("{not json") == 1
+    assert scanned("[]") == 1
+    assert scanned(json.dumps({**other_policy, "instant": "20000101000000000"})) == 1  # another clean's

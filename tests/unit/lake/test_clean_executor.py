@@ -336,3 +336,32 @@ def test_incremental_planning_reads_the_state_file_and_falls_back_to_the_clean_m
     assert scanned("{not json") == 1
     assert scanned("[]") == 1
     assert scanned(json.dumps({**other_policy, "instant": "20000101000000000"})) == 1  # another clean's
+
+
+def test_dry_run_results_are_exact(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    _upsert(table, 0)
+    nothing = run_clean(table, RETAIN_ONE, dry_run=True)
+    assert (nothing.outcome, nothing.instant, nothing.plan, nothing.reason) == (
+        Outcome.NO_WORK,
+        None,
+        None,
+        "nothing to delete",
+    )
+    c1, c2 = _upsert(table, 1), _upsert(table, 2)
+    preview = run_clean(table, RETAIN_ONE, dry_run=True)
+    assert (preview.outcome, preview.instant, preview.reason) == (Outcome.PLANNED, None, "")
+    assert preview.plan.earliest_instant_to_retain.timestamp == c2 and preview.plan.file_count == 1
+    assert preview.plan.last_completed_commit == c2 and preview.kept_for_savepoints == ()
+    summary = preview.to_dict()
+    assert summary["duration_seconds"] == round(summary["duration_seconds"], 3)
+    assert isinstance(summary["duration_seconds"], float)
+    scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
+    pending = run_clean(table, RETAIN_ONE, dry_run=True)
+    assert (pending.outcome, pending.instant, pending.reason) == (
+        Outcome.PLANNED,
+        scheduled.instant,
+        "a pending clean would be finished",
+    )
+    assert pending.plan == scheduled.plan and pending.kept_for_savepoints == ()
+    assert c1 < c2

@@ -69,6 +69,10 @@ def test_plan_to_avro_is_hudis_v2_record_with_absolute_paths() -> None:
     assert bare["filePathsToBeDeletedPerPartition"][""][0]["filePath"] == "/data/t/g.parquet"
     back = CleanPlan.from_avro(record, "/data/t")
     assert back == _plan() and back.file_sizes == {}  # sizes are not stored
+    # Only slashes are trimmed from the base path, whatever its last letters.
+    odd = _plan().to_avro("/data/tX/")["filePathsToBeDeletedPerPartition"]
+    assert odd[""] == [{"filePath": "/data/tX/g.parquet", "isBootstrapBaseFile": False}]
+    assert CleanPlan.from_avro(_plan().to_avro("/data/tX"), "/data/tX/") == _plan()
 
 
 def test_plan_from_java_records_v1_names_and_file_scheme_paths() -> None:

@@ -104,6 +104,14 @@ def test_savepoints_fall_back_to_the_partition_key_when_partition_path_is_empty(
     }
     table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
     assert savepoints(table.timeline()) == [Savepoint(c0, frozenset({f"x/{name}"}))]
+    # Records with no partitions, or a partition with no files (Java may write them): nothing kept.
+    c1 = _upsert(table, [("a", "x")], 1)
+    c2 = _upsert(table, [("a", "x")], 2)
+    empty = {**record, "partitionMetadata": {}}
+    table.store.create_savepoint(c1, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, empty))
+    no_files = {**record, "partitionMetadata": {"x": {"partitionPath": "x", "savepointDataFile": []}}}
+    table.store.create_savepoint(c2, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, no_files))
+    assert savepoints(table.timeline())[1:] == [Savepoint(c1, frozenset()), Savepoint(c2, frozenset())]
 
 
 def test_savepoint_refusals_name_the_instant_and_change_nothing(tmp_path: Path) -> None:

@@ -235,3 +235,19 @@ def test_partitions_to_scan_edges(tmp_path: Path) -> None:
     }
     assert partitions_to_scan(timeline, cfg, earliest, seen, [c[1], c[0]]) == [""]
     assert partitions_to_scan(timeline, cfg, earliest, seen, [c[0]]) is None
+
+
+def test_the_planner_itself_leaves_savepointed_files_out(tmp_path: Path) -> None:
+    # The executor would keep them too (a savepoint made after planning); here the plan never names them.
+    from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
+    from airflow_lake_provider.lake.services.savepoint import create_savepoint
+
+    table = _table(tmp_path)
+    c = [_upsert(table, ts) for ts in range(4)]
+    point = create_savepoint(table, c[1])
+    retain_one = {"hoodie.cleaner.commits.retained": "1"}
+    preview = run_clean(table, retain_one, dry_run=True)
+    planned = {p for paths in preview.plan.files_per_partition.values() for p in paths}
+    assert len(planned) == 2 and not planned & point.files  # c0's and c2's slices, not c1's
+    done = run_clean(table, retain_one)
+    assert done.outcome is Outcome.CLEANED and done.deleted_files == 2 and done.kept_for_savepoints == ()

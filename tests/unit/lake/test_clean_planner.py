@@ -251,3 +251,28 @@ def test_the_planner_itself_leaves_savepointed_files_out(tmp_path: Path) -> None
     assert len(planned) == 1 and not planned & point.files  # c0's slice; c1's is savepointed
     done = run_clean(table, retain_one)
     assert done.outcome is Outcome.CLEANED and done.deleted_files == 1 and done.kept_for_savepoints == ()
+
+
+def test_a_slice_without_a_base_file_is_cleaned_by_its_log_files(tmp_path: Path) -> None:
+    """Other engines write file groups into log files only: a doomed slice then has no base file."""
+    import shutil
+
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+
+    table = LakeTable.create(
+        tmp_path / "m", name="m", table_type="mor", record_key_fields=("id",), precombine_field="ts"
+    )
+    c0, c1 = _upsert(table, 0), _upsert(table, 1)
+    (log,) = [p for p in table.base_path.iterdir() if ".log." in p.name]
+    file_id = "00000000-0000-0000-0000-000000000001-0"
+    tail = log.name.split(".log.", 1)[1]
+    old, new = (f".{file_id}_{at}.log.{tail}" for at in (c0, c1))
+    for name in (old, new):
+        shutil.copyfile(log, table.base_path / name)
+    versions = {
+        "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+        "hoodie.cleaner.fileversions.retained": "1",
+    }
+    preview = run_clean(table, versions, dry_run=True)
+    assert dict(preview.plan.files_per_partition) == {"": (old,)}
+    assert preview.plan.file_sizes == {old: log.stat().st_size}

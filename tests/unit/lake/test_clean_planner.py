@@ -276,3 +276,57 @@ def test_a_slice_without_a_base_file_is_cleaned_by_its_log_files(tmp_path: Path)
     preview = run_clean(table, versions, dry_run=True)
     assert dict(preview.plan.files_per_partition) == {"": (old,)}
     assert preview.plan.file_sizes == {old: log.stat().st_size}
+
+
+def test_a_pending_compactions_new_slice_counts_as_a_kept_version(tmp_path: Path) -> None:
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+    from airflow_lake_provider.lake.services.compaction.executor import (
+        Outcome as Compaction,
+    )
+    from airflow_lake_provider.lake.services.compaction.executor import (
+        run_compaction,
+        schedule_compaction,
+    )
+
+    table = LakeTable.create(
+        tmp_path / "m", name="m", table_type="mor", record_key_fields=("id",), precombine_field="ts"
+    )
+    c0 = _upsert(table, 0)
+    slices = []
+    for ts in (1, 2):  # a log on the latest slice, then compacted: three slices c0, k1, k2
+        _upsert(table, ts)
+        slices.append(run_compaction(table, force=True)[0].instant)
+    _upsert(table, 3)
+    assert schedule_compaction(table, force=True).outcome is Compaction.SCHEDULED  # forms a 4th slice
+    versions = {
+        "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+        "hoodie.cleaner.fileversions.retained": "2",
+    }
+    preview = run_clean(table, versions, dry_run=True)
+    # Kept: the pending compaction's slice (one of the 2 versions), k2 (its input), k1 (the 2nd version);
+    # doomed: slice c0, its base file and its log file.
+    doomed = preview.plan.files_per_partition[""]
+    assert len(doomed) == 2 and all(f"_{c0}." in name for name in doomed)
+    assert sum(name.endswith(".parquet") for name in doomed) == 1 and c0 < slices[0]
+
+
+def test_savepointed_files_in_a_partition_are_left_out_of_the_plan(tmp_path: Path) -> None:
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+    from airflow_lake_provider.lake.services.savepoint import create_savepoint
+
+    table = LakeTable.create(
+        tmp_path / "p",
+        name="p",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+    c = [
+        write(table, pa.table({"id": ["a"], "ts": pa.array([ts], pa.int64()), "p": ["x"]}), "upsert").instant
+        for ts in range(4)
+    ]
+    point = create_savepoint(table, c[1])
+    preview = run_clean(table, {"hoodie.cleaner.commits.retained": "1"}, dry_run=True)
+    (planned,) = preview.plan.files_per_partition["x"]
+    assert planned.startswith("x/") and planned.endswith(f"_{c[0]}.parquet") and planned not in point.files

@@ -258,21 +258,25 @@ def test_a_slice_without_a_base_file_is_cleaned_by_its_log_files(tmp_path: Path)
     import shutil
 
     from airflow_lake_provider.lake.services.clean.executor import run_clean
+    from airflow_lake_provider.lake.services.savepoint import create_savepoint
 
     table = LakeTable.create(
         tmp_path / "m", name="m", table_type="mor", record_key_fields=("id",), precombine_field="ts"
     )
-    c0, c1 = _upsert(table, 0), _upsert(table, 1)
-    (log,) = [p for p in table.base_path.iterdir() if ".log." in p.name]
+    c0, c1, c2 = _upsert(table, 0), _upsert(table, 1), _upsert(table, 2)
+    log = min(p for p in table.base_path.iterdir() if ".log." in p.name)
     file_id = "00000000-0000-0000-0000-000000000001-0"
     tail = log.name.split(".log.", 1)[1]
-    old, new = (f".{file_id}_{at}.log.{tail}" for at in (c0, c1))
-    for name in (old, new):
+    old, middle, new = (f".{file_id}_{at}.log.{tail}" for at in (c0, c1, c2))
+    for name in (old, middle, new):
         shutil.copyfile(log, table.base_path / name)
     versions = {
         "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
         "hoodie.cleaner.fileversions.retained": "1",
     }
+    # Savepoints are checked against log-only slices too; the savepointed slice is not a kept version.
+    point = create_savepoint(table, c2)
+    assert new in point.files and not {old, middle} & point.files
     preview = run_clean(table, versions, dry_run=True)
     assert dict(preview.plan.files_per_partition) == {"": (old,)}
     assert preview.plan.file_sizes == {old: log.stat().st_size}
@@ -330,3 +334,35 @@ def test_savepointed_files_in_a_partition_are_left_out_of_the_plan(tmp_path: Pat
     preview = run_clean(table, {"hoodie.cleaner.commits.retained": "1"}, dry_run=True)
     (planned,) = preview.plan.files_per_partition["x"]
     assert planned.startswith("x/") and planned.endswith(f"_{c[0]}.parquet") and planned not in point.files
+
+
+def test_replaced_file_group_under_file_versions_is_cleaned_whole_but_savepointed_slices(
+    tmp_path: Path,
+) -> None:
+    from airflow_lake_provider.lake.format import timeline_avro
+    from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+    from airflow_lake_provider.lake.services.savepoint import create_savepoint
+
+    table = _table(tmp_path)
+    c0, c1 = _upsert(table, 0), _upsert(table, 1)
+    (group,) = table.file_system_view().file_groups()
+    point = create_savepoint(table, c0)
+    # An INSERT_OVERWRITE replaces the group (as test_clean's replace helper does).
+    t = table.clock.next(after=table.timeline().latest_time)
+    plan = {"operationType": "INSERT_OVERWRITE", "clusteringPlan": None, "extraMetadata": None, "version": 1}
+    requested = table.store.create_requested(
+        t, Action.REPLACECOMMIT, timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan)
+    )
+    inflight = table.store.transition_to_inflight(requested)
+    schema = table.timeline().latest_schema()
+    meta = CommitMetadata("INSERT_OVERWRITE", {}, {"schema": schema}, False, {"": (group.file_id,)})
+    table.store.transition_to_completed(inflight, meta.to_json_bytes())
+    versions = {
+        "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+        "hoodie.cleaner.fileversions.retained": "3",
+    }
+    preview = run_clean(table, versions, dry_run=True)
+    # Every slice of a replaced group goes, whatever the versions retained; c0's is savepointed.
+    (doomed,) = preview.plan.files_per_partition[""]
+    assert doomed.endswith(f"_{c1}.parquet") and doomed not in point.files

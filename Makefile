@@ -65,5 +65,6 @@ test-deep: $(STAMP)
 # part of CI: hours for all modules). MODULE=clean-planner (or a list) runs some; the table prints
 # killed/survived/score per module. tests/mutation/README.md says how to read and fix survivors.
 MODULE ?=
+# A rerun resumes: it names only the mutants not yet killed (`report.py run --all` retests all).
 mutation: $(STAMP)
 	$(PY) tests/mutation/report.py run $(MODULE)

@@ -1,6 +1,6 @@
 """Run mutmut over the safety-critical modules and print killed/survived/score per module.
 
-    python tests/mutation/report.py run [MODULE ...]   # mutmut run per module, then the table
+    python tests/mutation/report.py run [--all] [MODULE ...]  # mutmut run per module, then the table
     python tests/mutation/report.py report [MODULE ...] # the table from mutants/*.meta only
     python tests/mutation/report.py survivors [MODULE ...]  # surviving mutants not listed as equivalent
 
@@ -63,10 +63,18 @@ def results(module: str) -> dict[str, int | None]:
     return json.loads(meta.read_text())["exit_code_by_key"]
 
 
-def run(module: str) -> int:
+def run(module: str, everything: bool) -> int:
+    """mutmut run for one module. With a name filter mutmut retests every named mutant, so a rerun
+    names only the mutants not yet killed (unchecked, survived, no tests): an interrupted run resumes
+    and a new test is tried on the survivors. ``everything`` retests all of them."""
     mutmut = Path(sys.executable).with_name("mutmut")
-    cmd = ["nice", "-n", "19", str(mutmut), "run", "--max-children", "1", f"{_dotted(module)}.*"]
-    print("$", " ".join(cmd), flush=True)
+    open_ = sorted(n for n, c in results(module).items() if c not in KILLED | TIMEOUT)
+    if results(module) and not open_ and not everything:
+        print(f"{module}: every mutant is killed already (--all retests them)")
+        return 0
+    names = open_ if results(module) and not everything else [f"{_dotted(module)}.*"]
+    cmd = ["nice", "-n", "19", str(mutmut), "run", "--max-children", "1", *names]
+    print("$", " ".join(cmd[:7]), f"... ({len(names)} names)" if len(names) > 1 else "", flush=True)
     env = {**os.environ, "HYPOTHESIS_PROFILE": "mutation"}
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
@@ -105,6 +113,8 @@ def survivors(modules: list[str]) -> None:
 
 def main(argv: list[str]) -> int:
     command, *names = argv or ["report"]
+    everything = "--all" in names
+    names = [n for n in names if n != "--all"]
     unknown = [n for n in names if n not in MODULES]
     if unknown or command not in ("run", "report", "survivors"):
         print(f"usage: report.py run|report|survivors [{'|'.join(MODULES)} ...]; unknown: {unknown}")
@@ -115,7 +125,7 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "run":
         for module in modules:
-            run(module)
+            run(module, everything)
     return 0 if table(modules) else 1
 
 

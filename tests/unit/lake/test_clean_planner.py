@@ -339,8 +339,6 @@ def test_savepointed_files_in_a_partition_are_left_out_of_the_plan(tmp_path: Pat
 def test_replaced_file_group_under_file_versions_is_cleaned_whole_but_savepointed_slices(
     tmp_path: Path,
 ) -> None:
-    from airflow_lake_provider.lake.format import timeline_avro
-    from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
     from airflow_lake_provider.lake.services.clean.executor import run_clean
     from airflow_lake_provider.lake.services.savepoint import create_savepoint
 
@@ -348,16 +346,7 @@ def test_replaced_file_group_under_file_versions_is_cleaned_whole_but_savepointe
     c0, c1 = _upsert(table, 0), _upsert(table, 1)
     (group,) = table.file_system_view().file_groups()
     point = create_savepoint(table, c0)
-    # An INSERT_OVERWRITE replaces the group (as test_clean's replace helper does).
-    t = table.clock.next(after=table.timeline().latest_time)
-    plan = {"operationType": "INSERT_OVERWRITE", "clusteringPlan": None, "extraMetadata": None, "version": 1}
-    requested = table.store.create_requested(
-        t, Action.REPLACECOMMIT, timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan)
-    )
-    inflight = table.store.transition_to_inflight(requested)
-    schema = table.timeline().latest_schema()
-    meta = CommitMetadata("INSERT_OVERWRITE", {}, {"schema": schema}, False, {"": (group.file_id,)})
-    table.store.transition_to_completed(inflight, meta.to_json_bytes())
+    _replace_group(table, group.file_id)
     versions = {
         "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
         "hoodie.cleaner.fileversions.retained": "3",
@@ -366,3 +355,34 @@ def test_replaced_file_group_under_file_versions_is_cleaned_whole_but_savepointe
     # Every slice of a replaced group goes, whatever the versions retained; c0's is savepointed.
     (doomed,) = preview.plan.files_per_partition[""]
     assert doomed.endswith(f"_{c1}.parquet") and doomed not in point.files
+
+
+def _replace_group(table: LakeTable, file_id: str) -> str:
+    """An INSERT_OVERWRITE that replaces one file group of the root partition (as test_clean's helper)."""
+    from airflow_lake_provider.lake.format import timeline_avro
+    from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
+
+    t = table.clock.next(after=table.timeline().latest_time)
+    plan = {"operationType": "INSERT_OVERWRITE", "clusteringPlan": None, "extraMetadata": None, "version": 1}
+    requested = table.store.create_requested(
+        t, Action.REPLACECOMMIT, timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan)
+    )
+    inflight = table.store.transition_to_inflight(requested)
+    schema = table.timeline().latest_schema()
+    meta = CommitMetadata("INSERT_OVERWRITE", {}, {"schema": schema}, False, {"": (file_id,)})
+    table.store.transition_to_completed(inflight, meta.to_json_bytes())
+    return t
+
+
+def test_a_group_replaced_at_the_earliest_retained_commit_keeps_its_last_slice(tmp_path: Path) -> None:
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+
+    table = _table(tmp_path)
+    c0, _c1 = _upsert(table, 0), _upsert(table, 1)
+    (group,) = table.file_system_view().file_groups()
+    replaced = _replace_group(table, group.file_id)
+    preview = run_clean(table, {"hoodie.cleaner.commits.retained": "1"}, dry_run=True)
+    # Replaced at E itself (not before it): a query that began before E may still read slice c1.
+    assert preview.plan.earliest_instant_to_retain.timestamp == replaced
+    (doomed,) = preview.plan.files_per_partition[""]
+    assert doomed.endswith(f"_{c0}.parquet")

@@ -386,3 +386,21 @@ def test_a_group_replaced_at_the_earliest_retained_commit_keeps_its_last_slice(t
     assert preview.plan.earliest_instant_to_retain.timestamp == replaced
     (doomed,) = preview.plan.files_per_partition[""]
     assert doomed.endswith(f"_{c0}.parquet")
+
+
+def test_partitions_to_scan_are_the_union_over_the_commits_since_the_last_clean(tmp_path: Path) -> None:
+    table = LakeTable.create(
+        tmp_path / "p",
+        name="p",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+    c = [
+        write(table, pa.table({"id": ["a"], "ts": pa.array([ts], pa.int64()), "p": [p]}), "upsert").instant
+        for ts, p in enumerate(["x", "y", "z"])
+    ]
+    last = {"earliestCommitToRetain": c[0], "extraMetadata": {"lake.policy": "KEEP_LATEST_COMMITS"}}
+    earliest = Instant(c[2], State.COMPLETED, Action.COMMIT)
+    assert partitions_to_scan(table.timeline(), CleanConfig(), earliest, last, []) == ["x", "y"]

@@ -32,7 +32,7 @@ else
   PIP_QUIET := -q
 endif
 
-.PHONY: example test test-deep install
+.PHONY: example test test-deep mutation install
 
 install: $(STAMP)
 
@@ -60,3 +60,11 @@ test: $(STAMP)
 # Every property test with 5,000 examples (not part of CI: hours; tests/property/property_support.py).
 test-deep: $(STAMP)
 	LAKE_DEEP=1 $(PY) -m pytest -p no:cacheprovider --timeout=0 tests/property $(PYTEST_ARGS)
+
+# Mutation testing (mutmut) of the safety-critical modules, one module after another, one worker (not
+# part of CI: hours for all modules). MODULE=clean-planner (or a list) runs some; the table prints
+# killed/survived/score per module. tests/mutation/README.md says how to read and fix survivors.
+MODULE ?=
+# A rerun resumes: it names only the mutants not yet killed (`report.py run --all` retests all).
+mutation: $(STAMP)
+	$(PY) tests/mutation/report.py run $(MODULE)

@@ -51,6 +51,19 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(_AIRFLOW_HOME, ignore_errors=True)
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under mutmut (make mutation), run a mutant's tests fastest first: with -x the first failing test
+    ends the run, so a killed mutant costs its fastest killer instead of whatever test came first.
+    The durations are mutmut's own, from its first run (mutants/ is REPO_ROOT then)."""
+    if "__mutmut_" not in os.environ.get("MUTANT_UNDER_TEST", ""):
+        return
+    import json
+
+    stats = REPO_ROOT / "mutmut-stats.json"
+    durations = json.loads(stats.read_text())["duration_by_test"] if stats.exists() else {}
+    items.sort(key=lambda item: durations.get(item.nodeid, float("inf")))
+
+
 # --- Hypothesis profiles ----------------------------------------------------------------------------
 # "ci": reproducible (derandomized, no example database) and with no per-example deadline, since a
 # loaded 2-core CI machine makes timings noisy. "dev": random search with Hypothesis' defaults.
@@ -65,6 +78,15 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", deadline=None, max_examples=100)
+# "mutation" (make mutation): every mutant must meet the same examples, so a kill is reproducible.
+settings.register_profile(
+    "mutation",
+    derandomize=True,
+    deadline=None,
+    max_examples=25,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 _IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if _IN_CI else "dev"))
 

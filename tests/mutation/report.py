@@ -1,0 +1,133 @@
+"""Run mutmut over the safety-critical modules and print killed/survived/score per module.
+
+    python tests/mutation/report.py run [--all] [MODULE ...]  # mutmut run per module, then the table
+    python tests/mutation/report.py report [MODULE ...] # the table from mutants/*.meta only
+    python tests/mutation/report.py survivors [MODULE ...]  # surviving mutants not listed as equivalent
+
+MODULE is a key of MODULES (e.g. clean-planner); none means all. Each module runs as its own
+`mutmut run` with a name filter, so mutmut only runs the tests that call that module's functions (its
+stats map tests to functions) and never the whole selection. One worker (--max-children 1): the
+machine is shared. Mutants listed in equivalent.txt (name, then why) count as neither killed nor
+survived in the score.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = "airflow_lake_provider/lake"
+MODULES = {
+    "clean-planner": "services/clean/planner.py",
+    "clean-executor": "services/clean/executor.py",
+    "savepoint": "services/savepoint.py",
+    "rollback-planner": "table/rollback/planner.py",
+    "rollback-executor": "table/rollback/executor.py",
+    "compaction-planner": "services/compaction/planner.py",
+    "compaction-executor": "services/compaction/executor.py",
+    "writer": "table/writer.py",
+    "timeline-store": "table/timeline_store.py",
+    "fs-view": "table/fs_view.py",
+    "merge": "table/merge.py",
+}
+# mutmut's exit codes (mutmut.stats.status_by_exit_code) folded into what the table shows.
+KILLED = {1, 3, 37}  # a failing test (or the type checker)
+TIMEOUT = {24, -24, 152, 255, 36}  # shown apart: a deadlock would look like one too
+SURVIVED = {0}
+TARGET = 0.90
+
+
+def _dotted(module: str) -> str:
+    return f"{PACKAGE}/{MODULES[module]}"[: -len(".py")].replace("/", ".")
+
+
+def equivalents() -> dict[str, str]:
+    """Mutant name -> why it is equivalent, from equivalent.txt (`name  reason`, # comments)."""
+    found: dict[str, str] = {}
+    for line in (ROOT / "tests" / "mutation" / "equivalent.txt").read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            name, _, why = line.partition(" ")
+            found[name] = why.strip()
+    return found
+
+
+def results(module: str) -> dict[str, int | None]:
+    meta = ROOT / "mutants" / f"{PACKAGE}/{MODULES[module]}.meta"
+    if not meta.exists():
+        return {}
+    return json.loads(meta.read_text())["exit_code_by_key"]
+
+
+def run(module: str, everything: bool) -> int:
+    """mutmut run for one module. With a name filter mutmut retests every named mutant, so a rerun
+    names only the mutants not yet killed (unchecked, survived, no tests): an interrupted run resumes
+    and a new test is tried on the survivors. ``everything`` retests all of them."""
+    mutmut = Path(sys.executable).with_name("mutmut")
+    open_ = sorted(n for n, c in results(module).items() if c not in KILLED | TIMEOUT)
+    if results(module) and not open_ and not everything:
+        print(f"{module}: every mutant is killed already (--all retests them)")
+        return 0
+    names = open_ if results(module) and not everything else [f"{_dotted(module)}.*"]
+    cmd = ["nice", "-n", "19", str(mutmut), "run", "--max-children", "1", *names]
+    print("$", " ".join(cmd[:7]), f"... ({len(names)} names)" if len(names) > 1 else "", flush=True)
+    env = {**os.environ, "HYPOTHESIS_PROFILE": "mutation"}
+    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
+
+
+def table(modules: list[str]) -> bool:
+    equivalent = equivalents()
+    ok = True
+    head = ("module", "mutants", "killed", "timeout", "survived", "equiv", "other", "score")
+    print("{:22} {:>7} {:>6} {:>7} {:>8} {:>5} {:>5} {:>6}".format(*head))
+    for module in modules:
+        codes = results(module)
+        if not codes:
+            print(f"{module:22} not run")
+            ok = False
+            continue
+        equiv = [n for n, c in codes.items() if c in SURVIVED and n in equivalent]
+        killed = sum(1 for c in codes.values() if c in KILLED)
+        timeout = sum(1 for c in codes.values() if c in TIMEOUT)
+        survived = sum(1 for n, c in codes.items() if c in SURVIVED and n not in equivalent)
+        other = len(codes) - killed - timeout - survived - len(equiv)  # no tests, not checked, ...
+        judged = len(codes) - len(equiv)
+        score = (killed + timeout) / judged if judged else 1.0  # as mutmut counts: a timeout is caught
+        ok &= score >= TARGET
+        row = (module, len(codes), killed, timeout, survived, len(equiv), other, f"{score:.1%}")
+        print("{:22} {:7} {:6} {:7} {:8} {:5} {:5} {:>6}".format(*row))
+    return ok
+
+
+def survivors(modules: list[str]) -> None:
+    equivalent = equivalents()
+    for module in modules:
+        for name, code in sorted(results(module).items()):
+            if code not in KILLED | TIMEOUT and name not in equivalent:
+                print(code, name)
+
+
+def main(argv: list[str]) -> int:
+    command, *names = argv or ["report"]
+    everything = "--all" in names
+    names = [n for n in names if n != "--all"]
+    unknown = [n for n in names if n not in MODULES]
+    if unknown or command not in ("run", "report", "survivors"):
+        print(f"usage: report.py run|report|survivors [{'|'.join(MODULES)} ...]; unknown: {unknown}")
+        return 2
+    modules = names or list(MODULES)
+    if command == "survivors":
+        survivors(modules)
+        return 0
+    if command == "run":
+        for module in modules:
+            run(module, everything)
+    return 0 if table(modules) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -199,9 +199,10 @@ def test_compaction_and_clean_of_s3_tables_on_two_workers(
     assert scheduled["outcome"] == "SCHEDULED" and scheduled["plan"]["operations"] == 4
     result = RunCompactionOperator(
         task_id="compact", table_path=uri, lake_conn_id="lake_s3", instant=scheduled["instant"],
-        spark_conn_id="spark_standalone",
+        spark_conn_id="spark_standalone", spark_threshold_mb=0,  # small: would merge in the worker
     ).execute({"ti": _TI()})  # fmt: skip
     assert result["outcome"] == "COMPLETED" and result["operations"] == 4, result
+    assert result["executor"] == "spark", result
     assert SECRET not in json.dumps(result)
     hudi = HudiTableBuilder.from_base_uri(uri).with_storage_options(hudi_s3_options(s3_endpoint)).build()
     assert _rows(read_snapshot(mor)) == expected == _rows(pa.Table.from_batches(hudi.read()))

@@ -8,6 +8,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_lake_provider.lake.format.bloom_filter import DEFAULT_SETTINGS, BloomSettings, build
+
 RECORD_KEY = "_hoodie_record_key"
 # A column chunk stops dictionary-encoding once its dictionary outgrows this. Arrow's 1 MB default
 # spends the first MB of every high-cardinality column (record keys, sequence numbers, measures)
@@ -17,16 +19,19 @@ RECORD_KEY = "_hoodie_record_key"
 DICTIONARY_PAGE_LIMIT = 256 * 1024
 
 
-def write_base_file(sink: IO[bytes], rows: pa.Table) -> None:
+def write_base_file(sink: IO[bytes], rows: pa.Table, bloom: BloomSettings | None = DEFAULT_SETTINGS) -> None:
     """Write ``rows`` (meta columns first) as a snappy parquet base file into ``sink``.
 
-    The footer carries Hudi's record-key range, which Java's bloom/range index reads.
+    The footer carries Hudi's record-key range and (unless ``bloom`` is None) the bloom filter of
+    the record keys, which Java's bloom index and our writer's key lookup read.
     """
     keys = rows.column(RECORD_KEY)
     meta = {
         b"hoodie_min_record_key": str(pc.min(keys).as_py() or "").encode(),
         b"hoodie_max_record_key": str(pc.max(keys).as_py() or "").encode(),
     }
+    if bloom is not None:
+        meta.update(build(keys, bloom).footer())
     pq.write_table(
         rows.replace_schema_metadata(meta),
         sink,

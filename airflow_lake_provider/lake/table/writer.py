@@ -7,6 +7,7 @@ readable and unchanged; the markers name every file the failed instant wrote, fo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -17,7 +18,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, RollbackError, SchemaError, StorageError
+from airflow_lake_provider.lake.errors import (
+    CorruptDataFileError,
+    RollbackError,
+    SchemaError,
+    StorageAccessError,
+    StorageError,
+    StorageUnavailableError,
+    TableConfigError,
+)
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
@@ -25,6 +34,12 @@ from airflow_lake_provider.lake.format.avro_schema import (
     with_meta_fields,
 )
 from airflow_lake_provider.lake.format.base_file import RECORD_KEY
+from airflow_lake_provider.lake.format.bloom_filter import (
+    DEFAULT_SETTINGS,
+    BloomFilter,
+    BloomSettings,
+    from_footer,
+)
 from airflow_lake_provider.lake.format.casting import cast_exact, same_shape
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
 from airflow_lake_provider.lake.format.data_block import avro_data_block
@@ -65,6 +80,12 @@ _LONGEST_FILE_NAME = 128
 _PROBE_INSTANT = "2" * 17
 
 
+# Index types whose lookups this writer's bloom + range lookup gives the same answer as.
+INDEX_TYPE = "hoodie.index.type"
+_SAME_ANSWER_INDEXES = ("BLOOM", "SIMPLE")
+METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+
+
 class Operation(str, Enum):
     INSERT = "insert"
     UPSERT = "upsert"
@@ -81,6 +102,17 @@ class WriteResult:
     updated: int = 0
     deleted: int = 0
     files: tuple[str, ...] = field(default=())
+    lookup: LookupStats = field(default_factory=lambda: LookupStats())
+
+
+@dataclass(frozen=True)
+class LookupStats:
+    """What the key lookup read: base files skipped by their footer's key range or bloom filter,
+    and the base files whose record-key column it read."""
+
+    range_pruned: int = 0
+    bloom_pruned: int = 0
+    keys_read: tuple[str, ...] = ()
 
 
 FaultHook = Callable[[str], None]
@@ -119,6 +151,9 @@ def write(
     """
     operation = Operation(operation)
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
+    settings = {**table.config.properties, **(options or {})}
+    _check_index(table, settings)
+    bloom = BloomSettings.from_options(settings)
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
@@ -131,6 +166,29 @@ def write(
             config,
             dict(extra_metadata or {}),
             event_time_field,
+            bloom,
+        )
+
+
+def _check_index(table: LakeTable, settings: Mapping[str, str]) -> None:
+    """Refuse tables whose Hudi index this writer would leave wrong (before any instant exists).
+
+    Our lookup is Hudi's non-global bloom index (footer key range, bloom filter, then the record-key
+    column). It answers as ``BLOOM`` and ``SIMPLE`` do; a bucket index places keys by hash in
+    numbered file groups, and a record index (or a global index) is kept in the metadata table,
+    which this writer does not update: Java writers after ours would duplicate our keys.
+    """
+    kind = str(settings.get(INDEX_TYPE) or "").strip().upper()
+    if kind and kind not in _SAME_ANSWER_INDEXES:
+        raise TableConfigError(
+            f"{table.uri}: {INDEX_TYPE}={kind} is not supported by this writer (it keeps a bloom/simple "
+            "index only); write this table with Spark"
+        )
+    partitions = str(settings.get(METADATA_PARTITIONS) or "").split(",")
+    if "record_index" in (p.strip() for p in partitions):
+        raise TableConfigError(
+            f"{table.uri}: the table keeps a record index ({METADATA_PARTITIONS} has record_index), "
+            "which this writer does not update; write this table with Spark"
         )
 
 
@@ -143,6 +201,7 @@ def _write_locked(
     config: FailedWritesConfig,
     extra: dict[str, str],
     event_time_field: str | None = None,
+    bloom: BloomSettings = DEFAULT_SETTINGS,
 ) -> WriteResult:
     timeline = table.timeline()
     data_schema = _check_batch(table, batch, operation, timeline)
@@ -178,7 +237,9 @@ def _write_locked(
             inflight = table.store.transition_to_inflight(requested, inflight_body.to_json_bytes())
             fault("inflight")
 
-            job = _WriteJob(table, timeline, instant, full_schema, avro, operation, max_rows_per_file, fault)
+            job = _WriteJob(
+                table, timeline, instant, full_schema, avro, operation, max_rows_per_file, fault, bloom
+            )
             stats = job.run(rows)
             metadata = CommitMetadata(
                 operation_type=operation.name,
@@ -203,7 +264,15 @@ def _write_locked(
         len(job.files),
     )
     return WriteResult(
-        instant, action.value, operation, metadata, job.inserted, job.updated, job.deleted, tuple(job.files)
+        instant,
+        action.value,
+        operation,
+        metadata,
+        job.inserted,
+        job.updated,
+        job.deleted,
+        tuple(job.files),
+        LookupStats(job.range_pruned, job.bloom_pruned, tuple(job.keys_read)),
     )
 
 
@@ -373,8 +442,10 @@ class _WriteJob:
         operation: Operation,
         max_rows_per_file: int,
         fault: FaultHook,
+        bloom: BloomSettings = DEFAULT_SETTINGS,
     ) -> None:
         self.table, self.timeline, self.instant = table, timeline, instant
+        self.bloom = bloom
         self.schema, self.avro, self.operation = schema, avro, operation
         self.log_avro = with_meta_fields(avro)
         self.max_rows = max(1, max_rows_per_file)
@@ -387,6 +458,13 @@ class _WriteJob:
         self.files: list[str] = []
         self.stats: dict[str, list[WriteStat]] = {}
         self.file_counter = 0
+        # Per-write cache of the base files the lookup opened: each is opened and each of its
+        # columns read at most once, by the lookup (footer, record keys) and a COW rewrite (the rest).
+        self._parquet: dict[str, pq.ParquetFile] = {}
+        self._keys: dict[str, pa.Array] = {}
+        self._open = contextlib.ExitStack()
+        self.range_pruned = self.bloom_pruned = 0
+        self.keys_read: list[str] = []
         pre = self.cfg.precombine_field
         # Joins cannot carry a null-typed column, so a table without an ordering field uses int64 nulls.
         self._ord_type = schema.field(pre).type if pre and pre in schema.names else pa.int64()
@@ -398,24 +476,28 @@ class _WriteJob:
         view = self.table.file_system_view(self.timeline, partitions)
         for partition in partitions:
             part_rows = rows.filter(pc.equal(rows.column(_PART), partition))
-            self._write_partition(view, partition, part_rows)
+            with self._open:  # a partition's base files are closed once it is written
+                self._write_partition(view, partition, part_rows)
+            self._parquet.clear()
+            self._keys.clear()
         return {p: tuple(s) for p, s in self.stats.items()}
 
     # -- index ----------------------------------------------------------------------------------
     def _locate(
         self, view: FileSystemView, partition: str, keys: pa.Array
     ) -> tuple[dict[str, FileGroup], pa.Table]:
-        """Which file group holds each of ``keys`` (Hudi's simple index, non-global).
+        """Which file group holds each of ``keys`` (Hudi's bloom index, non-global).
 
-        Only the record-key column of each group's base file is read, and not even that where the
-        footer's min/max record key excludes every key of the batch; logs are not read: on merge-on-
-        read tables the ordering of versions is decided when reading and compacting, as Hudi's
-        payloads do. A group without a base file (written by others into logs only) is read whole.
+        Per base file: the footer's min/max record key keeps only the keys in its range, its bloom
+        filter only the keys it may hold; the record-key column is read only if a key is left.
+        Logs are not read: on merge-on-read tables the ordering of versions is decided when reading
+        and compacting, as Hudi's payloads do. A group without a base file (written by others into
+        logs only) is read whole.
         """
         groups: dict[str, FileGroup] = {}
         found_keys: list[pa.Array] = []
         owners: list[pa.Array] = []
-        lo, hi = pc.min(keys).as_py(), pc.max(keys).as_py()
+        keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
         for group in view.file_groups(partition):
             if view.is_replaced(group):
                 continue
@@ -424,10 +506,12 @@ class _WriteJob:
                 continue
             groups[group.file_id] = group
             if slice_.base_file is not None:
-                held = self._base_keys(slice_.base_file.relative_path, lo, hi)
+                held = self._base_keys(slice_.base_file.relative_path, keys)
             else:
                 reader = SliceReader(self.table, self.timeline, pa.schema([self.schema.field(RECORD_KEY)]))
                 held = reader.keys_of(reader.read_slice(slice_))
+            if held is None:
+                continue
             # Keep only the batch's keys: hashing the (small) batch beats hashing a large file's keys.
             held = held.filter(pc.is_in(held, value_set=keys))
             found_keys.append(held)
@@ -438,22 +522,77 @@ class _WriteJob:
             )
         return groups, pa.table({_KEY: pa.concat_arrays(found_keys), "__lake_fid": pa.concat_arrays(owners)})
 
-    def _base_keys(self, rel: str, lo: str, hi: str) -> pa.Array:
-        """Record keys of one base file; none read when its footer's key range misses [lo, hi]."""
+    def _open_base(self, rel: str) -> pq.ParquetFile:
+        """The base file ``rel`` opened once per write (its footer parsed once)."""
+        if rel not in self._parquet:
+            with self._corrupt(rel):
+                source = self._open.enter_context(self.table.storage.open_input(rel))
+                self._parquet[rel] = pq.ParquetFile(source)
+        return self._parquet[rel]
+
+    @contextlib.contextmanager
+    def _corrupt(self, rel: str):  # type: ignore[no-untyped-def]
         try:
-            with self.table.storage.open_input(rel) as source:
-                parquet = pq.ParquetFile(source)
-                meta = parquet.schema_arrow.metadata or {}
-                low, high = meta.get(b"hoodie_min_record_key"), meta.get(b"hoodie_max_record_key")
-                if low is not None and high is not None and (high.decode() < lo or low.decode() > hi):
-                    return pa.array([], pa.string())
-                column = parquet.read(columns=[RECORD_KEY]).column(0)
+            yield
+        except (StorageAccessError, StorageUnavailableError):
+            raise  # the store, not the file
         except (pa.ArrowException, OSError) as exc:
             message = " ".join(str(exc).split())
             raise CorruptDataFileError(
                 f"cannot read base file {self.table.storage.uri(rel)}: {message}"
             ) from exc
-        return column.combine_chunks().cast(pa.string())
+
+    def _base_keys(self, rel: str, keys: pa.Array) -> pa.Array | None:
+        """Record keys of base file ``rel``, or None when its footer rules out every one of ``keys``."""
+        parquet = self._open_base(rel)
+        meta = parquet.metadata.metadata or {}
+        low, high = meta.get(b"hoodie_min_record_key"), meta.get(b"hoodie_max_record_key")
+        candidates = keys
+        if low is not None and high is not None:
+            inside = pc.and_(
+                pc.greater_equal(keys, pa.scalar(low.decode(), keys.type)),
+                pc.less_equal(keys, pa.scalar(high.decode(), keys.type)),
+            )
+            candidates = keys.filter(inside)
+            if not len(candidates):
+                self.range_pruned += 1
+                return None
+        bloom = self._bloom(rel, meta)
+        if bloom is not None and not bloom.might_contain(candidates).any():
+            self.bloom_pruned += 1
+            return None
+        return self._key_column(rel)
+
+    def _bloom(self, rel: str, meta: Mapping[bytes, bytes]) -> BloomFilter | None:
+        try:
+            return from_footer(meta, self.table.storage.uri(rel))
+        except CorruptDataFileError as exc:  # a filter we cannot read only costs the key column read
+            log.warning("%s; reading its record keys instead", exc)
+            return None
+
+    def _key_column(self, rel: str) -> pa.Array:
+        if rel not in self._keys:
+            parquet = self._open_base(rel)
+            with self._corrupt(rel):
+                column = parquet.read(columns=[RECORD_KEY]).column(0)
+            self._keys[rel] = column.combine_chunks().cast(pa.string())
+            self.keys_read.append(rel)
+        return self._keys[rel]
+
+    def _read_base_rest(self, rel: str) -> pa.Table:
+        """The rows of base file ``rel`` as this write's schema, its record keys taken from the
+        lookup's read: every column chunk of the file is read once per write."""
+        parquet = self._open_base(rel)
+        keys = self._key_column(rel)
+        present = set(parquet.schema_arrow.names)
+        wanted = [n for n in self.schema.names if n in present and n != RECORD_KEY]
+        with self._corrupt(rel):
+            rows = parquet.read(columns=wanted)
+        if not wanted:
+            rows = pa.table({RECORD_KEY: keys})
+        else:
+            rows = rows.append_column(RECORD_KEY, keys)
+        return conform(rows, self.schema)
 
     def _write_partition(self, view: FileSystemView, partition: str, rows: pa.Table) -> None:
         groups, held = self._locate(view, partition, rows.column(_KEY))
@@ -503,7 +642,7 @@ class _WriteJob:
 
     def _write_parquet(self, partition: str, name: str, table: pa.Table) -> int:
         rel = join_partition(partition, name)
-        size = store_base_file(self.table.storage, rel, table)
+        size = store_base_file(self.table.storage, rel, table, self.bloom)
         self.files.append(rel)
         self.fault("file")
         return size
@@ -536,7 +675,10 @@ class _WriteJob:
         slice_ = view.merged_latest_slice(group)
         assert slice_ is not None and slice_.base_file is not None
         reader = SliceReader(self.table, self.timeline, self.schema)
-        current = reader.read_slice(slice_)
+        if slice_.log_files:  # not written by COW writers; read and merged as a reader would
+            current = reader.read_slice(slice_)
+        else:
+            current = self._read_base_rest(slice_.base_file.relative_path)
         keys = reader.keys_of(current)
         if self.event_time:
             # Event time: a version with a smaller ordering value than the stored one loses.

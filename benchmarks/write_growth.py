@@ -25,8 +25,8 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from airflow_lake_provider.lake import LakeTable, write  # noqa: E402
-from airflow_lake_provider.lake.services.archival.executor import run_archival  # noqa: E402
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction  # noqa: E402
+from airflow_lake_provider.lake.table.archival.executor import run_archival  # noqa: E402
 
 KEEP = {"hoodie.keep.min.commits": "20", "hoodie.keep.max.commits": "30"}
 

@@ -27,7 +27,6 @@ from airflow_lake_provider.hooks.errors import (
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError, StorageUnavailableError
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.services.archival.executor import run_archival
 from airflow_lake_provider.lake.services.clean.executor import (
     CleanResult,
     Outcome,
@@ -37,6 +36,7 @@ from airflow_lake_provider.lake.services.clean.executor import (
     stored_plan,
 )
 from airflow_lake_provider.lake.storage import open_storage
+from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 

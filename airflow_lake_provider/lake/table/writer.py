@@ -11,7 +11,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 import pyarrow as pa
@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import (
     CorruptDataFileError,
+    LakeError,
     RollbackError,
     SchemaError,
     StorageAccessError,
@@ -51,6 +52,8 @@ from airflow_lake_provider.lake.format.partitioning import (
     record_keys,
 )
 from airflow_lake_provider.lake.format.table_config import MergeMode
+from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
+from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.data_files import store_base_file, write_partition_metadata
 from airflow_lake_provider.lake.table.fs_view import FileGroup, FileSlice, FileSystemView
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
@@ -84,6 +87,8 @@ _PROBE_INSTANT = "2" * 17
 INDEX_TYPE = "hoodie.index.type"
 _SAME_ANSWER_INDEXES = ("BLOOM", "SIMPLE")
 METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+# As Hudi: archive the timeline at the end of every write (keep.min/max.commits decide how much).
+ARCHIVE_AUTOMATIC = "hoodie.archive.automatic"
 
 
 class Operation(str, Enum):
@@ -103,16 +108,18 @@ class WriteResult:
     deleted: int = 0
     files: tuple[str, ...] = field(default=())
     lookup: LookupStats = field(default_factory=lambda: LookupStats())
+    archived: tuple[str, ...] = ()  # instants the automatic archival after this write moved
 
 
 @dataclass(frozen=True)
 class LookupStats:
     """What the key lookup read: base files skipped by their footer's key range or bloom filter,
-    and the base files whose record-key column it read."""
+    the base files whose record-key column it read, and in how many row groups."""
 
     range_pruned: int = 0
     bloom_pruned: int = 0
     keys_read: tuple[str, ...] = ()
+    row_groups_read: int = 0
 
 
 FaultHook = Callable[[str], None]
@@ -154,10 +161,13 @@ def write(
     settings = {**table.config.properties, **(options or {})}
     _check_index(table, settings)
     bloom = BloomSettings.from_options(settings)
+    archive = _archive_automatic(settings)
+    if archive:
+        ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
-        return _write_locked(
+        result = _write_locked(
             table,
             batch,
             operation,
@@ -168,6 +178,26 @@ def write(
             event_time_field,
             bloom,
         )
+    if not archive:
+        return result
+    return replace(result, archived=_archive_after_write(table, dict(options or {})))
+
+
+def _archive_automatic(settings: Mapping[str, str]) -> bool:
+    value = str(settings.get(ARCHIVE_AUTOMATIC, "true")).strip().lower()
+    if value not in ("true", "false"):
+        raise TableConfigError(f"{ARCHIVE_AUTOMATIC}={value!r}: use true or false")
+    return value == "true"
+
+
+def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
+    """Archive what is due now that the write is committed. The write stands whatever happens
+    here: a failure (or another archival running) is logged and the next write or clean retries."""
+    try:
+        return run_archival(table, options).archived
+    except LakeError as exc:
+        log.warning("automatic archival after a write to %s did not run: %s", table.uri, exc)
+        return ()
 
 
 def _check_index(table: LakeTable, settings: Mapping[str, str]) -> None:
@@ -272,7 +302,7 @@ def _write_locked(
         job.updated,
         job.deleted,
         tuple(job.files),
-        LookupStats(job.range_pruned, job.bloom_pruned, tuple(job.keys_read)),
+        LookupStats(job.range_pruned, job.bloom_pruned, tuple(job.keys_read), job.row_groups_read),
     )
 
 
@@ -461,10 +491,11 @@ class _WriteJob:
         # Per-write cache of the base files the lookup opened: each is opened and each of its
         # columns read at most once, by the lookup (footer, record keys) and a COW rewrite (the rest).
         self._parquet: dict[str, pq.ParquetFile] = {}
-        self._keys: dict[str, pa.Array] = {}
+        self._keys: dict[tuple[str, int], pa.Array] = {}
         self._open = contextlib.ExitStack()
         self.range_pruned = self.bloom_pruned = 0
         self.keys_read: list[str] = []
+        self.row_groups_read = 0
         pre = self.cfg.precombine_field
         # Joins cannot carry a null-typed column, so a table without an ordering field uses int64 nulls.
         self._ord_type = schema.field(pre).type if pre and pre in schema.names else pa.int64()
@@ -561,7 +592,25 @@ class _WriteJob:
         if bloom is not None and not bloom.might_contain(candidates).any():
             self.bloom_pruned += 1
             return None
-        return self._key_column(rel)
+        return self._candidate_keys(rel, candidates)
+
+    def _candidate_keys(self, rel: str, candidates: pa.Array) -> pa.Array:
+        """Record keys of the row groups of ``rel`` whose key statistics may hold a candidate (base
+        files hold ``ROW_GROUP_ROWS`` rows per group: with keys that grow over time, few are read)."""
+        parquet = self._open_base(rel)
+        meta = parquet.metadata
+        leaf = next((i for i in range(meta.num_columns) if meta.schema.column(i).path == RECORD_KEY), None)
+        parts = []
+        for index in range(meta.num_row_groups):
+            stats = meta.row_group(index).column(leaf).statistics if leaf is not None else None
+            if stats is not None and stats.has_min_max and isinstance(stats.min, str):
+                low = pa.scalar(stats.min, candidates.type)
+                high = pa.scalar(stats.max, candidates.type)
+                inside = pc.and_(pc.greater_equal(candidates, low), pc.less_equal(candidates, high))
+                if not pc.any(inside).as_py():
+                    continue
+            parts.append(self._row_group_keys(rel, index))
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
     def _bloom(self, rel: str, meta: Mapping[bytes, bytes]) -> BloomFilter | None:
         try:
@@ -570,14 +619,22 @@ class _WriteJob:
             log.warning("%s; reading its record keys instead", exc)
             return None
 
-    def _key_column(self, rel: str) -> pa.Array:
-        if rel not in self._keys:
+    def _row_group_keys(self, rel: str, index: int) -> pa.Array:
+        if (rel, index) not in self._keys:
             parquet = self._open_base(rel)
             with self._corrupt(rel):
-                column = parquet.read(columns=[RECORD_KEY]).column(0)
-            self._keys[rel] = column.combine_chunks().cast(pa.string())
-            self.keys_read.append(rel)
-        return self._keys[rel]
+                column = parquet.read_row_group(index, columns=[RECORD_KEY]).column(0)
+            self._keys[(rel, index)] = column.combine_chunks().cast(pa.string())
+            self.row_groups_read += 1
+            if rel not in self.keys_read:
+                self.keys_read.append(rel)
+        return self._keys[(rel, index)]
+
+    def _key_column(self, rel: str) -> pa.Array:
+        """Every record key of ``rel`` in file order (row groups the lookup read are not read again)."""
+        groups = range(self._open_base(rel).metadata.num_row_groups)
+        parts = [self._row_group_keys(rel, i) for i in groups]
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
     def _read_base_rest(self, rel: str) -> pa.Table:
         """The rows of base file ``rel`` as this write's schema, its record keys taken from the

@@ -17,12 +17,12 @@ from hypothesis import strategies as st
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError
 from airflow_lake_provider.lake.format import bloom_filter as bf
-from airflow_lake_provider.lake.format.base_file import write_base_file
+from airflow_lake_provider.lake.format.base_file import ROW_GROUP_ROWS, write_base_file
 from airflow_lake_provider.lake.format.instant import InstantClock
 from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.writer import LookupStats, write
 
 HUDI_TABLES = Path(__file__).resolve().parents[2] / "data" / "hudi-tables"
 FILTER = bf.FILTER_KEY.encode()
@@ -215,7 +215,7 @@ def test_writer_new_keys_inside_the_key_range_read_no_key_column(tmp_path: Path,
     # Keys outside the range: not even the bloom filter is needed.
     storage.opened.clear()
     result = write(table, _batch([5000], 3), "upsert")
-    assert result.lookup == type(result.lookup)(range_pruned=2, bloom_pruned=0, keys_read=())
+    assert result.lookup == LookupStats(range_pruned=2, bloom_pruned=0, keys_read=(), row_groups_read=0)
     expected = sorted([(f"k{i:05d}", 1) for i in range(0, 1000, 2)] + [("k00001", 2), ("k00501", 2)])
     expected = sorted(expected + [("k00999", 2), ("k05000", 3)])
     assert _hudi_ids(tmp_path / "t") == expected
@@ -278,3 +278,22 @@ def test_writer_accepts_bloom_and_simple_index(tmp_path: Path, index: str) -> No
     table, _ = _counting(tmp_path / "t", "cow")
     result = write(table, _batch([1], 1), "insert", options={"hoodie.index.type": index})
     assert result.inserted == 1
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_writer_lookup_reads_keys_of_the_row_groups_that_may_hold_them(tmp_path: Path, kind: str) -> None:
+    table, storage = _counting(tmp_path / "t", kind)
+    count = 3 * ROW_GROUP_ROWS  # ids in order: each row group holds a key range of its own
+    first = write(table, _batch(list(range(count)), 1), "insert", max_rows_per_file=count)
+    assert pq.ParquetFile(tmp_path / "t" / first.files[0]).metadata.num_row_groups == 3
+    storage.opened.clear()
+    result = write(table, _batch([5, count - 1], 2), "upsert")
+    # The lookup reads the keys of groups 1 and 3; a COW rewrite then needs group 2's too (once).
+    assert result.lookup.keys_read == (first.files[0],)
+    assert result.lookup.row_groups_read == (2 if kind == "mor" else 3)
+    assert storage.base_file_reads() == {first.files[0]: 1}
+    assert result.updated == 2
+    rows = read_snapshot(LakeTable.open(tmp_path / "t"))
+    assert rows.num_rows == count
+    newer = rows.filter(pa.compute.equal(rows.column("ts"), 2))
+    assert sorted(newer.column("id").to_pylist()) == ["k00005", f"k{count - 1:05d}"]

@@ -25,9 +25,9 @@ from airflow_lake_provider.lake.format.archived_timeline import (
     encode_archive_block,
 )
 from airflow_lake_provider.lake.format.instant import Action, Instant
-from airflow_lake_provider.lake.services.archival.config import ArchivalConfig
-from airflow_lake_provider.lake.services.archival.planner import ArchivalPlan, plan_archival
 from airflow_lake_provider.lake.storage import HOODIE_DIR
+from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
+from airflow_lake_provider.lake.table.archival.planner import ArchivalPlan, plan_archival
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 

@@ -1,7 +1,8 @@
 """Write cost as a table grows: late writes vs early writes, and a small upsert into a large file group.
 
-(a) ``--writes`` small upserts (20 rows over 20 partitions) into a MOR table, archiving after every
-    ``--archive-every`` writes as the clean operator would (and compacting every ``--compact-every``):
+(a) ``--writes`` small upserts (20 rows over 20 partitions) into a MOR table, each write archiving
+    the timeline at its end as Hudi does (``hoodie.archive.automatic``, keep 20-30 commits), and
+    compacting every ``--compact-every`` writes:
     the average time of the last 20 writes over the average of the first 20 (target <= 1.3; the
     cost must not grow with the history). Never compacted, every write adds log files the next one
     lists, so some growth remains: it is the file listing, not the timeline or the merge.
@@ -26,7 +27,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from airflow_lake_provider.lake import LakeTable, write  # noqa: E402
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction  # noqa: E402
-from airflow_lake_provider.lake.table.archival.executor import run_archival  # noqa: E402
 
 KEEP = {"hoodie.keep.min.commits": "20", "hoodie.keep.max.commits": "30"}
 
@@ -42,7 +42,7 @@ def _table(path: Path, partitioned: bool = True) -> LakeTable:
     )
 
 
-def growth(root: Path, writes: int, archive_every: int, compact_every: int) -> tuple[list[float], int]:
+def growth(root: Path, writes: int, compact_every: int) -> tuple[list[float], int]:
     table = _table(root / "growth")
     times = []
     archived = 0
@@ -57,12 +57,11 @@ def growth(root: Path, writes: int, archive_every: int, compact_every: int) -> t
             }
         )
         started = time.perf_counter()
-        write(table, batch, "upsert")
+        result = write(table, batch, "upsert", options=KEEP)  # archival included, as in Hudi
         times.append(time.perf_counter() - started)
+        archived += len(result.archived)
         if compact_every and (n + 1) % compact_every == 0:
             run_compaction(table, force=True)
-        if archive_every and (n + 1) % archive_every == 0:
-            archived += len(run_archival(table, KEEP).archived)
     return times, archived
 
 
@@ -97,7 +96,6 @@ def small_upsert(root: Path, rows: int, runs: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--writes", type=int, default=300)
-    parser.add_argument("--archive-every", type=int, default=10)
     parser.add_argument(
         "--compact-every",
         type=int,
@@ -109,7 +107,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="write_growth_") as tmp:
         root = Path(tmp)
-        times, archived = growth(root, args.writes, args.archive_every, args.compact_every)
+        times, archived = growth(root, args.writes, args.compact_every)
         first, last = statistics.mean(times[:20]), statistics.mean(times[-20:])
         compacted = f", compacted every {args.compact_every}" if args.compact_every else ", never compacted"
         print(f"(a) {args.writes} upserts of 20 rows over 20 partitions", end="")

@@ -91,6 +91,20 @@ METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
 ARCHIVE_AUTOMATIC = "hoodie.archive.automatic"
 
 
+# At most this many footer summaries are kept per LakeTable object (a few hundred bytes each).
+_FOOTER_SUMMARIES = 100_000
+
+
+@dataclass(frozen=True)
+class _FooterSummary:
+    """What the key lookup needs of a base file's footer but its bloom filter: the record-key range
+    of the file and of each row group (None where unknown)."""
+
+    low: str | None
+    high: str | None
+    row_groups: tuple[tuple[str, str] | None, ...]
+
+
 class Operation(str, Enum):
     INSERT = "insert"
     UPSERT = "upsert"
@@ -181,6 +195,13 @@ def write(
     if not archive:
         return result
     return replace(result, archived=_archive_after_write(table, dict(options or {})))
+
+
+def _between(keys: pa.Array, low: str, high: str) -> pa.Array:
+    """Which of ``keys`` lie in [low, high] (byte order, as parquet statistics and Hudi's range)."""
+    return pc.and_(
+        pc.greater_equal(keys, pa.scalar(low, keys.type)), pc.less_equal(keys, pa.scalar(high, keys.type))
+    )
 
 
 def _archive_automatic(settings: Mapping[str, str]) -> bool:
@@ -537,7 +558,7 @@ class _WriteJob:
                 continue
             groups[group.file_id] = group
             if slice_.base_file is not None:
-                held = self._base_keys(slice_.base_file.relative_path, keys)
+                held = self._base_keys(slice_.base_file.relative_path, slice_.base_file.size, keys)
             else:
                 reader = SliceReader(self.table, self.timeline, pa.schema([self.schema.field(RECORD_KEY)]))
                 held = reader.keys_of(reader.read_slice(slice_))
@@ -573,44 +594,55 @@ class _WriteJob:
                 f"cannot read base file {self.table.storage.uri(rel)}: {message}"
             ) from exc
 
-    def _base_keys(self, rel: str, keys: pa.Array) -> pa.Array | None:
+    def _base_keys(self, rel: str, size: int, keys: pa.Array) -> pa.Array | None:
         """Record keys of base file ``rel``, or None when its footer rules out every one of ``keys``."""
-        parquet = self._open_base(rel)
-        meta = parquet.metadata.metadata or {}
-        low, high = meta.get(b"hoodie_min_record_key"), meta.get(b"hoodie_max_record_key")
+        summary = self._summary(rel, size)
         candidates = keys
-        if low is not None and high is not None:
-            inside = pc.and_(
-                pc.greater_equal(keys, pa.scalar(low.decode(), keys.type)),
-                pc.less_equal(keys, pa.scalar(high.decode(), keys.type)),
-            )
-            candidates = keys.filter(inside)
+        if summary.low is not None and summary.high is not None:
+            candidates = keys.filter(_between(keys, summary.low, summary.high))
             if not len(candidates):
                 self.range_pruned += 1
                 return None
-        bloom = self._bloom(rel, meta)
-        if bloom is not None and not bloom.might_contain(candidates).any():
-            self.bloom_pruned += 1
-            return None
-        return self._candidate_keys(rel, candidates)
+        bloom = self._bloom(rel, self._open_base(rel).metadata.metadata or {})
+        if bloom is not None:
+            candidates = candidates.filter(bloom.might_contain(candidates))
+            if not len(candidates):
+                self.bloom_pruned += 1
+                return None
+        # Only the row groups whose key statistics may hold a candidate (base files hold
+        # ROW_GROUP_ROWS rows per group: with keys that grow over time, few are read).
+        parts = [
+            self._row_group_keys(rel, index)
+            for index, stats in enumerate(summary.row_groups)
+            if stats is None or pc.any(_between(candidates, *stats)).as_py()
+        ]
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
-    def _candidate_keys(self, rel: str, candidates: pa.Array) -> pa.Array:
-        """Record keys of the row groups of ``rel`` whose key statistics may hold a candidate (base
-        files hold ``ROW_GROUP_ROWS`` rows per group: with keys that grow over time, few are read)."""
-        parquet = self._open_base(rel)
-        meta = parquet.metadata
+    def _summary(self, rel: str, size: int) -> _FooterSummary:
+        """The footer summary of ``rel``, from the table's cache when a write already read it."""
+        cache = self.table.footer_summaries
+        found = cache.get((rel, size))
+        if found is not None:
+            return found
+        meta = self._open_base(rel).metadata
+        kv = meta.metadata or {}
+        low, high = kv.get(b"hoodie_min_record_key"), kv.get(b"hoodie_max_record_key")
         leaf = next((i for i in range(meta.num_columns) if meta.schema.column(i).path == RECORD_KEY), None)
-        parts = []
+        groups: list[tuple[str, str] | None] = []
         for index in range(meta.num_row_groups):
             stats = meta.row_group(index).column(leaf).statistics if leaf is not None else None
-            if stats is not None and stats.has_min_max and isinstance(stats.min, str):
-                low = pa.scalar(stats.min, candidates.type)
-                high = pa.scalar(stats.max, candidates.type)
-                inside = pc.and_(pc.greater_equal(candidates, low), pc.less_equal(candidates, high))
-                if not pc.any(inside).as_py():
-                    continue
-            parts.append(self._row_group_keys(rel, index))
-        return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+            known = stats is not None and stats.has_min_max and isinstance(stats.min, str)
+            groups.append((stats.min, stats.max) if known else None)  # type: ignore[union-attr]
+        ranged = low is not None and high is not None
+        summary = _FooterSummary(
+            low.decode() if ranged else None,  # type: ignore[union-attr]
+            high.decode() if ranged else None,  # type: ignore[union-attr]
+            tuple(groups),
+        )
+        if len(cache) >= _FOOTER_SUMMARIES:
+            cache.clear()
+        cache[(rel, size)] = summary
+        return summary
 
     def _bloom(self, rel: str, meta: Mapping[bytes, bytes]) -> BloomFilter | None:
         try:

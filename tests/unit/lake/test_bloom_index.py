@@ -216,8 +216,14 @@ def test_writer_new_keys_inside_the_key_range_read_no_key_column(tmp_path: Path,
     storage.opened.clear()
     result = write(table, _batch([5000], 3), "upsert")
     assert result.lookup == LookupStats(range_pruned=2, bloom_pruned=0, keys_read=(), row_groups_read=0)
+    # The table object keeps each footer's key ranges: ruling files out again opens only the one
+    # file it had not seen (written by the last write).
+    newest = result.files
+    storage.opened.clear()
+    result = write(table, _batch([6000], 4), "upsert")
+    assert result.lookup.range_pruned == 3 and storage.base_file_reads() == {newest[0]: 1}
     expected = sorted([(f"k{i:05d}", 1) for i in range(0, 1000, 2)] + [("k00001", 2), ("k00501", 2)])
-    expected = sorted(expected + [("k00999", 2), ("k05000", 3)])
+    expected = sorted(expected + [("k00999", 2), ("k05000", 3), ("k06000", 4)])
     assert _hudi_ids(tmp_path / "t") == expected
     ours = read_snapshot(LakeTable.open(tmp_path / "t"))
     assert sorted(zip(ours.column("id").to_pylist(), ours.column("ts").to_pylist(), strict=True)) == expected

@@ -7,6 +7,7 @@ readable and unchanged; the markers name every file the failed instant wrote, fo
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import json
 import logging
@@ -197,11 +198,10 @@ def write(
     return replace(result, archived=_archive_after_write(table, dict(options or {})))
 
 
-def _between(keys: pa.Array, low: str, high: str) -> pa.Array:
-    """Which of ``keys`` lie in [low, high] (byte order, as parquet statistics and Hudi's range)."""
-    return pc.and_(
-        pc.greater_equal(keys, pa.scalar(low, keys.type)), pc.less_equal(keys, pa.scalar(high, keys.type))
-    )
+def _between(ordered: list[str], low: str, high: str) -> list[str]:
+    """The keys of sorted ``ordered`` in [low, high] (code point order: UTF-8 byte order, as parquet
+    statistics compare)."""
+    return ordered[bisect.bisect_left(ordered, low) : bisect.bisect_right(ordered, high)]
 
 
 def _archive_automatic(settings: Mapping[str, str]) -> bool:
@@ -550,6 +550,8 @@ class _WriteJob:
         found_keys: list[pa.Array] = []
         owners: list[pa.Array] = []
         keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+        # Sorted once per partition: each file's key range is then two bisections, not Arrow calls.
+        ordered = sorted(keys.cast(pa.string()).to_pylist())
         for group in view.file_groups(partition):
             if view.is_replaced(group):
                 continue
@@ -558,7 +560,7 @@ class _WriteJob:
                 continue
             groups[group.file_id] = group
             if slice_.base_file is not None:
-                held = self._base_keys(slice_.base_file.relative_path, slice_.base_file.size, keys)
+                held = self._base_keys(slice_.base_file.relative_path, slice_.base_file.size, ordered)
             else:
                 reader = SliceReader(self.table, self.timeline, pa.schema([self.schema.field(RECORD_KEY)]))
                 held = reader.keys_of(reader.read_slice(slice_))
@@ -594,19 +596,20 @@ class _WriteJob:
                 f"cannot read base file {self.table.storage.uri(rel)}: {message}"
             ) from exc
 
-    def _base_keys(self, rel: str, size: int, keys: pa.Array) -> pa.Array | None:
-        """Record keys of base file ``rel``, or None when its footer rules out every one of ``keys``."""
+    def _base_keys(self, rel: str, size: int, ordered: list[str]) -> pa.Array | None:
+        """Record keys of base file ``rel``, or None when its footer rules out every one of the
+        (sorted) keys ``ordered``."""
         summary = self._summary(rel, size)
-        candidates = keys
         if summary.low is not None and summary.high is not None:
-            candidates = keys.filter(_between(keys, summary.low, summary.high))
-            if not len(candidates):
+            ordered = _between(ordered, summary.low, summary.high)
+            if not ordered:
                 self.range_pruned += 1
                 return None
         bloom = self._bloom(rel, self._open_base(rel).metadata.metadata or {})
         if bloom is not None:
-            candidates = candidates.filter(bloom.might_contain(candidates))
-            if not len(candidates):
+            maybe = bloom.might_contain(pa.array(ordered, pa.string()))
+            ordered = [key for key, hit in zip(ordered, maybe, strict=True) if hit]
+            if not ordered:
                 self.bloom_pruned += 1
                 return None
         # Only the row groups whose key statistics may hold a candidate (base files hold
@@ -614,7 +617,7 @@ class _WriteJob:
         parts = [
             self._row_group_keys(rel, index)
             for index, stats in enumerate(summary.row_groups)
-            if stats is None or pc.any(_between(candidates, *stats)).as_py()
+            if stats is None or _between(ordered, *stats)
         ]
         return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 

@@ -4,6 +4,7 @@ files carry, and the writer's key lookup that uses them (what it reads, counted 
 from __future__ import annotations
 
 import io
+import pickle
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,10 @@ from airflow_lake_provider.lake.format import bloom_filter as bf
 from airflow_lake_provider.lake.format.base_file import ROW_GROUP_ROWS, write_base_file
 from airflow_lake_provider.lake.format.instant import InstantClock
 from airflow_lake_provider.lake.storage import LocalStorage
+from airflow_lake_provider.lake.table import writer as writer_module
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import LookupStats, write
+from airflow_lake_provider.lake.table.writer import LookupStats, WriteContext, write, write_file_group
 
 HUDI_TABLES = Path(__file__).resolve().parents[2] / "data" / "hudi-tables"
 FILTER = bf.FILTER_KEY.encode()
@@ -303,3 +305,52 @@ def test_writer_lookup_reads_keys_of_the_row_groups_that_may_hold_them(tmp_path:
     assert rows.num_rows == count
     newer = rows.filter(pa.compute.equal(rows.column("ts"), 2))
     assert sorted(newer.column("id").to_pylist()) == ["k00005", f"k{count - 1:05d}"]
+
+
+def test_writer_groups_written_elsewhere_open_their_base_file_once_and_carry_the_options_filter(
+    tmp_path: Path,
+) -> None:
+    table, storage = _counting(tmp_path / "t", "cow")
+    first = write(table, _batch(list(range(100)), 1), "insert")
+    executor = CountingStorage(tmp_path / "t")
+
+    def runner(_table: LakeTable, context: WriteContext, units: Any) -> list[Any]:
+        # As Spark ships them: pickled, to a table object of the executor's own.
+        context, units = pickle.loads(pickle.dumps((context, list(units))))
+        there = LakeTable(executor, LakeTable.open(tmp_path / "t").config)
+        return [write_file_group(there, context, unit) for unit in units]
+
+    storage.opened.clear()
+    options = {bf.TYPE_OPTION: "SIMPLE", bf.NUM_ENTRIES_OPTION: "1000"}
+    result = write(table, _batch([3, 200], 2), "upsert", options=options, runner=runner)
+    assert (result.inserted, result.updated) == (1, 1)
+    # The driver's lookup opened the file once (footer, keys); the executor once, to rewrite it.
+    assert storage.base_file_reads() == {first.files[0]: 1}
+    assert executor.base_file_reads() == {first.files[0]: 1}
+    assert result.lookup.keys_read == (first.files[0],)
+    want = bf.BloomSettings.from_options(options)
+    assert len(result.files) == 2
+    for rel in result.files:  # the inserted file and the rewritten one: the options' filter
+        filt = bf.from_footer(pq.ParquetFile(tmp_path / "t" / rel).metadata.metadata)
+        assert filt is not None and (filt.type_code, filt.vector_size) == (bf.SIMPLE, want.vector_size)
+    expected = [(f"k{i:05d}", 2 if i == 3 else 1) for i in range(100)] + [("k00200", 2)]
+    assert _hudi_ids(tmp_path / "t") == sorted(expected)
+
+
+def test_writer_past_the_open_file_cap_reopens_a_base_file_for_its_rewrite(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, storage = _counting(tmp_path / "t", "cow")
+    monkeypatch.setattr(writer_module, "_OPEN_BASE_FILES", 1)  # file handles kept lookup -> rewrite
+    first = write(table, _batch(list(range(100)), 1), "insert")
+    second = write(table, _batch(list(range(100, 200)), 1), "insert")
+    storage.opened.clear()
+    result = write(table, _batch([3, 150], 2), "upsert")
+    assert result.updated == 2
+    # One file open at a time: the lookup closed the first file it opened to open the other, so a
+    # rewrite opened its file again (at most twice each, never more).
+    reads = storage.base_file_reads()
+    assert set(reads) == {first.files[0], second.files[0]}
+    assert max(reads.values()) == 2 and sum(reads.values()) in (3, 4)
+    expected = [(f"k{i:05d}", 2 if i in (3, 150) else 1) for i in range(200)]
+    assert _hudi_ids(tmp_path / "t") == expected

@@ -143,6 +143,7 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
         "updated": result.updated,
         "deleted": result.deleted,
         "files": len(result.files),
+        "archived": list(result.archived),  # the automatic archival after the commit (driver side)
         "input_rows": batch.num_rows,
         "input_files": len(source.files),
     }

@@ -92,6 +92,20 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if _IN_CI el
 
 
 # --- Paths and data ---------------------------------------------------------------------------------
+@pytest.fixture(autouse=True)
+def _fresh_default_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts with a process clock that has handed out nothing.
+
+    Tables opened without a clock share ``DEFAULT_CLOCK``, which never hands out a time at or before
+    one it gave before (right for a process, which must keep its instants unique). Across tests it
+    leaks: a test that put a 2099 instant on its own table would push every later test's instants
+    past 2099. Only when the core is already imported (a fresh import has a fresh clock).
+    """
+    instant = sys.modules.get("airflow_lake_provider.lake.format.instant")
+    if instant is not None:
+        monkeypatch.setattr(instant.DEFAULT_CLOCK, "_last", None)
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     """The checkout's root (the folder holding pyproject.toml)."""

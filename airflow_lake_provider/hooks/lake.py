@@ -379,7 +379,7 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         :param options: ``hoodie.keep.*`` options over the table's own (other keys are ignored).
         """
         from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
-        from airflow_lake_provider.lake.services.archival.executor import run_archival
+        from airflow_lake_provider.lake.table.archival.executor import run_archival
 
         table = self.open_table(table_path)
         keep = {

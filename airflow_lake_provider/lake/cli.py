@@ -19,7 +19,6 @@ from airflow_lake_provider.lake.errors import (
     CompactionError,
     LakeError,
 )
-from airflow_lake_provider.lake.services.archival.executor import run_archival
 from airflow_lake_provider.lake.services.clean.config import POLICY_KEYS, CleanConfig, CleanPolicy
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY
@@ -46,6 +45,7 @@ from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.rollback import rollback
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.storage import Storage, open_storage
+from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import Operation, write

@@ -16,6 +16,7 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake.format import bloom_filter as bf
 from airflow_lake_provider.lake.format.instant import State
 from airflow_lake_provider.lake.spark_submit import submit
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -114,6 +115,17 @@ def test_job_writes_insert_upsert_delete_as_one_instant_each(spark, tmp_path: Pa
     assert sum(s.num_inserts for s in stats) == 500
     assert not (path / ".hoodie" / ".temp" / second["instant"]).exists()  # markers gone after the commit
     assert table.config.is_mor == (kind == "mor")
+    # Base files written in Spark tasks carry the bloom filter of their record keys.
+    bases = sorted(path.rglob("*.parquet"))
+    assert bases
+    for base in bases:
+        parquet = pq.ParquetFile(base)
+        filt = bf.from_footer(parquet.metadata.metadata)
+        assert (
+            filt is not None
+            and filt.might_contain(parquet.read(columns=["_hoodie_record_key"]).column(0)).all()
+        )
+    assert first["archived"] == second["archived"] == third["archived"] == []  # 3 commits: none due
 
 
 def test_job_refuses_bad_input_before_any_instant(spark, tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from enum import Enum
 from types import MappingProxyType
 
 from airflow_lake_provider.lake.errors import TableConfigError, UnsupportedTableVersionError
+from airflow_lake_provider.lake.format.bloom_filter import BloomSettings
 
 SUPPORTED_TABLE_VERSION = 6
 SUPPORTED_LAYOUT_VERSION = 1
@@ -80,6 +81,11 @@ class TableConfig:
         return bool(self.partition_fields) and self.keygen_class != NONPARTITIONED_KEYGEN
 
     @property
+    def bloom_settings(self) -> BloomSettings:
+        """How the record-key bloom filters of new base files are sized (Hudi's bloom options)."""
+        return BloomSettings.from_options(self.properties)
+
+    @property
     def merge_mode(self) -> MergeMode:
         """Event-time ordering needs an ordering field and no commit-time payload or mode."""
         if self.merge_mode_setting:
@@ -115,6 +121,10 @@ class TableConfig:
         mode = props.get("hoodie.record.merge.mode") or None
         if mode and mode.upper() not in MergeMode.__members__:
             raise TableConfigError(f"{source}: hoodie.record.merge.mode={mode} is not supported")
+        try:
+            BloomSettings.from_options(props)
+        except TableConfigError as exc:
+            raise TableConfigError(f"{source}: {exc}") from None
         return cls(
             name=props["hoodie.table.name"],
             table_type=TableType.parse(props["hoodie.table.type"]),

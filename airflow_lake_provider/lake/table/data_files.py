@@ -13,16 +13,21 @@ from airflow_lake_provider.lake.errors import (
     StorageUnavailableError,
 )
 from airflow_lake_provider.lake.format.base_file import write_base_file
+from airflow_lake_provider.lake.format.bloom_filter import BloomSettings
 from airflow_lake_provider.lake.format.file_names import PARTITION_METADATA_FILE
 from airflow_lake_provider.lake.format.log_block import LogBlock, parse_log_bytes
 from airflow_lake_provider.lake.format.partitioning import partition_metadata_bytes
 from airflow_lake_provider.lake.storage import Storage
 
 
-def store_base_file(storage: Storage, rel: str, rows: pa.Table) -> int:
-    """Write ``rows`` as the base file ``rel`` (durable on return); return its size in bytes."""
+def store_base_file(storage: Storage, rel: str, rows: pa.Table, bloom: BloomSettings) -> int:
+    """Write ``rows`` as the base file ``rel`` (durable on return); return its size in bytes.
+
+    ``bloom`` sizes the footer's record-key bloom filter (``BloomSettings.from_options`` of the
+    table's properties).
+    """
     with storage.open_output(rel) as sink:
-        write_base_file(sink, rows)
+        write_base_file(sink, rows, bloom)
     return storage.size(rel)
 
 

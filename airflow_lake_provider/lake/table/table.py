@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -41,6 +41,9 @@ class LakeTable:
         self.config = config
         self.clock = clock
         self.store = TimelineStore(storage)
+        # Key-lookup summaries of base file footers, by (relative path, size): base files are never
+        # changed once written, so writes through this object skip re-reading footers they ruled out.
+        self.footer_summaries: dict[tuple[str, int], Any] = {}
 
     @property
     def uri(self) -> str:

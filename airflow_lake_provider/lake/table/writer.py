@@ -7,10 +7,12 @@ readable and unchanged; the markers name every file the failed instant wrote, fo
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -24,7 +26,10 @@ from airflow_lake_provider.lake.errors import (
     ObjectExistsError,
     RollbackError,
     SchemaError,
+    StorageAccessError,
     StorageError,
+    StorageUnavailableError,
+    TableConfigError,
     WriteInputError,
 )
 from airflow_lake_provider.lake.format.avro_schema import (
@@ -34,6 +39,12 @@ from airflow_lake_provider.lake.format.avro_schema import (
     with_meta_fields,
 )
 from airflow_lake_provider.lake.format.base_file import RECORD_KEY
+from airflow_lake_provider.lake.format.bloom_filter import (
+    DEFAULT_SETTINGS,
+    BloomFilter,
+    BloomSettings,
+    from_footer,
+)
 from airflow_lake_provider.lake.format.casting import cast_exact, same_shape
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
 from airflow_lake_provider.lake.format.data_block import avro_data_block
@@ -45,6 +56,8 @@ from airflow_lake_provider.lake.format.partitioning import (
     record_keys,
 )
 from airflow_lake_provider.lake.format.table_config import MergeMode
+from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
+from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.data_files import store_base_file, write_partition_metadata
 from airflow_lake_provider.lake.table.fs_view import FileGroup, FileSlice, FileSystemView
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
@@ -73,6 +86,29 @@ _LONGEST_FILE_NAME = 128
 # An instant time as long as a real one, for path checks made before the instant is chosen.
 _PROBE_INSTANT = "2" * 17
 
+# Index types whose lookups this writer's bloom + range lookup gives the same answer as.
+INDEX_TYPE = "hoodie.index.type"
+_SAME_ANSWER_INDEXES = ("BLOOM", "SIMPLE")
+METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
+# As Hudi: archive the timeline at the end of every write (keep.min/max.commits decide how much).
+ARCHIVE_AUTOMATIC = "hoodie.archive.automatic"
+
+# At most this many footer summaries are kept per LakeTable object (a few hundred bytes each).
+_FOOTER_SUMMARIES = 100_000
+# At most this many base files stay open from the key lookup to their COW rewrite (file handles);
+# a file closed early is opened again by its rewrite (two reads of it instead of one).
+_OPEN_BASE_FILES = 256
+
+
+@dataclass(frozen=True)
+class _FooterSummary:
+    """What the key lookup needs of a base file's footer but its bloom filter: the record-key range
+    of the file and of each row group (None where unknown)."""
+
+    low: str | None
+    high: str | None
+    row_groups: tuple[tuple[str, str] | None, ...]
+
 
 class Operation(str, Enum):
     INSERT = "insert"
@@ -90,6 +126,19 @@ class WriteResult:
     updated: int = 0
     deleted: int = 0
     files: tuple[str, ...] = field(default=())
+    lookup: LookupStats = field(default_factory=lambda: LookupStats())
+    archived: tuple[str, ...] = ()  # instants the automatic archival after this write moved
+
+
+@dataclass(frozen=True)
+class LookupStats:
+    """What the key lookup read: base files skipped by their footer's key range or bloom filter,
+    the base files whose record-key column it read, and in how many row groups."""
+
+    range_pruned: int = 0
+    bloom_pruned: int = 0
+    keys_read: tuple[str, ...] = ()
+    row_groups_read: int = 0
 
 
 FaultHook = Callable[[str], None]
@@ -129,6 +178,12 @@ def write(
 
     ``runner`` writes the planned file groups (default: here, one after the other; the Spark job
     spreads them over executors). The key lookup, the instant and the commit stay in this process.
+
+    The key lookup is Hudi's bloom index (non-global): footer key range, then bloom filter, then the
+    record-key column of the row groups that may hold a key; new base files carry the filter
+    (``hoodie.index.bloom.*``). Tables whose index this writer cannot keep are refused. After the
+    commit, the timeline is archived (``hoodie.archive.automatic``, default true); a failed
+    archival is logged and the write stands.
     """
     try:
         operation = Operation(operation)
@@ -137,10 +192,16 @@ def write(
             f"operation {operation!r} is not one of {', '.join(o.value for o in Operation)}"
         ) from None
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
+    settings = {**table.config.properties, **(options or {})}
+    _check_index(table, settings)
+    bloom = BloomSettings.from_options(settings)
+    archive = _archive_automatic(settings)
+    if archive:
+        ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
-        return _write_locked(
+        result = _write_locked(
             table,
             batch,
             operation,
@@ -150,6 +211,55 @@ def write(
             dict(extra_metadata or {}),
             event_time_field,
             runner,
+            bloom,
+        )
+    if not archive:
+        return result
+    return replace(result, archived=_archive_after_write(table, dict(options or {})))
+
+
+def _between(ordered: list[str], low: str, high: str) -> list[str]:
+    """The keys of sorted ``ordered`` in [low, high] (code point order: UTF-8 byte order, as parquet
+    statistics compare)."""
+    return ordered[bisect.bisect_left(ordered, low) : bisect.bisect_right(ordered, high)]
+
+
+def _archive_automatic(settings: Mapping[str, str]) -> bool:
+    value = str(settings.get(ARCHIVE_AUTOMATIC, "true")).strip().lower()
+    if value not in ("true", "false"):
+        raise TableConfigError(f"{ARCHIVE_AUTOMATIC}={value!r}: use true or false")
+    return value == "true"
+
+
+def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
+    """Archive what is due now that the write is committed. The write stands whatever happens
+    here: a failure (or another archival running) is logged and the next write or clean retries."""
+    try:
+        return run_archival(table, options).archived
+    except LakeError as exc:
+        log.warning("automatic archival after a write to %s did not run: %s", table.uri, exc)
+        return ()
+
+
+def _check_index(table: LakeTable, settings: Mapping[str, str]) -> None:
+    """Refuse tables whose Hudi index this writer would leave wrong (before any instant exists).
+
+    Our lookup is Hudi's non-global bloom index (footer key range, bloom filter, then the record-key
+    column). It answers as ``BLOOM`` and ``SIMPLE`` do; a bucket index places keys by hash in
+    numbered file groups, and a record index (or a global index) is kept in the metadata table,
+    which this writer does not update: Java writers after ours would duplicate our keys.
+    """
+    kind = str(settings.get(INDEX_TYPE) or "").strip().upper()
+    if kind and kind not in _SAME_ANSWER_INDEXES:
+        raise TableConfigError(
+            f"{table.uri}: {INDEX_TYPE}={kind} is not supported by this writer (it keeps a bloom/simple "
+            "index only); write this table with Spark"
+        )
+    partitions = str(settings.get(METADATA_PARTITIONS) or "").split(",")
+    if "record_index" in (p.strip() for p in partitions):
+        raise TableConfigError(
+            f"{table.uri}: the table keeps a record index ({METADATA_PARTITIONS} has record_index), "
+            "which this writer does not update; write this table with Spark"
         )
 
 
@@ -163,6 +273,7 @@ def _write_locked(
     extra: dict[str, str],
     event_time_field: str | None = None,
     runner: GroupRunner | None = None,
+    bloom: BloomSettings = DEFAULT_SETTINGS,
 ) -> WriteResult:
     timeline = table.timeline()
     data_schema = _check_batch(table, batch, operation, timeline)
@@ -200,7 +311,7 @@ def _write_locked(
             inflight = table.store.transition_to_inflight(requested, inflight_body.to_json_bytes())
             fault("inflight")
 
-            context = WriteContext(instant, timeline, full_schema, avro, operation)
+            context = WriteContext(instant, timeline, full_schema, avro, operation, bloom)
             job = _WriteJob(table, context, max_rows_per_file, fault)
             stats = job.run(rows, runner)
             metadata = CommitMetadata(
@@ -226,7 +337,15 @@ def _write_locked(
         len(job.files),
     )
     return WriteResult(
-        instant, action.value, operation, metadata, job.inserted, job.updated, job.deleted, tuple(job.files)
+        instant,
+        action.value,
+        operation,
+        metadata,
+        job.inserted,
+        job.updated,
+        job.deleted,
+        tuple(job.files),
+        job.lookup_stats,
     )
 
 
@@ -406,6 +525,7 @@ class WriteContext:
     schema: pa.Schema  # meta fields + data fields, as the base files hold them
     avro: dict  # the table's Avro schema (data fields)
     operation: Operation
+    bloom: BloomSettings = DEFAULT_SETTINGS  # sizes the bloom filter of every base file written
 
 
 @dataclass(frozen=True)
@@ -451,19 +571,28 @@ class _WriteJob:
         self.fault = fault
         self.inserted = self.updated = self.deleted = 0
         self.files: list[str] = []
+        self.lookup_stats = LookupStats()
 
     def run(self, rows: pa.Table, runner: GroupRunner | None) -> dict[str, tuple[WriteStat, ...]]:
-        units = plan_file_groups(self.table, self.context, rows, self.max_rows)
-        if runner is None:
-            results: Sequence[FileGroupResult] = [
-                write_file_group(self.table, self.context, unit, self.fault) for unit in units
-            ]
-        else:
-            results = runner(self.table, self.context, units)
-            if len(results) != len(units):
-                raise LakeError(
-                    f"write {self.context.instant}: {len(results)} results for {len(units)} file groups"
-                )
+        with BaseFileReads(self.table) as reads:
+            units = plan_file_groups(self.table, self.context, rows, self.max_rows, reads)
+            if runner is None:
+                # Here, a COW rewrite takes its base file from the lookup's open file (and the record
+                # keys it read): every base file is opened once per write.
+                results: Sequence[FileGroupResult] = []
+                for unit in units:
+                    results.append(write_file_group(self.table, self.context, unit, self.fault, reads))
+                    if unit.merged is not None and unit.merged.base_file is not None:
+                        reads.release(unit.merged.base_file.relative_path)
+            else:
+                reads.close()  # executors open the files they rewrite themselves (once each)
+                results = runner(self.table, self.context, units)
+                if len(results) != len(units):
+                    raise LakeError(
+                        f"write {self.context.instant}: {len(results)} results for {len(units)} file groups"
+                    )
+            # Row groups read here, by the lookup and by rewrites in this process.
+            self.lookup_stats = reads.stats()
         stats: dict[str, list[WriteStat]] = {}
         for result in results:
             self.inserted += result.inserted
@@ -480,10 +609,15 @@ def plan_file_groups(
     context: WriteContext,
     rows: pa.Table,
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
+    reads: BaseFileReads | None = None,
 ) -> list[FileGroupWrite]:
-    """Assign the routed ``rows`` to file groups (Hudi's simple index, non-global): keys not in the
+    """Assign the routed ``rows`` to file groups (Hudi's bloom index, non-global): keys not in the
     table go to new groups of at most ``max_rows_per_file`` rows, existing ones to their group.
-    Reads only; nothing is written."""
+    Reads only; nothing is written. ``reads`` (default: a private one, closed on return) keeps the
+    base files the lookup opened, for the caller to hand to :func:`write_file_group`."""
+    if reads is None:
+        with BaseFileReads(table) as own:
+            return plan_file_groups(table, context, rows, max_rows_per_file, own)
     partitions = sorted(set(rows.column(_PART).to_pylist()))
     if not partitions:
         return []
@@ -499,7 +633,7 @@ def plan_file_groups(
 
     for partition in partitions:
         part_rows = rows.filter(pc.equal(rows.column(_PART), partition))
-        groups, held = _locate(table, context, view, partition, part_rows.column(_KEY))
+        groups, held = _locate(table, context, view, partition, part_rows.column(_KEY), reads)
         # A hash lookup of the keys, not a join: Arrow's joins cannot carry struct, list or map columns.
         where = pc.index_in(part_rows.column(_KEY), value_set=held.column(_KEY))
         located = part_rows.append_column("__lake_fid", held.column("__lake_fid").take(where))
@@ -529,19 +663,27 @@ def plan_file_groups(
 
 
 def _locate(
-    table: LakeTable, context: WriteContext, view: FileSystemView, partition: str, keys: pa.Array
+    table: LakeTable,
+    context: WriteContext,
+    view: FileSystemView,
+    partition: str,
+    keys: pa.Array | pa.ChunkedArray,
+    reads: BaseFileReads,
 ) -> tuple[dict[str, FileGroup], pa.Table]:
-    """Which file group holds each of ``keys`` (Hudi's simple index, non-global).
+    """Which file group holds each of ``keys`` (Hudi's bloom index, non-global).
 
-    Only the record-key column of each group's base file is read, and not even that where the
-    footer's min/max record key excludes every key of the batch; logs are not read: on merge-on-
-    read tables the ordering of versions is decided when reading and compacting, as Hudi's
-    payloads do. A group without a base file (written by others into logs only) is read whole.
+    Per base file: the footer's min/max record key keeps only the keys in its range, its bloom
+    filter only the keys it may hold; the record-key column is read only if a key is left, and only
+    of the row groups whose key statistics may hold one. Logs are not read: on merge-on-read tables
+    the ordering of versions is decided when reading and compacting, as Hudi's payloads do. A group
+    without a base file (written by others into logs only) is read whole.
     """
     groups: dict[str, FileGroup] = {}
     found_keys: list[pa.Array] = []
     owners: list[pa.Array] = []
-    lo, hi = pc.min(keys).as_py(), pc.max(keys).as_py()
+    keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    # Sorted once per partition: each file's key range is then two bisections, not Arrow calls.
+    ordered = sorted(keys.cast(pa.string()).to_pylist())
     for group in view.file_groups(partition):
         if view.is_replaced(group):
             continue
@@ -549,13 +691,19 @@ def _locate(
         if slice_ is None:
             continue
         groups[group.file_id] = group
-        if slice_.base_file is not None:
-            held = _base_keys(table, slice_.base_file.relative_path, lo, hi)
+        rel = slice_.base_file.relative_path if slice_.base_file is not None else None
+        if rel is not None:
+            held = reads.candidate_keys(rel, slice_.base_file.size, ordered)  # type: ignore[union-attr]
         else:
             reader = SliceReader(table, context.timeline, pa.schema([context.schema.field(RECORD_KEY)]))
             held = reader.keys_of(reader.read_slice(slice_))
-        # Keep only the batch's keys: hashing the (small) batch beats hashing a large file's keys.
-        held = held.filter(pc.is_in(held, value_set=keys))
+        if held is not None:
+            # Keep only the batch's keys: hashing the (small) batch beats hashing a large file's keys.
+            held = held.filter(pc.is_in(held, value_set=keys))
+        if rel is not None and (held is None or not len(held) or table.config.is_mor or slice_.log_files):
+            reads.release(rel)  # no COW rewrite will read this file from the lookup's open
+        if held is None:
+            continue
         found_keys.append(held)
         owners.append(pa.array([group.file_id] * len(held), pa.string()))
     if not found_keys:
@@ -563,37 +711,185 @@ def _locate(
     return groups, pa.table({_KEY: pa.concat_arrays(found_keys), "__lake_fid": pa.concat_arrays(owners)})
 
 
-def _base_keys(table: LakeTable, rel: str, lo: str, hi: str) -> pa.Array:
-    """Record keys of one base file; none read when its footer's key range misses [lo, hi]."""
-    try:
-        with table.storage.open_input(rel) as source:
-            parquet = pq.ParquetFile(source)
-            meta = parquet.schema_arrow.metadata or {}
-            low, high = meta.get(b"hoodie_min_record_key"), meta.get(b"hoodie_max_record_key")
-            if low is not None and high is not None and (high.decode() < lo or low.decode() > hi):
-                return pa.array([], pa.string())
-            column = parquet.read(columns=[RECORD_KEY]).column(0)
-    except (pa.ArrowException, OSError) as exc:
-        message = " ".join(str(exc).split())
-        raise CorruptDataFileError(f"cannot read base file {table.storage.uri(rel)}: {message}") from exc
-    return column.combine_chunks().cast(pa.string())
+class BaseFileReads:
+    """The base files one write reads, each opened once: the key lookup reads the footer and the
+    record keys, a COW rewrite in the same process the other columns from the same open file.
+
+    Not picklable (open files): a file group written on an executor opens its base file there.
+    """
+
+    def __init__(self, table: LakeTable) -> None:
+        self.table = table
+        self._open: dict[str, tuple[contextlib.AbstractContextManager[Any], pq.ParquetFile]] = {}
+        self._keys: dict[tuple[str, int], pa.Array] = {}
+        self.range_pruned = self.bloom_pruned = self.row_groups_read = 0
+        self.keys_read: list[str] = []
+
+    def __enter__(self) -> BaseFileReads:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stats(self) -> LookupStats:
+        return LookupStats(self.range_pruned, self.bloom_pruned, tuple(self.keys_read), self.row_groups_read)
+
+    def close(self) -> None:
+        for rel in list(self._open):
+            self.release(rel)
+
+    def release(self, rel: str) -> None:
+        """Close ``rel`` and forget what was read of it (nothing more of it is needed)."""
+        opened = self._open.pop(rel, None)
+        for key in [k for k in self._keys if k[0] == rel]:
+            del self._keys[key]
+        if opened is not None:
+            opened[0].__exit__(None, None, None)
+
+    def open(self, rel: str) -> pq.ParquetFile:
+        """The base file ``rel`` opened once (its footer parsed once) while this object keeps it."""
+        if rel not in self._open:
+            if len(self._open) >= _OPEN_BASE_FILES:
+                self.release(next(iter(self._open)))  # the oldest; its rewrite opens it again
+            with self.corrupt(rel):
+                manager = self.table.storage.open_input(rel)
+                source = manager.__enter__()
+                try:
+                    parquet = pq.ParquetFile(source)
+                except BaseException:
+                    manager.__exit__(None, None, None)
+                    raise
+            self._open[rel] = (manager, parquet)
+        return self._open[rel][1]
+
+    @contextlib.contextmanager
+    def corrupt(self, rel: str) -> Iterator[None]:
+        """Arrow and OS errors reading ``rel`` as one CorruptDataFileError naming it."""
+        try:
+            yield
+        except (StorageAccessError, StorageUnavailableError):
+            raise  # the store, not the file
+        except (pa.ArrowException, OSError) as exc:
+            message = " ".join(str(exc).split())
+            raise CorruptDataFileError(
+                f"cannot read base file {self.table.storage.uri(rel)}: {message}"
+            ) from exc
+
+    def candidate_keys(self, rel: str, size: int, ordered: list[str]) -> pa.Array | None:
+        """Record keys of base file ``rel`` that may be among the (sorted) keys ``ordered``, or None
+        when its footer rules out every one of them."""
+        summary = self._summary(rel, size)
+        if summary.low is not None and summary.high is not None:
+            ordered = _between(ordered, summary.low, summary.high)
+            if not ordered:
+                self.range_pruned += 1
+                return None
+        bloom = self._bloom(rel, self.open(rel).metadata.metadata or {})
+        if bloom is not None:
+            maybe = bloom.might_contain(pa.array(ordered, pa.string()))
+            ordered = [key for key, hit in zip(ordered, maybe, strict=True) if hit]
+            if not ordered:
+                self.bloom_pruned += 1
+                return None
+        # Only the row groups whose key statistics may hold a candidate (base files hold
+        # ROW_GROUP_ROWS rows per group: with keys that grow over time, few are read).
+        parts = [
+            self._row_group_keys(rel, index)
+            for index, stats in enumerate(summary.row_groups)
+            if stats is None or _between(ordered, *stats)
+        ]
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+    def _summary(self, rel: str, size: int) -> _FooterSummary:
+        """The footer summary of ``rel``, from the table's cache when a write already read it."""
+        cache = self.table.footer_summaries
+        found = cache.get((rel, size))
+        if found is not None:
+            return found
+        meta = self.open(rel).metadata
+        kv = meta.metadata or {}
+        low, high = kv.get(b"hoodie_min_record_key"), kv.get(b"hoodie_max_record_key")
+        leaf = next((i for i in range(meta.num_columns) if meta.schema.column(i).path == RECORD_KEY), None)
+        groups: list[tuple[str, str] | None] = []
+        for index in range(meta.num_row_groups):
+            stats = meta.row_group(index).column(leaf).statistics if leaf is not None else None
+            known = stats is not None and stats.has_min_max and isinstance(stats.min, str)
+            groups.append((stats.min, stats.max) if known else None)  # type: ignore[union-attr]
+        ranged = low is not None and high is not None
+        summary = _FooterSummary(
+            low.decode() if ranged else None,  # type: ignore[union-attr]
+            high.decode() if ranged else None,  # type: ignore[union-attr]
+            tuple(groups),
+        )
+        if len(cache) >= _FOOTER_SUMMARIES:
+            cache.clear()
+        cache[(rel, size)] = summary
+        return summary
+
+    def _bloom(self, rel: str, meta: Mapping[bytes, bytes]) -> BloomFilter | None:
+        try:
+            return from_footer(meta, self.table.storage.uri(rel))
+        except CorruptDataFileError as exc:  # a filter we cannot read only costs the key column read
+            log.warning("%s; reading its record keys instead", exc)
+            return None
+
+    def _row_group_keys(self, rel: str, index: int) -> pa.Array:
+        if (rel, index) not in self._keys:
+            parquet = self.open(rel)
+            with self.corrupt(rel):
+                column = parquet.read_row_group(index, columns=[RECORD_KEY]).column(0)
+            self._keys[(rel, index)] = column.combine_chunks().cast(pa.string())
+            self.row_groups_read += 1
+            if rel not in self.keys_read:
+                self.keys_read.append(rel)
+        return self._keys[(rel, index)]
+
+    def rows(self, rel: str, schema: pa.Schema) -> pa.Table:
+        """The rows of base file ``rel`` as ``schema``, its record keys taken from what the lookup
+        read: every column chunk of the file is read once per write."""
+        parquet = self.open(rel)
+        groups = range(parquet.metadata.num_row_groups)
+        parts = [self._row_group_keys(rel, i) for i in groups]
+        keys = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+        present = set(parquet.schema_arrow.names)
+        wanted = [n for n in schema.names if n in present and n != RECORD_KEY]
+        with self.corrupt(rel):
+            rows = parquet.read(columns=wanted)
+        rows = pa.table({RECORD_KEY: keys}) if not wanted else rows.append_column(RECORD_KEY, keys)
+        return conform(rows, schema)
 
 
 def write_file_group(
-    table: LakeTable, context: WriteContext, unit: FileGroupWrite, fault: FaultHook = _no_fault
+    table: LakeTable,
+    context: WriteContext,
+    unit: FileGroupWrite,
+    fault: FaultHook = _no_fault,
+    reads: BaseFileReads | None = None,
 ) -> FileGroupResult:
     """Write one file group's part of the write (its marker first, then its file); any process may
-    run it, given the table, the context and the unit. Commits nothing."""
-    return _GroupWriter(table, context, unit, fault).run()
+    run it, given the table, the context and the unit. Commits nothing.
+
+    ``reads``: the planning lookup's open base files (same process only), so a COW rewrite reads
+    no part of its base file twice; without it the base file is opened here, once."""
+    if reads is not None:
+        return _GroupWriter(table, context, unit, fault, reads).run()
+    with BaseFileReads(table) as own:
+        return _GroupWriter(table, context, unit, fault, own).run()
 
 
 class _GroupWriter:
     """The files of one :class:`FileGroupWrite`: a new base file, a rewritten one, or a log file."""
 
     def __init__(
-        self, table: LakeTable, context: WriteContext, unit: FileGroupWrite, fault: FaultHook
+        self,
+        table: LakeTable,
+        context: WriteContext,
+        unit: FileGroupWrite,
+        fault: FaultHook,
+        reads: BaseFileReads,
     ) -> None:
         self.table, self.context, self.unit, self.fault = table, context, unit, fault
+        self.reads = reads
         self.instant, self.schema, self.operation = context.instant, context.schema, context.operation
         self.timeline = context.timeline
         self.log_avro = with_meta_fields(context.avro)
@@ -634,7 +930,7 @@ class _GroupWriter:
 
     def _write_parquet(self, partition: str, name: str, table: pa.Table) -> tuple[str, int]:
         rel = join_partition(partition, name)
-        size = store_base_file(self.table.storage, rel, table)
+        size = store_base_file(self.table.storage, rel, table, self.context.bloom)
         self.fault("file")
         return rel, size
 
@@ -664,7 +960,10 @@ class _GroupWriter:
         partition = self.unit.partition
         assert slice_ is not None and slice_.base_file is not None
         reader = SliceReader(self.table, self.timeline, self.schema)
-        current = reader.read_slice(slice_)
+        if slice_.log_files:  # not written by COW writers; read and merged as a reader would
+            current = reader.read_slice(slice_)
+        else:
+            current = self.reads.rows(slice_.base_file.relative_path, self.schema)
         keys = reader.keys_of(current)
         if self.event_time:
             # Event time: a version with a smaller ordering value than the stored one loses.

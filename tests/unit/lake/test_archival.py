@@ -10,13 +10,13 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake import cli
-from airflow_lake_provider.lake.errors import ArchivalConfigError, InstantArchivedError
+from airflow_lake_provider.lake.errors import ArchivalConfigError, InstantArchivedError, TableConfigError
 from airflow_lake_provider.lake.format.archived_timeline import decode_archive_block
 from airflow_lake_provider.lake.format.instant import Action
-from airflow_lake_provider.lake.services.archival.executor import Outcome, run_archival
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import LocalStorage
+from airflow_lake_provider.lake.table.archival.executor import Outcome, run_archival
 from airflow_lake_provider.lake.table.data_files import read_log_blocks
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -239,3 +239,61 @@ def _between(a: str, b: str) -> str:
     middle = (int(a) + int(b)) // 2
     assert int(a) < middle < int(b), (a, b)
     return str(middle)
+
+
+def _auto_table(tmp_path: Path) -> LakeTable:
+    return LakeTable.create(
+        tmp_path / "auto",
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+
+
+def _one_row(i: int) -> pa.Table:
+    return pa.table({"id": [f"k{i % 4}"], "ts": pa.array([i], pa.int64()), "p": [f"p{i % 2}"], "v": [i]})
+
+
+def test_writes_archive_automatically_as_hudi_does(tmp_path: Path) -> None:
+    table = _auto_table(tmp_path)
+    results = [write(table, _one_row(i), "upsert", options=KEEP) for i in range(8)]
+    # Commit 6 makes 6 > keep.max.commits (5): archived down to keep.min.commits (3).
+    assert [r.archived for r in results[:5]] == [()] * 5
+    assert results[5].archived == tuple(r.instant for r in results[:3])
+    assert results[6].archived == results[7].archived == ()
+    completed = [i.timestamp for i in table.timeline().completed_commits]
+    assert completed == [r.instant for r in results[3:]]
+    assert (
+        _rows(table)
+        == _hudi_rows(table)
+        == [("p0", "k0", 4), ("p0", "k2", 6), ("p1", "k1", 5), ("p1", "k3", 7)]
+    )
+
+
+def test_automatic_archival_can_be_turned_off(tmp_path: Path) -> None:
+    table = _auto_table(tmp_path)
+    options = {**KEEP, "hoodie.archive.automatic": "false"}
+    results = [write(table, _one_row(i), "upsert", options=options) for i in range(8)]
+    assert all(r.archived == () for r in results)
+    assert len(table.timeline().completed_commits) == 8
+    assert not (table.base_path / ".hoodie" / "archived").exists() or not any(
+        (table.base_path / ".hoodie" / "archived").iterdir()
+    )
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"hoodie.keep.min.commits": "5", "hoodie.keep.max.commits": "5"},
+        {"hoodie.archive.automatic": "sometimes"},
+    ],
+)
+def test_a_write_with_bad_archival_options_changes_nothing(tmp_path: Path, options: dict[str, str]) -> None:
+    table = _auto_table(tmp_path)
+    write(table, _one_row(0), "upsert")
+    before = _active(table)
+    with pytest.raises((ArchivalConfigError, TableConfigError)):
+        write(table, _one_row(1), "upsert", options=options)
+    assert _active(table) == before

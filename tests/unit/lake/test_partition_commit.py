@@ -634,7 +634,7 @@ def test_a_rolled_back_write_leaves_the_index(tmp_path: Path) -> None:
 
 
 def test_the_index_is_rebuilt_from_the_archived_timeline(tmp_path: Path) -> None:
-    from airflow_lake_provider.lake.services.archival.executor import run_archival
+    from airflow_lake_provider.lake.table.archival.executor import run_archival
 
     table = _table(tmp_path / "t")
     _write(table, "03", ["a"])

@@ -14,8 +14,8 @@ from test_rollback import _batch, _check, _rows, _seed
 
 from airflow_lake_provider.lake.errors import SchemaError, WriteInputError
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat
-from airflow_lake_provider.lake.services.archival.executor import Outcome, run_archival
 from airflow_lake_provider.lake.storage import LocalStorage
+from airflow_lake_provider.lake.table.archival.executor import Outcome, run_archival
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from airflow_lake_provider.lake.errors import CleanConfigError
-from airflow_lake_provider.lake.services.options import get_bool, get_int, lookup, merge_layers
+from airflow_lake_provider.lake.table.options import get_bool, get_int, lookup, merge_layers
 
 
 class CleanPolicy(str, Enum):

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from airflow_lake_provider.lake.errors import CompactionConfigError
-from airflow_lake_provider.lake.services.options import get_float, get_int, get_str, merge_layers
+from airflow_lake_provider.lake.table.options import get_float, get_int, get_str, merge_layers
 
 TRIGGER_KEY = "hoodie.compact.inline.trigger.strategy"
 MAX_DELTA_COMMITS_KEY = "hoodie.compact.inline.max.delta.commits"

@@ -327,11 +327,11 @@ def execute_operation(
         # Encoding + fsync of the file and the counting both run without the GIL: overlap them when
         # Arrow may use more than one core (a Spark job caps it at the task's cores).
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compaction-write") as pool:
-            writing = pool.submit(store_base_file, table.storage, relative, out)
+            writing = pool.submit(store_base_file, table.storage, relative, out, table.config.bloom_settings)
             updated, inserted, deleted = _write_counts(base_keys, reader.keys_of(out), touched)
             size = writing.result()
     else:
-        size = store_base_file(table.storage, relative, out)
+        size = store_base_file(table.storage, relative, out, table.config.bloom_settings)
         updated, inserted, deleted = _write_counts(base_keys, reader.keys_of(out), touched)
     fault("file")
     log.debug("compaction %s: %s -> %s (%d rows)", instant, op.file_id, relative, out.num_rows)

@@ -10,7 +10,7 @@ from enum import Enum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from airflow_lake_provider.lake.errors import PartitionCommitConfigError
-from airflow_lake_provider.lake.services.options import get_str, lookup, merge_layers
+from airflow_lake_provider.lake.table.options import get_str, lookup, merge_layers
 
 TRIGGER_KEY = "sink.partition-commit.trigger"
 DELAY_KEY = "sink.partition-commit.delay"

@@ -194,7 +194,7 @@ def _merge(
             pa.repeat(pa.scalar(name, pa.string()), chunk.num_rows),
         )
         relative = join_partition(partition, name)
-        size = store_base_file(table.storage, relative, out)
+        size = store_base_file(table.storage, relative, out, table.config.bloom_settings)
         fault("file")
         stats.append(
             WriteStat(

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.services.archival.config import ArchivalConfig
+from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.timeline import Timeline
 
 

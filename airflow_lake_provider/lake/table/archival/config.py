@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import ArchivalConfigError
-from airflow_lake_provider.lake.services.options import get_int, merge_layers
+from airflow_lake_provider.lake.table.options import get_int, merge_layers
 
 MIN_COMMITS_KEY = "hoodie.keep.min.commits"
 MAX_COMMITS_KEY = "hoodie.keep.max.commits"

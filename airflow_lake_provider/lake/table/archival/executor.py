@@ -27,9 +27,9 @@ from airflow_lake_provider.lake.format.archived_timeline import (
 from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.format.log_block import parse_log_bytes
-from airflow_lake_provider.lake.services.archival.config import ArchivalConfig
-from airflow_lake_provider.lake.services.archival.planner import ArchivalPlan, plan_archival
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
+from airflow_lake_provider.lake.table.archival.planner import ArchivalPlan, plan_archival
 from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline

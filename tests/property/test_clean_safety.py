@@ -723,6 +723,7 @@ def _pending_clean_history(
         protected |= point.files
         assert bool(point.overrides) == bool(point.files & planned)
         event(f"savepoint overrides the pending clean: {bool(point.overrides)}")
+        STATS["savepoints overriding a pending clean"] += bool(point.overrides)
     result = run_clean(table, mode="execute")
     assert set(result.kept_for_savepoints) == planned & protected
     event(f"kept for savepoints: {bool(result.kept_for_savepoints)}; deleted: {result.deleted_files > 0}")

@@ -378,6 +378,36 @@ def test_a_bad_threshold_fails_and_leaves_the_plan_requested(tmp_path: Path) -> 
         LakeHook().run_compaction(str(table.uri), c, spark_threshold_mb="x")
 
 
+def test_an_undefined_lake_connection_fails_at_once_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in ``lake_conn_id`` is configuration: Airflow's AirflowNotFoundException was retried."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    table = _mor_table(tmp_path / "trips")
+    monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_LAKE", raising=False)
+    with pytest.raises(LakeConfigError, match="lake connection 'no_such_lake' is not defined") as caught:
+        LakeHook(lake_conn_id="no_such_lake").open_table(str(table.uri))
+    assert isinstance(caught.value, AirflowFailException)  # no retry
+    assert "AIRFLOW_CONN_NO_SUCH_LAKE" in str(caught.value)
+
+
+def test_a_relative_table_path_without_a_base_path_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a connection's ``base_path`` a relative path would land in the worker's current folder
+    (and a Spark executor's, elsewhere): refused, nothing created."""
+    monkeypatch.chdir(tmp_path)
+    for path in ("trips", "./trips", "file://trips"):
+        with pytest.raises(LakeConfigError, match="is relative") as caught:
+            LakeHook().resolve_table_path(path)
+        assert repr(path) in str(caught.value)
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_RELATIVE", '{"conn_type": "lake", "extra": {"base_path": "lake"}}')
+    with pytest.raises(LakeConfigError, match="base_path 'lake' is relative"):
+        LakeHook(lake_conn_id="lake_relative").resolve_table_path("trips")
+    assert list(tmp_path.iterdir()) == []
+
+
 # -- task-log tables ---------------------------------------------------------------------------------
 def test_plan_and_result_tables_for_task_logs() -> None:
     from airflow_lake_provider.operators.summary import (

@@ -191,6 +191,24 @@ def test_every_trigger_round_trips_through_serialize_and_the_copy_fires(tmp_path
     assert events[1]["status"] == "ready" and events[1]["summary"]["missing"] == []
 
 
+def test_a_deferrable_sensor_with_poke_interval_zero_defers_with_a_floor(tmp_path: Path) -> None:
+    """Airflow accepts ``poke_interval=0``; the triggers refused it (ValueError, retried) and a
+    zero poll would list the table back to back in the triggerer: the sensors defer with 1 s."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
+    from airflow_lake_provider.triggers import MIN_POLL_SECONDS, trigger_poll_interval
+
+    table = _mor_table(tmp_path / "trips")
+    sensor = CompactionPlanSensor(
+        task_id="wait", table_path=str(table.uri), deferrable=True, poke_interval=0, timeout=60
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    assert deferred.value.trigger.poll_interval == MIN_POLL_SECONDS == 1.0
+    assert (trigger_poll_interval(0), trigger_poll_interval(0.5), trigger_poll_interval(7)) == (1.0, 1.0, 7.0)
+
+
 def test_triggers_never_block_the_event_loop_even_on_their_first_look(tmp_path: Path) -> None:
     """In a fresh triggerer-like process, Airflow's own watchdog (sleep 0.1 s, warn when the loop
     came back later than ``[triggerer] blocked_main_thread_warning_threshold``, 0.2 s) runs beside

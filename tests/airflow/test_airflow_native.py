@@ -191,6 +191,22 @@ def test_every_trigger_round_trips_through_serialize_and_the_copy_fires(tmp_path
     assert events[1]["status"] == "ready" and events[1]["summary"]["missing"] == []
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("poll_interval", float("nan")), ("poll_interval", float("inf")), ("timeout_at", float("nan"))],
+)
+def test_triggers_refuse_a_poll_or_deadline_that_is_not_a_finite_number(field: str, value: float) -> None:
+    """NaN and infinity are not JSON (the triggerer stores the kwargs) and a NaN deadline never
+    passes (``time.time() >= nan`` is false): refused when the trigger is made."""
+    from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
+    from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
+
+    with pytest.raises(ValueError, match=f"{field}=.* must be a finite"):
+        CompactionPlanTrigger("/t", **{field: value})
+    with pytest.raises(ValueError, match=f"{field}=.* must be a finite"):
+        PartitionCommitTrigger("/t", ["a"], **{field: value})
+
+
 def test_a_deferrable_sensor_with_poke_interval_zero_defers_with_a_floor(tmp_path: Path) -> None:
     """Airflow accepts ``poke_interval=0``; the triggers refused it (ValueError, retried) and a
     zero poll would list the table back to back in the triggerer: the sensors defer with 1 s."""

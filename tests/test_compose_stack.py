@@ -239,3 +239,16 @@ def test_the_build_context_leaves_out_the_venv_and_the_secrets(repo_root: Path) 
     for copied in re.findall(r"^COPY (.+) \S+$", dockerfile, re.M):
         for source in copied.split():
             assert source not in ignored and (repo_root / source).exists(), source
+
+
+def test_spark_processes_advertise_names_the_other_containers_resolve(compose: dict[str, Any]) -> None:
+    """Executors connect to the driver (in the scheduler) and the driver to executors (in the
+    worker) by the host names they advertise: a container's default hostname is its id, which the
+    compose network's DNS need not resolve. Each advertises its service name."""
+    services = compose["services"]
+    for name in ("airflow-scheduler", "spark-worker"):
+        assert services[name].get("hostname") == name, name
+    master, worker = services["spark-master"]["command"], services["spark-worker"]["command"]
+    assert master[master.index("--host") + 1] == "spark-master"
+    assert worker[worker.index("--host") + 1] == "spark-worker"
+    assert worker[-1] == "spark://spark-master:7077"

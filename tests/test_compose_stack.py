@@ -252,3 +252,11 @@ def test_spark_processes_advertise_names_the_other_containers_resolve(compose: d
     assert master[master.index("--host") + 1] == "spark-master"
     assert worker[worker.index("--host") + 1] == "spark-worker"
     assert worker[-1] == "spark://spark-master:7077"
+
+
+def test_init_refuses_the_example_s_placeholder_fernet_key_before_migrating(compose: dict[str, Any]) -> None:
+    """``change-me-fernet-key`` (from .env.example) is no Fernet key: Airflow would start and fail
+    only when it first encrypts a connection or variable. The one-shot init checks it first."""
+    script = " ".join(compose["services"]["airflow-init"]["command"])
+    check = script.index('Fernet(os.environ["AIRFLOW__CORE__FERNET_KEY"]')
+    assert check < script.index("airflow db migrate")

@@ -442,6 +442,26 @@ def test_a_relative_table_path_without_a_base_path_is_refused(
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_relative_input_path_is_refused_before_any_instant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative input is read from the worker's current folder, and a Spark write would hand it
+    to executors with other current folders: refused up front, the table untouched."""
+    import pyarrow.parquet as pq
+
+    table = _mor_table(tmp_path / "trips")
+    before = [i.file_name for i in table.timeline().instants]
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(
+        pa.table({"id": ["z"], "ts": pa.array([9], pa.int64()), "p": ["a"], "v": [9]}),
+        tmp_path / "in.parquet",
+    )
+    with pytest.raises(LakeConfigError, match="input_path 'in.parquet' is relative"):
+        LakeHook().write(str(table.uri), "in.parquet", "upsert")
+    assert [i.file_name for i in LakeTable.open(table.uri).timeline().instants] == before
+    assert LakeHook().write(str(table.uri), str(tmp_path / "in.parquet"), "upsert")["inserted"] == 1
+
+
 # -- task-log tables ---------------------------------------------------------------------------------
 def test_plan_and_result_tables_for_task_logs() -> None:
     from airflow_lake_provider.operators.summary import (

@@ -207,6 +207,35 @@ def test_triggers_refuse_a_poll_or_deadline_that_is_not_a_finite_number(field: s
         PartitionCommitTrigger("/t", ["a"], **{field: value})
 
 
+def test_the_compaction_trigger_fires_an_error_naming_the_table_when_it_disappears(tmp_path: Path) -> None:
+    """A table deleted while its sensor waits: one error event at the next look, not a wait until
+    the timeout."""
+    import shutil
+
+    from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
+
+    table = _mor_table(tmp_path / "trips")
+    trigger = CompactionPlanTrigger(str(table.uri), poll_interval=0.1, timeout_at=time.time() + 30)
+
+    async def wait() -> tuple[Any, float]:
+        async def delete() -> None:
+            await asyncio.sleep(0.3)
+            await asyncio.to_thread(shutil.rmtree, tmp_path / "trips")
+
+        deleting, started = asyncio.create_task(delete()), time.monotonic()
+        async for event in trigger.run():
+            await deleting
+            return event.payload, time.monotonic() - started
+        raise AssertionError("no event")
+
+    payload, seconds = asyncio.run(wait())
+    assert payload == {
+        "status": "error",
+        "message": f"{table.uri} is not a Hudi table: no .hoodie/hoodie.properties",
+    }
+    assert seconds < 10
+
+
 def test_a_deferrable_sensor_with_poke_interval_zero_defers_with_a_floor(tmp_path: Path) -> None:
     """Airflow accepts ``poke_interval=0``; the triggers refused it (ValueError, retried) and a
     zero poll would list the table back to back in the triggerer: the sensors defer with 1 s."""

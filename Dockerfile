@@ -4,14 +4,18 @@
 # Build context: the repository root. Installs are pinned by constraints.txt, as `make` does.
 FROM python:3.11.7-slim-bookworm
 
+# Debian names the JDK folder by architecture (java-17-openjdk-amd64, -arm64): /usr/lib/jvm/java-17
+# links to it, so JAVA_HOME is right on both (Apple silicon builds arm64).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends openjdk-17-jre-headless curl procps tini \
-    && rm -rf /var/lib/apt/lists/*
+    && rm -rf /var/lib/apt/lists/* \
+    && ln -s "$(dirname "$(dirname "$(readlink -f "$(command -v java)")")")" /usr/lib/jvm/java-17 \
+    && /usr/lib/jvm/java-17/bin/java -version
 
 ENV AIRFLOW_HOME=/opt/airflow \
     PYTHONUNBUFFERED=1 \
     PYSPARK_PYTHON=python3 \
-    JAVA_HOME=/usr/lib/jvm/java-17-openjdk-amd64
+    JAVA_HOME=/usr/lib/jvm/java-17
 
 WORKDIR /opt/lake-provider
 COPY pyproject.toml constraints.txt ./

@@ -34,10 +34,16 @@ def table_asset_uri(table_path: str) -> str | None:
         path = "/" + path[len("file:") :].lstrip("/")
     if "://" in path:
         scheme, _, rest = path.partition("://")
-        return f"{scheme.lower()}://{rest.rstrip('/')}" if rest.strip("/") else None
+        return f"{scheme.lower()}://{_escape(rest.rstrip('/'))}" if rest.strip("/") else None
     if not path.startswith("/"):
         return None  # relative to the lake connection's base_path: resolved only when the task runs
-    return "file://" + os.path.normpath(path)
+    return "file://" + _escape(os.path.normpath(path))
+
+
+def _escape(path: str) -> str:
+    """Percent-encode what a URI would cut off: Airflow's Asset drops a ``#fragment``, so a table at
+    ``/data/a#b`` would get ``/data/a``'s Asset (``%`` first, so encoded paths stay distinct)."""
+    return path.replace("%", "%25").replace("#", "%23").replace("?", "%3F")
 
 
 def table_asset(table_path: str) -> Asset:

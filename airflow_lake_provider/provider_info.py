@@ -28,8 +28,8 @@ LAKE_CONNECTION_TYPE: dict[str, Any] = {
     "conn-fields": {
         "base_path": {
             "label": "Base path",
-            "description": "Root of the lake: a folder or s3://bucket/prefix. Relative table paths resolve "
-            "under it; absolute ones must lie inside it.",
+            "description": "Root of the lake: an absolute folder or s3://bucket/prefix. Relative table "
+            "paths resolve under it (without it they are refused); absolute ones must lie inside it.",
             "schema": {"type": ["string", "null"]},
         },
         "endpoint": {

@@ -19,6 +19,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_lake_provider.hooks.compaction import CompactionHookMixin
 from airflow_lake_provider.hooks.errors import (
@@ -120,7 +121,16 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         """The Airflow connection, or ``None`` when the hook runs without one."""
         if not self.lake_conn_id:  # None, or "" from a DAG param left empty
             return None
-        return self.get_connection(self.lake_conn_id)
+        try:
+            return self.get_connection(self.lake_conn_id)
+        except AirflowNotFoundException:
+            # A typo in lake_conn_id is configuration: Airflow's own exception would be retried.
+            conn_id = str(self.lake_conn_id)
+            raise LakeConfigError(
+                f"lake connection {conn_id!r} is not defined: create it (type lake, e.g. "
+                f'AIRFLOW_CONN_{conn_id.upper()}=\'{{"conn_type": "lake", "extra": '
+                f'{{"base_path": "s3://bucket/lake"}}}}\'), or leave lake_conn_id empty'
+            ) from None
 
     def storage_env(self) -> dict[str, str]:
         """The connection's S3 settings as the standard ``AWS_*`` variables (empty without any).
@@ -167,7 +177,19 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
             path = path[len("file://") :]
         base = self.base_path
         if base is None:
+            if "://" not in path and not path.startswith("/"):
+                # It would land in the worker's current folder (a Spark executor's is another).
+                raise LakeConfigError(
+                    f"table path {table_path!r} is relative and no lake connection with a base_path "
+                    "is given: use an absolute path or an s3:// URI, or a connection whose base_path "
+                    "it is relative to"
+                )
             return path
+        if "://" not in base and not base.startswith("/"):
+            raise LakeConfigError(
+                f"the lake connection's base_path {base!r} is relative: make it an absolute folder "
+                "or an s3:// URI"
+            )
         if "://" in base or "://" in path:
             return _resolve_uri(base, path, table_path)
         root = PurePosixPath(os.path.normpath(base))

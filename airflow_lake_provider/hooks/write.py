@@ -119,6 +119,13 @@ class WriteHookMixin(SparkJobMixin):
 
         if operation not in WRITE_OPERATIONS:
             raise LakeConfigError(f"operation={operation!r} is not one of {', '.join(WRITE_OPERATIONS)}")
+        given = str(input_path or "").strip()
+        local = given[len("file://") :] if given.startswith("file://") else given
+        if "://" not in local and not local.startswith("/"):
+            # Read from the worker's current folder, and a Spark write's executors have others.
+            raise LakeConfigError(
+                f"input_path {input_path!r} is relative: give an absolute path or an s3:// URI"
+            )
         threshold = _threshold(spark_threshold)
         opts = {str(k): str(v) for k, v in (options or {}).items()}
         attempt = {str(k): str(v) for k, v in (attempt or {}).items()}

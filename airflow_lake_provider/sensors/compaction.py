@@ -12,6 +12,7 @@ from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_lake_provider.hooks.errors import LakeHookError
 from airflow_lake_provider.hooks.lake import LakeHook
+from airflow_lake_provider.triggers import trigger_poll_interval
 from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
 
 if TYPE_CHECKING:
@@ -73,12 +74,12 @@ class CompactionPlanSensor(BaseSensorOperator):
         self.defer(
             trigger=CompactionPlanTrigger(
                 table_path=hook.resolve_table_path(self.table_path),
-                poll_interval=self.poke_interval,
+                poll_interval=trigger_poll_interval(self.poke_interval),
                 timeout_at=time.time() + self.timeout,
                 lake_conn_id=self.lake_conn_id,
             ),
             method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout + self.poke_interval * 2),
+            timeout=timedelta(seconds=self.timeout + trigger_poll_interval(self.poke_interval) * 2),
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> str:

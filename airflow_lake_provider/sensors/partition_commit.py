@@ -21,6 +21,7 @@ from airflow_lake_provider.hooks.partition_commit import (
 )
 from airflow_lake_provider.operators.partition_commit import commit_event_extra
 from airflow_lake_provider.operators.summary import partition_commit_table
+from airflow_lake_provider.triggers import trigger_poll_interval
 from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
 
 if TYPE_CHECKING:
@@ -174,12 +175,12 @@ class PartitionCommitSensor(BaseSensorOperator):
                 partitions=as_partitions(self.partitions),
                 options=self._options(),
                 watermark=None if self.watermark is None else str(self.watermark),
-                poll_interval=self.poke_interval,
+                poll_interval=trigger_poll_interval(self.poke_interval),
                 timeout_at=time.time() + self.timeout,
                 lake_conn_id=self.lake_conn_id,
             ),
             method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout + self.poke_interval * 2),
+            timeout=timedelta(seconds=self.timeout + trigger_poll_interval(self.poke_interval) * 2),
         )
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:

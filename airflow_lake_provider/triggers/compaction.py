@@ -7,6 +7,7 @@ event loop); each look at the timeline runs in a thread, off the loop.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import time
 from collections.abc import AsyncIterator
@@ -38,8 +39,10 @@ class CompactionPlanTrigger(BaseTrigger):
         super().__init__()
         if not table_path:
             raise ValueError("table_path must not be empty")
-        if float(poll_interval) <= 0:
-            raise ValueError(f"poll_interval={poll_interval} must be positive")
+        if not (math.isfinite(float(poll_interval)) and float(poll_interval) > 0):
+            raise ValueError(f"poll_interval={poll_interval} must be a finite number > 0")
+        if timeout_at is not None and not math.isfinite(float(timeout_at)):
+            raise ValueError(f"timeout_at={timeout_at} must be a finite number (epoch seconds) or None")
         self.table_path = str(table_path)
         self.poll_interval = float(poll_interval)
         self.timeout_at = None if timeout_at is None else float(timeout_at)

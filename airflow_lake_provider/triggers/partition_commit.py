@@ -7,6 +7,7 @@ the triggerer's event loop. It never commits: the sensor does that in the worker
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -41,8 +42,10 @@ class PartitionCommitTrigger(BaseTrigger):
         super().__init__()
         if not table_path:
             raise ValueError("table_path must not be empty")
-        if float(poll_interval) <= 0:
-            raise ValueError(f"poll_interval={poll_interval} must be positive")
+        if not (math.isfinite(float(poll_interval)) and float(poll_interval) > 0):
+            raise ValueError(f"poll_interval={poll_interval} must be a finite number > 0")
+        if timeout_at is not None and not math.isfinite(float(timeout_at)):
+            raise ValueError(f"timeout_at={timeout_at} must be a finite number (epoch seconds) or None")
         self.table_path = str(table_path)
         self.partitions = [str(p) for p in partitions]
         self.options = {str(k): str(v) for k, v in (options or {}).items()}

@@ -191,6 +191,69 @@ def test_every_trigger_round_trips_through_serialize_and_the_copy_fires(tmp_path
     assert events[1]["status"] == "ready" and events[1]["summary"]["missing"] == []
 
 
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("poll_interval", float("nan")), ("poll_interval", float("inf")), ("timeout_at", float("nan"))],
+)
+def test_triggers_refuse_a_poll_or_deadline_that_is_not_a_finite_number(field: str, value: float) -> None:
+    """NaN and infinity are not JSON (the triggerer stores the kwargs) and a NaN deadline never
+    passes (``time.time() >= nan`` is false): refused when the trigger is made."""
+    from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
+    from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
+
+    with pytest.raises(ValueError, match=f"{field}=.* must be a finite"):
+        CompactionPlanTrigger("/t", **{field: value})
+    with pytest.raises(ValueError, match=f"{field}=.* must be a finite"):
+        PartitionCommitTrigger("/t", ["a"], **{field: value})
+
+
+def test_the_compaction_trigger_fires_an_error_naming_the_table_when_it_disappears(tmp_path: Path) -> None:
+    """A table deleted while its sensor waits: one error event at the next look, not a wait until
+    the timeout."""
+    import shutil
+
+    from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
+
+    table = _mor_table(tmp_path / "trips")
+    trigger = CompactionPlanTrigger(str(table.uri), poll_interval=0.1, timeout_at=time.time() + 30)
+
+    async def wait() -> tuple[Any, float]:
+        async def delete() -> None:
+            await asyncio.sleep(0.3)
+            await asyncio.to_thread(shutil.rmtree, tmp_path / "trips")
+
+        deleting, started = asyncio.create_task(delete()), time.monotonic()
+        async for event in trigger.run():
+            await deleting
+            return event.payload, time.monotonic() - started
+        raise AssertionError("no event")
+
+    payload, seconds = asyncio.run(wait())
+    assert payload == {
+        "status": "error",
+        "message": f"{table.uri} is not a Hudi table: no .hoodie/hoodie.properties",
+    }
+    assert seconds < 10
+
+
+def test_a_deferrable_sensor_with_poke_interval_zero_defers_with_a_floor(tmp_path: Path) -> None:
+    """Airflow accepts ``poke_interval=0``; the triggers refused it (ValueError, retried) and a
+    zero poll would list the table back to back in the triggerer: the sensors defer with 1 s."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
+    from airflow_lake_provider.triggers import MIN_POLL_SECONDS, trigger_poll_interval
+
+    table = _mor_table(tmp_path / "trips")
+    sensor = CompactionPlanSensor(
+        task_id="wait", table_path=str(table.uri), deferrable=True, poke_interval=0, timeout=60
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    assert deferred.value.trigger.poll_interval == MIN_POLL_SECONDS == 1.0
+    assert (trigger_poll_interval(0), trigger_poll_interval(0.5), trigger_poll_interval(7)) == (1.0, 1.0, 7.0)
+
+
 def test_triggers_never_block_the_event_loop_even_on_their_first_look(tmp_path: Path) -> None:
     """In a fresh triggerer-like process, Airflow's own watchdog (sleep 0.1 s, warn when the loop
     came back later than ``[triggerer] blocked_main_thread_warning_threshold``, 0.2 s) runs beside
@@ -376,6 +439,56 @@ def test_a_bad_threshold_fails_and_leaves_the_plan_requested(tmp_path: Path) -> 
     assert [i.state for i in table.timeline().filter([Action.COMPACTION])] == [State.REQUESTED]
     with pytest.raises(LakeConfigError, match="spark_threshold_mb='x' is not a number"):
         LakeHook().run_compaction(str(table.uri), c, spark_threshold_mb="x")
+
+
+def test_an_undefined_lake_connection_fails_at_once_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in ``lake_conn_id`` is configuration: Airflow's AirflowNotFoundException was retried."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    table = _mor_table(tmp_path / "trips")
+    monkeypatch.delenv("AIRFLOW_CONN_NO_SUCH_LAKE", raising=False)
+    with pytest.raises(LakeConfigError, match="lake connection 'no_such_lake' is not defined") as caught:
+        LakeHook(lake_conn_id="no_such_lake").open_table(str(table.uri))
+    assert isinstance(caught.value, AirflowFailException)  # no retry
+    assert "AIRFLOW_CONN_NO_SUCH_LAKE" in str(caught.value)
+
+
+def test_a_relative_table_path_without_a_base_path_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a connection's ``base_path`` a relative path would land in the worker's current folder
+    (and a Spark executor's, elsewhere): refused, nothing created."""
+    monkeypatch.chdir(tmp_path)
+    for path in ("trips", "./trips", "file://trips"):
+        with pytest.raises(LakeConfigError, match="is relative") as caught:
+            LakeHook().resolve_table_path(path)
+        assert repr(path) in str(caught.value)
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_RELATIVE", '{"conn_type": "lake", "extra": {"base_path": "lake"}}')
+    with pytest.raises(LakeConfigError, match="base_path 'lake' is relative"):
+        LakeHook(lake_conn_id="lake_relative").resolve_table_path("trips")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_relative_input_path_is_refused_before_any_instant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A relative input is read from the worker's current folder, and a Spark write would hand it
+    to executors with other current folders: refused up front, the table untouched."""
+    import pyarrow.parquet as pq
+
+    table = _mor_table(tmp_path / "trips")
+    before = [i.file_name for i in table.timeline().instants]
+    monkeypatch.chdir(tmp_path)
+    pq.write_table(
+        pa.table({"id": ["z"], "ts": pa.array([9], pa.int64()), "p": ["a"], "v": [9]}),
+        tmp_path / "in.parquet",
+    )
+    with pytest.raises(LakeConfigError, match="input_path 'in.parquet' is relative"):
+        LakeHook().write(str(table.uri), "in.parquet", "upsert")
+    assert [i.file_name for i in LakeTable.open(table.uri).timeline().instants] == before
+    assert LakeHook().write(str(table.uri), str(tmp_path / "in.parquet"), "upsert")["inserted"] == 1
 
 
 # -- task-log tables ---------------------------------------------------------------------------------

@@ -36,6 +36,24 @@ def test_asset_uris_of_table_locations() -> None:
     assert with_table_outlet("{{ params.t }}", None) == []
 
 
+def test_asset_uris_keep_a_path_s_fragment_and_query_characters() -> None:
+    """Airflow's Asset drops a URI's ``#fragment`` (and a ``?`` starts a query): a table at
+    ``/data/a#b`` got the Asset of ``/data/a``, another table, and its event lost the extra. Those
+    characters (and ``%``) are percent-encoded; two different paths never share an Asset."""
+    paths = ["/data/a#b", "/data/a", "/data/a?b", "/data/a%23b", "s3://bucket/a#b", "/data/my trips"]
+    uris = [table_asset_uri(p) for p in paths]
+    assert uris == [
+        "file:///data/a%23b",
+        "file:///data/a",
+        "file:///data/a%3Fb",
+        "file:///data/a%2523b",
+        "s3://bucket/a%23b",
+        "file:///data/my trips",
+    ]
+    for path, uri in zip(paths, uris, strict=True):
+        assert [a.uri for a in with_table_outlet(path, None)] == [uri]  # Airflow keeps it as given
+
+
 def _table(path: Path) -> tuple[LakeTable, str]:
     table = LakeTable.create(
         path,

@@ -55,3 +55,47 @@ def expected_pipeline_trips() -> list[tuple]:
         + [trip(i, 2, 100.0) for i in range(20, 30)]
         + [trip(i, 2) for i in range(40, 45)]
     )
+
+
+def new_trips_table(path: Path, rows: int = 40, per_file: int = 10, width: int = 2) -> tuple[Any, list[str]]:
+    """A MOR table ``trips`` (key ``id``, precombine ``ts``, partition ``p``) with ``rows`` rows
+    inserted at ts 0 in files of ``per_file`` rows, partitions a and b alternating. Returns the table
+    and its keys (``k`` + the row number, ``width`` digits)."""
+    import pyarrow as pa
+
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.writer import write
+
+    table = LakeTable.create(
+        path,
+        name="trips",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+    ids = [f"k{i:0{width}d}" for i in range(rows)]
+    batch = {
+        "id": ids,
+        "ts": pa.array([0] * rows, pa.int64()),
+        "p": ["a", "b"] * (rows // 2),
+        "v": list(range(rows)),
+    }
+    write(table, pa.table(batch), "insert", max_rows_per_file=per_file)
+    return table, ids
+
+
+def upsert_trips(table: Any, keys: list[str], ts: int = 1, value: int = -1, op: str = "upsert") -> None:
+    """Upsert (or ``op``) ``keys`` of :func:`new_trips_table` with ``ts`` and ``v = value``, in their
+    partitions."""
+    import pyarrow as pa
+
+    from airflow_lake_provider.lake.table.writer import write
+
+    batch = {
+        "id": keys,
+        "ts": pa.array([ts] * len(keys), pa.int64()),
+        "p": ["a" if int(k[1:]) % 2 == 0 else "b" for k in keys],
+        "v": [value] * len(keys),
+    }
+    write(table, pa.table(batch), op)

@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from dag_helpers import new_trips_table, upsert_trips
 
 from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.hooks.lake import LakeHook
@@ -59,36 +60,8 @@ def _fresh_python(code: str) -> dict[str, Any]:
 
 def _mor_table(path: Path) -> LakeTable:
     """A MOR table with 4 file groups (partitions a and b) and one delta commit of updates."""
-    table = LakeTable.create(
-        path,
-        name="trips",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
-    ids = [f"k{i:02d}" for i in range(40)]
-    write(
-        table,
-        pa.table(
-            {"id": ids, "ts": pa.array([0] * 40, pa.int64()), "p": ["a", "b"] * 20, "v": list(range(40))}
-        ),
-        "insert",
-        max_rows_per_file=10,
-    )
-    chosen = ids[::3]
-    write(
-        table,
-        pa.table(
-            {
-                "id": chosen,
-                "ts": pa.array([1] * len(chosen), pa.int64()),
-                "p": ["a" if int(k[1:]) % 2 == 0 else "b" for k in chosen],
-                "v": [-1] * len(chosen),
-            }
-        ),
-        "upsert",
-    )
+    table, ids = new_trips_table(path)
+    upsert_trips(table, ids[::3])
     return table
 
 
@@ -131,23 +104,26 @@ def test_the_airflow_layer_loads_no_table_core_library_and_imports_fast() -> Non
         f"our {len(AIRFLOW_LAYER)} modules {got['ours']:.3f} s"
     )
     assert got["loaded"] == {m: [] for m in AIRFLOW_LAYER}
-    assert got["ours"] < 0.5
+    # Loose, and scaled by how slow the machine is right now (airflow.sdk takes ~4 s when idle).
+    assert got["ours"] < max(0.5, got["sdk"] / 8)
 
 
 @pytest.mark.parametrize("dag_file", sorted(p.name for p in (REPO / "dags").glob("*.py")))
 def test_each_example_dag_file_parses_fast_without_the_table_core(dag_file: str) -> None:
     got = _fresh_python(
         "import json, sys, time, runpy\n"
+        "t0 = time.perf_counter()\n"
         "import airflow.sdk\n"
         "from airflow.sdk import BaseOperator, BaseSensorOperator\n"
         "t = time.perf_counter()\n"
         f"runpy.run_path({str(REPO / 'dags' / dag_file)!r})\n"
         "seconds = time.perf_counter() - t\n"
         f"heavy = sorted(m for m in sys.modules if m in {HEAVY!r})\n"
-        "print(json.dumps({'seconds': seconds, 'heavy': heavy}))"
+        "print(json.dumps({'seconds': seconds, 'heavy': heavy, 'sdk': t - t0}))"
     )
-    print(f"\n{dag_file}: parsed in {got['seconds']:.3f} s")
-    assert got["heavy"] == [] and got["seconds"] < 1.0
+    print(f"\n{dag_file}: parsed in {got['seconds']:.3f} s (airflow.sdk took {got['sdk']:.3f} s)")
+    # Loose, and scaled by how slow the machine is right now (airflow.sdk takes ~4 s when idle).
+    assert got["heavy"] == [] and got["seconds"] < max(1.0, got["sdk"] / 2)
 
 
 # -- triggers ----------------------------------------------------------------------------------------

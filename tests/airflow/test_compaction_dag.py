@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from dag_helpers import load_example_dag, task_states, xcom_value
+from dag_helpers import load_example_dag, new_trips_table, task_states, upsert_trips, xcom_value
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.hooks.lake import LakeConfigError, LakeHook, LakeSparkJobError, SparkSubmission
@@ -20,7 +20,6 @@ from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, schedule_compaction
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
 from airflow_lake_provider.operators.compaction import RunCompactionOperator, ScheduleCompactionOperator
 from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
 from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
@@ -33,38 +32,9 @@ DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
 
 def _mor_table(path: Path, deltas: int = 5) -> LakeTable:
     """A MOR table: 4 file groups of 10 rows, then ``deltas`` upserts/deletes as log files."""
-    table = LakeTable.create(
-        path,
-        name="trips",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
-    ids = [f"k{i:02d}" for i in range(40)]
-    write(
-        table,
-        pa.table(
-            {"id": ids, "ts": pa.array([0] * 40, pa.int64()), "p": ["a", "b"] * 20, "v": list(range(40))}
-        ),
-        "insert",
-        max_rows_per_file=10,
-    )
+    table, ids = new_trips_table(path)
     for d in range(1, deltas + 1):
-        chosen = ids[d::7]
-        op = "delete" if d == deltas else "upsert"
-        write(
-            table,
-            pa.table(
-                {
-                    "id": chosen,
-                    "ts": pa.array([d] * len(chosen), pa.int64()),
-                    "p": ["a" if int(k[1:]) % 2 == 0 else "b" for k in chosen],
-                    "v": [1000 * d] * len(chosen),
-                }
-            ),
-            op,
-        )
+        upsert_trips(table, ids[d::7], ts=d, value=1000 * d, op="delete" if d == deltas else "upsert")
     return table
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from dag_helpers import new_trips_table, upsert_trips
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.services.compaction.executor import load_plan, schedule_compaction
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
 from airflow_lake_provider.operators.compaction import RunCompactionOperator
 
 pytestmark = pytest.mark.airflow
@@ -29,36 +29,8 @@ class _TaskInstance:
 
 def _planned(path: Path) -> tuple[LakeTable, str, float, list[tuple]]:
     """A MOR table with a requested compaction plan: the table, the instant, the plan's IO in MB, the rows."""
-    table = LakeTable.create(
-        path,
-        name="trips",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
-    ids = [f"k{i:03d}" for i in range(200)]
-    write(
-        table,
-        pa.table(
-            {"id": ids, "ts": pa.array([0] * 200, pa.int64()), "p": ["a", "b"] * 100, "v": list(range(200))}
-        ),
-        "insert",
-        max_rows_per_file=50,
-    )
-    chosen = ids[::4]
-    write(
-        table,
-        pa.table(
-            {
-                "id": chosen,
-                "ts": pa.array([1] * len(chosen), pa.int64()),
-                "p": ["a" if int(k[1:]) % 2 == 0 else "b" for k in chosen],
-                "v": [-1] * len(chosen),
-            }
-        ),
-        "upsert",
-    )
+    table, ids = new_trips_table(path, rows=200, per_file=50, width=3)
+    upsert_trips(table, ids[::4])
     c = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"}).instant
     assert c is not None
     io_mb = round(load_plan(table.timeline(), c).total_io_mb, 3)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from dag_helpers import load_example_dag, task_states, xcom_value
+from dag_helpers import load_example_dag, new_trips_table, task_states, upsert_trips, xcom_value
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.format.instant import Action, State
@@ -85,37 +85,9 @@ def _retry_now(dag: Any, task_id: str, seen: dict[str, Any], photograph: Any) ->
 # -- compaction -----------------------------------------------------------------------------------
 def _mor_table(path: Path) -> LakeTable:
     """4 file groups of 10 rows in partitions a and b, then 4 upserts and a delete as log files."""
-    table = LakeTable.create(
-        path,
-        name="trips",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
-    ids = [f"k{i:02d}" for i in range(40)]
-    write(
-        table,
-        pa.table(
-            {"id": ids, "ts": pa.array([0] * 40, pa.int64()), "p": ["a", "b"] * 20, "v": list(range(40))}
-        ),
-        "insert",
-        max_rows_per_file=10,
-    )
+    table, ids = new_trips_table(path)
     for d in range(1, 6):
-        chosen = ids[d::7]
-        write(
-            table,
-            pa.table(
-                {
-                    "id": chosen,
-                    "ts": pa.array([d] * len(chosen), pa.int64()),
-                    "p": ["a" if int(k[1:]) % 2 == 0 else "b" for k in chosen],
-                    "v": [1000 * d] * len(chosen),
-                }
-            ),
-            "delete" if d == 5 else "upsert",
-        )
+        upsert_trips(table, ids[d::7], ts=d, value=1000 * d, op="delete" if d == 5 else "upsert")
     return table
 
 

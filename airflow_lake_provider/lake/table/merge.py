@@ -6,7 +6,8 @@ ordering value is at least as large (event time) or always (commit time); a dele
 A "natural order" delete (no ordering value) beats every version before it whatever their ordering.
 As in Hudi (hudi-rs agrees), the log is merged first and its result then with the base row: a data
 version logged after a natural-order delete still loses to the base row if its ordering value is
-smaller, while a delete logged after it leaves the key deleted.
+smaller, while a delete logged after it leaves the key deleted (and its ordering value does not
+carry over to versions logged after it).
 """
 
 from __future__ import annotations
@@ -107,6 +108,24 @@ def _last_per_key(table: pa.Table, sort_keys: list[tuple[str, str]]) -> pa.Table
     return ordered.filter(is_last)
 
 
+def _drop_deletes_of_deleted_keys(cand: pa.Table, cleared_keys: pa.ChunkedArray) -> pa.Table:
+    """Drop delete records that follow a natural-order delete before any data version of the key.
+
+    The key is already deleted there, and such a delete's ordering value does not carry over: a data
+    version logged later competes with the base row alone (hudi-rs merges so; the property model too).
+    ``cand`` holds only versions after each key's last natural-order delete.
+    """
+    data = cand.filter(pc.not_equal(cand.column("ref"), -1))
+    first = data.group_by("key").aggregate([("seq", "min")]).rename_columns(["key", "first_data"])
+    where = pc.index_in(cand.column("key"), value_set=first.column("key"))
+    first_data = pc.fill_null(first.column("first_data").take(where), pa.scalar(2**62, pa.int64()))
+    early_delete = pc.and_(
+        pc.is_in(cand.column("key"), value_set=cleared_keys),
+        pc.and_(pc.equal(cand.column("ref"), -1), pc.less(cand.column("seq"), first_data)),
+    )
+    return cand.filter(pc.invert(early_delete))
+
+
 def merge_slice(
     base: pa.Table | None,
     base_keys: pa.Array | None,
@@ -134,6 +153,7 @@ def merge_slice(
         where = pc.index_in(cand.column("key"), value_set=cleared.column("key"))
         cleared_at = cleared.column("cleared_at").take(where)
         cand = cand.filter(pc.greater(cand.column("seq"), pc.fill_null(cleared_at, -1)))
+        cand = _drop_deletes_of_deleted_keys(cand, cleared.column("key"))
     sort = [("ord", "ascending"), ("seq", "ascending")] if event_time else [("seq", "ascending")]
     winners = _last_per_key(cand.select(["key", "ord", "seq", "is_delete", "ref"]), sort)
 

@@ -353,6 +353,45 @@ def test_writer_delete_all_then_reinsert_exact_rows(tmp_path: Path, kind: str) -
     _assert_reads(path, [(T3, "2", "", 2, 11, "b", "again")])
 
 
+@pytest.mark.parametrize(
+    ("base_ts", "deletes", "reinsert_ts", "expected_ts"),
+    [
+        (0, (0, 1), 0, 0),  # natural-order delete, then a delete with ts 1: ts 1 does not carry over
+        (5, (0, 1), 0, 5),  # ... so the base row (ts 5) beats the re-insert (ts 0)
+        (5, (0, 1), 3, 5),
+        (0, (1, 2), 1, None),  # ordered deletes: the ts 2 delete beats the ts 1 re-insert
+        (0, (0,), 0, 0),
+    ],
+)
+def test_mor_deletes_after_a_natural_order_delete_as_hudi_rs_merges_them(
+    tmp_path: Path, base_ts: int, deletes: tuple[int, ...], reinsert_ts: int, expected_ts: int | None
+) -> None:
+    """A MOR key deleted in natural order (ordering value 0, as Hudi writes it) stays deleted by a
+    later delete, whose ordering value then decides nothing: a re-insert logged after it meets the
+    base row alone. Ours and hudi-rs read the same row."""
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path,
+        name="t",
+        table_type="mor",
+        record_key_fields=("key",),
+        precombine_field="ts",
+        partition_fields=(),
+    )
+
+    def one(ts: int) -> pa.Table:
+        return pa.table({"key": ["k0"], "ts": pa.array([ts], pa.int64())})
+
+    write(table, one(base_ts), "insert")
+    for ts in deletes:
+        write(table, one(ts), "delete")
+    write(table, one(reinsert_ts), "insert")
+    ours = read_snapshot(table).select(["key", "ts"]).to_pylist()
+    theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read())
+    expected = [] if expected_ts is None else [{"key": "k0", "ts": expected_ts}]
+    assert ours == theirs.select(["key", "ts"]).to_pylist() == expected
+
+
 # -- crash injection ------------------------------------------------------------------------------
 class _Crash(BaseException):  # noqa: N818
     """A crash, not an error: the writer's in-process rollback must not see it (a killed process

@@ -24,7 +24,6 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.format.commit_metadata import join_partition
 from airflow_lake_provider.lake.format.instant import instant_to_datetime
 from airflow_lake_provider.lake.services.partition_commit.config import (
-    POLICY_CLASS_KEY,
     PartitionCommitConfig,
     PolicyKind,
     Trigger,
@@ -32,7 +31,7 @@ from airflow_lake_provider.lake.services.partition_commit.config import (
 from airflow_lake_provider.lake.services.partition_commit.extractor import (
     PartitionValues,
     check_pattern,
-    load_object,
+    custom_policy_handler,
     make_extractor,
     partition_values,
 )
@@ -154,25 +153,6 @@ def _check_partition_name(partition: str) -> str:
     return text
 
 
-def _policy_handler(
-    config: PartitionCommitConfig, custom: PolicyHandler | None
-) -> Callable[[CommitContext], Any]:
-    target: Any = custom
-    if target is None:
-        if config.policy_class is None:
-            raise PartitionCommitConfigError(
-                f"policy 'custom' needs {POLICY_CLASS_KEY} (a dotted path to a class or function)"
-            )
-        loaded = load_object(config.policy_class, POLICY_CLASS_KEY)
-        target = loaded() if isinstance(loaded, type) else loaded
-    method = getattr(target, "commit", target)
-    if not callable(method):
-        raise PartitionCommitConfigError(
-            f"custom policy {target!r} has no commit(context) and is not callable"
-        )
-    return method
-
-
 def commit_partitions(
     table: LakeTable,
     partitions: Sequence[str],
@@ -208,7 +188,7 @@ def commit_partitions(
         extractor = None
     handlers: dict[PolicyKind, Callable[[CommitContext], Any]] = {}
     if PolicyKind.CUSTOM in config.policies:
-        handlers[PolicyKind.CUSTOM] = _policy_handler(config, custom_policy)
+        handlers[PolicyKind.CUSTOM] = custom_policy_handler(config, custom_policy)
     if PolicyKind.METASTORE in config.policies:
         if metastore is None:
             raise PartitionCommitConfigError(

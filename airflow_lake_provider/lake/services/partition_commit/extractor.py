@@ -8,12 +8,14 @@ import datetime as dt
 import importlib
 import re
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from airflow_lake_provider.lake.errors import PartitionCommitConfigError, PartitionCommitError
 from airflow_lake_provider.lake.services.partition_commit.config import (
     EXTRACTOR_CLASS_KEY,
     FORMATTER_KEY,
     PATTERN_KEY,
+    POLICY_CLASS_KEY,
     PartitionCommitConfig,
 )
 
@@ -143,3 +145,22 @@ def _parse_time(text: str, strptime: str | None, partition: str) -> dt.datetime:
         raise PartitionCommitError(
             f"partition {partition!r}: time {text!r} cannot be read ({exc}); check {PATTERN_KEY}"
         ) from None
+
+
+def custom_policy_handler(config: PartitionCommitConfig, custom: Any) -> Callable[[Any], Any]:
+    """The callable the ``custom`` policy calls with the commit context: ``custom`` (an object with
+    ``commit(context)``, or a callable) or else the class/function named by ``POLICY_CLASS_KEY``."""
+    target: Any = custom
+    if target is None:
+        if config.policy_class is None:
+            raise PartitionCommitConfigError(
+                f"policy 'custom' needs {POLICY_CLASS_KEY} (a dotted path to a class or function)"
+            )
+        loaded = load_object(config.policy_class, POLICY_CLASS_KEY)
+        target = loaded() if isinstance(loaded, type) else loaded
+    method = getattr(target, "commit", target)
+    if not callable(method):
+        raise PartitionCommitConfigError(
+            f"custom policy {target!r} has no commit(context) and is not callable"
+        )
+    return method

@@ -44,7 +44,6 @@ from airflow_lake_provider.lake.errors import (
     UnsafePathError,
 )
 from airflow_lake_provider.lake.services.partition_commit.config import (
-    POLICY_CLASS_KEY,
     PartitionCommitConfig,
     PolicyKind,
     Trigger,
@@ -52,7 +51,7 @@ from airflow_lake_provider.lake.services.partition_commit.config import (
 from airflow_lake_provider.lake.services.partition_commit.extractor import (
     PartitionValues,
     check_pattern,
-    load_object,
+    custom_policy_handler,
     make_extractor,
     partition_values,
 )
@@ -568,7 +567,7 @@ def commit_plain_partitions(
     if config.trigger is Trigger.PARTITION_TIME or config.timestamp_pattern or config.extractor_class:
         check_pattern(config, fields)
         extractor = make_extractor(config)
-    custom = _custom_handler(config, custom_policy) if PolicyKind.CUSTOM in config.policies else None
+    custom = custom_policy_handler(config, custom_policy) if PolicyKind.CUSTOM in config.policies else None
     given = parse_watermark(watermark) if watermark is not None else None
     moment = now or dt.datetime.now(dt.timezone.utc)
 
@@ -641,23 +640,6 @@ def commit_plain_partitions(
 
 def _hive_style(partition: str) -> bool:
     return bool(partition) and all("=" in s for s in partition.split("/"))
-
-
-def _custom_handler(config: PartitionCommitConfig, custom: Any) -> Callable[[Any], Any]:
-    target = custom
-    if target is None:
-        if config.policy_class is None:
-            raise PartitionCommitConfigError(
-                f"policy 'custom' needs {POLICY_CLASS_KEY} (a dotted path to a class or function)"
-            )
-        loaded = load_object(config.policy_class, POLICY_CLASS_KEY)
-        target = loaded() if isinstance(loaded, type) else loaded
-    method = getattr(target, "commit", target)
-    if not callable(method):
-        raise PartitionCommitConfigError(
-            f"custom policy {target!r} has no commit(context) and is not callable"
-        )
-    return method
 
 
 def _commit_one(

@@ -629,7 +629,8 @@ def _start_at(args: tuple[str, str, str, float]) -> str:
 
 
 def test_two_processes_never_start_different_actions_at_one_instant_time(store: TimelineStore) -> None:
-    ctx = multiprocessing.get_context("fork")
+    # spawn, not fork: a forked child can inherit a lock one of this process' threads held, and hang.
+    ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(2) as pool:
         for n in range(30):
             t = f"2024010100{n:04d}000"

@@ -237,7 +237,10 @@ def test_overrides_name_only_pending_cleans_not_completed_ones_or_pending_writes
     # KEEP_LATEST_FILE_VERSIONS retains no commit, so c1 can be savepointed again after the clean.
     table = _table(tmp_path, partitioned=False)
     _c0, c1, _c2 = (_upsert(table, [("a", "")], ts) for ts in range(3))
-    versions = {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"}
+    versions = {
+        "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+        "hoodie.cleaner.fileversions.retained": "1",
+    }
     scheduled = run_clean(table, versions, mode="schedule")  # plans c0's and c1's slices
     first = create_savepoint(table, c1)
     assert first.overrides == (scheduled.instant,)
@@ -249,3 +252,18 @@ def test_overrides_name_only_pending_cleans_not_completed_ones_or_pending_writes
     table.store.create_requested("20300101000000000", Action.COMMIT)
     again = create_savepoint(table, c1)
     assert again == Savepoint(c1, first.files, ())
+
+
+def test_savepoints_take_the_partition_from_partition_path_over_the_map_key(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    c0 = _upsert(table, [("a", "x")], 0)
+    (name,) = (f.split("/")[1] for f in _data_files(table))
+    record = {
+        "savepointedBy": "java",
+        "savepointedAt": 1,
+        "comments": "",
+        "partitionMetadata": {"key-x": {"partitionPath": "x", "savepointDataFile": [name]}},
+        "version": 1,
+    }
+    table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
+    assert savepoints(table.timeline()) == [Savepoint(c0, frozenset({f"x/{name}"}))]

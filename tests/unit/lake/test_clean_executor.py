@@ -13,6 +13,7 @@ from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import Action
 from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import DeleteOutcome, Outcome, delete_files, run_clean
+from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
@@ -63,6 +64,34 @@ def test_delete_files_counts_gone_files_as_deleted_and_keeps_the_order(tmp_path:
     outcome = delete_files(table.storage, paths)
     assert outcome == DeleteOutcome(tuple(names), ("x/f050_dir.parquet",))
     assert sorted(p.name for p in part.iterdir()) == ["f050_dir.parquet"]
+
+
+class _BulkLocalStorage(LocalStorage):
+    """Local files through the object-store branch of ``delete_files`` (the base ``delete_many``)."""
+
+    supports_bulk_delete = True
+
+
+def test_bulk_delete_keeps_the_order_and_logs_each_failure_sorted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = _BulkLocalStorage(tmp_path)
+    (tmp_path / "x").mkdir()
+    for name in ("b", "c"):  # x/a is already gone: it counts as deleted
+        (tmp_path / "x" / f"{name}.parquet").write_bytes(b"data")
+    for name in ("d_dir", "e_dir"):  # a directory cannot be deleted as a file: a failed delete
+        (tmp_path / "x" / f"{name}.parquet").mkdir()
+    paths = ["x/c.parquet", "x/e_dir.parquet", "x/a.parquet", "x/d_dir.parquet", "x/b.parquet"]
+    caplog.set_level(logging.WARNING, logger=executor.log.name)
+    outcome = delete_files(storage, paths)
+    assert outcome == DeleteOutcome(
+        ("x/c.parquet", "x/a.parquet", "x/b.parquet"), ("x/e_dir.parquet", "x/d_dir.parquet")
+    )
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["d_dir.parquet", "e_dir.parquet"]
+    assert _log(caplog) == [
+        f"could not delete {storage.uri('x/d_dir.parquet')}",
+        f"could not delete {storage.uri('x/e_dir.parquet')}",
+    ]
 
 
 def test_a_failed_delete_is_recorded_in_the_clean_metadata_and_the_result(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -52,7 +53,9 @@ def _clean_metadata(table: LakeTable) -> dict:
 
 
 @pytest.mark.parametrize("count", [3, executor.PARALLEL_DELETE_THRESHOLD + 6])
-def test_delete_files_counts_gone_files_as_deleted_and_keeps_the_order(tmp_path: Path, count: int) -> None:
+def test_delete_files_counts_gone_files_as_deleted_and_keeps_the_order(
+    tmp_path: Path, count: int, caplog: pytest.LogCaptureFixture
+) -> None:
     table = _table(tmp_path)
     part = table.base_path / "x"
     part.mkdir()
@@ -61,9 +64,13 @@ def test_delete_files_counts_gone_files_as_deleted_and_keeps_the_order(tmp_path:
         (table.base_path / name).write_bytes(b"data")
     (part / "f050_dir.parquet").mkdir()  # a directory cannot be unlinked: a failed delete
     paths = [*names[: count // 2], "x/f050_dir.parquet", *names[count // 2 :]]
+    with pytest.raises(OSError) as error:  # what deleting the directory raises, for the log line
+        table.storage.delete("x/f050_dir.parquet")
+    caplog.set_level(logging.WARNING, logger=executor.log.name)
     outcome = delete_files(table.storage, paths)
     assert outcome == DeleteOutcome(tuple(names), ("x/f050_dir.parquet",))
     assert sorted(p.name for p in part.iterdir()) == ["f050_dir.parquet"]
+    assert _log(caplog) == [f"could not delete {table.storage.uri('x/f050_dir.parquet')}: {error.value}"]
 
 
 class _BulkLocalStorage(LocalStorage):
@@ -395,3 +402,23 @@ def test_dry_run_results_are_exact(tmp_path: Path) -> None:
     )
     assert pending.plan == scheduled.plan and pending.kept_for_savepoints == ()
     assert c1 < c2
+
+
+def test_duration_covers_the_whole_run_every_pending_clean_it_finished(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    for ts in range(3):
+        _upsert(table, ts)
+    first = run_clean(table, RETAIN_ONE, mode="schedule")
+    _upsert(table, 3)
+    second = run_clean(table, RETAIN_ONE, mode="schedule")
+
+    def slow_deleter(table: LakeTable, plan: executor.CleanPlan) -> dict[str, DeleteOutcome]:
+        time.sleep(0.5)  # each pending clean takes at least this long
+        return executor.local_deleter(table, plan)
+
+    done = run_clean(table, RETAIN_ONE, mode="execute", deleter=slow_deleter)
+    assert done.finished_pending == (first.instant, second.instant)
+    assert 1.0 <= done.duration_seconds < 60  # both cleans, not only the last one
+    nothing = run_clean(table, RETAIN_ONE, mode="execute")
+    assert (nothing.outcome, nothing.reason) == (Outcome.NO_WORK, "no pending clean to execute")
+    assert 0 < nothing.duration_seconds < 60

@@ -422,3 +422,20 @@ def test_duration_covers_the_whole_run_every_pending_clean_it_finished(tmp_path:
     nothing = run_clean(table, RETAIN_ONE, mode="execute")
     assert (nothing.outcome, nothing.reason) == (Outcome.NO_WORK, "no pending clean to execute")
     assert 0 < nothing.duration_seconds < 60
+
+
+def test_a_partition_the_deleter_does_not_report_counts_as_failed(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    c0 = _upsert(table, 0, ("x", "y"))
+    _upsert(table, 1, ("x", "y"))
+    _upsert(table, 2, ("x", "y"))
+    old = sorted(f for f in _data_files(table) if f.endswith(f"_{c0}.parquet"))
+
+    def x_only(table: LakeTable, plan: executor.CleanPlan) -> dict[str, DeleteOutcome]:
+        return {"x": executor.delete_files(table.storage, plan.files_per_partition["x"])}
+
+    result = run_clean(table, RETAIN_ONE, deleter=x_only)
+    assert (result.outcome, result.deleted_files) == (Outcome.CLEANED, 1)
+    y = _clean_metadata(table)["partitionMetadata"]["y"]
+    name = old[1].split("/")[1]
+    assert (y["deletePathPatterns"], y["successDeleteFiles"], y["failedDeleteFiles"]) == ([name], [], [name])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -13,6 +14,7 @@ from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import Action
 from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import DeleteOutcome, Outcome, delete_files, run_clean
+from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
@@ -51,7 +53,9 @@ def _clean_metadata(table: LakeTable) -> dict:
 
 
 @pytest.mark.parametrize("count", [3, executor.PARALLEL_DELETE_THRESHOLD + 6])
-def test_delete_files_counts_gone_files_as_deleted_and_keeps_the_order(tmp_path: Path, count: int) -> None:
+def test_delete_files_counts_gone_files_as_deleted_and_keeps_the_order(
+    tmp_path: Path, count: int, caplog: pytest.LogCaptureFixture
+) -> None:
     table = _table(tmp_path)
     part = table.base_path / "x"
     part.mkdir()
@@ -60,9 +64,41 @@ def test_delete_files_counts_gone_files_as_deleted_and_keeps_the_order(tmp_path:
         (table.base_path / name).write_bytes(b"data")
     (part / "f050_dir.parquet").mkdir()  # a directory cannot be unlinked: a failed delete
     paths = [*names[: count // 2], "x/f050_dir.parquet", *names[count // 2 :]]
+    with pytest.raises(OSError) as error:  # what deleting the directory raises, for the log line
+        table.storage.delete("x/f050_dir.parquet")
+    caplog.set_level(logging.WARNING, logger=executor.log.name)
     outcome = delete_files(table.storage, paths)
     assert outcome == DeleteOutcome(tuple(names), ("x/f050_dir.parquet",))
     assert sorted(p.name for p in part.iterdir()) == ["f050_dir.parquet"]
+    assert _log(caplog) == [f"could not delete {table.storage.uri('x/f050_dir.parquet')}: {error.value}"]
+
+
+class _BulkLocalStorage(LocalStorage):
+    """Local files through the object-store branch of ``delete_files`` (the base ``delete_many``)."""
+
+    supports_bulk_delete = True
+
+
+def test_bulk_delete_keeps_the_order_and_logs_each_failure_sorted(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    storage = _BulkLocalStorage(tmp_path)
+    (tmp_path / "x").mkdir()
+    for name in ("b", "c"):  # x/a is already gone: it counts as deleted
+        (tmp_path / "x" / f"{name}.parquet").write_bytes(b"data")
+    for name in ("d_dir", "e_dir"):  # a directory cannot be deleted as a file: a failed delete
+        (tmp_path / "x" / f"{name}.parquet").mkdir()
+    paths = ["x/c.parquet", "x/e_dir.parquet", "x/a.parquet", "x/d_dir.parquet", "x/b.parquet"]
+    caplog.set_level(logging.WARNING, logger=executor.log.name)
+    outcome = delete_files(storage, paths)
+    assert outcome == DeleteOutcome(
+        ("x/c.parquet", "x/a.parquet", "x/b.parquet"), ("x/e_dir.parquet", "x/d_dir.parquet")
+    )
+    assert sorted(p.name for p in (tmp_path / "x").iterdir()) == ["d_dir.parquet", "e_dir.parquet"]
+    assert _log(caplog) == [
+        f"could not delete {storage.uri('x/d_dir.parquet')}",
+        f"could not delete {storage.uri('x/e_dir.parquet')}",
+    ]
 
 
 def test_a_failed_delete_is_recorded_in_the_clean_metadata_and_the_result(tmp_path: Path) -> None:
@@ -366,3 +402,40 @@ def test_dry_run_results_are_exact(tmp_path: Path) -> None:
     )
     assert pending.plan == scheduled.plan and pending.kept_for_savepoints == ()
     assert c1 < c2
+
+
+def test_duration_covers_the_whole_run_every_pending_clean_it_finished(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    for ts in range(3):
+        _upsert(table, ts)
+    first = run_clean(table, RETAIN_ONE, mode="schedule")
+    _upsert(table, 3)
+    second = run_clean(table, RETAIN_ONE, mode="schedule")
+
+    def slow_deleter(table: LakeTable, plan: executor.CleanPlan) -> dict[str, DeleteOutcome]:
+        time.sleep(0.5)  # each pending clean takes at least this long
+        return executor.local_deleter(table, plan)
+
+    done = run_clean(table, RETAIN_ONE, mode="execute", deleter=slow_deleter)
+    assert done.finished_pending == (first.instant, second.instant)
+    assert 1.0 <= done.duration_seconds < 60  # both cleans, not only the last one
+    nothing = run_clean(table, RETAIN_ONE, mode="execute")
+    assert (nothing.outcome, nothing.reason) == (Outcome.NO_WORK, "no pending clean to execute")
+    assert 0 < nothing.duration_seconds < 60
+
+
+def test_a_partition_the_deleter_does_not_report_counts_as_failed(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    c0 = _upsert(table, 0, ("x", "y"))
+    _upsert(table, 1, ("x", "y"))
+    _upsert(table, 2, ("x", "y"))
+    old = sorted(f for f in _data_files(table) if f.endswith(f"_{c0}.parquet"))
+
+    def x_only(table: LakeTable, plan: executor.CleanPlan) -> dict[str, DeleteOutcome]:
+        return {"x": executor.delete_files(table.storage, plan.files_per_partition["x"])}
+
+    result = run_clean(table, RETAIN_ONE, deleter=x_only)
+    assert (result.outcome, result.deleted_files) == (Outcome.CLEANED, 1)
+    y = _clean_metadata(table)["partitionMetadata"]["y"]
+    name = old[1].split("/")[1]
+    assert (y["deletePathPatterns"], y["successDeleteFiles"], y["failedDeleteFiles"]) == ([name], [], [name])

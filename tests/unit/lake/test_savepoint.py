@@ -231,3 +231,39 @@ def test_savepoint_names_the_pending_cleans_it_overrides(
     # c3's slice is the latest: no pending clean plans to delete it, nothing is logged.
     assert create_savepoint(table, _c3).overrides == ()
     assert caplog.records == []
+
+
+def test_overrides_name_only_pending_cleans_not_completed_ones_or_pending_writes(tmp_path: Path) -> None:
+    # KEEP_LATEST_FILE_VERSIONS retains no commit, so c1 can be savepointed again after the clean.
+    table = _table(tmp_path, partitioned=False)
+    _c0, c1, _c2 = (_upsert(table, [("a", "")], ts) for ts in range(3))
+    versions = {
+        "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+        "hoodie.cleaner.fileversions.retained": "1",
+    }
+    scheduled = run_clean(table, versions, mode="schedule")  # plans c0's and c1's slices
+    first = create_savepoint(table, c1)
+    assert first.overrides == (scheduled.instant,)
+    done = run_clean(table, versions, mode="execute")
+    assert done.kept_for_savepoints == tuple(sorted(first.files))
+    delete_savepoint(table, c1)
+    # The completed clean's stored plan still names c1's files, and a write is pending: neither is
+    # a pending clean to override (a pending commit has no clean plan to read).
+    table.store.create_requested("20300101000000000", Action.COMMIT)
+    again = create_savepoint(table, c1)
+    assert again == Savepoint(c1, first.files, ())
+
+
+def test_savepoints_take_the_partition_from_partition_path_over_the_map_key(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    c0 = _upsert(table, [("a", "x")], 0)
+    (name,) = (f.split("/")[1] for f in _data_files(table))
+    record = {
+        "savepointedBy": "java",
+        "savepointedAt": 1,
+        "comments": "",
+        "partitionMetadata": {"key-x": {"partitionPath": "x", "savepointDataFile": [name]}},
+        "version": 1,
+    }
+    table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
+    assert savepoints(table.timeline()) == [Savepoint(c0, frozenset({f"x/{name}"}))]

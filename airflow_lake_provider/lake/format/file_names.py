@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 from dataclasses import dataclass
@@ -47,8 +48,7 @@ class BaseFileName:
 
     @classmethod
     def parse(cls, name: str) -> BaseFileName | None:
-        m = BASE_FILE_RE.match(name)
-        return cls(m.group(1), m.group(2), m.group(3)) if m else None
+        return _parse_base(name)
 
     @classmethod
     def create(cls, file_id: str, token: str, instant: str) -> BaseFileName:
@@ -76,8 +76,7 @@ class LogFileName:
 
     @classmethod
     def parse(cls, name: str) -> LogFileName | None:
-        m = _LOG_RE.match(name)
-        return cls(m.group(1), m.group(2), int(m.group(3)), m.group(4) or "") if m else None
+        return _parse_log(name)
 
     @classmethod
     def create(cls, file_id: str, base_instant: str, version: int, token: str) -> LogFileName:
@@ -85,3 +84,20 @@ class LogFileName:
         if version < 1 or not _TOKEN_RE.match(token):
             raise InvalidFileNameError(f"log version {version} must be >= 1 and token {token!r} <d>-<d>-<d>")
         return cls(file_id, validate_instant_time(base_instant), version, token)
+
+
+# Every write lists its partitions again and parses the same (immutable) names: remember them. The
+# parsed names are frozen, so sharing one object between callers is safe.
+_PARSED_NAMES = 1 << 18
+
+
+@functools.lru_cache(maxsize=_PARSED_NAMES)
+def _parse_base(name: str) -> BaseFileName | None:
+    m = BASE_FILE_RE.match(name)
+    return BaseFileName(m.group(1), m.group(2), m.group(3)) if m else None
+
+
+@functools.lru_cache(maxsize=_PARSED_NAMES)
+def _parse_log(name: str) -> LogFileName | None:
+    m = _LOG_RE.match(name)
+    return LogFileName(m.group(1), m.group(2), int(m.group(3)), m.group(4) or "") if m else None

@@ -152,13 +152,12 @@ class FileSystemView:
                     slots[at] = ((name, size), entry[1]) if entry else ((name, size), ())
                 else:
                     uncommitted.append(f"{partition}/{name}" if partition else name)
-            for name in _LOG_LINES.findall(blob):
-                parsed_log = LogFileName.parse(name)
-                if parsed_log is None:
-                    continue
-                at = parsed_log.base_instant
-                if timeline.is_committed(at) or at in pending:
-                    slots = index.setdefault((partition, parsed_log.file_id), {})
+            for name, file_id, at in _LOG_LINES.findall(blob):
+                ok = committed.get(at)
+                if ok is None:
+                    ok = committed[at] = timeline.is_committed(at)
+                if ok or at in pending:
+                    slots = index.setdefault((partition, file_id), {})
                     entry = slots.get(at)
                     log_entry = (name, sizes[name])
                     slots[at] = (entry[0], (*entry[1], log_entry)) if entry else (None, (log_entry,))
@@ -187,10 +186,37 @@ class FileSystemView:
         return self.groups.index if isinstance(self.groups, _LazyGroups) else {}
 
     def file_groups(self, partition: str | None = None) -> list[FileGroup]:
-        return sorted(
-            (g for g in self.groups.values() if partition is None or g.partition == partition),
-            key=lambda g: (g.partition, g.file_id),
-        )
+        # Filter on the keys: building the other partitions' groups would parse all their files.
+        keys = sorted(k for k in self.groups if partition is None or k[0] == partition)
+        return [self.groups[k] for k in keys]
+
+    def snapshot_bases(self, partition: str) -> list[tuple[str, tuple[str, int] | None, bool]]:
+        """(file id, base file (name, size) or None, has log files) of the slice a snapshot read takes
+        in each live file group of ``partition``, by file id, chosen as :meth:`merged_latest_slice`
+        chooses. For the key lookup: it reads the index and builds no group (a write touches a few
+        groups of a partition, each of which may have many log files)."""
+        if not isinstance(self.groups, _LazyGroups):
+            out = []
+            for group in self.file_groups(partition):
+                merged = None if self.is_replaced(group) else self.merged_latest_slice(group)
+                if merged is not None:
+                    base = (merged.base_file.file_name, merged.base_file.size) if merged.base_file else None
+                    out.append((group.file_id, base, bool(merged.log_files)))
+            return out
+        found = []
+        for key in sorted(k for k in self.groups.index if k[0] == partition):
+            if key in self.replaced:
+                continue
+            slots = self.groups.index[key]
+            instants = sorted(slots)
+            base, logs = slots[instants[-1]]
+            if base is None and len(instants) > 1 and self._is_pending_compaction(instants[-1]):
+                previous_base, previous_logs = slots[instants[-2]]
+                base, logs = previous_base, previous_logs + logs
+            elif base is None and not logs:
+                continue
+            found.append((key[1], base, bool(logs)))
+        return found
 
     def is_replaced(self, group: FileGroup, as_of: str | None = None) -> bool:
         at = self.replaced.get((group.partition, group.file_id))
@@ -291,7 +317,8 @@ def _is_partition_folder(rel: str) -> bool:
 
 # BASE_FILE_RE's grammar, one name per line; group 1 the name, 2 the file id, 3 the instant.
 _BASE_LINES = re.compile(r"^(([A-Za-z0-9-]+)_[A-Za-z0-9-]+_(\d{14}(?:\d{3})?)\.parquet)$", re.MULTILINE)
-_LOG_LINES = re.compile(r"^(\.[^\n]*\.log\.[^\n]*)$", re.MULTILINE)
+# The log grammar (file_names._LOG_RE) likewise: 1 the name, 2 the file id, 3 the base instant.
+_LOG_LINES = re.compile(r"^(\.([A-Za-z0-9-]+)_(\d{14}(?:\d{3})?)\.log\.\d+(?:_\d+-\d+-\d+)?)$", re.MULTILINE)
 
 
 SlotEntry = tuple[tuple[str, int] | None, tuple[tuple[str, int], ...]]

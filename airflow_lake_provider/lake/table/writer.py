@@ -684,28 +684,28 @@ def _locate(
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
     # Sorted once per partition: each file's key range is then two bisections, not Arrow calls.
     ordered = sorted(keys.cast(pa.string()).to_pylist())
-    for group in view.file_groups(partition):
-        if view.is_replaced(group):
-            continue
-        slice_ = view.merged_latest_slice(group)
-        if slice_ is None:
-            continue
-        groups[group.file_id] = group
-        rel = slice_.base_file.relative_path if slice_.base_file is not None else None
-        if rel is not None:
-            held = reads.candidate_keys(rel, slice_.base_file.size, ordered)  # type: ignore[union-attr]
+    # From the view's index: groups (FileSlice objects, log files parsed) are built only for the
+    # groups that hold a key, not for every group of the partition.
+    for file_id, base, has_logs in view.snapshot_bases(partition):
+        rel = None
+        if base is not None:
+            rel = join_partition(partition, base[0])
+            held = reads.candidate_keys(rel, base[1], ordered)
         else:
+            slice_ = view.merged_latest_slice(view.groups[(partition, file_id)])
+            assert slice_ is not None  # snapshot_bases lists only groups with a slice to read
             reader = SliceReader(table, context.timeline, pa.schema([context.schema.field(RECORD_KEY)]))
             held = reader.keys_of(reader.read_slice(slice_))
         if held is not None:
             # Keep only the batch's keys: hashing the (small) batch beats hashing a large file's keys.
             held = held.filter(pc.is_in(held, value_set=keys))
-        if rel is not None and (held is None or not len(held) or table.config.is_mor or slice_.log_files):
+        if rel is not None and (held is None or not len(held) or table.config.is_mor or has_logs):
             reads.release(rel)  # no COW rewrite will read this file from the lookup's open
-        if held is None:
+        if held is None or not len(held):
             continue
+        groups[file_id] = view.groups[(partition, file_id)]
         found_keys.append(held)
-        owners.append(pa.array([group.file_id] * len(held), pa.string()))
+        owners.append(pa.array([file_id] * len(held), pa.string()))
     if not found_keys:
         return groups, pa.table({_KEY: pa.array([], pa.string()), "__lake_fid": pa.array([], pa.string())})
     return groups, pa.table({_KEY: pa.concat_arrays(found_keys), "__lake_fid": pa.concat_arrays(owners)})

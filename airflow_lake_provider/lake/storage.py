@@ -113,9 +113,13 @@ class LocalStorage(Storage):
     def list(self, rel: str = "") -> Listing:
         try:
             with os.scandir(self._path(rel)) as entries:
-                return [(e.name, e.stat().st_size) for e in entries if e.is_file()]
+                return [(e.name, size) for e in entries if e.is_file() and (size := _size(e)) is not None]
         except (FileNotFoundError, NotADirectoryError):
             return []
+
+    def list_known_sizes(self, rel: str = "") -> list[tuple[str, int | None]]:
+        # A size costs one stat per file here: the names alone are several times faster to list.
+        return [(name, None) for name in self.list_names(rel)]
 
     def list_names(self, rel: str = "") -> list[str]:
         try:
@@ -132,8 +136,8 @@ class LocalStorage(Storage):
                 for e in entries:
                     if e.is_dir(follow_symlinks=False):
                         dirs.append(e.name)
-                    elif e.is_file():
-                        files.append((e.name, e.stat().st_size))
+                    elif e.is_file() and (size := _size(e)) is not None:
+                        files.append((e.name, size))
         except (FileNotFoundError, NotADirectoryError):
             pass
         return files, dirs
@@ -390,3 +394,12 @@ def _unlink_quietly(path: str) -> None:
     except OSError as exc:
         if exc.errno != errno.ENOENT:
             raise
+
+
+def _size(entry: os.DirEntry[str]) -> int | None:
+    """The size of a listed file, None if it was deleted since it was listed (a listing must not lose
+    the folder's other files to one concurrent delete)."""
+    try:
+        return entry.stat().st_size
+    except FileNotFoundError:
+        return None

@@ -114,6 +114,11 @@ class Storage(ABC):
         """Names of the files directly under folder ``rel`` (cheaper than sizes on a local disk)."""
         return [name for name, _ in self.list(rel)]
 
+    def list_known_sizes(self, rel: str = "") -> list[tuple[str, int | None]]:
+        """Files directly under ``rel``, each with its size where the listing gives it for free and
+        None where a size costs another call per file (a local disk): callers size what they use."""
+        return list(self.list(rel))
+
     @abstractmethod
     def list_dir(self, rel: str = "") -> tuple[Listing, list[str]]:
         """Files (with sizes) and sub-folder names directly under ``rel`` (empty if missing)."""

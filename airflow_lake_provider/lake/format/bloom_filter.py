@@ -213,6 +213,81 @@ def from_footer(metadata: Mapping[bytes, bytes] | None, where: str = "") -> Bloo
     return decode(text, (metadata or {}).get(TYPE_CODE_KEY.encode()), where)
 
 
+def probe_footer(
+    metadata: Mapping[bytes, bytes] | None, keys: pa.Array | pa.ChunkedArray, where: str = ""
+) -> np.ndarray | None:
+    """``might_contain`` of the filter in a parquet footer (None if it has none), decoding only the
+    base64 quads holding the keys' bits: a default filter is 575 KB of text, a lookup touches a few
+    hundred bytes of it. A filter cut short, padded wrongly, or with a bad character where a key's
+    bits lie raises ``CorruptDataFileError``, as :func:`decode` does."""
+    text = (metadata or {}).get(FILTER_KEY.encode())
+    if text is None:
+        return None
+    type_code = (metadata or {}).get(TYPE_CODE_KEY.encode())
+    code = (type_code.decode() if isinstance(type_code, bytes) else type_code) or SIMPLE
+    chars = np.frombuffer(text if isinstance(text, bytes) else text.encode(), dtype=np.uint8)
+    try:
+        header_text = bytes(chars[: 4 * -(-(_HEADER.size + _DYNAMIC.size) // 3)])
+        head = base64.b64decode(header_text[: len(header_text) - len(header_text) % 4], validate=True)
+        header, offset = _read_header(head, 0)
+        hashes, hash_type, bits = header
+        vector = (bits + 7) // 8
+        if code.startswith("DYNAMIC"):
+            count = _DYNAMIC.unpack_from(head, offset)[2]
+            starts = [
+                offset + _DYNAMIC.size + r * (_HEADER.size + vector) + _HEADER.size for r in range(count)
+            ]
+            total = offset + _DYNAMIC.size + count * (_HEADER.size + vector)
+        elif code == SIMPLE:
+            starts, total = [offset], offset + vector
+        else:
+            raise ValueError(f"unknown bloom filter type code {code!r}")
+        if len(chars) != 4 * -(-total // 3):
+            raise ValueError(f"{len(chars)} characters for a {total}-byte filter (cut short or trailing)")
+        if chars[-1] == _PAD:  # the last quad's padding decodes as zero bits, nowhere else
+            chars = chars.copy()
+            chars[-2 if chars[-2] == _PAD else -1 :] = ord("A")
+        if hash_type != MURMUR_HASH:
+            raise CorruptDataFileError(
+                f"bloom filter of {where or 'a base file'} uses hash type {hash_type}; "
+                "only murmur (1) is read"
+            )
+        for start in starts[1:]:  # every row repeats the filter's header
+            row = _b64_bytes(chars, np.arange(start - _HEADER.size, start, dtype=np.int64)).tobytes()
+            if _read_header(row, 0)[0] != header:
+                raise ValueError(f"row header {_read_header(row, 0)[0]} differs from {header}")
+        keys = _as_strings(keys)
+        answer = np.zeros(len(keys), dtype=bool)
+        if not len(keys):
+            return answer
+        positions = hash_positions(keys, hashes, bits).astype(np.int64)
+        byte, mask = positions >> 3, (np.uint8(1) << (positions & 7).astype(np.uint8))
+        for start in starts:
+            answer |= np.all(_b64_bytes(chars, start + byte) & mask, axis=1)
+        return answer
+    except (ValueError, struct.error, binascii.Error) as exc:
+        raise CorruptDataFileError(
+            f"cannot decode the bloom filter of {where or 'a base file'}: {exc}"
+        ) from None
+
+
+_ALPHABET = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_SEXTETS = np.full(256, 255, dtype=np.uint8)
+_SEXTETS[np.frombuffer(_ALPHABET, dtype=np.uint8)] = np.arange(64, dtype=np.uint8)
+_PAD = ord("=")
+
+
+def _b64_bytes(chars: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """The data bytes at ``offsets`` (any shape) of base64 text ``chars``, decoding their quads only."""
+    quad = (offsets // 3)[..., None] * 4 + np.arange(4)
+    sextets = _SEXTETS[chars[quad]]
+    if (sextets == 255).any():
+        raise ValueError("Only base64 data is allowed (a bad character in the filter)")
+    v = sextets.astype(np.uint32)
+    word = (v[..., 0] << 18) | (v[..., 1] << 12) | (v[..., 2] << 6) | v[..., 3]
+    return ((word >> ((2 - offsets % 3) * 8).astype(np.uint32)) & 0xFF).astype(np.uint8)
+
+
 def _read_header(data: bytes, offset: int) -> tuple[tuple[int, int, int], int]:
     version, hashes, hash_type, size = _HEADER.unpack_from(data, offset)
     if version != _VERSION:

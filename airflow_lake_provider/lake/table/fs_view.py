@@ -102,16 +102,24 @@ class FileSystemView:
         timeline: Timeline,
         partitions: Iterable[str] | None = None,
         lister: Lister | None = None,
+        sizes: bool = True,
     ) -> FileSystemView:
         """List ``partitions`` (default: all) and group their committed files.
 
         ``lister`` may replace the local listing (e.g. to spread it over Spark executors): it maps
-        partition paths to ``(file name, size)`` pairs.
+        partition paths to ``(file name, size)`` pairs. ``sizes=False`` (with ``partitions``) lists
+        names only where sizes cost a call per file (a local disk) and sizes a file when a group or
+        base file holding it is asked for: a write lists every file of its partitions and uses few.
         """
         storage = timeline.storage
         if partitions is not None:
             names = sorted(set(partitions))
-            listing = lister(names) if lister is not None else {p: storage.list(p) for p in names}
+            if lister is not None:
+                listing = lister(names)
+            elif sizes:
+                listing = {p: storage.list(p) for p in names}
+            else:
+                listing = {p: storage.list_known_sizes(p) for p in names}
         elif lister is not None:
             names = list_partitions(storage, config)
             listing = lister(names)
@@ -126,7 +134,7 @@ class FileSystemView:
         config: TableConfig,
         timeline: Timeline,
         names: list[str],
-        listing: Mapping[str, Sequence[tuple[str, int]]],
+        listing: Mapping[str, Sequence[tuple[str, int | None]]],
     ) -> FileSystemView:
         pending = {i.timestamp for i in timeline.pending_compactions()}
         # Plain tuples and dicts here: a big table has 100,000s of files, and the clean planner walks
@@ -152,17 +160,19 @@ class FileSystemView:
                     slots[at] = ((name, size), entry[1]) if entry else ((name, size), ())
                 else:
                     uncommitted.append(f"{partition}/{name}" if partition else name)
+            logs: dict[tuple[str, str], list[tuple[str, int | None]]] = {}
             for name, file_id, at in _LOG_LINES.findall(blob):
                 ok = committed.get(at)
                 if ok is None:
                     ok = committed[at] = timeline.is_committed(at)
                 if ok or at in pending:
-                    slots = index.setdefault((partition, file_id), {})
-                    entry = slots.get(at)
-                    log_entry = (name, sizes[name])
-                    slots[at] = (entry[0], (*entry[1], log_entry)) if entry else (None, (log_entry,))
+                    logs.setdefault((file_id, at), []).append((name, sizes[name]))
                 else:
                     uncommitted.append(f"{partition}/{name}" if partition else name)
+            for (file_id, at), found in logs.items():
+                slots = index.setdefault((partition, file_id), {})
+                entry = slots.get(at)
+                slots[at] = (entry[0] if entry else None, tuple(found))
         compacting = _pending_compaction_groups(timeline)
         for key, (c, _base) in compacting.items():
             # Java adds an empty slice at a pending compaction's instant, so writers append their logs
@@ -172,7 +182,7 @@ class FileSystemView:
         return cls(
             config=config,
             timeline=timeline,
-            groups=_LazyGroups(index),
+            groups=_LazyGroups(index, storage=timeline.storage),
             partitions=tuple(names),
             replaced=_replaced_file_groups(timeline),
             pending_compaction={k: v[0] for k, v in compacting.items()},
@@ -215,7 +225,8 @@ class FileSystemView:
                 base, logs = previous_base, previous_logs + logs
             elif base is None and not logs:
                 continue
-            found.append((key[1], base, bool(logs)))
+            sized = None if base is None else (base[0], _sized(self.groups.storage, partition, *base))
+            found.append((key[1], sized, bool(logs)))
         return found
 
     def is_replaced(self, group: FileGroup, as_of: str | None = None) -> bool:
@@ -321,20 +332,22 @@ _BASE_LINES = re.compile(r"^(([A-Za-z0-9-]+)_[A-Za-z0-9-]+_(\d{14}(?:\d{3})?)\.p
 _LOG_LINES = re.compile(r"^(\.([A-Za-z0-9-]+)_(\d{14}(?:\d{3})?)\.log\.\d+(?:_\d+-\d+-\d+)?)$", re.MULTILINE)
 
 
-SlotEntry = tuple[tuple[str, int] | None, tuple[tuple[str, int], ...]]
+# A size is None where the view was listed without sizes (``build(sizes=False)``).
+SlotEntry = tuple[tuple[str, int | None] | None, tuple[tuple[str, int | None], ...]]
 
 
 class _LazyGroups(Mapping[tuple[str, str], FileGroup]):
     """File groups built from the view's index on first access (most services touch a few)."""
 
-    def __init__(self, index: dict[tuple[str, str], dict[str, SlotEntry]]) -> None:
+    def __init__(self, index: dict[tuple[str, str], dict[str, SlotEntry]], storage: Storage) -> None:
         self.index = index
+        self.storage = storage
         self._built: dict[tuple[str, str], FileGroup] = {}
 
     def __getitem__(self, key: tuple[str, str]) -> FileGroup:
         group = self._built.get(key)
         if group is None:
-            group = self._built[key] = _make_group(key, self.index[key])
+            group = self._built[key] = _make_group(key, self.index[key], self.storage)
         return group
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
@@ -347,7 +360,11 @@ class _LazyGroups(Mapping[tuple[str, str], FileGroup]):
         return key in self.index
 
 
-def _make_group(key: tuple[str, str], slots: Mapping[str, SlotEntry]) -> FileGroup:
+def _sized(storage: Storage, partition: str, name: str, size: int | None) -> int:
+    return size if size is not None else storage.size(f"{partition}/{name}" if partition else name)
+
+
+def _make_group(key: tuple[str, str], slots: Mapping[str, SlotEntry], storage: Storage) -> FileGroup:
     partition, file_id = key
     slices = []
     for at in sorted(slots):
@@ -356,12 +373,12 @@ def _make_group(key: tuple[str, str], slots: Mapping[str, SlotEntry]) -> FileGro
         if base_entry is not None:
             parsed = BaseFileName.parse(base_entry[0])
             assert parsed is not None
-            base = BaseFile(partition, parsed, base_entry[1])
+            base = BaseFile(partition, parsed, _sized(storage, partition, *base_entry))
         logs = []
         for name, size in log_entries:
             parsed_log = LogFileName.parse(name)
             assert parsed_log is not None
-            logs.append(LogFile(partition, parsed_log, size))
+            logs.append(LogFile(partition, parsed_log, _sized(storage, partition, name, size)))
         logs.sort(key=lambda f: f.name.sort_key)
         slices.append(FileSlice(partition, file_id, at, base, tuple(logs)))
     return FileGroup(partition, file_id, tuple(slices))

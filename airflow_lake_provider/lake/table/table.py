@@ -118,8 +118,9 @@ class LakeTable:
         timeline: Timeline | None = None,
         partitions: list[str] | None = None,
         lister: Lister | None = None,
+        sizes: bool = True,
     ) -> FileSystemView:
-        return FileSystemView.build(self.config, timeline or self.timeline(), partitions, lister)
+        return FileSystemView.build(self.config, timeline or self.timeline(), partitions, lister, sizes)
 
     def data_avro_schema(self, timeline: Timeline | None = None, as_of: str | None = None) -> dict | None:
         """The table's Avro schema (data fields): newest commit's, else ``hoodie.table.create.schema``."""

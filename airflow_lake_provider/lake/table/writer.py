@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -41,9 +42,8 @@ from airflow_lake_provider.lake.format.avro_schema import (
 from airflow_lake_provider.lake.format.base_file import RECORD_KEY
 from airflow_lake_provider.lake.format.bloom_filter import (
     DEFAULT_SETTINGS,
-    BloomFilter,
     BloomSettings,
-    from_footer,
+    probe_footer,
 )
 from airflow_lake_provider.lake.format.casting import cast_exact, same_shape
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
@@ -621,7 +621,7 @@ def plan_file_groups(
     partitions = sorted(set(rows.column(_PART).to_pylist()))
     if not partitions:
         return []
-    view = table.file_system_view(context.timeline, partitions)
+    view = table.file_system_view(context.timeline, partitions, sizes=False)  # sized when used
     units: list[FileGroupWrite] = []
     seqno = 0
     max_rows = max(1, max_rows_per_file)
@@ -784,9 +784,8 @@ class BaseFileReads:
             if not ordered:
                 self.range_pruned += 1
                 return None
-        bloom = self._bloom(rel, self.open(rel).metadata.metadata or {})
-        if bloom is not None:
-            maybe = bloom.might_contain(pa.array(ordered, pa.string()))
+        maybe = self._bloom(rel, self.open(rel).metadata.metadata or {}, ordered)
+        if maybe is not None:
             ordered = [key for key, hit in zip(ordered, maybe, strict=True) if hit]
             if not ordered:
                 self.bloom_pruned += 1
@@ -826,9 +825,10 @@ class BaseFileReads:
         cache[(rel, size)] = summary
         return summary
 
-    def _bloom(self, rel: str, meta: Mapping[bytes, bytes]) -> BloomFilter | None:
+    def _bloom(self, rel: str, meta: Mapping[bytes, bytes], ordered: list[str]) -> np.ndarray | None:
+        """Which of ``ordered`` the footer's bloom filter may hold (None: no filter we can read)."""
         try:
-            return from_footer(meta, self.table.storage.uri(rel))
+            return probe_footer(meta, pa.array(ordered, pa.string()), self.table.storage.uri(rel))
         except CorruptDataFileError as exc:  # a filter we cannot read only costs the key column read
             log.warning("%s; reading its record keys instead", exc)
             return None

@@ -3,6 +3,7 @@ files carry, and the writer's key lookup that uses them (what it reads, counted 
 
 from __future__ import annotations
 
+import base64
 import io
 import pickle
 import zipfile
@@ -63,6 +64,9 @@ def test_bloom_spark_files_decode_answer_maybe_for_their_keys_and_rebuild_byte_i
         assert not filt.might_contain(absent).any(), name
         # Our writer lays out the same keys bit for bit as Spark's did.
         assert bf.build(keys).serialize().encode() == meta[FILTER], name
+        # The lookup's probe, which decodes only the keys' bits, answers as the whole filter.
+        probe = bf.probe_footer(meta, pa.concat_arrays([keys.combine_chunks(), absent]), name)
+        assert probe is not None and probe[: len(keys)].all() and not probe[len(keys) :].any(), name
 
 
 def test_bloom_default_settings_are_hudis() -> None:
@@ -129,6 +133,53 @@ def test_bloom_property_no_false_negatives(
     # Answers are per key: a batch mixing absent keys still says "maybe" for every present one.
     mixed = pa.array(probes + keys)
     assert filt.might_contain(mixed)[len(probes) :].all()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    keys=st.lists(st.text(min_size=1, max_size=20), min_size=1, max_size=120),
+    probes=st.lists(st.text(min_size=1, max_size=20), max_size=40),
+    per_row=st.integers(1, 40),
+    max_entries=st.integers(0, 150),
+    fpp=st.sampled_from([0.5, 0.05, 0.001]),
+    kind=st.sampled_from(["SIMPLE", "DYNAMIC_V0"]),
+)
+def test_bloom_probe_answers_as_the_decoded_filter(
+    keys: list[str], probes: list[str], per_row: int, max_entries: int, fpp: float, kind: str
+) -> None:
+    """Every answer, false positives included (fpp 0.5 makes them common), bit for bit."""
+    built = bf.build(pa.array(keys), bf.BloomSettings(per_row, fpp, kind, max_entries))
+    asked = pa.array(probes + keys)
+    expected = bf.decode(built.serialize(), kind).might_contain(asked)
+    answer = bf.probe_footer(built.footer(), asked)
+    assert answer is not None and answer.tolist() == expected.tolist()
+
+
+def test_bloom_probe_refuses_a_damaged_filter_and_reads_none_without_one() -> None:
+    built = bf.build(pa.array([f"k{i}" for i in range(30)]), bf.BloomSettings(10, 0.01, "DYNAMIC_V0", 40))
+    footer = built.footer()
+    text = footer[FILTER]
+    assert bf.probe_footer({}, pa.array(["k1"])) is None
+    damaged = {
+        "cut short": text[:-4],
+        "trailing quad": text + b"AAAA",
+        "too short for a header": b"AAAA",
+        # A bad character inside the bits one key's hashes land on (all of them: every quad).
+        "bad character": b"!" * len(text),
+    }
+    for what, bad in damaged.items():
+        with pytest.raises(CorruptDataFileError, match="cannot decode the bloom filter of f.parquet"):
+            bf.probe_footer({**footer, FILTER: bad}, pa.array(["k1"]), "f.parquet")
+    # A row whose header differs from the filter's (hash count 9, not 7, in the second row).
+    raw = bytearray(base64.b64decode(text))
+    second_row = bf._HEADER.size + bf._DYNAMIC.size + bf._HEADER.size + (built.vector_size + 7) // 8
+    assert built.num_hashes == 7
+    raw[second_row + 7] = 9
+    assert len(built.rows) >= 2
+    with pytest.raises(CorruptDataFileError, match="row header"):
+        bf.probe_footer({**footer, FILTER: base64.b64encode(bytes(raw))}, pa.array(["k1"]), "f.parquet")
+    with pytest.raises(CorruptDataFileError, match="unknown bloom filter type code"):
+        bf.probe_footer({**footer, bf.TYPE_CODE_KEY.encode(): b"CUCKOO"}, pa.array(["k1"]), "f.parquet")
 
 
 def test_bloom_base_file_we_write_carries_a_filter_that_decodes_back() -> None:

@@ -73,6 +73,9 @@ def test_write_read_ranges_sizes_and_listing(storage: Storage) -> None:
     assert storage.list_names("p=1") == ["a.parquet"]
     assert storage.list_dir("p=1") == ([("a.parquet", 6)], ["q=2"])
     assert storage.list("missing") == [] and storage.list_dir("missing") == ([], [])
+    # Sizes where the listing has them for free (S3), else None (one stat per file on a disk).
+    known = 6 if isinstance(storage, S3Storage) else None
+    assert storage.list_known_sizes("p=1") == [("a.parquet", known)]
     assert list(storage.walk("")) == [
         ("", [("top.txt", 0)]),
         ("p=1", [("a.parquet", 6)]),
@@ -87,6 +90,34 @@ def test_write_read_ranges_sizes_and_listing(storage: Storage) -> None:
     assert storage.exists("p=1") and storage.exists("p=1/a.parquet") and not storage.exists("nope")
     assert storage.exists("p=1/q=2") and not storage.exists("p=") and not storage.exists("p=1/a")
     assert storage.uri("p=1/a.parquet") == f"{storage.root}/p=1/a.parquet"
+
+
+def test_local_listing_keeps_the_other_files_when_one_is_deleted_while_listed(
+    local: LocalStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clean deleting a file between the directory read and its stat must not empty the listing
+    (a write that saw no files would take every key for new)."""
+    for name in ("a.parquet", "b.parquet", "c.parquet"):
+        local.write(f"p/{name}", name.encode())
+    local.write("p/sub/d.log", b"d")
+    real_scandir = os.scandir
+
+    class _DeletesB:
+        def __init__(self, path: str) -> None:
+            self.entries = real_scandir(path)
+
+        def __enter__(self) -> list[os.DirEntry[str]]:
+            listed = sorted(self.entries.__enter__(), key=lambda e: e.name)
+            os.remove(os.path.join(local.root, "p", "b.parquet"))  # after the read, before any stat
+            return listed
+
+        def __exit__(self, *exc: object) -> None:
+            self.entries.__exit__(*exc)
+
+    monkeypatch.setattr(os, "scandir", _DeletesB)
+    assert local.list("p") == [("a.parquet", 9), ("c.parquet", 9)]
+    local.write("p/b.parquet", b"b.parquet")
+    assert local.list_dir("p") == ([("a.parquet", 9), ("c.parquet", 9)], ["sub"])
 
 
 def test_missing_files_raise_lake_errors_that_are_also_file_not_found(storage: Storage) -> None:

@@ -170,6 +170,7 @@ def test_bloom_probe_refuses_a_damaged_filter_and_reads_none_without_one() -> No
     for what, bad in damaged.items():
         with pytest.raises(CorruptDataFileError, match="cannot decode the bloom filter of f.parquet"):
             bf.probe_footer({**footer, FILTER: bad}, pa.array(["k1"]), "f.parquet")
+            pytest.fail(f"{what}: no error")
     # A row whose header differs from the filter's (hash count 9, not 7, in the second row).
     raw = bytearray(base64.b64decode(text))
     second_row = bf._HEADER.size + bf._DYNAMIC.size + bf._HEADER.size + (built.vector_size + 7) // 8

@@ -2,10 +2,11 @@
 
 (a) ``--writes`` small upserts (20 rows over 20 partitions) into a MOR table, each write archiving
     the timeline at its end as Hudi does (``hoodie.archive.automatic``, keep 20-30 commits), and
-    compacting every ``--compact-every`` writes:
+    every ``--compact-every`` writes (default 10) a compaction then a clean, as a MOR table is run:
     the average time of the last 20 writes over the average of the first 20 (target <= 1.3; the
-    cost must not grow with the history). Never compacted, every write adds log files the next one
-    lists, so some growth remains: it is the file listing, not the timeline or the merge.
+    cost must not grow with the history). ``--compact-every 0`` never compacts: then every write
+    adds 20 log files that every later write lists (5,800 files by write 300), so some growth
+    remains there: listing and grouping the uncompacted files, not the timeline or the merge.
 (b) A 2-row upsert into a file group of ``--big`` rows vs the same upsert into one of 1,000 rows,
     in process (target <= 2.0): locating keys reads the record-key column, never the logs.
 
@@ -15,7 +16,8 @@ fresh each time) is timed; its late/early ratio is what the machine alone gives,
 ratio divided by it is the growth that is ours. On a shared VM whose load changes minute to minute
 that is the number to read.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/write_growth.py [--writes 300] [--big 1000000]
+    PYTHONPATH=. .venv/bin/python benchmarks/write_growth.py [--writes 300] [--compact-every 10]
+        [--big 1000000]
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from airflow_lake_provider.lake import LakeTable, write  # noqa: E402
+from airflow_lake_provider.lake.services.clean.executor import run_clean  # noqa: E402
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction  # noqa: E402
 
 KEEP = {"hoodie.keep.min.commits": "20", "hoodie.keep.max.commits": "30"}
@@ -89,7 +92,10 @@ def growth(root: Path, writes: int, compact_every: int) -> tuple[list[Timing], l
         times.append(timing)
         archived += count
         if compact_every and (n + 1) % compact_every == 0:
+            # As a MOR table is run: compaction, then a clean (Hudi's default policy, keep the
+            # slices of the last 10 commits) that removes the slices compaction replaced.
             run_compaction(table, force=True)
+            run_clean(table, KEEP)
     return times, references, archived
 
 
@@ -151,8 +157,8 @@ def main() -> None:
     parser.add_argument(
         "--compact-every",
         type=int,
-        default=0,
-        help="also compact every N writes (0: never; slices keep growing)",
+        default=10,
+        help="compact then clean every N writes (0: never; slices keep growing)",
     )
     parser.add_argument("--big", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=5)
@@ -160,7 +166,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="write_growth_") as tmp:
         root = Path(tmp)
         times, references, archived = growth(root, args.writes, args.compact_every)
-        compacted = f", compacted every {args.compact_every}" if args.compact_every else ", never compacted"
+        compacted = (
+            f", compacted and cleaned every {args.compact_every}" if args.compact_every else ", never compacted"
+        )
         print(f"(a) {args.writes} upserts of 20 rows over 20 partitions", end="")
         print(f", {archived} instants archived{compacted}; writes 1-20 -> {args.writes - 19}-{args.writes}")
         print("    (target <= 1.3; 'machine alone' is the reference write with no history)")

@@ -166,9 +166,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="write_growth_") as tmp:
         root = Path(tmp)
         times, references, archived = growth(root, args.writes, args.compact_every)
-        compacted = (
-            f", compacted and cleaned every {args.compact_every}" if args.compact_every else ", never compacted"
-        )
+        every = args.compact_every
+        compacted = f", compacted and cleaned every {every}" if every else ", never compacted"
         print(f"(a) {args.writes} upserts of 20 rows over 20 partitions", end="")
         print(f", {archived} instants archived{compacted}; writes 1-20 -> {args.writes - 19}-{args.writes}")
         print("    (target <= 1.3; 'machine alone' is the reference write with no history)")

@@ -27,6 +27,17 @@ def _rows(keys: list[str], partition: str, ts: int = 0) -> pa.Table:
     )
 
 
+def _mor(path: Path) -> LakeTable:
+    return LakeTable.create(
+        path,
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+
+
 def _from_groups(view: FileSystemView) -> dict[str, list[tuple[str, tuple[str, int] | None, bool]]]:
     """What the built groups say, for every partition of ``view``."""
     out: dict[str, list[tuple[str, tuple[str, int] | None, bool]]] = {}
@@ -41,14 +52,7 @@ def _from_groups(view: FileSystemView) -> dict[str, list[tuple[str, tuple[str, i
 
 
 def test_snapshot_bases_fold_a_pending_compaction_and_leave_out_replaced_groups(tmp_path: Path) -> None:
-    table = LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
+    table = _mor(tmp_path / "t")
     first = write(table, pa.concat_tables([_rows(["a1", "a2"], "x"), _rows(["b1"], "y")]), "insert")
     write(table, _rows(["a3"], "x"), "insert")
     write(table, _rows(["a4"], "x"), "insert")
@@ -81,14 +85,7 @@ def test_snapshot_bases_fold_a_pending_compaction_and_leave_out_replaced_groups(
 
 def test_snapshot_bases_keep_a_group_of_log_files_only(tmp_path: Path) -> None:
     """Java writers may leave a group whose slice has log files and no base file yet."""
-    table = LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
+    table = _mor(tmp_path / "t")
     done = write(table, _rows(["a1"], "x"), "insert")
     log_only = f".logonly-0_{done.instant}.log.1_0-0-0"
     uncommitted = ".other-0_20991231000000000.log.1_0-0-0"

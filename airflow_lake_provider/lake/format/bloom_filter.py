@@ -244,15 +244,20 @@ def probe_footer(
             raise ValueError(f"unknown bloom filter type code {code!r}")
         if len(chars) != 4 * -(-total // 3):
             raise ValueError(f"{len(chars)} characters for a {total}-byte filter (cut short or trailing)")
-        if chars[-1] == _PAD:  # the last quad's padding decodes as zero bits, nowhere else
+        # Exactly the padding the length calls for: a pad anywhere else would read as zero bits.
+        pads = (3 - total % 3) % 3
+        found = 2 - len(bytes(chars[-2:]).rstrip(b"="))  # a filter is >= 13 bytes: 2+ characters
+        if found != pads:
+            raise ValueError(f"{found} padding characters where a {total}-byte filter has {pads}")
+        if pads:
             chars = chars.copy()
-            chars[-2 if chars[-2] == _PAD else -1 :] = ord("A")
+            chars[-pads:] = ord("A")
         if hash_type != MURMUR_HASH:
             raise CorruptDataFileError(
                 f"bloom filter of {where or 'a base file'} uses hash type {hash_type}; "
                 "only murmur (1) is read"
             )
-        for start in starts[1:]:  # every row repeats the filter's header
+        for start in starts if code != SIMPLE else []:  # every row (row 0 too) repeats the header
             row = _b64_bytes(chars, np.arange(start - _HEADER.size, start, dtype=np.int64)).tobytes()
             if _read_header(row, 0)[0] != header:
                 raise ValueError(f"row header {_read_header(row, 0)[0]} differs from {header}")

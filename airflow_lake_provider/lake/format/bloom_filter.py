@@ -40,6 +40,7 @@ MURMUR_HASH = 1
 _VERSION = -1
 _HEADER = struct.Struct(">iibi")  # version, hash count, hash type, vector size
 _DYNAMIC = struct.Struct(">iii")  # keys per row, keys in the active row, rows
+_MAX_HASHES = 4096  # Java's count is ceil(ln 2 x bits / entries): 30 at Hudi's defaults
 _M = np.uint32(0x5BD1E995)
 
 # Hudi's writer options and defaults (HoodieStorageConfig / HoodieIndexConfig).
@@ -299,6 +300,9 @@ def _read_header(data: bytes, offset: int) -> tuple[tuple[int, int, int], int]:
         raise ValueError(f"filter version {version} (only {_VERSION} is read)")
     if hashes <= 0 or size <= 0:
         raise ValueError(f"hash count {hashes} / vector size {size} must be positive")
+    if hashes > _MAX_HASHES:
+        # Hashing allocates keys x hashes positions: a damaged count must not exhaust memory.
+        raise ValueError(f"hash count {hashes} is over {_MAX_HASHES} (no false positive rate needs it)")
     return (hashes, hash_type, size), offset + _HEADER.size
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+
 import pyarrow as pa
 import pytest
 
@@ -57,3 +59,15 @@ def test_probe_still_reads_every_valid_padding() -> None:
         footer = _footer(_settings_with_padding(pads))
         assert bf.probe_footer(footer, KEYS).tolist() == [True] * 5
         assert bf.probe_footer(footer, pa.array(["absent-key"] * 0, pa.string())).tolist() == []
+
+
+def test_a_damaged_hash_count_is_refused_before_any_hashing() -> None:
+    """A count of 2**31 - 1 would allocate keys x count positions: both readers refuse it first."""
+    built = bf.build(pa.array(["k1", "k2"]), bf.BloomSettings(10, 0.01, "SIMPLE", 10))
+    raw = bytearray(base64.b64decode(built.serialize()))
+    raw[4:8] = (2**31 - 1).to_bytes(4, "big")
+    text = base64.b64encode(bytes(raw))
+    with pytest.raises(CorruptDataFileError, match="hash count 2147483647 is over 4096"):
+        bf.decode(text, "SIMPLE", "f.parquet")
+    with pytest.raises(CorruptDataFileError, match="hash count 2147483647 is over 4096"):
+        bf.probe_footer({bf.FILTER_KEY.encode(): text}, pa.array(["k1"]), "f.parquet")

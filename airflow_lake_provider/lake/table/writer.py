@@ -241,6 +241,12 @@ def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str
         return ()
 
 
+# Key generators whose record keys and partition paths our writer derives the same way.
+_KEY_GENERATORS = frozenset(
+    f"{kind}{avro}KeyGenerator" for kind in ("Simple", "Complex", "Nonpartitioned") for avro in ("", "Avro")
+)
+
+
 def _check_index(table: LakeTable, settings: Mapping[str, str]) -> None:
     """Refuse tables whose Hudi index this writer would leave wrong (before any instant exists).
 
@@ -260,6 +266,15 @@ def _check_index(table: LakeTable, settings: Mapping[str, str]) -> None:
         raise TableConfigError(
             f"{table.uri}: the table keeps a record index ({METADATA_PARTITIONS} has record_index), "
             "which this writer does not update; write this table with Spark"
+        )
+    keygen = (table.config.keygen_class or "").rsplit(".", 1)[-1]
+    if keygen and keygen not in _KEY_GENERATORS:
+        # E.g. TimestampBasedKeyGenerator formats a time field into the partition path: taking the
+        # field's raw value would put every row in a new partition, beside its old version.
+        raise TableConfigError(
+            f"{table.uri}: hoodie.table.keygenerator.class={table.config.keygen_class} is not supported "
+            f"by this writer (it derives keys and partition paths as {', '.join(sorted(_KEY_GENERATORS))} "
+            "do); write this table with Spark"
         )
 
 

@@ -75,3 +75,49 @@ def test_real_rollback_table_hides_rolled_back_blocks(hudi_table_zip) -> None:
         (2, "20250126060846931"),
         (3, "20250126040823628"),
     ]
+
+
+WRITABLE = sorted(
+    n for n, rows in TABLES.items() if rows and "no_metafields" not in n and "timebased" not in n
+)
+
+
+@pytest.mark.parametrize("name", WRITABLE)
+def test_upserting_existing_keys_into_a_spark_written_table_updates_them_in_place(
+    hudi_table_zip, name: str
+) -> None:
+    """The key lookup (names-only listing, the view's index, the bloom probe on Spark's filters)
+    finds every existing key of a table Spark wrote: an upsert of all its rows keeps the key count,
+    and hudi-rs reads what we read."""
+    from airflow_lake_provider.lake.table.writer import write
+
+    path = hudi_table_zip(name)
+    table = LakeTable.open(path)
+    before = read_snapshot(table)
+    data = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")])
+    result = write(table, data, "upsert")
+    assert (result.inserted, result.updated) == (0, before.num_rows), name
+    after = read_snapshot(LakeTable.open(path))
+    keys = after.column("_hoodie_record_key").to_pylist()
+    assert sorted(keys) == sorted(before.column("_hoodie_record_key").to_pylist())
+    theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read())
+    assert _rows(after) == _rows(theirs)
+    assert set(after.column("_hoodie_commit_time").to_pylist()) == {result.instant}
+
+
+def test_a_table_of_a_key_generator_we_do_not_derive_is_refused_and_left_unchanged(hudi_table_zip) -> None:
+    """TimestampBasedKeyGenerator formats a time field into the path (2023/04/01/12): writing the raw
+    value instead would put each row into a new partition beside its old version."""
+    from airflow_lake_provider.lake.errors import TableConfigError
+    from airflow_lake_provider.lake.table.writer import write
+
+    path = hudi_table_zip("cow_v6_timebasedkeygen_nonhivestyle")
+    files = sorted(p.relative_to(path) for p in path.rglob("*"))
+    table = LakeTable.open(path)
+    before = read_snapshot(table)
+    data = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")])
+    with pytest.raises(
+        TableConfigError, match="keygenerator.class=org.apache.hudi.keygen.TimestampBasedKeyGenerator"
+    ):
+        write(table, data, "upsert")
+    assert sorted(p.relative_to(path) for p in path.rglob("*")) == files

@@ -7,7 +7,7 @@
 MODULE is a key of MODULES (e.g. clean-planner); none means all. Each module runs as its own
 `mutmut run` with a name filter, so mutmut only runs the tests that call that module's functions (its
 stats map tests to functions) and never the whole selection. One worker (--max-children 1): the
-machine is shared. Mutants listed in equivalent.txt (name, then why) count as neither killed nor
+machine is shared; MUTATION_WORKERS=2 in the environment runs two. Mutants listed in equivalent.txt (name, then why) count as neither killed nor
 survived in the score.
 """
 
@@ -73,7 +73,8 @@ def run(module: str, everything: bool) -> int:
         print(f"{module}: every mutant is killed already (--all retests them)")
         return 0
     names = open_ if results(module) and not everything else [f"{_dotted(module)}.*"]
-    cmd = ["nice", "-n", "19", str(mutmut), "run", "--max-children", "1", *names]
+    workers = os.environ.get("MUTATION_WORKERS", "1")
+    cmd = ["nice", "-n", "19", str(mutmut), "run", "--max-children", workers, *names]
     print("$", " ".join(cmd[:7]), f"... ({len(names)} names)" if len(names) > 1 else "", flush=True)
     env = {**os.environ, "HYPOTHESIS_PROFILE": "mutation"}
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode

@@ -7,8 +7,8 @@
 MODULE is a key of MODULES (e.g. clean-planner); none means all. Each module runs as its own
 `mutmut run` with a name filter, so mutmut only runs the tests that call that module's functions (its
 stats map tests to functions) and never the whole selection. One worker (--max-children 1): the
-machine is shared; MUTATION_WORKERS=2 in the environment runs two. Mutants listed in equivalent.txt (name, then why) count as neither killed nor
-survived in the score.
+machine is shared; MUTATION_WORKERS=2 in the environment runs two. Mutants listed in equivalent.txt
+(name, then why) count as neither killed nor survived in the score.
 """
 
 from __future__ import annotations

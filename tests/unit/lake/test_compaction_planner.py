@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import logging
 from pathlib import Path
 
 import fastavro
@@ -230,6 +231,46 @@ def test_num_and_time_combinations(trigger: str, commits: int, seconds: int, due
     assert should_compact(HISTORY, _cfg(trigger, commits, seconds), now) is due
 
 
+def test_after_last_request_anchors_on_completed_pending_or_nothing() -> None:
+    cfg = _cfg("NUM_COMMITS_AFTER_LAST_REQUEST", 1)
+    # No pending plan: counted from the last completed compaction (10:02), so 10:03 and 10:05 count.
+    done_only = _timeline((_t(0), D, DONE), (_t(2), C, DONE), (_t(3), D, DONE), (_t(5), D, DONE))
+    assert trigger_state(done_only, cfg, NOW).delta_commits == 2
+    # A pending plan and no completed compaction: counted from the plan.
+    pending_only = _timeline((_t(0), D, DONE), (_t(2), P, REQ), (_t(3), D, DONE))
+    assert trigger_state(pending_only, cfg, NOW).delta_commits == 1
+    # No compaction at all: every completed delta commit counts.
+    assert trigger_state(_timeline((_t(0), D, DONE), (_t(3), D, DONE)), cfg, NOW).delta_commits == 2
+    assert trigger_state(_timeline(), cfg, NOW).delta_commits == 0
+
+
+def test_only_completed_delta_commits_count_and_only_a_completed_commit_is_a_compaction() -> None:
+    # A completed clean and rollback are no delta commits; an inflight commit (no compaction's
+    # result yet) does not move the anchor.
+    tl = _timeline(
+        (_t(0), D, DONE),
+        (_t(2), C, DONE),
+        (_t(3), D, DONE),
+        (_t(4), Action.CLEAN, DONE),
+        (_t(5), C, INFL),
+        (_t(6), D, DONE),
+        (_t(7), Action.ROLLBACK, DONE),
+    )
+    now = dt.datetime(2024, 1, 5, 10, 12, tzinfo=dt.timezone.utc)
+    state = trigger_state(tl, _cfg("NUM_COMMITS"), now)
+    assert (state.delta_commits, state.elapsed_seconds) == (2, 600.0)
+
+
+def test_trigger_reason_names_counts_anchor_and_elapsed_time() -> None:
+    now = dt.datetime(2024, 1, 5, 10, 12, tzinfo=dt.timezone.utc)
+    assert trigger_state(HISTORY, _cfg("NUM_OR_TIME", 4, 601), now).reason == (
+        f"NUM_OR_TIME: 3 delta commit(s) since {_t(2)} (need 4), 600s elapsed since {_t(2)} (need 601s)"
+    )
+    assert trigger_state(_timeline(), _cfg("NUM_COMMITS", 2), now).reason == (
+        "NUM_COMMITS: 0 delta commit(s) since the start (need 2), n/a elapsed since - (need 3600s)"
+    )
+
+
 # -- selection ----------------------------------------------------------------------------------------
 def _config() -> TableConfig:
     props = TableConfig.new_properties(
@@ -436,3 +477,19 @@ def test_version_1_plans_with_full_paths_are_read_as_names() -> None:
     }
     (op,) = CompactionPlan.from_avro(record).operations
     assert op.data_file_name == f"f_0-1-0_{B}.parquet" and op.delta_file_names == (f".f_{B}.log.1_0-1-0",)
+
+
+def test_planning_logs_candidates_and_selected_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="airflow_lake_provider.lake.services.compaction.planner")
+    view = _view(GROUPS)
+    config = CompactionConfig.from_options(
+        {
+            "hoodie.compaction.strategy": "LogFileNumBasedCompactionStrategy",
+            "hoodie.compaction.logfile.num.threshold": "2",
+        }
+    )
+    plan = plan_compaction(view.timeline, view, config)
+    assert plan is not None and [op.file_id for op in plan.operations] == ["c2", "b1"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"compaction planning: 5 candidates, 2 selected by {config.strategy}"
+    ]

@@ -65,12 +65,16 @@ def results(module: str) -> dict[str, int | None]:
 
 def run(module: str, everything: bool) -> int:
     """mutmut run for one module. With a name filter mutmut retests every named mutant, so a rerun
-    names only the mutants not yet killed (unchecked, survived, no tests): an interrupted run resumes
-    and a new test is tried on the survivors. ``everything`` retests all of them."""
+    names only the mutants not yet killed (unchecked, survived, no tests) and not listed as equivalent:
+    an interrupted run resumes and a new test is tried on the survivors. ``everything`` retests all."""
     mutmut = Path(sys.executable).with_name("mutmut")
-    open_ = sorted(n for n, c in results(module).items() if c not in KILLED | TIMEOUT)
+    # Mutants listed as equivalent are not retested (they would survive again, running every test).
+    skip = KILLED | TIMEOUT
+    open_ = sorted(
+        n for n, c in results(module).items() if c not in skip and (everything or n not in equivalents())
+    )
     if results(module) and not open_ and not everything:
-        print(f"{module}: every mutant is killed already (--all retests them)")
+        print(f"{module}: every mutant is killed or listed as equivalent (--all retests them)")
         return 0
     names = open_ if results(module) and not everything else [f"{_dotted(module)}.*"]
     workers = os.environ.get("MUTATION_WORKERS", "1")

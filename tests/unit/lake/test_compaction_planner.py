@@ -29,6 +29,7 @@ from airflow_lake_provider.lake.services.compaction.plan import (
     CompactionPlan,
 )
 from airflow_lake_provider.lake.services.compaction.planner import (
+    pending_clustering_groups,
     plan_compaction,
     should_compact,
     trigger_state,
@@ -492,4 +493,74 @@ def test_planning_logs_candidates_and_selected_at_debug(caplog: pytest.LogCaptur
     assert plan is not None and [op.file_id for op in plan.operations] == ["c2", "b1"]
     assert [r.getMessage() for r in caplog.records] == [
         f"compaction planning: 5 candidates, 2 selected by {config.strategy}"
+    ]
+
+
+def _clustering_requested(groups: list[tuple[str | None, str | None]]) -> bytes:
+    slices = [
+        {
+            "dataFilePath": "x.parquet",
+            "deltaFilePaths": [],
+            "fileId": fid,
+            "partitionPath": partition,
+            "bootstrapFilePath": None,
+            "version": 1,
+        }
+        for partition, fid in groups
+    ]
+    plan = {
+        "inputGroups": [{"slices": slices, "metrics": {}, "numOutputFileGroups": 1, "version": 1}],
+        "strategy": None,
+        "extraMetadata": None,
+        "version": 1,
+        "preserveHoodieMetadata": None,
+    }
+    return timeline_avro.write_avro(
+        timeline_avro.REQUESTED_REPLACE_METADATA,
+        {"operationType": "CLUSTER", "clusteringPlan": plan, "extraMetadata": None, "version": 1},
+    )
+
+
+def test_pending_clustering_groups_read_requested_plans_of_requested_and_inflight_replaces(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / ".hoodie").mkdir()
+    store = TimelineStore(tmp_path)
+    # Requested only; inflight (its plan is in the requested file); completed (no longer pending).
+    store.create_requested("20240102000000000", Action.REPLACECOMMIT, _clustering_requested([("p1", "a")]))
+    inflight = store.create_requested(
+        "20240103000000000", Action.REPLACECOMMIT, _clustering_requested([(None, "b"), ("p2", None)])
+    )
+    store.transition_to_inflight(inflight)
+    done = store.create_requested(
+        "20240104000000000", Action.REPLACECOMMIT, _clustering_requested([("p3", "c")])
+    )
+    store.transition_to_completed(store.transition_to_inflight(done), b"{}")
+    # An insert_overwrite's empty requested file: no plan, nothing excluded, nothing logged.
+    store.create_requested("20240105000000000", Action.REPLACECOMMIT, b"")
+    # A plan that holds no input groups at all.
+    empty_plan = timeline_avro.write_avro(
+        timeline_avro.REQUESTED_REPLACE_METADATA,
+        {"operationType": "CLUSTER", "clusteringPlan": None, "extraMetadata": None, "version": 1},
+    )
+    store.create_requested("20240106000000000", Action.REPLACECOMMIT, empty_plan)
+    caplog.set_level(logging.WARNING)
+    assert pending_clustering_groups(Timeline.load(tmp_path)) == {("p1", "a"), ("", "b"), ("p2", "")}
+    assert caplog.records == []
+
+
+def test_pending_clustering_with_an_unreadable_plan_is_logged_and_one_without_requested_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / ".hoodie").mkdir()
+    store = TimelineStore(tmp_path)
+    store.create_requested("20240102000000000", Action.REPLACECOMMIT, b"not avro")
+    store.create_requested("20240103000000000", Action.REPLACECOMMIT, _clustering_requested([("p", "a")]))
+    # An inflight whose requested file is gone (a Hudi table may have archived it): skipped.
+    (tmp_path / ".hoodie" / "20240104000000000.replacecommit.inflight").write_bytes(b"")
+    caplog.set_level(logging.WARNING)
+    assert pending_clustering_groups(Timeline.load(tmp_path)) == {("p", "a")}
+    path = tmp_path / ".hoodie" / "20240102000000000.replacecommit.requested"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: unreadable requested replace metadata; its file groups are not excluded"
     ]

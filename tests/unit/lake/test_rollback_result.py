@@ -9,9 +9,16 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_lake_provider.lake.format.instant import InstantClock
+from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.instant import Action, Instant, InstantClock, State
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
-from airflow_lake_provider.lake.table.rollback.executor import RollbackResult, rollback
+from airflow_lake_provider.lake.table.rollback.executor import (
+    RollbackResult,
+    describe_failed_writes,
+    eligible_failed_writes,
+    rollback,
+)
+from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, FailedWritesPolicy, now_ms
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
@@ -86,3 +93,50 @@ def test_rollback_of_a_crashed_write_reports_exactly_what_it_undid(
     assert [rec.getMessage() for rec in caplog.records] == [
         f"rolled back commit {failed.timestamp} at {r}: 2 deleted, 0 marked"
     ]
+
+
+def _replace_requested(operation: str | None) -> bytes:
+    return timeline_avro.write_avro(
+        timeline_avro.REQUESTED_REPLACE_METADATA,
+        {"operationType": operation, "clusteringPlan": None, "extraMetadata": None, "version": 1},
+    )
+
+
+def test_failed_writes_exclude_pending_clustering_and_policy_never_takes_none(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t")
+    store = table.store
+    times = [f"20250601120000{n:03d}" for n in range(10, 17)]
+    store.create_requested(times[0], Action.REPLACECOMMIT, _replace_requested("CLUSTER"))  # clustering
+    store.transition_to_inflight(
+        store.create_requested(times[1], Action.REPLACECOMMIT, _replace_requested("cluster"))
+    )  # inflight clustering, the type in lower case
+    store.create_requested(times[2], Action.REPLACECOMMIT, b"")  # an insert_overwrite, no plan
+    store.create_requested(times[3], Action.REPLACECOMMIT, _replace_requested("INSERT_OVERWRITE"))
+    store.create_requested(times[4], Action.REPLACECOMMIT, _replace_requested(None))
+    store.create_requested(times[5], Action.DELTACOMMIT, _replace_requested("CLUSTER"))  # not a replace
+    # An inflight replacecommit whose requested file is gone is a failed write too.
+    (tmp_path / "t" / ".hoodie" / f"{times[6]}.replacecommit.inflight").write_bytes(b"")
+    timeline = table.timeline()
+    eager = eligible_failed_writes(table, timeline, FailedWritesConfig())
+    assert [i.timestamp for i in eager] == times[2:]
+    never = FailedWritesConfig(policy=FailedWritesPolicy.NEVER)
+    assert eligible_failed_writes(table, timeline, never) == []
+    # LAZY: no heartbeat file at all counts as expired (the writer is gone).
+    lazy = FailedWritesConfig(policy=FailedWritesPolicy.LAZY)
+    assert [i.timestamp for i in eligible_failed_writes(table, timeline, lazy)] == times[2:]
+    store.beat(times[3], now_ms())  # a live writer: left alone
+    assert [i.timestamp for i in eligible_failed_writes(table, timeline, lazy)] == [
+        t for t in times[2:] if t != times[3]
+    ]
+
+
+def test_describing_failed_writes() -> None:
+    assert describe_failed_writes("/t", []) == ""
+    instants = [
+        Instant("20250601120000010", State.INFLIGHT, Action.COMMIT),
+        Instant("20250601120000011", State.REQUESTED, Action.DELTACOMMIT),
+    ]
+    assert describe_failed_writes("/t", instants) == (
+        "failed or running write(s) 20250601120000010 (commit), 20250601120000011 (deltacommit); "
+        "if they failed, roll them back with: lake rollback /t"
+    )

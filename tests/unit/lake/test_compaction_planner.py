@@ -544,6 +544,8 @@ def test_pending_clustering_groups_read_requested_plans_of_requested_and_infligh
         {"operationType": "CLUSTER", "clusteringPlan": None, "extraMetadata": None, "version": 1},
     )
     store.create_requested("20240106000000000", Action.REPLACECOMMIT, empty_plan)
+    # Only replacecommits cluster: another action's requested file is never read as a plan.
+    store.create_requested("20240107000000000", Action.DELTACOMMIT, _clustering_requested([("p4", "d")]))
     caplog.set_level(logging.WARNING)
     assert pending_clustering_groups(Timeline.load(tmp_path)) == {("p1", "a"), ("", "b"), ("p2", "")}
     assert caplog.records == []

@@ -536,8 +536,9 @@ def test_pending_clustering_groups_read_requested_plans_of_requested_and_infligh
         "20240104000000000", Action.REPLACECOMMIT, _clustering_requested([("p3", "c")])
     )
     store.transition_to_completed(store.transition_to_inflight(done), b"{}")
-    # An insert_overwrite's empty requested file: no plan, nothing excluded, nothing logged.
-    store.create_requested("20240105000000000", Action.REPLACECOMMIT, b"")
+    # An insert_overwrite's empty requested file (the oldest: the plans after it are still read):
+    # no plan, nothing excluded, nothing logged.
+    store.create_requested("20240101000000000", Action.REPLACECOMMIT, b"")
     # A plan that holds no input groups at all.
     empty_plan = timeline_avro.write_avro(
         timeline_avro.REQUESTED_REPLACE_METADATA,
@@ -558,8 +559,8 @@ def test_pending_clustering_with_an_unreadable_plan_is_logged_and_one_without_re
     store = TimelineStore(tmp_path)
     store.create_requested("20240102000000000", Action.REPLACECOMMIT, b"not avro")
     store.create_requested("20240103000000000", Action.REPLACECOMMIT, _clustering_requested([("p", "a")]))
-    # An inflight whose requested file is gone (a Hudi table may have archived it): skipped.
-    (tmp_path / ".hoodie" / "20240104000000000.replacecommit.inflight").write_bytes(b"")
+    # An inflight whose requested file is gone (the oldest, so the plans after it are still read).
+    (tmp_path / ".hoodie" / "20240101000000000.replacecommit.inflight").write_bytes(b"")
     caplog.set_level(logging.WARNING)
     assert pending_clustering_groups(Timeline.load(tmp_path)) == {("p", "a")}
     path = tmp_path / ".hoodie" / "20240102000000000.replacecommit.requested"

@@ -90,6 +90,27 @@ def test_rollback_of_a_crashed_write_reports_exactly_what_it_undid(
         "failed": [],
     }
     assert _data_files(path) == before
+    # The completed rollback names the same files, absolute, per partition.
+    timeline = table.timeline()
+    metadata = timeline.avro_record(timeline.instants[-1])
+    taken = metadata.pop("timeTakenInMillis")
+    assert isinstance(taken, int) and 0 <= taken < 60_000
+    assert metadata == {
+        "startRollbackTime": r,
+        "totalFilesDeleted": 2,
+        "commitsRollback": [failed.timestamp],
+        "partitionMetadata": {
+            f: {
+                "partitionPath": f,
+                "successDeleteFiles": [f"{path}/{m}" for m in made if m.startswith(f + "/")],
+                "failedDeleteFiles": [],
+                "rollbackLogFiles": None,
+            }
+            for f in ("city=a", "city=b")
+        },
+        "version": 1,
+        "instantsRollback": [{"commitTime": failed.timestamp, "action": "commit"}],
+    }
     assert [rec.getMessage() for rec in caplog.records] == [
         f"rolled back commit {failed.timestamp} at {r}: 2 deleted, 0 marked"
     ]

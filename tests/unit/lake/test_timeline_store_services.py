@@ -178,7 +178,13 @@ def test_archive_files_are_checked_and_created_once(store: TimelineStore) -> Non
     assert (_hoodie(store) / "archived" / name).read_bytes() == b"log"
     with pytest.raises(CommitConflictError):
         store.write_archive(name, b"other")
-    for bad in ["sub/.commits_.archive.2_1-0-1", "commits_.archive.2_1-0-1", "x.commits_.archive.2"]:
+    bad_names = [
+        "sub/.commits_.archive.2_1-0-1",
+        ".commits_.archive.2_1-0-1/x",  # the right prefix, but a folder
+        "commits_.archive.2_1-0-1",
+        "x.commits_.archive.2",
+    ]
+    for bad in bad_names:
         with pytest.raises(
             UnsafePathError,
             match=_exactly(f"archive file name {bad!r} is not an archived-timeline file name"),
@@ -191,19 +197,16 @@ def test_remove_archived_deletes_pending_files_first_and_keeps_savepoints(store:
     _completed(store, T2, Action.DELTACOMMIT)
     _completed(store, T1, Action.CLEAN)
     store.create_savepoint(T2, b"sp")
-    order = [
-        f"{T1}.clean.requested",
-        f"{T1}.clean.inflight",
-        f"{T1}.clean",
-        f"{T2}.deltacommit.requested",
-        f"{T2}.deltacommit.inflight",
-        f"{T2}.deltacommit",
-    ]
-    # Oldest first whatever the order given; per instant requested/inflight before the completed
-    # file, so a crash between two deletes never leaves an instant looking pending.
+    # Oldest first whatever the order given; per instant its requested and inflight files (in
+    # listing order) before the completed one, so a crash between two deletes never leaves an
+    # instant looking pending.
     with inject_crash(None) as probe:
-        assert store.remove_archived([T2, T1]) == order
-    assert probe.steps == [f"delete .hoodie/{n}" for n in order]
+        removed = store.remove_archived([T2, T1])
+    assert probe.steps == [f"delete .hoodie/{n}" for n in removed]
+    assert sorted(removed[:2]) == [f"{T1}.clean.inflight", f"{T1}.clean.requested"]
+    assert removed[2] == f"{T1}.clean"
+    assert sorted(removed[3:5]) == [f"{T2}.deltacommit.inflight", f"{T2}.deltacommit.requested"]
+    assert removed[5:] == [f"{T2}.deltacommit"]
     assert _files(store) == [f"{T2}.savepoint", f"{T2}.savepoint.inflight"]
 
 
@@ -223,9 +226,16 @@ def test_remove_archived_refuses_a_pending_instant_before_deleting_it(store: Tim
 
 
 def test_aux_files_plain_names_only_optionally_in_one_folder(store: TimelineStore) -> None:
-    store.write_aux("state.json", b"1")
-    store.write_aux("state.json", b"2")  # replaced
-    store.write_aux("p1", b"x", folder="partition-commit")
+    with inject_crash(None) as probe:
+        store.write_aux("state.json", b"1")
+        store.write_aux("state.json", b"2")  # replaced
+        store.write_aux("p1", b"x", folder="partition-commit")
+    # The exact keys written (an object store would take ".aux//state.json" as another key).
+    assert probe.steps == [
+        "write .hoodie/.aux/state.json",
+        "write .hoodie/.aux/state.json",
+        "write .hoodie/.aux/partition-commit/p1",
+    ]
     aux = _hoodie(store) / ".aux"
     assert (aux / "state.json").read_bytes() == b"2"
     assert (aux / "partition-commit" / "p1").read_bytes() == b"x"
@@ -274,10 +284,11 @@ def test_timeline_server_markers_are_read_from_numbered_files_only(store: Timeli
     (temp / "p").mkdir(parents=True)
     (temp / "MARKERS.type").write_text("TIMELINE_SERVER_BASED")
     (temp / "MARKERS0").write_text(
+        "not-a-marker-line\n"
+        "\n"
         "p/a_1-0-1_20250101000000001.parquet.marker.CREATE\n"
         "  q/r/.b_20250101000000001.log.1_1-0-1.marker.APPEND  \n"
-        "\n"
-        "not-a-marker-line\n"
+        "v=a.marker.b/e_1-0-1_20250101000000001.parquet.marker.CREATE\n"  # a partition value may hold it
     )
     (temp / "MARKERS12").write_text("c_1-0-1_20250101000000001.parquet.marker.MERGE\n")
     (temp / "MARKERSX").write_text("p/x_1-0-1_20250101000000001.parquet.marker.CREATE\n")  # not numbered
@@ -290,5 +301,6 @@ def test_timeline_server_markers_are_read_from_numbered_files_only(store: Timeli
         Marker(T1, "p", "a_1-0-1_20250101000000001.parquet", "CREATE"),
         Marker(T1, "p", "d_1-0-1_20250101000000001.parquet", "CREATE"),
         Marker(T1, "q/r", ".b_20250101000000001.log.1_1-0-1", "APPEND"),
+        Marker(T1, "v=a.marker.b", "e_1-0-1_20250101000000001.parquet", "CREATE"),
     ]
     assert store.marker_dir(T1) == f".hoodie/.temp/{T1}"

@@ -304,3 +304,12 @@ def test_timeline_server_markers_are_read_from_numbered_files_only(store: Timeli
         Marker(T1, "v=a.marker.b", "e_1-0-1_20250101000000001.parquet", "CREATE"),
     ]
     assert store.marker_dir(T1) == f".hoodie/.temp/{T1}"
+
+
+def test_markers_round_trip_names_holding_the_marker_word_and_undecodable_bytes(store: TimelineStore) -> None:
+    # create_marker takes any file name; reading splits at the last ".marker.".
+    made = store.create_marker(T1, "p", "odd.marker.name_1-0-1_20250101000000001.parquet", "CREATE")
+    temp = _hoodie(store) / ".temp" / T1
+    # A MARKERS file with bytes that are not UTF-8: the readable lines still count.
+    (temp / "MARKERS0").write_bytes(b"\xff\xfe\n" + b"q/c_1-0-1_20250101000000001.parquet.marker.MERGE\n")
+    assert store.read_markers(T1) == [made, Marker(T1, "q", "c_1-0-1_20250101000000001.parquet", "MERGE")]

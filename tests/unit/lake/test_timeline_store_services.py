@@ -313,3 +313,14 @@ def test_markers_round_trip_names_holding_the_marker_word_and_undecodable_bytes(
     # A MARKERS file with bytes that are not UTF-8: the readable lines still count.
     (temp / "MARKERS0").write_bytes(b"\xff\xfe\n" + b"q/c_1-0-1_20250101000000001.parquet.marker.MERGE\n")
     assert store.read_markers(T1) == [made, Marker(T1, "q", "c_1-0-1_20250101000000001.parquet", "MERGE")]
+
+
+def test_markers_are_made_at_the_exact_keys(store: TimelineStore) -> None:
+    name = "f_1-0-1_20250101000000001.parquet"
+    with inject_crash(None) as probe:
+        store.create_marker(T1, "", name, "CREATE")  # unpartitioned: right under the instant's folder
+        store.create_marker(T1, "a/b", name, "MERGE")
+    assert probe.steps == [
+        f"create .hoodie/.temp/{T1}/{name}.marker.CREATE",
+        f"create .hoodie/.temp/{T1}/a/b/{name}.marker.MERGE",
+    ]

@@ -324,3 +324,10 @@ def test_markers_are_made_at_the_exact_keys(store: TimelineStore) -> None:
         f"create .hoodie/.temp/{T1}/{name}.marker.CREATE",
         f"create .hoodie/.temp/{T1}/a/b/{name}.marker.MERGE",
     ]
+
+
+def test_requested_file_is_empty_by_default_and_unsafe_partition_named(store: TimelineStore) -> None:
+    store.create_requested(T1, Action.DELTACOMMIT)
+    assert (_hoodie(store) / f"{T1}.deltacommit.requested").read_bytes() == b""
+    with pytest.raises(UnsafePathError, match=_exactly("partition '../x' leaves the table base path")):
+        store.create_marker(T1, "../x", "f_1-0-1_20250101000000001.parquet", "CREATE")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -331,3 +332,24 @@ def test_requested_file_is_empty_by_default_and_unsafe_partition_named(store: Ti
     assert (_hoodie(store) / f"{T1}.deltacommit.requested").read_bytes() == b""
     with pytest.raises(UnsafePathError, match=_exactly("partition '../x' leaves the table base path")):
         store.create_marker(T1, "../x", "f_1-0-1_20250101000000001.parquet", "CREATE")
+
+
+def test_starting_an_instant_waits_for_the_instant_lock(store: TimelineStore) -> None:
+    # The lock file is the protocol between processes: its name is fixed, and a start waits for it.
+    outcome: list[object] = []
+
+    def start() -> None:
+        try:
+            outcome.append(store.create_requested(T1, Action.COMMIT))
+        except Exception as exc:  # noqa: BLE001 - reported to the main thread
+            outcome.append(exc)
+
+    with store.storage.lock(".hoodie/.aux/.lake-instant.lock", "held by the test"):
+        starter = threading.Thread(target=start)
+        starter.start()
+        starter.join(0.5)
+        assert starter.is_alive() and outcome == []  # waiting, nothing created
+        assert _files(store) == []
+    starter.join(30)
+    assert outcome == [Instant(T1, State.REQUESTED, Action.COMMIT)]
+    assert _files(store) == [f"{T1}.commit.requested"]

@@ -327,9 +327,10 @@ def test_markers_are_made_at_the_exact_keys(store: TimelineStore) -> None:
     ]
 
 
-def test_requested_file_is_empty_by_default_and_unsafe_partition_named(store: TimelineStore) -> None:
-    store.create_requested(T1, Action.DELTACOMMIT)
+def test_pending_files_are_empty_by_default_and_unsafe_partition_named(store: TimelineStore) -> None:
+    store.transition_to_inflight(store.create_requested(T1, Action.DELTACOMMIT))
     assert (_hoodie(store) / f"{T1}.deltacommit.requested").read_bytes() == b""
+    assert (_hoodie(store) / f"{T1}.deltacommit.inflight").read_bytes() == b""
     with pytest.raises(UnsafePathError, match=_exactly("partition '../x' leaves the table base path")):
         store.create_marker(T1, "../x", "f_1-0-1_20250101000000001.parquet", "CREATE")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -161,3 +162,48 @@ def test_describing_failed_writes() -> None:
         "failed or running write(s) 20250601120000010 (commit), 20250601120000011 (deltacommit); "
         "if they failed, roll them back with: lake rollback /t"
     )
+
+
+NEVER = {"hoodie.cleaner.policy.failed.writes": "NEVER"}
+
+
+def _two_failed_writes(tmp_path: Path) -> tuple[LakeTable, list[str]]:
+    table = _table(tmp_path / "t")
+    write(table, _batch([1, 2], 10), "insert")
+    for ids in ([3], [4]):  # each crashes after its requested file: two pending writes
+        with pytest.raises(SimulatedCrash), inject_crash(1):
+            write(table, _batch(ids, 20), "insert", options=NEVER)
+    return table, [i.timestamp for i in table.timeline().pending]
+
+
+def test_a_finished_pending_rollback_does_not_stop_the_other_failed_writes(tmp_path: Path) -> None:
+    table, (a, b) = _two_failed_writes(tmp_path)
+    with pytest.raises(SimulatedCrash), inject_crash(1):  # a rollback of a, stored but not finished
+        rollback(table, a)
+    done = rollback(table)
+    assert [(r.target, r.resumed) for r in done] == [(a, True), (b, False)]
+    assert table.timeline().pending == []
+
+
+def test_the_tables_failed_writes_policy_applies_and_options_override_it(tmp_path: Path) -> None:
+    table, (a, b) = _two_failed_writes(tmp_path)
+    table.store.update_properties({**table.config.properties, **NEVER})
+    table = LakeTable.open(tmp_path / "t")
+    assert rollback(table) == []
+    assert [r.target for r in rollback(table, options={"hoodie.cleaner.policy.failed.writes": "EAGER"})] == [
+        a,
+        b,
+    ]
+
+
+def test_rollback_waits_for_the_write_lock(tmp_path: Path) -> None:
+    table, (a, b) = _two_failed_writes(tmp_path)
+    outcome: list[object] = []
+    worker = threading.Thread(target=lambda: outcome.append(rollback(table, a)))
+    with table.storage.lock(".hoodie/.aux/.lake-write.lock", "held by the test"):
+        worker.start()
+        worker.join(0.5)
+        assert worker.is_alive() and outcome == []
+        assert [i.timestamp for i in table.timeline().pending] == [a, b]
+    worker.join(60)
+    assert [[r.target for r in results] for results in outcome] == [[a]]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 import threading
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from airflow_lake_provider.lake.errors import CorruptTimelineFileError, RollbackError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import Action, Instant, InstantClock, State
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
@@ -18,6 +20,7 @@ from airflow_lake_provider.lake.table.rollback.executor import (
     describe_failed_writes,
     eligible_failed_writes,
     rollback,
+    rollback_instant_locked,
 )
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, FailedWritesPolicy, now_ms
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -207,3 +210,21 @@ def test_rollback_waits_for_the_write_lock(tmp_path: Path) -> None:
         assert [i.timestamp for i in table.timeline().pending] == [a, b]
     worker.join(60)
     assert [[r.target for r in results] for results in outcome] == [[a]]
+
+
+def test_locked_rollback_refuses_a_completed_write_unless_forced_and_names_a_corrupt_plan(
+    tmp_path: Path,
+) -> None:
+    table = _table(tmp_path / "t")
+    write(table, _batch([1, 2], 10), "insert")
+    last = table.timeline().last_completed_commit.timestamp
+    with table.store.exclusive("write"):
+        with pytest.raises(RollbackError, match=f"{last} is a completed commit; pass --force"):
+            rollback_instant_locked(table, last)
+    # A replacecommit whose requested file is not Avro: the error names the file, nothing is rolled back.
+    t = "20250601120000100"
+    table.store.create_requested(t, Action.REPLACECOMMIT, b"not avro")
+    path = table.timeline().path_of(Instant(t, State.REQUESTED, Action.REPLACECOMMIT))
+    with pytest.raises(CorruptTimelineFileError, match=f"^{re.escape(path)}: "):
+        rollback(table)
+    assert [i.timestamp for i in table.timeline().pending] == [t]

@@ -228,3 +228,15 @@ def test_locked_rollback_refuses_a_completed_write_unless_forced_and_names_a_cor
     with pytest.raises(CorruptTimelineFileError, match=f"^{re.escape(path)}: "):
         rollback(table)
     assert [i.timestamp for i in table.timeline().pending] == [t]
+
+
+def test_rolling_back_a_named_write_first_finishes_pending_rollbacks(tmp_path: Path) -> None:
+    table, (a, b) = _two_failed_writes(tmp_path)
+    with pytest.raises(SimulatedCrash), inject_crash(1):  # a rollback of a, stored but not finished
+        rollback(table, a)
+    # Naming a again finishes the stored rollback only.
+    assert [(r.target, r.resumed) for r in rollback(table, a)] == [(a, True)]
+    assert [i.timestamp for i in table.timeline().pending] == [b]
+    # Naming another write: the stored rollback is finished first (here none is left), then b.
+    assert [(r.target, r.resumed) for r in rollback(table, b)] == [(b, False)]
+    assert table.timeline().pending == []

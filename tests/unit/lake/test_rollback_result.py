@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import os
 import re
 import threading
 from pathlib import Path
@@ -240,3 +241,13 @@ def test_rolling_back_a_named_write_first_finishes_pending_rollbacks(tmp_path: P
     # Naming another write: the stored rollback is finished first (here none is left), then b.
     assert [(r.target, r.resumed) for r in rollback(table, b)] == [(b, False)]
     assert table.timeline().pending == []
+
+
+def test_a_refused_target_leaves_a_stored_rollback_unfinished(tmp_path: Path) -> None:
+    table, (a, b) = _two_failed_writes(tmp_path)
+    with pytest.raises(SimulatedCrash), inject_crash(1):
+        rollback(table, a)
+    before = sorted(os.listdir(tmp_path / "t" / ".hoodie"))
+    with pytest.raises(RollbackError, match="there is no instant 20990101000000000"):
+        rollback(table, "20990101000000000")
+    assert sorted(os.listdir(tmp_path / "t" / ".hoodie")) == before

@@ -7,8 +7,8 @@
 MODULE is a key of MODULES (e.g. clean-planner); none means all. Each module runs as its own
 `mutmut run` with a name filter, so mutmut only runs the tests that call that module's functions (its
 stats map tests to functions) and never the whole selection. One worker (--max-children 1): the
-machine is shared. Mutants listed in equivalent.txt (name, then why) count as neither killed nor
-survived in the score.
+machine is shared; MUTATION_WORKERS=2 in the environment runs two. Mutants listed in equivalent.txt
+(name, then why) count as neither killed nor survived in the score.
 """
 
 from __future__ import annotations
@@ -65,15 +65,20 @@ def results(module: str) -> dict[str, int | None]:
 
 def run(module: str, everything: bool) -> int:
     """mutmut run for one module. With a name filter mutmut retests every named mutant, so a rerun
-    names only the mutants not yet killed (unchecked, survived, no tests): an interrupted run resumes
-    and a new test is tried on the survivors. ``everything`` retests all of them."""
+    names only the mutants not yet killed (unchecked, survived, no tests) and not listed as equivalent:
+    an interrupted run resumes and a new test is tried on the survivors. ``everything`` retests all."""
     mutmut = Path(sys.executable).with_name("mutmut")
-    open_ = sorted(n for n, c in results(module).items() if c not in KILLED | TIMEOUT)
+    # Mutants listed as equivalent are not retested (they would survive again, running every test).
+    skip = KILLED | TIMEOUT
+    open_ = sorted(
+        n for n, c in results(module).items() if c not in skip and (everything or n not in equivalents())
+    )
     if results(module) and not open_ and not everything:
-        print(f"{module}: every mutant is killed already (--all retests them)")
+        print(f"{module}: every mutant is killed or listed as equivalent (--all retests them)")
         return 0
     names = open_ if results(module) and not everything else [f"{_dotted(module)}.*"]
-    cmd = ["nice", "-n", "19", str(mutmut), "run", "--max-children", "1", *names]
+    workers = os.environ.get("MUTATION_WORKERS", "1")
+    cmd = ["nice", "-n", "19", str(mutmut), "run", "--max-children", workers, *names]
     print("$", " ".join(cmd[:7]), f"... ({len(names)} names)" if len(names) > 1 else "", flush=True)
     env = {**os.environ, "HYPOTHESIS_PROFILE": "mutation"}
     return subprocess.run(cmd, cwd=ROOT, env=env).returncode

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import logging
 from pathlib import Path
 
 import fastavro
@@ -28,6 +29,7 @@ from airflow_lake_provider.lake.services.compaction.plan import (
     CompactionPlan,
 )
 from airflow_lake_provider.lake.services.compaction.planner import (
+    pending_clustering_groups,
     plan_compaction,
     should_compact,
     trigger_state,
@@ -228,6 +230,46 @@ def test_time_elapsed_without_compaction_runs_from_the_first_delta_commit() -> N
 def test_num_and_time_combinations(trigger: str, commits: int, seconds: int, due: bool) -> None:
     now = dt.datetime(2024, 1, 5, 10, 12, tzinfo=dt.timezone.utc)  # 600 s after the 10:02 compaction
     assert should_compact(HISTORY, _cfg(trigger, commits, seconds), now) is due
+
+
+def test_after_last_request_anchors_on_completed_pending_or_nothing() -> None:
+    cfg = _cfg("NUM_COMMITS_AFTER_LAST_REQUEST", 1)
+    # No pending plan: counted from the last completed compaction (10:02), so 10:03 and 10:05 count.
+    done_only = _timeline((_t(0), D, DONE), (_t(2), C, DONE), (_t(3), D, DONE), (_t(5), D, DONE))
+    assert trigger_state(done_only, cfg, NOW).delta_commits == 2
+    # A pending plan and no completed compaction: counted from the plan.
+    pending_only = _timeline((_t(0), D, DONE), (_t(2), P, REQ), (_t(3), D, DONE))
+    assert trigger_state(pending_only, cfg, NOW).delta_commits == 1
+    # No compaction at all: every completed delta commit counts.
+    assert trigger_state(_timeline((_t(0), D, DONE), (_t(3), D, DONE)), cfg, NOW).delta_commits == 2
+    assert trigger_state(_timeline(), cfg, NOW).delta_commits == 0
+
+
+def test_only_completed_delta_commits_count_and_only_a_completed_commit_is_a_compaction() -> None:
+    # A completed clean and rollback are no delta commits; an inflight commit (no compaction's
+    # result yet) does not move the anchor.
+    tl = _timeline(
+        (_t(0), D, DONE),
+        (_t(2), C, DONE),
+        (_t(3), D, DONE),
+        (_t(4), Action.CLEAN, DONE),
+        (_t(5), C, INFL),
+        (_t(6), D, DONE),
+        (_t(7), Action.ROLLBACK, DONE),
+    )
+    now = dt.datetime(2024, 1, 5, 10, 12, tzinfo=dt.timezone.utc)
+    state = trigger_state(tl, _cfg("NUM_COMMITS"), now)
+    assert (state.delta_commits, state.elapsed_seconds) == (2, 600.0)
+
+
+def test_trigger_reason_names_counts_anchor_and_elapsed_time() -> None:
+    now = dt.datetime(2024, 1, 5, 10, 12, tzinfo=dt.timezone.utc)
+    assert trigger_state(HISTORY, _cfg("NUM_OR_TIME", 4, 601), now).reason == (
+        f"NUM_OR_TIME: 3 delta commit(s) since {_t(2)} (need 4), 600s elapsed since {_t(2)} (need 601s)"
+    )
+    assert trigger_state(_timeline(), _cfg("NUM_COMMITS", 2), now).reason == (
+        "NUM_COMMITS: 0 delta commit(s) since the start (need 2), n/a elapsed since - (need 3600s)"
+    )
 
 
 # -- selection ----------------------------------------------------------------------------------------
@@ -436,3 +478,92 @@ def test_version_1_plans_with_full_paths_are_read_as_names() -> None:
     }
     (op,) = CompactionPlan.from_avro(record).operations
     assert op.data_file_name == f"f_0-1-0_{B}.parquet" and op.delta_file_names == (f".f_{B}.log.1_0-1-0",)
+
+
+def test_planning_logs_candidates_and_selected_at_debug(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG, logger="airflow_lake_provider.lake.services.compaction.planner")
+    view = _view(GROUPS)
+    config = CompactionConfig.from_options(
+        {
+            "hoodie.compaction.strategy": "LogFileNumBasedCompactionStrategy",
+            "hoodie.compaction.logfile.num.threshold": "2",
+        }
+    )
+    plan = plan_compaction(view.timeline, view, config)
+    assert plan is not None and [op.file_id for op in plan.operations] == ["c2", "b1"]
+    assert [r.getMessage() for r in caplog.records] == [
+        f"compaction planning: 5 candidates, 2 selected by {config.strategy}"
+    ]
+
+
+def _clustering_requested(groups: list[tuple[str | None, str | None]]) -> bytes:
+    slices = [
+        {
+            "dataFilePath": "x.parquet",
+            "deltaFilePaths": [],
+            "fileId": fid,
+            "partitionPath": partition,
+            "bootstrapFilePath": None,
+            "version": 1,
+        }
+        for partition, fid in groups
+    ]
+    plan = {
+        "inputGroups": [{"slices": slices, "metrics": {}, "numOutputFileGroups": 1, "version": 1}],
+        "strategy": None,
+        "extraMetadata": None,
+        "version": 1,
+        "preserveHoodieMetadata": None,
+    }
+    return timeline_avro.write_avro(
+        timeline_avro.REQUESTED_REPLACE_METADATA,
+        {"operationType": "CLUSTER", "clusteringPlan": plan, "extraMetadata": None, "version": 1},
+    )
+
+
+def test_pending_clustering_groups_read_requested_plans_of_requested_and_inflight_replaces(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / ".hoodie").mkdir()
+    store = TimelineStore(tmp_path)
+    # Requested only; inflight (its plan is in the requested file); completed (no longer pending).
+    store.create_requested("20240102000000000", Action.REPLACECOMMIT, _clustering_requested([("p1", "a")]))
+    inflight = store.create_requested(
+        "20240103000000000", Action.REPLACECOMMIT, _clustering_requested([(None, "b"), ("p2", None)])
+    )
+    store.transition_to_inflight(inflight)
+    done = store.create_requested(
+        "20240104000000000", Action.REPLACECOMMIT, _clustering_requested([("p3", "c")])
+    )
+    store.transition_to_completed(store.transition_to_inflight(done), b"{}")
+    # An insert_overwrite's empty requested file (the oldest: the plans after it are still read):
+    # no plan, nothing excluded, nothing logged.
+    store.create_requested("20240101000000000", Action.REPLACECOMMIT, b"")
+    # A plan that holds no input groups at all.
+    empty_plan = timeline_avro.write_avro(
+        timeline_avro.REQUESTED_REPLACE_METADATA,
+        {"operationType": "CLUSTER", "clusteringPlan": None, "extraMetadata": None, "version": 1},
+    )
+    store.create_requested("20240106000000000", Action.REPLACECOMMIT, empty_plan)
+    # Only replacecommits cluster: another action's requested file is never read as a plan.
+    store.create_requested("20240107000000000", Action.DELTACOMMIT, _clustering_requested([("p4", "d")]))
+    caplog.set_level(logging.WARNING)
+    assert pending_clustering_groups(Timeline.load(tmp_path)) == {("p1", "a"), ("", "b"), ("p2", "")}
+    assert caplog.records == []
+
+
+def test_pending_clustering_with_an_unreadable_plan_is_logged_and_one_without_requested_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / ".hoodie").mkdir()
+    store = TimelineStore(tmp_path)
+    store.create_requested("20240102000000000", Action.REPLACECOMMIT, b"not avro")
+    store.create_requested("20240103000000000", Action.REPLACECOMMIT, _clustering_requested([("p", "a")]))
+    # An inflight whose requested file is gone (the oldest, so the plans after it are still read).
+    (tmp_path / ".hoodie" / "20240101000000000.replacecommit.inflight").write_bytes(b"")
+    caplog.set_level(logging.WARNING)
+    assert pending_clustering_groups(Timeline.load(tmp_path)) == {("p", "a")}
+    path = tmp_path / ".hoodie" / "20240102000000000.replacecommit.requested"
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: unreadable requested replace metadata; its file groups are not excluded"
+    ]

@@ -54,3 +54,24 @@ def test_plan_avro_round_trip_and_paths_outside_refused(tmp_path: Path) -> None:
     record["RollbackRequests"][0]["filesToBeDeleted"] = [".hoodie/hoodie.properties"]
     with pytest.raises(UnsafePathError, match=r"under \.hoodie/"):
         RollbackPlan.from_record(record, "plan", storage)
+
+
+def test_plan_nested_partitions_and_another_instants_file_listed_first() -> None:
+    # f0 (another instant's base file) sorts first: it is skipped, and the files after it still count.
+    # Requests are ordered by partition, then file id (a0 in y=2026 comes after f1 and f2 in y=2025).
+    written = [
+        WrittenFile(f"y=2026/a0_0-0-0_{T}.parquet", 10),
+        WrittenFile(f"y=2025/m=01/f0_0-0-0_{OTHER}.parquet", 10),
+        WrittenFile(f"y=2025/m=01/f1_0-0-0_{T}.parquet", 10),
+        WrittenFile(f"y=2025/m=01/.f2_{B}.log.1_0-0-0", 20, frozenset({B, T})),
+    ]
+    got = plan(Instant(T, State.INFLIGHT, Action.DELTACOMMIT), written)
+    assert got == RollbackPlan(
+        T,
+        Action.DELTACOMMIT,
+        (
+            RollbackRequest("y=2025/m=01", "f1", T, (f"y=2025/m=01/f1_0-0-0_{T}.parquet",), ()),
+            RollbackRequest("y=2025/m=01", "f2", B, (), ((f"y=2025/m=01/.f2_{B}.log.1_0-0-0", 20),)),
+            RollbackRequest("y=2026", "a0", T, (f"y=2026/a0_0-0-0_{T}.parquet",), ()),
+        ),
+    )

@@ -218,7 +218,7 @@ def probe_footer(
     metadata: Mapping[bytes, bytes] | None, keys: pa.Array | pa.ChunkedArray, where: str = ""
 ) -> np.ndarray | None:
     """``might_contain`` of the filter in a parquet footer (None if it has none), decoding only the
-    base64 quads holding the keys' bits: a default filter is 575 KB of text, a lookup touches a few
+    base64 quads holding the keys' bits: a default filter is 431 KB of text, a lookup touches a few
     hundred bytes of it. A filter cut short, padded wrongly, or with a bad character where a key's
     bits lie raises ``CorruptDataFileError``, as :func:`decode` does."""
     text = (metadata or {}).get(FILTER_KEY.encode())

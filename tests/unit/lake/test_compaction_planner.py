@@ -491,7 +491,8 @@ def test_planning_logs_candidates_and_selected_at_debug(caplog: pytest.LogCaptur
     )
     plan = plan_compaction(view.timeline, view, config)
     assert plan is not None and [op.file_id for op in plan.operations] == ["c2", "b1"]
-    assert [r.getMessage() for r in caplog.records] == [
+    planner_log = "airflow_lake_provider.lake.services.compaction.planner"
+    assert [r.getMessage() for r in caplog.records if r.name == planner_log] == [
         f"compaction planning: 5 candidates, 2 selected by {config.strategy}"
     ]
 

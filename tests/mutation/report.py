@@ -3,6 +3,7 @@
     python tests/mutation/report.py run [--all] [MODULE ...]  # mutmut run per module, then the table
     python tests/mutation/report.py report [MODULE ...] # the table from mutants/*.meta only
     python tests/mutation/report.py survivors [MODULE ...]  # surviving mutants not listed as equivalent
+    python tests/mutation/report.py save [MODULE ...]   # keep mutants/*.meta in tests/mutation/results/
 
 MODULE is a key of MODULES (e.g. clean-planner); none means all. Each module runs as its own
 `mutmut run` with a name filter, so mutmut only runs the tests that call that module's functions (its
@@ -56,11 +57,45 @@ def equivalents() -> dict[str, str]:
     return found
 
 
+# Results kept in the repository: a full pass over the modules takes longer than a working session on a
+# 2-core machine, so each session saves what it ran (`save`) and the next resumes from it. mutmut keeps a
+# saved exit code only while the function's hash is unchanged, so an edited function is retested.
+SAVED = ROOT / "tests" / "mutation" / "results"
+
+
+def _meta(module: str) -> Path:
+    return ROOT / "mutants" / f"{PACKAGE}/{MODULES[module]}.meta"
+
+
+def _saved(module: str) -> Path:
+    return SAVED / (MODULES[module].replace("/", "__") + ".meta")
+
+
 def results(module: str) -> dict[str, int | None]:
-    meta = ROOT / "mutants" / f"{PACKAGE}/{MODULES[module]}.meta"
+    """Exit code per mutant: from mutants/ when a run made it there, else the saved copy."""
+    meta = _meta(module) if _meta(module).exists() else _saved(module)
     if not meta.exists():
         return {}
     return json.loads(meta.read_text())["exit_code_by_key"]
+
+
+def restore(module: str) -> None:
+    """Seed mutants/ with the saved results before mutmut generates the mutants: it merges them in,
+    keeping the exit codes of the functions whose hash did not change."""
+    if _saved(module).exists() and not _meta(module).exists():
+        _meta(module).parent.mkdir(parents=True, exist_ok=True)
+        data = json.loads(_saved(module).read_text())
+        # mutmut's loader needs its other keys too; the timings are only for its progress display.
+        data |= {"type_check_error_by_key": {}, "durations_by_key": {}, "estimated_durations_by_key": {}}
+        _meta(module).write_text(json.dumps(data))
+
+
+def save(module: str) -> None:
+    if _meta(module).exists():
+        SAVED.mkdir(exist_ok=True)
+        data = json.loads(_meta(module).read_text())
+        kept = {k: data[k] for k in ("exit_code_by_key", "hash_by_function_name")}
+        _saved(module).write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n")
 
 
 def run(module: str, everything: bool) -> int:
@@ -121,16 +156,23 @@ def main(argv: list[str]) -> int:
     everything = "--all" in names
     names = [n for n in names if n != "--all"]
     unknown = [n for n in names if n not in MODULES]
-    if unknown or command not in ("run", "report", "survivors"):
-        print(f"usage: report.py run|report|survivors [{'|'.join(MODULES)} ...]; unknown: {unknown}")
+    if unknown or command not in ("run", "report", "survivors", "save"):
+        print(f"usage: report.py run|report|survivors|save [{'|'.join(MODULES)} ...]; unknown: {unknown}")
         return 2
     modules = names or list(MODULES)
     if command == "survivors":
         survivors(modules)
         return 0
+    if command == "save":
+        for module in modules:
+            save(module)
     if command == "run":
+        # Every module's saved results first: the first `mutmut run` generates all modules' mutants.
+        for module in MODULES:
+            restore(module)
         for module in modules:
             run(module, everything)
+            save(module)
     return 0 if table(modules) else 1
 
 

@@ -3,12 +3,14 @@ finished before a refusal or before finding nothing new, and a dry run's listing
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
 
+from airflow_lake_provider.lake.format.instant import InstantClock
 from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -97,3 +99,35 @@ def test_a_dry_run_lists_through_its_lister_and_reports_its_duration(tmp_path: P
     assert result.outcome is Outcome.PLANNED and list(result.plan.files_per_partition) == ["x"]
     assert [p.rsplit("_", 1)[-1] for p in result.plan.files_per_partition["x"]] == [f"{c0}.parquet"]
     assert 0.3 <= result.duration_seconds < 60
+
+
+def test_a_schedule_reports_its_plan_alone_and_its_duration(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    for ts in range(3):
+        _upsert(table, ts)
+    scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
+    assert (scheduled.outcome, scheduled.finished_pending, scheduled.reason) == (Outcome.SCHEDULED, (), "")
+    assert 0 < scheduled.duration_seconds < 60
+    assert scheduled.to_dict()["finished_pending"] == []
+
+
+def test_the_clean_instant_follows_a_commit_stamped_ahead_of_this_clock(tmp_path: Path) -> None:
+    ahead = dt.datetime(2099, 1, 1, tzinfo=dt.timezone.utc)
+    ticks = iter(range(100))
+    writer = LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+        clock=InstantClock(now=lambda: ahead + dt.timedelta(seconds=next(ticks))),
+    )
+    commits = [_upsert(writer, ts) for ts in range(3)]
+    assert commits[-1].startswith("2099")
+    cleaner = LakeTable.open(tmp_path / "t")  # this process's clock: today, behind the writer's
+    for mode in ("schedule", "schedule_and_execute"):
+        _upsert(writer, 3 if mode == "schedule" else 4)
+        result = run_clean(cleaner, RETAIN_ONE, mode=mode)
+        latest = max(i.timestamp for i in cleaner.timeline().instants if i.timestamp != result.instant)
+        assert result.instant > latest, mode

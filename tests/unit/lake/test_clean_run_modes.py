@@ -131,3 +131,20 @@ def test_the_clean_instant_follows_a_commit_stamped_ahead_of_this_clock(tmp_path
         result = run_clean(cleaner, RETAIN_ONE, mode=mode)
         latest = max(i.timestamp for i in cleaner.timeline().instants if i.timestamp != result.instant)
         assert result.instant > latest, mode
+
+
+def test_a_run_that_finishes_a_pending_clean_then_cleans_again_reports_both(tmp_path: Path) -> None:
+    table = _table(tmp_path)
+    for ts in range(3):
+        _upsert(table, ts)
+    pending = run_clean(table, RETAIN_ONE, mode="schedule").instant
+    _upsert(table, 3)  # a commit since: the run plans anew after finishing the pending clean
+
+    def slow_deleter(table: LakeTable, plan: executor.CleanPlan) -> dict[str, executor.DeleteOutcome]:
+        time.sleep(0.3)  # each clean takes at least this long
+        return executor.local_deleter(table, plan)
+
+    result = run_clean(table, RETAIN_ONE, deleter=slow_deleter)
+    assert result.outcome is Outcome.CLEANED and result.instant > pending
+    assert (result.finished_pending, result.deleted_files) == ((pending,), 1)
+    assert 0.6 <= result.duration_seconds < 60  # both cleans, not only the new one

@@ -381,22 +381,20 @@ def _own_output(instant: str, plan: CompactionPlan, partition: str, name: str) -
 
 
 def remove_partial_output(table: LakeTable, instant: str, plan: CompactionPlan) -> list[str]:
-    """Delete what a crashed run of ``instant`` wrote: marked files and base files at ``instant`` of the plan.
+    """Delete what a crashed run of ``instant`` wrote: base files at ``instant`` of the plan's file groups.
 
+    The planned partitions are listed rather than the markers read: a marker is created before its
+    file, so the listing finds every file a marker could name, and also one whose marker is lost.
     Nothing else is touched: log files written against ``instant`` by later writers are kept.
     """
-    targets = {
-        m.relative_path
-        for m in table.store.read_markers(instant)
-        if _own_output(instant, plan, m.partition, m.file_name)
-    }
-    for partition in sorted({op.partition for op in plan.operations}):
-        targets.update(
-            join_partition(partition, name)
-            for name in table.storage.list_names(partition)
-            if _own_output(instant, plan, partition, name)
-        )
+    targets = [
+        join_partition(partition, name)
+        for partition in sorted({op.partition for op in plan.operations})
+        for name in table.storage.list_names(partition)
+        if _own_output(instant, plan, partition, name)
+    ]
     removed = sorted(t for t in targets if _remove(table, t))
+    # The old attempt's markers name files that are gone now; the retry writes its own.
     table.store.delete_markers(instant)
     if removed:
         log.info("compaction %s: removed %d files of an earlier attempt", instant, len(removed))

@@ -1,0 +1,158 @@
+"""What a compaction leaves after crashes and retried task attempts, exactly: the files an earlier
+attempt wrote are removed (named in the result and the log), markers do not outlive the attempt that
+wrote them, a failed task attempt's file is removed at the commit, and run_compaction executes the
+plan it scheduled even when an older plan is pending."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from airflow_lake_provider.lake.format.commit_metadata import WriteStat
+from airflow_lake_provider.lake.format.instant import InstantClock
+from airflow_lake_provider.lake.services.compaction import executor
+from airflow_lake_provider.lake.services.compaction.executor import (
+    Outcome,
+    execute_compaction,
+    run_compaction,
+    run_operation,
+    schedule_compaction,
+)
+from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.table.writer import write
+
+DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
+START = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
+
+
+class Crash(RuntimeError):
+    pass
+
+
+def _crash_at(where: str):  # type: ignore[no-untyped-def]
+    def fault(point: str) -> None:
+        if point == where:
+            raise Crash(point)
+
+    return fault
+
+
+def _batch(ids: list[str], ts: int, partition: str) -> pa.Table:
+    return pa.table({"id": ids, "ts": pa.array([ts] * len(ids), pa.int64()), "p": [partition] * len(ids)})
+
+
+def _mor(tmp_path: Path) -> LakeTable:
+    """Two partitions with one file group each; x has a log file (something to compact), y not."""
+    ticks = iter(range(10**6))
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+        clock=InstantClock(now=lambda: START + dt.timedelta(seconds=next(ticks))),
+    )
+    write(table, pa.concat_tables([_batch(["a", "b"], 1, "x"), _batch(["c"], 1, "y")]), "insert")
+    write(table, _batch(["a"], 2, "x"), "upsert")
+    return table
+
+
+def _rows(table: LakeTable) -> list[tuple[str, int, str]]:
+    snap = read_snapshot(table).select(["id", "ts", "p"])
+    return sorted(tuple(r.values()) for r in snap.to_pylist())
+
+
+def _at(table: LakeTable, instant: str) -> list[str]:
+    """Data files named with ``instant``, relative to the base path."""
+    return sorted(
+        p.relative_to(table.base_path).as_posix()
+        for p in table.base_path.rglob(f"*{instant}*")
+        if ".hoodie" not in p.parts
+    )
+
+
+def test_a_recovery_removes_the_earlier_attempts_file_and_its_markers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = _mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+    with pytest.raises(Crash):
+        execute_compaction(table, c, fault=_crash_at("file"))
+    (partial,) = _at(table, c)
+    assert [m.relative_path for m in table.store.read_markers(c)] == [partial]
+    caplog.set_level(logging.INFO, logger=executor.log.name)
+    # The retry dies right after its cleanup, before it writes anything of its own.
+    with pytest.raises(Crash):
+        execute_compaction(table, c, fault=_crash_at("inflight"))
+    assert _at(table, c) == [] and table.store.read_markers(c) == []
+    assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
+        f"compaction {c}: removed 1 files of an earlier attempt"
+    ]
+    caplog.clear()
+    done = execute_compaction(table, c)
+    assert (done.outcome, done.recovered, done.removed_files) == (Outcome.COMPLETED, True, ())
+    assert not any("earlier attempt" in r.getMessage() for r in caplog.records)
+    assert _at(table, c) == [done.files[0]]
+    assert _rows(table) == [("a", 2, "x"), ("b", 1, "x"), ("c", 1, "y")]
+
+
+def test_a_recovery_finds_a_partial_file_whose_marker_is_lost(tmp_path: Path) -> None:
+    table = _mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+    with pytest.raises(Crash):
+        execute_compaction(table, c, fault=_crash_at("file"))
+    (partial,) = _at(table, c)
+    table.store.delete_markers(c)
+    # Not ours: another instant's name in a planned group, and our instant in an unplanned group.
+    other_instant = table.base_path / partial.replace(c, "20250301000000999")
+    other_instant.write_bytes(b"")
+    (group_y,) = [p.name.split("_")[0] for p in (table.base_path / "y").glob("*.parquet")]
+    unplanned = table.base_path / "y" / f"{group_y}_0-1-0_{c}.parquet"
+    unplanned.write_bytes(b"")
+    done = execute_compaction(table, c)
+    assert (done.outcome, done.recovered, done.removed_files) == (Outcome.COMPLETED, True, (partial,))
+    assert other_instant.exists() and unplanned.exists()
+    assert sorted(set(_at(table, c)) - {unplanned.relative_to(table.base_path).as_posix()}) == [done.files[0]]
+
+
+def test_the_commit_removes_a_failed_task_attempts_file(tmp_path: Path) -> None:
+    table = _mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+
+    def two_attempts(
+        table: LakeTable,
+        timeline: Timeline,
+        schema: pa.Schema,
+        instant: str,
+        ops: Sequence[CompactionOperation],
+    ) -> list[WriteStat | str]:
+        # Like a Spark task retried after its executor died: the first attempt's file stays behind.
+        (op,) = ops
+        run_operation(table, timeline, schema, instant, 0, op, attempt=0)
+        return [run_operation(table, timeline, schema, instant, 0, op, attempt=1)]
+
+    done = execute_compaction(table, c, runner=two_attempts)
+    assert done.outcome is Outcome.COMPLETED and not done.recovered
+    assert _at(table, c) == [done.files[0]] and done.files[0].split("_")[1] == "0-1-1"
+    assert table.store.read_markers(c) == []
+    assert _rows(table) == [("a", 2, "x"), ("b", 1, "x"), ("c", 1, "y")]
+
+
+def test_run_compaction_executes_its_own_plan_not_an_older_pending_one(tmp_path: Path) -> None:
+    table = _mor(tmp_path)
+    older = schedule_compaction(table, DUE).instant  # plans x: y has no log yet
+    write(table, _batch(["c"], 5, "y"), "upsert")
+    scheduled, done = run_compaction(table, DUE)
+    assert scheduled.outcome is Outcome.SCHEDULED and scheduled.instant > older
+    assert [op.partition for op in scheduled.plan.operations] == ["y"]
+    assert (done.outcome, done.instant) == (Outcome.COMPLETED, scheduled.instant)
+    assert [i.timestamp for i in table.timeline().pending_compactions()] == [older]

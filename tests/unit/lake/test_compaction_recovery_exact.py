@@ -156,3 +156,37 @@ def test_run_compaction_executes_its_own_plan_not_an_older_pending_one(tmp_path:
     assert [op.partition for op in scheduled.plan.operations] == ["y"]
     assert (done.outcome, done.instant) == (Outcome.COMPLETED, scheduled.instant)
     assert [i.timestamp for i in table.timeline().pending_compactions()] == [older]
+
+
+def test_a_compactions_write_stat_is_exact(tmp_path: Path) -> None:
+    table = _mor(tmp_path)  # x: a, b in the base; a updated in a log
+    write(table, _batch(["b"], 3, "x"), "delete")
+    scheduled = schedule_compaction(table, DUE)
+    (op,) = scheduled.plan.operations
+    done = execute_compaction(table, scheduled.instant)
+    (stat,) = done.stats
+    logs = [table.base_path / "x" / name for name in op.delta_file_names]
+    assert len(logs) >= 1 and all(p.is_file() for p in logs)
+    size = (table.base_path / stat.path).stat().st_size
+    assert (stat.file_id, stat.partition_path, stat.prev_commit) == (op.file_id, "x", op.base_instant)
+    assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (1, 1, 1, 0)
+    assert (stat.total_write_bytes, stat.file_size_in_bytes) == (size, size)
+    assert (stat.total_log_records, stat.total_updated_records_compacted) == (2, 1)
+    assert stat.total_log_files_compacted == len(logs)
+    assert stat.total_log_size_compacted == sum(p.stat().st_size for p in logs)
+    assert (done.records_written, done.log_records_merged, done.bytes_written) == (1, 2, size)
+    assert _rows(table) == [("a", 2, "x"), ("c", 1, "y")]
+
+
+def test_a_log_only_slice_counts_its_rows_as_inserts(tmp_path: Path) -> None:
+    table = _mor(tmp_path)
+    scheduled = schedule_compaction(table, DUE)
+    (op,) = scheduled.plan.operations
+    log_only = CompactionOperation(op.partition, op.file_id, op.base_instant, None, op.delta_file_names)
+    timeline = table.timeline()
+    stat = executor.execute_operation(
+        table, timeline, executor.output_schema(table, timeline), scheduled.instant, log_only, token="9-9-9"
+    )
+    assert stat.path == f"x/{op.file_id}_9-9-9_{scheduled.instant}.parquet"
+    assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (1, 0, 0, 1)
+    assert (stat.total_log_records, stat.total_updated_records_compacted) == (1, 0)

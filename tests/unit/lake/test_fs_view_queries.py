@@ -21,6 +21,7 @@ from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.format.instant import Action, InstantClock
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.table.fs_view import FileSlice, FileSystemView
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
@@ -131,3 +132,50 @@ def test_a_write_stat_naming_no_data_file_is_ignored(t: Table) -> None:
     odd = WriteStat(file_id="odd", partition_path="y/1", path="y/1/notes.txt")
     c5 = _replace(t.table, "x/1", "no-such-group", (odd,))
     assert t.missing(c5) == []
+
+
+def _slices(slices: list[FileSlice]) -> list[tuple[str, str, str, bool, int]]:
+    """(partition, file id, base instant, has a base file, log files) of each slice."""
+    return [
+        (s.partition, s.file_id, s.base_instant, s.base_file is not None, len(s.log_files)) for s in slices
+    ]
+
+
+def test_the_latest_slices_of_a_partition_and_as_of_an_instant(t: Table) -> None:
+    c1, c2, c3, c4 = t.c
+    view = t.table.file_system_view()
+    x_now, y_now = ("x/1", t.fx, c3, True, 1), ("y/1", t.fy, c1, True, 0)
+    assert _slices(view.latest_slices()) == [x_now, y_now]
+    assert _slices(view.latest_slices(partition="x/1")) == [x_now]
+    assert _slices(view.latest_slices(as_of=c2)) == [("x/1", t.fx, c1, True, 1), y_now]
+    c5 = _replace(t.table, "x/1", t.fx)
+    view = t.table.file_system_view()
+    # Replaced at c5: gone from reads at or after c5, still there for a read as of c4.
+    assert _slices(view.latest_slices()) == _slices(view.latest_slices(as_of=c5)) == [y_now]
+    assert _slices(view.latest_slices(as_of=c4)) == [x_now, y_now]
+
+
+def test_a_log_only_slice_at_an_archived_instant_is_the_latest(t: Table) -> None:
+    # Instants older than the active timeline are archived history, so committed. A log-only slice
+    # after a base file (as log-first writers leave) is read as it is: it is no pending compaction.
+    old, older = "20250201000000000", "20250101000000000"
+    listing = {"z/1": [(f"fz_0-1-0_{older}.parquet", 10), (f".fz_{old}.log.1_0-1-0", 20)]}
+    view = FileSystemView.build(t.table.config, t.table.timeline(), ["z/1"], lambda names: listing)
+    assert _slices(view.latest_slices()) == [("z/1", "fz", old, False, 1)]
+    assert view.snapshot_bases("z/1") == [("fz", None, True)]
+
+
+def test_an_unpartitioned_table_is_listed_at_its_root(tmp_path: Path) -> None:
+    table = LakeTable.create(
+        tmp_path / "u", name="u", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    write(table, pa.table({"id": ["a"], "ts": pa.array([1], pa.int64())}), "insert")
+    asked: list[list[str]] = []
+
+    def lister(names: list[str]) -> dict[str, list[tuple[str, int]]]:
+        asked.append(list(names))
+        return {p: table.storage.list(p) for p in names}
+
+    view = table.file_system_view(lister=lister)
+    assert asked == [[""]] and view.partitions == ("",)
+    assert [(s.partition, s.base_file is not None) for s in view.latest_slices()] == [("", True)]

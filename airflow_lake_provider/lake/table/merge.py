@@ -138,9 +138,9 @@ def merge_slice(
     """Merge ``items`` (in log order) onto ``base``; returns the live rows shaped as ``schema``.
 
     Rows come out as: the surviving base rows in base order, then the winning log rows by key.
+    ``base_keys`` are the record keys of ``base`` (read only when it has rows).
     """
     base = base if base is not None else schema.empty_table()
-    base_keys = base_keys if base_keys is not None else pa.array([], pa.string())
     if not items:
         return base
     ordering_type = schema.field(ordering).type if ordering and ordering in schema.names else None

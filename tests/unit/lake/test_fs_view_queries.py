@@ -160,7 +160,9 @@ def test_a_log_only_slice_at_an_archived_instant_is_the_latest(t: Table) -> None
     # after a base file (as log-first writers leave) is read as it is: it is no pending compaction.
     old, older = "20250201000000000", "20250101000000000"
     listing = {"z/1": [(f"fz_0-1-0_{older}.parquet", 10), (f".fz_{old}.log.1_0-1-0", 20)]}
-    view = FileSystemView.build(t.table.config, t.table.timeline(), ["z/1"], lambda names: listing)
+    view = FileSystemView.build(
+        t.table.config, t.table.timeline(), ["z/1"], lambda names: {n: listing[n] for n in names}
+    )
     assert _slices(view.latest_slices()) == [("z/1", "fz", old, False, 1)]
     assert view.snapshot_bases("z/1") == [("fz", None, True)]
 
@@ -179,3 +181,35 @@ def test_an_unpartitioned_table_is_listed_at_its_root(tmp_path: Path) -> None:
     view = table.file_system_view(lister=lister)
     assert asked == [[""]] and view.partitions == ("",)
     assert [(s.partition, s.base_file is not None) for s in view.latest_slices()] == [("", True)]
+
+
+def test_a_lister_gets_the_partitions_found_or_asked_for(t: Table) -> None:
+    asked: list[list[str]] = []
+
+    def lister(names: list[str]) -> dict[str, list[tuple[str, int]]]:
+        asked.append(list(names))
+        return {p: t.table.storage.list(p) for p in names if p != "a/1"}
+
+    view = t.table.file_system_view(lister=lister)
+    assert asked == [["x/1", "y/1"]] and view.config is t.table.config
+    assert sorted(view.groups) == [("x/1", t.fx), ("y/1", t.fy)]
+    # A partition with no files (listed first) does not end the grouping of the others.
+    view = t.table.file_system_view(partitions=["y/1", "a/1", "x/1"], lister=lister)
+    assert asked[1] == ["a/1", "x/1", "y/1"] and view.partitions == ("a/1", "x/1", "y/1")
+    assert sorted(view.groups) == [("x/1", t.fx), ("y/1", t.fy)]
+
+
+def test_a_view_of_some_partitions_knows_every_size_by_default(t: Table) -> None:
+    view = FileSystemView.build(t.table.config, t.table.timeline(), ["x/1"])
+    sizes = [
+        size
+        for slots in view.slice_index.values()
+        for base, logs in slots.values()
+        for _, size in ([base] if base else []) + list(logs)
+    ]
+    on_disk = sorted(
+        p.stat().st_size
+        for p in (t.table.base_path / "x/1").iterdir()
+        if p.name != ".hoodie_partition_metadata"
+    )
+    assert sorted(sizes) == on_disk and len(sizes) == 4

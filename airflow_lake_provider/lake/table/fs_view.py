@@ -93,7 +93,6 @@ class FileSystemView:
     pending_compaction: dict[tuple[str, str], str] = field(default_factory=dict)
     # Base instant of the slice each pending compaction rewrites.
     pending_compaction_base: dict[tuple[str, str], str] = field(default_factory=dict)
-    uncommitted_files: tuple[str, ...] = ()
 
     @classmethod
     def build(
@@ -140,7 +139,6 @@ class FileSystemView:
         # Plain tuples and dicts here: a big table has 100,000s of files, and the clean planner walks
         # this index directly; FileGroup objects are built only for the groups someone asks for.
         index: dict[tuple[str, str], dict[str, SlotEntry]] = {}
-        uncommitted: list[str] = []
         committed: dict[str, bool] = {}  # few instants, many files: decide each instant once
         for partition in names:
             files = listing.get(partition)
@@ -153,13 +151,8 @@ class FileSystemView:
                 ok = committed.get(at)
                 if ok is None:
                     ok = committed[at] = timeline.is_committed(at)
-                if ok:
-                    slots = index.setdefault((partition, file_id), {})
-                    entry = slots.get(at)
-                    size = sizes[name]
-                    slots[at] = ((name, size), entry[1]) if entry else ((name, size), ())
-                else:
-                    uncommitted.append(f"{partition}/{name}" if partition else name)
+                if ok:  # (the log files are added below)
+                    index.setdefault((partition, file_id), {})[at] = ((name, sizes[name]), ())
             logs: dict[tuple[str, str], list[tuple[str, int | None]]] = {}
             for name, file_id, at in _LOG_LINES.findall(blob):
                 ok = committed.get(at)
@@ -167,8 +160,6 @@ class FileSystemView:
                     ok = committed[at] = timeline.is_committed(at)
                 if ok or at in pending:
                     logs.setdefault((file_id, at), []).append((name, sizes[name]))
-                else:
-                    uncommitted.append(f"{partition}/{name}" if partition else name)
             for (file_id, at), found in logs.items():
                 slots = index.setdefault((partition, file_id), {})
                 entry = slots.get(at)
@@ -187,7 +178,6 @@ class FileSystemView:
             replaced=_replaced_file_groups(timeline),
             pending_compaction={k: v[0] for k, v in compacting.items()},
             pending_compaction_base={k: v[1] for k, v in compacting.items()},
-            uncommitted_files=tuple(sorted(uncommitted)),
         )
 
     @property

@@ -16,7 +16,7 @@ from airflow_lake_provider.lake.errors import CorruptTimelineFileError
 from airflow_lake_provider.lake.format.instant import Action
 from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
@@ -48,8 +48,14 @@ def _batch(key: str, ts: int) -> pa.Table:
 
 def _crashed_write(table: LakeTable) -> str:
     """A write that died after its requested file, its heartbeat left behind (and soon expired)."""
-    with pytest.raises(SimulatedCrash), inject_crash(2):
-        write(table, _batch("k9", 9), "insert", options={**LAZY, **EXPIRES_AT_ONCE})
+    def die(point: str) -> None:
+        # The write's own hook, not a crash injected at the n-th storage step: the heartbeat thread
+        # beats every millisecond and could take that step instead.
+        if point == "requested":
+            raise SimulatedCrash(point)
+
+    with pytest.raises(SimulatedCrash):
+        write(table, _batch("k9", 9), "insert", options={**LAZY, **EXPIRES_AT_ONCE}, fault=die)
     (pending,) = table.timeline().pending
     assert (table.base_path / ".hoodie" / ".heartbeat" / pending.timestamp).exists()
     time.sleep(0.05)  # well past 2 ms

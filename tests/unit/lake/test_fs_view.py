@@ -96,5 +96,5 @@ def test_snapshot_bases_keep_a_group_of_log_files_only(tmp_path: Path) -> None:
     view = table.file_system_view(partitions=["x"], lister=lister)
     bases = view.snapshot_bases("x")
     assert ("logonly-0", None, True) in bases and len(bases) == 2
-    assert "x/" + uncommitted in view.uncommitted_files
+    assert ("x", "other-0") not in view.groups  # its instant is not committed
     assert bases == _from_groups(view)["x"]

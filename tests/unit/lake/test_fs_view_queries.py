@@ -20,7 +20,7 @@ import pytest
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.format.instant import Action, InstantClock
-from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction, schedule_compaction
 from airflow_lake_provider.lake.table.fs_view import FileSlice, FileSystemView
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
@@ -213,3 +213,26 @@ def test_a_view_of_some_partitions_knows_every_size_by_default(t: Table) -> None
         if p.name != ".hoodie_partition_metadata"
     )
     assert sorted(sizes) == on_disk and len(sizes) == 4
+
+
+def test_a_pending_compaction_adds_a_slice_that_reads_fold_into_the_one_before(t: Table) -> None:
+    _, _, c3, _ = t.c
+    scheduled = schedule_compaction(t.table, {"hoodie.compact.inline.max.delta.commits": "1"})
+    c5 = scheduled.instant
+    assert [(op.partition, op.file_id) for op in scheduled.plan.operations] == [("x/1", t.fx)]
+    view = t.table.file_system_view()
+    (x,) = view.file_groups("x/1")
+    # The empty slice at c5 (where writers now log) folds into c3's slice: one log file, c4's.
+    assert [(s.base_instant, s.base_file is not None, len(s.log_files)) for s in x.slices][1:] == [
+        (c3, True, 1),
+        (c5, False, 0),
+    ]
+    assert _slices(view.latest_slices(partition="x/1")) == [("x/1", t.fx, c3, True, 1)]
+    write(t.table, _batch("a", 6, "x"), "upsert")  # logged against c5's slice
+    view = t.table.file_system_view()
+    assert _slices(view.latest_slices(partition="x/1")) == [("x/1", t.fx, c3, True, 2)]
+    (latest,) = view.latest_slices(partition="x/1")
+    assert latest.base_file is not None
+    assert view.snapshot_bases("x/1") == [(t.fx, (latest.base_file.file_name, latest.base_file.size), True)]
+    # A view of the other partition only: the compaction's group is not there, and not made up.
+    assert sorted(t.table.file_system_view(partitions=["y/1"]).groups) == [("y/1", t.fy)]

@@ -11,7 +11,7 @@ two-level partitions:
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -165,6 +165,9 @@ def test_a_log_only_slice_at_an_archived_instant_is_the_latest(t: Table) -> None
     )
     assert _slices(view.latest_slices()) == [("z/1", "fz", old, False, 1)]
     assert view.snapshot_bases("z/1") == [("fz", None, True)]
+    # A view holding built groups (not the lazy index) answers the same.
+    built = replace(view, groups={k: view.groups[k] for k in view.groups})
+    assert built.snapshot_bases("z/1") == [("fz", None, True)]
 
 
 def test_an_unpartitioned_table_is_listed_at_its_root(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ execution, run_compaction passing its arguments on, and commit_compaction's refu
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 from pathlib import Path
 
@@ -179,3 +180,21 @@ def test_commit_refuses_stats_that_do_not_match_the_plan(tmp_path: Path) -> None
     # Only the reported output is left of the group at c: the earlier attempt's file was removed.
     names = sorted(p.name for p in (table.base_path / "x").iterdir() if c in p.name)
     assert names == [stat.path.split("/")[-1]]
+
+
+def test_a_table_whose_commits_carry_no_schema_gets_a_compaction_commit_without_one(tmp_path: Path) -> None:
+    # Such a table's schema is hoodie.table.create.schema; the compaction commit stays like the others.
+    table = _mor(tmp_path)
+    hoodie = table.base_path / ".hoodie"
+    schema = table.timeline().latest_schema()
+    assert schema is not None
+    for commit in hoodie.glob("*.deltacommit"):
+        body = json.loads(commit.read_text())
+        del body["extraMetadata"]["schema"]
+        commit.write_text(json.dumps(body))
+    table.store.update_properties({**table.config.properties, "hoodie.table.create.schema": schema})
+    table = LakeTable.open(table.base_path)
+    assert table.timeline().latest_schema() is None
+    _, done = run_compaction(table, DUE)
+    assert done.outcome is Outcome.COMPLETED
+    assert json.loads((hoodie / f"{done.instant}.commit").read_text())["extraMetadata"] == {}

@@ -239,3 +239,15 @@ def test_a_pending_compaction_adds_a_slice_that_reads_fold_into_the_one_before(t
     assert view.snapshot_bases("x/1") == [(t.fx, (latest.base_file.file_name, latest.base_file.size), True)]
     # A view of the other partition only: the compaction's group is not there, and not made up.
     assert sorted(t.table.file_system_view(partitions=["y/1"]).groups) == [("y/1", t.fy)]
+
+
+def test_snapshot_bases_skip_a_replaced_group_and_go_on(t: Table) -> None:
+    older = "20250101000000000"  # archived history: committed
+    listing = {"z/1": [(f"fa_0-1-0_{older}.parquet", 10), (f"fb_0-1-0_{older}.parquet", 20)]}
+    _replace(t.table, "z/1", "fa")
+    view = FileSystemView.build(
+        t.table.config, t.table.timeline(), ["z/1"], lambda names: {n: listing[n] for n in names}
+    )
+    assert view.snapshot_bases("z/1") == [("fb", (f"fb_0-1-0_{older}.parquet", 20), False)]
+    built = replace(view, groups={k: view.groups[k] for k in view.groups})
+    assert built.snapshot_bases("z/1") == view.snapshot_bases("z/1")

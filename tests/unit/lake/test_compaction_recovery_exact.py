@@ -190,3 +190,30 @@ def test_a_log_only_slice_counts_its_rows_as_inserts(tmp_path: Path) -> None:
     assert stat.path == f"x/{op.file_id}_9-9-9_{scheduled.instant}.parquet"
     assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (1, 0, 0, 1)
     assert (stat.total_log_records, stat.total_updated_records_compacted) == (1, 0)
+
+
+def test_a_failed_operation_is_named_in_the_log_and_the_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = _mor(tmp_path)
+    write(table, _batch(["c"], 2, "y"), "upsert")  # y gets a log too: two operations
+    scheduled = schedule_compaction(table, DUE)
+    c = scheduled.instant
+    ops = {op.partition: op for op in scheduled.plan.operations}
+    assert sorted(ops) == ["x", "y"]
+    (log_y,) = ops["y"].delta_file_names
+    (table.base_path / "y" / log_y).unlink()  # y's operation cannot read its slice
+    caplog.set_level(logging.INFO, logger=executor.log.name)
+    with pytest.raises(executor.CompactionError) as raised:
+        execute_compaction(table, c)
+    group_y = f"y/{ops['y'].file_id}"
+    prefix = f"compaction {c}: 1 of 2 operations failed; the instant stays inflight for a retry: {group_y}: "
+    message = str(raised.value)
+    assert message.startswith(prefix) and len(message) > len(prefix)
+    reason = message[len(prefix) :]
+    assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
+        f"compaction {c}: file group {group_y} failed: {reason}"
+    ]
+    # x's operation ran (first attempt, task 0): its file stays until the retry removes it.
+    assert _at(table, c) == [f"x/{ops['x'].file_id}_0-1-0_{c}.parquet"]
+    assert table.timeline().get(c).is_inflight

@@ -251,3 +251,21 @@ def test_snapshot_bases_skip_a_replaced_group_and_go_on(t: Table) -> None:
     assert view.snapshot_bases("z/1") == [("fb", (f"fb_0-1-0_{older}.parquet", 20), False)]
     built = replace(view, groups={k: view.groups[k] for k in view.groups})
     assert built.snapshot_bases("z/1") == view.snapshot_bases("z/1")
+
+
+def test_the_partition_walk_skips_hudi_and_other_formats_metadata_folders(t: Table) -> None:
+    c1 = t.c[0]
+    root = t.table.base_path
+    (base,) = (root / "y/1").glob(f"{t.fy}_*_{c1}.parquet")
+    # A data file name where no partition is: Hudi's folder at any depth, the other formats' at the top.
+    for folder in ("_delta_log", "metadata", "x/1/.hoodie", "y/1/sub/.hoodie"):
+        (root / folder).mkdir(parents=True, exist_ok=True)
+        (root / folder / base.name).write_bytes(base.read_bytes())
+    # The same names below the top level are partition values like any other.
+    for folder in ("z/_delta_log", "z/metadata"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / base.name).write_bytes(base.read_bytes())
+    view = t.table.file_system_view()
+    assert view.partitions == ("x/1", "y/1", "z/_delta_log", "z/metadata")
+    # A built group is kept: asking again returns the same object.
+    assert view.groups[("x/1", t.fx)] is view.groups[("x/1", t.fx)]

@@ -237,8 +237,17 @@ def test_a_pending_compaction_adds_a_slice_that_reads_fold_into_the_one_before(t
     (latest,) = view.latest_slices(partition="x/1")
     assert latest.base_file is not None
     assert view.snapshot_bases("x/1") == [(t.fx, (latest.base_file.file_name, latest.base_file.size), True)]
+    assert view.pending_compaction == {("x/1", t.fx): c5}
+    assert view.pending_compaction_base == {("x/1", t.fx): c3}
     # A view of the other partition only: the compaction's group is not there, and not made up.
     assert sorted(t.table.file_system_view(partitions=["y/1"]).groups) == [("y/1", t.fy)]
+    # Only the log against c5 left (the rest lost): that log-only slice is what there is to read.
+    for name in [p.name for p in (t.table.base_path / "x/1").iterdir() if c5 not in p.name]:
+        if name != ".hoodie_partition_metadata":
+            (t.table.base_path / "x/1" / name).unlink()
+    view = t.table.file_system_view()
+    assert _slices(view.latest_slices(partition="x/1")) == [("x/1", t.fx, c5, False, 1)]
+    assert view.snapshot_bases("x/1") == [(t.fx, None, True)]
 
 
 def test_snapshot_bases_skip_a_replaced_group_and_go_on(t: Table) -> None:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+from airflow_lake_provider.lake.errors import CorruptTimelineFileError
+from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.commit_metadata import WriteStat
 from airflow_lake_provider.lake.format.instant import InstantClock
 from airflow_lake_provider.lake.services.compaction import executor
@@ -217,3 +220,21 @@ def test_a_failed_operation_is_named_in_the_log_and_the_error(
     # x's operation ran (first attempt, task 0): its file stays until the retry removes it.
     assert _at(table, c) == [f"x/{ops['x'].file_id}_0-1-0_{c}.parquet"]
     assert table.timeline().get(c).is_inflight
+
+
+def test_a_plan_with_an_operation_lacking_its_file_id_is_named_by_path(tmp_path: Path) -> None:
+    table = _mor(tmp_path)
+    scheduled = schedule_compaction(table, DUE)
+    requested = table.base_path / ".hoodie" / f"{scheduled.instant}.compaction.requested"
+    plan = timeline_avro.read_avro(requested.read_bytes(), str(requested))
+    plan["operations"][0]["fileId"] = ""
+    requested.write_bytes(timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan))
+    timeline_files = sorted(p.name for p in (table.base_path / ".hoodie").iterdir() if p.is_file())
+    data_files = _at(table, "")
+    with pytest.raises(
+        CorruptTimelineFileError,
+        match=f"^{re.escape(str(requested))}: a compaction operation lacks fileId or baseInstantTime$",
+    ):
+        execute_compaction(table, scheduled.instant)
+    assert sorted(p.name for p in (table.base_path / ".hoodie").iterdir() if p.is_file()) == timeline_files
+    assert _at(table, "") == data_files

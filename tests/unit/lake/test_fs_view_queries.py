@@ -278,3 +278,19 @@ def test_the_partition_walk_skips_hudi_and_other_formats_metadata_folders(t: Tab
     assert view.partitions == ("x/1", "y/1", "z/_delta_log", "z/metadata")
     # A built group is kept: asking again returns the same object.
     assert view.groups[("x/1", t.fx)] is view.groups[("x/1", t.fx)]
+
+
+def test_a_view_listed_without_sizes_sizes_the_files_it_is_asked_for(t: Table, tmp_path: Path) -> None:
+    view = FileSystemView.build(t.table.config, t.table.timeline(), ["x/1"], sizes=False)
+    (x,) = view.file_groups("x/1")
+    got = sorted(f.size for s in x.slices for f in s.files)
+    on_disk = sorted(p.stat().st_size for p in (t.table.base_path / "x/1").glob(f"*{t.fx}*"))
+    assert got == on_disk and len(got) == 4
+    # At the root of an unpartitioned table too.
+    table = LakeTable.create(
+        tmp_path / "u", name="u", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    write(table, pa.table({"id": ["a"], "ts": pa.array([1], pa.int64())}), "insert")
+    view = FileSystemView.build(table.config, table.timeline(), [""], sizes=False)
+    ((_, (base, size), _),) = view.snapshot_bases("")
+    assert size == (table.base_path / base).stat().st_size

@@ -9,9 +9,11 @@ import datetime as dt
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError
@@ -27,6 +29,7 @@ from airflow_lake_provider.lake.services.compaction.executor import (
     schedule_compaction,
 )
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
@@ -238,3 +241,97 @@ def test_a_plan_with_an_operation_lacking_its_file_id_is_named_by_path(tmp_path:
         execute_compaction(table, scheduled.instant)
     assert sorted(p.name for p in (table.base_path / ".hoodie").iterdir() if p.is_file()) == timeline_files
     assert _at(table, "") == data_files
+
+
+def test_a_compaction_keeps_a_base_row_with_the_larger_ordering_value(tmp_path: Path) -> None:
+    table = _mor(tmp_path)  # x: a (ts 2 in a log), b (ts 1)
+    write(table, _batch(["b"], 0, "x"), "upsert")  # arrives later with a smaller ts: loses
+    _, done = run_compaction(table, DUE)
+    assert done.outcome is Outcome.COMPLETED
+    assert _rows(table) == [("a", 2, "x"), ("b", 1, "x"), ("c", 1, "y")]
+    (stat,) = done.stats
+    assert (stat.num_writes, stat.num_update_writes, stat.total_log_records) == (2, 2, 2)  # both touched
+
+
+def test_an_operation_whose_logs_hold_no_committed_block_rewrites_the_base(tmp_path: Path) -> None:
+    table = _mor(tmp_path)
+
+    def die(point: str) -> None:
+        if point == "commit":
+            raise SimulatedCrash(point)
+
+    with pytest.raises(SimulatedCrash):
+        write(table, _batch(["c"], 7, "y"), "upsert", fault=die)  # a log block of an uncommitted write
+    timeline = table.timeline()
+    (base,) = [p.name for p in (table.base_path / "y").glob("*.parquet")]
+    (log,) = [p.name for p in (table.base_path / "y").glob(".*.log.*")]
+    file_id = base.split("_")[0]
+    base_instant = timeline.completed_commits[0].timestamp
+    op = CompactionOperation("y", file_id, base_instant, base, (log,))
+    at = "20250301010000000"
+    schema = executor.output_schema(table, timeline)
+    stat = executor.execute_operation(table, timeline, schema, at, op, token="0-1-0")
+    written = pq.read_table(table.base_path / stat.path)
+    assert written.select(["id", "ts", "p"]).to_pylist() == [{"id": "c", "ts": 1, "p": "y"}]
+    assert written.column("_hoodie_file_name").to_pylist() == [stat.path.split("/")[1]]
+    assert (stat.num_writes, stat.num_update_writes, stat.num_deletes, stat.total_log_records) == (1, 0, 0, 0)
+    assert [(m.file_name, m.io_type) for m in table.store.read_markers(at)] == [(stat.path[2:], "MERGE")]
+    # Without a base file the marker says CREATE.
+    log_only = CompactionOperation("y", file_id, base_instant, None, (log,))
+    stat = executor.execute_operation(table, timeline, schema, at, log_only, token="0-1-1")
+    assert pq.read_table(table.base_path / stat.path).num_rows == 0
+    assert ("y", stat.path[2:], "CREATE") in {
+        (m.partition, m.file_name, m.io_type) for m in table.store.read_markers(at)
+    }
+
+
+def test_plan_slice_is_exactly_the_planned_files(tmp_path: Path) -> None:
+    table = _mor(tmp_path)
+    write(table, _batch(["a"], 3, "x"), "upsert")  # a second log file in x
+    scheduled = schedule_compaction(table, DUE)
+    (op,) = scheduled.plan.operations
+    write(table, _batch(["a"], 4, "x"), "upsert")  # logged after the plan: not in the slice
+    slice_ = executor.plan_slice(table, op)
+    folder = table.base_path / "x"
+    assert (slice_.partition, slice_.file_id, slice_.base_instant) == ("x", op.file_id, op.base_instant)
+    assert slice_.base_file is not None and slice_.base_file.file_name == op.data_file_name
+    assert slice_.base_file.size == (folder / op.data_file_name).stat().st_size
+    assert [(f.partition, f.file_name, f.size) for f in slice_.log_files] == [
+        ("x", name, (folder / name).stat().st_size) for name in sorted(op.delta_file_names, key=_log_order)
+    ]
+    assert len(slice_.log_files) == 2
+
+
+def _log_order(name: str) -> tuple[int, str]:
+    return int(name.split(".log.")[1].split("_")[0]), name
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"data_file_name": "bogus.parquet"},
+            "compaction plan names 'bogus.parquet', which is not a base file name",
+        ),
+        (
+            {"delta_file_names": ("bogus.log",)},
+            "compaction plan names 'bogus.log', which is not a log file name",
+        ),
+    ],
+)
+def test_plan_slice_refuses_names_that_are_no_data_files(tmp_path: Path, change: dict, message: str) -> None:
+    table = _mor(tmp_path)
+    (op,) = schedule_compaction(table, DUE).plan.operations
+    with pytest.raises(executor.CompactionError, match=f"^{re.escape(message)}$"):
+        executor.plan_slice(table, replace(op, **change))
+
+
+def test_plan_slice_names_a_missing_planned_file(tmp_path: Path) -> None:
+    table = _mor(tmp_path)
+    (op,) = schedule_compaction(table, DUE).plan.operations
+    for gone in (op.data_file_name, op.delta_file_names[0]):
+        (table.base_path / "x" / gone).rename(table.base_path / "x" / "moved")
+        message = f"compaction of file group {op.file_id}: planned file x/{gone} is missing"
+        with pytest.raises(executor.CompactionError, match=f"^{re.escape(message)}$"):
+            executor.plan_slice(table, op)
+        (table.base_path / "x" / "moved").rename(table.base_path / "x" / gone)

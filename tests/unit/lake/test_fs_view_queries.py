@@ -286,6 +286,7 @@ def test_a_view_listed_without_sizes_sizes_the_files_it_is_asked_for(t: Table, t
     got = sorted(f.size for s in x.slices for f in s.files)
     on_disk = sorted(p.stat().st_size for p in (t.table.base_path / "x/1").glob(f"*{t.fx}*"))
     assert got == on_disk and len(got) == 4
+    assert {f.partition for s in x.slices for f in s.files} == {"x/1"}
     # At the root of an unpartitioned table too.
     table = LakeTable.create(
         tmp_path / "u", name="u", table_type="cow", record_key_fields=("id",), precombine_field="ts"
@@ -294,3 +295,19 @@ def test_a_view_listed_without_sizes_sizes_the_files_it_is_asked_for(t: Table, t
     view = FileSystemView.build(table.config, table.timeline(), [""], sizes=False)
     ((_, (base, size), _),) = view.snapshot_bases("")
     assert size == (table.base_path / base).stat().st_size
+
+
+def test_a_pending_compaction_of_an_unpartitioned_table(tmp_path: Path) -> None:
+    table = LakeTable.create(
+        tmp_path / "u", name="u", table_type="mor", record_key_fields=("id",), precombine_field="ts"
+    )
+    batch = pa.table({"id": ["a"], "ts": pa.array([1], pa.int64())})
+    first = write(table, batch, "insert")
+    write(table, batch, "upsert")
+    c = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"}).instant
+    view = table.file_system_view()
+    ((partition, file_id),) = view.groups
+    assert partition == ""
+    assert view.pending_compaction == {("", file_id): c}
+    assert view.pending_compaction_base == {("", file_id): first.instant}
+    assert {f.partition for s in view.groups[("", file_id)].slices for f in s.files} == {""}

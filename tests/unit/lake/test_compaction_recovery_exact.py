@@ -8,7 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError
-from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format import bloom_filter, timeline_avro
 from airflow_lake_provider.lake.format.commit_metadata import WriteStat
 from airflow_lake_provider.lake.format.instant import InstantClock
 from airflow_lake_provider.lake.services.compaction import executor
@@ -335,3 +335,32 @@ def test_plan_slice_names_a_missing_planned_file(tmp_path: Path) -> None:
         with pytest.raises(executor.CompactionError, match=f"^{re.escape(message)}$"):
             executor.plan_slice(table, op)
         (table.base_path / "x" / "moved").rename(table.base_path / "x" / gone)
+
+
+@pytest.fixture(params=[1, 2], ids=["one-core", "two-cores"])
+def arrow_cores(request: pytest.FixtureRequest) -> Iterator[int]:
+    # One core writes the file, then counts; more overlap the two: both must give the same file and stat.
+    before = pa.cpu_count()
+    pa.set_cpu_count(request.param)
+    try:
+        yield request.param
+    finally:
+        pa.set_cpu_count(before)
+
+
+def test_a_compacted_file_and_stat_on_one_core_and_on_more(tmp_path: Path, arrow_cores: int) -> None:
+    table = _mor(tmp_path)
+    write(table, _batch(["b"], 3, "x"), "delete")
+    scheduled = schedule_compaction(table, DUE)
+    done = execute_compaction(table, scheduled.instant)
+    (stat,) = done.stats
+    path = table.base_path / stat.path
+    assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (1, 1, 1, 0)
+    assert stat.total_write_bytes == stat.file_size_in_bytes == path.stat().st_size
+    written = pq.read_table(path)
+    assert written.select(["id", "ts"]).to_pylist() == [{"id": "a", "ts": 2}]
+    assert written.column("_hoodie_file_name").to_pylist() == [path.name]
+    # The footer carries the record-key bloom filter sized by the table's settings.
+    footer = pq.ParquetFile(path).metadata.metadata
+    expected = bloom_filter.build(pa.array(["a"]), table.config.bloom_settings).footer()
+    assert {k: footer[k] for k in expected} == expected

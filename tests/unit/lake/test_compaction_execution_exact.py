@@ -4,6 +4,7 @@ picks, what each outcome reports, the lock, the log lines, and the plan instant'
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import re
 from pathlib import Path
@@ -12,8 +13,10 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.lake.errors import CompactionScheduleConflictError, ServiceBusyError
+from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import Action, InstantClock, format_instant
 from airflow_lake_provider.lake.services.compaction import executor
+from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
 from airflow_lake_provider.lake.services.compaction.executor import (
     EXECUTE_LOCK,
     CompactionError,
@@ -190,3 +193,104 @@ def test_a_plan_instant_refused_by_pending_writes_names_them(tmp_path: Path) -> 
     )
     with pytest.raises(CompactionScheduleConflictError, match=f"^{re.escape(message)}$"):
         plan_instant(table, table.timeline())
+
+
+def test_a_schedule_takes_a_config_object_and_logs_the_plan(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = _mor(tmp_path)
+    caplog.set_level(logging.INFO, logger=executor.log.name)
+    caplog.clear()
+    scheduled = schedule_compaction(table, CompactionConfig.from_options(DUE))
+    assert scheduled.outcome is Outcome.SCHEDULED
+    assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
+        f"compaction {scheduled.instant} of {table.uri} scheduled: 1 file groups, "
+        f"{scheduled.plan.total_io_mb:.3f} MB IO"
+    ]
+
+
+def _set_properties(table: LakeTable, **props: str) -> LakeTable:
+    table.store.update_properties({**table.config.properties, **props})
+    return LakeTable.open(table.base_path)
+
+
+def test_a_table_without_a_schema_or_meta_fields_is_not_compacted(tmp_path: Path) -> None:
+    table = _mor(tmp_path)
+    hoodie = table.base_path / ".hoodie"
+    for commit in hoodie.glob("*.deltacommit"):
+        body = json.loads(commit.read_text())
+        del body["extraMetadata"]["schema"]
+        commit.write_text(json.dumps(body))
+    with pytest.raises(
+        CompactionError,
+        match=f"^{re.escape(table.uri)}: the table has no schema \\(no commit records one\\)$",
+    ):
+        schedule_compaction(table, DUE)
+    table = _set_properties(_mor(tmp_path / "2"), **{"hoodie.populate.meta.fields": "false"})
+    with pytest.raises(
+        CompactionError,
+        match=f"^{re.escape(table.uri)}: compacting tables without meta fields is not supported$",
+    ):
+        schedule_compaction(table, DUE)
+    assert table.timeline().pending_compactions() == []
+
+
+def test_what_a_schedule_reports_when_nothing_is_scheduled(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cow = LakeTable.create(
+        tmp_path / "cow", name="c", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    assert schedule_compaction(cow, DUE).reason == f"{cow.uri} is copy-on-write; nothing to compact"
+    table = _mor(tmp_path)
+    caplog.set_level(logging.INFO, logger=executor.log.name)
+    caplog.clear()
+    later = {"hoodie.compact.inline.max.delta.commits": "9"}
+    result = schedule_compaction(table, later, dry_run=True)
+    reason = result.reason.removeprefix("not due: ")
+    assert (result.outcome, result.dry_run) == (Outcome.NO_WORK, True) and reason != result.reason
+    assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
+        f"compaction of {table.uri} not due: {reason}"
+    ]
+    # A plan written reports the trigger's reason, as its dry run does.
+    dry = schedule_compaction(table, DUE, dry_run=True)
+    assert dry.instant is not None and dry.instant > table.timeline().instants[-1].timestamp
+    done = schedule_compaction(table, DUE)
+    assert done.reason == dry.reason and "delta commit" in done.reason
+
+
+def test_a_schedule_while_another_holds_the_schedule_lock_is_refused(tmp_path: Path) -> None:
+    table = _mor(tmp_path)
+    with table.store.exclusive(executor.SCHEDULE_LOCK), pytest.raises(ServiceBusyError):
+        schedule_compaction(LakeTable.open(table.base_path), DUE)
+    assert table.timeline().pending_compactions() == []
+
+
+def test_a_partition_aware_strategy_reads_the_now_given(tmp_path: Path) -> None:
+    table = LakeTable.create(
+        tmp_path / "d",
+        name="d",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("y", "m", "d"),
+    )
+    for ts in (1, 2):
+        row = {"id": ["a"], "ts": pa.array([ts], pa.int64()), "y": ["2025"], "m": ["02"], "d": ["28"]}
+        write(table, pa.table(row), "insert" if ts == 1 else "upsert")
+    bounded = {**DUE, "hoodie.compaction.strategy": "BoundedPartitionAwareCompactionStrategy"}
+    # Within the last 10 days of the now given (today's date would leave it out).
+    scheduled = schedule_compaction(table, bounded, now=START + dt.timedelta(days=1))
+    assert [op.partition for op in scheduled.plan.operations] == ["2025/02/28"]
+    strategy = bounded["hoodie.compaction.strategy"]
+    requested = table.base_path / ".hoodie" / f"{scheduled.instant}.compaction.requested"
+    plan = timeline_avro.read_avro(requested.read_bytes(), str(requested))
+    assert plan["extraMetadata"] == {executor.STRATEGY_KEY: strategy}
+    # 100 days on, the partition is out of the window: nothing selected, and the reason says by what.
+    write(table, pa.table(row), "upsert")
+    late = schedule_compaction(table, bounded, now=START + dt.timedelta(days=100), dry_run=True)
+    assert (late.outcome, late.reason, late.dry_run) == (
+        Outcome.NO_WORK,
+        f"no file slice selected by {strategy}",
+        True,
+    )

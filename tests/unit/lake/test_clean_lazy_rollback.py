@@ -48,6 +48,7 @@ def _batch(key: str, ts: int) -> pa.Table:
 
 def _crashed_write(table: LakeTable) -> str:
     """A write that died after its requested file, its heartbeat left behind (and soon expired)."""
+
     def die(point: str) -> None:
         # The write's own hook, not a crash injected at the n-th storage step: the heartbeat thread
         # beats every millisecond and could take that step instead.

@@ -61,3 +61,16 @@ def test_a_delete_after_a_data_version_that_follows_a_natural_order_delete_still
         _delete(["a"], [10]),  # a deleted again
     ]
     assert _merge(base, items) == [("b", 9, "b1")]
+
+
+def test_an_update_before_another_keys_natural_order_delete_still_wins() -> None:
+    base = [("a", 1, "a0"), ("b", 1, "b0")]
+    items = [_data(SCHEMA, [("a", 2, "a1")]), _delete(["b"], [None])]  # a's update is record 0
+    assert _merge(base, items) == [("a", 2, "a1")]
+
+
+def test_null_ordering_values_lose_to_set_ones() -> None:
+    # A logged version without an ordering value loses to a base row with one ...
+    assert _merge([("a", 5, "a0")], [_data(SCHEMA, [("a", None, "a1")])]) == [("a", 5, "a0")]
+    # ... and a base row without one loses to a logged version with one.
+    assert _merge([("a", None, "a0")], [_data(SCHEMA, [("a", 3, "a1")])]) == [("a", 3, "a1")]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from compaction_support import DUE, START, batch, crash_at, empty_mor, mor
 
 from airflow_lake_provider.lake.errors import CompactionScheduleConflictError, ServiceBusyError
 from airflow_lake_provider.lake.format import timeline_avro
@@ -29,61 +30,25 @@ from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
-DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
-START = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
-
-
-def _batch(ids: list[str], ts: int, partition: str) -> pa.Table:
-    return pa.table({"id": ids, "ts": pa.array([ts] * len(ids), pa.int64()), "p": [partition] * len(ids)})
-
-
-def _table(tmp_path: Path, clock: InstantClock | None = None) -> LakeTable:
-    ticks = iter(range(10**6))
-    return LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-        clock=clock or InstantClock(now=lambda: START + dt.timedelta(seconds=next(ticks))),
-    )
-
-
-def _mor(tmp_path: Path) -> LakeTable:
-    """x and y with one file group each; x has a log file, y not."""
-    table = _table(tmp_path)
-    write(table, pa.concat_tables([_batch(["a", "b"], 1, "x"), _batch(["c"], 1, "y")]), "insert")
-    write(table, _batch(["a"], 2, "x"), "upsert")
-    return table
-
-
-def _crash_at(where: str):  # type: ignore[no-untyped-def]
-    def fault(point: str) -> None:
-        if point == where:
-            raise SimulatedCrash(point)
-
-    return fault
-
 
 def _quick(seconds: float) -> bool:
     return 0 < seconds < 60  # measured, so never exactly 0
 
 
 def test_a_run_recovers_a_crashed_compaction_before_an_older_requested_one(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     older = schedule_compaction(table, DUE).instant  # x
-    write(table, _batch(["c"], 2, "y"), "upsert")
+    write(table, batch(["c"], 2, "y"), "upsert")
     crashed = schedule_compaction(table, DUE).instant  # y
     with pytest.raises(SimulatedCrash):
-        execute_compaction(table, crashed, fault=_crash_at("inflight"))
+        execute_compaction(table, crashed, fault=crash_at("inflight"))
     done = execute_compaction(table)
     assert (done.outcome, done.instant, done.recovered) == (Outcome.COMPLETED, crashed, True)
     assert [i.timestamp for i in table.timeline().pending_compactions()] == [older]
 
 
 def test_a_run_asked_for_an_instant_that_is_no_compaction_is_refused(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     write_instant = table.timeline().completed_commits[-1].timestamp
     for asked in (write_instant, "20250301000000500"):
         with pytest.raises(
@@ -94,7 +59,7 @@ def test_a_run_asked_for_an_instant_that_is_no_compaction_is_refused(tmp_path: P
 
 
 def test_every_outcome_reports_its_instant_and_duration(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     nothing = execute_compaction(table)
     assert (nothing.outcome, nothing.instant) == (Outcome.NO_WORK, None) and _quick(nothing.duration_seconds)
     c = schedule_compaction(table, DUE).instant
@@ -102,7 +67,7 @@ def test_every_outcome_reports_its_instant_and_duration(tmp_path: Path) -> None:
     assert (dry.outcome, dry.instant, dry.operations, dry.recovered) == (Outcome.DRY_RUN, c, 1, False)
     assert _quick(dry.duration_seconds) and table.timeline().get(c).is_requested
     with pytest.raises(SimulatedCrash):
-        execute_compaction(table, c, fault=_crash_at("inflight"))
+        execute_compaction(table, c, fault=crash_at("inflight"))
     dry = execute_compaction(table, c, dry_run=True)
     assert (dry.outcome, dry.instant, dry.operations, dry.recovered) == (Outcome.DRY_RUN, c, 1, True)
     done = execute_compaction(table, c)
@@ -112,17 +77,17 @@ def test_every_outcome_reports_its_instant_and_duration(tmp_path: Path) -> None:
 
 
 def test_the_inflight_file_holds_the_plan(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     c = schedule_compaction(table, DUE).instant
     hoodie = table.base_path / ".hoodie"
     with pytest.raises(SimulatedCrash):
-        execute_compaction(table, c, fault=_crash_at("inflight"))
+        execute_compaction(table, c, fault=crash_at("inflight"))
     plan = (hoodie / f"{c}.compaction.requested").read_bytes()
     assert plan and (hoodie / f"{c}.compaction.inflight").read_bytes() == plan
 
 
 def test_a_run_while_another_holds_the_compaction_lock_is_refused(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     c = schedule_compaction(table, DUE).instant
     with table.store.exclusive(EXECUTE_LOCK), pytest.raises(ServiceBusyError):
         execute_compaction(LakeTable.open(table.base_path), c)
@@ -130,8 +95,8 @@ def test_a_run_while_another_holds_the_compaction_lock_is_refused(tmp_path: Path
 
 
 def test_failed_operations_are_listed_one_after_another(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
-    write(table, _batch(["c"], 2, "y"), "upsert")
+    table = mor(tmp_path)
+    write(table, batch(["c"], 2, "y"), "upsert")
     scheduled = schedule_compaction(table, DUE)
     for op in scheduled.plan.operations:
         (table.base_path / op.partition / op.delta_file_names[0]).unlink()
@@ -144,7 +109,7 @@ def test_failed_operations_are_listed_one_after_another(tmp_path: Path) -> None:
 
 
 def test_the_log_lines_of_a_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     c = schedule_compaction(table, DUE).instant
     caplog.set_level(logging.DEBUG, logger=executor.log.name)
     caplog.clear()
@@ -157,9 +122,9 @@ def test_the_log_lines_of_a_run(tmp_path: Path, caplog: pytest.LogCaptureFixture
 
 
 def test_a_delete_only_log_counts_no_insert(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    write(table, _batch(["a", "b"], 1, "x"), "insert")
-    write(table, _batch(["b"], 2, "x"), "delete")
+    table = empty_mor(tmp_path)
+    write(table, batch(["a", "b"], 1, "x"), "insert")
+    write(table, batch(["b"], 2, "x"), "delete")
     done = execute_compaction(table, schedule_compaction(table, DUE).instant)
     (stat,) = done.stats
     assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (1, 1, 0, 0)
@@ -168,12 +133,12 @@ def test_a_delete_only_log_counts_no_insert(tmp_path: Path) -> None:
 # -- plan_instant --------------------------------------------------------------------------------------
 def test_a_plan_instant_on_an_empty_timeline_is_the_clock_time(tmp_path: Path) -> None:
     at = START + dt.timedelta(hours=1)
-    table = _table(tmp_path, InstantClock(now=lambda: at))
+    table = empty_mor(tmp_path, InstantClock(now=lambda: at))
     assert plan_instant(table, table.timeline()) == format_instant(at)
 
 
 def test_a_plan_instant_follows_every_instant_even_with_a_clock_behind(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     latest = table.timeline().instants[-1].timestamp
     table.clock = InstantClock(now=lambda: START - dt.timedelta(days=1))
     instant = plan_instant(table, table.timeline())
@@ -181,7 +146,7 @@ def test_a_plan_instant_follows_every_instant_even_with_a_clock_behind(tmp_path:
 
 
 def test_a_plan_instant_refused_by_pending_writes_names_them(tmp_path: Path) -> None:
-    table = _table(tmp_path, InstantClock(now=lambda: START + dt.timedelta(hours=1)))
+    table = empty_mor(tmp_path, InstantClock(now=lambda: START + dt.timedelta(hours=1)))
     first, second = format_instant(START), format_instant(START + dt.timedelta(minutes=1))
     for t in (second, first):
         table.store.create_requested(t, Action.DELTACOMMIT)
@@ -198,7 +163,7 @@ def test_a_plan_instant_refused_by_pending_writes_names_them(tmp_path: Path) -> 
 def test_a_schedule_takes_a_config_object_and_logs_the_plan(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     caplog.set_level(logging.INFO, logger=executor.log.name)
     caplog.clear()
     scheduled = schedule_compaction(table, CompactionConfig.from_options(DUE))
@@ -215,7 +180,7 @@ def _set_properties(table: LakeTable, **props: str) -> LakeTable:
 
 
 def test_a_table_without_a_schema_or_meta_fields_is_not_compacted(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     hoodie = table.base_path / ".hoodie"
     for commit in hoodie.glob("*.deltacommit"):
         body = json.loads(commit.read_text())
@@ -226,7 +191,7 @@ def test_a_table_without_a_schema_or_meta_fields_is_not_compacted(tmp_path: Path
         match=f"^{re.escape(table.uri)}: the table has no schema \\(no commit records one\\)$",
     ):
         schedule_compaction(table, DUE)
-    table = _set_properties(_mor(tmp_path / "2"), **{"hoodie.populate.meta.fields": "false"})
+    table = _set_properties(mor(tmp_path / "2"), **{"hoodie.populate.meta.fields": "false"})
     with pytest.raises(
         CompactionError,
         match=f"^{re.escape(table.uri)}: compacting tables without meta fields is not supported$",
@@ -242,7 +207,7 @@ def test_what_a_schedule_reports_when_nothing_is_scheduled(
         tmp_path / "cow", name="c", table_type="cow", record_key_fields=("id",), precombine_field="ts"
     )
     assert schedule_compaction(cow, DUE).reason == f"{cow.uri} is copy-on-write; nothing to compact"
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     caplog.set_level(logging.INFO, logger=executor.log.name)
     caplog.clear()
     later = {"hoodie.compact.inline.max.delta.commits": "9"}
@@ -260,7 +225,7 @@ def test_what_a_schedule_reports_when_nothing_is_scheduled(
 
 
 def test_a_schedule_while_another_holds_the_schedule_lock_is_refused(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     with table.store.exclusive(executor.SCHEDULE_LOCK), pytest.raises(ServiceBusyError):
         schedule_compaction(LakeTable.open(table.base_path), DUE)
     assert table.timeline().pending_compactions() == []

@@ -5,7 +5,6 @@ plan it scheduled even when an older plan is pending."""
 
 from __future__ import annotations
 
-import datetime as dt
 import logging
 import re
 from collections.abc import Iterator, Sequence
@@ -15,11 +14,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from compaction_support import DUE, batch, crash_at, mor
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError
 from airflow_lake_provider.lake.format import bloom_filter, timeline_avro
 from airflow_lake_provider.lake.format.commit_metadata import WriteStat
-from airflow_lake_provider.lake.format.instant import InstantClock
 from airflow_lake_provider.lake.services.compaction import executor
 from airflow_lake_provider.lake.services.compaction.executor import (
     Outcome,
@@ -34,42 +33,6 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 from airflow_lake_provider.lake.table.writer import write
-
-DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
-START = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
-
-
-class Crash(RuntimeError):
-    pass
-
-
-def _crash_at(where: str):  # type: ignore[no-untyped-def]
-    def fault(point: str) -> None:
-        if point == where:
-            raise Crash(point)
-
-    return fault
-
-
-def _batch(ids: list[str], ts: int, partition: str) -> pa.Table:
-    return pa.table({"id": ids, "ts": pa.array([ts] * len(ids), pa.int64()), "p": [partition] * len(ids)})
-
-
-def _mor(tmp_path: Path) -> LakeTable:
-    """Two partitions with one file group each; x has a log file (something to compact), y not."""
-    ticks = iter(range(10**6))
-    table = LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-        clock=InstantClock(now=lambda: START + dt.timedelta(seconds=next(ticks))),
-    )
-    write(table, pa.concat_tables([_batch(["a", "b"], 1, "x"), _batch(["c"], 1, "y")]), "insert")
-    write(table, _batch(["a"], 2, "x"), "upsert")
-    return table
 
 
 def _rows(table: LakeTable) -> list[tuple[str, int, str]]:
@@ -89,16 +52,16 @@ def _at(table: LakeTable, instant: str) -> list[str]:
 def test_a_recovery_removes_the_earlier_attempts_file_and_its_markers(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     c = schedule_compaction(table, DUE).instant
-    with pytest.raises(Crash):
-        execute_compaction(table, c, fault=_crash_at("file"))
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, c, fault=crash_at("file"))
     (partial,) = _at(table, c)
     assert [m.relative_path for m in table.store.read_markers(c)] == [partial]
     caplog.set_level(logging.INFO, logger=executor.log.name)
     # The retry dies right after its cleanup, before it writes anything of its own.
-    with pytest.raises(Crash):
-        execute_compaction(table, c, fault=_crash_at("inflight"))
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, c, fault=crash_at("inflight"))
     assert _at(table, c) == [] and table.store.read_markers(c) == []
     assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
         f"compaction {c}: removed 1 files of an earlier attempt"
@@ -112,10 +75,10 @@ def test_a_recovery_removes_the_earlier_attempts_file_and_its_markers(
 
 
 def test_a_recovery_finds_a_partial_file_whose_marker_is_lost(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     c = schedule_compaction(table, DUE).instant
-    with pytest.raises(Crash):
-        execute_compaction(table, c, fault=_crash_at("file"))
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, c, fault=crash_at("file"))
     (partial,) = _at(table, c)
     table.store.delete_markers(c)
     # Not ours: another instant's name in a planned group, and our instant in an unplanned group.
@@ -131,7 +94,7 @@ def test_a_recovery_finds_a_partial_file_whose_marker_is_lost(tmp_path: Path) ->
 
 
 def test_the_commit_removes_a_failed_task_attempts_file(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     c = schedule_compaction(table, DUE).instant
 
     def two_attempts(
@@ -154,9 +117,9 @@ def test_the_commit_removes_a_failed_task_attempts_file(tmp_path: Path) -> None:
 
 
 def test_run_compaction_executes_its_own_plan_not_an_older_pending_one(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     older = schedule_compaction(table, DUE).instant  # plans x: y has no log yet
-    write(table, _batch(["c"], 5, "y"), "upsert")
+    write(table, batch(["c"], 5, "y"), "upsert")
     scheduled, done = run_compaction(table, DUE)
     assert scheduled.outcome is Outcome.SCHEDULED and scheduled.instant > older
     assert [op.partition for op in scheduled.plan.operations] == ["y"]
@@ -165,8 +128,8 @@ def test_run_compaction_executes_its_own_plan_not_an_older_pending_one(tmp_path:
 
 
 def test_a_compactions_write_stat_is_exact(tmp_path: Path) -> None:
-    table = _mor(tmp_path)  # x: a, b in the base; a updated in a log
-    write(table, _batch(["b"], 3, "x"), "delete")
+    table = mor(tmp_path)  # x: a, b in the base; a updated in a log
+    write(table, batch(["b"], 3, "x"), "delete")
     scheduled = schedule_compaction(table, DUE)
     (op,) = scheduled.plan.operations
     done = execute_compaction(table, scheduled.instant)
@@ -185,7 +148,7 @@ def test_a_compactions_write_stat_is_exact(tmp_path: Path) -> None:
 
 
 def test_a_log_only_slice_counts_its_rows_as_inserts(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     scheduled = schedule_compaction(table, DUE)
     (op,) = scheduled.plan.operations
     log_only = CompactionOperation(op.partition, op.file_id, op.base_instant, None, op.delta_file_names)
@@ -201,8 +164,8 @@ def test_a_log_only_slice_counts_its_rows_as_inserts(tmp_path: Path) -> None:
 def test_a_failed_operation_is_named_in_the_log_and_the_error(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    table = _mor(tmp_path)
-    write(table, _batch(["c"], 2, "y"), "upsert")  # y gets a log too: two operations
+    table = mor(tmp_path)
+    write(table, batch(["c"], 2, "y"), "upsert")  # y gets a log too: two operations
     scheduled = schedule_compaction(table, DUE)
     c = scheduled.instant
     ops = {op.partition: op for op in scheduled.plan.operations}
@@ -226,7 +189,7 @@ def test_a_failed_operation_is_named_in_the_log_and_the_error(
 
 
 def test_a_plan_with_an_operation_lacking_its_file_id_is_named_by_path(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     scheduled = schedule_compaction(table, DUE)
     requested = table.base_path / ".hoodie" / f"{scheduled.instant}.compaction.requested"
     plan = timeline_avro.read_avro(requested.read_bytes(), str(requested))
@@ -244,8 +207,8 @@ def test_a_plan_with_an_operation_lacking_its_file_id_is_named_by_path(tmp_path:
 
 
 def test_a_compaction_keeps_a_base_row_with_the_larger_ordering_value(tmp_path: Path) -> None:
-    table = _mor(tmp_path)  # x: a (ts 2 in a log), b (ts 1)
-    write(table, _batch(["b"], 0, "x"), "upsert")  # arrives later with a smaller ts: loses
+    table = mor(tmp_path)  # x: a (ts 2 in a log), b (ts 1)
+    write(table, batch(["b"], 0, "x"), "upsert")  # arrives later with a smaller ts: loses
     _, done = run_compaction(table, DUE)
     assert done.outcome is Outcome.COMPLETED
     assert _rows(table) == [("a", 2, "x"), ("b", 1, "x"), ("c", 1, "y")]
@@ -254,14 +217,14 @@ def test_a_compaction_keeps_a_base_row_with_the_larger_ordering_value(tmp_path: 
 
 
 def test_an_operation_whose_logs_hold_no_committed_block_rewrites_the_base(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
 
     def die(point: str) -> None:
         if point == "commit":
             raise SimulatedCrash(point)
 
     with pytest.raises(SimulatedCrash):
-        write(table, _batch(["c"], 7, "y"), "upsert", fault=die)  # a log block of an uncommitted write
+        write(table, batch(["c"], 7, "y"), "upsert", fault=die)  # a log block of an uncommitted write
     timeline = table.timeline()
     (base,) = [p.name for p in (table.base_path / "y").glob("*.parquet")]
     (log,) = [p.name for p in (table.base_path / "y").glob(".*.log.*")]
@@ -286,11 +249,11 @@ def test_an_operation_whose_logs_hold_no_committed_block_rewrites_the_base(tmp_p
 
 
 def test_plan_slice_is_exactly_the_planned_files(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
-    write(table, _batch(["a"], 3, "x"), "upsert")  # a second log file in x
+    table = mor(tmp_path)
+    write(table, batch(["a"], 3, "x"), "upsert")  # a second log file in x
     scheduled = schedule_compaction(table, DUE)
     (op,) = scheduled.plan.operations
-    write(table, _batch(["a"], 4, "x"), "upsert")  # logged after the plan: not in the slice
+    write(table, batch(["a"], 4, "x"), "upsert")  # logged after the plan: not in the slice
     slice_ = executor.plan_slice(table, op)
     folder = table.base_path / "x"
     assert (slice_.partition, slice_.file_id, slice_.base_instant) == ("x", op.file_id, op.base_instant)
@@ -320,14 +283,14 @@ def _log_order(name: str) -> tuple[int, str]:
     ],
 )
 def test_plan_slice_refuses_names_that_are_no_data_files(tmp_path: Path, change: dict, message: str) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     (op,) = schedule_compaction(table, DUE).plan.operations
     with pytest.raises(executor.CompactionError, match=f"^{re.escape(message)}$"):
         executor.plan_slice(table, replace(op, **change))
 
 
 def test_plan_slice_names_a_missing_planned_file(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+    table = mor(tmp_path)
     (op,) = schedule_compaction(table, DUE).plan.operations
     for gone in (op.data_file_name, op.delta_file_names[0]):
         (table.base_path / "x" / gone).rename(table.base_path / "x" / "moved")
@@ -349,8 +312,8 @@ def arrow_cores(request: pytest.FixtureRequest) -> Iterator[int]:
 
 
 def test_a_compacted_file_and_stat_on_one_core_and_on_more(tmp_path: Path, arrow_cores: int) -> None:
-    table = _mor(tmp_path)
-    write(table, _batch(["b"], 3, "x"), "delete")
+    table = mor(tmp_path)
+    write(table, batch(["b"], 3, "x"), "delete")
     scheduled = schedule_compaction(table, DUE)
     done = execute_compaction(table, scheduled.instant)
     (stat,) = done.stats

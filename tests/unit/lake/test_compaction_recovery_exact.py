@@ -59,6 +59,7 @@ def test_a_recovery_removes_the_earlier_attempts_file_and_its_markers(
     (partial,) = _at(table, c)
     assert [m.relative_path for m in table.store.read_markers(c)] == [partial]
     caplog.set_level(logging.INFO, logger=executor.log.name)
+    caplog.clear()  # what came before (the schedule, the crash) may be captured already
     # The retry dies right after its cleanup, before it writes anything of its own.
     with pytest.raises(SimulatedCrash):
         execute_compaction(table, c, fault=crash_at("inflight"))
@@ -173,6 +174,7 @@ def test_a_failed_operation_is_named_in_the_log_and_the_error(
     (log_y,) = ops["y"].delta_file_names
     (table.base_path / "y" / log_y).unlink()  # y's operation cannot read its slice
     caplog.set_level(logging.INFO, logger=executor.log.name)
+    caplog.clear()
     with pytest.raises(executor.CompactionError) as raised:
         execute_compaction(table, c)
     group_y = f"y/{ops['y'].file_id}"

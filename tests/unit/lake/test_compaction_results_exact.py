@@ -8,15 +8,15 @@ import json
 import re
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
+from compaction_support import DUE, START, batch, empty_mor
 
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     CompactionError,
     InvalidStateTransitionError,
 )
-from airflow_lake_provider.lake.format.instant import InstantClock, format_instant
+from airflow_lake_provider.lake.format.instant import format_instant
 from airflow_lake_provider.lake.services.compaction.executor import (
     CompactionResult,
     Outcome,
@@ -28,25 +28,11 @@ from airflow_lake_provider.lake.services.compaction.executor import (
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
-DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
-START = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
-
 
 def _mor(tmp_path: Path) -> LakeTable:
-    ticks = iter(range(10**6))
-    table = LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-        clock=InstantClock(now=lambda: START + dt.timedelta(seconds=next(ticks))),
-    )
-    batch = pa.table({"id": ["a", "b"], "ts": pa.array([1, 1], pa.int64()), "p": ["x", "x"]})
-    write(table, batch, "insert")
-    update = pa.table({"id": ["a"], "ts": pa.array([2], pa.int64()), "p": ["x"]})
-    write(table, update, "upsert")  # a log file on the group: something to compact
+    table = empty_mor(tmp_path)
+    write(table, batch(["a", "b"], 1, "x"), "insert")
+    write(table, batch(["a"], 2, "x"), "upsert")  # a log file on the group: something to compact
     return table
 
 

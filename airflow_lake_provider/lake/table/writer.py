@@ -863,15 +863,15 @@ class BaseFileReads:
         """The rows of base file ``rel`` as ``schema``, its record keys taken from what the lookup
         read: every column chunk of the file is read once per write."""
         parquet = self.open(rel)
-        groups = range(parquet.metadata.num_row_groups)
-        parts = [self._row_group_keys(rel, i) for i in groups]
-        keys = pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+        # A file the lookup found a key in has row groups, and the meta fields besides the key.
+        keys = pa.concat_arrays(
+            [self._row_group_keys(rel, i) for i in range(parquet.metadata.num_row_groups)]
+        )
         present = set(parquet.schema_arrow.names)
         wanted = [n for n in schema.names if n in present and n != RECORD_KEY]
         with self.corrupt(rel):
             rows = parquet.read(columns=wanted)
-        rows = pa.table({RECORD_KEY: keys}) if not wanted else rows.append_column(RECORD_KEY, keys)
-        return conform(rows, schema)
+        return conform(rows.append_column(RECORD_KEY, keys), schema)
 
 
 def write_file_group(
@@ -912,9 +912,6 @@ class _GroupWriter:
         self.event_time = self.cfg.merge_mode is MergeMode.EVENT_TIME_ORDERING and bool(
             self.cfg.precombine_field
         )
-        pre = self.cfg.precombine_field
-        # Joins cannot carry a null-typed column, so a table without an ordering field uses int64 nulls.
-        self._ord_type = self.schema.field(pre).type if pre and pre in self.schema.names else pa.int64()
         self.token = write_token(unit.index, 1, 0)
 
     def run(self) -> FileGroupResult:
@@ -1041,7 +1038,6 @@ class _GroupWriter:
             if self.table.storage.read(rel) != block:
                 raise
 
-        offset, size = 0, len(block)
         self.fault("file")
         stat = WriteStat(
             file_id,
@@ -1051,39 +1047,39 @@ class _GroupWriter:
             num_writes=updated,
             num_deletes=deleted,
             num_update_writes=updated,
-            total_write_bytes=size - offset,
-            file_size_in_bytes=size,
+            total_write_bytes=len(block),
+            file_size_in_bytes=len(block),
             base_file=base_name,
             log_files=(name,),
             log_version=version,
-            log_offset=offset,
+            log_offset=0,  # a new file per write: the block starts it
         )
         return FileGroupResult((rel,), stat, updated=updated, deleted=deleted)
 
     def _delete_block(self, changes: pa.Table, partition: str, slice_: FileSlice | None) -> bytes:
         ordering = self.cfg.precombine_field
-        ord_type = None
-        if ordering:
-            ord_type = ordering_type_for(self.schema.field(ordering).type)
+        keys = changes.column(_KEY)
         if not ordering:
-            values = [None] * changes.num_rows
-        elif self.event_time:  # the delete's own ordering value; reads and compaction compare it
+            records = [DeleteRecord(key, partition) for key in keys.to_pylist()]
+            return delete_block(records, self.instant, self.log_avro)
+        if self.event_time:  # the delete's own ordering value; reads and compaction compare it
             values = changes.column(_ORD).to_pylist()
         else:
             # Commit time: the stored value, so Java, which compares ordering values even there,
             # deletes too. The one write path that reads the slice (deletes from commit-time tables).
-            values = self._stored_ordering(slice_, changes.column(_KEY)).to_pylist()
+            values = self._stored_ordering(slice_, keys).to_pylist()
+        # A null value (a key with no version left) is written as the null branch, whatever the type.
+        ord_type = ordering_type_for(self.schema.field(ordering).type)
         records = [
-            DeleteRecord(key, partition, value, ord_type if value is not None else None)
-            for key, value in zip(changes.column(_KEY).to_pylist(), values, strict=True)
+            DeleteRecord(key, partition, value, ord_type)
+            for key, value in zip(keys.to_pylist(), values, strict=True)
         ]
         return delete_block(records, self.instant, self.log_avro)
 
     def _stored_ordering(self, slice_: FileSlice | None, keys: pa.Array | pa.ChunkedArray) -> pa.Array:
         """The current ordering value of each key in a file slice (null where the key is gone)."""
         ordering = self.cfg.precombine_field
-        if slice_ is None or not ordering:
-            return pa.nulls(len(keys), self._ord_type)
+        assert slice_ is not None and ordering  # a found key's group has a slice; deletes need ordering
         fields = [self.schema.field(RECORD_KEY), self.schema.field(ordering)]
         reader = SliceReader(self.table, self.timeline, pa.schema(fields))
         live = reader.read_slice(slice_)

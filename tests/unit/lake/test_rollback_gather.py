@@ -1,0 +1,145 @@
+"""Which files a rollback takes as its target's, exactly: from the markers (a file not made yet
+included), from a completed instant's write stats, and by listing the table when neither is left
+(base files named with the instant, and logs only where the instant wrote a block or named the slice)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from compaction_support import DUE, mor
+
+from airflow_lake_provider.lake.errors import RollbackError
+from airflow_lake_provider.lake.format.instant import InstantClock, format_instant
+from airflow_lake_provider.lake.format.log_block import rollback_command_block
+from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.rollback.executor import gather, rollback_instant_locked
+from airflow_lake_provider.lake.table.rollback.planner import WrittenFile
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.writer import write
+
+START = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+T1, T2, T3 = (format_instant(START + dt.timedelta(milliseconds=i)) for i in range(3))
+LATER = format_instant(START + dt.timedelta(days=1))
+
+
+def _batch(ids: list[int], ts: int) -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array([ts] * len(ids), pa.int64()),
+            "city": pa.array(["a" if i % 2 else "b" for i in ids], pa.string()),
+        }
+    )
+
+
+def _crash_after_files(point: str) -> None:
+    if point == "commit":
+        raise SimulatedCrash("killed before the commit")
+
+
+@pytest.fixture
+def t(tmp_path: Path) -> LakeTable:
+    """T1 inserts 1 (city=a) and 2 (city=b); T2 updates 1 (a log in city=a); T3 updates 2 (a log in
+    city=b) and inserts 3 (a new base file in city=a), then dies before its commit."""
+    ticks = iter(range(10**6))
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="orders",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("city",),
+        hive_style=True,
+        clock=InstantClock(now=lambda: START + dt.timedelta(milliseconds=next(ticks))),
+    )
+    write(table, _batch([1, 2], 1), "insert")
+    write(table, _batch([1], 2), "upsert")
+    with pytest.raises(SimulatedCrash):
+        write(table, _batch([2, 3], 3), "upsert", fault=_crash_after_files)
+    return table
+
+
+def _root(table: LakeTable) -> Path:
+    return Path(table.storage.root)
+
+
+def _one(table: LakeTable, pattern: str) -> str:
+    (found,) = _root(table).glob(pattern)
+    return found.relative_to(_root(table)).as_posix()
+
+
+def _file(table: LakeTable, rel: str, instants: set[str] | None = None) -> WrittenFile:
+    return WrittenFile(rel, (_root(table) / rel).stat().st_size, frozenset(instants or ()))
+
+
+def _gather(table: LakeTable, instant: str) -> list[WrittenFile]:
+    timeline = table.timeline()
+    found = timeline.get(instant)
+    assert found is not None
+    return gather(table, timeline, found)
+
+
+def test_a_pending_write_is_gathered_from_its_markers(t: LakeTable) -> None:
+    new_base = _one(t, f"city=a/*_{T3}.parquet")
+    log_b = _one(t, f"city=b/.*_{T1}.log.1_*")
+    assert _gather(t, T3) == [_file(t, new_base), _file(t, log_b, {T3})]
+    # A marked file not made yet (a late executor may still make it) is named with size 0.
+    (_root(t) / new_base).unlink()
+    assert _gather(t, T3) == [WrittenFile(new_base, 0), _file(t, log_b, {T3})]
+
+
+def test_a_completed_write_is_gathered_from_its_write_stats(t: LakeTable) -> None:
+    log_a = _one(t, f"city=a/.*_{T1}.log.1_*")
+    assert _gather(t, T2) == [_file(t, log_a, {T2})]
+    # A file its stats name that is gone is left out (nothing to roll back there).
+    (_root(t) / log_a).unlink()
+    assert _gather(t, T2) == []
+    bases = sorted(_one(t, f"city={c}/*_{T1}.parquet") for c in "ab")
+    assert _gather(t, T1) == [_file(t, rel) for rel in bases]
+
+
+def test_a_pending_write_without_markers_is_gathered_by_listing(t: LakeTable) -> None:
+    shutil.rmtree(_root(t) / ".hoodie" / ".temp" / T3)
+    new_base = _one(t, f"city=a/*_{T3}.parquet")
+    log_a = _one(t, f"city=a/.*_{T1}.log.1_*")  # T2's block only: not T3's
+    log_b = _one(t, f"city=b/.*_{T1}.log.1_*")
+    group_a = log_a.split("/")[1][1:].split("_")[0]
+    root = _root(t)
+    # A slice named with T3 counts whatever its blocks are; a slice after T3 is not looked at.
+    named = f"city=a/.{group_a}_{T3}.log.1_0-0-0"
+    shutil.copy(root / log_a, root / named)
+    shutil.copy(root / log_a, root / f"city=a/.{group_a}_{LATER}.log.1_0-0-0")
+    # Rollback command blocks do not count as the instant's blocks.
+    appended = f"city=b/{log_b.split('/')[1].replace('.log.1_', '.log.2_')}"
+    (root / appended).write_bytes((root / log_b).read_bytes() + rollback_command_block(LATER, T1))
+    assert _gather(t, T3) == sorted(
+        [
+            _file(t, named, {T2}),
+            _file(t, new_base),
+            _file(t, log_b, {T3}),
+            _file(t, appended, {T3}),
+        ],
+        key=lambda f: f.path,
+    )
+
+
+# -- a pending compaction: rolled back only when the caller says so (restore) ---------------------
+def test_a_pending_compaction_is_rolled_back_only_when_asked_for(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    scheduled = schedule_compaction(table, DUE)
+    c = scheduled.instant
+    assert c is not None
+    hoodie = tmp_path / "t" / ".hoodie"
+    before = sorted(p.name for p in hoodie.iterdir())
+    with pytest.raises(RollbackError, match=f"{c} is a pending compaction; it is finished, not rolled back"):
+        rollback_instant_locked(table, c)
+    assert sorted(p.name for p in hoodie.iterdir()) == before
+    (result,) = rollback_instant_locked(table, c, compaction=True)
+    assert (result.target, result.target_action, result.deleted, result.marked) == (c, "compaction", (), ())
+    timeline = LakeTable.open(tmp_path / "t").timeline()
+    assert timeline.get(c) is None and timeline.pending_compactions() == []

@@ -22,6 +22,7 @@ from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_
 from airflow_lake_provider.lake.format.file_names import LogFileName
 from airflow_lake_provider.lake.format.instant import InstantClock, format_instant
 from airflow_lake_provider.lake.format.log_block import parse_log_bytes
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table import writer
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -446,3 +447,74 @@ def test_a_copy_on_write_group_with_a_log_is_rewritten_with_the_log_merged(tmp_p
     write(table, _batch([1], ts=2, v="y"), "upsert")
     rewritten = pq.read_table(_base_file_at(path, T2)).select(["id", "v"]).to_pylist()
     assert sorted((r["id"], r["v"]) for r in rewritten) == [(1, "y1"), (2, "L2")]
+
+
+def test_an_append_marks_its_log_file_before_the_crash_point(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path, "mor")
+    write(table, _batch([1, 2]), "insert")
+    markers: list[str] = []
+
+    def crash(point: str) -> None:
+        if point == "file":
+            markers.extend(p.name for p in (path / ".hoodie" / ".temp" / T2).iterdir())
+            raise SimulatedCrash(point)
+
+    with pytest.raises(SimulatedCrash):
+        write(table, _batch([2], ts=2, v="y"), "upsert", fault=crash)
+    (log,) = path.glob(".*.log.*")
+    assert markers == [f"{log.name}.marker.APPEND"]
+
+
+def test_a_base_file_rewritten_in_place_is_looked_up_anew(tmp_path: Path) -> None:
+    # The footer summaries a table keeps are keyed by path and size: a file replaced under its
+    # name (a repair, a copy) is read again, so its new keys are found, not inserted twice.
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    write(table, _batch([9]), "insert")  # the lookup keeps the summary of T1's file (keys 1..2)
+    base = _base_file_at(path, T1)
+    rows = pq.read_table(base)
+    extra = rows.slice(0, 1).set_column(2, "_hoodie_record_key", pa.array(["5"]))
+    extra = extra.set_column(5, "id", pa.array([5]))
+    metadata = {k: v for k, v in rows.schema.metadata.items() if b"bloom" not in k}
+    metadata[b"hoodie_max_record_key"] = b"5"
+    pq.write_table(pa.concat_tables([rows, extra]).replace_schema_metadata(metadata), base)
+    write(table, _batch([5], ts=3, v="z"), "upsert")
+    assert (
+        _our_rows(path, "id", "v")
+        == _hudi_rows(path, "id", "v")
+        == [(1, "x1"), (2, "x2"), (5, "z5"), (9, "x9")]
+    )
+
+
+def test_a_footer_with_only_one_end_of_the_key_range_is_not_used_for_pruning(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    base = _base_file(path)
+    metadata = dict(pq.read_schema(base).metadata)
+    del metadata[b"hoodie_max_record_key"]
+    pq.write_table(pq.read_table(base).replace_schema_metadata(metadata), base)
+    done = write(table, _batch([2], ts=2, v="y"), "upsert")
+    assert (done.inserted, done.updated, done.lookup.range_pruned) == (0, 1, 0)
+
+
+def test_a_cow_upsert_reads_each_files_keys_once(tmp_path: Path) -> None:
+    # Two files, one key updated in each: the lookup reads both key columns, and each rewrite
+    # takes its file's keys from what the lookup read.
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2, 3, 4]), "insert", max_rows_per_file=2)
+    done = write(table, _batch([1, 3], ts=2, v="y"), "upsert")
+    assert (done.updated, len(done.lookup.keys_read), done.lookup.row_groups_read) == (2, 2, 2)
+
+
+def test_a_base_file_that_is_not_parquet_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    base = _base_file(path)
+    base.write_bytes(b"not a parquet file at all")
+    with pytest.raises(CorruptDataFileError, match=f"^cannot read base file {base}: "):
+        write(table, _batch([2], ts=2, v="y"), "upsert")

@@ -852,7 +852,12 @@ class BaseFileReads:
         if (rel, index) not in self._keys:
             parquet = self.open(rel)
             with self.corrupt(rel):
-                column = parquet.read_row_group(index, columns=[RECORD_KEY]).column(0)
+                group = parquet.read_row_group(index, columns=[RECORD_KEY])
+            if RECORD_KEY not in group.column_names:  # Arrow skips a column the file lacks
+                raise CorruptDataFileError(
+                    f"cannot read base file {self.table.storage.uri(rel)}: it has no {RECORD_KEY} column"
+                )
+            column = group.column(0)
             self._keys[(rel, index)] = column.combine_chunks().cast(pa.string())
             self.row_groups_read += 1
             if rel not in self.keys_read:

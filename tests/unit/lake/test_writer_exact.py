@@ -518,3 +518,85 @@ def test_a_base_file_that_is_not_parquet_is_named(tmp_path: Path) -> None:
     base.write_bytes(b"not a parquet file at all")
     with pytest.raises(CorruptDataFileError, match=f"^cannot read base file {base}: "):
         write(table, _batch([2], ts=2, v="y"), "upsert")
+
+
+def test_an_insert_marks_and_records_each_new_file_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    markers: list[str] = []
+
+    def look(point: str) -> None:
+        if point == "commit":
+            markers.extend(sorted(p.name for p in (path / ".hoodie" / ".temp" / T1).iterdir()))
+
+    done = write(table, _batch([1, 2, 3]), "insert", max_rows_per_file=1, fault=look)
+    names = sorted(p.name for p in path.glob("*.parquet"))
+    assert len(names) == 3 and done.inserted == 3
+    assert markers == [f"{name}.marker.CREATE" for name in names]
+    stats = sorted(_stats(path, T1, "commit"), key=lambda s: s["path"])
+    assert [(s["path"], s["prevCommit"], s["numInserts"], s["numWrites"]) for s in stats] == [
+        (name, "null", 1, 1) for name in names
+    ]
+    assert [s["totalWriteBytes"] for s in stats] == [(path / name).stat().st_size for name in names]
+    assert [s["fileSizeInBytes"] for s in stats] == [(path / name).stat().st_size for name in names]
+
+
+def test_a_failed_archival_after_a_write_is_logged_and_the_write_stands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = _table(tmp_path / "t")
+
+    def unavailable(*_args: object) -> None:
+        raise StorageError("the archive folder is read-only")
+
+    monkeypatch.setattr(writer, "run_archival", unavailable)
+    caplog.set_level(logging.WARNING, logger=writer.log.name)
+    caplog.clear()
+    done = write(table, _batch([1]), "insert")
+    assert (done.instant, done.archived) == (T1, ())
+    assert [r.getMessage() for r in caplog.records if r.name == writer.log.name] == [
+        f"automatic archival after a write to {table.uri} did not run: the archive folder is read-only"
+    ]
+    assert _our_rows(tmp_path / "t", "id") == [(1,)]
+
+
+def test_a_base_file_without_a_record_key_column_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    base = _base_file(path)
+    rows = pq.read_table(base)
+    pq.write_table(rows.drop_columns(["_hoodie_record_key"]), base)
+    with pytest.raises(CorruptDataFileError, match=f"^cannot read base file {base}: "):
+        write(table, _batch([2], ts=2, v="y"), "upsert")
+
+
+def test_keys_every_file_rules_out_are_counted_per_file(tmp_path: Path) -> None:
+    # Key 5 is inside both files' key ranges; both bloom filters rule it out.
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 9]), "insert")
+    write(table, _batch([2, 8]), "insert")
+    done = write(table, _batch([5]), "upsert")
+    assert (done.inserted, done.lookup.range_pruned, done.lookup.bloom_pruned, done.lookup.keys_read) == (
+        1,
+        0,
+        2,
+        (),
+    )
+
+
+def test_a_key_between_a_files_row_groups_is_not_found_there(tmp_path: Path) -> None:
+    # No bloom filter, two row groups (keys 1-2 and 8-9): key 5 is in the file's range but in no
+    # row group's, so no key column is read and the key is new.
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2, 8, 9]), "insert")
+    base = _base_file(path)
+    rows = pq.read_table(base).sort_by("_hoodie_record_key")
+    metadata = {k: v for k, v in rows.schema.metadata.items() if b"bloom" not in k}
+    pq.write_table(rows.replace_schema_metadata(metadata), base, row_group_size=2)
+    assert pq.ParquetFile(base).metadata.num_row_groups == 2
+    done = write(table, _batch([5]), "upsert")
+    assert (done.inserted, done.lookup.row_groups_read, done.lookup.keys_read) == (1, 0, ())
+    assert _our_rows(path, "id") == _hudi_rows(path, "id") == [(1,), (2,), (5,), (8,), (9,)]

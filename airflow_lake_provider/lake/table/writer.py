@@ -623,23 +623,19 @@ def plan_file_groups(
     table: LakeTable,
     context: WriteContext,
     rows: pa.Table,
-    max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-    reads: BaseFileReads | None = None,
+    max_rows_per_file: int,
+    reads: BaseFileReads,
 ) -> list[FileGroupWrite]:
     """Assign the routed ``rows`` to file groups (Hudi's bloom index, non-global): keys not in the
     table go to new groups of at most ``max_rows_per_file`` rows, existing ones to their group.
-    Reads only; nothing is written. ``reads`` (default: a private one, closed on return) keeps the
-    base files the lookup opened, for the caller to hand to :func:`write_file_group`."""
-    if reads is None:
-        with BaseFileReads(table) as own:
-            return plan_file_groups(table, context, rows, max_rows_per_file, own)
+    Reads only; nothing is written. ``reads`` keeps the base files the lookup opened, for the
+    caller to hand to :func:`write_file_group`."""
     partitions = sorted(set(rows.column(_PART).to_pylist()))
     if not partitions:
         return []
     view = table.file_system_view(context.timeline, partitions, sizes=False)  # sized when used
     units: list[FileGroupWrite] = []
     seqno = 0
-    max_rows = max(1, max_rows_per_file)
 
     def add(partition: str, kind: GroupKind, file_id: str, group_rows: pa.Table, **more: Any) -> None:
         nonlocal seqno
@@ -656,12 +652,12 @@ def plan_file_groups(
         new_rows = located.filter(pc.invert(found)).drop_columns(["__lake_fid"])
         old_rows = located.filter(found)
         if context.operation is not Operation.DELETE:  # deleting an absent key does nothing
-            for start in range(0, new_rows.num_rows, max_rows):
+            for start in range(0, new_rows.num_rows, max_rows_per_file):  # >= 1: _WriteJob clamps it
                 add(
                     partition,
                     GroupKind.INSERT,
                     new_file_id(),
-                    new_rows.slice(start, max_rows),
+                    new_rows.slice(start, max_rows_per_file),
                     first_in_partition=start == 0,
                 )
         for fid in sorted(set(old_rows.column("__lake_fid").to_pylist())):

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from hudi import HudiTableBuilder
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, RollbackError, StorageError
+from airflow_lake_provider.lake.errors import CorruptDataFileError, LakeError, RollbackError, StorageError
 from airflow_lake_provider.lake.format.avro_schema import with_meta_fields
 from airflow_lake_provider.lake.format.data_block import avro_data_block
 from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
@@ -600,3 +600,18 @@ def test_a_key_between_a_files_row_groups_is_not_found_there(tmp_path: Path) -> 
     done = write(table, _batch([5]), "upsert")
     assert (done.inserted, done.lookup.row_groups_read, done.lookup.keys_read) == (1, 0, ())
     assert _our_rows(path, "id") == _hudi_rows(path, "id") == [(1,), (2,), (5,), (8,), (9,)]
+
+
+def test_commit_sequence_numbers_run_on_across_the_files_of_a_write(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2, 3, 4, 5]), "insert", max_rows_per_file=2)
+    seqnos = sorted(read_snapshot(LakeTable.open(path)).column("_hoodie_commit_seqno").to_pylist())
+    assert seqnos == [f"{T1}_1_0", f"{T1}_1_1", f"{T1}_2_2", f"{T1}_2_3", f"{T1}_3_4"]
+
+
+def test_a_runner_that_loses_file_groups_fails_the_write(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t")
+    with pytest.raises(LakeError, match=rf"^write {T1}: 0 results for 1 file groups\n"):
+        write(table, _batch([1]), "insert", runner=lambda *_args: [])
+    assert [i.timestamp for i in LakeTable.open(tmp_path / "t").timeline().instants] == [T2]  # its rollback

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,7 +23,7 @@ from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_
 from airflow_lake_provider.lake.format.file_names import LogFileName
 from airflow_lake_provider.lake.format.instant import InstantClock, format_instant
 from airflow_lake_provider.lake.format.log_block import parse_log_bytes
-from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash
 from airflow_lake_provider.lake.table import writer
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -615,3 +616,61 @@ def test_a_runner_that_loses_file_groups_fails_the_write(tmp_path: Path) -> None
     with pytest.raises(LakeError, match=rf"^write {T1}: 0 results for 1 file groups\n"):
         write(table, _batch([1]), "insert", runner=lambda *_args: [])
     assert [i.timestamp for i in LakeTable.open(tmp_path / "t").timeline().instants] == [T2]  # its rollback
+
+
+# -- open base files: each closed as soon as the write needs it no more -----------------------------
+class TrackingStorage(LocalStorage):
+    """A local table that knows which of its base files are open for reading right now."""
+
+    def __init__(self, root: str | Path) -> None:
+        super().__init__(root)
+        self.handles: list[tuple[str, Any]] = []
+
+    def open_input(self, rel: str) -> Any:
+        handle = super().open_input(rel)
+        self.handles.append((rel, handle))
+        return handle
+
+    def open_now(self) -> list[str]:
+        return sorted(rel for rel, handle in self.handles if not handle.closed)
+
+
+def _three_files(path: Path, kind: str) -> tuple[LakeTable, TrackingStorage, list[str]]:
+    """Files A (keys 1, 2), B (5, 6) and C (8, 9), and the table opened anew over a tracking storage
+    (so no footer summary is cached)."""
+    table = _table(path, kind)
+    for ids in ([1, 2], [5, 6], [8, 9]):
+        write(table, _batch(ids), "insert")
+    storage = TrackingStorage(path)
+    files = [_base_file_at(path, t).name for t in (T1, T2, T3)]
+    return LakeTable(storage, table.config, table.clock), storage, files
+
+
+def test_cow_rewrites_keep_only_the_file_being_rewritten_open(tmp_path: Path) -> None:
+    table, storage, (a, b, c) = _three_files(tmp_path / "t", "cow")
+    seen: list[list[str]] = []
+    write(
+        table,
+        _batch([2, 5], ts=2, v="y"),
+        "upsert",
+        fault=lambda p: seen.append(storage.open_now()) if p == "file" else None,
+    )
+    # C is ruled out by the lookup and closed at once; A and B stay open for their rewrites (which
+    # read them from the lookup's open file), each closed once rewritten.
+    first, second = seen
+    assert first == sorted([a, b]) and len(second) == 1 and second[0] in (a, b)
+    assert storage.open_now() == []
+    assert sorted(rel for rel, _ in storage.handles) == [a, b, c]
+
+
+def test_mor_appends_keep_no_base_file_open(tmp_path: Path) -> None:
+    table, storage, (a, _b, _c) = _three_files(tmp_path / "t", "mor")
+    seen: list[list[str]] = []
+    write(
+        table,
+        _batch([2], ts=2, v="y"),
+        "upsert",
+        fault=lambda p: seen.append(storage.open_now()) if p == "file" else None,
+    )
+    assert seen == [[]]  # A held key 2, but a log append never reads the base file
+    assert storage.open_now() == []

@@ -295,7 +295,7 @@ def _write_locked(
     event_times = _event_times(batch, event_time_field or table.config.properties.get(EVENT_TIME_FIELD))
     # Cast before the instant exists: a value that does not survive the cast refuses the batch.
     batch = _conform_batch(batch, data_schema)
-    rows = _route(table, batch, operation)
+    rows = _route(table, batch)
     _check_storable(table, _PROBE_INSTANT, rows)
     restoring = timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT])
     if restoring:
@@ -515,7 +515,7 @@ def _dedupe(rows: pa.Table, event_time: bool) -> pa.Table:
     return ordered.filter(last).drop_columns(["__lake_idx"])
 
 
-def _route(table: LakeTable, batch: pa.Table, operation: Operation) -> pa.Table:
+def _route(table: LakeTable, batch: pa.Table) -> pa.Table:
     cfg = table.config
     batch = batch.drop_columns([c for c in batch.column_names if c in META_FIELDS])
     rows = batch.append_column(_KEY, record_keys(batch, cfg))

@@ -926,20 +926,16 @@ class _GroupWriter:
     def _meta_rows(self, rows: pa.Table, partition: str, file_name: str) -> pa.Table:
         n = rows.num_rows
         start = self.unit.seqno_start
-        data = conform(
-            rows.select([c for c in rows.column_names if not c.startswith("__lake_")]),
-            pa.schema([f for f in self.schema if f.name not in META_FIELDS]),
-        )
-        meta = {
-            "_hoodie_commit_time": pa.array([self.instant] * n, pa.string()),
-            "_hoodie_commit_seqno": pa.array(
-                [f"{self.instant}_{self.unit.index}_{start + i}" for i in range(n)]
-            ),
-            "_hoodie_record_key": rows.column(_KEY).cast(pa.string()),
-            "_hoodie_partition_path": pa.array([partition] * n, pa.string()),
-            "_hoodie_file_name": pa.array([file_name] * n, pa.string()),
-        }
-        return pa.Table.from_arrays(list(meta.values()) + list(data.columns), schema=self.schema)
+        # conform() keeps the schema's fields only, so the internal __lake_* columns drop out.
+        data = conform(rows, pa.schema([f for f in self.schema if f.name not in META_FIELDS]))
+        meta = [  # in META_FIELDS order; self.schema names them
+            pa.array([self.instant] * n, pa.string()),
+            pa.array([f"{self.instant}_{self.unit.index}_{start + i}" for i in range(n)], pa.string()),
+            rows.column(_KEY).cast(pa.string()),
+            pa.array([partition] * n, pa.string()),
+            pa.array([file_name] * n, pa.string()),
+        ]
+        return pa.Table.from_arrays(meta + list(data.columns), schema=self.schema)
 
     def _write_parquet(self, partition: str, name: str, table: pa.Table) -> tuple[str, int]:
         rel = join_partition(partition, name)

@@ -4,6 +4,7 @@
     python tests/mutation/report.py report [MODULE ...] # the table from mutants/*.meta only
     python tests/mutation/report.py survivors [MODULE ...]  # surviving mutants not listed as equivalent
     python tests/mutation/report.py save [MODULE ...]   # keep mutants/*.meta in tests/mutation/results/
+    python tests/mutation/report.py focus MODULE        # map MODULE's functions to its FOCUS tests only
 
 MODULE is a key of MODULES (e.g. clean-planner); none means all. Each module runs as its own
 `mutmut run` with a name filter, so mutmut only runs the tests that call that module's functions (its
@@ -37,7 +38,27 @@ MODULES = {
 }
 # mutmut's exit codes (mutmut.stats.status_by_exit_code) folded into what the table shows.
 KILLED = {1, 3, 37}  # a failing test (or the type checker)
-TIMEOUT = {24, -24, 152, 255, 36}  # shown apart: a deadlock would look like one too
+TIMEOUT = {24, -24, 152, 255, 36}
+# Modules whose functions nearly every test calls: a surviving mutant would run ~430 tests (about
+# 35 s) each. `focus` maps their functions to these test files only (a kill there is a kill; a
+# survivor is then tried against the rest, or killed by a new test, or listed as equivalent).
+FOCUS = {
+    "writer": (
+        "test_writer.py",
+        "test_writer_types.py",
+        "test_writer_exact.py",
+        "test_writer_commit_exact.py",
+        "test_write_input.py",
+        "test_bloom_index.py",
+        "test_partition_values_and_errors.py",
+        "test_merge_small_files.py",
+        "test_archival.py",
+        "test_rollback_adversarial.py",
+        "test_real_tables.py",
+        "test_clean.py",
+        "test_compaction.py",
+    ),
+}  # shown apart: a deadlock would look like one too
 SURVIVED = {0}
 TARGET = 0.90
 
@@ -151,14 +172,33 @@ def survivors(modules: list[str]) -> None:
                 print(code, name)
 
 
+def focus(module: str) -> None:
+    """Map ``module``'s functions to its FOCUS test files in mutmut's stats (which a first `run`
+    collects: stop it once it prints "Running mutation testing", focus, then run again)."""
+    stats_path = ROOT / "mutants" / "mutmut-stats.json"
+    stats = json.loads(stats_path.read_text())
+    prefix = _dotted(module) + "."
+    for name, tests in stats["tests_by_mangled_function_name"].items():
+        if name.startswith(prefix):
+            kept = [t for t in tests if t.split("::")[0].rsplit("/", 1)[-1] in FOCUS[module]]
+            stats["tests_by_mangled_function_name"][name] = kept
+    stats_path.write_text(json.dumps(stats))
+
+
 def main(argv: list[str]) -> int:
     command, *names = argv or ["report"]
     everything = "--all" in names
     names = [n for n in names if n != "--all"]
     unknown = [n for n in names if n not in MODULES]
-    if unknown or command not in ("run", "report", "survivors", "save"):
-        print(f"usage: report.py run|report|survivors|save [{'|'.join(MODULES)} ...]; unknown: {unknown}")
+    if unknown or command not in ("run", "report", "survivors", "save", "focus"):
+        print(
+            f"usage: report.py run|report|survivors|save|focus [{'|'.join(MODULES)} ...]; unknown: {unknown}"
+        )
         return 2
+    if command == "focus":
+        for module in names:
+            focus(module)
+        return 0
     modules = names or list(MODULES)
     if command == "survivors":
         survivors(modules)

@@ -372,20 +372,29 @@ def _event_times(batch: pa.Table, field_name: str | None) -> dict[str, str]:
         raise SchemaError(f"event time field {field_name!r} is not a column of the batch")
     column = batch.column(field_name)
     kind = column.type
-    if pa.types.is_timestamp(kind) or pa.types.is_date(kind):
-        # Naive timestamps count as UTC wall time, as Flink's TIMESTAMP watermarks do.
-        column = column.cast(
-            pa.timestamp("ms", tz=kind.tz) if pa.types.is_timestamp(kind) else pa.timestamp("ms")
-        )
+    if pa.types.is_date(kind):
+        column = column.cast(pa.timestamp("ms"))  # days to milliseconds: exact
+        kind = column.type
+    scale = (1, 1)  # epoch ms = count * scale[0] // scale[1]
+    if pa.types.is_timestamp(kind):
+        # The stored counts are UTC (naive timestamps count as UTC wall time, as Flink's TIMESTAMP
+        # watermarks do); finer units are floored to whole milliseconds.
+        scale = _TO_MS[kind.unit]
         column = column.cast(pa.int64())
     elif not pa.types.is_integer(kind):
         raise SchemaError(
             f"event time field {field_name!r} is {kind}: use a timestamp, date or integer (epoch ms) column"
         )
-    low, high = pc.min_max(column).values()
-    if low.as_py() is None:
+    low, high = (v.as_py() for v in pc.min_max(column).values())
+    if low is None:
         return {}
-    return {EVENT_TIME_MIN: str(low.as_py()), EVENT_TIME_MAX: str(high.as_py())}
+    mul, div = scale
+    return {EVENT_TIME_MIN: str(low * mul // div), EVENT_TIME_MAX: str(high * mul // div)}
+
+
+# A timestamp unit's counts to epoch milliseconds: multiply, then floor-divide (s and ns columns
+# are refused by the Avro mapping before this; kept so no unit is ever a KeyError).
+_TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1_000), "ns": (1, 1_000_000)}
 
 
 def _roll_back_own(table: LakeTable, instant: str, error: Exception) -> None:

@@ -224,3 +224,13 @@ def test_event_times_before_1970_floor_to_milliseconds(tmp_path: Path) -> None:
         event_time_field="et",
     )
     assert _event_extra(tmp_path / "t", T1) == ("-2", "2")
+
+
+def test_a_table_with_partition_fields_but_the_nonpartitioned_key_generator_needs_no_partition_column(
+    tmp_path: Path,
+) -> None:
+    table = _table(
+        tmp_path / "t", partitioned=True, **{KEYGEN: "org.apache.hudi.keygen.NonpartitionedKeyGenerator"}
+    )
+    assert write(table, ONE, "insert").inserted == 1
+    assert _rows(tmp_path / "t", "id") == [(1,)]

@@ -15,6 +15,7 @@ import pytest
 from airflow_lake_provider.lake.errors import RollbackError, SchemaError, TableConfigError
 from airflow_lake_provider.lake.format.instant import Action, InstantClock, format_instant
 from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table import writer
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import EVENT_TIME_FIELD, Operation, write
@@ -171,3 +172,24 @@ def test_a_bad_automatic_archival_setting_is_refused_naming_it(tmp_path: Path, v
         write(table, _batch([1]), "insert", options={"hoodie.archive.automatic": value})
     assert str(caught.value) == f"hoodie.archive.automatic={value!r}: use true or false"
     assert table.timeline().instants == ()
+
+
+def test_a_lazy_write_rolls_back_a_failed_write_whose_heartbeat_expired_first(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    lazy = {"hoodie.cleaner.policy.failed.writes": "LAZY", "hoodie.client.heartbeat.interval_in_ms": "1"}
+    lazy["hoodie.client.heartbeat.tolerable.misses"] = "1"
+
+    def die(point: str) -> None:
+        if point == "file":
+            raise SimulatedCrash(point)
+
+    with pytest.raises(SimulatedCrash):
+        write(table, _batch([1]), "insert", options=lazy, fault=die)
+    (path / ".hoodie" / ".heartbeat" / T1).write_text("0")  # its last beat, long ago
+    done = write(table, _batch([2]), "insert", options=lazy)
+    states = [(i.timestamp, i.action.value, i.state.name) for i in LakeTable.open(path).timeline().instants]
+    assert states == [(T2, "rollback", "COMPLETED"), (done.instant, "commit", "COMPLETED")]
+    assert sorted(p.name for p in path.glob("*.parquet")) == [
+        p.name for p in path.glob(f"*_{done.instant}.parquet")
+    ]

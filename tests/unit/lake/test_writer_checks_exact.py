@@ -233,4 +233,6 @@ def test_a_table_with_partition_fields_but_the_nonpartitioned_key_generator_need
         tmp_path / "t", partitioned=True, **{KEYGEN: "org.apache.hudi.keygen.NonpartitionedKeyGenerator"}
     )
     assert write(table, ONE, "insert").inserted == 1
-    assert _rows(tmp_path / "t", "id") == [(1,)]
+    assert read_snapshot(table).select(["_hoodie_partition_path", "id"]).to_pylist() == [
+        {"_hoodie_partition_path": "", "id": 1}
+    ]

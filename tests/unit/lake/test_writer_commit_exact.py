@@ -193,3 +193,19 @@ def test_a_lazy_write_rolls_back_a_failed_write_whose_heartbeat_expired_first(tm
     assert sorted(p.name for p in path.glob("*.parquet")) == [
         p.name for p in path.glob(f"*_{done.instant}.parquet")
     ]
+
+
+def test_the_tables_failed_writes_policy_applies_when_the_write_names_none(tmp_path: Path) -> None:
+    plain = _table(tmp_path / "t")
+    config = TableConfig.from_properties(
+        {**plain.config.properties, "hoodie.cleaner.policy.failed.writes": "LAZY"}
+    )
+    table = LakeTable(plain.storage, config, plain.clock)
+    beats: list[list[str]] = []
+
+    def look(point: str) -> None:
+        if point == "inflight":
+            beats.append([p.name for p in (tmp_path / "t" / ".hoodie" / ".heartbeat").iterdir()])
+
+    write(table, _batch([1]), "insert", fault=look)
+    assert beats == [[T1]]  # LAZY writes beat

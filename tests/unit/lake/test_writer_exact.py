@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -674,3 +675,24 @@ def test_mor_appends_keep_no_base_file_open(tmp_path: Path) -> None:
     )
     assert seen == [[]]  # A held key 2, but a log append never reads the base file
     assert storage.open_now() == []
+
+
+def test_a_footer_with_no_key_range_at_all_is_looked_up_by_its_keys(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    base = _base_file(path)
+    metadata = {k: v for k, v in pq.read_schema(base).metadata.items() if not k.startswith(b"hoodie_m")}
+    pq.write_table(pq.read_table(base).replace_schema_metadata(metadata), base)
+    done = write(table, _batch([2], ts=2, v="y"), "upsert")
+    assert (done.inserted, done.updated) == (0, 1)
+
+
+def test_a_write_through_a_runner_closes_every_base_file(tmp_path: Path) -> None:
+    table, storage, _files = _three_files(tmp_path / "t", "cow")
+
+    def runner(t: LakeTable, context: writer.WriteContext, units: Sequence[writer.FileGroupWrite]) -> list:
+        return [writer.write_file_group(t, context, unit) for unit in units]
+
+    done = write(table, _batch([2, 5], ts=2, v="y"), "upsert", runner=runner)
+    assert done.updated == 2 and storage.open_now() == []

@@ -17,6 +17,7 @@ from airflow_lake_provider.lake.format.instant import Action, InstantClock, form
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table import writer
+from airflow_lake_provider.lake.table.rollback import executor as rollback_executor
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import EVENT_TIME_FIELD, Operation, write
 
@@ -209,3 +210,32 @@ def test_the_tables_failed_writes_policy_applies_when_the_write_names_none(tmp_p
 
     write(table, _batch([1]), "insert", fault=look)
     assert beats == [[T1]]  # LAZY writes beat
+
+
+def test_a_write_first_finishes_a_rollback_left_pending(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # T1 dies before its commit; a rollback of it dies right after its plan (T2 requested). The
+    # next write (policy NEVER: no failed write is its to roll back) still finishes that rollback.
+    path = tmp_path / "t"
+    table = _table(path)
+
+    def die(point: str) -> None:
+        if point == "file":
+            raise SimulatedCrash(point)
+
+    with pytest.raises(SimulatedCrash):
+        write(table, _batch([1]), "insert", fault=die)
+
+    def crash(*_args: object, **_kw: object) -> None:
+        raise SimulatedCrash("after the plan")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(rollback_executor, "_execute", crash)
+        with pytest.raises(SimulatedCrash):
+            rollback_executor.rollback_instant_locked(table, T1)
+    pending = [(i.timestamp, i.action.value, i.state.name) for i in table.timeline().instants]
+    assert pending == [(T1, "commit", "INFLIGHT"), (T2, "rollback", "REQUESTED")]
+    done = write(table, _batch([2]), "insert", options={"hoodie.cleaner.policy.failed.writes": "NEVER"})
+    states = [(i.timestamp, i.action.value, i.state.name) for i in LakeTable.open(path).timeline().instants]
+    assert states == [(T2, "rollback", "COMPLETED"), (done.instant, "commit", "COMPLETED")]

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from compaction_support import crash_at
 
 from airflow_lake_provider.lake.errors import RollbackError, SchemaError, TableConfigError
 from airflow_lake_provider.lake.format.instant import Action, InstantClock, format_instant
@@ -181,12 +182,8 @@ def test_a_lazy_write_rolls_back_a_failed_write_whose_heartbeat_expired_first(tm
     lazy = {"hoodie.cleaner.policy.failed.writes": "LAZY", "hoodie.client.heartbeat.interval_in_ms": "1"}
     lazy["hoodie.client.heartbeat.tolerable.misses"] = "1"
 
-    def die(point: str) -> None:
-        if point == "file":
-            raise SimulatedCrash(point)
-
     with pytest.raises(SimulatedCrash):
-        write(table, _batch([1]), "insert", options=lazy, fault=die)
+        write(table, _batch([1]), "insert", options=lazy, fault=crash_at("file"))
     (path / ".hoodie" / ".heartbeat" / T1).write_text("0")  # its last beat, long ago
     done = write(table, _batch([2]), "insert", options=lazy)
     states = [(i.timestamp, i.action.value, i.state.name) for i in LakeTable.open(path).timeline().instants]
@@ -220,12 +217,8 @@ def test_a_write_first_finishes_a_rollback_left_pending(
     path = tmp_path / "t"
     table = _table(path)
 
-    def die(point: str) -> None:
-        if point == "file":
-            raise SimulatedCrash(point)
-
     with pytest.raises(SimulatedCrash):
-        write(table, _batch([1]), "insert", fault=die)
+        write(table, _batch([1]), "insert", fault=crash_at("file"))
 
     def crash(*_args: object, **_kw: object) -> None:
         raise SimulatedCrash("after the plan")

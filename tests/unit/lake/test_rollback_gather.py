@@ -5,6 +5,7 @@ included), from a completed instant's write stats, and by listing the table when
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import shutil
 from pathlib import Path
 
@@ -12,12 +13,13 @@ import pyarrow as pa
 import pytest
 from compaction_support import DUE, mor
 
-from airflow_lake_provider.lake.errors import RollbackError
+from airflow_lake_provider.lake.errors import RollbackError, StorageError
 from airflow_lake_provider.lake.format.instant import InstantClock, format_instant
 from airflow_lake_provider.lake.format.log_block import rollback_command_block
 from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.rollback.executor import gather, rollback_instant_locked
+from airflow_lake_provider.lake.table.rollback.executor import log as executor_log
 from airflow_lake_provider.lake.table.rollback.planner import WrittenFile
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
@@ -143,3 +145,62 @@ def test_a_pending_compaction_is_rolled_back_only_when_asked_for(tmp_path: Path)
     assert (result.target, result.target_action, result.deleted, result.marked) == (c, "compaction", (), ())
     timeline = LakeTable.open(tmp_path / "t").timeline()
     assert timeline.get(c) is None and timeline.pending_compactions() == []
+
+
+# -- executing the plan -----------------------------------------------------------------------------
+def test_a_rollback_marks_itself_inflight_with_an_empty_file(
+    t: LakeTable, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def crash(_rel: str) -> bool:
+        raise SimulatedCrash("while deleting")
+
+    monkeypatch.setattr(t.storage, "delete_data_file", crash)
+    with pytest.raises(SimulatedCrash):
+        rollback_instant_locked(t, T3)
+    (inflight,) = (_root(t) / ".hoodie").glob("*.rollback.inflight")
+    assert inflight.read_bytes() == b""
+
+
+def test_a_file_a_rollback_cannot_delete_is_named_and_recorded_as_failed(
+    t: LakeTable, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    new_base = _one(t, f"city=a/*_{T3}.parquet")
+    delete = t.storage.delete_data_file
+
+    def refuse(rel: str) -> bool:
+        if rel == new_base:
+            raise StorageError("permission denied")
+        return delete(rel)
+
+    monkeypatch.setattr(t.storage, "delete_data_file", refuse)
+    caplog.set_level(logging.WARNING, logger=executor_log.name)
+    caplog.clear()
+    (result,) = rollback_instant_locked(t, T3)
+    assert result.failed == (new_base,) and new_base not in result.deleted
+    assert [r.getMessage() for r in caplog.records if r.name == executor_log.name] == [
+        f"rollback {result.instant} of {T3} could not delete {t.storage.uri(new_base)}: permission denied"
+    ]
+
+
+def test_a_log_in_a_nested_partition_is_read_for_its_blocks(tmp_path: Path) -> None:
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="orders",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("city", "day"),
+        hive_style=True,
+        clock=InstantClock(now=lambda: START),
+    )
+    rows = _batch([1], 1).append_column("day", pa.array(["d1"]))
+    first = write(table, rows, "insert")
+    with pytest.raises(SimulatedCrash):
+        write(table, rows.set_column(1, "ts", pa.array([2], pa.int64())), "upsert", fault=_crash_after_files)
+    pending = table.timeline().pending[-1]
+    (log,) = (tmp_path / "t" / "city=a" / "day=d1").glob(".*.log.*")
+    rel = f"city=a/day=d1/{log.name}"
+    assert gather(table, table.timeline(), pending) == [
+        WrittenFile(rel, log.stat().st_size, frozenset({pending.timestamp}))
+    ]
+    assert first.instant < pending.timestamp

@@ -392,8 +392,8 @@ def _event_times(batch: pa.Table, field_name: str | None) -> dict[str, str]:
     return {EVENT_TIME_MIN: str(low * mul // div), EVENT_TIME_MAX: str(high * mul // div)}
 
 
-# A timestamp unit's counts to epoch milliseconds: multiply, then floor-divide (s and ns columns
-# are refused by the Avro mapping before this; kept so no unit is ever a KeyError).
+# A timestamp unit's counts to epoch milliseconds: multiply, then floor-divide. Every Arrow unit:
+# a delete batch may carry an event time column the table does not have.
 _TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1_000), "ns": (1, 1_000_000)}
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from compaction_support import DUE, mor
+from compaction_support import DUE, crash_at, mor
 
 from airflow_lake_provider.lake.errors import RollbackError, StorageError
 from airflow_lake_provider.lake.format.instant import InstantClock, format_instant
@@ -39,30 +39,30 @@ def _batch(ids: list[int], ts: int) -> pa.Table:
     )
 
 
-def _crash_after_files(point: str) -> None:
-    if point == "commit":
-        raise SimulatedCrash("killed before the commit")
+def _mor(path: Path, partition_fields: tuple[str, ...]) -> LakeTable:
+    """A hive-style MOR table keyed by id, ordered by ts, its clock a millisecond on per instant."""
+    ticks = iter(range(10**6))
+    return LakeTable.create(
+        path,
+        name="orders",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=partition_fields,
+        hive_style=True,
+        clock=InstantClock(now=lambda: START + dt.timedelta(milliseconds=next(ticks))),
+    )
 
 
 @pytest.fixture
 def t(tmp_path: Path) -> LakeTable:
     """T1 inserts 1 (city=a) and 2 (city=b); T2 updates 1 (a log in city=a); T3 updates 2 (a log in
     city=b) and inserts 3 (a new base file in city=a), then dies before its commit."""
-    ticks = iter(range(10**6))
-    table = LakeTable.create(
-        tmp_path / "t",
-        name="orders",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("city",),
-        hive_style=True,
-        clock=InstantClock(now=lambda: START + dt.timedelta(milliseconds=next(ticks))),
-    )
+    table = _mor(tmp_path / "t", ("city",))
     write(table, _batch([1, 2], 1), "insert")
     write(table, _batch([1], 2), "upsert")
     with pytest.raises(SimulatedCrash):
-        write(table, _batch([2, 3], 3), "upsert", fault=_crash_after_files)
+        write(table, _batch([2, 3], 3), "upsert", fault=crash_at("commit"))
     return table
 
 
@@ -183,20 +183,11 @@ def test_a_file_a_rollback_cannot_delete_is_named_and_recorded_as_failed(
 
 
 def test_a_log_in_a_nested_partition_is_read_for_its_blocks(tmp_path: Path) -> None:
-    table = LakeTable.create(
-        tmp_path / "t",
-        name="orders",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("city", "day"),
-        hive_style=True,
-        clock=InstantClock(now=lambda: START),
-    )
+    table = _mor(tmp_path / "t", ("city", "day"))
     rows = _batch([1], 1).append_column("day", pa.array(["d1"]))
     first = write(table, rows, "insert")
     with pytest.raises(SimulatedCrash):
-        write(table, rows.set_column(1, "ts", pa.array([2], pa.int64())), "upsert", fault=_crash_after_files)
+        write(table, rows.set_column(1, "ts", pa.array([2], pa.int64())), "upsert", fault=crash_at("commit"))
     pending = table.timeline().pending[-1]
     (log,) = (tmp_path / "t" / "city=a" / "day=d1").glob(".*.log.*")
     rel = f"city=a/day=d1/{log.name}"

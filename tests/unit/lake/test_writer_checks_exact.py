@@ -236,3 +236,12 @@ def test_a_table_with_partition_fields_but_the_nonpartitioned_key_generator_need
     assert read_snapshot(table).select(["_hoodie_partition_path", "id"]).to_pylist() == [
         {"_hoodie_partition_path": "", "id": 1}
     ]
+
+
+def test_a_delete_carrying_a_nanosecond_event_time_column_the_table_lacks_floors_it(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t")
+    write(table, ONE, "insert")
+    gone = ONE.append_column("et", pa.array([1_999_999], pa.timestamp("ns")))  # 1.999999 ms
+    done = write(table, gone, "delete", event_time_field="et")
+    assert _event_extra(tmp_path / "t", done.instant) == ("1", "1")
+    assert _rows(tmp_path / "t", "id") == []

@@ -55,6 +55,16 @@ def s3_objects(endpoint: str, bucket: str, prefix: str = "") -> dict[str, bytes]
     return found
 
 
+def drop_bucket(endpoint: str, bucket: str) -> None:
+    """Delete a bucket and its objects: property tests make one per example, and moto keeps them all."""
+    client = s3_client(endpoint)
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+        keys = [{"Key": item["Key"]} for item in page.get("Contents", [])]
+        if keys:
+            client.delete_objects(Bucket=bucket, Delete={"Objects": keys})
+    client.delete_bucket(Bucket=bucket)
+
+
 def s3_client(endpoint: str):  # noqa: ANN201 (boto3 client types are generated)
     return boto3.client(
         "s3",

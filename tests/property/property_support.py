@@ -11,7 +11,11 @@ the end of the session, and each module's last test asserts that its histories d
 from __future__ import annotations
 
 import os
+import shutil
 from collections import Counter
+from pathlib import Path
+
+import pytest
 
 DEEP_EXAMPLES = 5000
 
@@ -31,6 +35,23 @@ def derandomized() -> bool:
     random one, ~30 examples can fall under the bar by chance. A deep run (5,000) is random.
     """
     return not os.environ.get("LAKE_DEEP")
+
+
+_LAST_DIR: dict[str, Path] = {}
+
+
+def example_dir(factory: pytest.TempPathFactory, name: str) -> Path:
+    """A fresh folder for one example; the previous example's folder of that name goes first.
+
+    A deep run makes thousands of tables of several MB each, which would fill the disk (pytest keeps
+    every folder of its last three runs). The last folder stays: when a test fails, that is the
+    failing example Hypothesis replays at the end, left to look at.
+    """
+    previous = _LAST_DIR.pop(name, None)
+    if previous is not None:
+        shutil.rmtree(previous, ignore_errors=True)
+    _LAST_DIR[name] = path = factory.mktemp(name)
+    return path
 
 
 # name -> counter; a test adds e.g. tally("clean")["examples cow"] += 1

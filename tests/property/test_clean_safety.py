@@ -29,7 +29,7 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from property_support import SUMMARY, derandomized, examples, ratio, tally
+from property_support import SUMMARY, derandomized, example_dir, examples, ratio, tally
 
 from airflow_lake_provider.lake.errors import SavepointError
 from airflow_lake_provider.lake.format.instant import InstantClock, instant_to_datetime
@@ -259,7 +259,7 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
     tmp_path_factory, table_type: str, data: st.DataObject
 ) -> None:
     partitioned, steps = data.draw(histories(table_type), label="history")
-    root = tmp_path_factory.mktemp("clean")
+    root = example_dir(tmp_path_factory, "clean")
     outside = root / "neighbour"
     outside.mkdir()
     (outside / "data.parquet").write_bytes(b"not part of the table")
@@ -288,7 +288,7 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(
 ) -> None:
     """The same histories on an s3:// table (crash injection is local only: those steps run whole);
     the neighbour is an object beside the table's prefix."""
-    from s3_helpers import hudi_s3_options, s3_client, s3_env, s3_objects
+    from s3_helpers import drop_bucket, hudi_s3_options, s3_client, s3_env, s3_objects
 
     partitioned, steps = data.draw(histories(table_type, max_rounds=5), label="history")
 
@@ -317,6 +317,7 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(
     )
     with s3_env(s3_endpoint):
         _clean_history(place, table_type, partitioned, steps, stats=tally("clean on s3"))
+    drop_bucket(s3_endpoint, bucket)  # passed: a failing example's bucket stays to look at
 
 
 @dataclass(frozen=True)
@@ -645,7 +646,7 @@ def test_savepoints_made_while_a_clean_is_pending_win(
 ) -> None:
     """Plan a clean, savepoint some instants (the plan may name their files), then let the clean run
     (or die after going inflight and be finished later): every savepoint reads exactly as before."""
-    path = tmp_path_factory.mktemp("pending") / "t"
+    path = example_dir(tmp_path_factory, "pending") / "t"
     _pending_clean_history(str(path), {}, table_type, versions, retained, picks, crash_inflight)
 
 
@@ -661,7 +662,7 @@ def test_savepoints_made_while_a_clean_is_pending_win_on_s3(
     s3_endpoint: str, table_type: str, versions: int, retained: int, picks: list[int], crash_inflight: bool
 ) -> None:
     """The same on an s3:// table (moto's S3 server on 127.0.0.1), hudi-rs reading S3."""
-    from s3_helpers import hudi_s3_options, s3_client, s3_env
+    from s3_helpers import drop_bucket, hudi_s3_options, s3_client, s3_env
 
     bucket = f"clean-{uuid.uuid4().hex[:12]}"
     s3_client(s3_endpoint).create_bucket(Bucket=bucket)
@@ -675,6 +676,7 @@ def test_savepoints_made_while_a_clean_is_pending_win_on_s3(
             picks,
             crash_inflight,
         )
+    drop_bucket(s3_endpoint, bucket)
 
 
 def _pending_clean_history(

@@ -16,7 +16,7 @@ import pyarrow as pa
 from hudi import HudiTableBuilder
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from property_support import examples
+from property_support import example_dir, examples
 
 from airflow_lake_provider.lake.errors import SavepointError
 from airflow_lake_provider.lake.format.instant import InstantClock, State
@@ -73,7 +73,7 @@ crash_st = st.one_of(st.none(), st.integers(1, 4), st.integers(1, 12))
     steps=st.lists(st.tuples(step_st, crash_st), min_size=4, max_size=10),
 )
 def test_crashes_anywhere_recover_to_exactly_one_outcome(tmp_path_factory, kind: str, steps: list) -> None:
-    path = tmp_path_factory.mktemp("crash") / "t"
+    path = example_dir(tmp_path_factory, "crash") / "t"
     table = LakeTable.create(
         path, name="c", table_type=kind, record_key_fields=("id",), precombine_field="ts", clock=_clock()
     )

@@ -20,7 +20,7 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from property_support import SUMMARY, derandomized, examples, tally
+from property_support import SUMMARY, derandomized, example_dir, examples, tally
 from s3_helpers import hudi_s3_options, s3_client, s3_env
 
 from airflow_lake_provider.lake.errors import SnapshotCleanedError
@@ -238,7 +238,7 @@ def steps_st(draw: st.DrawFn) -> list[tuple]:
 def test_write_history_ours_hudi_rs_and_model_agree(
     tmp_path_factory, table_type: str, partitioning: tuple[str, ...], hive_style: bool, steps: list[tuple]
 ) -> None:
-    path = str(tmp_path_factory.mktemp("prop") / "t")
+    path = str(example_dir(tmp_path_factory, "prop") / "t")
     _history(path, {}, table_type, partitioning, hive_style, steps)
 
 

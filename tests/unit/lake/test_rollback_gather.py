@@ -8,16 +8,21 @@ import datetime as dt
 import logging
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
 from compaction_support import DUE, crash_at, mor
 
-from airflow_lake_provider.lake.errors import RollbackError, StorageError
+from airflow_lake_provider.lake.errors import CorruptTimelineFileError, RollbackError, StorageError
+from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import InstantClock, format_instant
-from airflow_lake_provider.lake.format.log_block import rollback_command_block
+from airflow_lake_provider.lake.format.log_block import log as log_block_log
+from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
 from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.rollback import executor as executor_module
 from airflow_lake_provider.lake.table.rollback.executor import gather, rollback_instant_locked
 from airflow_lake_provider.lake.table.rollback.executor import log as executor_log
 from airflow_lake_provider.lake.table.rollback.planner import WrittenFile
@@ -195,3 +200,136 @@ def test_a_log_in_a_nested_partition_is_read_for_its_blocks(tmp_path: Path) -> N
         WrittenFile(rel, log.stat().st_size, frozenset({pending.timestamp}))
     ]
     assert first.instant < pending.timestamp
+
+
+# -- logs shared with committed instants: marked with a command block, not deleted -----------------
+@pytest.fixture
+def shared(tmp_path: Path) -> tuple[LakeTable, list[str]]:
+    """T1 inserts 1 (city=a) and 2 (city=b), T2 updates both (a log in each partition); T3 updates
+    both and dies before its commit, its blocks appended to T2's logs as Hudi's writers append (so
+    each log holds a committed and a failed block). Returns the table and the two logs, in order."""
+    table = _mor(tmp_path / "t", ("city",))
+    write(table, _batch([1, 2], 1), "insert")
+    write(table, _batch([1, 2], 2), "upsert")
+    with pytest.raises(SimulatedCrash):
+        write(table, _batch([1, 2], 3), "upsert", fault=crash_at("commit"))
+    root = _root(table)
+    logs = []
+    for own in sorted(root.glob("city=*/.*.log.2_*")):
+        previous = own.with_name(own.name.replace(".log.2_", ".log.1_"))
+        previous.write_bytes(previous.read_bytes() + own.read_bytes())
+        own.unlink()
+        (marker,) = (root / ".hoodie" / ".temp" / T3).glob(f"{own.parent.name}/{own.name}.marker.*")
+        marker.rename(marker.with_name(previous.name + ".marker.APPEND"))
+        logs.append(previous.relative_to(root).as_posix())
+    return table, logs
+
+
+def _blocks(table: LakeTable, rel: str) -> list[tuple[str, str, str | None]]:
+    data = (_root(table) / rel).read_bytes()
+    return [(b.block_type.name, b.instant_time, b.target_instant_time) for b in parse_log_bytes(data, rel)]
+
+
+def _ts(table: LakeTable) -> dict[int, int]:
+    rows = read_snapshot(table).to_pylist()
+    return {r["id"]: r["ts"] for r in rows}
+
+
+def test_shared_logs_are_marked_and_the_failed_blocks_stop_counting(
+    shared: tuple[LakeTable, list[str]],
+) -> None:
+    table, logs = shared
+    assert _ts(table) == {1: 2, 2: 2}
+    (result,) = rollback_instant_locked(table, T3)
+    assert (result.deleted, result.marked) == ((), tuple(logs))
+    for rel in logs:
+        assert _blocks(table, rel) == [
+            ("AVRO_DATA", T2, None),
+            ("AVRO_DATA", T3, None),
+            ("COMMAND", result.instant, T3),
+        ]
+    assert _ts(LakeTable.open(_root(table))) == {1: 2, 2: 2}
+
+
+def test_a_log_holding_another_rollbacks_block_still_gets_its_own(
+    shared: tuple[LakeTable, list[str]],
+) -> None:
+    """Blocks of other rollbacks (one of another instant, one of T3 by a rollback not ours, as a
+    Hudi writer's crashed attempt leaves) do not stand in for this rollback's block."""
+    table, (log_a, log_b) = shared
+    root = _root(table)
+    with (root / log_a).open("ab") as f:
+        f.write(rollback_command_block(LATER, T1))
+    with (root / log_b).open("ab") as f:
+        f.write(rollback_command_block(LATER, T3))
+    (result,) = rollback_instant_locked(table, T3)
+    assert result.marked == (log_a, log_b)
+    assert _blocks(table, log_a)[2:] == [("COMMAND", LATER, T1), ("COMMAND", result.instant, T3)]
+    assert _blocks(table, log_b)[2:] == [("COMMAND", LATER, T3), ("COMMAND", result.instant, T3)]
+
+
+def test_a_log_to_mark_that_is_gone_is_skipped_and_the_rest_marked(
+    shared: tuple[LakeTable, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, (log_a, log_b) = shared
+
+    def crash(*_args: object) -> None:
+        raise SimulatedCrash("before inflight")
+
+    monkeypatch.setattr(table.store, "transition_to_inflight", crash)
+    with pytest.raises(SimulatedCrash):
+        rollback_instant_locked(table, T3)
+    monkeypatch.undo()
+    (_root(table) / log_a).unlink()  # gone since the plan was stored (say, by hand)
+    (result,) = rollback_instant_locked(LakeTable.open(_root(table)), T3)
+    assert (result.resumed, result.deleted, result.marked) == (True, (), (log_b,))
+    assert _blocks(table, log_b)[-1] == ("COMMAND", result.instant, T3)
+
+
+def test_a_damaged_log_is_named_each_time_it_is_read(
+    shared: tuple[LakeTable, list[str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    table, (log_a, log_b) = shared
+    root = _root(table)
+    size = (root / log_b).stat().st_size
+    with (root / log_b).open("ab") as f:
+        f.write(b"\x00" * 7)  # a torn tail
+    caplog.set_level(logging.WARNING, logger=log_block_log.name)
+    caplog.clear()
+    (result,) = rollback_instant_locked(table, T3)
+    # Read twice (gathering, then before marking); the command block goes after the torn bytes.
+    named = f"log file {table.storage.uri(log_b)}:"
+    torn = [
+        f"{named} no block magic at offset {size}, scanning forward",
+        f"{named} dropping 7 trailing bytes after offset {size}",
+    ]
+    assert [r.getMessage() for r in caplog.records if r.name == log_block_log.name] == torn + torn
+    assert result.marked == (log_a, log_b)
+    assert _blocks(table, log_b)[-1] == ("COMMAND", result.instant, T3)
+
+
+def test_the_rollback_records_how_long_it_took(
+    shared: tuple[LakeTable, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table, _logs = shared
+    clock = iter([100.0, 102.25])
+    monkeypatch.setattr(executor_module, "time", SimpleNamespace(monotonic=lambda: next(clock)))
+    (result,) = rollback_instant_locked(table, T3)
+    metadata = timeline_avro.read_avro(
+        (_root(table) / ".hoodie" / f"{result.instant}.rollback").read_bytes(), "x"
+    )
+    assert metadata["timeTakenInMillis"] == 2250
+
+
+def test_a_damaged_pending_rollback_plan_is_named_and_nothing_changes(t: LakeTable) -> None:
+    plan = timeline_avro.write_avro(
+        timeline_avro.ROLLBACK_PLAN,
+        {"instantToRollback": {"commitTime": T3, "action": "bogus"}, "RollbackRequests": [], "version": 1},
+    )
+    requested = _root(t) / ".hoodie" / f"{LATER}.rollback.requested"
+    requested.write_bytes(plan)
+    before = sorted(p.relative_to(_root(t)).as_posix() for p in _root(t).rglob("*"))
+    with pytest.raises(CorruptTimelineFileError) as err:
+        rollback_instant_locked(t, T3)
+    assert str(err.value) == f"{t.storage.uri(f'.hoodie/{LATER}.rollback.requested')}: unknown action 'bogus'"
+    assert sorted(p.relative_to(_root(t)).as_posix() for p in _root(t).rglob("*")) == before

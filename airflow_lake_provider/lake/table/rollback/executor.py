@@ -217,7 +217,7 @@ def gather(table: LakeTable, timeline: Timeline, target: Instant) -> list[Writte
 def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resumed: bool) -> RollbackResult:
     started = time.monotonic()
     store, storage = table.store, table.storage
-    inflight = r if r.is_inflight else store.transition_to_inflight(r.with_state(State.REQUESTED), b"")
+    inflight = r if r.is_inflight else store.transition_to_inflight(r)  # r: requested or inflight
     t = rollback_plan.target_time
     target = table.timeline().get(t)
     if target is not None and target.is_completed:

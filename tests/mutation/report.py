@@ -59,6 +59,19 @@ FOCUS = {
         "test_clean.py",
         "test_compaction.py",
     ),
+    # The store is called by nearly every test; its own tests and the services' that drive it.
+    "timeline-store": (
+        "test_timeline_store.py",
+        "test_timeline_store_services.py",
+        "test_archival.py",
+        "test_savepoint.py",
+        "test_savepoint_safety.py",
+        "test_rollback.py",
+        "test_rollback_gather.py",
+        "test_clean.py",
+        "test_compaction.py",
+        "test_writer_commit_exact.py",
+    ),
 }  # shown apart: a deadlock would look like one too
 SURVIVED = {0}
 TARGET = 0.90

@@ -6,8 +6,10 @@ ordering value is at least as large (event time) or always (commit time); a dele
 A "natural order" delete (no ordering value) beats every version before it whatever their ordering.
 As in Hudi (hudi-rs agrees), the log is merged first and its result then with the base row: a data
 version logged after a natural-order delete still loses to the base row if its ordering value is
-smaller, while a delete logged after it leaves the key deleted (and its ordering value does not
-carry over to versions logged after it).
+smaller, while a delete logged right after it leaves the key deleted (and its ordering value does
+not carry over to versions logged after it). Once a data version follows the natural-order delete,
+the log's last word meets the base row by ordering, even when it is a later delete: a base row with
+a larger ordering value than that delete is read again.
 """
 
 from __future__ import annotations
@@ -169,8 +171,9 @@ def merge_slice(
         # logged after that delete competes with the base row by ordering instead, as Hudi merges
         # the log first and then the result with the base)
         cleared_keys = _flat(cleared.column("key"))
-        if cleared.num_rows:  # (a delete after it leaves the key deleted)
-            revived = winner_keys.filter(winner_alive)
+        if cleared.num_rows:  # (a delete right after it leaves the key deleted; once a data version
+            # follows it, the log's last word, a delete too, meets the base row by ordering)
+            revived = _flat(cand.filter(pc.not_equal(cand.column("ref"), -1)).column("key"))
             cleared_keys = cleared_keys.filter(pc.invert(pc.is_in(cleared_keys, value_set=revived)))
         keep = pc.invert(pc.is_in(base_keys, value_set=cleared_keys)) if len(cleared_keys) else None
         if event_time and winners.num_rows:

@@ -63,6 +63,21 @@ def test_a_delete_after_a_data_version_that_follows_a_natural_order_delete_still
     assert _merge(base, items) == [("b", 9, "b1")]
 
 
+def test_a_later_delete_smaller_than_the_base_row_brings_the_base_row_back() -> None:
+    """Found by a deep property run (hudi-rs reads the same): once a data version follows the
+    natural-order delete, the log's result (here a delete with ts 1) meets the base row by ts."""
+    base = [("a", 2, "a0"), ("b", 2, "b0"), ("c", 2, "c0")]
+    items = [
+        _delete(["a", "b", "c"], [None, None, None]),
+        _data(SCHEMA, [("a", 0, "a1"), ("b", 0, "b1"), ("c", 0, "c1")]),  # the base rows win (ts 2)
+        _delete(["a", "b"], [1, 3]),
+    ]
+    # a: delete ts 1 < base ts 2, the base row is read again; b: delete ts 3 deletes; c: base wins.
+    assert _merge(base, items) == [("a", 2, "a0"), ("c", 2, "c0")]
+    # Without the data version in between the key stays deleted, whatever the delete's ts.
+    assert _merge(base, [items[0], items[2]]) == []
+
+
 def test_an_update_before_another_keys_natural_order_delete_still_wins() -> None:
     base = [("a", 1, "a0"), ("b", 1, "b0")]
     items = [_data(SCHEMA, [("a", 2, "a1")]), _delete(["b"], [None])]  # a's update is record 0

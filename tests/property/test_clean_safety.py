@@ -525,10 +525,13 @@ def _savepoint(place: _Place, table: LakeTable, h: _History, how: str, pick: int
         for p, meta in record["partitionMetadata"].items()
         for name in meta["savepointDataFile"]
     }
-    # Every file the snapshot reads, and nothing outside its slices (a slice's later logs may be in).
+    # Every file the snapshot reads, and nothing outside its slices (a slice's later logs may be in,
+    # and so may the logs of a slice a compaction pending at or before it opened: as in Hudi, that
+    # slice folds into the one it compacts, with every log it has by now).
     reads = h.files_read(chosen)
     assert recorded >= reads, f"the savepoint misses {sorted(reads - recorded)}"
     slices = {_slice_of(f)[:2] for f in reads}
+    slices |= {(group, c) for group, _ in slices for c in timeline.pending_compactions if c <= chosen}
     assert {_slice_of(f)[:2] for f in recorded} <= slices, "the savepoint records files of other slices"
     _check_reads(place, table, h, [chosen])
 

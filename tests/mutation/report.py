@@ -140,11 +140,19 @@ def restore(module: str) -> None:
 
 
 def save(module: str) -> None:
-    if _meta(module).exists():
+    """Store the exit codes (merged as ``results`` reads them, so unchecked mutants of unchanged
+    functions keep their saved code) with the function hashes of the mutants they were measured on."""
+    if _meta(module).exists() and not _stale(module):
         SAVED.mkdir(exist_ok=True)
         data = json.loads(_meta(module).read_text())
-        kept = {k: data[k] for k in ("exit_code_by_key", "hash_by_function_name")}
+        kept = {"exit_code_by_key": results(module), "hash_by_function_name": data["hash_by_function_name"]}
         _saved(module).write_text(json.dumps(kept, indent=0, sort_keys=True) + "\n")
+
+
+def _stale(module: str) -> bool:
+    """The source changed since mutmut last generated this module's mutants (their hashes are old)."""
+    source = ROOT / PACKAGE / MODULES[module]
+    return _meta(module).exists() and source.stat().st_mtime > _meta(module).stat().st_mtime
 
 
 def run(module: str, everything: bool) -> int:
@@ -157,6 +165,8 @@ def run(module: str, everything: bool) -> int:
     open_ = sorted(
         n for n, c in results(module).items() if c not in skip and (everything or n not in equivalents())
     )
+    if _stale(module):  # which functions changed shows only once mutmut regenerates: retest them all
+        everything = True
     if results(module) and not open_ and not everything:
         print(f"{module}: every mutant is killed or listed as equivalent (--all retests them)")
         return 0

@@ -15,7 +15,11 @@ from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.services.clean.executor import Outcome, pending_cleans, run_clean
 from airflow_lake_provider.lake.services.compaction.executor import Outcome as CompactionOutcome
-from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.executor import (
+    execute_compaction,
+    run_compaction,
+    schedule_compaction,
+)
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, savepoints
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -270,3 +274,41 @@ def test_savepoint_after_a_clean_is_refused_only_where_the_clean_reached(tmp_pat
         assert _rows(table, instant) == _hudi_rows(table, instant) == [(k, 3, "v3") for k in KEYS]
     assert [sp.timestamp for sp in table.timeline().savepoints()] == sorted({earliest, latest})
     assert t3 <= earliest
+
+
+def test_cleans_keep_the_slice_a_compaction_pending_at_a_savepoint_made_for_it(tmp_path: Path) -> None:
+    """Found by a deep property run. A compaction pending when a savepoint is made, completed later,
+    moves the read as of the savepoint to the slice it formed (its instant is the older one), a
+    slice the savepoint's file list cannot name: cleans keep it too, so the savepoint stays readable
+    (our reader refused it once a clean had taken that slice)."""
+    table = LakeTable.create(
+        tmp_path / "mor", name="t", table_type="mor", record_key_fields=("id",), precombine_field="ts"
+    )
+
+    def batch(ids: list[str], ts: int) -> pa.Table:
+        return pa.table({"id": ids, "ts": pa.array([ts] * len(ids), pa.int64()), "v": [f"v{ts}"] * len(ids)})
+
+    write(table, batch(["k1"], 0), "upsert")
+    write(table, batch(["k1"], 1), "upsert")  # a log file in k1's first slice
+    compaction = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"}).instant
+    assert compaction is not None
+    point = write(table, batch(["k2"], 2), "upsert").instant  # a new group: k1's new slice stays empty
+    create_savepoint(table, point)
+    expected = [("k1", 1, "v1"), ("k2", 2, "v2")]
+    assert _rows(table, point) == expected
+    execute_compaction(table)
+    compacted = {f for f in _data_files(table) if f.endswith(f"_{compaction}.parquet")}
+    assert len(compacted) == 1
+    later = []
+    for ts in (3, 4, 5):
+        write(table, batch(["k1"], ts), "upsert")
+        scheduled, done = run_compaction(table, force=True)
+        assert done.outcome is CompactionOutcome.COMPLETED
+        later.append(scheduled.instant)
+    before = _data_files(table)
+    result = run_clean(table, RETAIN_ONE)
+    assert result.outcome is Outcome.CLEANED
+    # Only the slice the first later compaction formed goes (its base file and the log before the next).
+    gone = before - _data_files(table)
+    assert gone == {f for f in before if f"_{later[0]}." in f} and len(gone) == 2
+    assert _rows(table, point) == expected == _hudi_rows(table, point)

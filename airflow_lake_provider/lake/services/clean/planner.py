@@ -1,8 +1,9 @@
 """The clean planner (pure): which file slices a clean deletes, and which it must keep.
 
-Rules: services-semantics section 1. Never planned for deletion: a savepointed file, a slice a pending
-compaction reads or is forming, the latest slice of a file group, and (by commits or hours) the last
-slice before the earliest commit to retain, which a query started earlier may still be reading.
+Rules: services-semantics section 1. Never planned for deletion: a savepointed file, the slice a read
+as of a savepoint resolves to, a slice a pending compaction reads or is forming, the latest slice of
+a file group, and (by commits or hours) the last slice before the earliest commit to retain, which a
+query started earlier may still be reading.
 """
 
 from __future__ import annotations
@@ -198,10 +199,19 @@ def plan_clean(
         return None
     files: dict[str, list[str]] = {}
     sizes: dict[str, int] = {}
+    savepoint_times = [i.timestamp for i in view.timeline.savepoints()]
     # The planner walks the view's plain index: a large table has 100,000s of slices.
     for (partition, file_id), slots in view.slice_index.items():
         instants = sorted(slots)
-        doomed = _doomed_instants(view, partition, file_id, instants, slots, config, earliest, savepointed)
+        # The slice a read as of each savepoint resolves to now: a compaction pending when the
+        # savepoint was made and completed since (its instant is older) moved that read to a slice
+        # the savepoint's file list does not name.
+        read_by_savepoints = {
+            instants[i - 1] for t in savepoint_times if (i := bisect.bisect_right(instants, t))
+        }
+        doomed = _doomed_instants(
+            view, partition, file_id, instants, slots, config, earliest, savepointed, read_by_savepoints
+        )
         if not doomed:
             continue
         prefix = f"{partition}/" if partition else ""
@@ -234,6 +244,7 @@ def _doomed_instants(
     config: CleanConfig,
     earliest: Instant | None,
     savepointed: frozenset[str],
+    read_by_savepoints: set[str],
 ) -> list[str]:
     """Base instants of the slices of one file group (``instants``: oldest first) to delete."""
     key = (partition, file_id)
@@ -241,8 +252,8 @@ def _doomed_instants(
     prefix = f"{partition}/" if partition else ""
 
     def protected(at: str) -> bool:
-        """Savepointed, or read or formed by a pending compaction."""
-        if at in compacting:
+        """Savepointed or read as of a savepoint, or read or formed by a pending compaction."""
+        if at in compacting or at in read_by_savepoints:
             return True
         if savepointed:
             base, logs = slots[at]

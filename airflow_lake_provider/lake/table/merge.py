@@ -167,12 +167,11 @@ def merge_slice(
         # One hash probe of the base keys against the (unique) winner keys.
         match = pc.index_in(base_keys, value_set=winner_keys)
         matched = pc.is_valid(match)
-        # A base row is gone if a natural-order delete is its key's last log version ... (a version
-        # logged after that delete competes with the base row by ordering instead, as Hudi merges
-        # the log first and then the result with the base)
+        # A base row is gone if no data version follows its key's last natural-order delete (a
+        # delete right after it keeps the key deleted). Once one does, the log's last word, even a
+        # later delete, meets the base row by ordering: Hudi merges the log first, then the base.
         cleared_keys = _flat(cleared.column("key"))
-        if cleared.num_rows:  # (a delete right after it leaves the key deleted; once a data version
-            # follows it, the log's last word, a delete too, meets the base row by ordering)
+        if cleared.num_rows:
             revived = _flat(cand.filter(pc.not_equal(cand.column("ref"), -1)).column("key"))
             cleared_keys = cleared_keys.filter(pc.invert(pc.is_in(cleared_keys, value_set=revived)))
         keep = pc.invert(pc.is_in(base_keys, value_set=cleared_keys)) if len(cleared_keys) else None

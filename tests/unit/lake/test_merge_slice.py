@@ -78,6 +78,14 @@ def test_a_later_delete_smaller_than_the_base_row_brings_the_base_row_back() -> 
     assert _merge(base, [items[0], items[2]]) == []
 
 
+def test_a_data_version_after_a_natural_order_delete_meets_the_base_row_wherever_it_sits() -> None:
+    """The key's only version after the delete is the second data row of the log (any position
+    counts: a key is revived by any data version, not one at a given row)."""
+    items = [_delete(["b"], [None]), _data(SCHEMA, [("a", 0, "a1"), ("b", 1, "b1")])]
+    assert _merge([("b", 5, "b0")], items) == [("b", 5, "b0"), ("a", 0, "a1")]
+    assert _merge([("b", 0, "b0")], items) == [("a", 0, "a1"), ("b", 1, "b1")]
+
+
 def test_an_update_before_another_keys_natural_order_delete_still_wins() -> None:
     base = [("a", 1, "a0"), ("b", 1, "b0")]
     items = [_data(SCHEMA, [("a", 2, "a1")]), _delete(["b"], [None])]  # a's update is record 0

@@ -192,6 +192,20 @@ def test_pending_writes_move_the_earliest_commit_back(tmp_path: Path) -> None:
     assert c0 < c1
 
 
+def test_the_oldest_of_several_pending_writes_sets_the_earliest_commit(tmp_path: Path) -> None:
+    """Two failed writes left pending (LAZY/NEVER failed-write policies, or Java writers): the older
+    one decides, so slices it may read stay."""
+    table = _table(tmp_path)
+    c0, c1, c2, c3 = (_upsert(table, ts) for ts in range(4))
+    older, newer = _between(c0, c1), _between(c2, c3)
+    table.store.create_requested(newer, Action.DELTACOMMIT)
+    table.store.create_requested(older, Action.COMMIT)
+    timeline = table.timeline()
+    one = CleanConfig(commits_retained=1)
+    assert earliest_commit_to_retain(timeline, one, NOW).timestamp == c0
+    assert [i.timestamp for i in held_back_by(timeline, one, NOW)] == [older, newer]
+
+
 def test_pending_write_older_than_every_commit_leaves_nothing_to_clean(tmp_path: Path) -> None:
     table = _table(tmp_path)
     c0, _c1, _c2 = (_upsert(table, ts) for ts in range(3))

@@ -193,6 +193,10 @@ def test_nested_hoodie_folder_is_skipped_and_not_written(
     ("value", "hive", "message"),
     [
         ("a\x00b", False, r"partition field 'p' value 'a\x00b' holds a NUL byte, which no file name can"),
+        # "." is the table root (its rows would sit beside .hoodie/, read by no one), ".." its parent.
+        (".", False, "partition field 'p' value '.' cannot be a directory name"),
+        ("..", False, "partition field 'p' value '..' cannot be a directory name"),
+        ("a/b", True, "partition field 'p' value 'a/b' cannot be a directory name"),
         (
             "z" * 300,
             False,

@@ -263,6 +263,42 @@ def test_forced_rollback_of_latest_commit_and_refusals(tmp_path: Path) -> None:
     _check(path, model)
 
 
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_forced_rollback_crash_at_every_step_reads_before_or_with_the_commit(
+    tmp_path: Path, kind: str
+) -> None:
+    """The commit is un-completed before any of its files goes: a crash at any step of a forced
+    rollback reads as with the commit (not yet un-completed) or as before it, never a mix; the next
+    run finishes the rollback it started."""
+    rows = [(1, 50, "f1"), (9, 50, "z9")]  # an update and an insert
+
+    def committed(path: Path) -> tuple[LakeTable, dict, str]:
+        table, model = _seed(path, kind)
+        write(table, _batch(rows), "upsert")
+        return table, model, table.timeline().last_completed_commit.timestamp
+
+    probe, _, last = committed(tmp_path / "probe")
+    steps = _count_steps(lambda: rollback(probe, last, force=True))
+    assert steps >= 4
+    reads_with = reads_before = 0
+    for k in range(1, steps + 1):
+        path = tmp_path / f"k{k}"
+        table, before, last = committed(path)
+        with_t = _apply(before, rows)
+        with pytest.raises(SimulatedCrash), inject_crash(k):
+            rollback(table, last, force=True)
+        now = _rows(read_snapshot(LakeTable.open(path)))
+        assert now in (with_t, before), f"crash at step {k} of {steps}: {now}"
+        reads_with += now == with_t
+        reads_before += now == before
+        reopened = LakeTable.open(path, clock=_clock())
+        reopened.clock.next(after=reopened.timeline().latest_time)
+        results = rollback(reopened)  # resumes the rollback left pending, if the crash left one
+        assert [r.target for r in results] in ([], [last])
+        _check(path, before if results else now)  # none pending: not begun, or already complete
+    assert reads_with and reads_before  # crashes on both sides of the un-completing step
+
+
 def test_lazy_policy_rolls_back_only_expired_heartbeats_and_names_garbage(tmp_path: Path) -> None:
     path = tmp_path / "t"
     table, model = _seed(path, "cow")
@@ -615,6 +651,26 @@ def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path
     # Finishing the same plan again (a crash after the append) does not append a second block.
     metadata = timeline_avro.read_avro((path / ".hoodie" / f"{result.instant}.rollback").read_bytes(), "x")
     assert metadata["partitionMetadata"]["city=a"]["rollbackLogFiles"] == {str(shared): shared.stat().st_size}
+    # Once archival moves the active timeline past the failed instant, its time reads as archived
+    # (committed): the command block alone hides its block in the shared log, for ours and hudi-rs.
+    from airflow_lake_provider.lake.table.archival.executor import run_archival
+
+    later = [(11, 40, "n11"), (13, 41, "n13"), (15, 42, "n15"), (17, 43, "n17")]
+    for row in later:
+        write(table, _batch([row]), "upsert")
+    # A late executor of the failed write left its marker again: archival deletes what such markers
+    # name only when it holds the failed instant's data alone, and the shared log holds committed data.
+    late_marker = marker.with_name(shared.name + ".marker.APPEND")
+    late_marker.parent.mkdir(parents=True, exist_ok=True)
+    late_marker.write_bytes(b"")
+    archived = run_archival(
+        LakeTable.open(path), {"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2"}
+    )
+    active = LakeTable.open(path).timeline()
+    assert archived.archived and active.instants[0].timestamp > pending.timestamp
+    assert active.is_committed(pending.timestamp)
+    assert shared.read_bytes().startswith(committed_bytes) and not late_marker.exists()
+    _check(path, _apply(model, later))
 
 
 def test_completed_compaction_later_writes_depend_on_is_refused(tmp_path: Path) -> None:

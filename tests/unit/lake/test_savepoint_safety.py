@@ -276,17 +276,27 @@ def test_savepoint_after_a_clean_is_refused_only_where_the_clean_reached(tmp_pat
     assert t3 <= earliest
 
 
-def test_cleans_keep_the_slice_a_compaction_pending_at_a_savepoint_made_for_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_cleans_keep_the_slice_a_compaction_pending_at_a_savepoint_made_for_it(
+    tmp_path: Path, partitioned: bool
+) -> None:
     """Found by a deep property run. A compaction pending when a savepoint is made, completed later,
     moves the read as of the savepoint to the slice it formed (its instant is the older one), a
     slice the savepoint's file list cannot name: cleans keep it too, so the savepoint stays readable
-    (our reader refused it once a clean had taken that slice)."""
+    (our reader refused it once a clean had taken that slice). The slice the savepoint names (the
+    compacted one) is left out by the planner itself, not only by the executor's last check."""
     table = LakeTable.create(
-        tmp_path / "mor", name="t", table_type="mor", record_key_fields=("id",), precombine_field="ts"
+        tmp_path / "mor",
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("part",) if partitioned else (),
     )
 
     def batch(ids: list[str], ts: int) -> pa.Table:
-        return pa.table({"id": ids, "ts": pa.array([ts] * len(ids), pa.int64()), "v": [f"v{ts}"] * len(ids)})
+        columns = {"id": ids, "ts": pa.array([ts] * len(ids), pa.int64()), "v": [f"v{ts}"] * len(ids)}
+        return pa.table({**columns, "part": ["p1"] * len(ids)} if partitioned else columns)
 
     write(table, batch(["k1"], 0), "upsert")
     write(table, batch(["k1"], 1), "upsert")  # a log file in k1's first slice
@@ -308,7 +318,9 @@ def test_cleans_keep_the_slice_a_compaction_pending_at_a_savepoint_made_for_it(t
     before = _data_files(table)
     result = run_clean(table, RETAIN_ONE)
     assert result.outcome is Outcome.CLEANED
+    assert result.kept_for_savepoints == ()
     # Only the slice the first later compaction formed goes (its base file and the log before the next).
     gone = before - _data_files(table)
     assert gone == {f for f in before if f"_{later[0]}." in f} and len(gone) == 2
+    assert all(f.startswith("p1/") == partitioned for f in gone)
     assert _rows(table, point) == expected == _hudi_rows(table, point)

@@ -268,6 +268,19 @@ def test_path_guard_refuses_and_deletes_nothing(storage: Storage, rel: str, why:
     assert not isinstance(storage, LocalStorage) or outside.read_bytes() == b"keep"
 
 
+def test_path_guard_refuses_a_sibling_whose_name_extends_the_root(storage: Storage) -> None:
+    """``<root>2/p/f.parquet`` (a sibling table ``t2``) shares the root's characters but not its
+    folder: it must not map onto ``p/f.parquet`` of this table."""
+    storage.write("p/f.parquet", b"keep")
+    sibling = [f"{storage.root}2/p/f.parquet"]
+    if isinstance(storage, LocalStorage):
+        sibling.append(f"file://{storage.root}2/p/f.parquet")
+    for path in sibling:
+        with pytest.raises(UnsafePathError, match="refusing .*outside the table base path"):
+            storage.delete_data_file(path)
+    assert contents(storage) == {"p/f.parquet": b"keep"}
+
+
 def test_path_guard_accepts_absolute_paths_inside_and_refuses_links_that_lead_out(
     local: LocalStorage, tmp_path: Path
 ) -> None:

@@ -619,6 +619,21 @@ def test_a_runner_that_loses_file_groups_fails_the_write(tmp_path: Path) -> None
     assert [i.timestamp for i in LakeTable.open(tmp_path / "t").timeline().instants] == [T2]  # its rollback
 
 
+def test_a_runner_that_returns_some_file_groups_only_fails_the_write(tmp_path: Path) -> None:
+    """Two file groups (two rows a file), one result: the write fails rather than commit without the
+    lost group's row, and its rollback leaves nothing readable."""
+    table = _table(tmp_path / "t")
+
+    def first_only(t: LakeTable, context: Any, units: Any) -> list[Any]:
+        return [writer.write_file_group(t, context, unit) for unit in units[:1]]
+
+    with pytest.raises(LakeError, match=rf"^write {T1}: 1 results for 2 file groups\n"):
+        write(table, _batch([1, 2, 3]), "insert", max_rows_per_file=2, runner=first_only)
+    reopened = LakeTable.open(tmp_path / "t")
+    assert [i.timestamp for i in reopened.timeline().instants] == [T2]  # its rollback
+    assert read_snapshot(reopened).num_rows == 0
+
+
 # -- open base files: each closed as soon as the write needs it no more -----------------------------
 class TrackingStorage(LocalStorage):
     """A local table that knows which of its base files are open for reading right now."""

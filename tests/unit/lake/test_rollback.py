@@ -18,6 +18,7 @@ from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import InstantClock
 from airflow_lake_provider.lake.format.log_block import parse_log_bytes
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -653,8 +654,6 @@ def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path
     assert metadata["partitionMetadata"]["city=a"]["rollbackLogFiles"] == {str(shared): shared.stat().st_size}
     # Once archival moves the active timeline past the failed instant, its time reads as archived
     # (committed): the command block alone hides its block in the shared log, for ours and hudi-rs.
-    from airflow_lake_provider.lake.table.archival.executor import run_archival
-
     later = [(11, 40, "n11"), (13, 41, "n13"), (15, 42, "n15"), (17, 43, "n17")]
     for row in later:
         write(table, _batch([row]), "upsert")
@@ -671,6 +670,47 @@ def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path
     assert active.is_committed(pending.timestamp)
     assert shared.read_bytes().startswith(committed_bytes) and not late_marker.exists()
     _check(path, _apply(model, later))
+
+
+def test_archival_hides_blocks_a_late_executor_appended_after_the_rollback(tmp_path: Path) -> None:
+    """A killed write's executor appends its block to a shared log after the rollback listed the
+    files (as Hudi's writers append) and leaves its marker. Archival, which makes the instant read as
+    committed, first appends a rollback block there: the row stays hidden for ours and hudi-rs."""
+    path = tmp_path / "t"
+    table, model = _seed(path, "mor")
+    with pytest.raises(SimulatedCrash), inject_crash(4):  # its one log file written, no commit
+        write(table, _batch([(1, 90, "failed")]), "upsert")
+    [pending] = table.timeline().pending
+    temp = path / ".hoodie" / ".temp" / pending.timestamp
+    [marker] = list(temp.rglob("*.marker.APPEND"))
+    own = path / marker.relative_to(temp).as_posix().split(".marker.")[0]
+    failed_block = own.read_bytes()
+    [result] = rollback(LakeTable.open(path, clock=_clock()))
+    assert result.deleted == (own.relative_to(path).as_posix(),) and not temp.exists()
+    shared = sorted(p for p in own.parent.iterdir() if p.name.startswith(own.name.split(".log.")[0]))[-1]
+    committed_bytes = shared.read_bytes()
+    shared.write_bytes(committed_bytes + failed_block)  # the late executor's append ...
+    marker.parent.mkdir(parents=True)
+    marker.with_name(shared.name + ".marker.APPEND").write_bytes(b"")  # ... and its marker
+    _check(path, model)  # not committed: unseen
+    later = [(11, 40, "n11"), (13, 41, "n13"), (15, 42, "n15"), (17, 43, "n17")]
+    for row in later:
+        write(table, _batch([row]), "upsert")
+    keep = {"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2"}
+    assert run_archival(LakeTable.open(path), keep).archived
+    assert LakeTable.open(path).timeline().is_committed(pending.timestamp)
+    _check(path, _apply(model, later))
+    blocks = parse_log_bytes(shared.read_bytes(), str(shared))
+    assert shared.read_bytes().startswith(committed_bytes + failed_block)
+    assert [(b.block_type.name, b.instant_time, b.target_instant_time) for b in blocks][-2:] == [
+        ("AVRO_DATA", pending.timestamp, None),
+        ("COMMAND", result.instant, pending.timestamp),
+    ]
+    # Run again: the log is hidden already, nothing more is appended.
+    size = shared.stat().st_size
+    write(table, _batch([(19, 44, "n19")]), "upsert")
+    run_archival(LakeTable.open(path), keep)
+    assert shared.stat().st_size == size
 
 
 def test_completed_compaction_later_writes_depend_on_is_refused(tmp_path: Path) -> None:

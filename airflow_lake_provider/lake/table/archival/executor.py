@@ -26,7 +26,7 @@ from airflow_lake_provider.lake.format.archived_timeline import (
 )
 from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.format.log_block import parse_log_bytes
+from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.planner import ArchivalPlan, plan_archival
@@ -146,7 +146,8 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
     (Hudi's rule for archived instants). A rollback records the files it could not delete
     (``failedDeleteFiles``), and an executor of a killed Spark write may finish a file after the
     rollback (its marker is left): both are deleted here, or archival waits. A log file is deleted
-    only while it holds nothing but the instant's blocks (a later write may reuse its name).
+    only while it holds nothing but the instant's blocks (a later write may reuse its name); one
+    that also holds committed blocks gets the rollback's command block if none hides the instant's.
     """
     storage, stuck = table.storage, []
     for rollback in timeline.filter([Action.ROLLBACK], [State.COMPLETED]):
@@ -161,7 +162,24 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
                         paths.add(in_table(storage, path, partition))
                     except UnsafePathError:
                         continue  # not a file of this table: nothing here can count as committed
-            left = [rel for rel in sorted(paths) if _only_of(storage, rel, target)]
+            held = {rel: _holds(storage, rel, target) for rel in sorted(paths)}
+            for rel in [r for r, what in held.items() if what == "unmarked"]:
+                # A writer appended to a shared log after the rollback listed its files (a late
+                # executor of the killed write): archived, the instant reads as committed, and
+                # only a rollback block hides those blocks from readers then.
+                log.warning(
+                    "archival: %s holds blocks of rolled-back %s that no rollback block hides; "
+                    "appending one of rollback %s",
+                    storage.uri(rel),
+                    target,
+                    rollback.timestamp,
+                )
+                try:
+                    storage.append(rel, rollback_command_block(rollback.timestamp, target))
+                except (StorageError, OSError) as exc:
+                    log.warning("cannot mark %s of rolled-back %s: %s", storage.uri(rel), target, exc)
+                    stuck.append(storage.uri(rel))
+            left = [r for r, what in held.items() if what == "alone"]
             for rel in left:
                 try:
                     storage.delete_data_file(rel)
@@ -173,19 +191,25 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
     return stuck
 
 
-def _only_of(storage: Storage, rel: str, instant: str) -> bool:
-    """Whether ``rel`` exists and holds data of ``instant`` only (a base file named with it, or a
-    log file whose data blocks are all its)."""
+def _holds(storage: Storage, rel: str, instant: str) -> str:
+    """What ``rel`` holds of the rolled-back ``instant``: "alone" (it exists and holds that
+    instant's data only: a base file named with it, or a log whose data blocks are all its),
+    "unmarked" (a log that also holds other instants' blocks, with blocks of ``instant`` and no
+    rollback block of it), or "" (nothing of it to delete or hide)."""
     name = rel.rpartition("/")[2]
     base = BaseFileName.parse(name)
     if base is not None:
-        return base.instant == instant and storage.exists(rel)
+        return "alone" if base.instant == instant and storage.exists(rel) else ""
     if LogFileName.parse(name) is None or not storage.exists(rel):
-        return False
+        return ""
     if storage.size(rel) == 0:
-        return True
+        return "alone"
     blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
-    return {b.instant_time for b in blocks if not b.is_rollback} == {instant}
+    writers = {b.instant_time for b in blocks if not b.is_rollback}
+    if writers == {instant}:
+        return "alone"
+    hidden = any(b.is_rollback and b.target_instant_time == instant for b in blocks)
+    return "unmarked" if instant in writers and not hidden else ""
 
 
 def _write_archive(table: LakeTable, timeline: Timeline, plan: ArchivalPlan, config: ArchivalConfig) -> str:

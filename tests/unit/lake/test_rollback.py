@@ -13,11 +13,12 @@ import pyarrow as pa
 import pytest
 from hudi import HudiTableBuilder
 
-from airflow_lake_provider.lake.errors import HeartbeatError, RollbackError, UnsafePathError
+from airflow_lake_provider.lake.errors import HeartbeatError, RollbackError, StorageError, UnsafePathError
 from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.file_names import LogFileName
 from airflow_lake_provider.lake.format.instant import InstantClock
-from airflow_lake_provider.lake.format.log_block import parse_log_bytes
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
+from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
@@ -672,45 +673,171 @@ def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path
     _check(path, _apply(model, later))
 
 
+LATER = [(11, 40, "n11"), (13, 41, "n13"), (15, 42, "n15"), (17, 43, "n17")]
+KEEP_ONE = {"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2"}
+
+
+def _rolled_back_append(path: Path) -> dict:
+    """A MOR table whose write of key 1 crashed and was rolled back (its own log deleted): the table,
+    model, instant, its marker's path, the failed block's bytes, the rollback's instant and the log
+    the failed log followed (a committed log of the same file group)."""
+    table, model = _seed(path, "mor")
+    case = _rolled_back_append_to({"table": table, "model": model}, path, (1, 90, "failed"))
+    own = case.pop("own")
+    shared = sorted(p for p in own.parent.iterdir() if p.name.startswith(own.name.split(".log.")[0]))[-1]
+    return {**case, "shared": shared}
+
+
+def _late_executor(case: dict, log_file: Path) -> None:
+    """The killed write's executor appends its block to ``log_file`` and leaves its marker."""
+    with log_file.open("ab") as f:
+        f.write(case["block"])
+    case["marker"].parent.mkdir(parents=True, exist_ok=True)
+    case["marker"].with_name(log_file.name + ".marker.APPEND").write_bytes(b"")
+
+
+def _archive_past(case: dict, path: Path) -> None:
+    for row in LATER:
+        write(case["table"], _batch([row]), "upsert")
+    assert run_archival(LakeTable.open(path), KEEP_ONE).archived
+    assert LakeTable.open(path).timeline().is_committed(case["t"])
+
+
+def _block_list(log_file: Path) -> list[tuple[str, str | None, str | None]]:
+    blocks = parse_log_bytes(log_file.read_bytes(), str(log_file))
+    return [(b.block_type.name, b.instant_time, b.target_instant_time) for b in blocks]
+
+
 def test_archival_hides_blocks_a_late_executor_appended_after_the_rollback(tmp_path: Path) -> None:
     """A killed write's executor appends its block to a shared log after the rollback listed the
     files (as Hudi's writers append) and leaves its marker. Archival, which makes the instant read as
     committed, first appends a rollback block there: the row stays hidden for ours and hudi-rs."""
     path = tmp_path / "t"
-    table, model = _seed(path, "mor")
-    with pytest.raises(SimulatedCrash), inject_crash(4):  # its one log file written, no commit
-        write(table, _batch([(1, 90, "failed")]), "upsert")
+    case = _rolled_back_append(path)
+    shared, t, r = case["shared"], case["t"], case["rollback"]
+    committed = _block_list(shared)
+    _late_executor(case, shared)
+    _check(path, case["model"])  # not committed: unseen
+    _archive_past(case, path)
+    _check(path, _apply(case["model"], LATER))
+    assert _block_list(shared) == [*committed, ("AVRO_DATA", t, None), ("COMMAND", r, t)]
+    # Run again: the log is hidden already, nothing more is appended.
+    size = shared.stat().st_size
+    write(case["table"], _batch([(19, 44, "n19")]), "upsert")
+    run_archival(LakeTable.open(path), KEEP_ONE)
+    assert shared.stat().st_size == size
+
+
+def test_archival_hides_a_late_block_logged_after_the_rollback_block(tmp_path: Path) -> None:
+    """Hudi's readers skip only the blocks before a rollback block: a late block of the same instant
+    after it needs another (hudi-rs read the failed row again)."""
+    path = tmp_path / "t"
+    case = _rolled_back_append(path)
+    shared, t, r = case["shared"], case["t"], case["rollback"]
+    committed = _block_list(shared)
+    with shared.open("ab") as f:
+        f.write(case["block"] + rollback_command_block(r, t))  # as the rollback had marked it
+    _late_executor(case, shared)  # ... and then the late block
+    _check(path, case["model"])
+    _archive_past(case, path)
+    _check(path, _apply(case["model"], LATER))
+    assert _block_list(shared) == [*committed, *[("AVRO_DATA", t, None), ("COMMAND", r, t)] * 2]
+
+
+def test_archival_keeps_a_log_holding_another_rollbacks_block(tmp_path: Path) -> None:
+    """A log holding only an older rollback's block (Hudi rolled over to a new log version), to which
+    a later failed write's executor appended: deleting it with the failed block would bring back the
+    older rolled-back row; archival marks it instead."""
+    path = tmp_path / "t"
+    first = _rolled_back_append(path)
+    older, t0, r0 = first["shared"], first["t"], first["rollback"]
+    with older.open("ab") as f:
+        f.write(first["block"])  # t0's block in the committed log ...
+    name = LogFileName.parse(older.name)
+    assert name is not None
+    hiding = older.with_name(older.name.replace(f".log.{name.version}_", f".log.{name.version + 1}_"))
+    hiding.write_bytes(rollback_command_block(r0, t0))  # ... hidden by r0's block in the next version
+    _check(path, first["model"])
+    second = _rolled_back_append_to(first, path, (1, 91, "second failure"))
+    _late_executor(second, hiding)
+    _archive_past(second, path)
+    _check(path, _apply(first["model"], LATER))
+    assert _block_list(hiding) == [
+        ("COMMAND", r0, t0),
+        ("AVRO_DATA", second["t"], None),
+        ("COMMAND", second["rollback"], second["t"]),
+    ]
+
+
+def test_archival_ignores_markers_naming_files_outside_the_table_or_under_hoodie(tmp_path: Path) -> None:
+    """Damaged markers of the failed write (a MARKERS file line leading out, a marker under
+    .hoodie/): archival neither appends to nor deletes what they name, and archives."""
+    path = tmp_path / "t"
+    case = _rolled_back_append(path)
+    shared = case["shared"]
+    content = shared.read_bytes() + case["block"]  # committed blocks and the failed one: "unmarked"
+    outside = tmp_path / "outside" / shared.name
+    under_hoodie = path / ".hoodie" / "x" / shared.name
+    for victim in (outside, under_hoodie):
+        victim.parent.mkdir()
+        victim.write_bytes(content)
+    temp = path / ".hoodie" / ".temp" / case["t"]
+    (temp / ".hoodie" / "x").mkdir(parents=True)
+    (temp / ".hoodie" / "x" / f"{shared.name}.marker.APPEND").write_bytes(b"")
+    (temp / "MARKERS0").write_text(f"../outside/{shared.name}.marker.APPEND\n")
+    _archive_past(case, path)
+    assert outside.read_bytes() == content and under_hoodie.read_bytes() == content
+    _check(path, _apply(case["model"], LATER))
+
+
+def test_archival_that_cannot_mark_a_shared_log_waits_and_says_not_to_delete_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "t"
+    case = _rolled_back_append(path)
+    shared, t = case["shared"], case["t"]
+    _late_executor(case, shared)
+    for row in LATER:
+        write(case["table"], _batch([row]), "upsert")
+    content = shared.read_bytes()
+
+    def refuse(self: object, rel: str, data: bytes) -> None:
+        raise StorageError(f"{rel}: no appends here")
+
+    monkeypatch.setattr(LocalStorage, "append", refuse)
+    refused = run_archival(LakeTable.open(path), KEEP_ONE)
+    assert refused.outcome.value == "NO_WORK" and shared.read_bytes() == content
+    uri = LakeTable.open(path).storage.uri(shared.relative_to(path).as_posix())
+    assert (
+        f"could not be cleaned up: {uri} holds committed blocks too and needs a rollback block of {t} "
+        f"({shared.relative_to(path).as_posix()}: no appends here): do not delete it;"
+    ) in refused.reason
+    _check(path, _apply(case["model"], LATER))
+    monkeypatch.undo()
+    _archive_past(case | {"table": LakeTable.open(path)}, path)
+    _check(path, _apply(case["model"], LATER + LATER))
+
+
+def _rolled_back_append_to(case: dict, path: Path, row: tuple[int, int, str]) -> dict:
+    """Another write of ``case``'s table crashed and rolled back, as in :func:`_rolled_back_append`."""
+    table = case["table"]
+    with pytest.raises(SimulatedCrash), inject_crash(4):
+        write(table, _batch([row]), "upsert")
     [pending] = table.timeline().pending
     temp = path / ".hoodie" / ".temp" / pending.timestamp
     [marker] = list(temp.rglob("*.marker.APPEND"))
     own = path / marker.relative_to(temp).as_posix().split(".marker.")[0]
-    failed_block = own.read_bytes()
+    block = own.read_bytes()
     [result] = rollback(LakeTable.open(path, clock=_clock()))
     assert result.deleted == (own.relative_to(path).as_posix(),) and not temp.exists()
-    shared = sorted(p for p in own.parent.iterdir() if p.name.startswith(own.name.split(".log.")[0]))[-1]
-    committed_bytes = shared.read_bytes()
-    shared.write_bytes(committed_bytes + failed_block)  # the late executor's append ...
-    marker.parent.mkdir(parents=True)
-    marker.with_name(shared.name + ".marker.APPEND").write_bytes(b"")  # ... and its marker
-    _check(path, model)  # not committed: unseen
-    later = [(11, 40, "n11"), (13, 41, "n13"), (15, 42, "n15"), (17, 43, "n17")]
-    for row in later:
-        write(table, _batch([row]), "upsert")
-    keep = {"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2"}
-    assert run_archival(LakeTable.open(path), keep).archived
-    assert LakeTable.open(path).timeline().is_committed(pending.timestamp)
-    _check(path, _apply(model, later))
-    blocks = parse_log_bytes(shared.read_bytes(), str(shared))
-    assert shared.read_bytes().startswith(committed_bytes + failed_block)
-    assert [(b.block_type.name, b.instant_time, b.target_instant_time) for b in blocks][-2:] == [
-        ("AVRO_DATA", pending.timestamp, None),
-        ("COMMAND", result.instant, pending.timestamp),
-    ]
-    # Run again: the log is hidden already, nothing more is appended.
-    size = shared.stat().st_size
-    write(table, _batch([(19, 44, "n19")]), "upsert")
-    run_archival(LakeTable.open(path), keep)
-    assert shared.stat().st_size == size
+    return {
+        **case,
+        "t": pending.timestamp,
+        "marker": marker,
+        "block": block,
+        "rollback": result.instant,
+        "own": own,
+    }
 
 
 def test_completed_compaction_later_writes_depend_on_is_refused(tmp_path: Path) -> None:

@@ -170,7 +170,7 @@ def test_archival_never_makes_files_of_a_rolled_back_write_count_as_committed(
     hoodie = sorted(os.listdir(path / ".hoodie"))
     refused = run_archival(table, ARCHIVE_SOON)
     assert refused.outcome is Outcome.NO_WORK
-    assert f"could not be deleted: {table.storage.uri(stuck)};" in refused.reason
+    assert f"could not be cleaned up: {table.storage.uri(stuck)} (delete it, then archive);" in refused.reason
     assert sorted(os.listdir(path / ".hoodie")) == hoodie
     os.rmdir(path / stuck)
     (path / stuck).write_bytes(late_bytes)  # deletable now (any parquet: the name is what counts)

@@ -108,8 +108,8 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
         stuck = _delete_rolled_back_files(table, timeline, plan.keep_from)
         if stuck:
             reason = (
-                f"file(s) of rolled-back write(s) could not be deleted: {', '.join(stuck)}; archiving "
-                f"past their instants would make them count as committed (delete them, then archive)"
+                f"file(s) of rolled-back write(s) could not be cleaned up: {'; '.join(stuck)}; archiving "
+                f"past their instants would make them count as committed"
             )
             log.warning("archival of %s: nothing archived: %s", table.uri, reason)
             return ArchivalResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
@@ -155,7 +155,12 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
         for target in record.get("commitsRollback") or ():
             if target >= keep_from:
                 continue
-            paths = {m.relative_path for m in table.store.read_markers(target)}
+            paths = set()
+            for marker in table.store.read_markers(target):
+                try:
+                    paths.add(storage.check_deletable(marker.relative_path))
+                except UnsafePathError as exc:  # a damaged marker: it names no file of this table
+                    log.warning("archival: marker of rolled-back %s ignored: %s", target, exc)
             for partition, meta in (record.get("partitionMetadata") or {}).items():
                 for path in (meta.get("successDeleteFiles") or []) + (meta.get("failedDeleteFiles") or []):
                     try:
@@ -178,14 +183,17 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
                     storage.append(rel, rollback_command_block(rollback.timestamp, target))
                 except (StorageError, OSError) as exc:
                     log.warning("cannot mark %s of rolled-back %s: %s", storage.uri(rel), target, exc)
-                    stuck.append(storage.uri(rel))
+                    stuck.append(
+                        f"{storage.uri(rel)} holds committed blocks too and needs a rollback block of "
+                        f"{target} ({exc}): do not delete it"
+                    )
             left = [r for r, what in held.items() if what == "alone"]
             for rel in left:
                 try:
                     storage.delete_data_file(rel)
                 except (StorageError, OSError) as exc:
                     log.warning("cannot delete %s of rolled-back %s: %s", storage.uri(rel), target, exc)
-                    stuck.append(storage.uri(rel))
+                    stuck.append(f"{storage.uri(rel)} (delete it, then archive)")
             if not stuck:
                 table.store.delete_markers(target)
     return stuck
@@ -193,9 +201,10 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
 
 def _holds(storage: Storage, rel: str, instant: str) -> str:
     """What ``rel`` holds of the rolled-back ``instant``: "alone" (it exists and holds that
-    instant's data only: a base file named with it, or a log whose data blocks are all its),
-    "unmarked" (a log that also holds other instants' blocks, with blocks of ``instant`` and no
-    rollback block of it), or "" (nothing of it to delete or hide)."""
+    instant's data only, and rollback blocks of it: a base file named with it, or such a log),
+    "unmarked" (a log that also holds other blocks, with a block of ``instant`` that no later
+    rollback block of it follows: Hudi's readers skip only the blocks before one), or "" (nothing
+    of it to delete or hide)."""
     name = rel.rpartition("/")[2]
     base = BaseFileName.parse(name)
     if base is not None:
@@ -205,11 +214,11 @@ def _holds(storage: Storage, rel: str, instant: str) -> str:
     if storage.size(rel) == 0:
         return "alone"
     blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
-    writers = {b.instant_time for b in blocks if not b.is_rollback}
-    if writers == {instant}:
-        return "alone"
-    hidden = any(b.is_rollback and b.target_instant_time == instant for b in blocks)
-    return "unmarked" if instant in writers and not hidden else ""
+    undoing = [n for n, b in enumerate(blocks) if b.is_rollback and b.target_instant_time == instant]
+    own = [n for n, b in enumerate(blocks) if not b.is_rollback and b.instant_time == instant]
+    if own and len(undoing) + len(own) == len(blocks):
+        return "alone"  # (a block of another rollback, hiding an older instant, would go with it)
+    return "unmarked" if own and (not undoing or undoing[-1] < own[-1]) else ""
 
 
 def _write_archive(table: LakeTable, timeline: Timeline, plan: ArchivalPlan, config: ArchivalConfig) -> str:

@@ -809,7 +809,7 @@ def test_archival_that_cannot_mark_a_shared_log_waits_and_says_not_to_delete_it(
     assert refused.outcome.value == "NO_WORK" and shared.read_bytes() == content
     uri = LakeTable.open(path).storage.uri(shared.relative_to(path).as_posix())
     assert (
-        f"could not be cleaned up: {uri} holds committed blocks too and needs a rollback block of {t} "
+        f"could not be cleaned up: {uri} holds other blocks too and needs a rollback block of {t} "
         f"({shared.relative_to(path).as_posix()}: no appends here): do not delete it;"
     ) in refused.reason
     _check(path, _apply(case["model"], LATER))

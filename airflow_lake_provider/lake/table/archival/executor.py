@@ -147,7 +147,7 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
     (``failedDeleteFiles``), and an executor of a killed Spark write may finish a file after the
     rollback (its marker is left): both are deleted here, or archival waits. A log file is deleted
     only while it holds nothing but the instant's blocks (a later write may reuse its name); one
-    that also holds committed blocks gets the rollback's command block if none hides the instant's.
+    that holds other blocks too gets the rollback's command block unless one follows the instant's.
     """
     storage, stuck = table.storage, []
     for rollback in timeline.filter([Action.ROLLBACK], [State.COMPLETED]):
@@ -184,7 +184,7 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
                 except (StorageError, OSError) as exc:
                     log.warning("cannot mark %s of rolled-back %s: %s", storage.uri(rel), target, exc)
                     stuck.append(
-                        f"{storage.uri(rel)} holds committed blocks too and needs a rollback block of "
+                        f"{storage.uri(rel)} holds other blocks too and needs a rollback block of "
                         f"{target} ({exc}): do not delete it"
                     )
             left = [r for r, what in held.items() if what == "alone"]

@@ -83,6 +83,8 @@ def _check(path: Path, model: dict[int, tuple[int, str]]) -> None:
 FIRST = [(1, 10, "a1"), (2, 10, "b2"), (3, 10, "a3")]
 SECOND = [(1, 20, "a1'"), (2, 20, "b2'"), (4, 20, "b4")]
 DELETE = [(3, 30, "x")]
+LATER = [(11, 40, "n11"), (13, 41, "n13"), (15, 42, "n15"), (17, 43, "n17")]  # new keys
+KEEP_ONE = {"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2"}  # archive soon
 
 
 def _apply(model: dict[int, tuple[int, str]], rows: list[tuple[int, int, str]], delete: bool = False) -> dict:
@@ -655,26 +657,19 @@ def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path
     assert metadata["partitionMetadata"]["city=a"]["rollbackLogFiles"] == {str(shared): shared.stat().st_size}
     # Once archival moves the active timeline past the failed instant, its time reads as archived
     # (committed): the command block alone hides its block in the shared log, for ours and hudi-rs.
-    later = [(11, 40, "n11"), (13, 41, "n13"), (15, 42, "n15"), (17, 43, "n17")]
-    for row in later:
+    for row in LATER:
         write(table, _batch([row]), "upsert")
     # A late executor of the failed write left its marker again: archival deletes what such markers
     # name only when it holds the failed instant's data alone, and the shared log holds committed data.
     late_marker = marker.with_name(shared.name + ".marker.APPEND")
     late_marker.parent.mkdir(parents=True, exist_ok=True)
     late_marker.write_bytes(b"")
-    archived = run_archival(
-        LakeTable.open(path), {"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2"}
-    )
+    archived = run_archival(LakeTable.open(path), KEEP_ONE)
     active = LakeTable.open(path).timeline()
     assert archived.archived and active.instants[0].timestamp > pending.timestamp
     assert active.is_committed(pending.timestamp)
     assert shared.read_bytes().startswith(committed_bytes) and not late_marker.exists()
-    _check(path, _apply(model, later))
-
-
-LATER = [(11, 40, "n11"), (13, 41, "n13"), (15, 42, "n15"), (17, 43, "n17")]
-KEEP_ONE = {"hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2"}
+    _check(path, _apply(model, LATER))
 
 
 def _rolled_back_append(path: Path) -> dict:

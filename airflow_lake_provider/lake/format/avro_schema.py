@@ -202,7 +202,7 @@ def parse_avro_json(avro: Mapping[str, Any] | str) -> dict[str, Any]:
     if isinstance(avro, str):
         try:
             parsed = json.loads(avro)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise SchemaError(f"Avro schema is not valid JSON ({exc}): {avro[:200]!r}") from exc
     else:
         parsed = avro

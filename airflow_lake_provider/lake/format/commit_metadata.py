@@ -151,7 +151,8 @@ class CommitMetadata:
         """Parse commit JSON; ``source`` (the timeline file) is named in errors."""
         try:
             body = json.loads(data.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+            # RecursionError: nesting deeper than the decoder's stack (no commit is shaped so).
             raise CorruptTimelineFileError(f"{source}: commit metadata is not JSON ({exc})") from None
         if not isinstance(body, dict):
             raise CorruptTimelineFileError(f"{source}: commit metadata is not a JSON object")

@@ -112,7 +112,7 @@ class LogBlock:
             return None
         try:
             parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except (json.JSONDecodeError, RecursionError) as exc:
             raise CorruptLogBlockError(f"{self.location}: SCHEMA header is not JSON: {exc}") from exc
         if not isinstance(parsed, dict):
             raise CorruptLogBlockError(f"{self.location}: SCHEMA header is not a JSON object")

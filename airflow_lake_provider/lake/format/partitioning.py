@@ -8,7 +8,7 @@ import re
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_lake_provider.lake.errors import SchemaError
+from airflow_lake_provider.lake.errors import SchemaError, TableConfigError
 from airflow_lake_provider.lake.format.table_config import TableConfig
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
@@ -46,6 +46,12 @@ def record_keys(batch: pa.Table, config: TableConfig) -> pa.Array:
     an empty one ``__empty__``; a key whose parts are all null or empty is refused, as Java does.
     """
     key_fields = config.record_key_fields
+    if not key_fields:
+        # Hudi's auto-generated keys (no key fields): keys this writer cannot derive or look up.
+        raise TableConfigError(
+            f"{config.source}: hoodie.table.recordkey.fields is missing or empty, so records have no "
+            "key to write them by (tables with auto-generated keys are not supported)"
+        )
     columns = {f: _as_strings(batch.column(f), f) for f in key_fields}
     if not field_prefixed_keys(config):
         (name,) = key_fields

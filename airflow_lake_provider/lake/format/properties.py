@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 import zlib
 from collections.abc import Mapping
 
+from airflow_lake_provider.lake.errors import TableConfigError
+
+_HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 CHECKSUM_KEY = "hoodie.table.checksum"
 
 
-def _unescape(text: str) -> str:
+def _unescape(text: str, source: str) -> str:
     out: list[str] = []
     i = 0
     while i < len(text):
@@ -20,8 +24,13 @@ def _unescape(text: str) -> str:
             i += 1
             continue
         nxt = text[i + 1]
-        if nxt == "u" and i + 6 <= len(text):
-            out.append(chr(int(text[i + 2 : i + 6], 16)))
+        if nxt == "u":
+            digits = text[i + 2 : i + 6]
+            if not _HEX4.fullmatch(digits):  # Java's Properties.load refuses it too
+                raise TableConfigError(
+                    f"{source}: malformed \\uxxxx escape '{text[i : i + 6]}' (needs four hex digits)"
+                )
+            out.append(chr(int(digits, 16)))
             i += 6
             continue
         out.append(_ESCAPES.get(nxt, nxt))
@@ -49,8 +58,11 @@ def _logical_lines(text: str) -> list[str]:
     return lines
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java properties text: ``#``/``!`` comments, ``key=value`` or ``key:value``, escapes."""
+def parse_properties(text: str, source: str = "hoodie.properties") -> dict[str, str]:
+    """Parse Java properties text: ``#``/``!`` comments, ``key=value`` or ``key:value``, escapes.
+
+    :raises TableConfigError: naming ``source`` for a malformed ``\\uxxxx`` escape.
+    """
     props: dict[str, str] = {}
     for line in _logical_lines(text):
         stripped = line.strip()
@@ -63,7 +75,7 @@ def parse_properties(text: str) -> dict[str, str]:
         rest = stripped[i:].lstrip()
         if rest[:1] in ("=", ":"):
             rest = rest[1:].lstrip()
-        props[_unescape(key)] = _unescape(rest)
+        props[_unescape(key, source)] = _unescape(rest, source)
     return props
 
 

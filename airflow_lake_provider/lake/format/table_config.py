@@ -71,6 +71,7 @@ class TableConfig:
     keygen_class: str | None
     create_schema: str | None
     properties: Mapping[str, str] = field(repr=False, compare=False)
+    source: str = field(default="hoodie.properties", repr=False, compare=False)  # named in errors
 
     @property
     def is_mor(self) -> bool:
@@ -138,6 +139,7 @@ class TableConfig:
             keygen_class=props.get("hoodie.table.keygenerator.class") or None,
             create_schema=props.get("hoodie.table.create.schema") or None,
             properties=MappingProxyType(dict(props)),
+            source=source,
         )
 
     @staticmethod

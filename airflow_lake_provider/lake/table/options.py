@@ -32,8 +32,17 @@ def get_str(options: Mapping[str, object], keys: Keys) -> str | None:
     return found[1] if found else None
 
 
+# Hudi reads its integer options as Java ints: a larger value is refused there, and here.
+JAVA_INT_MAX = 2**31 - 1
+
+
 def get_int(
-    options: Mapping[str, object], keys: Keys, default: int, minimum: int, error: type[LakeError]
+    options: Mapping[str, object],
+    keys: Keys,
+    default: int,
+    minimum: int,
+    error: type[LakeError],
+    maximum: int | None = None,
 ) -> int:
     found = lookup(options, keys)
     if found is None:
@@ -45,6 +54,8 @@ def get_int(
         raise error(f"{key}={raw!r} is not a whole number") from None
     if value < minimum:
         raise error(f"{key}={value} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise error(f"{key}={value} must be at most {maximum}")
     return value
 
 

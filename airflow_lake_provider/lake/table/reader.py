@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -15,10 +16,13 @@ from airflow_lake_provider.lake.errors import (
     CorruptDataFileError,
     CorruptLogBlockError,
     InstantArchivedError,
+    ObjectNotFoundError,
+    SchemaError,
     SnapshotCleanedError,
     StorageAccessError,
     StorageUnavailableError,
 )
+from airflow_lake_provider.lake.format.avro_schema import META_FIELDS
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
 from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
@@ -50,6 +54,53 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+@contextlib.contextmanager
+def _naming(table: LakeTable, rel: str) -> Iterator[None]:
+    """Arrow and OS errors reading base file ``rel`` as one ``CorruptDataFileError`` naming it."""
+    try:
+        yield
+    except (StorageAccessError, StorageUnavailableError):
+        raise  # the store, not the file: already names the URI, and is not corruption
+    except (pa.ArrowException, OSError) as exc:
+        # Arrow's message names no file; a reader of many slices needs to know which one.
+        message = " ".join(str(exc).split())
+        raise CorruptDataFileError(f"cannot read base file {table.storage.uri(rel)}: {message}") from exc
+
+
+def check_base_columns(table: LakeTable, rel: str, columns: Collection[str]) -> None:
+    """Refuse a parquet file that cannot be a base file of ``table``: every base file holds the
+    Hudi meta columns or, with ``hoodie.populate.meta.fields=false``, the record key fields. A
+    foreign file put in a base file's place would otherwise read as rows of nulls."""
+    config = table.config
+    needed = META_FIELDS if config.populate_meta_fields else config.record_key_fields
+    missing = [c for c in needed if c not in columns]
+    if missing:
+        shown = ", ".join(list(columns)[:8]) + (", ..." if len(columns) > 8 else "")
+        raise CorruptDataFileError(
+            f"{table.storage.uri(rel)} is not a base file of {table.uri}: it lacks column(s) "
+            f"{', '.join(missing)} (its columns: {shown or 'none'})"
+        )
+
+
+def check_base_files(table: LakeTable, rels: Sequence[str], max_workers: int = 8) -> None:
+    """``check_base_columns`` for each file from its footer alone (a service's check before it
+    writes anything); a file that is gone is left to the caller, which knows what it means."""
+
+    def check(rel: str) -> None:
+        try:
+            source = table.storage.open_input(rel)
+        except ObjectNotFoundError:
+            return
+        with _naming(table, rel), source:
+            columns = pq.read_schema(source).names
+        check_base_columns(table, rel, columns)
+
+    if not rels:
+        return
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(rels)))) as pool:
+        list(pool.map(check, rels))
+
+
 @dataclass(frozen=True)
 class SliceReader:
     """Reads and merges file slices of one table under one timeline and output schema."""
@@ -74,20 +125,20 @@ class SliceReader:
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import pulls in
         # pandas (1.5 s in every fresh process, e.g. each Spark Python worker).
         rel = slice_.base_file.relative_path
-        try:
-            with self.table.storage.open_input(rel) as source:
-                parquet = pq.ParquetFile(source)
-                present = set(parquet.schema_arrow.names)
-                rows = parquet.read(columns=[n for n in self.schema.names if n in present])
-        except (StorageAccessError, StorageUnavailableError):
-            raise  # the store, not the file: already names the URI, and is not corruption
-        except (pa.ArrowException, OSError) as exc:
-            # Arrow's message names no file; a reader of many slices needs to know which one.
-            message = " ".join(str(exc).split())
+        with _naming(self.table, rel), self.table.storage.open_input(rel) as source:
+            parquet = pq.ParquetFile(source)
+            present = parquet.schema_arrow.names
+            check_base_columns(self.table, rel, present)
+            rows = parquet.read(columns=[n for n in self.schema.names if n in present])
+        if RECORD_KEY in rows.column_names and rows.column(RECORD_KEY).null_count:
             raise CorruptDataFileError(
-                f"cannot read base file {self.table.storage.uri(rel)}: {message}"
-            ) from exc
-        return conform(rows, self.schema)
+                f"{self.table.storage.uri(rel)}: {rows.column(RECORD_KEY).null_count} rows have no "
+                f"record key ({RECORD_KEY} is null): not a base file Hudi wrote"
+            )
+        try:
+            return conform(rows, self.schema)
+        except SchemaError as exc:
+            raise SchemaError(f"base file {self.table.storage.uri(rel)}: {exc}") from None
 
     def visible_blocks(self, log_files: Sequence[LogFile]) -> list[LogBlock]:
         """Blocks of committed instants (up to ``as_of``), minus those a rollback block targets."""

@@ -74,7 +74,7 @@ class LakeTable:
             raise  # the store, not the table: callers (and retries) must see which
         except (LakeError, OSError, UnicodeDecodeError) as exc:
             raise TableConfigError(f"{props_uri}: cannot read ({exc})") from None
-        return cls(storage, TableConfig.from_properties(parse_properties(text), props_uri), clock)
+        return cls(storage, TableConfig.from_properties(parse_properties(text, props_uri), props_uri), clock)
 
     @classmethod
     def create(
@@ -152,7 +152,7 @@ class LakeTable:
 def _load_schema_json(text: str, source: str) -> dict:
     try:
         loaded = json.loads(text)
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise SchemaError(f"{source}: table schema is not valid JSON ({exc})") from None
     if not isinstance(loaded, dict):
         raise LakeError(f"{source}: table schema is not an Avro record")

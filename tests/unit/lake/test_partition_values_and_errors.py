@@ -436,10 +436,9 @@ def test_corrupt_base_file_is_named_by_read_write_and_compact(
     )
     assert (done.returncode, done.stdout) == (1, "")
     assert len(done.stderr.splitlines()) == 1, done.stderr
-    line = done.stderr.strip()
-    assert line.startswith("lake: error: compaction ")
-    assert "1 of 2 operations failed; the instant stays inflight for a retry: y/" in line
-    assert f": cannot read base file {base}: Parquet magic bytes not found in footer." in line
+    # Refused while scheduling (the planned base files' footers are read first): no plan written.
+    assert done.stderr.startswith(named)
+    assert _snapshot(table) == before
     more = _input(tmp_path / "3.parquet", [("a", 3, "x"), ("b", 3, "y")])
     assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert").startswith(
         named
@@ -488,3 +487,200 @@ def test_compaction_instant_may_lead_the_clock_by_the_allowed_skew_only(
     result = schedule_compaction(table, instant=within, force=True)
     assert (result.outcome, result.instant) == (Outcome.SCHEDULED, within)
     assert [i.timestamp for i in table.timeline().pending_compactions()] == [within]
+
+
+# -- issue 30, item 5: a success-file name that is a file of the partition ---------------------------
+SUCCESS_KEY = "sink.partition-commit.success-file.name"
+
+
+def test_a_success_file_name_that_is_a_file_of_the_partition_is_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Each of these was truncated to an empty success file, exit 0, and the table no longer read.
+    table = tmp_path / "t"
+    _init(capsys, table, "cow")
+    rows = [("a", 1, "x"), ("b", 1, "y")]
+    _ok(capsys, "write", str(table), "--input", _input(tmp_path / "1.parquet", rows), "--operation", "insert")
+    _ok(capsys, "partition-commit", str(table), "--partition", "y")  # its lock and write index exist now
+    (table / "x" / "NOTES").write_text("keep me")
+    base = next((table / "x").glob("*.parquet")).name
+    expected = [("x", "a", 1, "x"), ("y", "b", 1, "y")]
+    before = _snapshot(table)
+    refusals = {
+        base: f"{SUCCESS_KEY}={base!r} is the name of a data file (.parquet, .orc, .hfile, .avro): "
+        "choose another, e.g. _SUCCESS",
+        ".hoodie_partition_metadata": f"{SUCCESS_KEY}='.hoodie_partition_metadata' is a hidden name, as "
+        "Hudi's own files in a partition are (.hoodie_partition_metadata, log files "
+        ".<fileId>_<instant>.log.<n>): choose another, e.g. _SUCCESS",
+        "../y/_SUCCESS": f"{SUCCESS_KEY}='../y/_SUCCESS' is not a plain file name",
+        "NOTES": f"{table}/x/NOTES exists and is not an empty success file (7 bytes): "
+        f"{SUCCESS_KEY}='NOTES' would overwrite it; nothing was committed",
+    }
+    for name, message in refusals.items():
+        argv = ["partition-commit", str(table), "--partition", "x", "--option", f"{SUCCESS_KEY}={name}"]
+        assert _error_line(capsys, *argv) == f"lake: error: {message}", name
+        assert _snapshot(table) == before, name
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+    # A name of its own is written (empty), and written again over itself when late data re-commits.
+    argv = ["partition-commit", str(table), "--partition", "x", "--option", f"{SUCCESS_KEY}=_DONE"]
+    assert json.loads(_ok(capsys, *argv))["committed"] == ["x"]
+    assert (table / "x" / "_DONE").read_bytes() == b"" and (table / "x" / "NOTES").read_text() == "keep me"
+    assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
+
+
+# -- issue 30, item 7: a foreign parquet file in place of a base file --------------------------------
+META = (
+    "_hoodie_commit_time, _hoodie_commit_seqno, _hoodie_record_key, _hoodie_partition_path, _hoodie_file_name"
+)
+
+
+def test_a_foreign_parquet_file_in_place_of_a_base_file_is_refused_by_read_and_compaction(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # read returned its rows as rows of nulls (exit 0); compaction failed on the null keys with a
+    # traceback and left an inflight instant behind.
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    base = next((table / "y").glob("*.parquet"))
+    pq.write_table(pa.table({"x": [1, 2], "y": ["a", "b"]}), base)
+    named = (
+        f"lake: error: {base} is not a base file of {table}: it lacks column(s) {META} (its columns: x, y)"
+    )
+    before = _snapshot(table)
+    assert _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet")) == named
+    for mode in ("run", "schedule"):
+        assert _error_line(capsys, "compact", str(table), "--mode", mode, "--force") == named
+    assert _snapshot(table) == before  # no compaction instant, requested or inflight
+    assert not (tmp_path / "o.parquet").exists()
+    with pytest.raises(Exception, match="(?i)schema|column|field"):  # hudi-rs refuses the table too
+        _hudi_rs(table)
+
+
+def test_a_base_file_replaced_after_scheduling_stops_execute_before_inflight(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    scheduled = json.loads(_ok(capsys, "compact", str(table), "--mode", "schedule", "--force"))
+    c = scheduled["schedule"]["instant"]
+    base = next((table / "x").glob("*.parquet"))
+    pq.write_table(pa.table({"k": ["a"], "other": [1]}), base)
+    before = _snapshot(table)
+    named = f"lake: error: {base} is not a base file of {table}: it lacks column(s) {META}"
+    execute = ["compact", str(table), "--mode", "execute", "--instant", c]
+    assert _error_line(capsys, *execute) == f"{named} (its columns: k, other)"
+    assert _snapshot(table) == before  # still requested, not inflight, nothing written
+
+
+def test_a_table_without_meta_fields_is_judged_by_its_record_key_fields(
+    hudi_table_zip, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # hoodie.populate.meta.fields=false: base files need not hold the meta columns, only the key.
+    table = hudi_table_zip("morparquet_v6_simplekeygen_hivestyle_no_metafields")
+    expected = _ok(capsys, "read", str(table), "--output", str(tmp_path / "before.parquet"))
+    assert expected == f"4 rows -> {tmp_path}/before.parquet\n"
+    base = next((table / "byteField=10").glob("*.parquet"))
+    rows = pq.read_table(base)
+    pq.write_table(rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")]), base)
+    _ok(capsys, "read", str(table), "--output", str(tmp_path / "after.parquet"))
+    assert pq.read_table(tmp_path / "after.parquet").equals(pq.read_table(tmp_path / "before.parquet"))
+    pq.write_table(rows.drop_columns(["id"]), base)  # meta columns, but no record key field
+    line = _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet"))
+    assert line.startswith(f"lake: error: {base} is not a base file of {table}: it lacks column(s) id (its ")
+
+
+# -- issue 30, item 8: tracebacks instead of one error line -------------------------------------------
+def test_a_table_without_record_key_fields_refuses_a_write_and_still_reads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    props = table / ".hoodie" / "hoodie.properties"
+    text = props.read_text()
+    assert "hoodie.table.recordkey.fields=k\n" in text
+    props.write_text(text.replace("hoodie.table.recordkey.fields=k\n", ""))
+    before = _snapshot(table)
+    more = _input(tmp_path / "3.parquet", [("c", 1, "x")])
+    assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert") == (
+        f"lake: error: {props}: hoodie.table.recordkey.fields is missing or empty, so records have no "
+        "key to write them by (tables with auto-generated keys are not supported)"
+    )
+    assert _snapshot(table) == before
+    assert _ours(capsys, table, tmp_path) == [("x", "a", 2, "x"), ("y", "b", 2, "y")] == _hudi_rs(table)
+
+
+def test_a_malformed_unicode_escape_in_hoodie_properties_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    props = table / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text() + "hoodie.datasource.hive_sync.table=t\\uZZZZ\n")
+    expected = f"lake: error: {props}: malformed \\uxxxx escape '\\uZZZZ' (needs four hex digits)"
+    before = _snapshot(table)
+    more = _input(tmp_path / "3.parquet", [("c", 1, "x")])
+    for argv in (
+        ["read", str(table), "--output", str(tmp_path / "o.parquet")],
+        ["timeline", str(table)],
+        ["write", str(table), "--input", more, "--operation", "upsert"],
+        ["clean", str(table)],
+        ["compact", str(table), "--mode", "run", "--force"],
+        ["partition-commit", str(table), "--partition", "x"],
+    ):
+        assert _error_line(capsys, *argv) == expected, argv[0]
+    assert _snapshot(table) == before
+
+
+def test_hours_retained_beyond_any_calendar_are_one_error_line_or_keep_everything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    before = _snapshot(table)
+    hours = "1000000000000"
+    assert _error_line(
+        capsys, "clean", str(table), "--policy", "KEEP_LATEST_BY_HOURS", "--retained", hours
+    ) == (f"lake: error: hoodie.cleaner.hours.retained={hours} must be at most 2147483647")
+    options = ["--option", "hoodie.clean.policy=KEEP_LATEST_BY_HOURS"]
+    assert _error_line(
+        capsys, "clean", str(table), *options, "--option", f"hoodie.clean.hours.retained={hours}"
+    ) == (f"lake: error: hoodie.clean.hours.retained={hours} must be at most 2147483647")
+    assert _snapshot(table) == before
+    # Hudi's largest (a Java int: 245,000 years back, before year 1): every commit is retained.
+    done = json.loads(
+        _ok(capsys, "clean", str(table), "--policy", "KEEP_LATEST_BY_HOURS", "--retained", "2147483647")
+    )
+    assert (done["outcome"], done["files_planned"]) == ("NO_WORK", 0)
+
+
+class RaisingExtractor:
+    def extract(self, keys: list[str], values: list[str]) -> dt.datetime:
+        return dt.datetime.strptime(values, "%Y")  # type: ignore[arg-type]  (a TypeError: a list)
+
+
+def test_a_custom_time_extractor_that_raises_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    _ok(capsys, "partition-commit", str(table), "--partition", "y")  # its lock exists from here on
+    before = _snapshot(table)
+    argv = ["partition-commit", str(table), "--partition", "x", "--trigger", "partition-time"]
+    argv += ["--watermark", "2030-01-01T00:00:00Z", "--option", "partition.time-extractor.kind=custom"]
+    argv += ["--option", f"partition.time-extractor.class={__name__}.RaisingExtractor"]
+    assert _error_line(capsys, *argv) == (
+        f"lake: error: extractor {__name__}.RaisingExtractor failed for partition 'x': TypeError: "
+        "strptime() argument 1 must be str, not list; nothing was committed"
+    )
+    assert _snapshot(table) == before
+
+
+def test_a_commit_file_nested_deeper_than_the_json_decoder_goes_is_one_error_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, commit = _mor_with_logs(tmp_path, capsys)
+    commit.write_text('{"partitionToWriteStats": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    expected = (
+        f"lake: error: {commit}: commit metadata is not JSON (maximum recursion depth exceeded while "
+        "decoding a JSON array from a unicode string)"
+    )
+    before = _snapshot(table)
+    more = _input(tmp_path / "3.parquet", [("c", 1, "x")])
+    assert _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet")) == expected
+    assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert") == expected
+    assert _error_line(capsys, "compact", str(table), "--mode", "run", "--force") == expected
+    assert _snapshot(table) == before

@@ -15,6 +15,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import LakeError, PartitionCommitError, UnsafePathError
 from airflow_lake_provider.lake.services.partition_commit.plain import (
     MERGE_DIR,
@@ -145,6 +146,83 @@ def test_a_partition_folder_linked_from_outside_is_refused_and_nothing_is_writte
         merge_plain_partition(LocalStorage(root), P, 10**9)
     assert _snapshot(outside) == before
     assert sorted(os.listdir(outside)) == ["a.parquet", "b.parquet"]
+
+
+@pytest.mark.parametrize(
+    "policies", ["success-file", "custom", "merge-small-files", "success-file,merge-small-files"]
+)
+def test_a_partition_folder_linked_from_outside_is_refused_for_every_policy_before_any_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policies: str
+) -> None:
+    # Only merge-small-files refused such a folder, and only after the commit state was written:
+    # success-file wrote _SUCCESS through the link into the other folder, custom ran on it.
+    root, outside = tmp_path / "events", tmp_path / "elsewhere"
+    _put(outside, "a.parquet", 0, 10)
+    _put(outside, "b.parquet", 10, 10)
+    _put(root, "dt=2024-01-04/c.parquet", 20, 10)
+    (root / P).symlink_to(outside, target_is_directory=True)
+    before, before_outside = _snapshot(root), _snapshot(outside)
+    calls: list[str] = []
+    expected = (
+        f"partition folder {P!r} of {root} leads out of it (it resolves to {outside}, outside {root}): "
+        "partition commit only writes inside the directory; nothing changed"
+    )
+    with pytest.raises(UnsafePathError) as refused:
+        commit_plain_partitions(
+            LocalStorage(root),
+            ["dt=2024-01-04", P],
+            {"sink.partition-commit.policy.kind": policies},
+            custom_policy=lambda context: calls.append(context.partition_path),
+        )
+    assert str(refused.value) == expected
+    assert calls == []
+    assert _snapshot(root) == before and _snapshot(outside) == before_outside
+    assert sorted(os.listdir(root)) == ["dt=2024-01-04", P]  # no state, no lock
+    assert sorted(os.listdir(outside)) == ["a.parquet", "b.parquet"]
+    if policies != "custom":  # the CLI: one error line (a custom policy needs a class there)
+        assert main(["partition-commit", str(root), "--partition", P, "--policy", policies]) == 1
+        assert capsys.readouterr() == ("", f"lake: error: {expected}\n")
+        assert sorted(os.listdir(outside)) == ["a.parquet", "b.parquet"]
+
+
+SUCCESS_KEY = "sink.partition-commit.success-file.name"
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        # Each was truncated to an empty file (exit 0): rows lost, and readers failed on it.
+        (
+            "a.parquet",
+            f"{SUCCESS_KEY}='a.parquet' is the name of a data file (.parquet, .orc, .hfile, .avro): "
+            "choose another, e.g. _SUCCESS",
+        ),
+        (
+            "000000_0",  # Hive names its data files so: no suffix, but visible, so data
+            f"{SUCCESS_KEY}='000000_0': in a plain parquet directory every file whose name does not start "
+            "with '_' or '.' is data; name the success file with a leading '_' (e.g. _SUCCESS)",
+        ),
+        (
+            "_common_metadata",  # Spark's summary file: hidden, but not an empty success file
+            "{root}/dt=2024-01-05/_common_metadata exists and is not an empty success file ({size} bytes): "
+            f"{SUCCESS_KEY}='_common_metadata' would overwrite it; nothing was committed",
+        ),
+    ],
+)
+def test_a_success_file_name_that_is_a_file_of_the_directory_is_refused(
+    tmp_path: Path, name: str, message: str
+) -> None:
+    root = tmp_path / "events"
+    _put(root, f"{P}/a.parquet", 0, 10)
+    _put(root, f"{P}/000000_0", 10, 10)
+    pq.write_metadata(pa.schema([("id", pa.int64())]), root / P / "_common_metadata")
+    size = (root / P / "_common_metadata").stat().st_size
+    before = _snapshot(root)
+    with pytest.raises(LakeError) as refused:
+        commit_plain_partitions(LocalStorage(root), [P], {SUCCESS_KEY: name})
+    assert str(refused.value) == message.format(root=root, size=size)
+    assert _snapshot(root) == before
+    assert _rows(root) == Counter(range(20))
 
 
 def test_a_partition_whose_name_ends_in_a_space_is_that_folder_not_its_trimmed_neighbour(

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from airflow_lake_provider.lake.errors import CleanConfigError
-from airflow_lake_provider.lake.table.options import get_bool, get_int, lookup, merge_layers
+from airflow_lake_provider.lake.table.options import JAVA_INT_MAX, get_bool, get_int, lookup, merge_layers
 
 
 class CleanPolicy(str, Enum):
@@ -53,7 +53,7 @@ class CleanConfig:
             policy=policy,
             commits_retained=get_int(merged, COMMITS_KEYS, 10, 1, CleanConfigError),
             file_versions_retained=get_int(merged, VERSIONS_KEYS, 3, 1, CleanConfigError),
-            hours_retained=get_int(merged, HOURS_KEYS, 24, 0, CleanConfigError),
+            hours_retained=get_int(merged, HOURS_KEYS, 24, 0, CleanConfigError, JAVA_INT_MAX),
             max_commits=get_int(merged, MAX_COMMITS_KEYS, 1, 0, CleanConfigError),
             allow_multiple=get_bool(merged, ALLOW_MULTIPLE_KEYS, True, CleanConfigError),
             incremental=get_bool(merged, INCREMENTAL_KEYS, True, CleanConfigError),

@@ -123,7 +123,7 @@ def _last_clean(timeline: Timeline) -> Mapping[str, Any] | None:
     if state:
         try:
             loaded = json.loads(state)
-        except ValueError:
+        except (ValueError, RecursionError):
             loaded = {}
         if isinstance(loaded, dict) and loaded.get("instant") == last.timestamp:
             return loaded

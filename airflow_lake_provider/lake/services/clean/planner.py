@@ -124,7 +124,10 @@ def _earliest_by_policy(timeline: Timeline, config: CleanConfig, now: dt.datetim
             return commits[len(commits) - config.commits_retained]
         return None
     if config.policy is CleanPolicy.KEEP_LATEST_BY_HOURS:
-        cutoff = format_instant(now - dt.timedelta(hours=config.hours_retained))
+        try:
+            cutoff = format_instant(now - dt.timedelta(hours=config.hours_retained))
+        except OverflowError:  # before year 1: every commit is within the hours retained
+            cutoff = ""
         return next((c for c in commits if c.timestamp >= cutoff), None)
     return None
 

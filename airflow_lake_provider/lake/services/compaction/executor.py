@@ -48,7 +48,7 @@ from airflow_lake_provider.lake.services.compaction.planner import plan_compacti
 from airflow_lake_provider.lake.table.data_files import store_base_file
 from airflow_lake_provider.lake.table.fs_view import BaseFile, FileSlice, LogFile
 from airflow_lake_provider.lake.table.merge import DataItem, merge_slice
-from airflow_lake_provider.lake.table.reader import SliceReader
+from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
@@ -216,6 +216,7 @@ def schedule_compaction(
                 Outcome.NO_WORK, reason=f"no file slice selected by {config.strategy}", dry_run=dry_run
             )
         output_schema(table, timeline)  # a plan no run could execute is refused, not written
+        check_base_files(table, _base_files(plan))
         c = plan_instant(table, timeline, instant)
         plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
         if dry_run:
@@ -246,6 +247,10 @@ def output_schema(table: LakeTable, timeline: Timeline) -> pa.Schema:
     if not table.config.populate_meta_fields or FILE_NAME_COLUMN not in schema.names:
         raise CompactionError(f"{table.uri}: compacting tables without meta fields is not supported")
     return schema
+
+
+def _base_files(plan: CompactionPlan) -> list[str]:
+    return [join_partition(op.partition, op.data_file_name) for op in plan.operations if op.data_file_name]
 
 
 def plan_slice(table: LakeTable, op: CompactionOperation) -> FileSlice:
@@ -539,8 +544,10 @@ def execute_compaction(
                 recovered=target.is_inflight,
                 duration_seconds=time.monotonic() - started,
             )
-        # Before any step on disk: an unreadable schema (a corrupt commit file) changes nothing.
+        # Before any step on disk: an unreadable schema (a corrupt commit file) or a planned base
+        # file that is not one of the table's (a foreign parquet file) changes nothing.
         schema = output_schema(table, timeline)
+        check_base_files(table, _base_files(plan))
         removed: list[str] = []
         if target.is_inflight:
             removed = remove_partial_output(table, c, plan)

@@ -10,6 +10,10 @@ from enum import Enum
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from airflow_lake_provider.lake.errors import PartitionCommitConfigError
+from airflow_lake_provider.lake.services.partition_commit.success_file import (
+    SUCCESS_FILE_KEY,
+    check_success_file_name,
+)
 from airflow_lake_provider.lake.table.options import get_str, lookup, merge_layers
 
 TRIGGER_KEY = "sink.partition-commit.trigger"
@@ -17,7 +21,6 @@ DELAY_KEY = "sink.partition-commit.delay"
 TIME_ZONE_KEY = "sink.partition-commit.watermark-time-zone"
 POLICY_KIND_KEY = "sink.partition-commit.policy.kind"
 POLICY_CLASS_KEY = "sink.partition-commit.policy.class"
-SUCCESS_FILE_KEY = "sink.partition-commit.success-file.name"
 EXTRACTOR_KIND_KEY = "partition.time-extractor.kind"
 EXTRACTOR_CLASS_KEY = "partition.time-extractor.class"
 PATTERN_KEY = "partition.time-extractor.timestamp-pattern"
@@ -159,9 +162,7 @@ class PartitionCommitConfig:
             raise PartitionCommitConfigError(f"{TIME_ZONE_KEY}={zone!r} is not a known time zone") from None
         policies = parse_policies(get_str(merged, POLICY_KIND_KEY) or PolicyKind.SUCCESS_FILE.value)
         policy_class = get_str(merged, POLICY_CLASS_KEY)
-        success = get_str(merged, SUCCESS_FILE_KEY) or "_SUCCESS"
-        if "/" in success or success in (".", "..") or "\x00" in success:
-            raise PartitionCommitConfigError(f"{SUCCESS_FILE_KEY}={success!r} is not a plain file name")
+        success = check_success_file_name(get_str(merged, SUCCESS_FILE_KEY) or "_SUCCESS")
         kind = (get_str(merged, EXTRACTOR_KIND_KEY) or "default").lower()
         extractor_class = get_str(merged, EXTRACTOR_CLASS_KEY)
         if kind not in ("default", "custom"):

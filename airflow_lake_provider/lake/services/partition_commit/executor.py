@@ -52,6 +52,7 @@ from airflow_lake_provider.lake.services.partition_commit.state import (
     save_index,
     save_state,
 )
+from airflow_lake_provider.lake.services.partition_commit.success_file import check_success_targets
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 
@@ -216,6 +217,9 @@ def commit_partitions(
                 f"{table.uri}: partition(s) {[d.partition for d in missing]} have no completed write; "
                 "nothing was committed"
             )
+        due = plan.due()
+        if PolicyKind.SUCCESS_FILE in config.policies:
+            check_success_targets(table.storage, (d.partition for d in due), config.success_file_name)
         if changed:  # a cache (dry runs and sensor pokes keep it fresh too), saved once input is good
             save_index(table.store, index)
         late = {d.partition: d.late_writes for d in plan.decisions if d.late_writes}
@@ -223,7 +227,6 @@ def commit_partitions(
             log.warning(
                 "late data in committed partition %s of %s: writes %s", partition, table.uri, list(writes)
             )
-        due = plan.due()
         policies = tuple(k.value for k in config.policies)
         if dry_run:
             return CommitResult(Outcome.PLANNED if due else Outcome.NO_WORK, plan, (), policies, late)

@@ -93,11 +93,23 @@ def load_object(dotted: str, key: str) -> object:
         raise PartitionCommitConfigError(f"{key}={dotted!r} cannot be loaded: {exc}") from None
 
 
+def _instantiate(loaded: object, dotted: str, key: str) -> object:
+    """An instance of a loaded class (its constructor takes no argument); a function as it is."""
+    if not isinstance(loaded, type):
+        return loaded
+    try:
+        return loaded()
+    except Exception as exc:  # user code
+        raise PartitionCommitConfigError(
+            f"{key}={dotted!r} cannot be instantiated: {type(exc).__name__}: {exc}"
+        ) from exc
+
+
 def make_extractor(config: PartitionCommitConfig) -> Callable[[str, PartitionValues], dt.datetime]:
     """A function ``(partition, values) -> naive local time`` for the configured extractor."""
     if config.extractor_class is not None:
         loaded = load_object(config.extractor_class, EXTRACTOR_CLASS_KEY)
-        target = loaded() if isinstance(loaded, type) else loaded
+        target = _instantiate(loaded, config.extractor_class, EXTRACTOR_CLASS_KEY)
         extract = getattr(target, "extract", target)
         if not callable(extract):
             raise PartitionCommitConfigError(
@@ -105,7 +117,13 @@ def make_extractor(config: PartitionCommitConfig) -> Callable[[str, PartitionVal
             )
 
         def custom(partition: str, values: PartitionValues) -> dt.datetime:
-            result = extract([k for k, _ in values], [v for _, v in values])
+            try:
+                result = extract([k for k, _ in values], [v for _, v in values])
+            except Exception as exc:  # user code: whatever it raises is its failure, named
+                raise PartitionCommitError(
+                    f"extractor {config.extractor_class} failed for partition {partition!r}: "
+                    f"{type(exc).__name__}: {exc}; nothing was committed"
+                ) from exc
             if not isinstance(result, dt.datetime):
                 raise PartitionCommitError(
                     f"extractor {config.extractor_class} returned {result!r} for partition {partition!r}, "
@@ -157,7 +175,7 @@ def custom_policy_handler(config: PartitionCommitConfig, custom: Any) -> Callabl
                 f"policy 'custom' needs {POLICY_CLASS_KEY} (a dotted path to a class or function)"
             )
         loaded = load_object(config.policy_class, POLICY_CLASS_KEY)
-        target = loaded() if isinstance(loaded, type) else loaded
+        target = _instantiate(loaded, config.policy_class, POLICY_CLASS_KEY)
     method = getattr(target, "commit", target)
     if not callable(method):
         raise PartitionCommitConfigError(

@@ -69,6 +69,10 @@ from airflow_lake_provider.lake.services.partition_commit.state import (
     parse_state,
     state_file_name,
 )
+from airflow_lake_provider.lake.services.partition_commit.success_file import (
+    SUCCESS_FILE_KEY,
+    check_success_targets,
+)
 from airflow_lake_provider.lake.storage_base import HOODIE_DIR, Storage
 
 log = logging.getLogger(__name__)
@@ -154,7 +158,7 @@ class PlainMergePlan:
                 outputs=tuple(outputs),
                 target_bytes=body["targetBytes"],
             )
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
             raise PartitionCommitError(f"{where}: unreadable merge record ({exc}); nothing changed") from None
         # A record decides what gets deleted: every input a distinct plain file of its partition, and
         # the outputs exactly the names this merge gives its files, none of them an input (else
@@ -412,6 +416,20 @@ def _merge_locked(
     )
 
 
+def _check_folder_inside(storage: Storage, partition: str) -> None:
+    """``UnsafePathError`` for a partition folder that a link leads out of the directory."""
+    if not partition:
+        return
+    try:
+        storage.check_deletable(partition)  # resolves links (local disk)
+    except UnsafePathError as exc:
+        reason = str(exc).split(": ", 1)[-1]  # "it resolves to <target>, outside <root>"
+        raise UnsafePathError(
+            f"partition folder {partition!r} of {storage.root} leads out of it ({reason}): partition "
+            "commit only writes inside the directory; nothing changed"
+        ) from None
+
+
 def _check_inside(storage: Storage, rels: Sequence[str]) -> None:
     """``UnsafePathError`` for the first path that is not the directory's to delete (a link out)."""
     for rel in rels:
@@ -551,12 +569,22 @@ def commit_plain_partitions(
             f"{storage.root} does not exist: neither a Hudi table nor a parquet directory"
         )
     check_plain_directory(storage)
+    for name in names:  # before any policy (success-file wrote through such a link)
+        _check_folder_inside(storage, name)
     config = PartitionCommitConfig.from_options(options or {})
     refused = [k.value for k in config.policies if k not in PLAIN_POLICIES]
     if refused:
         raise PartitionCommitConfigError(
             f"{storage.root} is a plain parquet directory (no .hoodie/): policy {refused} needs a Hudi "
             f"table; plain directories support {[k.value for k in PLAIN_POLICIES]}"
+        )
+    if PolicyKind.SUCCESS_FILE in config.policies and not is_hidden(config.success_file_name):
+        # Every visible file of a partition is data here: readers would read it as parquet, and the
+        # next commit would count it as a write (and merge-small-files as an input).
+        raise PartitionCommitConfigError(
+            f"{SUCCESS_FILE_KEY}={config.success_file_name!r}: in a plain parquet directory every file "
+            "whose name does not start with '_' or '.' is data; name the success file with a leading "
+            "'_' (e.g. _SUCCESS)"
         )
     raw_fields = (options or {}).get(PARTITION_FIELDS_KEY)
     fields = tuple(f.strip() for f in str(raw_fields).split(",") if f.strip()) if raw_fields else ()
@@ -627,6 +655,8 @@ def commit_plain_partitions(
             )
         policies = tuple(k.value for k in config.policies)
         due = plan.due()
+        if PolicyKind.SUCCESS_FILE in config.policies:
+            check_success_targets(storage, (d.partition for d in due), config.success_file_name)
         if dry_run:
             return CommitResult(Outcome.PLANNED if due else Outcome.NO_WORK, plan, (), policies, late)
         committed = []

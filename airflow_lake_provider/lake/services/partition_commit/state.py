@@ -77,7 +77,7 @@ class WriteIndex:
                 partitions={str(p): tuple(ws) for p, ws in body["partitions"].items()},
                 max_event_time_ms=body["maxEventTimeMs"],
             )
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             log.warning("partition write index %s is unreadable: rebuilding it", INDEX_FILE)
             return None
 
@@ -228,7 +228,7 @@ def parse_state(data: bytes, partition: str, where: str) -> PartitionState:
             commits=commits,
             committed_at=body.get("committedAt"),
         )
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
         raise LakeError(f"{where}: unreadable commit state ({exc})") from None
     if state.partition != partition or state.status not in (COMMITTING, COMMITTED):
         raise LakeError(f"{where}: commit state of another partition")

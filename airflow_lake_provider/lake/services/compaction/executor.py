@@ -202,27 +202,56 @@ def schedule_compaction(
     now = now or dt.datetime.now(dt.timezone.utc)
     if not table.config.is_mor:
         return ScheduleResult(Outcome.NO_WORK, reason=f"{table.uri} is copy-on-write; nothing to compact")
-    # The write lock too: a writer between reading its file groups and committing would append
-    # logs to slices this plan takes over, and lose them (Hudi needs a lock provider here).
-    with table.store.exclusive(SCHEDULE_LOCK), table.store.exclusive(WRITE_LOCK):
-        timeline = table.timeline()
-        trigger = trigger_state(timeline, config, now)
-        if not (trigger.due or force):
-            log.info("compaction of %s not due: %s", table.uri, trigger.reason)
-            return ScheduleResult(Outcome.NO_WORK, reason=f"not due: {trigger.reason}", dry_run=dry_run)
-        plan = plan_compaction(timeline, table.file_system_view(timeline), config, now=now)
-        if plan is None:
-            return ScheduleResult(
-                Outcome.NO_WORK, reason=f"no file slice selected by {config.strategy}", dry_run=dry_run
-            )
-        output_schema(table, timeline)  # a plan no run could execute is refused, not written
-        check_base_files(table, _base_files(plan))
-        c = plan_instant(table, timeline, instant)
-        plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
-        if dry_run:
-            return ScheduleResult(Outcome.SCHEDULED, c, plan, trigger.reason, dry_run=True)
-        body = timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan.to_avro())
-        table.store.create_requested(c, Action.COMPACTION, body)
+    with table.store.exclusive(SCHEDULE_LOCK):
+        checked = _check_base_files_unlocked(table, config, now, force)
+        # The write lock too: a writer between reading its file groups and committing would append
+        # logs to slices this plan takes over, and lose them (Hudi needs a lock provider here).
+        with table.store.exclusive(WRITE_LOCK):
+            return _schedule_locked(table, config, now, dry_run, instant, force, checked)
+
+
+def _check_base_files_unlocked(
+    table: LakeTable, config: CompactionConfig, now: dt.datetime, force: bool
+) -> set[str]:
+    """Check the base files a plan would take now, before the write lock is held: their footers
+    (one read each) are most of a schedule's I/O, and writers wait for that lock. Returns them."""
+    timeline = table.timeline()
+    if not (trigger_state(timeline, config, now).due or force):
+        return set()
+    plan = plan_compaction(timeline, table.file_system_view(timeline), config, now=now)
+    files = _base_files(plan) if plan else []
+    check_base_files(table, files)
+    return set(files)
+
+
+def _schedule_locked(
+    table: LakeTable,
+    config: CompactionConfig,
+    now: dt.datetime,
+    dry_run: bool,
+    instant: str | None,
+    force: bool,
+    checked: set[str],
+) -> ScheduleResult:
+    timeline = table.timeline()
+    trigger = trigger_state(timeline, config, now)
+    if not (trigger.due or force):
+        log.info("compaction of %s not due: %s", table.uri, trigger.reason)
+        return ScheduleResult(Outcome.NO_WORK, reason=f"not due: {trigger.reason}", dry_run=dry_run)
+    plan = plan_compaction(timeline, table.file_system_view(timeline), config, now=now)
+    if plan is None:
+        return ScheduleResult(
+            Outcome.NO_WORK, reason=f"no file slice selected by {config.strategy}", dry_run=dry_run
+        )
+    output_schema(table, timeline)  # a plan no run could execute is refused, not written
+    # A foreign parquet file in a base file's place is refused by name before a plan exists.
+    check_base_files(table, [f for f in _base_files(plan) if f not in checked])
+    c = plan_instant(table, timeline, instant)
+    plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
+    if dry_run:
+        return ScheduleResult(Outcome.SCHEDULED, c, plan, trigger.reason, dry_run=True)
+    body = timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan.to_avro())
+    table.store.create_requested(c, Action.COMPACTION, body)
     log.info(
         "compaction %s of %s scheduled: %d file groups, %.3f MB IO",
         c,

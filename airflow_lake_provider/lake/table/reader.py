@@ -127,8 +127,9 @@ class SliceReader:
         rel = slice_.base_file.relative_path
         with _naming(self.table, rel), self.table.storage.open_input(rel) as source:
             parquet = pq.ParquetFile(source)
-            present = parquet.schema_arrow.names
-            check_base_columns(self.table, rel, present)
+            names = parquet.schema_arrow.names
+            check_base_columns(self.table, rel, names)
+            present = set(names)
             rows = parquet.read(columns=[n for n in self.schema.names if n in present])
         if RECORD_KEY in rows.column_names and rows.column(RECORD_KEY).null_count:
             raise CorruptDataFileError(

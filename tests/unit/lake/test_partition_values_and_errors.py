@@ -555,6 +555,32 @@ def test_a_foreign_parquet_file_in_place_of_a_base_file_is_refused_by_read_and_c
         _hudi_rs(table)
 
 
+@pytest.mark.parametrize("kind", ["null keys", "wrong type"])
+def test_a_parquet_file_with_the_meta_columns_but_not_the_tables_rows_is_refused_by_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    # Null record keys read as rows without a key (compaction then failed on them with a
+    # traceback); a column that does not cast to the table's type was refused without the file.
+    table, _ = _mor_with_logs(tmp_path, capsys)
+    base = next((table / "y").glob("*.parquet"))
+    rows = pq.read_table(base)
+    if kind == "null keys":
+        index = rows.schema.get_field_index("_hoodie_record_key")
+        rows = rows.set_column(index, "_hoodie_record_key", pa.nulls(rows.num_rows, pa.string()))
+        reason = "1 rows have no record key (_hoodie_record_key is null): not a base file Hudi wrote"
+    else:
+        rows = rows.set_column(rows.schema.get_field_index("ts"), "ts", pa.array(["soon"]))
+        reason = (
+            "column 'ts': cannot cast string to int64: Failed to parse string: 'soon' as a scalar of "
+            "type int64"
+        )
+    pq.write_table(rows, base)
+    before = _snapshot(table)
+    line = _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet"))
+    assert line == f"lake: error: {'' if kind == 'null keys' else 'base file '}{base}: {reason}"
+    assert _snapshot(table) == before
+
+
 def test_a_base_file_replaced_after_scheduling_stops_execute_before_inflight(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,9 +9,11 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hudi import HudiTableBuilder
 
+from airflow_lake_provider.lake.errors import CorruptDataFileError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.services.clean.executor import run_clean
@@ -149,6 +151,27 @@ def test_merge_small_files_as_a_commit_policy_is_not_late_data(tmp_path: Path) -
     assert _rows(read_snapshot(table)) == before == _hudi_rs(table.base_path)
     again = commit_partitions(table, ["x"], options)
     assert again.to_dict()["late_data"] == {} and again.to_dict()["already_committed"] == ["x"]
+
+
+def test_a_foreign_parquet_file_among_the_inputs_is_refused_before_the_plan_exists(tmp_path: Path) -> None:
+    # It was read as rows of nulls: the merge wrote its plan, then failed on the null keys with a
+    # ValueError and left the replacecommit pending.
+    table = _table(tmp_path / "t")
+    foreign = sorted((table.base_path / "x").glob("*.parquet"))[2]
+    pq.write_table(pa.table({"id": ["z"], "other": [1]}), foreign)
+    before = _tree(table.base_path)
+    with pytest.raises(CorruptDataFileError) as refused:
+        merge_small_files(table, "x", 10**9)
+    assert str(refused.value) == (
+        f"{foreign} is not a base file of {table.base_path}: it lacks column(s) _hoodie_commit_time, "
+        "_hoodie_commit_seqno, _hoodie_record_key, _hoodie_partition_path, _hoodie_file_name "
+        "(its columns: id, other)"
+    )
+    assert _tree(table.base_path) == before
+
+
+def _tree(base: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(base)): p.read_bytes() for p in sorted(base.rglob("*")) if p.is_file()}
 
 
 def test_a_plan_file_of_another_writer_is_not_rolled_back(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ from airflow_lake_provider.lake.services.compaction.executor import FILE_NAME_CO
 from airflow_lake_provider.lake.services.compaction.planner import pending_clustering_groups
 from airflow_lake_provider.lake.table.data_files import store_base_file
 from airflow_lake_provider.lake.table.fs_view import FileSlice
-from airflow_lake_provider.lake.table.reader import SliceReader
+from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
@@ -128,6 +128,8 @@ def _merge(
     rolled: tuple[str, ...],
 ) -> MergeResult:
     schema = output_schema(table, timeline)
+    # Before the plan exists: a foreign parquet file in an input's place is refused by name.
+    check_base_files(table, [s.base_file.relative_path for s in inputs if s.base_file])
     bytes_in = sum(s.base_file.size for s in inputs if s.base_file)
     outputs = max(1, math.ceil(bytes_in / target_bytes))
     instant = table.clock.next(after=timeline.latest_time)

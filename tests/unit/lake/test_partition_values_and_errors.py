@@ -3,7 +3,9 @@
 Partitions whose folder starts with "." are read, compacted and cleaned (Java Hudi and hudi-rs list
 them); values no file system or Hudi reader can hold are refused before an instant exists; corrupt
 commit and base files give one ``lake: error:`` line naming the file; a compaction plan cannot be
-put in the future.
+put in the future. Issue 30: a success-file name that is a file of the partition, a foreign parquet
+file in a base file's place, and bad ``hoodie.properties``, retention hours, extractors and commit
+JSON are each one error line, with the tree unchanged.
 """
 
 from __future__ import annotations
@@ -502,8 +504,8 @@ def test_a_success_file_name_that_is_a_file_of_the_partition_is_refused_before_a
     rows = [("a", 1, "x"), ("b", 1, "y")]
     _ok(capsys, "write", str(table), "--input", _input(tmp_path / "1.parquet", rows), "--operation", "insert")
     _ok(capsys, "partition-commit", str(table), "--partition", "y")  # its lock and write index exist now
-    (table / "x" / "NOTES").write_text("keep me")
     base = next((table / "x").glob("*.parquet")).name
+    shutil.copy(table / "x" / base, table / "x" / "DONE")  # a data file without a data file's name
     expected = [("x", "a", 1, "x"), ("y", "b", 1, "y")]
     before = _snapshot(table)
     refusals = {
@@ -513,8 +515,8 @@ def test_a_success_file_name_that_is_a_file_of_the_partition_is_refused_before_a
         "Hudi's own files in a partition are (.hoodie_partition_metadata, log files "
         ".<fileId>_<instant>.log.<n>): choose another, e.g. _SUCCESS",
         "../y/_SUCCESS": f"{SUCCESS_KEY}='../y/_SUCCESS' is not a plain file name",
-        "NOTES": f"{table}/x/NOTES exists and is not an empty success file (7 bytes): "
-        f"{SUCCESS_KEY}='NOTES' would overwrite it; nothing was committed",
+        "DONE": f"{table}/x/DONE is a data file (parquet): {SUCCESS_KEY}='DONE' would overwrite it; "
+        "nothing was committed",
     }
     for name, message in refusals.items():
         argv = ["partition-commit", str(table), "--partition", "x", "--option", f"{SUCCESS_KEY}={name}"]
@@ -524,7 +526,8 @@ def test_a_success_file_name_that_is_a_file_of_the_partition_is_refused_before_a
     # A name of its own is written (empty), and written again over itself when late data re-commits.
     argv = ["partition-commit", str(table), "--partition", "x", "--option", f"{SUCCESS_KEY}=_DONE"]
     assert json.loads(_ok(capsys, *argv))["committed"] == ["x"]
-    assert (table / "x" / "_DONE").read_bytes() == b"" and (table / "x" / "NOTES").read_text() == "keep me"
+    assert (table / "x" / "_DONE").read_bytes() == b""
+    assert (table / "x" / "DONE").read_bytes() == (table / "x" / base).read_bytes()
     assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
 
 

@@ -204,7 +204,7 @@ SUCCESS_KEY = "sink.partition-commit.success-file.name"
         ),
         (
             "_common_metadata",  # Spark's summary file: hidden, but not an empty success file
-            "{root}/dt=2024-01-05/_common_metadata exists and is not an empty success file ({size} bytes): "
+            "{root}/dt=2024-01-05/_common_metadata is a data file (parquet): "
             f"{SUCCESS_KEY}='_common_metadata' would overwrite it; nothing was committed",
         ),
     ],
@@ -216,13 +216,21 @@ def test_a_success_file_name_that_is_a_file_of_the_directory_is_refused(
     _put(root, f"{P}/a.parquet", 0, 10)
     _put(root, f"{P}/000000_0", 10, 10)
     pq.write_metadata(pa.schema([("id", pa.int64())]), root / P / "_common_metadata")
-    size = (root / P / "_common_metadata").stat().st_size
     before = _snapshot(root)
     with pytest.raises(LakeError) as refused:
         commit_plain_partitions(LocalStorage(root), [P], {SUCCESS_KEY: name})
-    assert str(refused.value) == message.format(root=root, size=size)
+    assert str(refused.value) == message.format(root=root)
     assert _snapshot(root) == before
     assert _rows(root) == Counter(range(20))
+
+
+def test_a_success_file_with_content_is_overwritten_as_flink_does(tmp_path: Path) -> None:
+    # An S3A committer's _SUCCESS is a JSON manifest: not data, so the commit writes it afresh.
+    root = tmp_path / "events"
+    _put(root, f"{P}/a.parquet", 0, 10)
+    (root / P / "_SUCCESS").write_text('{"name": "org.apache.hadoop.fs.s3a.commit.files.SuccessData"}')
+    assert commit_plain_partitions(LocalStorage(root), [P]).committed == (P,)
+    assert (root / P / "_SUCCESS").read_bytes() == b""
 
 
 def test_a_partition_whose_name_ends_in_a_space_is_that_folder_not_its_trimmed_neighbour(

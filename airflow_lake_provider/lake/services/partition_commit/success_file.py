@@ -1,8 +1,8 @@
 """The ``success-file`` policy's file: which names it may take, and where it may be written.
 
 The file is written whole (empty) over whatever has its name, so a name that is a data file or a
-file Hudi keeps in the partition would truncate it and break the table. Both checks run before any
-policy of any partition is applied.
+file Hudi keeps in the partition would truncate it and break the table. Names are checked with the
+configuration, the files the name would overwrite before any policy of any partition is applied.
 """
 
 from __future__ import annotations
@@ -40,17 +40,28 @@ def check_success_file_name(name: str) -> str:
     return name
 
 
+# How data files start: Parquet (also its _metadata summaries), ORC, Avro object containers.
+DATA_MAGIC = {b"PAR1": "parquet", b"ORC": "ORC", b"Obj\x01": "Avro"}
+
+
 def check_success_targets(storage: Storage, partitions: Iterable[str], name: str) -> None:
-    """Refuse to write the success file where a non-empty file (or a folder) has its name: an
-    earlier success file is empty, anything else would be truncated."""
+    """Refuse to write the success file over a data file of that name (named as none of the name
+    rules above foresee: Hive's ``000000_0``, Spark's ``_metadata``). Any other file is overwritten,
+    as Flink does: an earlier success file, or an S3A committer's ``_SUCCESS`` manifest."""
     for partition in partitions:
         rel = join_partition(partition, name)
         try:
-            size = storage.size(rel)
+            head = storage.read_range(rel, 0, 4)
         except ObjectNotFoundError:
             continue
-        if size:
+        except IsADirectoryError:
+            kind = "a folder"
+        else:
+            kind = next(
+                (f"a data file ({k})" for magic, k in DATA_MAGIC.items() if head.startswith(magic)), None
+            )
+        if kind is not None:
             raise PartitionCommitError(
-                f"{storage.uri(rel)} exists and is not an empty success file ({size} bytes): "
-                f"{SUCCESS_FILE_KEY}={name!r} would overwrite it; nothing was committed"
+                f"{storage.uri(rel)} is {kind}: {SUCCESS_FILE_KEY}={name!r} would overwrite it; "
+                "nothing was committed"
             )

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake.errors import LakeError, ObjectNotFoundError
 from airflow_lake_provider.lake.format.archived_timeline import (
     ARCHIVE_FOLDER,
     archive_version,
@@ -81,16 +81,21 @@ class WriteIndex:
             body = json.loads(data)
             if body.get("version") != 1:
                 return None
-            read = body.get("archiveRead")  # (absent from indexes written before archival was followed)
+            # (activeFrom and archiveRead are absent from indexes written before archival was followed:
+            # the archive is then read once, what the index has skipped.)
+            active_from, read = body.get("activeFrom"), body.get("archiveRead")
+            if not isinstance(active_from, (str, type(None))) or not isinstance(read, (list, type(None))):
+                raise TypeError("activeFrom or archiveRead of the wrong type")
+            version, size = (int(read[0]), int(read[1])) if read else (0, 0)
             return cls(
                 through=body["through"],
                 seen_after=frozenset(body["seenAfter"]),
                 partitions={str(p): tuple(ws) for p, ws in body["partitions"].items()},
                 max_event_time_ms=body["maxEventTimeMs"],
-                active_from=body.get("activeFrom"),
-                archive_read=(int(read[0]), int(read[1])) if read else None,
+                active_from=active_from,
+                archive_read=(version, size) if read else None,
             )
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError):
             log.warning("partition write index %s is unreadable: rebuilding it", INDEX_FILE)
             return None
 
@@ -283,7 +288,11 @@ def _with_archived(timeline: Timeline, index: WriteIndex) -> tuple[WriteIndex, l
         if version < read_version or (version == read_version and size == read_bytes):
             continue
         rel = f"{folder}/{name}"
-        blocks = parse_log_bytes(storage.read_range(rel, offset, size - offset), storage.uri(rel))
+        try:
+            data = storage.read_range(rel, offset, size - offset) if size > offset else b""
+        except ObjectNotFoundError:  # merged into a newer archive file since the listing (Java)
+            continue
+        blocks = parse_log_bytes(data, storage.uri(rel))
         # Up to the end of the last whole block: a block still being appended is read next time.
         mark = (version, offset + max((b.offset + b.size for b in blocks), default=0))
         for block in blocks:

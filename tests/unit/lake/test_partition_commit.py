@@ -691,6 +691,29 @@ def test_late_data_archived_before_the_next_poke_is_noticed_and_recommitted(tmp_
     assert calls[1].recommit is True
 
 
+def test_writes_archived_between_two_pokes_are_indexed_on_s3(s3_bucket: str) -> None:
+    # hoodie.keep.* in the table's properties: every write archives above 4 commits, down to 2.
+    created = _table(f"s3://{s3_bucket}/t")  # type: ignore[arg-type]
+    keep = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "4"}
+    created.store.update_properties({**created.config.properties, **keep})
+    table = LakeTable.open(created.uri)
+    first = _write(table, "04", ["b"])
+    assert _poke(table, [H03])["missing"] == [H03]
+    only = _write(table, "03", ["a"])
+    for n in range(4):
+        _write(table, "04", [f"b{n}"])
+    assert only not in [i.timestamp for i in table.timeline().instants]  # archived
+    poke = _poke(table, [H03, H04])
+    assert poke["missing"] == [] and poke["partitions"][H03]["first_write"] == only
+    assert (poke["partitions"][H04]["first_write"], poke["partitions"][H04]["writes"]) == (first, 5)
+    assert commit_partitions(table, [H03]).committed == (H03,)
+    late = _write(table, "03", ["z"])
+    for n in range(4):
+        _write(table, "04", [f"c{n}"])
+    assert late not in [i.timestamp for i in table.timeline().instants]  # archived
+    assert commit_partitions(table, [H03]).to_dict()["late_data"] == {H03: [late]}
+
+
 def test_a_rollback_archived_before_the_next_poke_still_takes_its_write_out(tmp_path: Path) -> None:
     from airflow_lake_provider.lake.format.instant import Action
     from airflow_lake_provider.lake.table.rollback.executor import rollback

@@ -43,12 +43,16 @@ def _table(tmp_path: Path, kind: str, commits: int) -> tuple[LakeTable, list[str
 
 
 def _rows(table: LakeTable, as_of: str | None = None) -> list[tuple]:
-    t = read_snapshot(table, as_of=as_of)
-    return sorted(zip(t["p"].to_pylist(), t["id"].to_pylist(), t["ts"].to_pylist(), strict=True))
+    return _rows_of(read_snapshot(table, as_of=as_of))
 
 
 def _hudi_rows(table: LakeTable) -> list[tuple]:
-    t = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
+    return _rows_of(
+        pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
+    )
+
+
+def _rows_of(t: pa.Table) -> list[tuple]:
     return sorted(zip(t["p"].to_pylist(), t["id"].to_pylist(), t["ts"].to_pylist(), strict=True))
 
 
@@ -337,10 +341,6 @@ def _lake_rows(capsys: pytest.CaptureFixture[str], path: Path) -> list[tuple]:
     rows = _rows_of(pq.read_table(out))
     assert rows == _rows_of(pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read()))
     return rows
-
-
-def _rows_of(t: pa.Table) -> list[tuple]:
-    return sorted(zip(t["p"].to_pylist(), t["id"].to_pylist(), t["ts"].to_pylist(), strict=True))
 
 
 def _replacecommit(capsys: pytest.CaptureFixture[str], path: Path) -> str:

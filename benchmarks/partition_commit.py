@@ -7,7 +7,10 @@ read the commit state of the 10 partitions it waits for and plan (``commit_parti
 Measured:
   - a cold poke (no index yet: every commit file is read once),
   - warm pokes with 0 partitions committed before and with 4,990 committed before (must not grow),
-  - a warm poke after one more write (the index reads only the new commit).
+  - a warm poke after one more write (the index reads only the new commit),
+  - the first poke after an archival moved all but 20 commits out (one archive file read whole: the
+    cost of catching up once), and a poke after a later archival of 11 commits (the index reads only
+    the new archive file), against a warm poke measured in the same run.
 Target: a warm poke <= 50 ms.
 
 Then merge-small-files of a plain parquet directory (no ``.hoodie/``, files as another engine writes
@@ -16,7 +19,7 @@ in-progress -> pending -> finished protocol, next to a plain pyarrow read of the
 the same rows into one file (the baseline, measured in the same run); the ratio is printed.
 
     python benchmarks/partition_commit.py [--partitions 5000] [--commits 1000] [--runs 7]
-        [--merge-files 1000] [--merge-file-kb 100] [--target-mb 128] [--only-merge]
+        [--merge-files 1000] [--merge-file-kb 100] [--target-mb 128] [--only-merge | --no-merge]
 """
 
 from __future__ import annotations
@@ -149,6 +152,48 @@ def bench_merge(base: Path, files: int, file_kb: int, target_mb: int, runs: int)
     )
 
 
+def bench_archival(table: LakeTable, due: list[str], runs: int) -> None:
+    """Pokes once archival (default ``hoodie.keep.*``: above 30 commits, down to 20) moved writes out
+    of the active timeline: the index then reads what was added to the archive, nothing else."""
+    from airflow_lake_provider.lake.table.archival.executor import run_archival
+
+    poke(table.base_path, due)  # the index is up to date
+    moved = run_archival(table)
+    first, result = poke(table.base_path, due)  # catches up with one big archive file
+    assert result["partitions"][due[0]]["writes"] >= 2, result
+    warm = timed(table.base_path, due, runs)  # nothing new: the archive is not even listed
+    indexed, unseen, active = [], [], []
+    for _ in range(runs):
+        # 11 writes a poke has indexed, then archived: the poke lists and reads the new archive file.
+        for k in range(11):
+            add_commit(table, [due[k % 10]])
+        poke(table.base_path, due)
+        assert len(run_archival(table).archived) == 11
+        indexed.append(poke(table.base_path, due)[0])
+        # 31 writes between two pokes, archived before the second (the index reads 11 of them from the
+        # archive), against 31 writes between two pokes that no archival moved (all read as commits).
+        new = [add_commit(table, [due[k % 10]]) for k in range(31)]
+        assert new[10] in run_archival(table).archived
+        took, result = poke(table.base_path, due)
+        unseen.append(took)
+        for k in range(31):
+            add_commit(table, [due[k % 10]])
+        active.append(poke(table.base_path, due)[0])
+        run_archival(table)
+        poke(table.base_path, due)
+    a, b, c = statistics.median(indexed), statistics.median(unseen), statistics.median(active)
+    print(
+        f"after archiving {len(moved.archived)} instants, the first poke (reads that archive once): "
+        f"{first * 1000:.1f} ms"
+    )
+    print(f"warm poke, 20 active commits, nothing new (baseline):  {warm * 1000:.1f} ms")
+    print(
+        f"poke after an archival of 11 indexed commits:          {a * 1000:.1f} ms, {a / warm:.2f}x baseline"
+    )
+    print(f"poke after 31 writes, 11 of them archived:             {b * 1000:.1f} ms")
+    print(f"poke after 31 writes, none archived (same run):        {c * 1000:.1f} ms; ratio {b / c:.2f}x")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--partitions", type=int, default=5000)
@@ -159,10 +204,12 @@ def main() -> None:
     parser.add_argument("--target-mb", type=int, default=128)
     parser.add_argument("--merge-runs", type=int, default=3)
     parser.add_argument("--only-merge", action="store_true", help="skip the sensor poke part")
+    parser.add_argument("--no-merge", action="store_true", help="skip the merge-small-files part")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="pc-bench-"))
     try:
-        bench_merge(folder, args.merge_files, args.merge_file_kb, args.target_mb, args.merge_runs)
+        if not args.no_merge:
+            bench_merge(folder, args.merge_files, args.merge_file_kb, args.target_mb, args.merge_runs)
         if args.only_merge:
             return
         began = time.perf_counter()
@@ -188,6 +235,7 @@ def main() -> None:
         print(f"warm poke, {len(earlier)} partitions committed before:  {warm_many * 1000:.1f} ms")
         print(f"poke after one more write (index reads 1 commit):  {after_write * 1000:.1f} ms")
         print(f"target: warm poke <= 50 ms -> {'met' if max(warm_none, warm_many) <= 0.05 else 'NOT met'}")
+        bench_archival(table, due, args.runs)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hudi import HudiTableBuilder
 
@@ -42,12 +43,16 @@ def _table(tmp_path: Path, kind: str, commits: int) -> tuple[LakeTable, list[str
 
 
 def _rows(table: LakeTable, as_of: str | None = None) -> list[tuple]:
-    t = read_snapshot(table, as_of=as_of)
-    return sorted(zip(t["p"].to_pylist(), t["id"].to_pylist(), t["ts"].to_pylist(), strict=True))
+    return _rows_of(read_snapshot(table, as_of=as_of))
 
 
 def _hudi_rows(table: LakeTable) -> list[tuple]:
-    t = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
+    return _rows_of(
+        pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
+    )
+
+
+def _rows_of(t: pa.Table) -> list[tuple]:
     return sorted(zip(t["p"].to_pylist(), t["id"].to_pylist(), t["ts"].to_pylist(), strict=True))
 
 
@@ -297,3 +302,170 @@ def test_a_write_with_bad_archival_options_changes_nothing(tmp_path: Path, optio
     with pytest.raises((ArchivalConfigError, TableConfigError)):
         write(table, _one_row(1), "upsert", options=options)
     assert _active(table) == before
+
+
+# -- replacecommits whose replaced file groups still have files (issue 30, item 2) ------------------
+def _lake(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    """Run the ``lake`` CLI; it must succeed; its standard output."""
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, ""), err
+    return out
+
+
+def _lake_json(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
+    return json.loads(_lake(capsys, *argv))
+
+
+def _lake_write(capsys: pytest.CaptureFixture[str], path: Path, op: str, p: str, rows: list[tuple]) -> str:
+    """One write of (id, ts) rows into partition ``p`` through ``lake write``; its instant."""
+    source = path.parent / f"in-{len(list(path.parent.glob('in-*')))}.parquet"
+    pq.write_table(
+        pa.table(
+            {
+                "id": [r[0] for r in rows],
+                "ts": pa.array([r[1] for r in rows], pa.int64()),
+                "p": [p] * len(rows),
+                "v": [r[1] for r in rows],
+            }
+        ),
+        source,
+    )
+    return _lake(capsys, "write", str(path), "--input", str(source), "--operation", op).strip()
+
+
+def _lake_rows(capsys: pytest.CaptureFixture[str], path: Path) -> list[tuple]:
+    """(partition, id, ts) rows through ``lake read``, checked equal to hudi-rs's."""
+    out = path.parent / "out.parquet"
+    _lake(capsys, "read", str(path), "--output", str(out))
+    rows = _rows_of(pq.read_table(out))
+    assert rows == _rows_of(pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read()))
+    return rows
+
+
+def _replacecommit(capsys: pytest.CaptureFixture[str], path: Path) -> str:
+    timeline = json.loads(_lake(capsys, "timeline", str(path), "--json"))
+    (replace,) = [i["time"] for i in timeline if i["action"] == "replacecommit"]
+    return replace
+
+
+def _parquet_names(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.suffix == ".parquet")
+
+
+CLI_KEEP = ("--option", "hoodie.keep.min.commits=3", "--option", "hoodie.keep.max.commits=5")
+
+
+def test_a_merge_after_a_file_versions_clean_is_archived_only_once_its_replaced_files_are_cleaned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A clean by file versions retains no earliest commit, so only the replaced files themselves
+    can hold the merge's replacecommit back: archived with them on disk, every merged row was read
+    twice (ours and hudi-rs) and the next clean found nothing to delete."""
+    path = tmp_path / "t"
+    _lake(capsys, "init", str(path), "--table-type", "cow", "--name", "t", "--record-key", "id",
+          "--precombine", "ts", "--partition-fields", "p")  # fmt: skip
+    for i in range(3):
+        _lake_write(capsys, path, "insert", "x", [(f"k{i}{j}", i) for j in range(5)])
+    _lake_write(capsys, path, "upsert", "x", [("k00", 9)])  # a second version of k0's file
+    cleaned = _lake_json(
+        capsys, "clean", str(path), "--policy", "KEEP_LATEST_FILE_VERSIONS", "--retained", "1"
+    )
+    assert (cleaned["outcome"], cleaned["earliest_commit_to_retain"], cleaned["deleted_files"]) == (
+        "CLEANED",
+        None,
+        1,
+    )
+    merged = _lake_json(
+        capsys, "partition-commit", str(path), "--partition", "x", "--policy", "merge-small-files"
+    )
+    assert merged["committed"] == ["x"]
+    replace = _replacecommit(capsys, path)
+    ys = [_lake_write(capsys, path, "insert", "y", [(f"y{i}", i)]) for i in range(3)]
+    expected = sorted(
+        [("x", "k00", 9)]
+        + [("x", f"k{i}{j}", i) for i in range(3) for j in range(5) if (i, j) != (0, 0)]
+        + [("y", f"y{i}", i) for i in range(3)]
+    )
+    assert _lake_rows(capsys, path) == expected and len(expected) == 18
+    replaced_files = _parquet_names(path / "x")
+    assert len(replaced_files) == 4  # the merged file and the three it replaced
+
+    archived = _lake_json(capsys, "archive", str(path), *CLI_KEEP)
+    assert _lake_rows(capsys, path) == expected  # (archived with the merge: 33 rows, 15 twice)
+    # 8 commits: down to 3 would archive through the merge; the replaced files hold it back.
+    assert (archived["actions"], archived["active_timeline_starts_at"], archived["limited_by"]) == (
+        {"commit": 4, "clean": 1},
+        replace,
+        f"replacecommit {replace} (its replaced file groups still have files)",
+    )
+    ys += [_lake_write(capsys, path, "insert", "y", [(f"y{i}", i)]) for i in (3, 4)]
+    expected = sorted([*expected, ("y", "y3", 3), ("y", "y4", 4)])
+    held = _lake_json(capsys, "archive", str(path), *CLI_KEEP)
+    assert (held["outcome"], held["reason"]) == (
+        "NO_WORK",
+        f"replacecommit {replace}: its replaced file groups still have files (a clean removes them; "
+        "archived, it would no longer hide them from readers)",
+    )
+    assert _lake_rows(capsys, path) == expected
+
+    cleaned = _lake_json(
+        capsys, "clean", str(path), "--policy", "KEEP_LATEST_FILE_VERSIONS", "--retained", "1"
+    )
+    assert (cleaned["deleted_files"], cleaned["partitions"]["x"]["files"]) == (3, 3)
+    (merged_file,) = _parquet_names(path / "x")
+    assert merged_file in replaced_files and merged_file.endswith(f"_{replace}.parquet")
+    archived = _lake_json(capsys, "archive", str(path), *CLI_KEEP)
+    assert (archived["first_archived"], archived["last_archived"], archived["actions"]) == (
+        replace,
+        ys[1],
+        {"replacecommit": 1, "commit": 2},
+    )
+    assert _lake_rows(capsys, path) == expected
+
+
+def test_a_merge_whose_replaced_files_a_deleted_savepoint_kept_is_not_archived_with_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Default clean policy: the savepoint keeps the merged groups' old files from the clean, whose
+    earliest retained commit is past the merge; once the savepoint is deleted, only those files can
+    hold the replacecommit back (archived with them on disk, ours and hudi-rs read 13 rows, not 7)."""
+    path = tmp_path / "t"
+    _lake(capsys, "init", str(path), "--table-type", "cow", "--name", "t", "--record-key", "id",
+          "--precombine", "ts", "--partition-fields", "p")  # fmt: skip
+    inserts = [
+        _lake_write(capsys, path, "insert", "x", [(f"k{i}{j}", i) for j in range(2)]) for i in range(3)
+    ]
+    _lake(capsys, "savepoint", "create", str(path), "--instant", inserts[2])
+    merged = _lake_json(
+        capsys, "partition-commit", str(path), "--partition", "x", "--policy", "merge-small-files"
+    )
+    assert merged["committed"] == ["x"]
+    replace = _replacecommit(capsys, path)
+    ys = [_lake_write(capsys, path, "upsert", "y", [("y0", i)]) for i in range(4)]
+    cleaned = _lake_json(capsys, "clean", str(path), "--retained", "2")
+    assert (cleaned["policy"], cleaned["earliest_commit_to_retain"], cleaned["partitions"]) == (
+        "KEEP_LATEST_COMMITS",
+        ys[2],
+        {"y": {"files": 1, "bytes": cleaned["bytes_planned"]}},
+    )  # the savepoint kept the replaced files of x
+    assert len(_parquet_names(path / "x")) == 4
+    _lake(capsys, "savepoint", "delete", str(path), "--instant", inserts[2])
+    expected = sorted([("x", f"k{i}{j}", i) for i in range(3) for j in range(2)] + [("y", "y0", 3)])
+
+    archived = _lake_json(capsys, "archive", str(path), *CLI_KEEP)
+    assert _lake_rows(capsys, path) == expected and len(expected) == 7  # (archived with it: 13)
+    assert (archived["first_archived"], archived["last_archived"], archived["limited_by"]) == (
+        inserts[0],
+        inserts[2],
+        f"replacecommit {replace} (its replaced file groups still have files)",
+    )
+
+    ys.append(_lake_write(capsys, path, "insert", "y", [("y1", 4)]))
+    expected = sorted([*expected, ("y", "y1", 4)])
+    cleaned = _lake_json(capsys, "clean", str(path), "--retained", "2")
+    assert cleaned["partitions"]["x"]["files"] == 3
+    assert [n for n in _parquet_names(path / "x") if not n.endswith(f"_{replace}.parquet")] == []
+    archived = _lake_json(capsys, "archive", str(path), *CLI_KEEP)
+    assert (archived["first_archived"], archived["last_archived"]) == (replace, ys[1])
+    assert _lake_rows(capsys, path) == expected

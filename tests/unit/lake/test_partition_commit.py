@@ -31,6 +31,7 @@ from airflow_lake_provider.lake.table.writer import write
 UTC = dt.timezone.utc
 H03 = "year=2024/month=01/day=05/hour=03"
 H04 = "year=2024/month=01/day=05/hour=04"
+H05 = "year=2024/month=01/day=05/hour=05"
 PATTERN = {"partition.time-extractor.timestamp-pattern": "$year-$month-$day $hour:00:00"}
 PT = {"sink.partition-commit.trigger": "partition-time", **PATTERN}
 
@@ -645,6 +646,129 @@ def test_the_index_is_rebuilt_from_the_archived_timeline(tmp_path: Path) -> None
     result = commit_partitions(table, [H03])  # its only write is archived; no index existed yet
     assert result.committed == (H03,)
     assert (table.base_path / H03 / "_SUCCESS").read_bytes() == b""
+
+
+def _poke(table: LakeTable, partitions: list[str]) -> dict[str, Any]:
+    """What the sensor's poke does: plan, keep the write index fresh, commit nothing."""
+    return commit_partitions(table, partitions, dry_run=True, require_existing=False).to_dict()
+
+
+def test_a_partition_written_only_by_a_write_archived_between_two_pokes_becomes_committable(
+    tmp_path: Path,
+) -> None:
+    # All defaults: every write archives at its end once more than 30 commits are active (down to
+    # 20), so 32 writes between two pokes move the one write of hour 03 to the archived timeline.
+    table = _table(tmp_path / "t")
+    _write(table, "04", ["b"])
+    assert _poke(table, [H03])["missing"] == [H03]  # not written yet: the sensor waits
+    only = _write(table, "03", ["a"])
+    for n in range(30):
+        _write(table, "04", [f"b{n}"])
+    assert only not in [i.timestamp for i in table.timeline().instants]  # archived
+    poke = _poke(table, [H03])
+    assert (poke["missing"], poke["partitions"][H03]["decision"]) == ([], "DUE")
+    assert (poke["partitions"][H03]["first_write"], poke["partitions"][H03]["writes"]) == (only, 1)
+    result = commit_partitions(table, [H03])
+    assert result.committed == (H03,) and (table.base_path / H03 / "_SUCCESS").read_bytes() == b""
+    assert _hudi_rows(table.base_path)[:1] == [("id:a", H03, 1)]  # the archived write reads
+
+
+def test_late_data_archived_before_the_next_poke_is_noticed_and_recommitted(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t")
+    first = _write(table, "03", ["a"])
+    calls: list[CommitContext] = []
+    opts = {"sink.partition-commit.policy.kind": "custom"}
+    assert commit_partitions(table, [H03], opts, custom_policy=calls.append).committed == (H03,)
+    late = _write(table, "03", ["z"])
+    for n in range(30):
+        _write(table, "04", [f"b{n}"])
+    assert late not in [i.timestamp for i in table.timeline().instants]  # archived
+    reported = commit_partitions(table, [H03], opts, custom_policy=calls.append)
+    assert (reported.outcome.value, reported.to_dict()["late_data"]) == ("NO_WORK", {H03: [late]})
+    recommit = {**opts, "lake.partition-commit.late-data.recommit": "true"}
+    again = commit_partitions(table, [H03], recommit, custom_policy=calls.append)
+    assert again.committed == (H03,) and [c.committed_instants for c in calls] == [(first,), (first, late)]
+    assert calls[1].recommit is True
+
+
+def test_writes_archived_between_two_pokes_are_indexed_on_s3(s3_bucket: str) -> None:
+    # hoodie.keep.* in the table's properties: every write archives above 4 commits, down to 2.
+    created = _table(f"s3://{s3_bucket}/t")  # type: ignore[arg-type]
+    keep = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "4"}
+    created.store.update_properties({**created.config.properties, **keep})
+    table = LakeTable.open(created.uri)
+    first = _write(table, "04", ["b"])
+    assert _poke(table, [H03])["missing"] == [H03]
+    only = _write(table, "03", ["a"])
+    for n in range(4):
+        _write(table, "04", [f"b{n}"])
+    assert only not in [i.timestamp for i in table.timeline().instants]  # archived
+    poke = _poke(table, [H03, H04])
+    assert poke["missing"] == [] and poke["partitions"][H03]["first_write"] == only
+    assert (poke["partitions"][H04]["first_write"], poke["partitions"][H04]["writes"]) == (first, 5)
+    assert commit_partitions(table, [H03]).committed == (H03,)
+    late = _write(table, "03", ["z"])
+    for n in range(4):
+        _write(table, "04", [f"c{n}"])
+    assert late not in [i.timestamp for i in table.timeline().instants]  # archived
+    assert commit_partitions(table, [H03]).to_dict()["late_data"] == {H03: [late]}
+
+
+def test_a_rollback_archived_before_the_next_poke_still_takes_its_write_out(tmp_path: Path) -> None:
+    from airflow_lake_provider.lake.format.instant import Action
+    from airflow_lake_provider.lake.table.rollback.executor import rollback
+
+    table = _table(tmp_path / "t")
+    _write(table, "04", ["b"])
+    only_in_05 = _write(table, "05", ["c"])
+    assert _poke(table, [H05])["partitions"][H05]["decision"] == "DUE"
+    rollback(table, only_in_05, force=True)
+    (undone,) = [i.timestamp for i in table.timeline().filter([Action.ROLLBACK])]
+    for n in range(30):
+        _write(table, "04", [f"b{n}"])
+    assert undone not in [i.timestamp for i in table.timeline().instants]  # archived
+    assert _poke(table, [H05])["missing"] == [H05]
+    with pytest.raises(PartitionNotFoundError, match="hour=05"):
+        commit_partitions(table, [H05])
+
+
+def test_writes_an_archiver_appended_to_its_newest_archive_file_are_indexed(tmp_path: Path) -> None:
+    """Java's archiver appends blocks to its newest archive file (ours writes a new file per run):
+    each poke after an archival reads the bytes added since the last one, and nothing else."""
+    from airflow_lake_provider.lake.format.archived_timeline import encode_archive_block
+    from airflow_lake_provider.lake.services.partition_commit.state import load_index
+    from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
+    from airflow_lake_provider.lake.table.archival.executor import archive_entry, run_archival
+    from airflow_lake_provider.lake.table.archival.planner import plan_archival
+
+    table = _table(tmp_path / "t")
+    for n in range(8):
+        _write(table, "04", [f"b{n}"])
+    keep = {"hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "5"}
+    assert run_archival(table, keep).archive_file == ".commits_.archive.1_1-0-1"
+    archive = ".hoodie/archived/.commits_.archive.1_1-0-1"
+    assert _poke(table, [H03, H05])["missing"] == [H03, H05]
+
+    def java_archival() -> list[str]:
+        """Archive what is due as Java does: one block appended to the newest archive file."""
+        timeline = table.timeline()
+        plan = plan_archival(timeline, ArchivalConfig(3, 5), None)
+        assert plan is not None
+        entries = [archive_entry(timeline, i) for i in plan.instants]
+        table.storage.append(archive, encode_archive_block(entries, plan.instants[0].timestamp))
+        table.store.remove_archived([i.timestamp for i in plan.instants])
+        return [i.timestamp for i in plan.instants]
+
+    for hour, partition, seen in (("03", H03, [H05]), ("05", H05, [])):
+        only = _write(table, hour, ["a"])
+        for n in range(3):
+            _write(table, "04", [f"{hour}-{n}"])
+        assert only in java_archival()
+        poke = _poke(table, [H03, H05])
+        assert (poke["missing"], poke["partitions"][partition]["first_write"]) == (seen, only)
+        index = load_index(table.timeline())
+        assert index is not None and index.archive_read == (1, table.storage.size(archive))
+    assert commit_partitions(table, [H03, H05]).committed == (H03, H05)
 
 
 @pytest.mark.parametrize(

@@ -3,8 +3,11 @@
 - The write index (``lake-partition-index.json``): per partition the completed write instants that
   put data there, and the largest event time writers recorded. Built from commit metadata and
   refreshed incrementally: only instants after ``through`` (every completed write up to it is in)
-  are read again, so a poke reads a handful of commit files, not the whole timeline. It is a cache:
-  a missing or unreadable index is rebuilt from the active timeline.
+  are read again, so a poke reads a handful of commit files, not the whole timeline. Archival (ours
+  at the end of every write, or any Hudi writer's) may move writes out of the active timeline before
+  a poke sees them: when the active timeline's first instant has moved since the last refresh, the
+  archive bytes added since are read too (archive files only grow, by appended blocks or new
+  files). It is a cache: a missing or unreadable index is rebuilt, from the archived timeline too.
 - The commit state (``lake-partition-commit/<partition>.json``, one small file per partition): which
   policies were applied and which writes the commit covered. One file per partition keeps a commit's
   cost independent of how many partitions were committed before.
@@ -21,15 +24,15 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake.errors import LakeError, ObjectNotFoundError
 from airflow_lake_provider.lake.format.archived_timeline import (
     ARCHIVE_FOLDER,
     archive_version,
     decode_archive_block,
 )
 from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS, Action, State
+from airflow_lake_provider.lake.format.log_block import parse_log_bytes
 from airflow_lake_provider.lake.storage import HOODIE_DIR
-from airflow_lake_provider.lake.table.data_files import read_log_blocks
 from airflow_lake_provider.lake.table.timeline import Timeline
 from airflow_lake_provider.lake.table.timeline_store import TimelineStore
 
@@ -50,6 +53,11 @@ class WriteIndex:
     seen_after: frozenset[str] = frozenset()  # completed writes after ``through`` already indexed
     partitions: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # partition -> write instants
     max_event_time_ms: int | None = None
+    # The active timeline's first instant at the last refresh: while it stays, nothing was archived.
+    active_from: str | None = None
+    # How far the archived timeline is read: (archive file version, bytes of it read). Java appends
+    # blocks to its newest archive file, ours writes a new one per run; older files never change.
+    archive_read: tuple[int, int] | None = None
 
     def to_json(self) -> bytes:
         return json.dumps(
@@ -59,6 +67,8 @@ class WriteIndex:
                 "seenAfter": sorted(self.seen_after),
                 "partitions": {p: list(ws) for p, ws in self.partitions.items()},
                 "maxEventTimeMs": self.max_event_time_ms,
+                "activeFrom": self.active_from,
+                "archiveRead": list(self.archive_read) if self.archive_read else None,
             },
             separators=(",", ":"),
         ).encode()
@@ -71,13 +81,21 @@ class WriteIndex:
             body = json.loads(data)
             if body.get("version") != 1:
                 return None
+            # (activeFrom and archiveRead are absent from indexes written before archival was followed:
+            # the archive is then read once, what the index has skipped.)
+            active_from, read = body.get("activeFrom"), body.get("archiveRead")
+            if not isinstance(active_from, (str, type(None))) or not isinstance(read, (list, type(None))):
+                raise TypeError("activeFrom or archiveRead of the wrong type")
+            version, size = (int(read[0]), int(read[1])) if read else (0, 0)
             return cls(
                 through=body["through"],
                 seen_after=frozenset(body["seenAfter"]),
                 partitions={str(p): tuple(ws) for p, ws in body["partitions"].items()},
                 max_event_time_ms=body["maxEventTimeMs"],
+                active_from=active_from,
+                archive_read=(version, size) if read else None,
             )
-        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError):
             log.warning("partition write index %s is unreadable: rebuilding it", INDEX_FILE)
             return None
 
@@ -87,7 +105,8 @@ def refresh_index(timeline: Timeline, index: WriteIndex | None) -> tuple[WriteIn
 
     A rollback or restore completed since the index was last brought up to date may have removed
     indexed writes: the index is then rebuilt (rare; otherwise a poke reads only new instants).
-    Writes older than the active timeline come from the archived timeline when rebuilding.
+    Writes archived since the last refresh come from the archived timeline (only what was added to
+    it), and so do all archived writes when rebuilding.
     """
     undone = [
         i.timestamp
@@ -96,6 +115,11 @@ def refresh_index(timeline: Timeline, index: WriteIndex | None) -> tuple[WriteIn
         and (index.through is None or i.timestamp > index.through)
         and i.timestamp not in index.seen_after
     ]
+    before, start = index, (timeline.instants[0].timestamp if timeline.instants else None)
+    if index is not None and not undone and (start is None or start != index.active_from):
+        # The first active instant moved (or is unknown): archival may have moved writes out.
+        index, archived_undo = _with_archived(timeline, index)
+        undone += archived_undo
     if index is not None and undone:
         log.info("partition write index: rollback/restore %s since it was built: rebuilding it", undone[-1])
         rebuilt, _ = refresh_index(timeline, None)
@@ -104,7 +128,7 @@ def refresh_index(timeline: Timeline, index: WriteIndex | None) -> tuple[WriteIn
         )
         return replace(rebuilt, seen_after=seen), True
     if index is None:
-        index = _archived_writes(timeline)
+        index, _ = _with_archived(timeline, WriteIndex())
     new_instants = [
         i
         for i in timeline.completed_commits
@@ -145,8 +169,8 @@ def refresh_index(timeline: Timeline, index: WriteIndex | None) -> tuple[WriteIn
         if below and (through is None or below[-1] > through):
             through = below[-1]
     seen = frozenset(t for t in index.seen_after.union(added) if through is None or t > through)
-    new = WriteIndex(through, seen, partitions, max_event)
-    return new, bool(added) or new.through != index.through
+    new = WriteIndex(through, seen, partitions, max_event, start, index.archive_read)
+    return new, bool(added) or new != (before or WriteIndex())
 
 
 def load_index(timeline: Timeline) -> WriteIndex | None:
@@ -239,25 +263,59 @@ def save_state(store: TimelineStore, state: PartitionState) -> None:
     store.write_aux(state_file_name(state.partition), state.to_json(), folder=STATE_FOLDER)
 
 
-def _archived_writes(timeline: Timeline) -> WriteIndex:
-    """Writes recorded in the archived timeline (``.hoodie/archived/``), for a rebuilt index."""
-    partitions: dict[str, tuple[str, ...]] = {}
-    max_event: int | None = None
-    if not timeline.has_archive():
-        return WriteIndex()
+def _with_archived(timeline: Timeline, index: WriteIndex) -> tuple[WriteIndex, list[str]]:
+    """``index`` plus the writes archived since it last read the archived timeline (``.hoodie/archived/``),
+    and the rollbacks and restores archived unseen (they may have undone indexed writes).
+
+    Only archive bytes added since ``index.archive_read`` are read; of their entries, those the index
+    has (up to ``through``, or in ``seen_after``) are skipped.
+    """
+    storage = timeline.storage
     folder = f"{HOODIE_DIR}/{ARCHIVE_FOLDER}"
-    for name in sorted(timeline.storage.list_names(folder)):
-        if archive_version(name) is None:
+    files = sorted(
+        (version, name, size)
+        for name, size in storage.list(folder)
+        if (version := archive_version(name)) is not None
+    )
+    read_version, read_bytes = index.archive_read or (0, 0)
+    partitions = dict(index.partitions)
+    max_event = index.max_event_time_ms
+    added: set[str] = set()
+    undone: list[str] = []
+    mark = index.archive_read
+    for version, name, size in files:
+        offset = read_bytes if version == read_version and size >= read_bytes else 0
+        if version < read_version or (version == read_version and size == read_bytes):
             continue
-        for block in read_log_blocks(timeline.storage, f"{folder}/{name}"):
+        rel = f"{folder}/{name}"
+        try:
+            data = storage.read_range(rel, offset, size - offset) if size > offset else b""
+        except ObjectNotFoundError:  # merged into a newer archive file since the listing (Java)
+            continue
+        blocks = parse_log_bytes(data, storage.uri(rel))
+        # Up to the end of the last whole block: a block still being appended is read next time.
+        mark = (version, offset + max((b.offset + b.size for b in blocks), default=0))
+        for block in blocks:
             for entry in decode_archive_block(block):
-                meta = entry.get("hoodieCommitMetadata") or entry.get("hoodieReplaceCommitMetadata")
-                if not meta or str(meta.get("operationType") or "").upper() in _SERVICE_OPERATIONS:
-                    continue
                 t = entry["commitTime"]
+                if (index.through is not None and t <= index.through) or t in index.seen_after:
+                    continue
+                if entry.get("actionType") in (Action.ROLLBACK.value, Action.RESTORE.value):
+                    undone.append(t)
+                meta = entry.get("hoodieCommitMetadata") or entry.get("hoodieReplaceCommitMetadata")
+                if entry.get("actionState") != State.COMPLETED.name or not meta:
+                    continue
+                added.add(t)
+                if str(meta.get("operationType") or "").upper() in _SERVICE_OPERATIONS:
+                    continue
                 for partition in meta.get("partitionToWriteStats") or {}:
                     partitions[partition] = tuple(sorted({*partitions.get(partition, ()), t}))
                 raw = (meta.get("extraMetadata") or {}).get(MAX_EVENT_TIME)
                 if raw is not None and str(raw).lstrip("-").isdigit():
                     max_event = int(raw) if max_event is None else max(max_event, int(raw))
-    return WriteIndex(None, frozenset(), partitions, max_event)
+    if added:
+        log.info("partition write index: %d archived write(s) indexed", len(added))
+    seen = frozenset(t for t in index.seen_after | added if index.through is None or t > index.through)
+    return replace(
+        index, seen_after=seen, partitions=partitions, max_event_time_ms=max_event, archive_read=mark
+    ), sorted(undone)

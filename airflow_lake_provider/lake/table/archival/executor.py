@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -100,9 +100,17 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
     config = ArchivalConfig.from_options(table.config.properties, options or {})
     with table.store.exclusive("archive"):
         timeline = table.timeline()
-        plan = plan_archival(timeline, config, timeline.earliest_retained())
+        earliest = timeline.earliest_retained()
+        plan = plan_archival(timeline, config, earliest)
+        reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
+        live = _replaces_with_files(table, timeline, plan.instants) if plan is not None else []
+        if live:
+            plan = plan_archival(timeline, config, earliest, live)
+            reason = (
+                f"replacecommit {min(live)}: its replaced file groups still have files (a clean "
+                f"removes them; archived, it would no longer hide them from readers)"
+            )
         if plan is None:
-            reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
             log.info("archival of %s: nothing to archive (%s)", table.uri, reason)
             return ArchivalResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
         stuck = _delete_rolled_back_files(table, timeline, plan.keep_from)
@@ -137,6 +145,25 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
         time.monotonic() - started,
         actions=actions,
     )
+
+
+def _replaces_with_files(table: LakeTable, timeline: Timeline, instants: Sequence[Instant]) -> list[str]:
+    """The replacecommits among ``instants`` whose replaced file groups still have committed files.
+
+    Readers (ours, Hudi's) learn that a file group is replaced from the active timeline only: once its
+    replacecommit is archived, files left in the group are read again, besides the rows that replaced
+    them, and no clean deletes them any more. Only the partitions those replacecommits name are listed.
+    """
+    groups: dict[str, set[tuple[str, str]]] = {}
+    for instant in instants:
+        if instant.action is Action.REPLACECOMMIT:
+            replaced = timeline.commit_metadata(instant).partition_to_replace_file_ids or {}
+            groups[instant.timestamp] = {(p, f) for p, ids in replaced.items() for f in ids}
+    partitions = sorted({p for keys in groups.values() for p, _ in keys})
+    if not partitions:
+        return []
+    on_disk = table.file_system_view(timeline, partitions=partitions, sizes=False).slice_index
+    return [t for t, keys in groups.items() if any(k in on_disk for k in keys)]
 
 
 def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: str) -> list[str]:

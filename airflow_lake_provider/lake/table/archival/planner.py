@@ -5,11 +5,16 @@ until ``min_commits`` remain, together with every other completed instant older 
 commit kept. Archival never passes the earliest commit the last clean retained (files of older
 slices may still be listed), a savepoint, or any pending instant (a pending write's files must stay
 distinguishable from committed ones: files older than the active timeline count as committed).
-Without a completed clean, no replacecommit is archived (its replaced file groups would come back).
+No replacecommit whose replaced file groups still have files is archived (``live_replaces``, found
+by the executor): readers know a group is replaced only from the active timeline, so archived, its
+old rows would be read again besides their rewritten copies, and no clean would remove them any
+more. Neither the last clean's bound (a clean by file versions retains no commit) nor a savepoint
+(deleted after the clean it held back) is enough to keep such a replacecommit active.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
@@ -27,11 +32,15 @@ class ArchivalPlan:
 
 
 def plan_archival(
-    timeline: Timeline, config: ArchivalConfig, earliest_retained: str | None
+    timeline: Timeline,
+    config: ArchivalConfig,
+    earliest_retained: str | None,
+    live_replaces: Iterable[str] = (),
 ) -> ArchivalPlan | None:
     """The archival a table is due, or ``None``.
 
     :param earliest_retained: the earliest commit the last completed clean retained, if any.
+    :param live_replaces: completed replacecommits whose replaced file groups still have files.
     """
     commits = timeline.completed_commits
     if len(commits) <= config.max_commits:
@@ -44,10 +53,9 @@ def plan_archival(
     points = timeline.savepoints()
     if points:
         bounds.append((points[0].timestamp, f"savepoint {points[0].timestamp}"))
-    if timeline.last_completed(Action.CLEAN) is None:
-        replaces = timeline.filter([Action.REPLACECOMMIT], [State.COMPLETED])
-        if replaces:
-            bounds.append((replaces[0].timestamp, f"replacecommit {replaces[0].timestamp} (no clean yet)"))
+    live = min(live_replaces, default=None)
+    if live is not None:
+        bounds.append((live, f"replacecommit {live} (its replaced file groups still have files)"))
     for bound, reason in bounds:
         if bound is not None and bound < cut:
             cut, why = bound, reason

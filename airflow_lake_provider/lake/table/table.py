@@ -65,7 +65,9 @@ class LakeTable:
         props_rel = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
         props_uri = storage.uri(props_rel)
         try:
-            text = storage.read(props_rel).decode("utf-8")
+            # Falls back to ``hoodie.properties.backup`` when an update (ours or Java's) was
+            # interrupted between deleting the file and writing the new one, as Hudi's readers do.
+            text = TimelineStore(storage).read_properties_text()
         except FileNotFoundError:
             raise TableNotFoundError(
                 f"{storage.root} is not a Hudi table: {props_uri} does not exist"

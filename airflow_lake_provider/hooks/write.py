@@ -114,6 +114,7 @@ class WriteHookMixin(SparkJobMixin):
         :param spark_env: extra environment variables for ``spark-submit``.
         """
         from airflow_lake_provider.lake.services.rollback import rollback
+        from airflow_lake_provider.lake.table.metadata_table import guard_mutation
         from airflow_lake_provider.lake.table.write_input import find_input, input_rows, read_input
         from airflow_lake_provider.lake.table.writer import write
 
@@ -132,6 +133,8 @@ class WriteHookMixin(SparkJobMixin):
         table = self.open_table(table_path)  # type: ignore[attr-defined]
         run_keys = {k: v for k, v in attempt.items() if k != META_TRY}
         try:
+            # Here, not only in the core's write: the rollback below and a Spark write come first.
+            guard_mutation(table, f"write ({operation})", opts)
             source = find_input(input_path, environ={**os.environ, **self.storage_env()})  # type: ignore[attr-defined]
             rows = input_rows(source)
             rolled_back: list[str] = []
@@ -139,7 +142,7 @@ class WriteHookMixin(SparkJobMixin):
                 self.log.info(  # type: ignore[attr-defined]
                     "rolling back %s, left pending by an earlier attempt of this task", instant
                 )
-                rolled_back += [r.target for r in rollback(table, instant)]
+                rolled_back += [r.target for r in rollback(table, instant, options=opts)]
             if rows <= threshold:
                 self.log.info(  # type: ignore[attr-defined]
                     "write of %s into %s: %d input rows in %d files (<= spark_threshold %d): in the worker",

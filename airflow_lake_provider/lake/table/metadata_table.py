@@ -143,7 +143,7 @@ def guard_mutation(
     state = detect(table)
     if not state.present or dry_run:
         return None
-    policy = MetadataTablePolicy.from_options(table.config.properties, options or {})
+    policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
     if policy is MetadataTablePolicy.REFUSE:
         raise refusal(table, state, action)
     return drop_metadata_table(table, options)

@@ -41,6 +41,9 @@ class LakeTable:
         self.config = config
         self.clock = clock
         self.store = TimelineStore(storage)
+        # Options the caller's environment sets for every action on this table (the lake
+        # connection's extra, e.g. hoodie.metadata.enable); an action's own options win over them.
+        self.option_defaults: dict[str, str] = {}
         # Key-lookup summaries of base file footers, by (relative path, size): base files are never
         # changed once written, so writes through this object skip re-reading footers they ruled out.
         self.footer_summaries: dict[tuple[str, int], Any] = {}

@@ -408,7 +408,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         """Archive the table's timeline (Hudi's ``hoodie.keep.*`` rules); ``NO_WORK`` when not due.
 
         :param table_path: the table's base path (or relative to the connection's ``base_path``).
-        :param options: ``hoodie.keep.*`` options (and ``hoodie.metadata.enable``) over the table's own (other keys are ignored).
+        :param options: ``hoodie.keep.*`` options and ``hoodie.metadata.enable`` over the table's own
+            (other keys are ignored).
         """
         from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
         from airflow_lake_provider.lake.table.archival.executor import run_archival

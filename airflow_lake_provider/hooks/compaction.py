@@ -18,6 +18,7 @@ from airflow_lake_provider.hooks.errors import (
     LakeSparkJobError,
     as_bool,
 )
+from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkJobMixin
 
 if TYPE_CHECKING:
@@ -249,6 +250,7 @@ class CompactionHookMixin(SparkJobMixin):
             "total_io_mb": io_mb,
             "duration_seconds": round(time.monotonic() - started, 3),
             **done,
+            **dropped_summary(table),
         }
 
     def _compact_locally(self, table: LakeTable, target: str) -> None:

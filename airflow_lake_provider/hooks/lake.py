@@ -29,6 +29,7 @@ from airflow_lake_provider.hooks.errors import (
     LakeSparkJobError,
     as_bool,
 )
+from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
 from airflow_lake_provider.hooks.write import WriteHookMixin
 
@@ -276,6 +277,7 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
             pending_cleans,
             run_clean,
         )
+        from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 
         if mode not in CLEAN_MODES:
             raise LakeConfigError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")
@@ -285,6 +287,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         table = self.open_table(table_path)
         try:
             clean_config(table, opts)  # fail on bad options before anything is written
+            if not dry_run:  # refused (or the MDT dropped) even when nothing turns out to be due
+                guard_mutation(table, "clean", opts)
             preview = run_clean(table, opts, dry_run=True)
             if mode == "execute" and not pending_cleans(table.timeline()):
                 preview = CleanResult(Outcome.NO_WORK, reason="no pending clean to execute")
@@ -432,7 +436,7 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
 
     @staticmethod
     def _summary(table: LakeTable, result: CleanResult, executor: str) -> dict[str, Any]:
-        return {**result.to_dict(), "table_path": table.uri, "executor": executor}
+        return {**result.to_dict(), "table_path": table.uri, "executor": executor, **dropped_summary(table)}
 
 
 __all__ = [

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_lake_provider.hooks.errors import LakeConfigError, LakeHookError, LakeSparkJobError
+from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkJobMixin
 from airflow_lake_provider.lake.errors import LakeError
 
@@ -154,7 +155,13 @@ class WriteHookMixin(SparkJobMixin):
                 )
                 result = write(table, read_input(source), operation, options=opts, extra_metadata=attempt)
                 counts = {"inserted": result.inserted, "updated": result.updated, "deleted": result.deleted}
-                return {"instant": result.instant, "rolled_back": rolled_back, **counts, "executor": "local"}
+                return {
+                    "instant": result.instant,
+                    "rolled_back": rolled_back,
+                    **counts,
+                    "executor": "local",
+                    **dropped_summary(table),
+                }
             self.log.info(  # type: ignore[attr-defined]
                 "write of %s into %s: %d input rows in %d files (> spark_threshold %d): on Spark",
                 input_path,
@@ -166,7 +173,7 @@ class WriteHookMixin(SparkJobMixin):
             written = self._write_on_spark(
                 table, input_path, operation, opts, attempt, spark_conn_id, spark_conf, spark_env
             )
-            return {**written, "rolled_back": rolled_back, "executor": "spark"}
+            return {**written, "rolled_back": rolled_back, "executor": "spark", **dropped_summary(table)}
         except LakeHookError:
             raise
         except ValueError as exc:  # bad input (schema, missing file): a retry cannot help

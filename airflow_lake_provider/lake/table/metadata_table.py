@@ -201,6 +201,7 @@ def drop_metadata_table(
             table.store.recover_properties()  # a backup an interrupted drop left behind
         table.store.delete_metadata_table()
     drop = MetadataTableDrop(table.uri, state)
+    table.metadata_table_drop = drop
     log.warning("%s", drop.notice)
     return drop
 

@@ -478,3 +478,32 @@ def test_crash_at_every_durable_step_of_the_drop_on_s3(
         assert parse_properties(objects[".hoodie/hoodie.properties"].decode()) == _expected_props(original)
         _same_rows(_ours(uri), rows)
         _same_rows(_hudi_rs(uri, options), rows)
+
+
+def test_cli_write_with_the_option_drops_then_writes_and_logs_the_notice(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path
+) -> None:
+    path = _mdt_table(hudi_table_zip, MOR)
+    t = str(path)
+    existing = read_snapshot(LakeTable.open(path))
+    one = existing.filter(pa.compute.equal(existing.column("id"), 1))
+    one = one.drop_columns([c for c in one.column_names if c.startswith("_hoodie_")])
+    data = str(tmp_path / "in.parquet")
+    pq.write_table(one.set_column(one.schema.get_field_index("name"), "name", pa.array(["Zed"])), data)
+    (result,) = _lake_all(
+        ["write", t, "--input", data, "--operation", "upsert", "--option", "hoodie.metadata.enable=false"]
+    )
+    assert result.returncode == 0, result.stderr
+    [instant] = result.stdout.split()
+    assert LakeTable.open(path).timeline().last_completed_commit.timestamp == instant
+    [warning] = result.stderr.splitlines()
+    assert warning.endswith(
+        f"WARNING airflow_lake_provider.lake.table.metadata_table: dropped Hudi's metadata table of {t} "
+        "(partitions [files], folder .hoodie/metadata/) as hoodie.metadata.enable=false asks; Spark/Flink "
+        "writers of this table must run with hoodie.metadata.enable=false too, or their next commit "
+        "rebuilds the metadata table from a full listing"
+    )
+    assert not (path / ".hoodie" / "metadata").exists()
+    names = {r["id"]: r["name"] for r in _ours(path)}
+    assert names == {**{r["id"]: r["name"] for r in existing.to_pylist()}, 1: "Zed"}
+    _same_rows(_ours(path), _hudi_rs(t))

@@ -30,8 +30,6 @@ from airflow_lake_provider.lake.table.timeline_store import PROPERTIES_FILE, Tim
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from airflow_lake_provider.lake.table.metadata_table import MetadataTableDrop
-
 Location = str | os.PathLike[str] | Storage
 
 
@@ -46,8 +44,9 @@ class LakeTable:
         # Options the caller's environment sets for every action on this table (the lake
         # connection's extra, e.g. hoodie.metadata.enable); an action's own options win over them.
         self.option_defaults: dict[str, str] = {}
-        # Set when an action through this object dropped Hudi's metadata table (for its result).
-        self.metadata_table_drop: MetadataTableDrop | None = None
+        # The ``metadata_table.MetadataTableDrop`` of an action through this object that dropped
+        # Hudi's metadata table, for its result (typed loosely: that module builds on this one).
+        self.metadata_table_drop: Any = None
         # Key-lookup summaries of base file footers, by (relative path, size): base files are never
         # changed once written, so writes through this object skip re-reading footers they ruled out.
         self.footer_summaries: dict[tuple[str, int], Any] = {}

@@ -507,3 +507,28 @@ def test_cli_write_with_the_option_drops_then_writes_and_logs_the_notice(
     names = {r["id"]: r["name"] for r in _ours(path)}
     assert names == {**{r["id"]: r["name"] for r in existing.to_pylist()}, 1: "Zed"}
     _same_rows(_ours(path), _hudi_rs(t))
+
+
+def test_the_drop_holds_every_lock_a_service_takes() -> None:
+    """Every ``store.exclusive(...)`` in the code names a lock the drop takes (a new service lock
+    must join ``ALL_SERVICE_LOCKS``), except the instant-time lock held only while a file is created."""
+    import re
+
+    from airflow_lake_provider.lake.services.compaction.executor import EXECUTE_LOCK, SCHEDULE_LOCK
+    from airflow_lake_provider.lake.services.partition_commit.executor import LOCK
+    from airflow_lake_provider.lake.table.metadata_table import ALL_SERVICE_LOCKS
+    from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK
+
+    names = {
+        "WRITE_LOCK": WRITE_LOCK,
+        "SCHEDULE_LOCK": SCHEDULE_LOCK,
+        "EXECUTE_LOCK": EXECUTE_LOCK,
+        "LOCK": LOCK,
+    }
+    used = set()
+    for source in (REPO_ROOT / "airflow_lake_provider").rglob("*.py"):
+        for arg in re.findall(r"\.exclusive\(([^,)]+)", source.read_text()):
+            if arg in ("name", '"instant"'):  # the drop's own loop; the instant-time lock
+                continue
+            used.add(names[arg] if arg in names else arg.strip('"'))
+    assert used == set(ALL_SERVICE_LOCKS)

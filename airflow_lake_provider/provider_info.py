@@ -68,6 +68,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lake_provider.hooks.lake",
                     "airflow_lake_provider.hooks.compaction",
                     "airflow_lake_provider.hooks.partition_commit",
+                    "airflow_lake_provider.hooks.results",
                     "airflow_lake_provider.hooks.spark",
                     "airflow_lake_provider.hooks.write",
                 ],

@@ -237,7 +237,7 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
         warmup, workers = warm_up(sc)
         log.info("Python workers ready in %.1f s", warmup)
     work_started = time.monotonic()
-    result = execute_compaction(table, args.instant, runner=spark_runner)
+    result = execute_compaction(table, args.instant, runner=spark_runner, options=options)
     out = result.to_json()
     out["warmup_seconds"] = round(warmup, 3)
     out["workers"] = workers

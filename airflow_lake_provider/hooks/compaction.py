@@ -18,6 +18,7 @@ from airflow_lake_provider.hooks.errors import (
     LakeSparkJobError,
     as_bool,
 )
+from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkJobMixin
 
 if TYPE_CHECKING:
@@ -183,6 +184,7 @@ class CompactionHookMixin(SparkJobMixin):
         from airflow_lake_provider.lake.errors import LakeError
         from airflow_lake_provider.lake.format.instant import Action
         from airflow_lake_provider.lake.services.compaction.executor import load_plan
+        from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 
         threshold = as_threshold_mb(spark_threshold_mb)
         table: LakeTable = self.open_table(table_path)  # type: ignore[attr-defined]
@@ -206,6 +208,10 @@ class CompactionHookMixin(SparkJobMixin):
             plan = load_plan(timeline, target)
         except LakeError as exc:
             raise LakeHookError(f"compaction {target} of {table.uri}: cannot read its plan: {exc}") from exc
+        try:  # before either executor: a Spark job would refuse only after starting
+            guard_mutation(table, "compaction execute", opts)
+        except ValueError as exc:
+            raise LakeConfigError(f"compaction {target} of {table.uri}: {exc}") from exc
         io_mb = round(plan.total_io_mb, 3)
         started = time.monotonic()
         if io_mb <= threshold:
@@ -244,6 +250,7 @@ class CompactionHookMixin(SparkJobMixin):
             "total_io_mb": io_mb,
             "duration_seconds": round(time.monotonic() - started, 3),
             **done,
+            **dropped_summary(table),
         }
 
     def _compact_locally(self, table: LakeTable, target: str) -> None:

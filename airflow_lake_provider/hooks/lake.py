@@ -29,6 +29,7 @@ from airflow_lake_provider.hooks.errors import (
     LakeSparkJobError,
     as_bool,
 )
+from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
 from airflow_lake_provider.hooks.write import WriteHookMixin
 
@@ -47,6 +48,8 @@ CLEAN_MODES = ("schedule", "execute", "schedule_and_execute")
 DEFAULT_SPARK_THRESHOLD = 10_000
 # The only connection extras the hook reads (never the whole extra dict).
 EXTRA_BASE_PATH = "base_path"
+# Hudi's writer option, read from the extra too: false drops a table's metadata table before an action.
+EXTRA_METADATA_ENABLE = "hoodie.metadata.enable"
 # S3 settings in the connection's extra, and the standard variable each one becomes. The key pair
 # is the connection's login and password.
 S3_EXTRAS = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "allow_http": "AWS_ALLOW_HTTP"}
@@ -223,11 +226,19 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         try:
             path = self.resolve_table_path(table_path)
             # The connection's settings over the process' own; given to the storage, not os.environ.
-            return LakeTable.open(open_storage(path, environ={**os.environ, **self.storage_env()}))
+            table = LakeTable.open(open_storage(path, environ={**os.environ, **self.storage_env()}))
         except StorageUnavailableError as exc:
             raise LakeHookError(str(exc)) from exc  # an outage: a retry may succeed
         except LakeError as exc:
             raise LakeConfigError(str(exc)) from exc
+        table.option_defaults = self.connection_options()
+        return table
+
+    def connection_options(self) -> dict[str, str]:
+        """Table options the connection's extra sets for every action (only ``hoodie.metadata.enable``)."""
+        conn = self.get_conn()
+        value = _extra(conn, EXTRA_METADATA_ENABLE) if conn is not None else None
+        return {} if value is None or value == "" else {EXTRA_METADATA_ENABLE: str(value).strip().lower()}
 
     # -- clean ---------------------------------------------------------------------------------
     def clean(
@@ -266,6 +277,7 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
             pending_cleans,
             run_clean,
         )
+        from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 
         if mode not in CLEAN_MODES:
             raise LakeConfigError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")
@@ -275,6 +287,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         table = self.open_table(table_path)
         try:
             clean_config(table, opts)  # fail on bad options before anything is written
+            if not dry_run:  # refused (or the MDT dropped) even when nothing turns out to be due
+                guard_mutation(table, "clean", opts)
             preview = run_clean(table, opts, dry_run=True)
             if mode == "execute" and not pending_cleans(table.timeline()):
                 preview = CleanResult(Outcome.NO_WORK, reason="no pending clean to execute")
@@ -398,7 +412,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         """Archive the table's timeline (Hudi's ``hoodie.keep.*`` rules); ``NO_WORK`` when not due.
 
         :param table_path: the table's base path (or relative to the connection's ``base_path``).
-        :param options: ``hoodie.keep.*`` options over the table's own (other keys are ignored).
+        :param options: ``hoodie.keep.*`` options and ``hoodie.metadata.enable`` over the table's own
+            (other keys are ignored).
         """
         from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
         from airflow_lake_provider.lake.table.archival.executor import run_archival
@@ -407,7 +422,7 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         keep = {
             str(k): v
             for k, v in (options or {}).items()
-            if str(k).startswith(("hoodie.keep.", "hoodie.commits.archival"))
+            if str(k).startswith(("hoodie.keep.", "hoodie.commits.archival", "hoodie.metadata."))
         }
         try:
             result = run_archival(table, keep)
@@ -421,7 +436,7 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
 
     @staticmethod
     def _summary(table: LakeTable, result: CleanResult, executor: str) -> dict[str, Any]:
-        return {**result.to_dict(), "table_path": table.uri, "executor": executor}
+        return {**result.to_dict(), "table_path": table.uri, "executor": executor, **dropped_summary(table)}
 
 
 __all__ = [

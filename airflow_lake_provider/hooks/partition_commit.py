@@ -88,6 +88,8 @@ def run_partition_commit(
             hook = LakeHook(lake_conn_id=lake_conn_id)
             storage = hook.open_location(table_path)
             storage_env = hook.storage_env()
+            # The connection's hoodie.metadata.enable, under the task's own options (Spark job too).
+            options = {**hook.connection_options(), **(options or {})}
         else:
             storage, storage_env = open_storage(table_path), {}
         if is_plain_directory(storage):

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_lake_provider.hooks.errors import LakeConfigError, LakeHookError, LakeSparkJobError
+from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkJobMixin
 from airflow_lake_provider.lake.errors import LakeError
 
@@ -114,6 +115,7 @@ class WriteHookMixin(SparkJobMixin):
         :param spark_env: extra environment variables for ``spark-submit``.
         """
         from airflow_lake_provider.lake.services.rollback import rollback
+        from airflow_lake_provider.lake.table.metadata_table import guard_mutation
         from airflow_lake_provider.lake.table.write_input import find_input, input_rows, read_input
         from airflow_lake_provider.lake.table.writer import write
 
@@ -132,6 +134,8 @@ class WriteHookMixin(SparkJobMixin):
         table = self.open_table(table_path)  # type: ignore[attr-defined]
         run_keys = {k: v for k, v in attempt.items() if k != META_TRY}
         try:
+            # Here, not only in the core's write: the rollback below and a Spark write come first.
+            guard_mutation(table, f"write ({operation})", opts)
             source = find_input(input_path, environ={**os.environ, **self.storage_env()})  # type: ignore[attr-defined]
             rows = input_rows(source)
             rolled_back: list[str] = []
@@ -139,7 +143,7 @@ class WriteHookMixin(SparkJobMixin):
                 self.log.info(  # type: ignore[attr-defined]
                     "rolling back %s, left pending by an earlier attempt of this task", instant
                 )
-                rolled_back += [r.target for r in rollback(table, instant)]
+                rolled_back += [r.target for r in rollback(table, instant, options=opts)]
             if rows <= threshold:
                 self.log.info(  # type: ignore[attr-defined]
                     "write of %s into %s: %d input rows in %d files (<= spark_threshold %d): in the worker",
@@ -151,7 +155,13 @@ class WriteHookMixin(SparkJobMixin):
                 )
                 result = write(table, read_input(source), operation, options=opts, extra_metadata=attempt)
                 counts = {"inserted": result.inserted, "updated": result.updated, "deleted": result.deleted}
-                return {"instant": result.instant, "rolled_back": rolled_back, **counts, "executor": "local"}
+                return {
+                    "instant": result.instant,
+                    "rolled_back": rolled_back,
+                    **counts,
+                    "executor": "local",
+                    **dropped_summary(table),
+                }
             self.log.info(  # type: ignore[attr-defined]
                 "write of %s into %s: %d input rows in %d files (> spark_threshold %d): on Spark",
                 input_path,
@@ -163,7 +173,7 @@ class WriteHookMixin(SparkJobMixin):
             written = self._write_on_spark(
                 table, input_path, operation, opts, attempt, spark_conn_id, spark_conf, spark_env
             )
-            return {**written, "rolled_back": rolled_back, "executor": "spark"}
+            return {**written, "rolled_back": rolled_back, "executor": "spark", **dropped_summary(table)}
         except LakeHookError:
             raise
         except ValueError as exc:  # bad input (schema, missing file): a retry cannot help

@@ -18,6 +18,7 @@ from airflow_lake_provider.lake.errors import (
     CompactionConfigError,
     CompactionError,
     LakeError,
+    WriteInputError,
 )
 from airflow_lake_provider.lake.services.clean.config import POLICY_KEYS, CleanConfig, CleanPolicy
 from airflow_lake_provider.lake.services.clean.executor import run_clean
@@ -46,6 +47,8 @@ from airflow_lake_provider.lake.services.rollback import rollback
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.storage import Storage, open_storage
 from airflow_lake_provider.lake.table.archival.executor import run_archival
+from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table, guard_mutation
+from airflow_lake_provider.lake.table.metadata_table import report as metadata_report
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import Operation, write
@@ -78,6 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("path")
     p.add_argument("--input", required=True, help="FILE.parquet")
     p.add_argument("--operation", required=True, choices=[o.value for o in Operation])
+    p.add_argument("--option", action="append", default=[], metavar="K=V", help="any write option")
 
     p = sub.add_parser("read", help="write the snapshot (with meta columns) to a parquet file")
     p.add_argument("path")
@@ -140,10 +144,18 @@ def _parser() -> argparse.ArgumentParser:
         "--instant", help="the instant to roll back (default: every failed write the policy allows)"
     )
     p.add_argument("--force", action="store_true", help="allow rolling back the latest completed commit")
+    p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.* options")
 
     p = sub.add_parser("restore", help="roll the table back to a savepoint (irreversible)")
     p.add_argument("path")
     p.add_argument("--savepoint", required=True, help="the savepoint instant to restore")
+    p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.* options")
+
+    p = sub.add_parser("metadata-table", help="show (or drop) Hudi's metadata table of a table")
+    p.add_argument("path")
+    p.add_argument(
+        "--drop", action="store_true", help="drop it as Hudi does with hoodie.metadata.enable=false"
+    )
     return parser
 
 
@@ -151,7 +163,7 @@ def _cmd_rollback(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     if args.force and not args.instant:
         raise LakeError("--force needs --instant: name the completed commit to roll back")
-    results = rollback(table, args.instant, force=args.force)
+    results = rollback(table, args.instant, force=args.force, options=_key_values(args.option, LakeError))
     if not results:
         print("NO_WORK")
         return
@@ -165,7 +177,7 @@ def _cmd_rollback(args: argparse.Namespace) -> None:
 
 def _cmd_restore(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
-    result = restore(table, args.savepoint)
+    result = restore(table, args.savepoint, _key_values(args.option, LakeError))
     if not result.rolled_back:
         print(f"NO_WORK: nothing after savepoint {args.savepoint}")
         return
@@ -190,6 +202,7 @@ def _cmd_init(args: argparse.Namespace) -> None:
 
 def _cmd_write(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
+    options = _key_values(args.option, WriteInputError)
     folder, name = _split(args.input)
     try:
         with folder.open_input(name) as source:
@@ -198,7 +211,7 @@ def _cmd_write(args: argparse.Namespace) -> None:
         raise LakeError(f"input file {args.input} does not exist") from None
     except (pa.ArrowException, OSError) as exc:
         raise LakeError(f"input file {args.input} is not a readable parquet file: {exc}") from None
-    result = write(table, batch, args.operation)
+    result = write(table, batch, args.operation, options=options)
     print(result.instant)
 
 
@@ -247,6 +260,7 @@ def _cmd_clean(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     options = _clean_options(args)
     if args.spark:
+        guard_mutation(table, "clean", options, dry_run=args.dry_run)  # before Spark starts
         job_args = ["--table", table.uri] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
         result = spark_submit.submit(
             "clean.py", job_args + (["--dry-run"] if args.dry_run else []), master=args.master
@@ -288,13 +302,14 @@ def _cmd_compact(args: argparse.Namespace) -> None:
 
     def execute(instant: str | None) -> None:
         if args.spark and not args.dry_run:
+            guard_mutation(table, "compaction execute", options)  # the job reads no options
             job_args = ["--table", table.uri] + (["--instant", instant] if instant else [])
             result = spark_submit.submit("compact.py", job_args, master=args.master)
             if result.get("outcome") == "FAILED":
                 raise CompactionError(str(result.get("error")))
             summary.update(outcome=result["outcome"], execute=result)
             return
-        executed = execute_compaction(table, instant, dry_run=args.dry_run)
+        executed = execute_compaction(table, instant, dry_run=args.dry_run, options=options)
         summary.update(outcome=executed.outcome.value, execute=executed.to_json())
 
     if args.mode == "execute":
@@ -369,6 +384,27 @@ def _cmd_savepoint(args: argparse.Namespace) -> None:
         print(f"savepoint {args.instant} deleted")
 
 
+def _cmd_metadata_table(args: argparse.Namespace) -> None:
+    table = LakeTable.open(args.path)
+    if args.drop:
+        dropped = drop_metadata_table(table)
+        print(dropped.notice if dropped else f"{table.uri} has no metadata table; nothing to drop")
+        return
+    found = metadata_report(table)
+    state = found.state
+    if not state.present:
+        print(f"{table.uri}: no metadata table")
+        return
+    print(f"partitions: {', '.join(state.partitions) or '-'}")
+    print(f"inflight partitions: {', '.join(state.inflight_partitions) or '-'}")
+    print(f"folder {table.uri}/.hoodie/metadata: {'present' if state.folder_exists else 'absent'}")
+    print(f"metadata instants: {len(found.instants)}")
+    for name in found.instants:
+        print(f"  {name}")
+    print(f"latest metadata instant: {found.latest_instant or '-'}")
+    print(f"latest data instant: {found.latest_data_instant or '-'}")
+
+
 _COMMANDS = {
     "init": _cmd_init,
     "write": _cmd_write,
@@ -381,6 +417,7 @@ _COMMANDS = {
     "partition-commit": _cmd_partition_commit,
     "rollback": _cmd_rollback,
     "restore": _cmd_restore,
+    "metadata-table": _cmd_metadata_table,
 }
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.lake.errors import RollbackError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     finish_pending_locked,
@@ -69,8 +71,10 @@ def pending_restore(timeline: Timeline) -> tuple[Instant, dict[str, Any]] | None
     return pending[0], timeline.avro_record(requested)
 
 
-def restore(table: LakeTable, savepoint: str) -> RestoreResult:
-    """Roll back every instant after ``savepoint`` (newest first); finish a pending restore first."""
+def restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None = None) -> RestoreResult:
+    """Roll back every instant after ``savepoint`` (newest first); finish a pending restore first.
+    ``options`` are read only for ``hoodie.metadata.enable`` (see ``metadata_table``)."""
+    guard_mutation(table, "restore", options)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         started = time.monotonic()
         timeline = table.timeline()

@@ -41,6 +41,12 @@ class LakeTable:
         self.config = config
         self.clock = clock
         self.store = TimelineStore(storage)
+        # Options the caller's environment sets for every action on this table (the lake
+        # connection's extra, e.g. hoodie.metadata.enable); an action's own options win over them.
+        self.option_defaults: dict[str, str] = {}
+        # The ``metadata_table.MetadataTableDrop`` of an action through this object that dropped
+        # Hudi's metadata table, for its result (typed loosely: that module builds on this one).
+        self.metadata_table_drop: Any = None
         # Key-lookup summaries of base file footers, by (relative path, size): base files are never
         # changed once written, so writes through this object skip re-reading footers they ruled out.
         self.footer_summaries: dict[tuple[str, int], Any] = {}
@@ -65,7 +71,9 @@ class LakeTable:
         props_rel = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
         props_uri = storage.uri(props_rel)
         try:
-            text = storage.read(props_rel).decode("utf-8")
+            # Falls back to ``hoodie.properties.backup`` when an update (ours or Java's) was
+            # interrupted between deleting the file and writing the new one, as Hudi's readers do.
+            text = TimelineStore(storage).read_properties_text()
         except FileNotFoundError:
             raise TableNotFoundError(
                 f"{storage.root} is not a Hudi table: {props_uri} does not exist"

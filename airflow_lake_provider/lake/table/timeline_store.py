@@ -16,6 +16,7 @@ from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     InvalidStateTransitionError,
     ObjectExistsError,
+    ObjectNotFoundError,
     UnsafePathError,
 )
 from airflow_lake_provider.lake.format.instant import Action, Instant, State, validate_instant_time
@@ -23,6 +24,10 @@ from airflow_lake_provider.lake.format.properties import format_properties
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
 
 PROPERTIES_FILE = "hoodie.properties"
+# Hudi's update protocol keeps the old properties here while ``hoodie.properties`` is rewritten.
+PROPERTIES_BACKUP_FILE = "hoodie.properties.backup"
+# Hudi's metadata table: a Hudi table of its own under the data table's ``.hoodie/``.
+METADATA_DIR = "metadata"
 TEMP_DIR = ".temp"
 # Held only while an instant time is checked and its requested file created.
 INSTANT_LOCK_WAIT_SECONDS = 30.0
@@ -83,6 +88,55 @@ class TimelineStore:
 
     def update_properties(self, props: Mapping[str, str]) -> None:
         self.storage.write(f"{HOODIE_DIR}/{PROPERTIES_FILE}", format_properties(props).encode())
+
+    def read_properties_text(self) -> str:
+        """``hoodie.properties``, else (an update interrupted after its delete) the backup, as Hudi's
+        readers fall back to it; ``ObjectNotFoundError`` if neither exists."""
+        try:
+            return self.storage.read(f"{HOODIE_DIR}/{PROPERTIES_FILE}").decode("utf-8")
+        except FileNotFoundError:
+            try:
+                return self.storage.read(f"{HOODIE_DIR}/{PROPERTIES_BACKUP_FILE}").decode("utf-8")
+            except FileNotFoundError:
+                raise ObjectNotFoundError(self.storage.uri(f"{HOODIE_DIR}/{PROPERTIES_FILE}")) from None
+
+    def modify_properties(self, props: Mapping[str, str]) -> None:
+        """Replace ``hoodie.properties`` with ``props`` by Hudi's protocol (``HoodieTableConfig.modify``):
+        finish an interrupted update, copy the current file to the backup, delete the file, write the
+        new one (checksum last), delete the backup. A reader between the delete and the write reads
+        the backup (``read_properties_text``); a crash anywhere leaves one of the two complete."""
+        current = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
+        backup = f"{HOODIE_DIR}/{PROPERTIES_BACKUP_FILE}"
+        self.recover_properties()
+        self.storage.write(backup, self.storage.read(current))
+        self.storage.delete(current)
+        self.storage.create(current, format_properties(props).encode())
+        self.storage.delete(backup)
+
+    def recover_properties(self) -> bool:
+        """Hudi's recovery of an interrupted update: no ``hoodie.properties`` -> copy the backup back;
+        then the backup goes. True if anything was changed."""
+        current = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
+        backup = f"{HOODIE_DIR}/{PROPERTIES_BACKUP_FILE}"
+        if not self.storage.exists(backup):
+            return False
+        if not self.storage.exists(current):
+            self.storage.create(current, self.storage.read(backup))
+        self.storage.delete(backup)
+        return True
+
+    def metadata_table_files(self) -> list[str]:
+        """Every file under ``.hoodie/metadata/`` (relative to the table), deepest folders first."""
+        root = f"{HOODIE_DIR}/{METADATA_DIR}"
+        found = [f"{folder}/{name}" for folder, files in self.storage.walk(root) for name, _ in files]
+        return sorted(found, key=lambda rel: (-rel.count("/"), rel))
+
+    def delete_metadata_table(self) -> None:
+        """Delete ``.hoodie/metadata/`` (Hudi's ``deleteMetadataTable`` after the partitions are cleared):
+        file by file, so a crash leaves a smaller folder that the next drop finishes, then the folder."""
+        for rel in self.metadata_table_files():
+            self.storage.delete(rel)
+        self.storage.delete_tree(f"{HOODIE_DIR}/{METADATA_DIR}")
 
     # -- instants ---------------------------------------------------------------------------
     def _states_present(self, timestamp: str, savepoint: bool = False) -> dict[State, Instant]:

@@ -60,6 +60,7 @@ from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.data_files import store_base_file, write_partition_metadata
 from airflow_lake_provider.lake.table.fs_view import FileGroup, FileSlice, FileSystemView
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
 from airflow_lake_provider.lake.table.rollback.executor import (
     eligible_failed_writes,
@@ -198,6 +199,7 @@ def write(
     archive = _archive_automatic(settings)
     if archive:
         ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
+    guard_mutation(table, f"write ({operation.value})", options)
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):

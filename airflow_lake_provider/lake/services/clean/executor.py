@@ -32,6 +32,7 @@ from airflow_lake_provider.lake.services.clean.planner import (
 from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
 from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.fs_view import Lister
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     describe_failed_writes,
@@ -340,6 +341,7 @@ def run_clean(
     with the command that rolls failed ones back.
     """
     config = clean_config(table, options)  # bad options fail before anything changes
+    guard_mutation(table, "clean", options, dry_run=dry_run)
     if not dry_run and mode != "execute":
         _roll_back_expired_writes(table, options)
     timeline = table.timeline()

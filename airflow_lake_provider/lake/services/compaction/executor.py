@@ -48,6 +48,7 @@ from airflow_lake_provider.lake.services.compaction.planner import plan_compacti
 from airflow_lake_provider.lake.table.data_files import store_base_file
 from airflow_lake_provider.lake.table.fs_view import BaseFile, FileSlice, LogFile
 from airflow_lake_provider.lake.table.merge import DataItem, merge_slice
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
@@ -202,6 +203,12 @@ def schedule_compaction(
     now = now or dt.datetime.now(dt.timezone.utc)
     if not table.config.is_mor:
         return ScheduleResult(Outcome.NO_WORK, reason=f"{table.uri} is copy-on-write; nothing to compact")
+    guard_mutation(
+        table,
+        "compaction schedule",
+        None if isinstance(options, CompactionConfig) else options,
+        dry_run=dry_run,
+    )
     with table.store.exclusive(SCHEDULE_LOCK):
         checked = _check_base_files_unlocked(table, config, now, force)
         # The write lock too: a writer between reading its file groups and committing would append
@@ -544,6 +551,7 @@ def execute_compaction(
     dry_run: bool = False,
     fault: FaultHook = _no_fault,
     runner: OperationRunner | None = None,
+    options: Mapping[str, object] | None = None,
 ) -> CompactionResult:
     """Run one pending compaction to completion and return its metrics.
 
@@ -554,7 +562,9 @@ def execute_compaction(
     requested one runs. Holds the table's compaction lock: a concurrent run gets ``ServiceBusyError``,
     a run that finds the instant completed returns ``ALREADY_COMPLETED``. ``fault`` is called at
     ``inflight``, after each operation's ``file`` and before the ``commit`` (crash tests).
+    ``options`` are read only for ``hoodie.metadata.enable`` (see ``metadata_table``).
     """
+    guard_mutation(table, "compaction execute", options, dry_run=dry_run)
     started = time.monotonic()
     with table.store.exclusive(EXECUTE_LOCK):
         timeline = table.timeline()

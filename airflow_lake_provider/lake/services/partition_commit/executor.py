@@ -53,6 +53,7 @@ from airflow_lake_provider.lake.services.partition_commit.state import (
     save_state,
 )
 from airflow_lake_provider.lake.services.partition_commit.success_file import check_success_targets
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 
@@ -198,6 +199,8 @@ def commit_partitions(
             )
         handlers[PolicyKind.METASTORE] = getattr(metastore, "commit", metastore)
     given_watermark = parse_watermark(watermark) if watermark is not None else None
+    if PolicyKind.MERGE_SMALL_FILES in config.policies:  # a replacecommit: Java writes it to the MDT
+        guard_mutation(table, "partition commit (merge-small-files)", options, dry_run=dry_run)
 
     def values_of(partition: str) -> PartitionValues:
         return partition_values(partition, fields)

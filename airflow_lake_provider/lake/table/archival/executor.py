@@ -30,6 +30,7 @@ from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollbac
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.planner import ArchivalPlan, plan_archival
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
@@ -98,6 +99,8 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
     """Archive what the table is due (see ``planner``); ``NO_WORK`` when nothing is."""
     started = time.monotonic()
     config = ArchivalConfig.from_options(table.config.properties, options or {})
+    # Java never archives past the MDT's last compaction: with an MDT we refuse (or drop it) first.
+    guard_mutation(table, "archival", options)
     with table.store.exclusive("archive"):
         timeline = table.timeline()
         earliest = timeline.earliest_retained()

@@ -28,6 +28,7 @@ from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileNa
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
 from airflow_lake_provider.lake.table.fs_view import list_table
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.plan import (
     RollbackOutcome,
     RollbackPlan,
@@ -83,6 +84,7 @@ def rollback(
 
     Pending rollbacks are finished first. Takes the table's write lock (waiting up to 60 s).
     """
+    guard_mutation(table, "rollback", options)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         if instant is not None:
             return rollback_instant_locked(table, instant, force=force)

@@ -1,0 +1,241 @@
+"""Hudi's metadata table (MDT, ``.hoodie/metadata/``): detection, and the one decision every mutating
+action takes about it before it touches the table.
+
+Hudi's Java writers and table services list files through the MDT, and nothing in Hudi 0.14/0.15
+notices an action that skipped it: files we add stay invisible to them, files we delete stay listed,
+for good. So an action that would change the file set of a table with an MDT either refuses (the
+default) or first drops the MDT exactly as a Java writer run with ``hoodie.metadata.enable=false``
+does (``HoodieTable.maybeDeleteMetadataTable``): clear both partition keys of ``hoodie.properties``,
+then delete ``.hoodie/metadata/``. Every mutating entry point calls :func:`guard_mutation` before its
+first lock file, heartbeat, marker or instant; read-only work never does. The policy is one value
+decided here (a later ``maintain`` policy slots in beside ``refuse`` and ``drop``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING
+
+from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.format.instant import Instant
+from airflow_lake_provider.lake.format.properties import parse_properties
+from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.storage import HOODIE_DIR
+from airflow_lake_provider.lake.table.options import get_bool, merge_layers
+from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
+from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat_expired, now_ms
+from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.table.timeline_store import METADATA_DIR, PROPERTIES_FILE, WRITE_LOCK
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.lake.table.table import LakeTable
+
+log = logging.getLogger(__name__)
+
+ENABLE_KEY = "hoodie.metadata.enable"  # Hudi's writer option; false drops the MDT
+PARTITIONS_KEY = "hoodie.table.metadata.partitions"
+INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"
+MDT_PATH = f"{HOODIE_DIR}/{METADATA_DIR}"
+# Every lock a mutating action of ours takes, in the order the services nest them (partition commit
+# and compaction scheduling take the write lock inside theirs): the drop holds them all at once.
+ALL_SERVICE_LOCKS = ("partition-commit", "compaction-schedule", "clean", WRITE_LOCK, "compaction", "archive")
+DROP_LOCK_WAIT_SECONDS = 30.0
+JVM_WRITERS_NOTICE = (
+    "Spark/Flink writers of this table must run with hoodie.metadata.enable=false too, "
+    "or their next commit rebuilds the metadata table from a full listing"
+)
+
+
+class MetadataTablePolicy(str, Enum):
+    """What a mutating action does on a table that has an MDT."""
+
+    REFUSE = "refuse"  # default: raise before anything is written
+    DROP = "drop"  # hoodie.metadata.enable=false: drop it as Hudi's writers do, then proceed
+
+    @classmethod
+    def from_options(cls, *layers: Mapping[str, object]) -> MetadataTablePolicy:
+        """From ``hoodie.metadata.enable`` (later layers win; Hudi's default, true, keeps the MDT)."""
+        enabled = get_bool(merge_layers(*layers), ENABLE_KEY, True, TableConfigError)
+        return cls.REFUSE if enabled else cls.DROP
+
+
+def _split(value: str | None) -> tuple[str, ...]:
+    return tuple(p.strip() for p in (value or "").split(",") if p.strip())
+
+
+@dataclass(frozen=True)
+class MetadataTableState:
+    """What the table's ``hoodie.properties`` and ``.hoodie/`` say about its MDT."""
+
+    partitions: tuple[str, ...]
+    inflight_partitions: tuple[str, ...]
+    folder_exists: bool
+
+    @property
+    def present(self) -> bool:
+        return bool(self.partitions or self.inflight_partitions or self.folder_exists)
+
+    def describe(self) -> str:
+        parts = [f"partitions [{', '.join(self.partitions)}]"]
+        if self.inflight_partitions:
+            parts.append(f"inflight partitions [{', '.join(self.inflight_partitions)}]")
+        if self.folder_exists:
+            parts.append(f"folder {MDT_PATH}/")
+        return ", ".join(parts)
+
+
+def detect(table: LakeTable) -> MetadataTableState:
+    """The MDT as the table's properties (as opened) and storage show it."""
+    props = table.config.properties
+    return MetadataTableState(
+        partitions=_split(props.get(PARTITIONS_KEY)),
+        inflight_partitions=_split(props.get(INFLIGHT_PARTITIONS_KEY)),
+        folder_exists=table.storage.exists(MDT_PATH),
+    )
+
+
+@dataclass(frozen=True)
+class MetadataTableDrop:
+    """An MDT dropped before an action (``guard_mutation``) or by ``lake metadata-table --drop``."""
+
+    table: str
+    dropped: MetadataTableState
+
+    @property
+    def notice(self) -> str:
+        return (
+            f"dropped Hudi's metadata table of {self.table} ({self.dropped.describe()}) as "
+            f"{ENABLE_KEY}=false asks; {JVM_WRITERS_NOTICE}"
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "table": self.table,
+            "partitions": list(self.dropped.partitions),
+            "inflight_partitions": list(self.dropped.inflight_partitions),
+            "notice": self.notice,
+        }
+
+
+def refusal(table: LakeTable, state: MetadataTableState, action: str) -> TableConfigError:
+    """The one error every refusing entry point raises: the table, the MDT, both ways out."""
+    return TableConfigError(
+        f"{action} refused: {table.uri} has Hudi's metadata table ({state.describe()}), which this "
+        "engine does not update; the action would leave it stale for Hudi's Java/Flink writers and "
+        f"services. Nothing was changed. To drop the metadata table as Hudi does, run with option "
+        f"{ENABLE_KEY}=false (--option, operator options or the lake connection's extra) or run "
+        f"'lake metadata-table {table.uri} --drop'; {JVM_WRITERS_NOTICE}"
+    )
+
+
+def guard_mutation(
+    table: LakeTable, action: str, options: Mapping[str, object] | None = None, *, dry_run: bool = False
+) -> MetadataTableDrop | None:
+    """Decide, before ``action`` takes its first lock, what it does about the table's MDT.
+
+    No MDT, or a dry run: nothing. Policy ``refuse``: raise ``TableConfigError`` (nothing written).
+    Policy ``drop``: drop the MDT (see :func:`drop_metadata_table`) and return what was dropped.
+    """
+    state = detect(table)
+    if not state.present or dry_run:
+        return None
+    policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
+    if policy is MetadataTablePolicy.REFUSE:
+        raise refusal(table, state, action)
+    return drop_metadata_table(table, options)
+
+
+def blocking_instants(table: LakeTable, timeline: Timeline, options: Mapping[str, object]) -> list[Instant]:
+    """Pending instants another writer may still be running: writes whose heartbeat is live (a write
+    without one is failed, as Hudi's rollback treats it) and inflight table services."""
+    config = FailedWritesConfig.from_options(table.config.properties, dict(options))
+    now = now_ms()
+    found = []
+    for instant in timeline.pending:
+        if instant.action in ROLLBACK_ACTIONS:
+            if not heartbeat_expired(table.store, instant.timestamp, config, now):
+                found.append(instant)
+        elif instant.is_inflight:
+            found.append(instant)
+    return found
+
+
+def drop_metadata_table(
+    table: LakeTable, options: Mapping[str, object] | None = None
+) -> MetadataTableDrop | None:
+    """Drop the MDT as a Java writer with ``hoodie.metadata.enable=false`` does; None if there is none.
+
+    Under every lock our services take, and only when no other writer's instant is pending: (a)
+    ``hoodie.properties`` with both partition keys empty, by Hudi's backup protocol; (b) delete
+    ``.hoodie/metadata/``. Each step is idempotent, so a run after a crash finishes the drop.
+    ``table.config`` is refreshed to the new properties.
+    """
+    with contextlib.ExitStack() as stack:
+        for name in ALL_SERVICE_LOCKS:
+            stack.enter_context(table.store.exclusive(name, DROP_LOCK_WAIT_SECONDS))
+        # Read again under the locks: another process may have dropped it (or rewritten the file).
+        source = table.storage.uri(f"{HOODIE_DIR}/{PROPERTIES_FILE}")
+        props = parse_properties(table.store.read_properties_text())
+        table.config = TableConfig.from_properties(props, source)
+        state = detect(table)
+        if not state.present:
+            table.store.recover_properties()  # a backup an interrupted update left behind
+            return None
+        busy = blocking_instants(table, table.timeline(), options or {})
+        if busy:
+            names = ", ".join(i.file_name for i in busy)
+            raise TableConfigError(
+                f"{table.uri}: not dropping Hudi's metadata table while instant(s) of another writer are "
+                f"pending ({names}): it would keep writing to it. Let that writer finish (or its heartbeat "
+                "expire), then run again; nothing was changed"
+            )
+        if state.partitions or state.inflight_partitions:
+            cleared = {**props, PARTITIONS_KEY: "", INFLIGHT_PARTITIONS_KEY: ""}
+            table.store.modify_properties(cleared)
+            table.config = TableConfig.from_properties(cleared, source)
+        else:
+            table.store.recover_properties()  # a backup an interrupted drop left behind
+        table.store.delete_metadata_table()
+    drop = MetadataTableDrop(table.uri, state)
+    table.metadata_table_drop = drop
+    log.warning("%s", drop.notice)
+    return drop
+
+
+@dataclass(frozen=True)
+class MetadataTableReport:
+    """``lake metadata-table PATH``: the MDT's state next to the data timeline's."""
+
+    state: MetadataTableState
+    instants: tuple[str, ...]  # MDT timeline file names, oldest first
+    latest_instant: str | None  # the MDT's latest completed instant time
+    latest_data_instant: str | None  # the data table's latest completed instant time
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "present": self.state.present,
+            "partitions": list(self.state.partitions),
+            "inflight_partitions": list(self.state.inflight_partitions),
+            "folder_exists": self.state.folder_exists,
+            "instants": list(self.instants),
+            "latest_metadata_instant": self.latest_instant,
+            "latest_data_instant": self.latest_data_instant,
+        }
+
+
+def report(table: LakeTable) -> MetadataTableReport:
+    """Read-only: the MDT partitions, its timeline and how far it is behind the data timeline."""
+    state = detect(table)
+    # MDT instant times may carry Hudi's 3-digit operation suffix (compaction 001, clean 002, ...).
+    names = sorted(
+        n for n in table.storage.list_names(f"{MDT_PATH}/{HOODIE_DIR}") if n[:1].isdigit() and "." in n
+    )
+    completed = [n.split(".")[0] for n in names if n.count(".") == 1 and not n.endswith(".inflight")]
+    data = [i.timestamp for i in table.timeline().instants if i.is_completed]
+    return MetadataTableReport(
+        state, tuple(names), max(completed) if completed else None, max(data) if data else None
+    )

@@ -1,0 +1,95 @@
+"""Tables with Hudi's metadata table under ``dag.test()``: the clean, rollback and write operators of
+the example DAGs refuse before writing anything (the tree byte-identical), and a lake connection whose
+extra sets ``hoodie.metadata.enable=false`` drops the metadata table as Hudi does, then cleans."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dag_helpers import load_example_dag, task_states, xcom_value
+from metadata_table_support import add_metadata_table, tree_digest
+
+from airflow_lake_provider.lake.format.properties import parse_properties
+
+pytestmark = pytest.mark.airflow
+COW = "cow_v6_simplekeygen_nonhivestyle"
+
+
+def _output(capfd: pytest.CaptureFixture[str]) -> str:
+    """What the task logs printed so far (``dag.test()`` logs to the terminal)."""
+    out, err = capfd.readouterr()
+    return out + err
+
+
+def test_clean_refuses_then_the_connection_extra_drops_the_metadata_table(
+    repo_root: Path,
+    airflow_db: Path,
+    hudi_table_zip: Callable[[str], Path],
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    path = hudi_table_zip(COW)
+    add_metadata_table(path)
+    dag = load_example_dag(repo_root, "example_lake_clean")
+    before = tree_digest(path)
+    dr = dag.test(run_conf={"table_path": str(path)})
+    assert task_states(dag.dag_id, dr.run_id) == {"preview_clean": "success", "clean": "failed"}
+    assert tree_digest(path) == before
+    assert f"clean refused: {path} has Hudi's metadata table (partitions [files]" in _output(capfd)
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_NO_MDT",
+        json.dumps({"conn_type": "lake", "extra": {"hoodie.metadata.enable": "false"}}),
+    )
+    dr = dag.test(run_conf={"table_path": str(path), "lake_conn_id": "lake_no_mdt"}, logical_date=None)
+    assert task_states(dag.dag_id, dr.run_id) == {"preview_clean": "success", "clean": "success"}
+    result = xcom_value(dag.dag_id, dr.run_id, "clean")
+    assert result["outcome"] == "NO_WORK"
+    assert result["metadata_table_dropped"] == {
+        "table": str(path),
+        "partitions": ["files"],
+        "inflight_partitions": [],
+        "notice": f"dropped Hudi's metadata table of {path} (partitions [files], folder "
+        ".hoodie/metadata/) as hoodie.metadata.enable=false asks; Spark/Flink writers of this table "
+        "must run with hoodie.metadata.enable=false too, or their next commit rebuilds the metadata "
+        "table from a full listing",
+    }
+    assert not (path / ".hoodie" / "metadata").exists()
+    props = parse_properties((path / ".hoodie" / "hoodie.properties").read_text())
+    assert (
+        props["hoodie.table.metadata.partitions"],
+        props["hoodie.table.metadata.partitions.inflight"],
+    ) == ("", "")
+
+
+def test_rollback_and_write_operators_refuse_and_change_nothing(
+    repo_root: Path,
+    airflow_db: Path,
+    hudi_table_zip: Callable[[str], Path],
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    path = hudi_table_zip(COW)
+    add_metadata_table(path)
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": [1]}), source)
+    dag = load_example_dag(repo_root, "example_lake_rollback")
+    conf: dict[str, Any] = {"table_path": str(path), "input_path": str(source)}
+    before = tree_digest(path)
+    dr = dag.test(run_conf=conf)
+    assert task_states(dag.dag_id, dr.run_id) == {
+        "rollback_failed_writes": "failed",
+        "write": "upstream_failed",
+    }
+    assert tree_digest(path) == before
+    # The write task on its own (its upstream marked done): refused too, at once (no retry).
+    dr = dag.test(run_conf=conf, logical_date=None, mark_success_pattern="rollback_failed_writes")
+    assert task_states(dag.dag_id, dr.run_id) == {"rollback_failed_writes": "success", "write": "failed"}
+    assert tree_digest(path) == before
+    assert f"write (upsert) refused: {path} has Hudi's metadata table" in _output(capfd)

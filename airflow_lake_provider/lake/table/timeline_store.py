@@ -101,16 +101,17 @@ class TimelineStore:
                 raise ObjectNotFoundError(self.storage.uri(f"{HOODIE_DIR}/{PROPERTIES_FILE}")) from None
 
     def modify_properties(self, props: Mapping[str, str]) -> None:
-        """Replace ``hoodie.properties`` with ``props`` by Hudi's protocol (``HoodieTableConfig.modify``):
-        finish an interrupted update, copy the current file to the backup, delete the file, write the
-        new one (checksum last), delete the backup. A reader between the delete and the write reads
-        the backup (``read_properties_text``); a crash anywhere leaves one of the two complete."""
+        """Replace ``hoodie.properties`` with ``props`` keeping Hudi's backup protocol
+        (``HoodieTableConfig.modify``): finish an interrupted update, copy the current file to the
+        backup, write the new one (checksum last), delete the backup. Hudi deletes the file before
+        writing the new one (HDFS has no atomic overwrite); our storages replace a file atomically,
+        so the delete is left out: a reader that does not know the backup (hudi-rs) finds a complete
+        ``hoodie.properties`` after a crash at any step, and Java's recovery still finds the backup."""
         current = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
         backup = f"{HOODIE_DIR}/{PROPERTIES_BACKUP_FILE}"
         self.recover_properties()
         self.storage.write(backup, self.storage.read(current))
-        self.storage.delete(current)
-        self.storage.create(current, format_properties(props).encode())
+        self.storage.write(current, format_properties(props).encode())
         self.storage.delete(backup)
 
     def recover_properties(self) -> bool:

@@ -371,27 +371,18 @@ def _drop_steps(path: Path) -> list[str]:
 def test_drop_steps_follow_hudis_protocol(hudi_table_zip: Callable[[str], Path]) -> None:
     steps = _drop_steps(_mdt_table(hudi_table_zip, MOR))
     mdt_files = [f".hoodie/metadata/{rel}" for rel in MDT_FILES]
-    assert steps[:4] == [
+    assert steps[:3] == [
         "write .hoodie/hoodie.properties.backup",
-        "delete .hoodie/hoodie.properties",
-        "create .hoodie/hoodie.properties",
+        "write .hoodie/hoodie.properties",
         "delete .hoodie/hoodie.properties.backup",
     ]
-    assert sorted(steps[4:-1]) == sorted(f"delete {rel}" for rel in mdt_files)
+    assert sorted(steps[3:-1]) == sorted(f"delete {rel}" for rel in mdt_files)
     assert steps[-1] == "delete .hoodie/metadata"
 
 
-def _check_after_crash(
-    location: str, rows: list[dict], props_present: bool, hudi_options: dict | None
-) -> None:
+def _check_after_crash(location: str, rows: list[dict], hudi_options: dict | None) -> None:
     _same_rows(_ours(location), rows)
-    if props_present:
-        _same_rows(_hudi_rs(location, hudi_options), rows)
-    else:
-        # Between Hudi's delete and write of hoodie.properties only the backup exists: Java's
-        # readers (and ours) fall back to it, hudi-rs 0.5 does not read it.
-        with pytest.raises(Exception, match=r"hoodie\.properties"):
-            _hudi_rs(location, hudi_options)
+    _same_rows(_hudi_rs(location, hudi_options), rows)
 
 
 def test_crash_at_every_durable_step_of_the_drop_on_local_disk(
@@ -402,14 +393,13 @@ def test_crash_at_every_durable_step_of_the_drop_on_local_disk(
     rows = _ours(template)
     _same_rows(rows, _hudi_rs(str(template)))
     steps = _drop_steps(_copy(template, tmp_path / "count"))
-    assert len(steps) == 4 + len(MDT_FILES) + 1
+    assert len(steps) == 3 + len(MDT_FILES) + 1
     for step in range(1, len(steps) + 1):
         path = _copy(template, tmp_path / f"crash{step}")
         with pytest.raises(SimulatedCrash), inject_crash(step):
             drop_metadata_table(LakeTable.open(path))
-        props_present = (path / ".hoodie" / "hoodie.properties").exists()
-        assert props_present or step == 2
-        _check_after_crash(str(path), rows, props_present, None)
+        assert (path / ".hoodie" / "hoodie.properties").exists()  # replaced atomically, never deleted
+        _check_after_crash(str(path), rows, None)
         left = (path / ".hoodie" / "metadata").exists()
         assert left == (step < len(steps))  # the last step removed the (emptied) folder itself
         if left:
@@ -454,22 +444,20 @@ def test_crash_at_every_durable_step_of_the_drop_on_s3(
     with inject_crash(None) as counter:
         drop_metadata_table(LakeTable.open(count_uri))
     steps = counter.steps
-    assert steps[:4] == [
+    assert steps[:3] == [
         "write .hoodie/hoodie.properties.backup",
-        "delete .hoodie/hoodie.properties",
-        "create .hoodie/hoodie.properties",
+        "write .hoodie/hoodie.properties",
         "delete .hoodie/hoodie.properties.backup",
     ]
-    assert len(steps) == 4 + len(MDT_FILES)  # S3 has no folders: nothing left to delete after the files
+    assert len(steps) == 3 + len(MDT_FILES)  # S3 has no folders: nothing left to delete after the files
     for step in range(1, len(steps) + 1):
         prefix = f"crash{step}"
         uri = _upload(template, s3_endpoint, s3_bucket, prefix)
         with pytest.raises(SimulatedCrash), inject_crash(step):
             drop_metadata_table(LakeTable.open(uri))
         objects = s3_objects(s3_endpoint, s3_bucket, prefix + "/")
-        props_present = ".hoodie/hoodie.properties" in objects
-        assert props_present or step == 2
-        _check_after_crash(uri, rows, props_present, options)
+        assert ".hoodie/hoodie.properties" in objects  # replaced atomically, never deleted
+        _check_after_crash(uri, rows, options)
         left = any(k.startswith(".hoodie/metadata/") for k in objects)
         assert left == (step < len(steps))
         assert (drop_metadata_table(LakeTable.open(uri)) is not None) == left

@@ -28,6 +28,7 @@ from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileNa
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
 from airflow_lake_provider.lake.table.fs_view import list_table
+from airflow_lake_provider.lake.table.rollback.fallback import check_fallback
 from airflow_lake_provider.lake.table.rollback.plan import (
     RollbackOutcome,
     RollbackPlan,
@@ -135,19 +136,40 @@ def rollback_failed_writes_locked(table: LakeTable, config: FailedWritesConfig) 
 
 
 def rollback_instant_locked(
-    table: LakeTable, instant_time: str, *, force: bool = False, compaction: bool = False
+    table: LakeTable,
+    instant_time: str,
+    *,
+    force: bool = False,
+    compaction: bool = False,
+    restoring: bool = False,
 ) -> list[RollbackResult]:
+    """Roll back one instant (pending, or with ``force`` the latest completed commit).
+
+    ``restoring``: a step of a restore, which ends on a savepoint no clean removed; a forced
+    rollback on its own must find the slices it falls back to on disk (``fallback``).
+    """
     timeline = table.timeline()
     pending = _pending_rollbacks(table, timeline)
     resumed = [p for p in pending if p[1].target_time == instant_time]
-    if not resumed:
-        check_target(timeline, instant_time, force, compaction)  # refuse before finishing anything else
+    if not resumed:  # refuse before finishing anything else
+        _check(table, timeline, instant_time, force, compaction, fallback=not restoring)
     done = finish_pending_locked(table)
     if resumed:
         return done
     timeline = table.timeline()
-    target = check_target(timeline, instant_time, force, compaction)
+    # The fallback is looked at again only if finishing pending rollbacks changed the table.
+    fallback = bool(done) and not restoring
+    target = _check(table, timeline, instant_time, force, compaction, fallback=fallback)
     return [*done, _rollback_one(table, timeline, target)]
+
+
+def _check(
+    table: LakeTable, timeline: Timeline, instant_time: str, force: bool, compaction: bool, *, fallback: bool
+) -> Instant:
+    target = check_target(timeline, instant_time, force, compaction)
+    if fallback and target.is_completed:
+        check_fallback(table, timeline, target)
+    return target
 
 
 def finish_pending_locked(table: LakeTable) -> list[RollbackResult]:

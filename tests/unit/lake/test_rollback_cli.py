@@ -18,6 +18,7 @@ from hudi import HudiTableBuilder
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
@@ -299,6 +300,67 @@ def test_forced_rollback_of_a_merge_refused_when_its_replaced_groups_were_writte
     )
     expected = {40 * k: f"a{40 * k}" for k in range(50)}
     _refused_changing_nothing(capsys, path, merged.instant, error, {**expected, 1: "a1"})
+
+
+# -- a write failing on a corrupt table changes nothing ----------------------------------------------
+def _failing_write(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, path: Path, lazy: bool, error: str
+) -> None:
+    """``lake write`` (LAZY: the API with that policy) fails with ``error`` and changes no byte."""
+    before = tree_digest(path)
+    batch = _batch([1, 2], 9, "z")
+    if lazy:
+        with pytest.raises(LakeError) as caught:
+            write(LakeTable.open(path), batch, "upsert", options=LAZY)
+        assert f"lake: error: {caught.value}\n" == error
+    else:
+        source = tmp_path / "in.parquet"
+        pq.write_table(batch, source)
+        assert _run(capsys, "write", str(path), "--input", str(source), "--operation", "upsert") == (
+            1,
+            "",
+            error,
+        )
+    assert tree_digest(path) == before
+
+
+LAZY = {"hoodie.cleaner.policy.failed.writes": "LAZY"}
+
+
+@pytest.mark.parametrize(("kind", "lazy"), [("cow", False), ("mor", False), ("mor", True)])
+def test_a_write_failing_on_a_corrupt_base_file_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, lazy: bool
+) -> None:
+    """Was: the write rolled itself back and left a .rollback instant (requested, inflight, completed)."""
+    path = tmp_path / "t"
+    write(_table(path, kind), _batch([1, 2], 1, "a"), "insert", options=LAZY if lazy else None)
+    [base] = [n for n in os.listdir(path / "c1") if n.endswith(".parquet")]
+    (path / "c1" / base).write_bytes(b"not a parquet file")
+    error = (
+        f"lake: error: cannot read base file {path / 'c1' / base}: Parquet magic bytes not found in footer. "
+        "Either the file is corrupted or this is not a parquet file.\n"
+    )
+    _failing_write(capsys, tmp_path, path, lazy, error)
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_write_failing_on_a_corrupt_compaction_plan_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], lazy: bool
+) -> None:
+    path = tmp_path / "t"
+    table = _table(path, "mor")
+    options = LAZY if lazy else None
+    write(table, _batch([1, 2], 1, "a"), "insert", options=options)
+    write(table, _batch([1], 2, "b"), "upsert", options=options)
+    assert _run(capsys, "compact", str(path), "--mode", "schedule", "--force")[0] == 0
+    [plan] = LakeTable.open(path).timeline().pending_compactions()
+    requested = path / ".hoodie" / f"{plan.timestamp}.compaction.requested"
+    requested.write_bytes(b"garbage")
+    error = (
+        f"lake: error: {requested}: not a readable Avro container file (cannot read header - is it an "
+        "avro file?)\n"
+    )
+    _failing_write(capsys, tmp_path, path, lazy, error)
 
 
 def _lake(*argv: str) -> subprocess.Popen[str]:

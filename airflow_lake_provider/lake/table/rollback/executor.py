@@ -172,6 +172,34 @@ def _check(
     return target
 
 
+def discard_failed_write(table: LakeTable, instant_time: str) -> bool:
+    """Undo the pending write ``instant_time`` that the caller started and saw fail, leaving no
+    trace (an error changes nothing): no rollback instant is written. ``False`` (nothing done) if a
+    log file it touched holds other instants' blocks: those need a rollback block, so a rollback.
+
+    The writer marks every file before making it, so its markers name all it wrote (none: nothing).
+    Durable order: its files, its markers, its inflight then requested file, its heartbeat. A crash
+    anywhere leaves the instant pending with markers naming what is left, and the next rollback
+    finishes it as any failed write's. Callers hold the write lock.
+    """
+    timeline = table.timeline()
+    target = timeline.get(instant_time)
+    if target is None or target.is_completed:
+        return False
+    written = gather(table, timeline, target) if table.store.read_markers(instant_time) else []
+    rollback_plan = plan(target, written)
+    if rollback_plan.logs_to_mark:
+        return False
+    for path in rollback_plan.files_to_delete:
+        table.storage.delete_data_file(path)  # already gone counts as deleted
+    table.store.delete_markers(instant_time)
+    table.store.remove_pending(instant_time)
+    table.store.delete_heartbeat(instant_time)
+    deleted = len(rollback_plan.files_to_delete)
+    log.info("discarded failed write %s of %s: %d files deleted", instant_time, table.uri, deleted)
+    return True
+
+
 def finish_pending_locked(table: LakeTable) -> list[RollbackResult]:
     """Finish every pending rollback from its stored plan, oldest first."""
     timeline = table.timeline()

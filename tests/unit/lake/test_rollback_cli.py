@@ -184,7 +184,8 @@ def test_forced_rollback_of_a_cow_write_whose_older_version_a_clean_removed_is_r
     v2 = write(table, _batch([1, 2], 2, "b"), "upsert").instant
     assert _run(capsys, "clean", str(path), *KEEP_ONE_VERSION)[0] == 0
     for partition in ("c1", "c2"):  # v2's base file is the only one left
-        assert [n[-26:] for n in os.listdir(path / partition) if n.endswith(".parquet")] == [f"_{v2}.parquet"]
+        [left] = [n for n in os.listdir(path / partition) if n.endswith(".parquet")]
+        assert left.endswith(f"_{v2}.parquet")
     # Time travel to v1 is refused for the same reason.
     code, _, err = _run(capsys, "read", str(path), "--output", str(tmp_path / "o.parquet"), "--as-of", v1)
     assert code == 1 and f"cannot read as of {v1}: a clean removed the file slice {v1}" in err

@@ -5,6 +5,11 @@
 (b) once the heartbeat expired (aged file, or a tiny interval), the next writer or clean rolls it
     back, and the table reads as the model, in ours and hudi-rs, with nothing left pending.
 
+(c) the expiry boundary, through the CLI: a write whose last beat is just under interval x tolerable
+    misses old (over two intervals) is alive for lake rollback, clean and the next writer; just over,
+    each rolls it back. Judging after one interval (a planted bug) fails here; so does any rule off by
+    a millisecond (the exact test).
+
 Prints a coverage line: operations x crash points.
 """
 
@@ -15,14 +20,21 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hudi import HudiTableBuilder
 
-from airflow_lake_provider.lake.format.instant import InstantClock
+from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.format.instant import Action, InstantClock
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
+from airflow_lake_provider.lake.table.rollback.policy import (
+    FailedWritesConfig,
+    FailedWritesPolicy,
+    heartbeat_expired,
+)
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
@@ -152,6 +164,103 @@ def test_lazy_crash_at_every_step(tmp_path: Path, kind: str, op: str, recover: s
     # Steps: the first beat, requested, inflight, markers and files, the commit, then markers and
     # heartbeat removed. Every crash from the requested file up to the commit leaves it pending.
     assert left_pending == set(range(2, total - 2)), (total, sorted(left_pending))
+
+
+# -- the expiry boundary: interval x tolerable misses, not one interval -------------------------------
+INTERVAL_MS, MISSES = 60_000, 3
+EXPIRY_MS = INTERVAL_MS * MISSES  # 3 minutes
+MARGIN_MS = 10_000  # what the judging itself may take, on a loaded machine
+
+
+def _lazy_table_with_a_live_write(path: Path, kind: str) -> tuple[LakeTable, Model, Path]:
+    """A table whose properties say LAZY (1 minute beats, 3 misses), and a write that stopped
+    beating after its inflight file (a long GC pause, a slow store): its heartbeat file."""
+    table, model = _seed(path, kind)
+    table.store.update_properties(
+        {
+            **table.config.properties,
+            "hoodie.cleaner.policy.failed.writes": "LAZY",
+            "hoodie.client.heartbeat.interval_in_ms": str(INTERVAL_MS),
+            "hoodie.client.heartbeat.tolerable.misses": str(MISSES),
+        }
+    )
+    table = LakeTable.open(path, clock=table.clock)
+    with pytest.raises(SimulatedCrash), inject_crash(3):  # its first beat, requested, inflight
+        write(table, _batch([(1, 5, "live")]), "upsert")
+    [pending] = table.timeline().pending
+    return table, model, path / ".hoodie" / ".heartbeat" / pending.timestamp
+
+
+def _last_beat(beat: Path, ago_ms: int) -> None:
+    beat.write_text(str(time.time_ns() // 1_000_000 - ago_ms))
+
+
+def _lake(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(list(argv)) == 0
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+@pytest.mark.parametrize("recover", ["lake rollback", "lake clean", "lake write"])
+def test_a_lazy_write_is_rolled_back_only_once_interval_times_tolerable_misses_passed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, recover: str
+) -> None:
+    """Just under the expiry (two intervals and more without a beat) the write is alive: neither lake
+    rollback, a clean nor the next writer rolls it back (``recover`` judges first). Just over it,
+    ``recover`` does."""
+    path = tmp_path / "t"
+    table, model, beat = _lazy_table_with_a_live_write(path, kind)
+    pending = [i.timestamp for i in table.timeline().pending]
+    source = tmp_path / "next.parquet"
+    pq.write_table(_batch(NEXT), source)
+    judges = {
+        "lake rollback": ("rollback", str(path)),
+        "lake clean": ("clean", str(path), "--retained", "1"),
+        "lake write": ("write", str(path), "--input", str(source), "--operation", "upsert"),
+    }
+    # Just under: each judge sees a beat EXPIRY - MARGIN ago (> 2 intervals, < 3).
+    for name in sorted(judges, key=lambda n: n != recover):
+        _last_beat(beat, EXPIRY_MS - MARGIN_MS)
+        out = _lake(capsys, *judges[name])
+        assert [i.timestamp for i in LakeTable.open(path).timeline().pending] == pending, name
+        assert name != "lake rollback" or out == "NO_WORK\n"
+    model = {**model, 3: (9, "n3")}
+    timeline = LakeTable.open(path).timeline()
+    assert [i.timestamp for i in timeline.pending] == pending, "a live write was rolled back"
+    assert not timeline.filter([Action.ROLLBACK])
+    assert beat.exists()
+    _check(path, model)
+    # Just over: expired.
+    _last_beat(beat, EXPIRY_MS + MARGIN_MS)
+    if recover == "lake rollback":
+        out = _lake(capsys, "rollback", str(path))
+        assert out.startswith(f"rolled back {'deltacommit' if kind == 'mor' else 'commit'} {pending[0]} at ")
+    elif recover == "lake clean":
+        _lake(capsys, "clean", str(path), "--retained", "1")
+    else:
+        pq.write_table(_batch([(3, 10, "m3")]), source)
+        _lake(capsys, "write", str(path), "--input", str(source), "--operation", "upsert")
+        model = {**model, 3: (10, "m3")}
+    timeline = LakeTable.open(path).timeline()
+    assert timeline.pending == []
+    [rolled] = timeline.filter([Action.ROLLBACK])
+    assert timeline.avro_record(rolled)["commitsRollback"] == pending
+    assert not beat.exists()
+    _check(path, model)
+
+
+def test_heartbeat_expiry_is_exact_to_the_millisecond(tmp_path: Path) -> None:
+    """Expired only once strictly more than interval x tolerable misses passed since the last beat."""
+    table, _ = _seed(tmp_path / "t", "cow")
+    config = FailedWritesConfig(FailedWritesPolicy.LAZY, INTERVAL_MS, MISSES)
+    last = 1_750_000_000_000
+    table.store.beat("20250701000000000", last)
+    judged = {
+        age: heartbeat_expired(table.store, "20250701000000000", config, last + age)
+        for age in (0, INTERVAL_MS + 1, EXPIRY_MS - INTERVAL_MS + 1, EXPIRY_MS, EXPIRY_MS + 1)
+    }
+    assert judged == {0: False, 60_001: False, 120_001: False, EXPIRY_MS: False, EXPIRY_MS + 1: True}
+    assert heartbeat_expired(table.store, "20250701000000001", config, last)  # no heartbeat file
 
 
 def test_zz_lazy_coverage_line(capsys: pytest.CaptureFixture[str]) -> None:

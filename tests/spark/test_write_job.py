@@ -141,8 +141,9 @@ def test_job_refuses_bad_input_before_any_instant(spark, tmp_path: Path) -> None
     assert not LakeTable.open(path).timeline().instants
 
 
-def test_task_failure_rolls_the_instant_back(spark, tmp_path: Path) -> None:
-    """A Spark task failing after the instant is inflight: the instant is rolled back, nothing stays."""
+def test_task_failure_undoes_the_instant(spark, tmp_path: Path) -> None:
+    """A Spark task failing after the instant is inflight: the instant is undone, nothing stays (not
+    even a rollback instant)."""
     path = tmp_path / "t"
     _table(path, "cow")
     pq.write_table(_batch(range(10), 1, "a"), tmp_path / "a.parquet")
@@ -156,10 +157,11 @@ def test_task_failure_rolls_the_instant_back(spark, tmp_path: Path) -> None:
     pq.write_table(_batch([1, 4], 2, "b"), tmp_path / "b.parquet")
     with pytest.raises(LakeError, match=r"a Spark task failed") as caught:
         _run(spark, path, tmp_path / "b.parquet", "upsert")
-    assert any("was rolled back" in note for note in getattr(caught.value, "__notes__", []))
+    assert any("was undone: nothing of it is left" in note for note in getattr(caught.value, "__notes__", []))
     timeline = LakeTable.open(path).timeline()
     assert timeline.pending == []
-    assert [i.action.value for i in timeline.instants] == ["commit", "rollback"]
+    assert [i.action.value for i in timeline.instants] == ["commit"]
+    assert sorted(p.name for p in (path / ".hoodie" / ".temp").iterdir()) == []
 
 
 @pytest.mark.slow

@@ -111,7 +111,10 @@ def restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | No
             current = table.timeline().get(target)
             if current is None:
                 continue  # rolled back before a crash
-            rollback_instant_locked(table, target, force=current.is_completed, compaction=True)
+            # Intermediate states need not read whole: the restore ends on the savepoint's files.
+            rollback_instant_locked(
+                table, target, force=current.is_completed, compaction=True, restoring=True
+            )
         metadata = _metadata(table, r.timestamp, targets, int((time.monotonic() - started) * 1000))
         table.store.transition_to_completed(
             r, timeline_avro.write_avro(timeline_avro.RESTORE_METADATA, metadata)

@@ -239,7 +239,7 @@ class FileSystemView:
                 break
             for stat in self.timeline.commit_metadata(commit).write_stats():
                 name = stat.path.rsplit("/", 1)[-1]
-                at = _slice_instant(name)
+                at = slice_instant(name)
                 if at is None or (only is not None and stat.partition_path not in only):
                     continue
                 key = (stat.partition_path, stat.file_id)
@@ -374,7 +374,7 @@ def _make_group(key: tuple[str, str], slots: Mapping[str, SlotEntry], storage: S
     return FileGroup(partition, file_id, tuple(slices))
 
 
-def _slice_instant(name: str) -> str | None:
+def slice_instant(name: str) -> str | None:
     """The base instant of the slice a data file belongs to (from its base or log file name)."""
     base = BaseFileName.parse(name)
     if base is not None:

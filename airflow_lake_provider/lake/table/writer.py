@@ -63,6 +63,7 @@ from airflow_lake_provider.lake.table.fs_view import FileGroup, FileSlice, FileS
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
 from airflow_lake_provider.lake.table.rollback.executor import (
+    discard_failed_write,
     eligible_failed_writes,
     rollback_failed_writes_locked,
     rollback_instant_locked,
@@ -401,7 +402,9 @@ _TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1_000), "ns": (1, 1_000_000)}
 
 def _roll_back_own(table: LakeTable, instant: str, error: Exception) -> None:
     """Undo this write's instant after an in-process error (a completed instant is kept: the
-    error came after the commit). A failing rollback is logged; the next writer finishes it."""
+    error came after the commit). An error changes nothing: the instant and its files go without a
+    trace unless a log file it appended to needs a rollback block. A failing undo is logged; the
+    next writer finishes it."""
     found = table.timeline().get(instant)
     if found is None:
         table.store.delete_heartbeat(instant)  # beat, but the instant was never created
@@ -409,6 +412,9 @@ def _roll_back_own(table: LakeTable, instant: str, error: Exception) -> None:
     if found.is_completed:
         return
     try:
+        if discard_failed_write(table, instant):
+            _note(error, f"the write's instant {instant} of {table.uri} was undone: nothing of it is left")
+            return
         rollback_instant_locked(table, instant)
     except Exception as rollback_error:  # the write's own error is the one the caller must see
         log.error("could not roll back failed write %s of %s: %s", instant, table.uri, rollback_error)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from hudi import HudiTableBuilder
+from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.errors import HeartbeatError, RollbackError, StorageError, UnsafePathError
 from airflow_lake_provider.lake.format import timeline_avro
@@ -225,8 +226,10 @@ def test_rollback_crash_at_every_step_then_next_run_finishes(tmp_path: Path, kin
         COVERAGE.setdefault(f"rollback-{kind}", set()).add(k)
 
 
-def test_writer_error_after_instant_exists_rolls_it_back(tmp_path: Path) -> None:
+def test_writer_error_after_instant_exists_undoes_it_without_a_trace(tmp_path: Path) -> None:
+    """The one log file version it wrote, its markers and instant go; no rollback instant is left."""
     table, model = _seed(tmp_path / "t", "mor")
+    before = tree_digest(tmp_path / "t")
 
     def boom(point: str) -> None:
         if point == "file":
@@ -235,17 +238,34 @@ def test_writer_error_after_instant_exists_rolls_it_back(tmp_path: Path) -> None
     with pytest.raises(ValueError, match="disk on fire"):
         write(table, _batch([(1, 50, "no")]), "upsert", fault=boom)
     _check(tmp_path / "t", model)
-    timeline = table.timeline()
-    assert [i.action.value for i in timeline.instants] == ["commit", "deltacommit", "rollback"][:0] + [
-        "deltacommit",
-        "deltacommit",
-        "rollback",
-    ]
-    metadata = timeline_avro.read_avro(timeline.read_bytes(timeline.instants[-1]), "x")
-    [failed] = metadata["commitsRollback"]
-    assert failed > timeline.instants[1].timestamp
-    assert metadata["totalFilesDeleted"] == 1  # the one log file version it wrote
-    assert metadata["instantsRollback"] == [{"commitTime": failed, "action": "deltacommit"}]
+    assert tree_digest(tmp_path / "t") == before
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_a_crash_while_a_failed_write_is_undone_leaves_it_for_the_next_rollback(
+    tmp_path: Path, kind: str
+) -> None:
+    """Killed after every durable step of the write and of its undo (its files, markers, inflight,
+    requested, heartbeat): lake rollback finishes it, and the table reads as before it."""
+    batch = _batch([(1, 50, "no"), (9, 50, "new")])  # a rewrite or log append, and an insert
+
+    def boom(point: str) -> None:
+        if point == "commit":  # every data file made
+            raise ValueError("disk on fire")
+
+    table, _ = _seed(tmp_path / "probe", kind)
+    with inject_crash(None) as probe, pytest.raises(ValueError):
+        write(table, batch, "upsert", fault=boom)
+    undo = [s for s in probe.steps if s.startswith("delete")]
+    assert len(undo) >= 5 and not [s for s in probe.steps if ".rollback" in s], probe.steps
+    for k in range(1, len(probe.steps) + 1):
+        path = tmp_path / f"k{k}"
+        table, model = _seed(path, kind)
+        with pytest.raises(SimulatedCrash), inject_crash(k):
+            write(table, batch, "upsert", fault=boom)
+        rollback(table)
+        _check(path, model)
+        COVERAGE.setdefault(f"failed-write-undo-{kind}", set()).add(k)
 
 
 def test_forced_rollback_of_latest_commit_and_refusals(tmp_path: Path) -> None:

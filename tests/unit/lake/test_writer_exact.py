@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hudi import HudiTableBuilder
+from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError, LakeError, RollbackError, StorageError
 from airflow_lake_provider.lake.format.avro_schema import with_meta_fields
@@ -135,15 +136,22 @@ def _fail_at(point: str):
     return fault
 
 
-def test_a_write_failing_after_its_instant_exists_is_rolled_back_and_says_so(tmp_path: Path) -> None:
+def test_a_write_failing_after_its_instant_exists_is_undone_without_a_trace_and_says_so(
+    tmp_path: Path,
+) -> None:
     table = _table(tmp_path / "t")
-    with pytest.raises(RuntimeError, match="disk gone at file") as caught:
+    before = tree_digest(tmp_path / "t")
+    with pytest.raises(RuntimeError, match="disk gone at file") as caught:  # its base file was made
         write(table, _batch([1]), "insert", fault=_fail_at("file"))
-    assert caught.value.__notes__ == [f"the write's instant {T1} of {table.uri} was rolled back"]
-    assert [
-        (i.timestamp, i.action.value, i.state.name.lower())
-        for i in LakeTable.open(tmp_path / "t").timeline().instants
-    ] == [(T2, "rollback", "completed")]
+    assert caught.value.__notes__ == [
+        f"the write's instant {T1} of {table.uri} was undone: nothing of it is left"
+    ]
+    assert LakeTable.open(tmp_path / "t").timeline().instants == ()
+    # Only the metadata of the partition it was the first to write stays (as Hudi's writers leave it).
+    after = tree_digest(tmp_path / "t")
+    locks = {".hoodie/.aux/.lake-write.lock", ".hoodie/.aux/.lake-instant.lock"}  # made once, kept
+    assert after.keys() - before.keys() == {".hoodie_partition_metadata", *locks}
+    assert {k: after[k] for k in before} == before
 
 
 def test_a_failed_rollback_of_the_write_is_logged_and_noted_and_the_write_error_is_raised(
@@ -154,7 +162,7 @@ def test_a_failed_rollback_of_the_write_is_logged_and_noted_and_the_write_error_
     def stuck(_table: LakeTable, instant: str) -> None:
         raise RollbackError(f"rollback of {instant} is stuck")
 
-    monkeypatch.setattr(writer, "rollback_instant_locked", stuck)
+    monkeypatch.setattr(writer, "discard_failed_write", stuck)
     caplog.set_level(logging.ERROR, logger=writer.log.name)
     caplog.clear()
     with pytest.raises(RuntimeError, match="disk gone at inflight") as caught:
@@ -616,12 +624,12 @@ def test_a_runner_that_loses_file_groups_fails_the_write(tmp_path: Path) -> None
     table = _table(tmp_path / "t")
     with pytest.raises(LakeError, match=rf"^write {T1}: 0 results for 1 file groups\n"):
         write(table, _batch([1]), "insert", runner=lambda *_args: [])
-    assert [i.timestamp for i in LakeTable.open(tmp_path / "t").timeline().instants] == [T2]  # its rollback
+    assert LakeTable.open(tmp_path / "t").timeline().instants == ()  # undone without a trace
 
 
 def test_a_runner_that_returns_some_file_groups_only_fails_the_write(tmp_path: Path) -> None:
     """Two file groups (two rows a file), one result: the write fails rather than commit without the
-    lost group's row, and its rollback leaves nothing readable."""
+    lost group's row, and the file the runner did write goes with its instant."""
     table = _table(tmp_path / "t")
 
     def first_only(t: LakeTable, context: Any, units: Any) -> list[Any]:
@@ -630,7 +638,8 @@ def test_a_runner_that_returns_some_file_groups_only_fails_the_write(tmp_path: P
     with pytest.raises(LakeError, match=rf"^write {T1}: 1 results for 2 file groups\n"):
         write(table, _batch([1, 2, 3]), "insert", max_rows_per_file=2, runner=first_only)
     reopened = LakeTable.open(tmp_path / "t")
-    assert [i.timestamp for i in reopened.timeline().instants] == [T2]  # its rollback
+    assert reopened.timeline().instants == ()  # undone without a trace
+    assert [k for k in tree_digest(tmp_path / "t") if k.endswith(".parquet")] == []
     assert read_snapshot(reopened).num_rows == 0
 
 

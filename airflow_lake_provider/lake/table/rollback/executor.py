@@ -29,6 +29,7 @@ from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
 from airflow_lake_provider.lake.table.fs_view import list_table
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.rollback.fallback import check_fallback
 from airflow_lake_provider.lake.table.rollback.plan import (
     RollbackOutcome,
     RollbackPlan,
@@ -137,19 +138,68 @@ def rollback_failed_writes_locked(table: LakeTable, config: FailedWritesConfig) 
 
 
 def rollback_instant_locked(
-    table: LakeTable, instant_time: str, *, force: bool = False, compaction: bool = False
+    table: LakeTable,
+    instant_time: str,
+    *,
+    force: bool = False,
+    compaction: bool = False,
+    restoring: bool = False,
 ) -> list[RollbackResult]:
+    """Roll back one instant (pending, or with ``force`` the latest completed commit).
+
+    ``restoring``: a step of a restore, which ends on a savepoint no clean removed; a forced
+    rollback on its own must find the slices it falls back to on disk (``fallback``).
+    """
     timeline = table.timeline()
     pending = _pending_rollbacks(table, timeline)
     resumed = [p for p in pending if p[1].target_time == instant_time]
-    if not resumed:
-        check_target(timeline, instant_time, force, compaction)  # refuse before finishing anything else
+    if not resumed:  # refuse before finishing anything else
+        _check(table, timeline, instant_time, force, compaction, fallback=not restoring)
     done = finish_pending_locked(table)
     if resumed:
         return done
     timeline = table.timeline()
-    target = check_target(timeline, instant_time, force, compaction)
+    # The fallback is looked at again only if finishing pending rollbacks changed the table.
+    fallback = bool(done) and not restoring
+    target = _check(table, timeline, instant_time, force, compaction, fallback=fallback)
     return [*done, _rollback_one(table, timeline, target)]
+
+
+def _check(
+    table: LakeTable, timeline: Timeline, instant_time: str, force: bool, compaction: bool, *, fallback: bool
+) -> Instant:
+    target = check_target(timeline, instant_time, force, compaction)
+    if fallback and target.is_completed:
+        check_fallback(table, timeline, target)
+    return target
+
+
+def discard_failed_write(table: LakeTable, instant_time: str) -> bool:
+    """Undo the pending write ``instant_time`` that the caller started and saw fail, leaving no
+    trace (an error changes nothing): no rollback instant is written. ``False`` (nothing done) if a
+    log file it touched holds other instants' blocks: those need a rollback block, so a rollback.
+
+    The writer marks every file before making it, so its markers name all it wrote (none: nothing).
+    Durable order: its files, its markers, its inflight then requested file, its heartbeat. A crash
+    anywhere leaves the instant pending with markers naming what is left, and the next rollback
+    finishes it as any failed write's. Callers hold the write lock.
+    """
+    timeline = table.timeline()
+    target = timeline.get(instant_time)
+    if target is None or target.is_completed:
+        return False
+    written = gather(table, timeline, target) if table.store.read_markers(instant_time) else []
+    rollback_plan = plan(target, written)
+    if rollback_plan.logs_to_mark:
+        return False
+    for path in rollback_plan.files_to_delete:
+        table.storage.delete_data_file(path)  # already gone counts as deleted
+    table.store.delete_markers(instant_time)
+    table.store.remove_pending(instant_time)
+    table.store.delete_heartbeat(instant_time)
+    deleted = len(rollback_plan.files_to_delete)
+    log.info("discarded failed write %s of %s: %d files deleted", instant_time, table.uri, deleted)
+    return True
 
 
 def finish_pending_locked(table: LakeTable) -> list[RollbackResult]:

@@ -1,6 +1,9 @@
 # The two set-up commands of the README:
 #   make example   -> install into .venv, then run the MOR pipeline DAG end to end (examples/pipeline.py)
 #   make test      -> install into .venv, then run the whole test suite (what CI runs via .ci/run)
+# Both first make sure the system tools they need are there (scripts/system-deps.sh: only lookups
+# when they are; missing ones installed with apt-get as root or through sudo, else a message naming
+# them): java for both; PostgreSQL, Chromium and chromedriver for the real-Airflow test.
 # The install is shared and idempotent: it reruns only when pyproject.toml or constraints.txt change
 # (the stamp file's name carries a hash of both).
 # pyspark-client trap: apache-airflow-providers-apache-spark pulls in pyspark-client 4.2.0, which
@@ -32,7 +35,13 @@ else
   PIP_QUIET := -q
 endif
 
-.PHONY: example test test-deep mutation install
+.PHONY: example test test-deep mutation install system-deps-example system-deps-test
+
+system-deps-example:
+	@scripts/system-deps.sh java
+
+system-deps-test:
+	@scripts/system-deps.sh java postgresql chromium chromedriver
 
 install: $(STAMP)
 
@@ -47,10 +56,10 @@ $(STAMP):
 	rm -f $(VENV)/.install-*.stamp; touch $@; \
 	echo "install: $$(( $$(date +%s) - start )) s"
 
-example: $(STAMP)
+example: system-deps-example $(STAMP)
 	$(PY) examples/pipeline.py
 
-test: $(STAMP)
+test: system-deps-test $(STAMP)
 	@set +e; start=$$(date +%s); \
 	$(PY) -m pytest $(PYTEST_MODE_ARGS) $(PYTEST_ARGS); rc=$$?; \
 	echo "pytest: $$(( $$(date +%s) - start )) s, exit $$rc"; \

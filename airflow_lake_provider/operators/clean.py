@@ -128,8 +128,8 @@ class ScheduleCleanOperator(BaseOperator):
             self.log.info("clean plan of %s:\n%s", result["table_path"], clean_table(result["partitions"]))
         context["ti"].xcom_push(key=XCOM_CLEAN_INSTANT, value=result["instant"])
         emit_table_event(
+            self,
             context,
-            self.outlets,
             (result["table_path"], self._hook.resolve_table_path(self.table_path)),
             {
                 "table": result["table_path"],
@@ -137,6 +137,7 @@ class ScheduleCleanOperator(BaseOperator):
                 "outcome": result["outcome"],
                 "deleted_files": result["deleted_files"],
             },
+            changed=result["outcome"] == "CLEANED",
         )
         if (
             as_bool(self.archive, "archive")

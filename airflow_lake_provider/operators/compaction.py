@@ -182,8 +182,8 @@ class RunCompactionOperator(BaseOperator):
             )
         context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=result["instant"])
         emit_table_event(
+            self,
             context,
-            self.outlets,
             (result["table_path"], self._hook.resolve_table_path(self.table_path)),
             {
                 "table": result["table_path"],
@@ -192,6 +192,7 @@ class RunCompactionOperator(BaseOperator):
                 "executor": result.get("executor", "none"),
                 "operations": result.get("operations", 0),
             },
+            changed=result["outcome"] == "COMPLETED",
         )
         return result
 

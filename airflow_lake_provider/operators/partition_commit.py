@@ -94,8 +94,15 @@ class PartitionCommitOperator(BaseOperator):
         log_result(self.log, table_path, result)
         if result.get("partitions"):
             self.log.info("partition commit of %s:\n%s", table_path, partition_commit_table(result))
-        emit_table_event(context, self.outlets, (table_path,), commit_event_extra(table_path, result))
+        emit_table_event(
+            self, context, (table_path,), commit_event_extra(table_path, result), changed=committed(result)
+        )
         return result
+
+
+def committed(result: Mapping[str, Any]) -> bool:
+    """Whether a partition commit changed the table: it committed at least one partition."""
+    return bool(result.get("committed"))
 
 
 def commit_event_extra(table_path: str, result: Mapping[str, Any]) -> dict[str, Any]:

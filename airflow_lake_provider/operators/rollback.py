@@ -88,8 +88,8 @@ class RollbackFailedWritesOperator(BaseOperator):
             self.log.info("no failed writes to roll back in %s", table.uri)
         outcome = "ROLLED_BACK" if results else "NO_WORK"
         emit_table_event(
+            self,
             context,
-            self.outlets,
             (table.uri,),
             {
                 "table": table.uri,
@@ -97,6 +97,7 @@ class RollbackFailedWritesOperator(BaseOperator):
                 "outcome": outcome,
                 "rolled_back": [r.target for r in results],
             },
+            changed=bool(results),
         )
         return {"outcome": outcome, "rollbacks": rollbacks}
 
@@ -193,10 +194,11 @@ class LakeWriteOperator(BaseOperator):
         self.log.info("wrote %s: %s (%s)", self.input_path, result["instant"], result["executor"])
         uri = self._hook.resolve_table_path(self.table_path)
         emit_table_event(
+            self,
             context,
-            self.outlets,
             (uri,),
             {"table": uri, "instant": result["instant"], "outcome": "COMMITTED"},
+            changed=True,  # every write is a completed instant
         )
         return {k: result[k] for k in ("instant", "rolled_back", "inserted", "updated", "deleted")}
 

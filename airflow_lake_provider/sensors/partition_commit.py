@@ -19,7 +19,7 @@ from airflow_lake_provider.hooks.partition_commit import (
     ready,
     run_partition_commit,
 )
-from airflow_lake_provider.operators.partition_commit import commit_event_extra
+from airflow_lake_provider.operators.partition_commit import commit_event_extra, committed
 from airflow_lake_provider.operators.summary import partition_commit_table
 from airflow_lake_provider.triggers import trigger_poll_interval
 from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
@@ -34,7 +34,9 @@ class PartitionCommitSensor(BaseSensorOperator):
 
     Committable follows Flink's ``sink.partition-commit.trigger``: ``process-time`` (first write +
     delay <= now) or ``partition-time`` (watermark > partition time + delay; the watermark is
-    ``watermark`` if given, e.g. ``{{ data_interval_end }}``, else the table's recorded event times).
+    ``watermark`` if given, else the table's recorded event times). For the end of the run's data
+    interval pass ``"{{ data_interval_end | default(dag_run.run_after) }}"``: a manual run (no
+    logical date) has no ``data_interval_end``, and the time it was triggered stands in.
     Partitions not written yet are waited for. Partitions committed before are not committed again
     (late data in them is reported). ``deferrable=True`` waits in the triggerer. The task log
     shows each partition's status as a table.
@@ -151,7 +153,9 @@ class PartitionCommitSensor(BaseSensorOperator):
         log_result(self.log, table_path, result)
         if result.get("partitions"):
             self.log.info("partition commit of %s:\n%s", table_path, partition_commit_table(result))
-        emit_table_event(context, self.outlets, (table_path,), commit_event_extra(table_path, result))
+        emit_table_event(
+            self, context, (table_path,), commit_event_extra(table_path, result), changed=committed(result)
+        )
         return result
 
     def poke(self, context: Context) -> PokeReturnValue:

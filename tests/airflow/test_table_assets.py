@@ -10,7 +10,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from dag_helpers import task_states, xcom_value
+from dag_helpers import sync_dags_folder, task_states, xcom_value
 
 from airflow_lake_provider.assets import table_asset, table_asset_uri, with_table_outlet
 from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
@@ -78,18 +78,6 @@ def _table(path: Path) -> tuple[LakeTable, str]:
     c = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"}).instant
     assert c is not None
     return table, c
-
-
-def _sync(folder: Path) -> Any:
-    """Write the DAGs of ``folder`` to the metadata DB as the DAG processor would (bundle ``dags-folder``)."""
-    from airflow.dag_processing.bundles.manager import DagBundlesManager
-    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
-
-    DagBundlesManager().sync_bundles_to_db()
-    bag = BundleDagBag(dag_folder=str(folder), bundle_path=folder, bundle_name="dags-folder")
-    assert bag.import_errors == {}
-    sync_bag_to_db(bag, "dags-folder", None)
-    return bag
 
 
 def _events(uri: str, run_id: str) -> list[tuple[str, Any]]:
@@ -176,7 +164,7 @@ def test_a_dag_scheduled_on_a_table_asset_is_queued_by_compaction_and_clean(
             """
         )
     )
-    bag = _sync(folder)
+    bag = sync_dags_folder(folder)
     producer = bag.dags[PRODUCER]
     uri = f"file://{table.uri}"
     assert [o.uri for o in producer.get_task("compact").outlets] == [uri]
@@ -275,7 +263,7 @@ def test_partition_commits_emit_an_event_only_when_they_commit(airflow_db: Path,
             """
         )
     )
-    producer = _sync(folder).dags[dag_id]
+    producer = sync_dags_folder(folder).dags[dag_id]
     uri = f"file://{table.uri}"
 
     dr = producer.test()

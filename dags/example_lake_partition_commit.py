@@ -12,10 +12,10 @@ hour that ends when it was triggered (``dag_run.run_after``) instead.
 2. ``commit_hour`` (``PartitionCommitSensor``, deferrable) waits until the partition is committable:
    trigger ``partition-time``, the partition's time read with the pattern
    ``$year-$month-$day $hour:00:00``, committable once the watermark (here ``data_interval_end``, or
-   ``dag_run.run_after`` on a manual run) is after partition time + delay. Then it applies both policies once: ``metastore`` (a Spark SQL job
-   with an embedded Derby metastore defines the table and adds the partition) and ``success-file``
-   (an empty ``_SUCCESS`` file in the partition folder, which downstream readers wait for). A re-run
-   commits nothing twice.
+   ``dag_run.run_after`` on a manual run) is after partition time + delay. Then it applies both
+   policies once: ``metastore`` (a Spark SQL job with an embedded Derby metastore defines the table
+   and adds the partition) and ``success-file`` (an empty ``_SUCCESS`` file in the partition folder,
+   which downstream readers wait for). A re-run commits nothing twice.
 
 Parsing this file imports no table code and needs no connection.
 """
@@ -85,10 +85,9 @@ with DAG(
                 partition_fields=("year", "month", "day", "hour"),
                 hive_style=True,
             )
-        end = data_interval_end or dag_run.run_after
-        # The hour before end, whole: a manual run ends at any minute.
-        end = dt.datetime.fromtimestamp(end.timestamp(), dt.timezone.utc).replace(minute=0, second=0, microsecond=0)
-        hour = end - dt.timedelta(hours=1)
+        # The whole hour before the end (a manual run's end falls at any minute).
+        end = dt.datetime.fromtimestamp((data_interval_end or dag_run.run_after).timestamp(), dt.timezone.utc)
+        hour = end.replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=1)
         times = [hour + dt.timedelta(minutes=m) for m in (5, 25, 55)]
         batch = pa.table(
             {

@@ -41,7 +41,9 @@ with DAG(
     tags=["example", "lake", "rollback"],
     doc_md=__doc__,
     params={
-        "table_path": Param(f"{EXAMPLES_ROOT}/rollback", type="string", description="Base path of the table."),
+        "table_path": Param(
+            f"{EXAMPLES_ROOT}/rollback", type="string", description="Base path of the table."
+        ),
         # Optional: null, not "", since the UI refuses to trigger with an empty required string.
         "input_path": Param(
             None,

@@ -173,9 +173,7 @@ def test_hourly_chain_skips_at_once_when_nothing_is_due_and_still_cleans(
     old_files = [f for s in replaced for f in s.files]
     assert len(replaced) == 4 and len(old_files) > 4
 
-    due = dag.test(
-        logical_date=pendulum.datetime(2024, 1, 5, 5, tz="UTC"), run_conf={"delta_commits": 1}
-    )
+    due = dag.test(logical_date=pendulum.datetime(2024, 1, 5, 5, tz="UTC"), run_conf={"delta_commits": 1})
     assert task_states(CHAIN, due.run_id) == dict.fromkeys(("plan", "wait", "compact", "clean"), "success")
     c = xcom_value(CHAIN, due.run_id, "plan")["instant"]
     assert str(xcom_value(CHAIN, due.run_id, "wait")) == c

@@ -279,6 +279,10 @@ def test_partition_commits_emit_an_event_only_when_they_commit(airflow_db: Path,
     assert again.state == "success", task_states(dag_id, again.run_id)
     for task_id, part in (("sensor", "p=a"), ("operator", "p=b")):
         result = xcom_value(dag_id, again.run_id, task_id)
-        assert (result["outcome"], result["committed"], result["already_committed"]) == ("NO_WORK", [], [part])
+        assert (result["outcome"], result["committed"], result["already_committed"]) == (
+            "NO_WORK",
+            [],
+            [part],
+        )
     assert _events(uri, again.run_id) == []
     assert _queued(uri) == []

@@ -98,8 +98,9 @@ class RunCompactionOperator(BaseOperator):
     ``duration_seconds``, ``table_path``); key ``compaction_instant``: the instant executed.
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
-    (else pass ``outlets=[table_asset(...)]``); its event's extra is ``{"table", "instant",
-    "outcome", "executor", "operations"}``.
+    (else pass ``outlets=[table_asset(...)]``). A run that compacted (outcome ``COMPLETED``) emits
+    an event with the extra ``{"table", "instant", "outcome", "executor", "operations"}``;
+    ``NO_WORK`` and ``ALREADY_COMPLETED`` emit none.
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param instant: the compaction instant to execute, or empty. (templated)

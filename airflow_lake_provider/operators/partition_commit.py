@@ -32,8 +32,9 @@ class PartitionCommitOperator(BaseOperator):
     with decision, partition time and writes each, ``table_path``).
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
-    (else pass ``outlets``); its event's extra is ``{"table", "instant": None, "outcome",
-    "partitions"}`` (the partitions committed by this run).
+    (else pass ``outlets``). A run that committed a partition emits an event with the extra
+    ``{"table", "instant": None, "outcome", "partitions"}`` (the partitions committed by this run);
+    ``NO_WORK`` (all committed before) emits none.
 
     :param table_path: base path of the table, or relative to the lake connection's ``base_path``.
         (templated)

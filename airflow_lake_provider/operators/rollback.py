@@ -45,8 +45,8 @@ class RollbackFailedWritesOperator(BaseOperator):
     "rolled_back", "action", "deleted", "marked", "resumed"}, ...]}``.
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
-    (else pass ``outlets``); its event's extra is ``{"table", "instant" (the last rollback),
-    "outcome", "rolled_back"}``.
+    (else pass ``outlets``). A run that rolled back emits an event with the extra ``{"table",
+    "instant" (the last rollback), "outcome", "rolled_back"}``; ``NO_WORK`` emits none.
 
     :param table_path: base path of the table, or relative to the lake connection's ``base_path``. (templated)
     :param instant: one instant to roll back instead. (templated)

@@ -45,8 +45,8 @@ class PartitionCommitSensor(BaseSensorOperator):
     ``commit=False``: the plan, outcome ``NO_WORK``, nothing committed).
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
-    (else pass ``outlets``); when it commits, its event's extra is ``{"table", "instant": None,
-    "outcome", "partitions"}``.
+    (else pass ``outlets``); when it commits a partition, its event's extra is ``{"table",
+    "instant": None, "outcome", "partitions"}``; ``NO_WORK`` (all committed before) emits none.
 
     :param table_path: base path of the table, or a path relative to the lake connection's
         ``base_path``. (templated)

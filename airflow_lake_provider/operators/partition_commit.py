@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_lake_provider.assets import emit_table_event, with_table_outlet
+from airflow_lake_provider.hooks.errors import explain_missing_interval
 from airflow_lake_provider.hooks.partition_commit import (
     as_partitions,
     commit_options,
@@ -77,6 +78,10 @@ class PartitionCommitOperator(BaseOperator):
         self.spark_master = spark_master
         self.metastore_dir = metastore_dir
         self.lake_conn_id = lake_conn_id
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        with explain_missing_interval(context, self.task_id):
+            super().render_template_fields(context, jinja_env)
 
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_lake_provider.hooks.lake import LakeHook  # the table core loads here, not at parse

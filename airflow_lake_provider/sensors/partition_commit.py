@@ -11,7 +11,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_lake_provider.assets import emit_table_event, with_table_outlet
-from airflow_lake_provider.hooks.errors import LakeHookError
+from airflow_lake_provider.hooks.errors import LakeHookError, explain_missing_interval
 from airflow_lake_provider.hooks.partition_commit import (
     as_partitions,
     commit_options,
@@ -165,6 +165,10 @@ class PartitionCommitSensor(BaseSensorOperator):
             self.log.info("waiting: %s; not written yet: %s", summary["waiting"], summary["missing"])
             return PokeReturnValue(is_done=False)
         return PokeReturnValue(is_done=True, xcom_value=self._commit(context, table_path, summary))
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        with explain_missing_interval(context, self.task_id):
+            super().render_template_fields(context, jinja_env)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:

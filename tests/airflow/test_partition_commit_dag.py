@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pendulum
 import pyarrow as pa
 import pytest
@@ -244,6 +245,16 @@ def test_manual_run_data_interval_template_fails_at_once_and_the_fallback_commit
     with create_session() as session:
         bare = session.query(TaskInstance).filter_by(dag_id=dag_id, run_id=dr.run_id, task_id="bare").one()
         assert bare.try_number == 1  # failed for good, not retried 3 times
+    # The message the bare template's task failed with:
+    with pytest.raises(LakeConfigError) as failed:
+        dag.get_task("bare").render_template_fields(
+            {"dag_run": dr}, jinja2.Environment(undefined=jinja2.StrictUndefined)
+        )
+    assert str(failed.value) == (
+        "task bare: a template names data_interval_end, which this run does not have (a manual run has "
+        "no logical date); use e.g. '{{ data_interval_end | default(dag_run.run_after) }}' to fall back "
+        "to the time the run was triggered"
+    )
     committed = xcom_value(dag_id, dr.run_id, "fallback")
     assert committed["outcome"] == "COMMITTED" and committed["committed"] == [PART]
     assert (table.base_path / PART / "_SUCCESS").exists()

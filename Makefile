@@ -3,7 +3,8 @@
 #   make test      -> install into .venv, then run the whole test suite (what CI runs via .ci/run)
 # Both first make sure the system tools they need are there (scripts/system-deps.sh: only lookups
 # when they are; missing ones installed with apt-get as root or through sudo, else a message naming
-# them): java for both; PostgreSQL, Chromium and chromedriver for the real-Airflow test.
+# them): python3's venv and java for both; PostgreSQL, Chromium and chromedriver for the real-Airflow
+# test.
 # The install is shared and idempotent: it reruns only when pyproject.toml or constraints.txt change
 # (the stamp file's name carries a hash of both).
 # pyspark-client trap: apache-airflow-providers-apache-spark pulls in pyspark-client 4.2.0, which
@@ -38,10 +39,10 @@ endif
 .PHONY: example test test-deep mutation install system-deps-example system-deps-test
 
 system-deps-example:
-	@scripts/system-deps.sh java
+	@PYTHON=$(PYTHON) scripts/system-deps.sh venv java
 
 system-deps-test:
-	@scripts/system-deps.sh java postgresql chromium chromedriver
+	@PYTHON=$(PYTHON) scripts/system-deps.sh venv java postgresql chromium chromedriver
 
 install: $(STAMP)
 

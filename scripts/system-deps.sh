@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Makes sure the system tools named as arguments are installed; installs the missing ones with apt.
-#   scripts/system-deps.sh TOOL...    TOOL: make, java, postgresql, chromium, chromedriver
+#   scripts/system-deps.sh TOOL...    TOOL: make, venv, java, postgresql, chromium, chromedriver
 # `make test` and `make example` call it first (Makefile), so the README's commands work on a fresh
 # machine; .ci/run calls it for make itself. With every tool present it only looks them up (no apt,
 # no network, milliseconds). apt-get runs only as root or through sudo; otherwise, or without
@@ -11,13 +11,15 @@ set -euo pipefail
 package_of() {
   case $1 in
     make) echo make ;;
+    # Debian's python3 has the venv module but not ensurepip, so `python3 -m venv` fails without it.
+    venv) echo python3-venv ;;
     java) echo openjdk-17-jre-headless ;;
     # The real-Airflow test (tests/airflow/test_real_airflow.py): a throwaway PostgreSQL cluster as
     # the metadata DB, and Debian's headless Chromium with its chromedriver for the UI.
     postgresql) echo postgresql ;;
     chromium) echo chromium ;;
     chromedriver) echo chromium-driver ;;
-    *) echo "system-deps.sh: unknown tool '$1' (make, java, postgresql, chromium, chromedriver)" >&2; return 1 ;;
+    *) echo "system-deps.sh: unknown tool '$1' (make, venv, java, postgresql, chromium, chromedriver)" >&2; return 1 ;;
   esac
 }
 
@@ -25,6 +27,8 @@ present() {
   case $1 in
     # Debian keeps initdb out of PATH, under /usr/lib/postgresql/<version>/bin.
     postgresql) command -v initdb >/dev/null || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null ;;
+    # The interpreter make builds .venv with ($PYTHON, as in the Makefile).
+    venv) "${PYTHON:-python3}" -c 'import ensurepip, venv' 2>/dev/null ;;
     *) command -v "$1" >/dev/null ;;
   esac
 }

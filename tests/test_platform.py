@@ -200,18 +200,19 @@ def test_ruff_lint_and_format_are_clean(repo_root: Path) -> None:
 
 def test_make_test_and_make_example_first_install_the_system_tools_they_need(repo_root: Path) -> None:
     """The README's commands work on a fresh machine by themselves: before pytest, ``make test`` runs
-    ``scripts/system-deps.sh`` for what the real-Airflow test needs (java, PostgreSQL, Chromium and
-    chromedriver); ``make example`` for java. The script only looks the tools up when they are there."""
+    ``scripts/system-deps.sh`` for python3's venv (Debian's python3 lacks it), java, and what the
+    real-Airflow test needs (PostgreSQL, Chromium and chromedriver); ``make example`` for venv and
+    java. The script only looks the tools up when they are there."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
     for target, tools, command in (
-        ("test", "java postgresql chromium chromedriver", "-m pytest"),
-        ("example", "java", "examples/pipeline.py"),
+        ("test", "venv java postgresql chromium chromedriver", "-m pytest"),
+        ("example", "venv java", "examples/pipeline.py"),
     ):
         done = subprocess.run(
             ["make", "-n", target], cwd=repo_root, env=env, capture_output=True, text=True, check=True
         )
         lines = done.stdout.splitlines()
-        deps = lines.index(f"scripts/system-deps.sh {tools}")
+        deps = lines.index(f"PYTHON=python3 scripts/system-deps.sh {tools}")
         assert deps < next(i for i, line in enumerate(lines) if command in line), lines
 
 

@@ -51,8 +51,10 @@ if ! command -v apt-get >/dev/null || [ "$sudo" = none ]; then
   echo "system-deps.sh: missing: ${missing[*]} (Debian package names)." >&2
   if command -v apt-get >/dev/null; then
     echo "Install them as root (apt-get install ${missing[*]}), then run the command again." >&2
+    echo "(SYSTEM_DEPS=skip make ... runs without them: the tests that need them fail.)" >&2
   else
     echo "No apt-get here: install them with your system's package manager, then run the command again." >&2
+    echo "(SYSTEM_DEPS=skip make ... runs without them: the tests that need them fail.)" >&2
   fi
   exit 1
 fi

@@ -1,6 +1,10 @@
 # The two set-up commands of the README:
 #   make example   -> install into .venv, then run the MOR pipeline DAG end to end (examples/pipeline.py)
 #   make test      -> install into .venv, then run the whole test suite (what CI runs via .ci/run)
+# Both first make sure the system tools they need are there (scripts/system-deps.sh: only lookups
+# when they are; missing ones installed with apt-get as root or through sudo, else a message naming
+# them): python3's venv and java for both; PostgreSQL, Chromium and chromedriver for the real-Airflow
+# test.
 # The install is shared and idempotent: it reruns only when pyproject.toml or constraints.txt change
 # (the stamp file's name carries a hash of both).
 # pyspark-client trap: apache-airflow-providers-apache-spark pulls in pyspark-client 4.2.0, which
@@ -32,7 +36,16 @@ else
   PIP_QUIET := -q
 endif
 
-.PHONY: example test test-deep mutation install
+.PHONY: example test test-deep mutation install system-deps-example system-deps-test
+
+# SYSTEM_DEPS=skip: neither look nor install (a subset without Spark or the real-Airflow test, on a
+# machine where you cannot install them).
+SYSTEM_DEPS ?=
+system-deps-example:
+	@[ "$(SYSTEM_DEPS)" = skip ] || PYTHON=$(PYTHON) scripts/system-deps.sh venv java
+
+system-deps-test:
+	@[ "$(SYSTEM_DEPS)" = skip ] || PYTHON=$(PYTHON) scripts/system-deps.sh venv java postgresql chromium chromedriver
 
 install: $(STAMP)
 
@@ -47,10 +60,10 @@ $(STAMP):
 	rm -f $(VENV)/.install-*.stamp; touch $@; \
 	echo "install: $$(( $$(date +%s) - start )) s"
 
-example: $(STAMP)
+example: system-deps-example $(STAMP)
 	$(PY) examples/pipeline.py
 
-test: $(STAMP)
+test: system-deps-test $(STAMP)
 	@set +e; start=$$(date +%s); \
 	$(PY) -m pytest $(PYTEST_MODE_ARGS) $(PYTEST_ARGS); rc=$$?; \
 	echo "pytest: $$(( $$(date +%s) - start )) s, exit $$rc"; \

@@ -6,6 +6,7 @@ A table's Asset URI is its location: ``s3://bucket/prefix`` as given, a local fo
 ``table_path`` to their ``outlets`` themselves; for a templated path, or one relative to the lake
 connection's ``base_path``, pass ``outlets=[table_asset(...)]`` (the URI cannot be known at DAG parse
 time). Each event's ``extra`` holds ``{"table", "instant", "outcome"}`` and a few service details.
+A run that left the table as it was (``NO_WORK``, a dry run) emits no event.
 
 Light to import: no table-core code.
 """
@@ -70,20 +71,40 @@ def with_table_outlet(table_path: str, outlets: Any) -> list[Any]:
 
 
 def emit_table_event(
-    context: Context, outlets: Iterable[Any], table_uris: Iterable[str], extra: Mapping[str, Any]
+    task: Any,
+    context: Context,
+    table_uris: Iterable[str],
+    extra: Mapping[str, Any],
+    *,
+    changed: bool,
 ) -> list[str]:
-    """Attach ``extra`` to the events of the outlets that name the table; the Asset URIs it set.
+    """Attach ``extra`` to the events of ``task``'s outlets that name the table; the Asset URIs set.
+
+    When the run did not change the table (``changed`` false: ``NO_WORK``, a dry run, a plan
+    written but not executed), those outlets are dropped from the running task instead, so Airflow
+    records no event on the table and DAGs scheduled on it do not run for nothing. Airflow registers
+    an event for each outlet the task holds when it succeeds; the running task is Airflow's copy made
+    for this try, so the DAG's own task keeps its outlets.
 
     ``table_uris``: the table's location as the task saw it (the rendered ``table_path`` resolved
     through the connection, and the core's own URI), any of which an outlet may name.
     """
     wanted = {u for u in (table_asset_uri(t) for t in table_uris) if u is not None}
-    events = context.get("outlet_events") if hasattr(context, "get") else None
-    if events is None or not wanted:
+    outlets = list(task.outlets or ())
+    mine = [o for o in outlets if isinstance(o, Asset) and o.uri in wanted]
+    if not mine:
         return []
-    done = []
-    for outlet in outlets or ():
-        if isinstance(outlet, Asset) and outlet.uri in wanted:
-            events[outlet].extra.update(dict(extra))
-            done.append(outlet.uri)
-    return done
+    if not changed:
+        task.outlets = [o for o in outlets if not (isinstance(o, Asset) and o.uri in wanted)]
+        task.log.info(
+            "no Asset event for %s: the table did not change (outcome %s)",
+            ", ".join(sorted({m.uri for m in mine})),
+            extra.get("outcome"),
+        )
+        return []
+    events = context.get("outlet_events") if hasattr(context, "get") else None
+    if events is None:
+        return []
+    for outlet in mine:
+        events[outlet].extra.update(dict(extra))
+    return [m.uri for m in mine]

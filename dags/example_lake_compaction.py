@@ -2,8 +2,9 @@
 
 - ``schedule``: evaluates the trigger (5 delta commits since the last compaction by default) and
   the selection strategy, and writes ``<c>.compaction.requested``; nothing due is a success (NO_WORK).
-- ``wait_for_plan``: waits (deferred, in the triggerer) until a plan exists, ours or one an external
-  writer (Spark or Flink Hudi with inline scheduling) requested; skipped if none comes in time.
+- ``wait_for_plan``: returns the plan's instant, ours or one an external writer (Spark or Flink Hudi
+  with inline scheduling) requested. When ``schedule`` found nothing due and no plan is requested it
+  is skipped at once (``schedule_task_id``), and ``compact`` with it: the run ends in seconds.
 - ``compact``: runs the plan with ``spark_jobs/compact.py`` on the ``spark_default`` connection.
   A failed run leaves the plan inflight; the retry cleans up and finishes it.
 
@@ -67,6 +68,7 @@ with DAG(
         task_id="wait_for_plan",
         table_path="{{ params.table_path }}",
         lake_conn_id="{{ params.lake_conn_id or '' }}",
+        schedule_task_id="schedule",
         deferrable=True,
         poke_interval=30,
         timeout=30 * 60,

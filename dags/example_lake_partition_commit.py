@@ -3,17 +3,19 @@ Runs green as shipped: the first run creates its table (copy-on-write, hive-styl
 ``year=/month=/day=/hour=`` partitions, under ``/tmp/lake-examples/events`` unless the ``table_path``
 param says otherwise).
 
-Each run covers the hour that ends at ``data_interval_end``:
+Each run covers the hour that ends at ``data_interval_end``. A manual run (the UI's Trigger button,
+or the REST API with ``logical_date: null``, Airflow 3's default) has no data interval: it covers the
+hour that ends when it was triggered (``dag_run.run_after``) instead.
 
 1. ``write`` writes that hour's events into partition ``year=YYYY/month=MM/day=DD/hour=HH``; each
    commit records the min/max event time (``hoodie.payload.event.time.field``).
 2. ``commit_hour`` (``PartitionCommitSensor``, deferrable) waits until the partition is committable:
    trigger ``partition-time``, the partition's time read with the pattern
-   ``$year-$month-$day $hour:00:00``, committable once the watermark (here ``data_interval_end``) is
-   after partition time + delay. Then it applies both policies once: ``metastore`` (a Spark SQL job
-   with an embedded Derby metastore defines the table and adds the partition) and ``success-file``
-   (an empty ``_SUCCESS`` file in the partition folder, which downstream readers wait for). A re-run
-   commits nothing twice.
+   ``$year-$month-$day $hour:00:00``, committable once the watermark (here ``data_interval_end``, or
+   ``dag_run.run_after`` on a manual run) is after partition time + delay. Then it applies both
+   policies once: ``metastore`` (a Spark SQL job with an embedded Derby metastore defines the table
+   and adds the partition) and ``success-file`` (an empty ``_SUCCESS`` file in the partition folder,
+   which downstream readers wait for). A re-run commits nothing twice.
 
 Parsing this file imports no table code and needs no connection.
 """
@@ -21,6 +23,7 @@ Parsing this file imports no table code and needs no connection.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pendulum
 from airflow.sdk import DAG, Param, task
@@ -31,7 +34,10 @@ EXAMPLES_ROOT = os.environ.get("LAKE_EXAMPLES_ROOT", "/tmp/lake-examples").rstri
 # The embedded Derby metastore of the metastore policy's Spark job (one JVM at a time: one run at a time).
 METASTORE_DIR = os.environ.get("LAKE_EXAMPLES_METASTORE", "/tmp/lake-examples/metastore")
 
-HOUR = "(data_interval_end - macros.timedelta(hours=1))"
+# The end of the hour a run covers: data_interval_end, absent from a manual run's context (no logical
+# date), where the time it was triggered stands in. ``default`` is needed: an absent name is an error.
+END = "(data_interval_end | default(dag_run.run_after))"
+HOUR = "(" + END + " - macros.timedelta(hours=1))"
 PARTITION = "{{ " + HOUR + ".strftime('year=%Y/month=%m/day=%d/hour=%H') }}"
 COMMIT_OPTIONS = {
     "sink.partition-commit.trigger": "partition-time",
@@ -55,8 +61,11 @@ with DAG(
 ) as dag:
 
     @task
-    def write(table_path: str, data_interval_end: pendulum.DateTime | None = None) -> str:
-        """Write three events of the hour before ``data_interval_end`` (the table is made if missing)."""
+    def write(
+        table_path: str, data_interval_end: pendulum.DateTime | None = None, dag_run: Any = None
+    ) -> str:
+        """Write three events of the hour before ``data_interval_end`` (a manual run: before
+        ``dag_run.run_after``); the table is made if missing."""
         import datetime as dt
 
         import pyarrow as pa
@@ -76,10 +85,9 @@ with DAG(
                 partition_fields=("year", "month", "day", "hour"),
                 hive_style=True,
             )
-        assert data_interval_end is not None
-        hour = dt.datetime.fromtimestamp(data_interval_end.timestamp(), dt.timezone.utc) - dt.timedelta(
-            hours=1
-        )
+        # The whole hour before the end (a manual run's end falls at any minute).
+        end = dt.datetime.fromtimestamp((data_interval_end or dag_run.run_after).timestamp(), dt.timezone.utc)
+        hour = end.replace(minute=0, second=0, microsecond=0) - dt.timedelta(hours=1)
         times = [hour + dt.timedelta(minutes=m) for m in (5, 25, 55)]
         batch = pa.table(
             {
@@ -101,7 +109,7 @@ with DAG(
         table_path="{{ params.table_path }}",
         partitions=PARTITION,
         options=COMMIT_OPTIONS,
-        watermark="{{ data_interval_end }}",
+        watermark="{{ " + END + " }}",
         metastore_dir=METASTORE_DIR,
         deferrable=True,
         poke_interval=30,

@@ -7,8 +7,11 @@ import csv
 import hashlib
 import importlib.util
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from importlib import metadata
 from pathlib import Path
@@ -193,3 +196,71 @@ def test_ruff_lint_and_format_are_clean(repo_root: Path) -> None:
     for args in (["check", "."], ["format", "--check", "."]):
         done = subprocess.run([str(ruff), *args], cwd=repo_root, capture_output=True, text=True)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+
+
+def test_make_test_and_make_example_first_install_the_system_tools_they_need(repo_root: Path) -> None:
+    """The README's commands work on a fresh machine by themselves: before pytest, ``make test`` runs
+    ``scripts/system-deps.sh`` for python3's venv (Debian's python3 lacks it), java, and what the
+    real-Airflow test needs (PostgreSQL, Chromium and chromedriver); ``make example`` for venv and
+    java. The script only looks the tools up when they are there."""
+    # Not the make (and SYSTEM_DEPS setting) this suite may run under.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE") and k != "SYSTEM_DEPS"}
+    for target, tools, command in (
+        ("test", "venv java postgresql chromium chromedriver", "-m pytest"),
+        ("example", "venv java", "examples/pipeline.py"),
+    ):
+        done = subprocess.run(
+            ["make", "-n", target], cwd=repo_root, env=env, capture_output=True, text=True, check=True
+        )
+        lines = done.stdout.splitlines()
+        deps = lines.index(f'[ "" = skip ] || PYTHON=python3 scripts/system-deps.sh {tools}')
+        assert deps < next(i for i, line in enumerate(lines) if command in line), lines
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("runuser") is None, reason="needs root and runuser")
+def test_system_deps_names_what_to_install_when_it_cannot_install(repo_root: Path) -> None:
+    """A user who is not root and has no sudo gets the Debian packages to install and exit 1 (no
+    apt-get attempted); without apt-get at all, the same list and where to get them."""
+    script = str(repo_root / "scripts" / "system-deps.sh")
+    # A PATH with the shell and id, but no java, chromium or initdb, that user nobody can read
+    # (pytest's tmp_path is root's alone).
+    home = Path(tempfile.mkdtemp(prefix="lake-system-deps-"))
+    home.chmod(0o755)
+    bin_dir = home / "bin"
+    bin_dir.mkdir()
+    try:
+        _check_system_deps_messages(script, bin_dir)
+    finally:
+        shutil.rmtree(home)
+
+
+def _check_system_deps_messages(script: str, bin_dir: Path) -> None:
+    for tool in ("bash", "id"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))  # type: ignore[arg-type]
+
+    def run(*tools: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["runuser", "-u", "nobody", "--", "env", f"PATH={bin_dir}", "bash", script, *tools],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    no_apt = run("java", "chromium", "chromedriver")
+    assert no_apt.returncode == 1 and no_apt.stdout == ""
+    assert no_apt.stderr.splitlines() == [
+        "system-deps.sh: missing: openjdk-17-jre-headless chromium chromium-driver (Debian package names).",
+        "No apt-get here: install them with your system's package manager, then run the command again.",
+        "(SYSTEM_DEPS=skip make ... runs without them: the tests that need them fail.)",
+    ]
+    (bin_dir / "apt-get").symlink_to("/bin/false")  # present, but nobody may not run it as root
+    not_root = run("java", "chromedriver")
+    assert not_root.returncode == 1 and not_root.stdout == ""
+    assert not_root.stderr.splitlines() == [
+        "system-deps.sh: missing: openjdk-17-jre-headless chromium-driver (Debian package names).",
+        "Install them as root (apt-get install openjdk-17-jre-headless chromium-driver), then run the "
+        "command again.",
+        "(SYSTEM_DEPS=skip make ... runs without them: the tests that need them fail.)",
+    ]
+    unknown = run("chrome")
+    assert unknown.returncode == 1 and "unknown tool 'chrome'" in unknown.stderr

@@ -41,8 +41,9 @@ class ScheduleCleanOperator(BaseOperator):
     key ``archival``: the archival summary (when ``archive`` ran).
 
     Assets: the table's Asset (``airflow_lake_provider.assets.table_asset``) is an outlet when
-    ``table_path`` is a literal absolute path or URI (else pass ``outlets``); its event's extra is
-    ``{"table", "instant", "outcome", "deleted_files"}``.
+    ``table_path`` is a literal absolute path or URI (else pass ``outlets``). A run that cleaned
+    (outcome ``CLEANED``) emits an event with the extra ``{"table", "instant", "outcome",
+    "deleted_files"}``; ``NO_WORK``, a dry run or a plan only scheduled emit none.
 
     :param table_path: base path of the table, or a path relative to the lake connection's
         ``base_path``. (templated)
@@ -128,8 +129,8 @@ class ScheduleCleanOperator(BaseOperator):
             self.log.info("clean plan of %s:\n%s", result["table_path"], clean_table(result["partitions"]))
         context["ti"].xcom_push(key=XCOM_CLEAN_INSTANT, value=result["instant"])
         emit_table_event(
+            self,
             context,
-            self.outlets,
             (result["table_path"], self._hook.resolve_table_path(self.table_path)),
             {
                 "table": result["table_path"],
@@ -137,6 +138,7 @@ class ScheduleCleanOperator(BaseOperator):
                 "outcome": result["outcome"],
                 "deleted_files": result["deleted_files"],
             },
+            changed=result["outcome"] == "CLEANED",
         )
         if (
             as_bool(self.archive, "archive")

@@ -98,8 +98,9 @@ class RunCompactionOperator(BaseOperator):
     ``duration_seconds``, ``table_path``); key ``compaction_instant``: the instant executed.
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
-    (else pass ``outlets=[table_asset(...)]``); its event's extra is ``{"table", "instant",
-    "outcome", "executor", "operations"}``.
+    (else pass ``outlets=[table_asset(...)]``). A run that compacted (outcome ``COMPLETED``) emits
+    an event with the extra ``{"table", "instant", "outcome", "executor", "operations"}``;
+    ``NO_WORK`` and ``ALREADY_COMPLETED`` emit none.
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param instant: the compaction instant to execute, or empty. (templated)
@@ -182,8 +183,8 @@ class RunCompactionOperator(BaseOperator):
             )
         context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=result["instant"])
         emit_table_event(
+            self,
             context,
-            self.outlets,
             (result["table_path"], self._hook.resolve_table_path(self.table_path)),
             {
                 "table": result["table_path"],
@@ -192,6 +193,7 @@ class RunCompactionOperator(BaseOperator):
                 "executor": result.get("executor", "none"),
                 "operations": result.get("operations", 0),
             },
+            changed=result["outcome"] == "COMPLETED",
         )
         return result
 

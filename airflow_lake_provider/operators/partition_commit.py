@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from airflow_lake_provider.assets import emit_table_event, with_table_outlet
+from airflow_lake_provider.hooks.errors import explain_missing_interval
 from airflow_lake_provider.hooks.partition_commit import (
     as_partitions,
     commit_options,
@@ -32,8 +33,9 @@ class PartitionCommitOperator(BaseOperator):
     with decision, partition time and writes each, ``table_path``).
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
-    (else pass ``outlets``); its event's extra is ``{"table", "instant": None, "outcome",
-    "partitions"}`` (the partitions committed by this run).
+    (else pass ``outlets``). A run that committed a partition emits an event with the extra
+    ``{"table", "instant": None, "outcome", "partitions"}`` (the partitions committed by this run);
+    ``NO_WORK`` (all committed before) emits none.
 
     :param table_path: base path of the table, or relative to the lake connection's ``base_path``.
         (templated)
@@ -77,6 +79,10 @@ class PartitionCommitOperator(BaseOperator):
         self.metastore_dir = metastore_dir
         self.lake_conn_id = lake_conn_id
 
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        with explain_missing_interval(context, self.task_id):
+            super().render_template_fields(context, jinja_env)
+
     def execute(self, context: Context) -> dict[str, Any]:
         from airflow_lake_provider.hooks.lake import LakeHook  # the table core loads here, not at parse
 
@@ -94,8 +100,15 @@ class PartitionCommitOperator(BaseOperator):
         log_result(self.log, table_path, result)
         if result.get("partitions"):
             self.log.info("partition commit of %s:\n%s", table_path, partition_commit_table(result))
-        emit_table_event(context, self.outlets, (table_path,), commit_event_extra(table_path, result))
+        emit_table_event(
+            self, context, (table_path,), commit_event_extra(table_path, result), changed=committed(result)
+        )
         return result
+
+
+def committed(result: Mapping[str, Any]) -> bool:
+    """Whether a partition commit changed the table: it committed at least one partition."""
+    return bool(result.get("committed"))
 
 
 def commit_event_extra(table_path: str, result: Mapping[str, Any]) -> dict[str, Any]:

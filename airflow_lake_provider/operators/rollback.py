@@ -45,8 +45,8 @@ class RollbackFailedWritesOperator(BaseOperator):
     "rolled_back", "action", "deleted", "marked", "resumed"}, ...]}``.
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
-    (else pass ``outlets``); its event's extra is ``{"table", "instant" (the last rollback),
-    "outcome", "rolled_back"}``.
+    (else pass ``outlets``). A run that rolled back emits an event with the extra ``{"table",
+    "instant" (the last rollback), "outcome", "rolled_back"}``; ``NO_WORK`` emits none.
 
     :param table_path: base path of the table, or relative to the lake connection's ``base_path``. (templated)
     :param instant: one instant to roll back instead. (templated)
@@ -88,8 +88,8 @@ class RollbackFailedWritesOperator(BaseOperator):
             self.log.info("no failed writes to roll back in %s", table.uri)
         outcome = "ROLLED_BACK" if results else "NO_WORK"
         emit_table_event(
+            self,
             context,
-            self.outlets,
             (table.uri,),
             {
                 "table": table.uri,
@@ -97,6 +97,7 @@ class RollbackFailedWritesOperator(BaseOperator):
                 "outcome": outcome,
                 "rolled_back": [r.target for r in results],
             },
+            changed=bool(results),
         )
         return {"outcome": outcome, "rollbacks": rollbacks}
 
@@ -193,10 +194,11 @@ class LakeWriteOperator(BaseOperator):
         self.log.info("wrote %s: %s (%s)", self.input_path, result["instant"], result["executor"])
         uri = self._hook.resolve_table_path(self.table_path)
         emit_table_event(
+            self,
             context,
-            self.outlets,
             (uri,),
             {"table": uri, "instant": result["instant"], "outcome": "COMMITTED"},
+            changed=True,  # every write is a completed instant
         )
         return {k: result[k] for k in ("instant", "rolled_back", "inserted", "updated", "deleted")}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,9 @@ from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
+# ScheduleCompactionOperator outcomes that wrote no plan.
+NOTHING_SCHEDULED = ("NO_WORK", "DRY_RUN")
+
 
 class CompactionPlanSensor(BaseSensorOperator):
     """Succeeds when a requested compaction plan exists on the table; its instant is the XCom value.
@@ -28,17 +31,26 @@ class CompactionPlanSensor(BaseSensorOperator):
     mode too: a soft-failing sensor is skipped when the time is up). Waiting for a plan changes no
     data, so the sensor emits no Asset event.
 
+    With ``schedule_task_id`` naming the upstream ``ScheduleCompactionOperator``, the sensor skips at
+    once (``AirflowSkipException``) when that task wrote no plan (outcome ``NO_WORK`` or ``DRY_RUN``)
+    and none is requested on the table: an hourly chain then ends in seconds when nothing is due,
+    instead of waiting ``timeout`` (7 days by default) for another writer's plan. Tasks after it that
+    must still run (a clean) need ``trigger_rule="none_failed"``. Without ``schedule_task_id`` it
+    waits for any writer's plan, as before.
+
     XCom: the return value is the requested plan's instant (a string), e.g. for
     ``RunCompactionOperator(instant_task_id=...)``.
 
     :param table_path: base path of the table, or a path relative to the lake connection's
         ``base_path``. (templated)
     :param lake_conn_id: optional ``lake`` connection. (templated)
+    :param schedule_task_id: the upstream ``ScheduleCompactionOperator``'s task id: skip at once when
+        it wrote no plan and none is requested. (templated)
     :param deferrable: wait in the triggerer instead of a worker slot (default: Airflow's
         ``[operators] default_deferrable``).
     """
 
-    template_fields: Sequence[str] = ("table_path", "lake_conn_id")
+    template_fields: Sequence[str] = ("table_path", "lake_conn_id", "schedule_task_id")
     ui_color = "#dae8fc"
 
     def __init__(
@@ -46,12 +58,14 @@ class CompactionPlanSensor(BaseSensorOperator):
         *,
         table_path: str,
         lake_conn_id: str | None = None,
+        schedule_task_id: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.table_path = table_path
         self.lake_conn_id = lake_conn_id
+        self.schedule_task_id = schedule_task_id
         self.deferrable = deferrable
 
     def _hook(self) -> LakeHook:
@@ -63,14 +77,31 @@ class CompactionPlanSensor(BaseSensorOperator):
             self.log.info("compaction plan %s is requested on %s", instant, self.table_path)
         return PokeReturnValue(is_done=instant is not None, xcom_value=instant)
 
-    def execute(self, context: Context) -> Any:
-        if not self.deferrable:
-            return super().execute(context)
-        hook = self._hook()
+    def _skip_if_nothing_scheduled(self, context: Context, hook: LakeHook) -> str | None:
+        """The requested plan's instant; raises ``AirflowSkipException`` when there is none and the
+        ``schedule_task_id`` task wrote none either (nothing is coming: waiting would only time out)."""
         instant = hook.find_requested_compaction(self.table_path)
-        if instant is not None:  # no need to hand over to the triggerer
+        if instant is not None or not self.schedule_task_id:
+            return instant
+        summary = context["ti"].xcom_pull(task_ids=self.schedule_task_id)
+        outcome = summary.get("outcome") if isinstance(summary, Mapping) else None
+        if outcome in NOTHING_SCHEDULED:
+            raise AirflowSkipException(
+                f"no compaction plan on {self.table_path}: {self.schedule_task_id} wrote none "
+                f"(outcome {outcome}"
+                + (f": {summary['reason']}" if summary.get("reason") else "")
+                + ") and none is requested"
+            )
+        return None
+
+    def execute(self, context: Context) -> Any:
+        hook = self._hook()
+        instant = self._skip_if_nothing_scheduled(context, hook)
+        if instant is not None:  # no need to poke or hand over to the triggerer
             self.log.info("compaction plan %s is requested on %s", instant, self.table_path)
             return instant
+        if not self.deferrable:
+            return super().execute(context)
         self.defer(
             trigger=CompactionPlanTrigger(
                 table_path=hook.resolve_table_path(self.table_path),

@@ -11,7 +11,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_lake_provider.assets import emit_table_event, with_table_outlet
-from airflow_lake_provider.hooks.errors import LakeHookError
+from airflow_lake_provider.hooks.errors import LakeHookError, explain_missing_interval
 from airflow_lake_provider.hooks.partition_commit import (
     as_partitions,
     commit_options,
@@ -19,7 +19,7 @@ from airflow_lake_provider.hooks.partition_commit import (
     ready,
     run_partition_commit,
 )
-from airflow_lake_provider.operators.partition_commit import commit_event_extra
+from airflow_lake_provider.operators.partition_commit import commit_event_extra, committed
 from airflow_lake_provider.operators.summary import partition_commit_table
 from airflow_lake_provider.triggers import trigger_poll_interval
 from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
@@ -34,7 +34,9 @@ class PartitionCommitSensor(BaseSensorOperator):
 
     Committable follows Flink's ``sink.partition-commit.trigger``: ``process-time`` (first write +
     delay <= now) or ``partition-time`` (watermark > partition time + delay; the watermark is
-    ``watermark`` if given, e.g. ``{{ data_interval_end }}``, else the table's recorded event times).
+    ``watermark`` if given, else the table's recorded event times). For the end of the run's data
+    interval pass ``"{{ data_interval_end | default(dag_run.run_after) }}"``: a manual run (no
+    logical date) has no ``data_interval_end``, and the time it was triggered stands in.
     Partitions not written yet are waited for. Partitions committed before are not committed again
     (late data in them is reported). ``deferrable=True`` waits in the triggerer. The task log
     shows each partition's status as a table.
@@ -43,8 +45,8 @@ class PartitionCommitSensor(BaseSensorOperator):
     ``commit=False``: the plan, outcome ``NO_WORK``, nothing committed).
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
-    (else pass ``outlets``); when it commits, its event's extra is ``{"table", "instant": None,
-    "outcome", "partitions"}``.
+    (else pass ``outlets``); when it commits a partition, its event's extra is ``{"table",
+    "instant": None, "outcome", "partitions"}``; ``NO_WORK`` (all committed before) emits none.
 
     :param table_path: base path of the table, or a path relative to the lake connection's
         ``base_path``. (templated)
@@ -151,7 +153,9 @@ class PartitionCommitSensor(BaseSensorOperator):
         log_result(self.log, table_path, result)
         if result.get("partitions"):
             self.log.info("partition commit of %s:\n%s", table_path, partition_commit_table(result))
-        emit_table_event(context, self.outlets, (table_path,), commit_event_extra(table_path, result))
+        emit_table_event(
+            self, context, (table_path,), commit_event_extra(table_path, result), changed=committed(result)
+        )
         return result
 
     def poke(self, context: Context) -> PokeReturnValue:
@@ -161,6 +165,10 @@ class PartitionCommitSensor(BaseSensorOperator):
             self.log.info("waiting: %s; not written yet: %s", summary["waiting"], summary["missing"])
             return PokeReturnValue(is_done=False)
         return PokeReturnValue(is_done=True, xcom_value=self._commit(context, table_path, summary))
+
+    def render_template_fields(self, context: Context, jinja_env: Any = None) -> None:
+        with explain_missing_interval(context, self.task_id):
+            super().render_template_fields(context, jinja_env)
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:

@@ -17,6 +17,19 @@ def load_example_dag(repo_root: Path, dag_id: str) -> Any:
     return module.dag
 
 
+def sync_dags_folder(folder: Path) -> Any:
+    """Write the DAGs of ``folder`` to the metadata DB as the DAG processor would (bundle
+    ``dags-folder``), so ``dag.test()`` runs them; returns the ``DagBag``."""
+    from airflow.dag_processing.bundles.manager import DagBundlesManager
+    from airflow.dag_processing.dagbag import BundleDagBag, sync_bag_to_db
+
+    DagBundlesManager().sync_bundles_to_db()
+    bag = BundleDagBag(dag_folder=str(folder), bundle_path=folder, bundle_name="dags-folder")
+    assert bag.import_errors == {}
+    sync_bag_to_db(bag, "dags-folder", None)
+    return bag
+
+
 def task_states(dag_id: str, run_id: str) -> dict[str, str]:
     from airflow.models import TaskInstance
     from airflow.utils.session import create_session

@@ -4,14 +4,23 @@
 from __future__ import annotations
 
 import asyncio
+import textwrap
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import pendulum
 import pyarrow as pa
 import pytest
-from dag_helpers import load_example_dag, new_trips_table, task_states, upsert_trips, xcom_value
+from dag_helpers import (
+    load_example_dag,
+    new_trips_table,
+    sync_dags_folder,
+    task_states,
+    upsert_trips,
+    xcom_value,
+)
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.hooks.lake import LakeConfigError, LakeHook, LakeSparkJobError, SparkSubmission
@@ -82,6 +91,108 @@ def test_example_dag_schedules_waits_and_compacts_on_spark(example_dag: Any, tmp
         for g in table.file_system_view().file_groups()
     )
     assert _rows(read_snapshot(table)) == expected == _hudi_rs(table.base_path)
+
+
+CHAIN = "lake_hourly_compaction"
+
+
+def test_hourly_chain_skips_at_once_when_nothing_is_due_and_still_cleans(
+    airflow_db: Path, tmp_path: Path
+) -> None:
+    """The README's chain: plan >> wait (``schedule_task_id``) >> compact >> clean (``none_failed``).
+    Nothing due: the sensor skips at once (not after its 7-day default timeout), the compaction is
+    skipped with it, the clean still runs. Due: the chain runs as before and the clean deletes the
+    slices the compaction replaced."""
+    table = _mor_table(tmp_path / "trips", deltas=2)
+    expected = _rows(read_snapshot(table))
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "chain.py").write_text(
+        textwrap.dedent(
+            f"""
+            import pendulum
+            from airflow.sdk import DAG, Param
+
+            from airflow_lake_provider.operators.clean import ScheduleCleanOperator
+            from airflow_lake_provider.operators.compaction import (
+                RunCompactionOperator,
+                ScheduleCompactionOperator,
+            )
+            from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
+
+            TABLE = {str(table.base_path)!r}
+            with DAG(
+                "{CHAIN}",
+                schedule="@hourly",
+                start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+                catchup=False,
+                params={{"delta_commits": Param(10, type="integer")}},
+            ):
+                plan = ScheduleCompactionOperator(
+                    task_id="plan",
+                    table_path=TABLE,
+                    options={{"hoodie.compact.inline.max.delta.commits": "{{{{ params.delta_commits }}}}"}},
+                )
+                wait = CompactionPlanSensor(
+                    task_id="wait", table_path=TABLE, schedule_task_id="plan", deferrable=True
+                )
+                run = RunCompactionOperator(task_id="compact", table_path=TABLE, instant_task_id="wait")
+                clean = ScheduleCleanOperator(
+                    task_id="clean",
+                    table_path=TABLE,
+                    options={{
+                        "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                        "hoodie.cleaner.fileversions.retained": "1",
+                    }},
+                    trigger_rule="none_failed",
+                )
+                plan >> wait >> run >> clean
+            """
+        )
+    )
+    dag = sync_dags_folder(folder).dags[CHAIN]
+    assert dag.get_task("wait").timeout == 7 * 24 * 3600  # Airflow's default: what it would wait
+
+    idle = dag.test(logical_date=pendulum.datetime(2024, 1, 5, 4, tz="UTC"))
+    assert idle.state == "success", task_states(CHAIN, idle.run_id)
+    assert task_states(CHAIN, idle.run_id) == {
+        "plan": "success",
+        "wait": "skipped",
+        "compact": "skipped",
+        "clean": "success",
+    }
+    assert xcom_value(CHAIN, idle.run_id, "plan")["outcome"] == "NO_WORK"
+    assert xcom_value(CHAIN, idle.run_id, "clean")["outcome"] == "NO_WORK"
+    assert _durations(CHAIN, idle.run_id)["wait"] < 30
+    assert [(i.action.value, i.state.name) for i in table.timeline().instants] == [
+        ("deltacommit", "COMPLETED")
+    ] * 3  # no plan, no clean: the table is as it was
+
+    # The slices a compaction replaces: every file group with log files (a base file and its logs).
+    replaced = [s for s in (g.latest_slice for g in table.file_system_view().file_groups()) if s.log_files]
+    old_files = [f for s in replaced for f in s.files]
+    assert len(replaced) == 4 and len(old_files) > 4
+
+    due = dag.test(logical_date=pendulum.datetime(2024, 1, 5, 5, tz="UTC"), run_conf={"delta_commits": 1})
+    assert task_states(CHAIN, due.run_id) == dict.fromkeys(("plan", "wait", "compact", "clean"), "success")
+    c = xcom_value(CHAIN, due.run_id, "plan")["instant"]
+    assert str(xcom_value(CHAIN, due.run_id, "wait")) == c
+    assert xcom_value(CHAIN, due.run_id, "compact")["outcome"] == "COMPLETED"
+    assert xcom_value(CHAIN, due.run_id, "clean")["deleted_files"] == len(old_files)
+    assert xcom_value(CHAIN, due.run_id, "clean")["outcome"] == "CLEANED"
+    assert not [f for f in old_files if (table.base_path / f.relative_path).exists()]
+    assert _rows(read_snapshot(table)) == expected == _hudi_rs(table.base_path)
+
+
+def _durations(dag_id: str, run_id: str) -> dict[str, float]:
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(TaskInstance.task_id, TaskInstance.duration).filter(
+            TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id
+        )
+        return {task_id: float(duration or 0) for task_id, duration in rows}
 
 
 def test_sensor_poke_finds_a_plan_an_external_writer_requested(tmp_path: Path) -> None:

@@ -1,6 +1,11 @@
-"""The example DAGs in ``dags/``: they import without errors (and without any connection), and the
-pipeline examples run green as shipped under ``dag.test()`` on embedded defaults (SQLite, Spark
-local mode, local disk), leaving tables that hudi-rs reads with exactly the expected rows.
+"""The example DAGs in ``dags/``: they import without errors (and without any connection), and every
+one runs green as shipped under ``dag.test()`` on embedded defaults (SQLite, Spark local mode, local
+disk), leaving tables that hudi-rs reads with exactly the expected rows.
+
+Each DAG runs twice on the same table: once scheduled (a run with a logical date and data interval,
+as the scheduler makes) and once triggered by hand (no logical date: the UI's Trigger button, or the
+REST API with ``logical_date: null``, Airflow 3's default). ``dag.test(logical_date=None)`` makes the
+latter: its context has no ``logical_date`` or ``data_interval_*``, only ``dag_run.run_after``.
 
 "As shipped": the tests trigger them without any ``run_conf``; only ``LAKE_EXAMPLES_ROOT`` (where
 the DAGs' default params put their tables) points into the test's temporary folder.
@@ -9,11 +14,19 @@ the DAGs' default params put their tables) points into the test's temporary fold
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pendulum
 import pyarrow as pa
 import pytest
-from dag_helpers import expected_pipeline_trips, load_example_dag, task_states, xcom_value
+from dag_helpers import (
+    expected_pipeline_trips,
+    load_example_dag,
+    new_trips_table,
+    task_states,
+    upsert_trips,
+    xcom_value,
+)
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -57,6 +70,7 @@ def test_example_dags_import_without_errors(repo_root: Path, monkeypatch: pytest
     assert pipeline.params["table_path"] == "/tmp/lake-examples/trips"
     assert bag.dags["example_lake_recovery"].params["table_path"] == "/tmp/lake-examples/recovery"
     assert bag.dags["example_lake_partition_commit"].params["table_path"] == "/tmp/lake-examples/events"
+    assert bag.dags["example_lake_rollback"].params["table_path"] == "/tmp/lake-examples/rollback"
     # The UI's Trigger form refuses a required string param left empty: every string param has a
     # value, and optional ones (lake_conn_id) are null.
     for dag in bag.dags.values():
@@ -81,12 +95,40 @@ def examples_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "lake"
 
 
+# A scheduled run's logical date (an hourly DAG's run at 04:00 covers 03:00-04:00), and when a
+# manual run is triggered.
+SCHEDULED = pendulum.datetime(2024, 1, 5, 4, tz="UTC")
+TRIGGERED = pendulum.datetime(2024, 1, 5, 6, 17, 33, tz="UTC")
+
+
+def _scheduled(dag: Any, **kwargs: Any) -> Any:
+    dr = dag.test(logical_date=SCHEDULED, **kwargs)
+    assert dr.logical_date == SCHEDULED and dr.data_interval_end is not None
+    assert dr.state == "success", task_states(dag.dag_id, dr.run_id)
+    return dr
+
+
+def _manual(dag: Any, **kwargs: Any) -> Any:
+    dr = dag.test(logical_date=None, run_after=TRIGGERED, **kwargs)
+    assert dr.logical_date is None and dr.data_interval_end is None and dr.run_after == TRIGGERED
+    assert dr.state == "success", task_states(dag.dag_id, dr.run_id)
+    return dr
+
+
+def test_smoke_runs_scheduled_and_manual(repo_root: Path, airflow_db: Path) -> None:
+    dag = load_example_dag(repo_root, "example_smoke")
+    for dr in (_scheduled(dag), _manual(dag)):
+        assert xcom_value(dag.dag_id, dr.run_id, "double") == 42
+
+
 @pytest.mark.spark
 @pytest.mark.slow
-def test_mor_pipeline_runs_green_as_shipped(repo_root: Path, airflow_db: Path, examples_root: Path) -> None:
+def test_mor_pipeline_runs_green_as_shipped_scheduled_then_manual(
+    repo_root: Path, airflow_db: Path, examples_root: Path
+) -> None:
     dag_id = "example_lake_mor_pipeline"
-    dr = load_example_dag(repo_root, dag_id).test()
-    assert dr.state == "success", task_states(dag_id, dr.run_id)
+    dag = load_example_dag(repo_root, dag_id)
+    dr = _scheduled(dag)
     path = examples_root / "trips"
     expected = expected_pipeline_trips()
     assert _hudi_rs(path, ("uuid", "ts", "fare", "city")) == expected and len(expected) == 40
@@ -118,57 +160,114 @@ def test_mor_pipeline_runs_green_as_shipped(repo_root: Path, airflow_db: Path, e
     report = xcom_value(dag_id, dr.run_id, "report")
     assert report["rows"] == 40 and report["compaction"]["instant"] == c
 
+    # Triggered by hand on the same table: the same batches again, the same rows, compacted again.
+    again = _manual(dag)
+    assert _hudi_rs(path, ("uuid", "ts", "fare", "city")) == expected
+    assert xcom_value(dag_id, again.run_id, "compact")["outcome"] == "COMPLETED"
+    assert xcom_value(dag_id, again.run_id, "clean")["outcome"] == "CLEANED"
+    assert xcom_value(dag_id, again.run_id, "report")["rows"] == 40
+
+
+@pytest.mark.slow
+def test_clean_and_compaction_run_on_the_default_table_scheduled_and_manual(
+    repo_root: Path, airflow_db: Path, examples_root: Path
+) -> None:
+    """Both default to the pipeline's table (``trips``), here a merge-on-read table with 5 delta
+    commits: the scheduled compaction run compacts it; the manual one finds nothing due and ends at
+    once (its sensor and compaction skipped). The clean keeps 10 commits: nothing to clean yet."""
+    table, ids = new_trips_table(examples_root / "trips")
+    for ts in range(1, 5):
+        upsert_trips(table, ids[ts::4], ts=ts, value=ts)
+    before = _hudi_rs(table.base_path, ("id", "ts", "v"))
+
+    compaction = load_example_dag(repo_root, "example_lake_compaction")
+    dr = _scheduled(compaction)
+    assert xcom_value(compaction.dag_id, dr.run_id, "compact")["outcome"] == "COMPLETED"
+    idle = _manual(compaction)
+    assert xcom_value(compaction.dag_id, idle.run_id, "schedule")["outcome"] == "NO_WORK"
+    assert task_states(compaction.dag_id, idle.run_id) == {
+        "schedule": "success",
+        "wait_for_plan": "skipped",
+        "compact": "skipped",
+    }
+
+    clean = load_example_dag(repo_root, "example_lake_clean")
+    for run in (_scheduled(clean), _manual(clean)):
+        assert xcom_value(clean.dag_id, run.run_id, "preview_clean")["outcome"] == "NO_WORK"
+        assert xcom_value(clean.dag_id, run.run_id, "clean")["outcome"] == "NO_WORK"
+    assert _hudi_rs(table.base_path, ("id", "ts", "v")) == before
+    assert [i.action.value for i in LakeTable.open(table.base_path).timeline().instants] == [
+        "deltacommit"
+    ] * 5 + ["commit"]
+
+
+def test_rollback_example_creates_its_table_and_writes_scheduled_then_manual(
+    repo_root: Path, airflow_db: Path, examples_root: Path
+) -> None:
+    dag = load_example_dag(repo_root, "example_lake_rollback")
+    path = examples_root / "rollback"
+    expected = [(f"id-{i:02d}", 1, f"row-{i}") for i in range(10)]
+    for dr in (_scheduled(dag), _manual(dag)):
+        assert xcom_value(dag.dag_id, dr.run_id, "rollback_failed_writes") == {
+            "outcome": "NO_WORK",
+            "rollbacks": [],
+        }
+        assert _hudi_rs(path, ("id", "ts", "v")) == expected
+    assert [i.action.value for i in LakeTable.open(path).timeline().instants] == ["deltacommit"] * 2
+
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_recovery_rolls_back_the_killed_write_then_writes_and_compacts(
+def test_recovery_rolls_back_the_killed_write_then_writes_and_compacts_scheduled_then_manual(
     repo_root: Path, airflow_db: Path, examples_root: Path
 ) -> None:
     dag_id = "example_lake_recovery"
-    dr = load_example_dag(repo_root, dag_id).test()
-    states = task_states(dag_id, dr.run_id)
-    assert dr.state == "success", states
-    assert states["external_write"] == "failed" and states["compact"] == "success"
+    dag = load_example_dag(repo_root, dag_id)
     path = examples_root / "recovery"
-    rolled = xcom_value(dag_id, dr.run_id, "rollback_failed_writes")
-    assert rolled["outcome"] == "ROLLED_BACK" and len(rolled["rollbacks"]) == 1
-    killed = rolled["rollbacks"][0]["rolled_back"]
-    assert rolled["rollbacks"][0]["action"] == "deltacommit" and len(rolled["rollbacks"][0]["deleted"]) == 1
     # The killed writer's rows (tag "lost") never show; ids 5-14 come from the write.
     expected = sorted(
         [(f"id-{i:02d}", 1, f"seed-{i}") for i in range(5)]
         + [(f"id-{i:02d}", 2, f"new-{i}") for i in range(5, 15)]
     )
-    assert _hudi_rs(path, ("id", "ts", "v")) == expected
-    timeline = LakeTable.open(path).timeline()
-    assert timeline.get(killed) is None and not timeline.pending
-    assert [(i.action.value, i.state.name) for i in timeline.instants] == [
-        ("deltacommit", "COMPLETED"),
+    for run in (_scheduled, _manual):
+        dr = run(dag)
+        states = task_states(dag_id, dr.run_id)
+        assert states["external_write"] == "failed" and states["compact"] == "success"
+        rolled = xcom_value(dag_id, dr.run_id, "rollback_failed_writes")
+        assert rolled["outcome"] == "ROLLED_BACK"
+        [one] = rolled["rollbacks"]
+        assert one["action"] == "deltacommit" and len(one["deleted"]) == 1
+        assert _hudi_rs(path, ("id", "ts", "v")) == expected
+        timeline = LakeTable.open(path).timeline()
+        assert timeline.get(one["rolled_back"]) is None and not timeline.pending
+        assert xcom_value(dag_id, dr.run_id, "compact")["outcome"] == "COMPLETED"
+    # seed, then per run: rollback, write, compaction.
+    assert [(i.action.value, i.state.name) for i in timeline.instants] == [("deltacommit", "COMPLETED")] + [
         ("rollback", "COMPLETED"),
         ("deltacommit", "COMPLETED"),
         ("commit", "COMPLETED"),
-    ]
-    assert xcom_value(dag_id, dr.run_id, "compact")["outcome"] == "COMPLETED"
+    ] * 2
 
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_hourly_partitions_commit_with_success_file_and_metastore(
+def test_hourly_partitions_commit_scheduled_and_manual(
     repo_root: Path, airflow_db: Path, examples_root: Path, tmp_path: Path
 ) -> None:
+    """A scheduled run at 04:00 covers the hour 03:00-04:00 (``data_interval_end``). A manual run has
+    no data interval: triggered at 06:17:33, it covers the hour before, 05:00-06:00, with the trigger
+    time (``dag_run.run_after``) as the watermark."""
     dag_id = "example_lake_partition_commit"
-    part = "year=2024/month=01/day=05/hour=03"
-    # A run at 04:00 covers the hour 03:00-04:00 of 2024-01-05.
-    dr = load_example_dag(repo_root, dag_id).test(logical_date=pendulum.datetime(2024, 1, 5, 4, tz="UTC"))
-    assert dr.state == "success", task_states(dag_id, dr.run_id)
-    committed = xcom_value(dag_id, dr.run_id, "commit_hour")
-    assert committed["outcome"] == "COMMITTED" and committed["committed"] == [part]
-    assert committed["policies"] == ["metastore", "success-file"]
+    dag = load_example_dag(repo_root, dag_id)
     path = examples_root / "events"
-    assert (path / part / "_SUCCESS").read_bytes() == b""
+    rows = []
+    for run, hour in ((_scheduled, "03"), (_manual, "05")):
+        part = f"year=2024/month=01/day=05/hour={hour}"
+        dr = run(dag)
+        committed = xcom_value(dag_id, dr.run_id, "commit_hour")
+        assert committed["outcome"] == "COMMITTED" and committed["committed"] == [part]
+        assert committed["policies"] == ["metastore", "success-file"]
+        assert (path / part / "_SUCCESS").read_bytes() == b""
+        rows += [(f"2024010{5}{hour}-{i}", float(i + 1), hour) for i in range(3)]
+        assert _hudi_rs(path, ("event_id", "value", "hour")) == sorted(rows)
     assert (tmp_path / "metastore" / "metastore_db").is_dir()  # the Derby metastore the Spark job used
-    assert _hudi_rs(path, ("event_id", "value", "hour")) == [
-        ("2024010503-0", 1.0, "03"),
-        ("2024010503-1", 2.0, "03"),
-        ("2024010503-2", 3.0, "03"),
-    ]

@@ -6,12 +6,16 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
+import jinja2
+import pendulum
 import pyarrow as pa
 import pytest
+from dag_helpers import sync_dags_folder, task_states, xcom_value
 
 from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -198,3 +202,59 @@ def test_sensor_commits_a_plain_parquet_directory_once(tmp_path: Path) -> None:
     assert sorted(rows.column("id").to_pylist()) == list(range(12))
     again = sensor.poke({})  # type: ignore[arg-type]
     assert again.is_done and again.xcom_value["committed"] == [] and again.xcom_value["outcome"] == "NO_WORK"
+
+
+def test_manual_run_data_interval_template_fails_at_once_and_the_fallback_commits(
+    airflow_db: Path, tmp_path: Path
+) -> None:
+    """A manual run has no data interval: a bare ``{{ data_interval_end }}`` watermark fails at once
+    (no retry) naming the fallback, and ``{{ data_interval_end | default(dag_run.run_after) }}``
+    commits with the time the run was triggered as the watermark."""
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    table = _hourly_table(tmp_path / "t")
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    dag_id = "lake_manual_watermark"
+    (folder / "manual.py").write_text(
+        textwrap.dedent(
+            f"""
+            import datetime as dt
+            import pendulum
+            from airflow.sdk import DAG
+            from airflow_lake_provider.sensors.partition_commit import PartitionCommitSensor
+
+            with DAG("{dag_id}", schedule="@hourly", start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+                     catchup=False, default_args={{"retries": 3, "retry_delay": dt.timedelta(seconds=1)}}):
+                for task_id, watermark in (
+                    ("bare", "{{{{ data_interval_end }}}}"),
+                    ("fallback", "{{{{ data_interval_end | default(dag_run.run_after) }}}}"),
+                ):
+                    PartitionCommitSensor(
+                        task_id=task_id, table_path={str(table.base_path)!r}, partitions={PART!r},
+                        options={OPTIONS!r}, watermark=watermark, policies="success-file",
+                        poke_interval=1, timeout=30,
+                    )
+            """
+        )
+    )
+    dag = sync_dags_folder(folder).dags[dag_id]
+    dr = dag.test(logical_date=None, run_after=pendulum.datetime(2024, 1, 5, 6, 17, 33, tz="UTC"))
+    assert task_states(dag_id, dr.run_id) == {"bare": "failed", "fallback": "success"}
+    with create_session() as session:
+        bare = session.query(TaskInstance).filter_by(dag_id=dag_id, run_id=dr.run_id, task_id="bare").one()
+        assert bare.try_number == 1  # failed for good, not retried 3 times
+    # The message the bare template's task failed with:
+    with pytest.raises(LakeConfigError) as failed:
+        dag.get_task("bare").render_template_fields(
+            {"dag_run": dr}, jinja2.Environment(undefined=jinja2.StrictUndefined)
+        )
+    assert str(failed.value) == (
+        "task bare: a template names data_interval_end, which this run does not have (a manual run has "
+        "no logical date); use e.g. '{{ data_interval_end | default(dag_run.run_after) }}' to fall back "
+        "to the time the run was triggered"
+    )
+    committed = xcom_value(dag_id, dr.run_id, "fallback")
+    assert committed["outcome"] == "COMMITTED" and committed["committed"] == [PART]
+    assert (table.base_path / PART / "_SUCCESS").exists()

@@ -94,7 +94,7 @@ def test_rest_trigger_runs_the_pipeline_with_the_sensor_deferred_to_the_triggere
 
 def test_ui_login_trigger_and_success_in_chromium(airflow: AirflowStack, repo_root: Path) -> None:
     if not (Path(CHROMIUM).exists() and Path(CHROMEDRIVER).exists()):
-        pytest.fail("Chromium is missing: apt-get install chromium chromium-driver (.ci/run does)")
+        pytest.fail("Chromium is missing: apt-get install chromium chromium-driver (make test does)")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By

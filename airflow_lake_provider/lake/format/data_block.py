@@ -14,12 +14,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import CorruptLogBlockError, SchemaError
-from airflow_lake_provider.lake.format.avro_binary import avro_bytes, zigzag
+from airflow_lake_provider.lake.format.avro_binary import AvroReader, avro_bytes, zigzag
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     avro_to_arrow,
     avro_to_arrow_raw,
 )
+from airflow_lake_provider.lake.format.base_file import RECORD_KEY
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.log_block import (
     AVRO_BLOCK_VERSION,
@@ -66,6 +67,22 @@ def decode_parquet_block(block: LogBlock) -> pa.Table:
         return _cast_table(table, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise CorruptLogBlockError(f"{where}: parquet block does not fit its SCHEMA header: {exc}") from exc
+
+
+def parquet_block_record_keys(block: LogBlock) -> pa.Array:
+    """The ``_hoodie_record_key`` column of a PARQUET_DATA block, read alone (nulls if it has none).
+
+    :raises CorruptLogBlockError: if the content is not a readable parquet file.
+    """
+    expect_type(block, BlockType.PARQUET_DATA)
+    try:
+        parquet = pq.ParquetFile(pa.BufferReader(block.content))
+        if RECORD_KEY not in parquet.schema_arrow.names:
+            return pa.nulls(parquet.metadata.num_rows, pa.string())
+        column = parquet.read(columns=[RECORD_KEY], use_threads=False).column(0)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptLogBlockError(f"{block.location}: parquet block unreadable: {exc}") from exc
+    return column.combine_chunks().cast(pa.string())
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,6 +382,65 @@ def decode_avro_data_block(block: LogBlock) -> pa.Table:
         if table is not None:
             return table
     return _decode_with_fastavro(block, schema, count)
+
+
+def avro_block_record_keys(block: LogBlock) -> pa.Array:
+    """The ``_hoodie_record_key`` of every record of an AVRO_DATA block (null where a record has none).
+
+    When the writer schema starts with Hudi's first three meta fields (as every Hudi writer's does),
+    only those are decoded: the key lookup of a write reads every log block of the groups it
+    searches, and the other fields are not needed. Otherwise the whole block is decoded.
+
+    :raises CorruptLogBlockError: if the block is malformed.
+    """
+    schema, count = _avro_block_prelude(block)
+    branches = _meta_prefix_branches(schema)
+    if branches is None:
+        table = decode_avro_data_block(block)
+        if RECORD_KEY not in table.column_names:
+            return pa.nulls(table.num_rows, pa.string())
+        return table.column(RECORD_KEY).combine_chunks().cast(pa.string())
+    where = block.location
+    content = block.content
+    keys: list[str | None] = []
+    pos = 8
+    for i in range(count):
+        if pos + 4 > len(content):
+            raise CorruptLogBlockError(f"{where}: record {i} length runs past the block")
+        (length,) = INT32.unpack_from(content, pos)
+        pos += 4
+        if length < 0 or pos + length > len(content):
+            raise CorruptLogBlockError(f"{where}: record {i} of {length} bytes runs past the block")
+        reader = AvroReader(content[pos : pos + length], f"{where} record {i}")
+        value: str | None = None
+        for field_branches in branches:
+            index = reader.long() if len(field_branches) > 1 else 0
+            if not 0 <= index < len(field_branches):
+                raise CorruptLogBlockError(f"{where}: record {i} has union branch {index} in a meta field")
+            value = reader.string() if field_branches[index] == "string" else None
+        keys.append(value)
+        pos += length
+    return pa.array(keys, pa.string())
+
+
+def _meta_prefix_branches(schema: Mapping[str, Any]) -> list[tuple[str, ...]] | None:
+    """Per leading meta field (commit time, seqno, record key): the branches of its type, each
+    "string" or "null"; None when the schema does not start with them so."""
+    fields = schema.get("fields")
+    if not isinstance(fields, list) or len(fields) < 3:
+        return None
+    out: list[tuple[str, ...]] = []
+    for name, fld in zip(META_FIELDS[:3], fields[:3], strict=True):
+        kind = fld.get("type") if isinstance(fld, Mapping) else None
+        if not isinstance(fld, Mapping) or fld.get("name") != name:
+            return None
+        union = tuple(kind) if isinstance(kind, list) else (kind,)
+        if not all(isinstance(b, str) for b in union):
+            return None
+        if not 0 < len(union) == len(set(union)) <= 2 or not set(union) <= {"string", "null"}:
+            return None
+        out.append(union)  # type: ignore[arg-type]
+    return out
 
 
 def decode_avro_data_block_fastavro(block: LogBlock) -> pa.Table:

@@ -20,7 +20,12 @@ from airflow_lake_provider.lake.errors import (
     StorageUnavailableError,
 )
 from airflow_lake_provider.lake.format.casting import cast_exact
-from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
+from airflow_lake_provider.lake.format.data_block import (
+    avro_block_record_keys,
+    decode_avro_data_block,
+    decode_parquet_block,
+    parquet_block_record_keys,
+)
 from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
 from airflow_lake_provider.lake.format.instant import validate_instant_time
 from airflow_lake_provider.lake.format.log_block import BlockType, LogBlock
@@ -125,6 +130,34 @@ class SliceReader:
                 )
             items.append(DataItem(data, self.keys_of(data)))
         return items
+
+    def log_keys(self, log_files: Sequence[LogFile]) -> pa.Array:
+        """Every record key the visible blocks of ``log_files`` name: data records and deletes alike
+        (a deleted key may still be live, e.g. an event-time delete older than its base row). For
+        the key lookup of a write; only the key of each record is decoded where the block allows."""
+        parts: list[pa.Array] = []
+        for block in self.visible_blocks(log_files):
+            if block.block_type is BlockType.DELETE:
+                keys = pa.array([r.record_key for r in decode_delete_block(block)], pa.string())
+            elif block.block_type is BlockType.AVRO_DATA:
+                keys = avro_block_record_keys(block)
+            elif block.block_type is BlockType.PARQUET_DATA:
+                keys = parquet_block_record_keys(block)
+            elif block.block_type is BlockType.CDC_DATA:
+                continue
+            else:
+                raise CorruptLogBlockError(
+                    f"log block at offset {block.offset} of type {block.block_type.name} is not supported"
+                )
+            if keys.null_count:  # records without the key meta field: derive keys as readers do
+                decoded = (
+                    decode_avro_data_block(block)
+                    if block.block_type is BlockType.AVRO_DATA
+                    else decode_parquet_block(block)
+                )
+                keys = record_keys(decoded, self.config).cast(pa.string())
+            parts.append(keys)
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
     def _delete_item(self, records: Sequence[DeleteRecord]) -> DeleteItem:
         ordering = self.config.precombine_field

@@ -219,6 +219,19 @@ class FileSystemView:
             found.append((key[1], sized, bool(logs)))
         return found
 
+    def snapshot_logs(self, partition: str, file_id: str) -> list[str]:
+        """Relative paths of the log files of the slice a snapshot read takes in one file group (as
+        :meth:`snapshot_bases` chooses it), from the index: nothing is sized or parsed."""
+        if not isinstance(self.groups, _LazyGroups):
+            pair = self.latest_pair(partition, file_id)
+            return [] if pair is None else [f.relative_path for f in pair[0].log_files]
+        slots = self.groups.index[(partition, file_id)]
+        instants = sorted(slots)
+        names = [name for name, _ in slots[instants[-1]][1]]
+        if slots[instants[-1]][0] is None and len(instants) > 1 and self._is_pending_compaction(instants[-1]):
+            names = [name for name, _ in slots[instants[-2]][1]] + names
+        return [f"{partition}/{name}" if partition else name for name in names]
+
     def latest_pair(self, partition: str, file_id: str) -> tuple[FileSlice, FileSlice] | None:
         """(the slice a snapshot read takes, the newest slice) of one file group, as
         :meth:`merged_latest_slice` and ``FileGroup.latest_slice`` give them (None: nothing to read).

@@ -21,7 +21,7 @@ from airflow_lake_provider.lake.errors import (
 )
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.data_block import (
-    avro_block_record_keys,
+    avro_blocks_record_keys,
     decode_avro_data_block,
     decode_parquet_block,
     parquet_block_record_keys,
@@ -94,11 +94,13 @@ class SliceReader:
             ) from exc
         return conform(rows, self.schema)
 
-    def visible_blocks(self, log_files: Sequence[LogFile]) -> list[LogBlock]:
-        """Blocks of committed instants (up to ``as_of``), minus those a rollback block targets."""
+    def visible_blocks(self, log_files: Sequence[LogFile] | Sequence[str]) -> list[LogBlock]:
+        """Blocks of committed instants (up to ``as_of``), minus those a rollback block targets.
+        ``log_files``: the files, or their paths relative to the table."""
         blocks: list[LogBlock] = []
         for log_file in log_files:
-            blocks.extend(read_log_blocks(self.table.storage, log_file.relative_path))
+            rel = log_file if isinstance(log_file, str) else log_file.relative_path
+            blocks.extend(read_log_blocks(self.table.storage, rel))
         rolled_back = {b.target_instant_time for b in blocks if b.is_rollback}
         out = []
         for block in blocks:
@@ -131,32 +133,39 @@ class SliceReader:
             items.append(DataItem(data, self.keys_of(data)))
         return items
 
-    def log_keys(self, log_files: Sequence[LogFile]) -> pa.Array:
+    def log_keys(self, log_files: Sequence[LogFile] | Sequence[str]) -> pa.Array:
         """Every record key the visible blocks of ``log_files`` name: data records and deletes alike
         (a deleted key may still be live, e.g. an event-time delete older than its base row). For
         the key lookup of a write; only the key of each record is decoded where the block allows."""
-        parts: list[pa.Array] = []
-        for block in self.visible_blocks(log_files):
+        blocks = self.visible_blocks(log_files)
+        avro = [b for b in blocks if b.block_type is BlockType.AVRO_DATA]
+        parts = avro_blocks_record_keys(avro) if avro else []
+        for block in blocks:
             if block.block_type is BlockType.DELETE:
-                keys = pa.array([r.record_key for r in decode_delete_block(block)], pa.string())
-            elif block.block_type is BlockType.AVRO_DATA:
-                keys = avro_block_record_keys(block)
+                parts.append(pa.array([r.record_key for r in decode_delete_block(block)], pa.string()))
             elif block.block_type is BlockType.PARQUET_DATA:
-                keys = parquet_block_record_keys(block)
-            elif block.block_type is BlockType.CDC_DATA:
-                continue
-            else:
+                parts.append(parquet_block_record_keys(block))
+            elif block.block_type not in (BlockType.AVRO_DATA, BlockType.CDC_DATA):
                 raise CorruptLogBlockError(
                     f"log block at offset {block.offset} of type {block.block_type.name} is not supported"
                 )
-            if keys.null_count:  # records without the key meta field: derive keys as readers do
+        if any(keys.null_count for keys in parts):
+            return self._derived_keys(blocks)
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+    def _derived_keys(self, blocks: Sequence[LogBlock]) -> pa.Array:
+        """The keys of data blocks whose records lack the key meta field, derived as readers do."""
+        parts = []
+        for block in blocks:
+            if block.block_type is BlockType.DELETE:
+                parts.append(pa.array([r.record_key for r in decode_delete_block(block)], pa.string()))
+            elif block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
                 decoded = (
                     decode_avro_data_block(block)
                     if block.block_type is BlockType.AVRO_DATA
                     else decode_parquet_block(block)
                 )
-                keys = record_keys(decoded, self.config).cast(pa.string())
-            parts.append(keys)
+                parts.append(record_keys(decoded, self.config).cast(pa.string()))
         return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
     def _delete_item(self, records: Sequence[DeleteRecord]) -> DeleteItem:

@@ -739,17 +739,22 @@ def _locate(
         rest = keys.filter(pc.invert(pc.is_in(keys, value_set=pa.concat_arrays(found_keys))))
     if with_logs and len(rest):
         reader = SliceReader(table, context.timeline, pa.schema([context.schema.field(RECORD_KEY)]))
-        for file_id in with_logs:
-            pair = view.latest_pair(partition, file_id)
-            if pair is None:
-                continue
-            held = reader.log_keys(pair[0].log_files)
-            held = pc.unique(held.filter(pc.is_in(held, value_set=rest)))
-            if len(held):
-                found(file_id, held)
-                rest = rest.filter(pc.invert(pc.is_in(rest, value_set=held)))
-                if not len(rest):
-                    break
+        logged = [reader.log_keys(view.snapshot_logs(partition, file_id)) for file_id in with_logs]
+        # One hash lookup for all groups; a key in two groups' logs (written so by others) goes to
+        # the first, as a key in two base files does.
+        every = pa.concat_arrays(logged)
+        held_at = pc.is_in(every, value_set=rest)
+        if pc.any(held_at).as_py():
+            owner = np.repeat(np.arange(len(with_logs)), [len(k) for k in logged])
+            where = np.flatnonzero(held_at.to_numpy(zero_copy_only=False))
+            first: dict[str, int] = {}
+            for key, at in zip(every.take(where).to_pylist(), owner[where].tolist(), strict=True):
+                first.setdefault(key, at)
+            by_group: dict[int, list[str]] = {}
+            for key, at in first.items():
+                by_group.setdefault(at, []).append(key)
+            for at, group_keys in sorted(by_group.items()):
+                found(with_logs[at], pa.array(group_keys, pa.string()))
     if not found_keys:
         return groups, pa.table({_KEY: pa.array([], pa.string()), "__lake_fid": pa.array([], pa.string())})
     return groups, pa.table({_KEY: pa.concat_arrays(found_keys), "__lake_fid": pa.concat_arrays(owners)})

@@ -4,12 +4,12 @@ base files only).
 
 The table: one partition of ``--groups`` file groups of ``--rows`` rows each, then ``--log-writes``
 upserts of 20 rows per group, so every group's slice has that many log files (the table a
-compaction is due on). Measured, median of ``--runs`` (wall and this process's CPU time; on a
-shared machine the CPU time is the steadier number): a 20-row upsert of keys in base files
-(updates: no log is read, the lookup finds them all in base files), of new keys (inserts: every log
-file of the partition is searched, the worst case), and half and half. Each version writes into its
-own copy of the same table, in its own long-lived process (each write opens the table afresh, as a
-CLI or Airflow task does), alternating so the machine's drift hits both alike.
+compaction is due on). Every measured write meets that same table (a fresh copy, made untimed).
+Measured, median of ``--runs``, wall and CPU time (on a shared machine the CPU time is the steadier
+number): a 20-row upsert of keys in base files (updates: the lookup finds them all there and reads
+no log), of new keys (inserts: every log file of the partition is searched, the worst case), and
+half and half. Each version writes in its own long-lived process (each write opens the table
+afresh, as a CLI or Airflow task does), alternating so the machine's drift hits both alike.
 
     mkdir /tmp/lake-base && git archive ed806ee | tar -x -C /tmp/lake-base   # the code to compare against
     PYTHONPATH=. .venv/bin/python benchmarks/key_lookup_logs.py --baseline /tmp/lake-base [--runs 9]
@@ -56,12 +56,16 @@ def build(path: Path, groups: int, rows: int, log_writes: int) -> None:
         write(table, _batch(ids, n + 1), "upsert")
 
 
-def worker(root: Path, groups: int, rows: int) -> None:
-    """Read ``variant run`` lines; write that upsert into ``root``; print its seconds."""
+def worker(pristine: Path, groups: int, rows: int) -> None:
+    """Read ``variant run`` lines; write that upsert into a fresh copy of ``pristine`` (every write
+    meets the same table); print its seconds."""
     from airflow_lake_provider.lake import LakeTable, write
     from airflow_lake_provider.lake.table import writer
 
-    write(LakeTable.open(root), _batch([f"k000-{0:07d}"], 1000), "upsert")  # imports and first-call costs
+    root = pristine.with_name(f"{pristine.name}-{os.getpid()}")
+    shutil.copytree(pristine, root)
+    # Imports and first-call costs, the log search included (a new key).
+    write(LakeTable.open(root), _batch(["warm-up"], 1000), "upsert")
     print(f"ready {Path(writer.__file__).parents[3]}", flush=True)
     for line in sys.stdin:
         variant, run = line.split()
@@ -69,6 +73,8 @@ def worker(root: Path, groups: int, rows: int) -> None:
         updates = [f"k{(n + i) % groups:03d}-{(n * 13 + i * 7) % rows:07d}" for i in range(20)]
         inserts = [f"new-{variant}-{n}-{i:02d}" for i in range(20)]
         ids = {"updates": updates, "inserts": inserts, "mixed": updates[:10] + inserts[:10]}[variant]
+        shutil.rmtree(root)
+        shutil.copytree(pristine, root)
         wall, cpu = time.perf_counter(), time.process_time()
         write(LakeTable.open(root), _batch(ids, 2000 + n), "upsert")
         print(json.dumps([time.perf_counter() - wall, time.process_time() - cpu]), flush=True)
@@ -127,10 +133,8 @@ def main() -> None:
         root = Path(tmp)
         build(root / "table", args.groups, args.rows, args.log_writes)
         logs = sum(1 for p in (root / "table").iterdir() if ".log." in p.name)
-        shutil.copytree(root / "table", root / "ours")
-        shutil.copytree(root / "table", root / "base")
-        ours = _Version(HERE, root / "ours", args.groups, args.rows)
-        base = _Version(baseline, root / "base", args.groups, args.rows)
+        ours = _Version(HERE, root / "table", args.groups, args.rows)
+        base = _Version(baseline, root / "table", args.groups, args.rows)
         times: dict[tuple[str, str], list[tuple[float, float]]] = {}
         try:
             for run in range(args.runs):

@@ -738,26 +738,40 @@ def _locate(
     if found_keys and with_logs:
         rest = keys.filter(pc.invert(pc.is_in(keys, value_set=pa.concat_arrays(found_keys))))
     if with_logs and len(rest):
-        reader = SliceReader(table, context.timeline, pa.schema([context.schema.field(RECORD_KEY)]))
-        logged = [reader.log_keys(view.snapshot_logs(partition, file_id)) for file_id in with_logs]
-        # One hash lookup for all groups; a key in two groups' logs (written so by others) goes to
-        # the first, as a key in two base files does.
-        every = pa.concat_arrays(logged)
-        held_at = pc.is_in(every, value_set=rest)
-        if pc.any(held_at).as_py():
-            owner = np.repeat(np.arange(len(with_logs)), [len(k) for k in logged])
-            where = np.flatnonzero(held_at.to_numpy(zero_copy_only=False))
-            first: dict[str, int] = {}
-            for key, at in zip(every.take(where).to_pylist(), owner[where].tolist(), strict=True):
-                first.setdefault(key, at)
-            by_group: dict[int, list[str]] = {}
-            for key, at in first.items():
-                by_group.setdefault(at, []).append(key)
-            for at, group_keys in sorted(by_group.items()):
-                found(with_logs[at], pa.array(group_keys, pa.string()))
+        for file_id, held in _keys_in_logs(table, context, view, partition, with_logs, rest).items():
+            found(file_id, held)
     if not found_keys:
         return groups, pa.table({_KEY: pa.array([], pa.string()), "__lake_fid": pa.array([], pa.string())})
     return groups, pa.table({_KEY: pa.concat_arrays(found_keys), "__lake_fid": pa.concat_arrays(owners)})
+
+
+def _keys_in_logs(
+    table: LakeTable,
+    context: WriteContext,
+    view: FileSystemView,
+    partition: str,
+    file_ids: list[str],
+    keys: pa.Array,
+) -> dict[str, pa.Array]:
+    """Which of ``keys`` the visible log blocks of each group's latest slice name (data or delete), by
+    file id; a key named in two groups' logs (written so by others) goes to the first, as a key in
+    two base files does."""
+    reader = SliceReader(table, context.timeline, pa.schema([context.schema.field(RECORD_KEY)]))
+    paths = [view.snapshot_logs(partition, file_id) for file_id in file_ids]
+    logged = reader.log_keys_of(paths, readers=table.storage.concurrent_reads)
+    every = pa.concat_arrays(logged)  # one hash lookup for all groups
+    named = pc.is_in(every, value_set=keys)
+    if not pc.any(named).as_py():
+        return {}
+    owner = np.repeat(np.arange(len(file_ids)), [len(k) for k in logged])
+    where = np.flatnonzero(named.to_numpy(zero_copy_only=False))
+    first: dict[str, int] = {}
+    for key, at in zip(every.take(where).to_pylist(), owner[where].tolist(), strict=True):
+        first.setdefault(key, at)
+    by_group: dict[str, list[str]] = {}
+    for key, at in first.items():
+        by_group.setdefault(file_ids[at], []).append(key)
+    return {file_id: pa.array(found, pa.string()) for file_id, found in by_group.items()}
 
 
 class BaseFileReads:

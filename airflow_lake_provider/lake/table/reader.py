@@ -19,13 +19,9 @@ from airflow_lake_provider.lake.errors import (
     StorageAccessError,
     StorageUnavailableError,
 )
+from airflow_lake_provider.lake.format.block_keys import avro_blocks_record_keys, parquet_block_record_keys
 from airflow_lake_provider.lake.format.casting import cast_exact
-from airflow_lake_provider.lake.format.data_block import (
-    avro_blocks_record_keys,
-    decode_avro_data_block,
-    decode_parquet_block,
-    parquet_block_record_keys,
-)
+from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
 from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
 from airflow_lake_provider.lake.format.instant import validate_instant_time
 from airflow_lake_provider.lake.format.log_block import BlockType, LogBlock

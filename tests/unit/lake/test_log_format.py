@@ -21,9 +21,8 @@ from airflow_lake_provider.lake.format.avro_schema import (
     avro_to_arrow,
     with_meta_fields,
 )
+from airflow_lake_provider.lake.format.block_keys import avro_block_record_keys, avro_blocks_record_keys
 from airflow_lake_provider.lake.format.data_block import (
-    avro_block_record_keys,
-    avro_blocks_record_keys,
     avro_data_block,
     decode_avro_data_block,
     decode_avro_data_block_fastavro,

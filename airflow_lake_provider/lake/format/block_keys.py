@@ -67,7 +67,8 @@ def avro_blocks_record_keys(blocks: Sequence[LogBlock]) -> list[pa.Array]:
     :raises CorruptLogBlockError: if a block is malformed.
     """
     out: list[pa.Array | None] = [None] * len(blocks)
-    batch: list[tuple[int, tuple[tuple[bool, int], ...], list[int]]] = []  # block, plan, record starts
+    # Blocks of one plan (one table: all of them) walked together.
+    by_plan: dict[tuple[tuple[bool, int], ...], list[int]] = {}
     for at, block in enumerate(blocks):
         expect_type(block, BlockType.AVRO_DATA)
         text = block.header.get(HeaderKey.SCHEMA)
@@ -77,15 +78,11 @@ def avro_blocks_record_keys(blocks: Sequence[LogBlock]) -> list[pa.Array]:
             keys = table.column(RECORD_KEY) if RECORD_KEY in table.column_names else None
             out[at] = pa.nulls(table.num_rows, pa.string()) if keys is None else _strings(keys)
         else:
-            batch.append((at, plan, _record_starts(block)))
-    # Blocks of one plan (one table: all of them) walked together; the rest one by one.
-    by_plan: dict[tuple[tuple[bool, int], ...], list[tuple[int, list[int]]]] = {}
-    for at, plan, starts in batch:
-        by_plan.setdefault(plan, []).append((at, starts))
+            by_plan.setdefault(plan, []).append(at)
     for plan, members in by_plan.items():
-        keys = _keys_vectorized([blocks[at] for at, _ in members], [starts for _, starts in members], plan)
-        for (at, starts), found in zip(members, keys, strict=True):
-            out[at] = found if found is not None else _keys_one_by_one(blocks[at], starts, plan)
+        keys = _keys_vectorized([blocks[at] for at in members], plan)
+        for at, found in zip(members, keys, strict=True):
+            out[at] = found if found is not None else _keys_one_by_one(blocks[at], plan)
     return [keys if keys is not None else pa.array([], pa.string()) for keys in out]
 
 
@@ -94,22 +91,28 @@ def _strings(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return flat.cast(pa.string())
 
 
-def _record_starts(block: LogBlock) -> list[int]:
-    """Offsets in the content of each record's datum, then the content's end (the last one's end)."""
+def _record_count(block: LogBlock) -> int:
     where = block.location
-    content = block.content
-    end = len(content)
+    end = len(block.content)
     if end < 8:
         raise CorruptLogBlockError(f"{where}: data block content of {end} bytes is too short")
-    version, count = struct.unpack_from(">ii", content, 0)
+    version, count = struct.unpack_from(">ii", block.content, 0)
     if version != AVRO_BLOCK_VERSION:
         raise CorruptLogBlockError(f"{where}: unsupported data block version {version}")
     if count < 0 or count * 4 > end - 8:
         raise CorruptLogBlockError(f"{where}: impossible record count {count}")
+    return int(count)
+
+
+def _record_starts(block: LogBlock) -> list[int]:
+    """Offsets in the content of each record's datum."""
+    where = block.location
+    content = block.content
+    end = len(content)
     starts: list[int] = []
     pos = 8
     unpack = INT32.unpack_from
-    for i in range(count):
+    for i in range(_record_count(block)):
         if pos + 4 > end:
             raise CorruptLogBlockError(f"{where}: record {i} length runs past the block")
         (length,) = unpack(content, pos)
@@ -121,25 +124,78 @@ def _record_starts(block: LogBlock) -> list[int]:
     return starts
 
 
-def _keys_vectorized(
-    blocks: Sequence[LogBlock], starts: Sequence[list[int]], plan: tuple[tuple[bool, int], ...]
-) -> list[pa.Array | None]:
+# Blocks walked side by side (one numpy step per record) while at least this many still have
+# records; the rest record by record (a numpy step costs what a few dozen records do).
+_SIDE_BY_SIDE = 64
+
+
+def _all_record_starts(
+    buffer: bytes, data: np.ndarray, heads: np.ndarray, ends: np.ndarray, counts: np.ndarray
+) -> np.ndarray | None:
+    """The offsets in ``buffer`` (blocks' contents joined; block i's from ``heads[i]`` to ``ends[i]``)
+    of every record's datum, block after block; None where a record length is out of place (the
+    walk of that block alone names the damage)."""
+    starts = np.empty(int(counts.sum()), np.int64)
+    slot = np.cumsum(counts) - counts  # where each block's next start goes
+    pos = heads + 8  # each block's next record length
+    left = counts.copy()
+    active = np.flatnonzero(left > 0)
+    while len(active) >= _SIDE_BY_SIDE:
+        at = pos[active]
+        if np.any(at + 4 > ends[active]):
+            return None
+        length = (
+            (data[at].astype(np.int64) << 24)
+            | (data[at + 1].astype(np.int64) << 16)
+            | (data[at + 2].astype(np.int64) << 8)
+            | data[at + 3]
+        )
+        begin = at + 4
+        if np.any(length >= 1 << 31) or np.any(begin + length > ends[active]):
+            return None
+        starts[slot[active]] = begin
+        slot[active] += 1
+        pos[active] = begin + length
+        left[active] -= 1
+        active = active[left[active] > 0]
+    unpack = INT32.unpack_from
+    for block in active.tolist():
+        cur, end, index = int(pos[block]), int(ends[block]), int(slot[block])
+        for _ in range(int(left[block])):
+            if cur + 4 > end:
+                return None
+            (length,) = unpack(buffer, cur)
+            cur += 4
+            if length < 0 or cur + length > end:
+                return None
+            starts[index] = cur
+            index += 1
+            cur += length
+    return starts
+
+
+def _keys_vectorized(blocks: Sequence[LogBlock], plan: tuple[tuple[bool, int], ...]) -> list[pa.Array | None]:
     """Each block's keys, walking the meta fields of all records at once; None for a block where a
     union index or string length is not one byte (the walk one by one reads it)."""
-    counts = [len(s) for s in starts]
-    total = sum(counts)
+    counts = np.array([_record_count(b) for b in blocks], np.int64)
+    total = int(counts.sum())
     if total == 0:
         return [pa.array([], pa.string()) for _ in blocks]
-    data = np.frombuffer(b"".join(b.content for b in blocks), np.uint8)
-    shift = np.cumsum([0] + [len(b.content) for b in blocks[:-1]])
-    owner = np.repeat(np.arange(len(blocks)), counts)
-    pos = np.fromiter((p for s in starts for p in s), np.int64, total) + shift[owner]
+    buffer = b"".join(b.content for b in blocks)
+    data = np.frombuffer(buffer, np.uint8)
+    sizes = np.array([len(b.content) for b in blocks], np.int64)
+    heads = np.cumsum(sizes) - sizes
+    ends = heads + sizes
+    pos = _all_record_starts(buffer, data, heads, ends, counts)
+    if pos is None:
+        for block in blocks:
+            _record_starts(block)  # raises, naming the block and record
+        raise AssertionError("a record length was out of place, yet every block walks")
     # A record ends where the next one's length begins (the last one at its block's end).
     stop = np.empty(total, np.int64)
     stop[:-1] = pos[1:] - 4
-    nonempty = np.asarray(counts) > 0
-    ends = np.cumsum(counts) - 1
-    stop[ends[nonempty]] = (shift + [len(b.content) for b in blocks])[nonempty]
+    nonempty = counts > 0
+    stop[(np.cumsum(counts) - 1)[nonempty]] = ends[nonempty]
     bad = np.zeros(total, bool)
     is_string = np.ones(total, bool)
     key_start = key_size = np.zeros(total, np.int64)
@@ -161,18 +217,23 @@ def _keys_vectorized(
         bad |= pos > stop
     valid = is_string & ~bad
     keys = _string_array(data, key_start, np.where(valid, key_size, 0), valid)
-    out: list[pa.Array | None] = []
-    offset = 0
-    for block, count in zip(blocks, counts, strict=True):
-        found = None if bad[offset : offset + count].any() else keys.slice(offset, count)
-        if found is not None:
+    offsets = np.cumsum(counts) - counts
+    try:
+        keys.validate(full=True)  # UTF-8, of every block at once
+    except pa.ArrowInvalid:
+        for block, offset, count in zip(blocks, offsets.tolist(), counts.tolist(), strict=True):
             try:
-                found.validate(full=True)  # UTF-8
+                keys.slice(offset, count).validate(full=True)
             except pa.ArrowInvalid as exc:
                 raise CorruptLogBlockError(f"{block.location}: a record key is not UTF-8: {exc}") from exc
-        out.append(found)
-        offset += count
-    return out
+        raise
+    block_bad = np.logical_or.reduceat(bad, offsets[nonempty]) if nonempty.any() else np.array([], bool)
+    damaged = np.zeros(len(blocks), bool)
+    damaged[nonempty] = block_bad
+    return [
+        None if damaged[i] else keys.slice(offset, count)
+        for i, (offset, count) in enumerate(zip(offsets.tolist(), counts.tolist(), strict=True))
+    ]
 
 
 def _string_array(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, valid: np.ndarray) -> pa.Array:
@@ -186,9 +247,10 @@ def _string_array(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, valid
     return pa.Array.from_buffers(pa.string(), len(sizes), buffers)
 
 
-def _keys_one_by_one(block: LogBlock, starts: list[int], plan: tuple[tuple[bool, int], ...]) -> pa.Array:
+def _keys_one_by_one(block: LogBlock, plan: tuple[tuple[bool, int], ...]) -> pa.Array:
     where = block.location
     content = block.content
+    starts = _record_starts(block)
     ends = [*(s - 4 for s in starts[1:]), len(content)]
     keys: list[str | None] = []
     for i, (cur, stop) in enumerate(zip(starts, ends, strict=True)):

@@ -791,3 +791,26 @@ def test_record_keys_of_a_damaged_avro_block_are_refused_naming_it() -> None:
     damaged = LogBlock(parsed.block_type, parsed.header, parsed.footer, bytes(content), 0, 0, "mem")
     with pytest.raises(CorruptLogBlockError, match="mem offset 0: record 0 has a meta field running past it"):
         avro_blocks_record_keys([damaged])
+
+
+def test_record_keys_of_many_blocks_walked_side_by_side_are_the_decoded_keys() -> None:
+    """80 blocks (walked side by side, one numpy step per record, until fewer than 64 have records
+    left, then one by one) of 0 to 9 records, keys of 2 to 73 bytes: the keys a full decode reads;
+    a record length running past its block is refused naming the block and the record."""
+    schema = _schema_of(_keyed(["a"]))
+    tables = [_keyed([f"b{n}-" + "k" * (i * 7 % 70) + str(i) for i in range(n % 10)]) for n in range(80)]
+    blocks = [_only_block(avro_data_block(t, schema, T1)) for t in tables]
+    expected = [decode_avro_data_block(b).column("_hoodie_record_key").to_pylist() for b in blocks]
+    assert [k.to_pylist() for k in avro_blocks_record_keys(blocks)] == expected
+    damaged = blocks[9]  # 9 records: the first (walked side by side) or third (one by one) broken
+    for record in (0, 2):
+        content = bytearray(damaged.content)
+        at = 8
+        for _ in range(record):
+            at += 4 + struct.unpack_from(">i", content, at)[0]
+        content[at : at + 4] = struct.pack(">i", len(content))  # runs past the block
+        broken = LogBlock(damaged.block_type, damaged.header, damaged.footer, bytes(content), 0, 0, "mem")
+        with pytest.raises(
+            CorruptLogBlockError, match=rf"^mem offset 0: record {record} of {len(content)} bytes runs past"
+        ):
+            avro_blocks_record_keys([*blocks[:9], broken, *blocks[10:]])

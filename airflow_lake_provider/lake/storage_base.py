@@ -73,6 +73,9 @@ class Storage(ABC):
     #: The root as users name it (absolute local path or URI), for messages and plans.
     root: str
     supports_append: bool = False
+    #: How many small whole-file reads are worth running at once: 1 where a read is a local system
+    #: call (threads only add work), more where each is a request whose wait can overlap (S3).
+    concurrent_reads: int = 1
 
     def uri(self, rel: str = "") -> str:
         """The full location of ``rel``, for messages and Hudi plans (which hold absolute paths)."""

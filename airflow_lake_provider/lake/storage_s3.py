@@ -97,6 +97,7 @@ class S3Storage(Storage):
     """Objects under ``s3://bucket/prefix``; table-relative paths are keys below the prefix."""
 
     supports_append = False
+    concurrent_reads = 8  # each read is a GET: their waits overlap
 
     def __init__(
         self,

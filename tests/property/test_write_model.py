@@ -1,6 +1,8 @@
 """Random histories of inserts, upserts and deletes, with compactions and cleans between them: after
 every step our reader, hudi-rs and an in-memory model agree exactly, and time travel reads every
-instant a clean kept as it was.
+instant a clean kept as it was. Merge-on-read compactions are also scheduled alone and executed
+later, with writes (deletes and re-inserts among them) on top of their plan in between; hudi-rs,
+which hides those writes until the compaction completes, is asked only when none is pending.
 
 Tables have composite record keys (a part may be null), no, one or two partition fields (plain or
 hive-style folders), and columns of many types derived from each row's ``value`` (decimal,
@@ -27,7 +29,11 @@ from airflow_lake_provider.lake.errors import SnapshotCleanedError
 from airflow_lake_provider.lake.services.clean.executor import Outcome as CleanOutcome
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import Outcome as CompactionOutcome
-from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.executor import (
+    execute_compaction,
+    run_compaction,
+    schedule_compaction,
+)
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
@@ -93,47 +99,90 @@ class MorModel:
     is at least as large; a delete with ts 0 is a "natural order" delete that beats every version
     before it, and a delete after it changes nothing), then the result meets the base row: the base
     row stays if its ts is strictly larger, except against a natural-order delete. Compaction makes
-    the merged rows the new base (deleted keys leave it) and empties the log."""
+    the merged rows the new base (deleted keys leave it) and empties the log.
+
+    A compaction scheduled alone (``schedule``) takes the log as it is then (``frozen``); writes
+    before its execution go on folding into the log, which readers merge whole, and into ``since``,
+    the log of the new slice. Its execution merges the frozen log into the base and keeps ``since``
+    as the log, so a key deleted before the plan and written again after it lives in the log only,
+    and the key lookup must find it there (a key found in no base and no log is a new row)."""
 
     base: dict[Ident, tuple[int, int, str]] = field(default_factory=dict)
     log: dict[Ident, tuple] = field(default_factory=dict)
+    frozen: dict[Ident, tuple] | None = None  # the log a pending compaction merges
+    since: dict[Ident, tuple] = field(default_factory=dict)  # logged after it was scheduled
 
     def apply(self, op: str, latest: dict[Ident, Row], instant: str) -> None:
         for ident, row in latest.items():
             ts, value = row[4], row[5]
-            if ident not in self.base:
+            if ident not in self.base and ident not in self.log:
                 if op != "delete":  # a new key: a new base file
                     self.base[ident] = (ts, value, instant)
                 continue
+            if ident not in self.base:
+                STATS["writes to keys living only in logs"] += 1
+            if self.frozen is not None:
+                STATS["writes while a compaction was pending"] += 1
+                if (
+                    op != "delete"
+                    and ident in self.frozen
+                    and _merged(self.base, self.frozen).get(ident) is None
+                ):
+                    STATS["re-inserts on top of a pending compaction of their delete"] += 1
             if op == "delete":
                 record: tuple = ("natural",) if ts == 0 else ("delete", ts)
             else:
                 record = ("data", ts, value, instant)
-            last = self.log.get(ident)
-            if last is not None and last[0] == "natural" and record[0] == "delete":
-                continue  # still deleted, in natural order
-            if last is None or last[0] == "natural" or record[0] == "natural" or record[1] >= last[1]:
-                self.log[ident] = record
+            self.log[ident] = _fold(self.log.get(ident), record)
+            if self.frozen is not None:
+                self.since[ident] = _fold(self.since.get(ident), record)
+
+    def schedule(self) -> None:
+        self.frozen, self.since = dict(self.log), {}
+
+    def execute(self) -> None:
+        assert self.frozen is not None
+        self.base, self.log = _merged(self.base, self.frozen), self.since
+        self.frozen, self.since = None, {}
 
     def compact(self) -> None:
-        self.base = {(p, k): (ts, v, t) for p, k, ts, v, t in self.expected()}
-        self.log = {}
+        self.base, self.log = _merged(self.base, self.log), {}
 
     def expected(self) -> list[tuple[str, str, int, int, str]]:
-        out = []
-        for (p, k), base in self.base.items():
-            last = self.log.get((p, k))
-            if last is None:
-                row = base
-            elif last[0] == "natural":
-                row = None
-            elif last[0] == "delete":
-                row = base if base[0] > last[1] else None
-            else:
-                row = base if base[0] > last[1] else last[1:]
-            if row is not None:
-                out.append((p, k, *row))
-        return sorted(out)
+        return _rows(_merged(self.base, self.log))
+
+
+def _fold(last: tuple | None, record: tuple) -> tuple:
+    """The log's last word on a key after ``record`` (see :class:`MorModel`)."""
+    if last is not None and last[0] == "natural" and record[0] == "delete":
+        return last  # still deleted, in natural order
+    if last is None or last[0] == "natural" or record[0] == "natural" or record[1] >= last[1]:
+        return record
+    return last
+
+
+def _merged(
+    base: dict[Ident, tuple[int, int, str]], log: dict[Ident, tuple]
+) -> dict[Ident, tuple[int, int, str]]:
+    """The rows of ``base`` merged with ``log`` (keys in the log only included)."""
+    out = {}
+    for ident in base.keys() | log.keys():
+        row, last = base.get(ident), log.get(ident)
+        if last is None:
+            pass
+        elif last[0] == "natural":
+            row = None
+        elif last[0] == "delete":
+            row = row if row is not None and row[0] > last[1] else None
+        else:
+            row = row if row is not None and row[0] > last[1] else last[1:]
+        if row is not None:
+            out[ident] = row
+    return out
+
+
+def _rows(merged: dict[Ident, tuple[int, int, str]]) -> list[tuple[str, str, int, int, str]]:
+    return sorted((p, k, *row) for (p, k), row in merged.items())
 
 
 # -- Columns derived from ``value`` (nulls and empty lists among them) ------------------------------
@@ -210,18 +259,37 @@ write_st = st.tuples(
     st.sampled_from(["insert", "upsert", "upsert", "delete"]), st.lists(row_st, min_size=1, max_size=10)
 )
 service_st = st.one_of(
-    st.just(("compact", 0)),
+    st.just(("compact", 0)),  # executes a pending compaction, else schedules and executes one
     st.just(("compact", 0)),
     st.tuples(st.just("clean"), st.integers(1, 3)),  # commits retained
     st.just(("clean", 0)),  # KEEP_LATEST_FILE_VERSIONS, one version
 )
 
 
+def _rewritten(rows: list[Row], draw: st.DrawFn) -> list[Row]:
+    """The same keys with new ts and values."""
+    return [(*r[:4], draw(st.integers(0, 4)), draw(st.integers(0, 1000))) for r in rows]
+
+
 @st.composite
 def steps_st(draw: st.DrawFn) -> list[tuple]:
-    """Rounds of 1-3 writes, each round mostly followed by a compaction or a clean."""
+    """Rounds of 1-3 writes, each round mostly followed by a compaction or a clean; or a compaction
+    scheduled alone, 1-3 writes on top of its plan, then mostly its execution."""
     steps: list[tuple] = []
     for _ in range(draw(st.integers(1, 4))):
+        if draw(st.integers(0, 3)) == 0:
+            # Mostly keys deleted just before the plan and written again on top of it: once the
+            # compaction ran, they live in its new slice's log only (the key lookup must find them).
+            again = draw(st.lists(row_st, min_size=1, max_size=4)) if draw(st.integers(0, 2)) else []
+            steps += [("delete", again)] if again else []
+            steps.append(("schedule", 0))
+            steps += [("upsert", _rewritten(again, draw))] if again else []
+            steps += draw(st.lists(write_st, min_size=0 if again else 1, max_size=2))
+            if draw(st.integers(0, 3)) > 0:
+                steps.append(("compact", 0))  # executes the pending compaction
+                if again and draw(st.booleans()):
+                    steps.append((draw(st.sampled_from(["upsert", "delete"])), _rewritten(again, draw)))
+            continue
         steps += draw(st.lists(write_st, min_size=1, max_size=3))
         if draw(st.integers(0, 4)) > 0:
             steps.append(draw(service_st))
@@ -289,15 +357,53 @@ def _history(
     model: Model | MorModel = MorModel() if table_type == "mor" else Model()
     history: list[tuple[str, list]] = []
     floor = ""  # instants before it may have lost files to a clean: time travel may refuse them
+    pending: str | None = None  # a compaction scheduled alone, not executed yet
+    planned_base: dict = {}  # the model's base when it was scheduled
+    # History entries written while it was pending: index -> the model's base and ``since`` then.
+    window: dict[int, tuple[dict, dict]] = {}
 
     def check(what: str) -> None:
         expected = model.expected()
         assert _observed(read_snapshot(table)) == expected, f"ours after {what}"
-        assert _observed(_read_hudi(location, hudi_options)) == expected, f"hudi-rs after {what}"
+        if pending is None:  # hudi-rs hides the logs written on top of a pending compaction
+            assert _observed(_read_hudi(location, hudi_options)) == expected, f"hudi-rs after {what}"
+
+    def execute_pending() -> None:
+        nonlocal pending
+        assert isinstance(model, MorModel) and pending is not None and model.frozen is not None
+        done = execute_compaction(table, pending)
+        assert done.outcome is CompactionOutcome.COMPLETED, done
+        # A read as of a write on top of the plan now takes the compaction's slice (its instant is
+        # older than the write): the new base, then the logs written since the plan, up to then.
+        for index, (base, since) in window.items():
+            history[index] = (history[index][0], _rows(_merged(_merged(base, model.frozen), since)))
+        STATS[
+            "compactions scheduled alone, executed" + (" after writes on their plan" if window else "")
+        ] += 1
+        # As of the compaction's own (older) instant: its new base, without the writes after it.
+        history.append((pending, _rows(_merged(planned_base, model.frozen))))
+        history.sort(key=lambda entry: entry[0])
+        model.execute()
+        instant, pending = pending, None
+        window.clear()
+        check(f"execution of compaction {instant}")
 
     for op, arg in steps:
-        if op == "compact":
+        if op == "schedule":
+            if table_type != "mor" or pending is not None:
+                continue
+            planned = schedule_compaction(table, force=True)
+            if planned.outcome is not CompactionOutcome.SCHEDULED:
+                continue  # no log to compact
+            assert isinstance(model, MorModel)
+            pending, planned_base = planned.instant, dict(model.base)
+            model.schedule()
+            check(f"schedule of compaction {pending}")
+        elif op == "compact":
             if table_type != "mor":
+                continue
+            if pending is not None:
+                execute_pending()
                 continue
             scheduled, done = run_compaction(table, force=True)
             STATS["compactions tried"] += 1
@@ -344,7 +450,12 @@ def _history(
             model.apply(op, _latest(batch, partitioning, hive_style), result.instant)
             STATS[f"{op}s"] += 1
             check(f"{op} at {result.instant}")
+            if pending is not None:
+                assert isinstance(model, MorModel)
+                window[len(history)] = (dict(model.base), dict(model.since))
             history.append((result.instant, model.expected()))
+    if pending is not None:
+        execute_pending()  # hudi-rs reads the time travel below only of completed compactions
     if history:
         assert table.arrow_schema().field("f").type == pa.float32()
     # Time travel: every instant a clean kept reads exactly as it did right after its commit; an
@@ -364,10 +475,19 @@ def _history(
 
 
 def test_write_histories_exercised_what_they_claim() -> None:
-    """Runs after the local history test: compactions ran, cleans deleted files and time travel was
-    refused after them, every operation and null key part was written."""
+    """Runs after the local history test: compactions ran (some scheduled alone, with writes, deletes
+    and re-inserts on top of their plan before they ran, and keys left living in logs only), cleans
+    deleted files and time travel was refused after them."""
     if STATS["inserts"] + STATS["upserts"] + STATS["deletes"] < 40:
         pytest.skip("the history test did not run (or ran too few examples) in this session")
-    for what in ("compactions", "cleans that deleted files", "time travel refused after a clean"):
+    for what in (
+        "compactions",
+        "cleans that deleted files",
+        "time travel refused after a clean",
+        "compactions scheduled alone, executed after writes on their plan",
+        "writes while a compaction was pending",
+        "re-inserts on top of a pending compaction of their delete",
+        "writes to keys living only in logs",
+    ):
         SUMMARY.append(f"write model: {what}: {STATS[what]}")
         assert STATS[what], f"never happened: {what}"

@@ -219,6 +219,42 @@ class FileSystemView:
             found.append((key[1], sized, bool(logs)))
         return found
 
+    def snapshot_logs(self, partition: str, file_id: str) -> list[str]:
+        """Relative paths of the log files of the slice a snapshot read takes in one file group (as
+        :meth:`snapshot_bases` chooses it), from the index: nothing is sized or parsed."""
+        if not isinstance(self.groups, _LazyGroups):
+            pair = self.latest_pair(partition, file_id)
+            return [] if pair is None else [f.relative_path for f in pair[0].log_files]
+        slots = self.groups.index[(partition, file_id)]
+        instants = sorted(slots)
+        names = [name for name, _ in slots[instants[-1]][1]]
+        if slots[instants[-1]][0] is None and len(instants) > 1 and self._is_pending_compaction(instants[-1]):
+            names = [name for name, _ in slots[instants[-2]][1]] + names
+        return [f"{partition}/{name}" if partition else name for name in names]
+
+    def latest_pair(self, partition: str, file_id: str) -> tuple[FileSlice, FileSlice] | None:
+        """(the slice a snapshot read takes, the newest slice) of one file group, as
+        :meth:`merged_latest_slice` and ``FileGroup.latest_slice`` give them (None: nothing to read).
+
+        Built from the index alone: only the files of those slices are sized, not the older
+        slices' files a concurrent clean may be deleting (a write must not fail on a slice it does
+        not read)."""
+        key = (partition, file_id)
+        if not isinstance(self.groups, _LazyGroups):
+            group = self.groups[key]
+            merged = self.merged_latest_slice(group)
+            return None if merged is None else (merged, group.latest_slice)
+        slots = self.groups.index[key]
+        instants = sorted(slots)
+        storage = self.groups.storage
+        newest = _make_slice(key, instants[-1], slots[instants[-1]], storage)
+        if newest.base_file is None and len(instants) > 1 and self._is_pending_compaction(instants[-1]):
+            previous = _make_slice(key, instants[-2], slots[instants[-2]], storage)
+            return replace(previous, log_files=previous.log_files + newest.log_files), newest
+        if newest.base_file is None and not newest.log_files:
+            return None
+        return newest, newest
+
     def is_replaced(self, group: FileGroup, as_of: str | None = None) -> bool:
         at = self.replaced.get((group.partition, group.file_id))
         return at is not None and (as_of is None or at <= as_of)
@@ -355,23 +391,25 @@ def _sized(storage: Storage, partition: str, name: str, size: int | None) -> int
 
 
 def _make_group(key: tuple[str, str], slots: Mapping[str, SlotEntry], storage: Storage) -> FileGroup:
+    slices = tuple(_make_slice(key, at, slots[at], storage) for at in sorted(slots))
+    return FileGroup(key[0], key[1], slices)
+
+
+def _make_slice(key: tuple[str, str], at: str, entry: SlotEntry, storage: Storage) -> FileSlice:
     partition, file_id = key
-    slices = []
-    for at in sorted(slots):
-        base_entry, log_entries = slots[at]
-        base = None
-        if base_entry is not None:
-            parsed = BaseFileName.parse(base_entry[0])
-            assert parsed is not None
-            base = BaseFile(partition, parsed, _sized(storage, partition, *base_entry))
-        logs = []
-        for name, size in log_entries:
-            parsed_log = LogFileName.parse(name)
-            assert parsed_log is not None
-            logs.append(LogFile(partition, parsed_log, _sized(storage, partition, name, size)))
-        logs.sort(key=lambda f: f.name.sort_key)
-        slices.append(FileSlice(partition, file_id, at, base, tuple(logs)))
-    return FileGroup(partition, file_id, tuple(slices))
+    base_entry, log_entries = entry
+    base = None
+    if base_entry is not None:
+        parsed = BaseFileName.parse(base_entry[0])
+        assert parsed is not None
+        base = BaseFile(partition, parsed, _sized(storage, partition, *base_entry))
+    logs = []
+    for name, size in log_entries:
+        parsed_log = LogFileName.parse(name)
+        assert parsed_log is not None
+        logs.append(LogFile(partition, parsed_log, _sized(storage, partition, name, size)))
+    logs.sort(key=lambda f: f.name.sort_key)
+    return FileSlice(partition, file_id, at, base, tuple(logs))
 
 
 def slice_instant(name: str) -> str | None:

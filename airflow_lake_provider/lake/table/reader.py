@@ -23,6 +23,7 @@ from airflow_lake_provider.lake.errors import (
     StorageUnavailableError,
 )
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS
+from airflow_lake_provider.lake.format.block_keys import avro_blocks_record_keys, parquet_block_record_keys
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
 from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
@@ -146,6 +147,10 @@ class SliceReader:
         blocks: list[LogBlock] = []
         for log_file in log_files:
             blocks.extend(read_log_blocks(self.table.storage, log_file.relative_path))
+        return self._visible(blocks)
+
+    def _visible(self, blocks: Sequence[LogBlock]) -> list[LogBlock]:
+        """Of the blocks of one slice's log files, those :meth:`visible_blocks` keeps."""
         rolled_back = {b.target_instant_time for b in blocks if b.is_rollback}
         out = []
         for block in blocks:
@@ -177,6 +182,66 @@ class SliceReader:
                 )
             items.append(DataItem(data, self.keys_of(data)))
         return items
+
+    def log_keys(self, log_files: Sequence[LogFile]) -> pa.Array:
+        """Every record key the visible blocks of ``log_files`` (one slice's) name: data records and
+        deletes alike (a deleted key may still be live, e.g. an event-time delete older than its
+        base row). For the key lookup of a write: only the key of each record is decoded where the
+        block allows."""
+        return self.log_keys_of([[f.relative_path for f in log_files]])[0]
+
+    def log_keys_of(self, slices: Sequence[Sequence[str]], readers: int = 1) -> list[pa.Array]:
+        """:meth:`log_keys` of several slices, given their log files' relative paths: the files are
+        read by up to ``readers`` threads (on S3 each is a GET), the Avro blocks of all of them
+        walked at once."""
+        storage = self.table.storage
+        flat = [rel for logs in slices for rel in logs]
+        if readers > 1 and len(flat) > 1:
+            with ThreadPoolExecutor(max_workers=min(readers, len(flat))) as pool:
+                parsed = list(pool.map(lambda rel: read_log_blocks(storage, rel), flat))
+        else:
+            parsed = [read_log_blocks(storage, rel) for rel in flat]
+        per_slice: list[list[LogBlock]] = []
+        at = 0
+        for logs in slices:
+            per_slice.append(self._visible([b for found in parsed[at : at + len(logs)] for b in found]))
+            at += len(logs)
+        avro = [b for blocks in per_slice for b in blocks if b.block_type is BlockType.AVRO_DATA]
+        avro_keys = dict(zip(map(id, avro), avro_blocks_record_keys(avro), strict=True)) if avro else {}
+        out = []
+        for blocks in per_slice:
+            parts = []
+            for block in blocks:
+                if block.block_type is BlockType.AVRO_DATA:
+                    parts.append(avro_keys[id(block)])
+                elif block.block_type is BlockType.DELETE:
+                    parts.append(pa.array([r.record_key for r in decode_delete_block(block)], pa.string()))
+                elif block.block_type is BlockType.PARQUET_DATA:
+                    parts.append(parquet_block_record_keys(block))
+                elif block.block_type is not BlockType.CDC_DATA:
+                    raise CorruptLogBlockError(
+                        f"log block at offset {block.offset} of type {block.block_type.name} is not supported"
+                    )
+            if any(keys.null_count for keys in parts):  # records without the key meta field
+                out.append(self._derived_keys(blocks))
+            else:
+                out.append(pa.concat_arrays(parts) if parts else pa.array([], pa.string()))
+        return out
+
+    def _derived_keys(self, blocks: Sequence[LogBlock]) -> pa.Array:
+        """The keys of data blocks whose records lack the key meta field, derived as readers do."""
+        parts = []
+        for block in blocks:
+            if block.block_type is BlockType.DELETE:
+                parts.append(pa.array([r.record_key for r in decode_delete_block(block)], pa.string()))
+            elif block.block_type in (BlockType.AVRO_DATA, BlockType.PARQUET_DATA):
+                decoded = (
+                    decode_avro_data_block(block)
+                    if block.block_type is BlockType.AVRO_DATA
+                    else decode_parquet_block(block)
+                )
+                parts.append(record_keys(decoded, self.config).cast(pa.string()))
+        return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
     def _delete_item(self, records: Sequence[DeleteRecord]) -> DeleteItem:
         ordering = self.config.precombine_field

@@ -59,7 +59,7 @@ from airflow_lake_provider.lake.format.table_config import MergeMode
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.data_files import store_base_file, write_partition_metadata
-from airflow_lake_provider.lake.table.fs_view import FileGroup, FileSlice, FileSystemView
+from airflow_lake_provider.lake.table.fs_view import FileSlice, FileSystemView
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
 from airflow_lake_provider.lake.table.rollback.executor import (
@@ -681,10 +681,9 @@ def plan_file_groups(
             group_rows = old_rows.filter(pc.equal(old_rows.column("__lake_fid"), fid)).drop_columns(
                 ["__lake_fid"]
             )
-            group = groups[fid]
-            merged = view.merged_latest_slice(group)
+            merged, newest = groups[fid]
             if table.config.is_mor:
-                add(partition, GroupKind.APPEND, fid, group_rows, merged=merged, newest=group.latest_slice)
+                add(partition, GroupKind.APPEND, fid, group_rows, merged=merged, newest=newest)
             else:
                 add(partition, GroupKind.MERGE, fid, group_rows, merged=merged)
     return units
@@ -697,46 +696,90 @@ def _locate(
     partition: str,
     keys: pa.Array | pa.ChunkedArray,
     reads: BaseFileReads,
-) -> tuple[dict[str, FileGroup], pa.Table]:
-    """Which file group holds each of ``keys`` (Hudi's bloom index, non-global).
+) -> tuple[dict[str, tuple[FileSlice, FileSlice]], pa.Table]:
+    """Which file group holds each of ``keys`` (Hudi's bloom index, non-global), with the (merged,
+    newest) slices of each group that holds one.
 
     Per base file: the footer's min/max record key keeps only the keys in its range, its bloom
     filter only the keys it may hold; the record-key column is read only if a key is left, and only
-    of the row groups whose key statistics may hold one. Logs are not read: on merge-on-read tables
-    the ordering of versions is decided when reading and compacting, as Hudi's payloads do. A group
-    without a base file (written by others into logs only) is read whole.
+    of the row groups whose key statistics may hold one. Keys found in no base file are then looked
+    for in the log files of the latest slices (where Hudi's bloom index does not look): a key can
+    live in logs only (a compaction executed after it was re-inserted on top of its plan, or a
+    writer that inserts into logs), and must stay in its group. Deletes count there too: a logged
+    delete may lose to the base row (event time), and the key's next version must meet it in the
+    same group. Only the slices read are built (an older slice may be being cleaned).
     """
-    groups: dict[str, FileGroup] = {}
+    groups: dict[str, tuple[FileSlice, FileSlice]] = {}
     found_keys: list[pa.Array] = []
     owners: list[pa.Array] = []
     keys = keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys
+    keys = keys.cast(pa.string())
     # Sorted once per partition: each file's key range is then two bisections, not Arrow calls.
-    ordered = sorted(keys.cast(pa.string()).to_pylist())
-    # From the view's index: groups (FileSlice objects, log files parsed) are built only for the
-    # groups that hold a key, not for every group of the partition.
+    ordered = sorted(keys.to_pylist())
+    with_logs: list[str] = []
+
+    def found(file_id: str, held: pa.Array | None) -> None:
+        if held is None or not len(held):
+            return
+        pair = view.latest_pair(partition, file_id)
+        assert pair is not None  # snapshot_bases lists only groups with a slice to read
+        groups[file_id] = pair
+        found_keys.append(held)
+        owners.append(pa.array([file_id] * len(held), pa.string()))
+
+    # From the view's index: slices (log files parsed) are built only for the groups that hold a
+    # key or whose logs are searched, not for every group of the partition.
     for file_id, base, has_logs in view.snapshot_bases(partition):
-        rel = None
-        if base is not None:
-            rel = join_partition(partition, base[0])
-            held = reads.candidate_keys(rel, base[1], ordered)
-        else:
-            slice_ = view.merged_latest_slice(view.groups[(partition, file_id)])
-            assert slice_ is not None  # snapshot_bases lists only groups with a slice to read
-            reader = SliceReader(table, context.timeline, pa.schema([context.schema.field(RECORD_KEY)]))
-            held = reader.keys_of(reader.read_slice(slice_))
+        if has_logs:
+            with_logs.append(file_id)
+        if base is None:
+            continue
+        rel = join_partition(partition, base[0])
+        held = reads.candidate_keys(rel, base[1], ordered)
         if held is not None:
             # Keep only the batch's keys: hashing the (small) batch beats hashing a large file's keys.
             held = held.filter(pc.is_in(held, value_set=keys))
-        if rel is not None and (held is None or not len(held) or table.config.is_mor or has_logs):
+        if held is None or not len(held) or table.config.is_mor or has_logs:
             reads.release(rel)  # no COW rewrite will read this file from the lookup's open
-        if held is None or not len(held):
-            continue
-        groups[file_id] = view.groups[(partition, file_id)]
-        found_keys.append(held)
-        owners.append(pa.array([file_id] * len(held), pa.string()))
+        found(file_id, held)
+    rest = keys
+    if found_keys and with_logs:
+        rest = keys.filter(pc.invert(pc.is_in(keys, value_set=pa.concat_arrays(found_keys))))
+    if with_logs and len(rest):
+        for file_id, held in _keys_in_logs(table, context, view, partition, with_logs, rest).items():
+            found(file_id, held)
     if not found_keys:
         return groups, pa.table({_KEY: pa.array([], pa.string()), "__lake_fid": pa.array([], pa.string())})
     return groups, pa.table({_KEY: pa.concat_arrays(found_keys), "__lake_fid": pa.concat_arrays(owners)})
+
+
+def _keys_in_logs(
+    table: LakeTable,
+    context: WriteContext,
+    view: FileSystemView,
+    partition: str,
+    file_ids: list[str],
+    keys: pa.Array,
+) -> dict[str, pa.Array]:
+    """Which of ``keys`` the visible log blocks of each group's latest slice name (data or delete), by
+    file id; a key named in two groups' logs (written so by others) goes to the first, as a key in
+    two base files does."""
+    reader = SliceReader(table, context.timeline, pa.schema([context.schema.field(RECORD_KEY)]))
+    paths = [view.snapshot_logs(partition, file_id) for file_id in file_ids]
+    logged = reader.log_keys_of(paths, readers=table.storage.concurrent_reads)
+    every = pa.concat_arrays(logged)  # one hash lookup for all groups
+    named = pc.is_in(every, value_set=keys)
+    if not pc.any(named).as_py():
+        return {}
+    owner = np.repeat(np.arange(len(file_ids)), [len(k) for k in logged])
+    where = np.flatnonzero(named.to_numpy(zero_copy_only=False))
+    first: dict[str, int] = {}
+    for key, at in zip(every.take(where).to_pylist(), owner[where].tolist(), strict=True):
+        first.setdefault(key, at)
+    by_group: dict[str, list[str]] = {}
+    for key, at in first.items():
+        by_group.setdefault(file_ids[at], []).append(key)
+    return {file_id: pa.array(found, pa.string()) for file_id, found in by_group.items()}
 
 
 class BaseFileReads:

@@ -8,8 +8,10 @@ import dataclasses
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 
-from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+from airflow_lake_provider.lake.errors import ObjectNotFoundError
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction, schedule_compaction
 from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
 from airflow_lake_provider.lake.table.fs_view import FileSystemView
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -98,3 +100,39 @@ def test_snapshot_bases_keep_a_group_of_log_files_only(tmp_path: Path) -> None:
     assert ("logonly-0", None, True) in bases and len(bases) == 2
     assert ("x", "other-0") not in view.groups  # its instant is not committed
     assert bases == _from_groups(view)["x"]
+
+
+def test_latest_pair_and_snapshot_logs_answer_as_the_built_groups_without_touching_older_slices(
+    tmp_path: Path,
+) -> None:
+    """The write's slices of one group (the merged latest and the newest) and the log files its key
+    lookup searches, from the index: the same as the built group says, a pending compaction's slice
+    folded into the one before; an older slice's files are neither read nor sized, so their removal
+    (a clean running beside the write) changes nothing."""
+    table = _mor(tmp_path / "t")
+    first = write(table, _rows(["a1", "a2"], "x"), "insert")
+    fid = first.files[0][2:].split("_")[0]
+    older_log = write(table, _rows(["a1"], "x", 1), "upsert").files[0]
+    run_compaction(table, force=True)  # slice 2: the compacted base
+    write(table, _rows(["a1"], "x", 2), "upsert")
+    planned = schedule_compaction(table, force=True).instant  # slice 3: pending
+    assert planned is not None
+    on_plan = write(table, _rows(["a2"], "x", 3), "upsert").files[0]
+    view = table.file_system_view(partitions=["x"], sizes=False)
+    group = view.groups[("x", fid)]
+    assert [s.base_instant for s in group.slices] == [first.instant, group.slices[1].base_instant, planned]
+    merged, newest = view.merged_latest_slice(group), group.latest_slice
+    assert merged is not None and len(merged.log_files) == 2 and newest.base_instant == planned
+    assert [f.relative_path for f in newest.log_files] == [on_plan]
+    before = table.file_system_view(table.timeline(), ["x"], sizes=False)  # listed, nothing sized
+    for removed in (first.files[0], older_log):  # the oldest slice: what a clean deletes meanwhile
+        (tmp_path / "t" / removed).unlink()
+    assert before.latest_pair("x", fid) == (merged, newest)
+    assert before.snapshot_logs("x", fid) == [f.relative_path for f in merged.log_files]
+    with pytest.raises(ObjectNotFoundError, match=first.files[0]):
+        before.groups[("x", fid)]  # the whole group sizes every slice's files
+    fresh = table.file_system_view(table.timeline(), ["x"], sizes=False)
+    assert fresh.latest_pair("x", fid) == (merged, newest)
+    built = dataclasses.replace(fresh, groups=dict(fresh.groups.items()))
+    assert built.latest_pair("x", fid) == (merged, newest)
+    assert built.snapshot_logs("x", fid) == fresh.snapshot_logs("x", fid)

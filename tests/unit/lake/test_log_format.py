@@ -21,6 +21,7 @@ from airflow_lake_provider.lake.format.avro_schema import (
     avro_to_arrow,
     with_meta_fields,
 )
+from airflow_lake_provider.lake.format.block_keys import avro_block_record_keys, avro_blocks_record_keys
 from airflow_lake_provider.lake.format.data_block import (
     avro_data_block,
     decode_avro_data_block,
@@ -727,3 +728,89 @@ def test_hudi_rs_reads_our_re_encoded_log_and_appended_blocks(hudi_table_zip) ->
     assert len(after) == 7 and gone["_hoodie_record_key"] not in after
     changed = after[by_rider["rider-C"]["_hoodie_record_key"]]
     assert (changed["rider"], changed["fare"]) == ("rider-C2", 99.5)
+
+
+# --------------------------------------------------------------------------------------------
+# Record keys alone (the write's key lookup in log files)
+# --------------------------------------------------------------------------------------------
+
+
+def _keyed(keys: list[str]) -> pa.Table:
+    rows = _with_meta(pa.table({"v": pa.array(range(len(keys)), pa.int64())}))
+    return rows.set_column(2, "_hoodie_record_key", pa.array(keys, pa.string()))
+
+
+def _plain_meta_types(schema: dict) -> dict:
+    """The schema with its meta fields typed "string" (not a union with null)."""
+    fields = [
+        {"name": f["name"], "type": "string"} if f["name"] in META_FIELDS else f for f in schema["fields"]
+    ]
+    return dict(schema, fields=fields)
+
+
+def _key_first(schema: dict) -> dict:
+    """The schema with the record key field moved first: not Hudi's meta field order."""
+    fields = list(schema["fields"])
+    key = next(f for f in fields if f["name"] == "_hoodie_record_key")
+    return dict(schema, fields=[key] + [f for f in fields if f is not key])
+
+
+def test_record_keys_of_avro_blocks_are_the_keys_a_full_decode_reads() -> None:
+    """Keys short and long (a length over one varint byte is walked record by record), non-ASCII,
+    an empty block among others, meta fields typed plain string, and a schema whose fields are not
+    in Hudi's order (decoded whole): the same keys, in order, as decoding every field."""
+    short = _keyed([f"k{i}" for i in range(5)])
+    long = _keyed(["x" * 70, "é€😀" * 5, "k"])
+    empty = _keyed([])
+    schema = _schema_of(short)
+    tables_and_schemas = [
+        (short, schema),
+        (empty, schema),
+        (long, schema),
+        (short, _plain_meta_types(schema)),
+        (short.select([2, 0, 1, 3, 4, 5]), _key_first(schema)),
+        (long, schema),
+    ]
+    blocks = [_only_block(avro_data_block(t, s, T1)) for t, s in tables_and_schemas]
+    expected = [decode_avro_data_block(b).column("_hoodie_record_key").to_pylist() for b in blocks]
+    assert [k.to_pylist() for k in avro_blocks_record_keys(blocks)] == expected
+    assert [avro_block_record_keys(b).to_pylist() for b in blocks] == expected
+    assert expected[2] == ["x" * 70, "é€😀" * 5, "k"]
+
+
+def test_record_keys_of_a_damaged_avro_block_are_refused_naming_it() -> None:
+    block = avro_data_block(_keyed(["key0", "key1"]), _schema_of(_keyed(["a"])), T1)
+    bad_utf8 = _only_block(block.replace(b"key1", b"\xff\xfe\xfd\xfc"))
+    with pytest.raises(CorruptLogBlockError, match="mem offset 0: a record key is not UTF-8"):
+        avro_blocks_record_keys([_only_block(block), bad_utf8])
+    parsed = _only_block(block)
+    content = bytearray(parsed.content)
+    # The first record's commit time (content: version, count, record length, then the datum: the
+    # union index at 12, the string length at 13) said to be 8,191 bytes long, past its record.
+    content[13:15] = b"\xfe\x7f"
+    damaged = LogBlock(parsed.block_type, parsed.header, parsed.footer, bytes(content), 0, 0, "mem")
+    with pytest.raises(CorruptLogBlockError, match="mem offset 0: record 0 has a meta field running past it"):
+        avro_blocks_record_keys([damaged])
+
+
+def test_record_keys_of_many_blocks_walked_side_by_side_are_the_decoded_keys() -> None:
+    """80 blocks (walked side by side, one numpy step per record, until fewer than 64 have records
+    left, then one by one) of 0 to 9 records, keys of 2 to 73 bytes: the keys a full decode reads;
+    a record length running past its block is refused naming the block and the record."""
+    schema = _schema_of(_keyed(["a"]))
+    tables = [_keyed([f"b{n}-" + "k" * (i * 7 % 70) + str(i) for i in range(n % 10)]) for n in range(80)]
+    blocks = [_only_block(avro_data_block(t, schema, T1)) for t in tables]
+    expected = [decode_avro_data_block(b).column("_hoodie_record_key").to_pylist() for b in blocks]
+    assert [k.to_pylist() for k in avro_blocks_record_keys(blocks)] == expected
+    damaged = blocks[9]  # 9 records: the first (walked side by side) or third (one by one) broken
+    for record in (0, 2):
+        content = bytearray(damaged.content)
+        at = 8
+        for _ in range(record):
+            at += 4 + struct.unpack_from(">i", content, at)[0]
+        content[at : at + 4] = struct.pack(">i", len(content))  # runs past the block
+        broken = LogBlock(damaged.block_type, damaged.header, damaged.footer, bytes(content), 0, 0, "mem")
+        with pytest.raises(
+            CorruptLogBlockError, match=rf"^mem offset 0: record {record} of {len(content)} bytes runs past"
+        ):
+            avro_blocks_record_keys([*blocks[:9], broken, *blocks[10:]])

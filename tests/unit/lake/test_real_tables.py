@@ -121,3 +121,44 @@ def test_a_table_of_a_key_generator_we_do_not_derive_is_refused_and_left_unchang
     ):
         write(table, data, "upsert")
     assert sorted(p.relative_to(path) for p in path.rglob("*")) == files
+
+
+@pytest.mark.parametrize("name", sorted(n for n in TABLES if n.startswith("mor")))
+def test_the_key_lookups_log_keys_are_the_keys_of_the_decoded_blocks(hudi_table_zip, name: str) -> None:
+    """The write's key lookup takes only the record keys of log blocks (Avro: from the meta fields
+    alone, all blocks at once); on every log file Spark wrote (Avro and parquet data blocks, delete
+    blocks, rollbacks) they are exactly the keys of the fully decoded blocks, in order."""
+    from airflow_lake_provider.lake.table.merge import DataItem
+    from airflow_lake_provider.lake.table.reader import SliceReader
+
+    table = LakeTable.open(hudi_table_zip(name))
+    timeline = table.timeline()
+    reader = SliceReader(table, timeline, table.arrow_schema(timeline) or pa.schema([]))
+    logs = [
+        f
+        for group in table.file_system_view(timeline).file_groups()
+        for s in group.slices
+        for f in s.log_files
+    ]
+    for log_file in logs:
+        items = reader.log_items([log_file])
+        decoded = [
+            k for item in items for k in (item.keys if isinstance(item, DataItem) else item.keys).to_pylist()
+        ]
+        assert reader.log_keys([log_file]).to_pylist() == decoded, log_file.relative_path
+    kinds = {b.block_type.name for f in logs for b in reader.visible_blocks([f])}
+    assert kinds == LOG_BLOCKS.get(name), name
+
+
+# The visible log block types of each merge-on-read table (what the test above covers).
+LOG_BLOCKS = {
+    "moravro_v6_trips_8i1u": {"AVRO_DATA"},
+    "moravro_v6_trips_8i3d": {"DELETE"},
+    "morparquet_v6_complexkeygen_hivestyle": {"PARQUET_DATA"},
+    "morparquet_v6_empty": set(),
+    "morparquet_v6_nonpartitioned": {"PARQUET_DATA"},
+    "morparquet_v6_nonpartitioned_rollback": {"PARQUET_DATA"},
+    "morparquet_v6_simplekeygen_hivestyle_no_metafields": set(),  # base files only
+    "morparquet_v6_simplekeygen_nonhivestyle": {"PARQUET_DATA"},
+    "morparquet_v6_simplekeygen_nonhivestyle_overwritetable": {"PARQUET_DATA"},
+}

@@ -520,3 +520,45 @@ def test_the_drop_holds_every_lock_a_service_takes() -> None:
                 continue
             used.add(names[arg] if arg in names else arg.strip('"'))
     assert used == set(ALL_SERVICE_LOCKS)
+
+
+# -- adversarial MDT shapes ---------------------------------------------------------------------------
+def test_drop_of_a_linked_metadata_folder_deletes_the_link_never_what_it_points_to(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """``.hoodie/metadata`` a symbolic link to a folder outside the table: the drop removes the link
+    (as Hadoop's local file system deletes a link), and every file outside the table stays."""
+    path = _mdt_table(hudi_table_zip, MOR, files=False)
+    (path / ".hoodie" / "metadata" / "files").rmdir()
+    (path / ".hoodie" / "metadata").rmdir()
+    outside = tmp_path / "outside"
+    (outside / "files").mkdir(parents=True)
+    (outside / "files" / "precious.hfile").write_bytes(b"not the table's")
+    (outside / "top.txt").write_bytes(b"not the table's either")
+    (path / ".hoodie" / "metadata").symlink_to(outside, target_is_directory=True)
+    kept = tree_digest(outside)
+    rows = _ours(path)
+    (drop,) = _lake_all(["metadata-table", str(path), "--drop"])
+    assert drop.returncode == 0, drop.stderr
+    assert tree_digest(outside) == kept
+    assert not os.path.lexists(path / ".hoodie" / "metadata")
+    assert not detect(LakeTable.open(path)).present
+    _same_rows(_ours(path), rows)
+    _same_rows(_hudi_rs(str(path)), rows)
+
+
+def test_drop_of_a_metadata_file_in_place_of_the_folder_removes_it(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """A file named ``.hoodie/metadata`` is detected as an MDT: the drop must remove it, not report a
+    drop that left it there (every later action would be refused or "drop" it again)."""
+    path = _mdt_table(hudi_table_zip, MOR, files=False)
+    (path / ".hoodie" / "metadata" / "files").rmdir()
+    (path / ".hoodie" / "metadata").rmdir()
+    (path / ".hoodie" / "metadata").write_bytes(b"stray")
+    (drop,) = _lake_all(["metadata-table", str(path), "--drop"])
+    assert drop.returncode == 0, drop.stderr
+    assert drop.stdout.startswith(f"dropped Hudi's metadata table of {path} (partitions [files], folder")
+    assert not os.path.lexists(path / ".hoodie" / "metadata")
+    (show,) = _lake_all(["metadata-table", str(path)])
+    assert show.stdout == f"{path}: no metadata table\n"

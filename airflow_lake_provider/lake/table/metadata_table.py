@@ -140,10 +140,11 @@ def guard_mutation(
     No MDT, or a dry run: nothing. Policy ``refuse``: raise ``TableConfigError`` (nothing written).
     Policy ``drop``: drop the MDT (see :func:`drop_metadata_table`) and return what was dropped.
     """
+    # Parsed first: a bad value fails the same way whether or not the table has an MDT today.
+    policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
     state = detect(table)
     if not state.present or dry_run:
         return None
-    policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
     if policy is MetadataTablePolicy.REFUSE:
         raise refusal(table, state, action)
     return drop_metadata_table(table, options)

@@ -562,3 +562,21 @@ def test_drop_of_a_metadata_file_in_place_of_the_folder_removes_it(
     assert not os.path.lexists(path / ".hoodie" / "metadata")
     (show,) = _lake_all(["metadata-table", str(path)])
     assert show.stdout == f"{path}: no metadata table\n"
+
+
+def test_a_bad_hoodie_metadata_enable_fails_alike_with_or_without_a_metadata_table(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """``hoodie.metadata.enable=0`` is refused on a table with an MDT; the same DAG must not pass on a
+    table without one (and start failing the day a Spark writer adds one)."""
+    for path in (hudi_table_zip("cow_v6_nonpartitioned"), _mdt_table(hudi_table_zip, MOR)):
+        before = tree_digest(path)
+        for value in ("0", "no", "off"):
+            with pytest.raises(
+                TableConfigError, match=rf"^hoodie.metadata.enable='{value}' is not true or false$"
+            ):
+                run_clean(
+                    LakeTable.open(path),
+                    {"hoodie.metadata.enable": value, "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS"},
+                )
+        assert tree_digest(path) == before

@@ -580,3 +580,19 @@ def test_a_bad_hoodie_metadata_enable_fails_alike_with_or_without_a_metadata_tab
                     {"hoodie.metadata.enable": value, "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS"},
                 )
         assert tree_digest(path) == before
+
+
+def test_drop_on_s3_deletes_an_object_named_like_the_metadata_folder(
+    hudi_table_zip: Callable[[str], Path], s3_endpoint: str, s3_bucket: str
+) -> None:
+    """On S3 an object ``.hoodie/metadata`` (no folder) is detected as an MDT like a folder is: the
+    drop deletes it with the folder's objects, not only the keys under ``.hoodie/metadata/``."""
+    template = _mdt_table(hudi_table_zip, MOR)
+    rows = _ours(template)
+    uri = _upload(template, s3_endpoint, s3_bucket, "named")
+    s3_client(s3_endpoint).put_object(Bucket=s3_bucket, Key="named/.hoodie/metadata", Body=b"stray")
+    assert drop_metadata_table(LakeTable.open(uri)) is not None
+    objects = s3_objects(s3_endpoint, s3_bucket, "named/")
+    assert [k for k in objects if k.startswith(".hoodie/metadata")] == []
+    assert not detect(LakeTable.open(uri)).present
+    _same_rows(_hudi_rs(uri, hudi_s3_options(s3_endpoint)), rows)

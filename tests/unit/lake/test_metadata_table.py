@@ -596,3 +596,44 @@ def test_drop_on_s3_deletes_an_object_named_like_the_metadata_folder(
     assert [k for k in objects if k.startswith(".hoodie/metadata")] == []
     assert not detect(LakeTable.open(uri)).present
     _same_rows(_hudi_rs(uri, hudi_s3_options(s3_endpoint)), rows)
+
+
+def test_cli_json_results_say_the_metadata_table_was_dropped(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """The JSON a ``lake`` command prints (what a script keeps) names the drop and the notice, not
+    only a log line on stderr."""
+    import json
+
+    template = hudi_table_zip(MOR)
+    option = ["--option", "hoodie.metadata.enable=false"]
+    commands = {
+        "clean": ["clean", "--policy", "KEEP_LATEST_FILE_VERSIONS", "--retained", "1", *option],
+        "compact": ["compact", "--mode", "run", "--force", *option],
+        "archive": ["archive", *option],
+        "partition-commit": [
+            "partition-commit",
+            "--partition",
+            "10",
+            "--policy",
+            "merge-small-files",
+            *option,
+        ],
+    }
+    paths = {name: _copy(template, template.parent / name) for name in commands}
+    for path in paths.values():
+        add_metadata_table(path)
+    results = _lake_all(*([argv[0], str(paths[name]), *argv[1:]] for name, argv in commands.items()))
+    for name, result in zip(commands, results, strict=True):
+        assert result.returncode == 0, (name, result.stderr)
+        t = str(paths[name])
+        assert json.loads(result.stdout)["metadata_table_dropped"] == {
+            "table": t,
+            "partitions": ["files"],
+            "inflight_partitions": [],
+            "notice": f"dropped Hudi's metadata table of {t} (partitions [files], folder .hoodie/metadata/) "
+            "as hoodie.metadata.enable=false asks; Spark/Flink writers of this table must run with "
+            "hoodie.metadata.enable=false too, or their next commit rebuilds the metadata table from a "
+            "full listing",
+        }, name
+        assert not (paths[name] / ".hoodie" / "metadata").exists()

@@ -637,3 +637,43 @@ def test_cli_json_results_say_the_metadata_table_was_dropped(
             "full listing",
         }, name
         assert not (paths[name] / ".hoodie" / "metadata").exists()
+
+
+def test_drop_rewrites_hoodie_properties_as_java_reads_it_non_ascii_and_backslashes(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """Java's ``Properties.load`` decodes hoodie.properties as ISO-8859-1 and undoes backslash escapes:
+    the rewritten file must give Java the values it had (a database name with a non-ASCII letter,
+    a schema doc with an escaped quote), or Java's checksum check fails and it cannot open the table.
+    (Checked by hand with ``java.util.Properties`` on JDK 17: checksum ok, schema JSON intact.)"""
+    path = _mdt_table(hudi_table_zip, "cow_v6_nonpartitioned")
+    props_file = path / ".hoodie" / "hoodie.properties"
+    java = parse_properties(props_file.read_text())
+    java["hoodie.database.name"] = "d\u00e9p\U0001f600t"
+    java["hoodie.table.create.schema"] = (
+        '{"type":"record","name":"r","fields":[],"doc":"say \\"hi\\" \\\\ ok"}'
+    )
+    java["hoodie.table.checksum"] = str(table_checksum(java))
+    # As Java's Properties.store writes them: \uXXXX (UTF-16 units) and doubled backslashes.
+    props_file.write_text(
+        "".join(
+            f"{k}={v}\n"
+            for k, v in java.items()
+            if k not in ("hoodie.database.name", "hoodie.table.create.schema")
+        )
+        + "hoodie.database.name=d\\u00E9p\\uD83D\\uDE00t\n"
+        + 'hoodie.table.create.schema={"type"\\:"record","name"\\:"r","fields"\\:[],'
+        + '"doc"\\:"say \\\\"hi\\\\" \\\\\\\\ ok"}\n',
+        encoding="latin-1",
+    )
+    assert parse_properties(props_file.read_bytes().decode("latin-1")) == java
+    rows = _ours(path)
+    assert drop_metadata_table(LakeTable.open(path)) is not None
+    raw = props_file.read_bytes()
+    assert raw.isascii()
+    as_java_reads_it = parse_properties(raw.decode("latin-1"))
+    assert as_java_reads_it == _expected_props(java)
+    assert as_java_reads_it["hoodie.table.checksum"] == java["hoodie.table.checksum"]
+    assert "hoodie.database.name=d\\u00E9p\\uD83D\\uDE00t\n" in raw.decode()
+    _same_rows(_ours(path), rows)
+    _same_rows(_hudi_rs(str(path)), rows)

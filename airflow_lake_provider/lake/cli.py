@@ -156,6 +156,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--drop", action="store_true", help="drop it as Hudi does with hoodie.metadata.enable=false"
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --drop: do not wait for inflight table services (a crashed run leaves them for good)",
+    )
     return parser
 
 
@@ -393,8 +398,10 @@ def _cmd_savepoint(args: argparse.Namespace) -> None:
 
 def _cmd_metadata_table(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
+    if args.force and not args.drop:
+        raise LakeError("--force needs --drop")
     if args.drop:
-        dropped = drop_metadata_table(table)
+        dropped = drop_metadata_table(table, force=args.force)
         print(dropped.notice if dropped else f"{table.uri} has no metadata table; nothing to drop")
         return
     found = metadata_report(table)

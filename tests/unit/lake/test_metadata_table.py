@@ -677,3 +677,50 @@ def test_drop_rewrites_hoodie_properties_as_java_reads_it_non_ascii_and_backslas
     assert "hoodie.database.name=d\\u00E9p\\uD83D\\uDE00t\n" in raw.decode()
     _same_rows(_ours(path), rows)
     _same_rows(_hudi_rs(str(path)), rows)
+
+
+def test_a_crashed_inflight_compaction_does_not_lock_the_drop_out_for_good(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """A compaction left inflight by a crash blocks the drop (it has no heartbeat to expire), and both
+    ways to end it (execute, rollback) are refused while the MDT exists: the error names the way out,
+    ``--drop --force``, which then drops, and the compaction completes."""
+    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+
+    path = hudi_table_zip(MOR)
+    t = str(path)
+    scheduled = schedule_compaction(LakeTable.open(path), {}, force=True)
+    inflight = path / ".hoodie" / f"{scheduled.instant}.compaction.inflight"
+    inflight.write_bytes(b"")  # what a run killed after starting the compaction leaves
+    add_metadata_table(path)
+    rows = _ours(path)
+    before = tree_digest(path)
+    drop, execute = _lake_all(
+        ["metadata-table", t, "--drop"],
+        ["compact", t, "--mode", "execute", "--option", "hoodie.metadata.enable=false"],
+    )
+    for result in (drop, execute):
+        assert result.returncode == 1
+        assert result.stderr == (
+            f"lake: error: {t}: not dropping Hudi's metadata table while instant(s) of another writer are "
+            f"pending ({inflight.name}): it would keep writing to it. Let that writer finish (or its "
+            "heartbeat expire), then run again; a table service that crashed stays inflight for good (a "
+            "heartbeat never expires for it, and finishing or rolling it back is refused while the metadata "
+            f"table exists): if no other engine is running it, run 'lake metadata-table {t} --drop "
+            "--force'; nothing was changed\n"
+        )
+    assert {k: v for k, v in tree_digest(path).items() if not k.endswith(".lock")} == {
+        k: v for k, v in before.items() if not k.endswith(".lock")
+    }
+    (forced,) = _lake_all(["metadata-table", t, "--drop", "--force"])
+    assert forced.returncode == 0, forced.stderr
+    assert not (path / ".hoodie" / "metadata").exists()
+    (execute,) = _lake_all(["compact", t, "--mode", "execute"])
+    assert execute.returncode == 0, execute.stderr
+    assert LakeTable.open(path).timeline().get(scheduled.instant).is_completed
+
+    def data(table_rows: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "_hoodie_file_name"} for r in table_rows]
+
+    assert data(_ours(path)) == data(rows)
+    _same_rows(_ours(path), _hudi_rs(t))

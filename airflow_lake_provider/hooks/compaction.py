@@ -141,7 +141,7 @@ class CompactionHookMixin(SparkJobMixin):
             raise LakeConfigError(f"compaction scheduling of {table.uri}: {exc}") from exc
         except LakeError as exc:
             raise LakeHookError(f"compaction scheduling of {table.uri} failed: {exc}") from exc
-        return {**schedule_summary(result), "table_path": table.uri}
+        return {**schedule_summary(result), "table_path": table.uri, **dropped_summary(table)}
 
     def find_requested_compaction(self, table_path: str) -> str | None:
         """The earliest requested compaction plan's instant (ours or an external writer's), or ``None``.

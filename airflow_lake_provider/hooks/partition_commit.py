@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_lake_provider.hooks.errors import LakeConfigError, LakeHookError, as_bool
+from airflow_lake_provider.hooks.results import dropped_summary
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ def run_partition_commit(
                 # the metastore policy only matters when committing, and then it goes to Spark above
                 metastore=(lambda _context: None) if dry else None,
             ).to_dict()
+            result.update(dropped_summary(table))
     except ValueError as exc:  # bad input: options, partitions, watermark (LakeError subclasses too)
         raise LakeConfigError(f"partition commit of {table_path}: {exc}") from exc
     except LakeError as exc:

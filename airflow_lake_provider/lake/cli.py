@@ -156,6 +156,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--drop", action="store_true", help="drop it as Hudi does with hoodie.metadata.enable=false"
     )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="with --drop: do not wait for inflight table services (a crashed run leaves them for good)",
+    )
     return parser
 
 
@@ -269,7 +274,13 @@ def _cmd_clean(args: argparse.Namespace) -> None:
             raise LakeError(str(result.get("error")))
     else:
         result = run_clean(table, options, dry_run=args.dry_run).to_dict()
-    print(json.dumps(result, indent=2))
+    print(json.dumps({**result, **_dropped(table)}, indent=2))
+
+
+def _dropped(table: LakeTable) -> dict[str, object]:
+    """``{"metadata_table_dropped": ...}`` for a JSON result when the action dropped Hudi's MDT."""
+    drop = table.metadata_table_drop
+    return {"metadata_table_dropped": drop.to_dict()} if drop is not None else {}
 
 
 def _key_values(pairs: Sequence[str], error: type[LakeError]) -> dict[str, str]:
@@ -285,7 +296,7 @@ def _key_values(pairs: Sequence[str], error: type[LakeError]) -> dict[str, str]:
 def _cmd_archive(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     result = run_archival(table, _key_values(args.option, ArchivalConfigError))
-    print(json.dumps(result.to_dict(), indent=2))
+    print(json.dumps({**result.to_dict(), **_dropped(table)}, indent=2))
 
 
 def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
@@ -321,7 +332,7 @@ def _cmd_compact(args: argparse.Namespace) -> None:
         summary.update(outcome=scheduled.outcome.value, schedule=scheduled.to_json())
         if args.mode == "run" and scheduled.outcome is Outcome.SCHEDULED and not args.dry_run:
             execute(scheduled.instant)
-    print(json.dumps(summary, indent=2))
+    print(json.dumps({**summary, **_dropped(table)}, indent=2))
 
 
 def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
@@ -369,6 +380,7 @@ def _cmd_partition_commit(args: argparse.Namespace) -> None:
             raise LakeError(str(result.get("error")))
     else:
         result = commit_partitions(table, args.partition, options, watermark=args.watermark).to_dict()
+        result.update(_dropped(table))
     print(json.dumps(result, indent=2))
 
 
@@ -386,8 +398,10 @@ def _cmd_savepoint(args: argparse.Namespace) -> None:
 
 def _cmd_metadata_table(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
+    if args.force and not args.drop:
+        raise LakeError("--force needs --drop")
     if args.drop:
-        dropped = drop_metadata_table(table)
+        dropped = drop_metadata_table(table, force=args.force)
         print(dropped.notice if dropped else f"{table.uri} has no metadata table; nothing to drop")
         return
     found = metadata_report(table)

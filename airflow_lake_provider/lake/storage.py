@@ -110,6 +110,9 @@ class LocalStorage(Storage):
     def exists(self, rel: str) -> bool:
         return os.path.exists(self._path(rel))
 
+    def is_link(self, rel: str) -> bool:
+        return os.path.islink(self._path(rel))
+
     def list(self, rel: str = "") -> Listing:
         try:
             with os.scandir(self._path(rel)) as entries:
@@ -271,7 +274,10 @@ class LocalStorage(Storage):
 
     def delete_tree(self, rel: str) -> None:
         path = self._path(self._inside(rel))
-        if os.path.exists(path):
+        if os.path.islink(path) or os.path.isfile(path):
+            os.unlink(path)  # rmtree refuses a link (and a file): remove the entry, not its target
+            _durable("delete", rel)
+        elif os.path.exists(path):
             shutil.rmtree(path, ignore_errors=True)
             _durable("delete", rel)
 

@@ -105,6 +105,11 @@ class Storage(ABC):
     @abstractmethod
     def exists(self, rel: str) -> bool: ...
 
+    def is_link(self, rel: str) -> bool:
+        """Whether ``rel`` is a symbolic link (object stores have none): a walk through it would
+        reach files outside the table."""
+        return False
+
     def modified_ms(self, rel: str) -> int:
         """Last modification time, epoch milliseconds (Hudi reads heartbeats by it)."""
         raise StorageError(f"{self.uri(rel)}: this storage does not report modification times")
@@ -187,7 +192,8 @@ class Storage(ABC):
 
     @abstractmethod
     def delete_tree(self, rel: str) -> None:
-        """Delete a folder and everything under it (nothing if it is gone)."""
+        """Delete a folder and everything under it (nothing if it is gone); a file or link at ``rel``
+        is deleted itself, never what a link points to."""
 
     #: Whether ``delete_many`` deletes many files per request (object stores) rather than one by one.
     supports_bulk_delete: bool = False

@@ -365,6 +365,8 @@ class S3Storage(Storage):
         prefix = self._folder_prefix(sub)
         with self._mapped(sub, "delete"):
             keys = [m["path"] for chunk in obstore.list(self.store, prefix, chunk_size=1000) for m in chunk]
+            if sub:  # an object named like the folder is deleted too (exists() sees it)
+                keys.append(self._key(sub))
             for start in range(0, len(keys), 1000):  # DeleteObjects takes 1,000 keys a request
                 obstore.delete(self.store, keys[start : start + 1000])
 

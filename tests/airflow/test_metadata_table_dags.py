@@ -93,3 +93,39 @@ def test_rollback_and_write_operators_refuse_and_change_nothing(
     assert task_states(dag.dag_id, dr.run_id) == {"rollback_failed_writes": "success", "write": "failed"}
     assert tree_digest(path) == before
     assert f"write (upsert) refused: {path} has Hudi's metadata table" in _output(capfd)
+
+
+def test_schedule_compaction_and_partition_commit_summaries_name_the_drop(
+    hudi_table_zip: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the compaction-scheduling and partition-commit tasks push to XCom says the MDT was dropped
+    (as the clean, compaction-execution and write summaries do), with the JVM writers' notice."""
+    from airflow_lake_provider.hooks.lake import LakeHook
+    from airflow_lake_provider.hooks.partition_commit import run_partition_commit
+
+    mor = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    add_metadata_table(mor)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_NO_MDT",
+        json.dumps({"conn_type": "lake", "extra": {"hoodie.metadata.enable": "false"}}),
+    )
+    scheduled = LakeHook(lake_conn_id="lake_no_mdt").schedule_compaction(
+        str(mor), {"hoodie.compact.inline.max.delta.commits": "1"}
+    )
+    assert scheduled["outcome"] == "SCHEDULED"
+    assert scheduled["metadata_table_dropped"]["table"] == str(mor)
+    assert scheduled["metadata_table_dropped"]["notice"].startswith(
+        f"dropped Hudi's metadata table of {mor} (partitions [files], folder .hoodie/metadata/)"
+    )
+    assert not (mor / ".hoodie" / "metadata").exists()
+
+    cow = hudi_table_zip(COW)
+    add_metadata_table(cow)
+    committed = run_partition_commit(
+        str(cow),
+        ["10"],
+        {"hoodie.metadata.enable": "false", "sink.partition-commit.policy.kind": "merge-small-files"},
+    )
+    assert committed["outcome"] == "COMMITTED", committed
+    assert committed["metadata_table_dropped"]["partitions"] == ["files"]
+    assert not (cow / ".hoodie" / "metadata").exists()

@@ -35,7 +35,8 @@ def _unescape(text: str, source: str) -> str:
             continue
         out.append(_ESCAPES.get(nxt, nxt))
         i += 2
-    return "".join(out)
+    # Java strings are UTF-16: an escaped surrogate pair (\uD83D\uDE00) is one character.
+    return "".join(out).encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 def _logical_lines(text: str) -> list[str]:
@@ -85,14 +86,34 @@ def table_checksum(props: Mapping[str, str]) -> int:
     return zlib.crc32(name.encode("utf-8"))
 
 
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f", "\\": "\\\\"}
+
+
+def _escape(value: str) -> str:
+    """What Java's ``Properties.store`` escapes, but ``:``/``=``/``#``/``!`` (hudi-rs reads values raw
+    and Java's ``load`` takes them unescaped): backslashes and control characters, and every
+    character outside printable ASCII as ``\\uXXXX`` (``load`` decodes the file as ISO-8859-1, so
+    raw UTF-8 would reach Java as other characters and fail its table checksum)."""
+    if value.isascii() and value.isprintable() and "\\" not in value:
+        return value
+    out = []
+    for ch in value:
+        if ch in _NAMED:
+            out.append(_NAMED[ch])
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            data = ch.encode("utf-16-be")  # Java escapes UTF-16 code units (surrogate pairs too)
+            out.extend(f"\\u{int.from_bytes(data[i : i + 2], 'big'):04X}" for i in range(0, len(data), 2))
+    return "".join(out)
+
+
 def format_properties(props: Mapping[str, str], now: dt.datetime | None = None) -> str:
-    """Render properties with unescaped values (hudi-rs reads them raw), checksum last."""
+    """Render properties as Java writes them, except ``:``/``=`` unescaped (hudi-rs reads values
+    raw), sorted, checksum last."""
     moment = (now or dt.datetime.now(dt.timezone.utc)).astimezone(dt.timezone.utc)
     lines = [f"#Properties saved on {moment.isoformat().replace('+00:00', 'Z')}"]
     for key in sorted(k for k in props if k != CHECKSUM_KEY):
-        value = props[key]
-        if "\n" in value or "\r" in value:
-            value = value.replace("\r", "\\r").replace("\n", "\\n")
-        lines.append(f"{key}={value}")
+        lines.append(f"{_escape(key)}={_escape(props[key])}")
     lines.append(f"{CHECKSUM_KEY}={table_checksum(props)}")
     return "\n".join(lines) + "\n"

@@ -140,10 +140,11 @@ def guard_mutation(
     No MDT, or a dry run: nothing. Policy ``refuse``: raise ``TableConfigError`` (nothing written).
     Policy ``drop``: drop the MDT (see :func:`drop_metadata_table`) and return what was dropped.
     """
+    # Parsed first: a bad value fails the same way whether or not the table has an MDT today.
+    policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
     state = detect(table)
     if not state.present or dry_run:
         return None
-    policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
     if policy is MetadataTablePolicy.REFUSE:
         raise refusal(table, state, action)
     return drop_metadata_table(table, options)
@@ -165,14 +166,17 @@ def blocking_instants(table: LakeTable, timeline: Timeline, options: Mapping[str
 
 
 def drop_metadata_table(
-    table: LakeTable, options: Mapping[str, object] | None = None
+    table: LakeTable, options: Mapping[str, object] | None = None, *, force: bool = False
 ) -> MetadataTableDrop | None:
     """Drop the MDT as a Java writer with ``hoodie.metadata.enable=false`` does; None if there is none.
 
     Under every lock our services take, and only when no other writer's instant is pending: (a)
     ``hoodie.properties`` with both partition keys empty, by Hudi's backup protocol; (b) delete
     ``.hoodie/metadata/``. Each step is idempotent, so a run after a crash finishes the drop.
-    ``table.config`` is refreshed to the new properties.
+    ``table.config`` is refreshed to the new properties. ``force`` (``lake metadata-table --drop
+    --force``) does not wait for inflight table services: a run that crashed leaves one inflight for
+    good, and finishing or rolling it back is itself refused while the MDT exists. Writes whose
+    heartbeat is live always block.
     """
     with contextlib.ExitStack() as stack:
         for name in ALL_SERVICE_LOCKS:
@@ -186,12 +190,22 @@ def drop_metadata_table(
             table.store.recover_properties()  # a backup an interrupted update left behind
             return None
         busy = blocking_instants(table, table.timeline(), options or {})
+        if force:
+            busy = [i for i in busy if i.action in ROLLBACK_ACTIONS]
         if busy:
             names = ", ".join(i.file_name for i in busy)
+            services = [i for i in busy if i.action not in ROLLBACK_ACTIONS]
+            way_out = (
+                "; a table service that crashed stays inflight for good (a heartbeat never expires "
+                "for it, and finishing or rolling it back is refused while the metadata table exists): "
+                f"if no other engine is running it, run 'lake metadata-table {table.uri} --drop --force'"
+                if services
+                else ""
+            )
             raise TableConfigError(
                 f"{table.uri}: not dropping Hudi's metadata table while instant(s) of another writer are "
                 f"pending ({names}): it would keep writing to it. Let that writer finish (or its heartbeat "
-                "expire), then run again; nothing was changed"
+                f"expire), then run again{way_out}; nothing was changed"
             )
         if state.partitions or state.inflight_partitions:
             cleared = {**props, PARTITIONS_KEY: "", INFLIGHT_PARTITIONS_KEY: ""}

@@ -17,6 +17,7 @@ from airflow_lake_provider.lake.errors import (
     InvalidStateTransitionError,
     ObjectExistsError,
     ObjectNotFoundError,
+    StorageError,
     UnsafePathError,
 )
 from airflow_lake_provider.lake.format.instant import Action, Instant, State, validate_instant_time
@@ -127,17 +128,23 @@ class TimelineStore:
         return True
 
     def metadata_table_files(self) -> list[str]:
-        """Every file under ``.hoodie/metadata/`` (relative to the table), deepest folders first."""
+        """Every file under ``.hoodie/metadata/`` (relative to the table), deepest folders first;
+        none when it is a link (its files are not the table's: only the link is deleted)."""
         root = f"{HOODIE_DIR}/{METADATA_DIR}"
+        if self.storage.is_link(root):
+            return []
         found = [f"{folder}/{name}" for folder, files in self.storage.walk(root) for name, _ in files]
         return sorted(found, key=lambda rel: (-rel.count("/"), rel))
 
     def delete_metadata_table(self) -> None:
         """Delete ``.hoodie/metadata/`` (Hudi's ``deleteMetadataTable`` after the partitions are cleared):
         file by file, so a crash leaves a smaller folder that the next drop finishes, then the folder."""
+        root = f"{HOODIE_DIR}/{METADATA_DIR}"
         for rel in self.metadata_table_files():
             self.storage.delete(rel)
-        self.storage.delete_tree(f"{HOODIE_DIR}/{METADATA_DIR}")
+        self.storage.delete_tree(root)
+        if self.storage.exists(root):  # never report a drop that left something behind
+            raise StorageError(f"{self.storage.uri(root)} is still there after deleting it")
 
     # -- instants ---------------------------------------------------------------------------
     def _states_present(self, timestamp: str, savepoint: bool = False) -> dict[State, Instant]:

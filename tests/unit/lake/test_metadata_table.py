@@ -520,3 +520,207 @@ def test_the_drop_holds_every_lock_a_service_takes() -> None:
                 continue
             used.add(names[arg] if arg in names else arg.strip('"'))
     assert used == set(ALL_SERVICE_LOCKS)
+
+
+# -- adversarial MDT shapes ---------------------------------------------------------------------------
+def test_drop_of_a_linked_metadata_folder_deletes_the_link_never_what_it_points_to(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """``.hoodie/metadata`` a symbolic link to a folder outside the table: the drop removes the link
+    (as Hadoop's local file system deletes a link), and every file outside the table stays."""
+    path = _mdt_table(hudi_table_zip, MOR, files=False)
+    (path / ".hoodie" / "metadata" / "files").rmdir()
+    (path / ".hoodie" / "metadata").rmdir()
+    outside = tmp_path / "outside"
+    (outside / "files").mkdir(parents=True)
+    (outside / "files" / "precious.hfile").write_bytes(b"not the table's")
+    (outside / "top.txt").write_bytes(b"not the table's either")
+    (path / ".hoodie" / "metadata").symlink_to(outside, target_is_directory=True)
+    kept = tree_digest(outside)
+    rows = _ours(path)
+    (drop,) = _lake_all(["metadata-table", str(path), "--drop"])
+    assert drop.returncode == 0, drop.stderr
+    assert tree_digest(outside) == kept
+    assert not os.path.lexists(path / ".hoodie" / "metadata")
+    assert not detect(LakeTable.open(path)).present
+    _same_rows(_ours(path), rows)
+    _same_rows(_hudi_rs(str(path)), rows)
+
+
+def test_drop_of_a_metadata_file_in_place_of_the_folder_removes_it(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """A file named ``.hoodie/metadata`` is detected as an MDT: the drop must remove it, not report a
+    drop that left it there (every later action would be refused or "drop" it again)."""
+    path = _mdt_table(hudi_table_zip, MOR, files=False)
+    (path / ".hoodie" / "metadata" / "files").rmdir()
+    (path / ".hoodie" / "metadata").rmdir()
+    (path / ".hoodie" / "metadata").write_bytes(b"stray")
+    (drop,) = _lake_all(["metadata-table", str(path), "--drop"])
+    assert drop.returncode == 0, drop.stderr
+    assert drop.stdout.startswith(f"dropped Hudi's metadata table of {path} (partitions [files], folder")
+    assert not os.path.lexists(path / ".hoodie" / "metadata")
+    (show,) = _lake_all(["metadata-table", str(path)])
+    assert show.stdout == f"{path}: no metadata table\n"
+
+
+def test_a_bad_hoodie_metadata_enable_fails_alike_with_or_without_a_metadata_table(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """``hoodie.metadata.enable=0`` is refused on a table with an MDT; the same DAG must not pass on a
+    table without one (and start failing the day a Spark writer adds one)."""
+    for path in (hudi_table_zip("cow_v6_nonpartitioned"), _mdt_table(hudi_table_zip, MOR)):
+        before = tree_digest(path)
+        for value in ("0", "no", "off"):
+            with pytest.raises(
+                TableConfigError, match=rf"^hoodie.metadata.enable='{value}' is not true or false$"
+            ):
+                run_clean(
+                    LakeTable.open(path),
+                    {"hoodie.metadata.enable": value, "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS"},
+                )
+        assert tree_digest(path) == before
+
+
+def test_drop_on_s3_deletes_an_object_named_like_the_metadata_folder(
+    hudi_table_zip: Callable[[str], Path], s3_endpoint: str, s3_bucket: str
+) -> None:
+    """On S3 an object ``.hoodie/metadata`` (no folder) is detected as an MDT like a folder is: the
+    drop deletes it with the folder's objects, not only the keys under ``.hoodie/metadata/``."""
+    template = _mdt_table(hudi_table_zip, MOR)
+    rows = _ours(template)
+    uri = _upload(template, s3_endpoint, s3_bucket, "named")
+    s3_client(s3_endpoint).put_object(Bucket=s3_bucket, Key="named/.hoodie/metadata", Body=b"stray")
+    assert drop_metadata_table(LakeTable.open(uri)) is not None
+    objects = s3_objects(s3_endpoint, s3_bucket, "named/")
+    assert [k for k in objects if k.startswith(".hoodie/metadata")] == []
+    assert not detect(LakeTable.open(uri)).present
+    _same_rows(_hudi_rs(uri, hudi_s3_options(s3_endpoint)), rows)
+
+
+def test_cli_json_results_say_the_metadata_table_was_dropped(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """The JSON a ``lake`` command prints (what a script keeps) names the drop and the notice, not
+    only a log line on stderr."""
+    import json
+
+    template = hudi_table_zip(MOR)
+    option = ["--option", "hoodie.metadata.enable=false"]
+    commands = {
+        "clean": ["clean", "--policy", "KEEP_LATEST_FILE_VERSIONS", "--retained", "1", *option],
+        "compact": ["compact", "--mode", "run", "--force", *option],
+        "archive": ["archive", *option],
+        "partition-commit": [
+            "partition-commit",
+            "--partition",
+            "10",
+            "--policy",
+            "merge-small-files",
+            *option,
+        ],
+    }
+    paths = {name: _copy(template, template.parent / name) for name in commands}
+    for path in paths.values():
+        add_metadata_table(path)
+    results = _lake_all(*([argv[0], str(paths[name]), *argv[1:]] for name, argv in commands.items()))
+    for name, result in zip(commands, results, strict=True):
+        assert result.returncode == 0, (name, result.stderr)
+        t = str(paths[name])
+        assert json.loads(result.stdout)["metadata_table_dropped"] == {
+            "table": t,
+            "partitions": ["files"],
+            "inflight_partitions": [],
+            "notice": f"dropped Hudi's metadata table of {t} (partitions [files], folder .hoodie/metadata/) "
+            "as hoodie.metadata.enable=false asks; Spark/Flink writers of this table must run with "
+            "hoodie.metadata.enable=false too, or their next commit rebuilds the metadata table from a "
+            "full listing",
+        }, name
+        assert not (paths[name] / ".hoodie" / "metadata").exists()
+
+
+def test_drop_rewrites_hoodie_properties_as_java_reads_it_non_ascii_and_backslashes(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """Java's ``Properties.load`` decodes hoodie.properties as ISO-8859-1 and undoes backslash escapes:
+    the rewritten file must give Java the values it had (a database name with a non-ASCII letter,
+    a schema doc with an escaped quote), or Java's checksum check fails and it cannot open the table.
+    (Checked by hand with ``java.util.Properties`` on JDK 17: checksum ok, schema JSON intact.)"""
+    path = _mdt_table(hudi_table_zip, "cow_v6_nonpartitioned")
+    props_file = path / ".hoodie" / "hoodie.properties"
+    java = parse_properties(props_file.read_text())
+    java["hoodie.database.name"] = "d\u00e9p\U0001f600t"
+    java["hoodie.table.create.schema"] = (
+        '{"type":"record","name":"r","fields":[],"doc":"say \\"hi\\" \\\\ ok"}'
+    )
+    java["hoodie.table.checksum"] = str(table_checksum(java))
+    # As Java's Properties.store writes them: \uXXXX (UTF-16 units) and doubled backslashes.
+    props_file.write_text(
+        "".join(
+            f"{k}={v}\n"
+            for k, v in java.items()
+            if k not in ("hoodie.database.name", "hoodie.table.create.schema")
+        )
+        + "hoodie.database.name=d\\u00E9p\\uD83D\\uDE00t\n"
+        + 'hoodie.table.create.schema={"type"\\:"record","name"\\:"r","fields"\\:[],'
+        + '"doc"\\:"say \\\\"hi\\\\" \\\\\\\\ ok"}\n',
+        encoding="latin-1",
+    )
+    assert parse_properties(props_file.read_bytes().decode("latin-1")) == java
+    rows = _ours(path)
+    assert drop_metadata_table(LakeTable.open(path)) is not None
+    raw = props_file.read_bytes()
+    assert raw.isascii()
+    as_java_reads_it = parse_properties(raw.decode("latin-1"))
+    assert as_java_reads_it == _expected_props(java)
+    assert as_java_reads_it["hoodie.table.checksum"] == java["hoodie.table.checksum"]
+    assert "hoodie.database.name=d\\u00E9p\\uD83D\\uDE00t\n" in raw.decode()
+    _same_rows(_ours(path), rows)
+    _same_rows(_hudi_rs(str(path)), rows)
+
+
+def test_a_crashed_inflight_compaction_does_not_lock_the_drop_out_for_good(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """A compaction left inflight by a crash blocks the drop (it has no heartbeat to expire), and both
+    ways to end it (execute, rollback) are refused while the MDT exists: the error names the way out,
+    ``--drop --force``, which then drops, and the compaction completes."""
+    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+
+    path = hudi_table_zip(MOR)
+    t = str(path)
+    scheduled = schedule_compaction(LakeTable.open(path), {}, force=True)
+    inflight = path / ".hoodie" / f"{scheduled.instant}.compaction.inflight"
+    inflight.write_bytes(b"")  # what a run killed after starting the compaction leaves
+    add_metadata_table(path)
+    rows = _ours(path)
+    before = tree_digest(path)
+    drop, execute = _lake_all(
+        ["metadata-table", t, "--drop"],
+        ["compact", t, "--mode", "execute", "--option", "hoodie.metadata.enable=false"],
+    )
+    for result in (drop, execute):
+        assert result.returncode == 1
+        assert result.stderr == (
+            f"lake: error: {t}: not dropping Hudi's metadata table while instant(s) of another writer are "
+            f"pending ({inflight.name}): it would keep writing to it. Let that writer finish (or its "
+            "heartbeat expire), then run again; a table service that crashed stays inflight for good (a "
+            "heartbeat never expires for it, and finishing or rolling it back is refused while the metadata "
+            f"table exists): if no other engine is running it, run 'lake metadata-table {t} --drop "
+            "--force'; nothing was changed\n"
+        )
+    assert {k: v for k, v in tree_digest(path).items() if not k.endswith(".lock")} == {
+        k: v for k, v in before.items() if not k.endswith(".lock")
+    }
+    (forced,) = _lake_all(["metadata-table", t, "--drop", "--force"])
+    assert forced.returncode == 0, forced.stderr
+    assert not (path / ".hoodie" / "metadata").exists()
+    (execute,) = _lake_all(["compact", t, "--mode", "execute"])
+    assert execute.returncode == 0, execute.stderr
+    assert LakeTable.open(path).timeline().get(scheduled.instant).is_completed
+
+    def data(table_rows: list[dict]) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "_hoodie_file_name"} for r in table_rows]
+
+    assert data(_ours(path)) == data(rows)
+    _same_rows(_ours(path), _hudi_rs(t))

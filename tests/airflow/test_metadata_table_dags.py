@@ -84,13 +84,18 @@ def test_rollback_and_write_operators_refuse_and_change_nothing(
     before = tree_digest(path)
     dr = dag.test(run_conf=conf)
     assert task_states(dag.dag_id, dr.run_id) == {
+        "prepare": "success",  # an input was given: nothing to stage
         "rollback_failed_writes": "failed",
         "write": "upstream_failed",
     }
     assert tree_digest(path) == before
     # The write task on its own (its upstream marked done): refused too, at once (no retry).
     dr = dag.test(run_conf=conf, logical_date=None, mark_success_pattern="rollback_failed_writes")
-    assert task_states(dag.dag_id, dr.run_id) == {"rollback_failed_writes": "success", "write": "failed"}
+    assert task_states(dag.dag_id, dr.run_id) == {
+        "prepare": "success",
+        "rollback_failed_writes": "success",
+        "write": "failed",
+    }
     assert tree_digest(path) == before
     assert f"write (upsert) refused: {path} has Hudi's metadata table" in _output(capfd)
 

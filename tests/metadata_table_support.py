@@ -3,9 +3,9 @@ digest of a whole folder tree (to prove a refused action changed nothing)."""
 
 from __future__ import annotations
 
-import hashlib
-import os
 from pathlib import Path
+
+from tree_digest import tree_digest  # noqa: F401 (the MDT tests take both from here)
 
 # Every Spark-written table of tests/data/hudi-tables (zip names without .zip).
 SPARK_TABLES = tuple(sorted(p.stem for p in (Path(__file__).parent / "data" / "hudi-tables").glob("*.zip")))
@@ -36,15 +36,3 @@ def add_metadata_table(table: Path, *, partitions: str = "files", files: bool = 
     for rel, data in MDT_FILES.items() if files else ():
         (mdt / rel).parent.mkdir(parents=True, exist_ok=True)
         (mdt / rel).write_bytes(data)
-
-
-def tree_digest(root: Path) -> dict[str, str]:
-    """Every file (sha256 of its bytes) and folder (``"dir"``) under ``root``, by relative path."""
-    found: dict[str, str] = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs:
-            found[os.path.relpath(os.path.join(folder, name), root)] = "dir"
-        for name in files:
-            path = os.path.join(folder, name)
-            found[os.path.relpath(path, root)] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return found

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hudi import HudiTableBuilder
+from lake_processes import lake_all
 
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
@@ -40,26 +41,6 @@ def _lake(*argv: str, env: dict[str, str] | None = None) -> subprocess.Completed
         timeout=600,
         check=False,
     )
-
-
-def _lake_all(*argvs: list[str]) -> list[subprocess.CompletedProcess[str]]:
-    """Several independent runs at once (each is mostly interpreter start-up), in order."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "airflow_lake_provider.lake.cli", *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for argv in argvs
-    ]
-    done = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=600)
-        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    return done
 
 
 def _ok(done: subprocess.CompletedProcess[str]) -> str:
@@ -192,7 +173,7 @@ def test_init_write_read_timeline(tmp_path: Path) -> None:
 
     # Errors: nothing changes, the line names the offending path or value.
     before = _tree(tmp_path)
-    exists, as_of, missing, usage = _lake_all(
+    exists, as_of, missing, usage = lake_all(
         ["init", str(base), "--table-type", "mor", "--name", "x", "--record-key", "id", "--precombine", "ts"],
         ["read", str(base), "--output", str(tmp_path / "x.parquet"), "--as-of", "yesterday"],
         ["write", str(base), "--input", str(tmp_path / "none.parquet"), "--operation", "upsert"],
@@ -264,7 +245,7 @@ def test_clean_and_savepoint(tmp_path: Path) -> None:
 
     # Savepoint errors name the instant; nothing changes.
     before = _tree(base)
-    again, too_old, unknown, usage = _lake_all(
+    again, too_old, unknown, usage = lake_all(
         ["savepoint", "create", str(base), "--instant", c2],
         ["savepoint", "create", str(base), "--instant", c1],
         ["savepoint", "delete", str(base), "--instant", c3],
@@ -312,7 +293,7 @@ def test_clean_errors_and_a_held_lock_change_nothing(tmp_path: Path) -> None:
         "hoodie.clean.allow.multiple='perhaps'": ["--option", "hoodie.clean.allow.multiple=perhaps"],
         "--option 'retained' is not K=V": ["--option", "retained"],
     }
-    *errors, usage = _lake_all(
+    *errors, usage = lake_all(
         *(["clean", str(base), *argv] for argv in cases.values()),
         ["clean", str(base), "--policy", "KEEP_ALL"],
     )
@@ -453,7 +434,7 @@ def test_compact_schedule_execute_run_and_no_work(tmp_path: Path) -> None:
     assert _rows(read_snapshot(table)) == _hudi_rs(base)
 
     before = _tree(base)
-    unknown, strategy, option, usage = _lake_all(
+    unknown, strategy, option, usage = lake_all(
         ["compact", str(base), "--mode", "execute", "--instant", "20990101000000000"],
         ["compact", str(base), "--mode", "schedule", "--strategy", "nope"],
         ["compact", str(base), "--mode", "schedule", "--option", "nope"],
@@ -586,7 +567,7 @@ def test_partition_commit(tmp_path: Path) -> None:
     assert (again["outcome"], again["committed"], again["already_committed"]) == ("NO_WORK", [], ["a"])
 
     before = _tree(base)
-    missing, delay, policy = _lake_all(
+    missing, delay, policy = lake_all(
         ["partition-commit", str(base), "--partition", "a", "--partition", "zz"],
         ["partition-commit", str(base), "--partition", "b", "--delay", "5 parsecs"],
         ["partition-commit", str(base), "--partition", "b", "--policy", "success-file,bogus"],

@@ -10,8 +10,6 @@ The tables are copies of every Spark-written table of ``tests/data/hudi-tables``
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -19,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hudi import HudiTableBuilder
+from lake_processes import lake_all
 from metadata_table_support import MDT_FILES, SPARK_TABLES, add_metadata_table, tree_digest
 from s3_helpers import hudi_s3_options, s3_client, s3_objects
 
@@ -39,26 +38,6 @@ from airflow_lake_provider.lake.table.table import LakeTable
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 MOR = "morparquet_v6_simplekeygen_nonhivestyle"
-
-
-def _lake_all(*argvs: list[str]) -> list[subprocess.CompletedProcess[str]]:
-    """Several ``lake`` processes at once (each is mostly interpreter start-up), results in order."""
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "airflow_lake_provider.lake.cli", *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for argv in argvs
-    ]
-    done = []
-    for argv, proc in zip(argvs, procs, strict=True):
-        out, err = proc.communicate(timeout=600)
-        done.append(subprocess.CompletedProcess(argv, proc.returncode, out, err))
-    return done
 
 
 def _mdt_table(hudi_table_zip: Callable[[str], Path], name: str, **kwargs: object) -> Path:
@@ -128,7 +107,7 @@ def test_every_mutating_command_refuses_with_one_line_and_changes_nothing(
     if not mor:  # compaction scheduling of a copy-on-write table is NO_WORK (nothing to write)
         commands.pop("compaction schedule")
     before = tree_digest(path)
-    results = _lake_all(*commands.values())
+    results = lake_all(*commands.values())
     assert tree_digest(path) == before
     for action, result in zip(commands, results, strict=True):
         assert result.returncode == 1, (action, result.stdout, result.stderr)
@@ -154,7 +133,7 @@ def test_read_only_commands_still_work_on_a_table_with_a_metadata_table(
     t = str(path)
     before = tree_digest(path)
     out = str(tmp_path / "out.parquet")
-    read, timeline, clean, compact, show = _lake_all(
+    read, timeline, clean, compact, show = lake_all(
         ["read", t, "--output", out],
         ["timeline", t],
         ["clean", t, "--policy", "KEEP_LATEST_FILE_VERSIONS", "--retained", "1", "--dry-run"],
@@ -291,7 +270,7 @@ def test_cli_drop_prints_what_it_dropped_and_the_jvm_writers_notice(
 ) -> None:
     path = _mdt_table(hudi_table_zip, "cow_v6_nonpartitioned")
     t = str(path)
-    (drop,) = _lake_all(["metadata-table", t, "--drop"])
+    (drop,) = lake_all(["metadata-table", t, "--drop"])
     assert drop.returncode == 0, drop.stderr
     assert drop.stdout == (
         f"dropped Hudi's metadata table of {t} (partitions [files], folder .hoodie/metadata/) as "
@@ -299,7 +278,7 @@ def test_cli_drop_prints_what_it_dropped_and_the_jvm_writers_notice(
         "hoodie.metadata.enable=false too, or their next commit rebuilds the metadata table from a "
         "full listing\n"
     )
-    again, show = _lake_all(["metadata-table", t, "--drop"], ["metadata-table", t])
+    again, show = lake_all(["metadata-table", t, "--drop"], ["metadata-table", t])
     assert again.stdout == f"{t} has no metadata table; nothing to drop\n"
     assert show.stdout == f"{t}: no metadata table\n"
 
@@ -478,7 +457,7 @@ def test_cli_write_with_the_option_drops_then_writes_and_logs_the_notice(
     one = one.drop_columns([c for c in one.column_names if c.startswith("_hoodie_")])
     data = str(tmp_path / "in.parquet")
     pq.write_table(one.set_column(one.schema.get_field_index("name"), "name", pa.array(["Zed"])), data)
-    (result,) = _lake_all(
+    (result,) = lake_all(
         ["write", t, "--input", data, "--operation", "upsert", "--option", "hoodie.metadata.enable=false"]
     )
     assert result.returncode == 0, result.stderr
@@ -538,7 +517,7 @@ def test_drop_of_a_linked_metadata_folder_deletes_the_link_never_what_it_points_
     (path / ".hoodie" / "metadata").symlink_to(outside, target_is_directory=True)
     kept = tree_digest(outside)
     rows = _ours(path)
-    (drop,) = _lake_all(["metadata-table", str(path), "--drop"])
+    (drop,) = lake_all(["metadata-table", str(path), "--drop"])
     assert drop.returncode == 0, drop.stderr
     assert tree_digest(outside) == kept
     assert not os.path.lexists(path / ".hoodie" / "metadata")
@@ -556,11 +535,11 @@ def test_drop_of_a_metadata_file_in_place_of_the_folder_removes_it(
     (path / ".hoodie" / "metadata" / "files").rmdir()
     (path / ".hoodie" / "metadata").rmdir()
     (path / ".hoodie" / "metadata").write_bytes(b"stray")
-    (drop,) = _lake_all(["metadata-table", str(path), "--drop"])
+    (drop,) = lake_all(["metadata-table", str(path), "--drop"])
     assert drop.returncode == 0, drop.stderr
     assert drop.stdout.startswith(f"dropped Hudi's metadata table of {path} (partitions [files], folder")
     assert not os.path.lexists(path / ".hoodie" / "metadata")
-    (show,) = _lake_all(["metadata-table", str(path)])
+    (show,) = lake_all(["metadata-table", str(path)])
     assert show.stdout == f"{path}: no metadata table\n"
 
 
@@ -623,7 +602,7 @@ def test_cli_json_results_say_the_metadata_table_was_dropped(
     paths = {name: _copy(template, template.parent / name) for name in commands}
     for path in paths.values():
         add_metadata_table(path)
-    results = _lake_all(*([argv[0], str(paths[name]), *argv[1:]] for name, argv in commands.items()))
+    results = lake_all(*([argv[0], str(paths[name]), *argv[1:]] for name, argv in commands.items()))
     for name, result in zip(commands, results, strict=True):
         assert result.returncode == 0, (name, result.stderr)
         t = str(paths[name])
@@ -695,7 +674,7 @@ def test_a_crashed_inflight_compaction_does_not_lock_the_drop_out_for_good(
     add_metadata_table(path)
     rows = _ours(path)
     before = tree_digest(path)
-    drop, execute = _lake_all(
+    drop, execute = lake_all(
         ["metadata-table", t, "--drop"],
         ["compact", t, "--mode", "execute", "--option", "hoodie.metadata.enable=false"],
     )
@@ -712,10 +691,10 @@ def test_a_crashed_inflight_compaction_does_not_lock_the_drop_out_for_good(
     assert {k: v for k, v in tree_digest(path).items() if not k.endswith(".lock")} == {
         k: v for k, v in before.items() if not k.endswith(".lock")
     }
-    (forced,) = _lake_all(["metadata-table", t, "--drop", "--force"])
+    (forced,) = lake_all(["metadata-table", t, "--drop", "--force"])
     assert forced.returncode == 0, forced.stderr
     assert not (path / ".hoodie" / "metadata").exists()
-    (execute,) = _lake_all(["compact", t, "--mode", "execute"])
+    (execute,) = lake_all(["compact", t, "--mode", "execute"])
     assert execute.returncode == 0, execute.stderr
     assert LakeTable.open(path).timeline().get(scheduled.instant).is_completed
 

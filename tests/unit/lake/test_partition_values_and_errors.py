@@ -11,7 +11,6 @@ JSON are each one error line, with the tree unchanged.
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import os
 import shutil
@@ -23,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from hudi import HudiTableBuilder
+from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import CompactionScheduleConflictError
@@ -32,18 +32,6 @@ from airflow_lake_provider.lake.table.table import LakeTable
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 Row = tuple[str, int, str]
-
-
-def _snapshot(path: Path) -> dict[str, str]:
-    """Every file and folder under ``path`` with a hash of its bytes: a byte-identical check."""
-    out = {}
-    for dirpath, dirs, files in os.walk(path):
-        for d in dirs:
-            out[os.path.relpath(os.path.join(dirpath, d), path) + "/"] = ""
-        for f in files:
-            p = os.path.join(dirpath, f)
-            out[os.path.relpath(p, path)] = hashlib.sha256(Path(p).read_bytes()).hexdigest()
-    return out
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -180,14 +168,14 @@ def test_nested_hoodie_folder_is_skipped_and_not_written(
     shutil.copytree(table / "y" / "z", table / "y" / ".hoodie")
     assert _ours(capsys, table, tmp_path) == [(".x/.y", "a", 1, ".x"), ("y/z", "b", 1, "y")]
 
-    before = _snapshot(table)
+    before = tree_digest(table)
     bad = _input(tmp_path / "bad.parquet", [("c", 1, "w", ".hoodie")], ("p", "q"))  # type: ignore[list-item]
     line = _error_line(capsys, "write", str(table), "--input", bad, "--operation", "insert")
     assert line == (
         "lake: error: partition field 'q' value '.hoodie' cannot be a directory name: "
         "Java Hudi skips .hoodie folders"
     )
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
 
 
 # -- item 6: values no file system (or Hudi reader) can hold ---------------------------------------
@@ -251,12 +239,12 @@ def test_unstorable_partition_value_is_refused_before_any_instant(
         "--operation",
         "insert",
     )
-    before = _snapshot(table)
+    before = tree_digest(table)
     bad = _input(tmp_path / "bad.parquet", [("b", 1, "y"), ("c", 1, value)])
     assert _error_line(capsys, "write", str(table), "--input", bad, "--operation", "upsert") == (
         f"lake: error: {message}"
     )
-    assert _snapshot(table) == before  # no instant, no folder, no marker
+    assert tree_digest(table) == before  # no instant, no folder, no marker
 
 
 @pytest.mark.parametrize(("value", "hive"), [("z" * 255, False), ("z" * 253, True), ("." + "é" * 127, False)])
@@ -296,14 +284,14 @@ def test_partition_path_longer_than_the_file_system_allows_is_refused(
         "--operation",
         "insert",
     )
-    before = _snapshot(table)
+    before = tree_digest(table)
     values = tuple(chr(ord("a") + i) * 250 for i in range(17))
     bad = _input(tmp_path / "bad.parquet", [("b", 1, *values)], fields)  # type: ignore[list-item]
     line = _error_line(capsys, "write", str(table), "--input", bad, "--operation", "insert")
     partition = "/".join(values)
     assert line.startswith(f"lake: error: partition path {partition!r} of {table}: a path of ")
     assert line.endswith(" fit (counting the files a write puts under it)")
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
 
 
 # -- item 6: corrupt commit files -------------------------------------------------------------------
@@ -382,12 +370,12 @@ def test_malformed_commit_file_is_named_by_read_write_and_compact(
     corrupt(body)
     commit.write_text(json.dumps(body))
     expected = f"lake: error: {commit}: {reason}"
-    before = _snapshot(table)
+    before = tree_digest(table)
     assert _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet")) == expected
     more = _input(tmp_path / "3.parquet", [("c", 1, "x")])
     assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert") == expected
     assert _error_line(capsys, "compact", str(table), "--mode", "run", "--force") == expected
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
     assert not (tmp_path / "o.parquet").exists()
 
 
@@ -400,11 +388,11 @@ def test_commit_file_corrupted_after_scheduling_stops_execute_before_inflight(
     body = json.loads(commit.read_bytes())
     body["partitionToWriteStats"] = 7
     commit.write_text(json.dumps(body))
-    before = _snapshot(table)
+    before = tree_digest(table)
     assert _error_line(capsys, "compact", str(table), "--mode", "execute", "--instant", c) == (
         f"lake: error: {commit}: partitionToWriteStats is int, not a JSON object"
     )
-    assert _snapshot(table) == before  # still requested, not inflight
+    assert tree_digest(table) == before  # still requested, not inflight
 
 
 # -- item 6: corrupt base files ---------------------------------------------------------------------
@@ -415,9 +403,9 @@ def test_corrupt_base_file_is_named_by_read_write_and_compact(
     base = next((table / "y").glob("*.parquet"))
     base.write_bytes(b"not a parquet file at all")
     named = f"lake: error: cannot read base file {base}: Parquet magic bytes not found in footer."
-    before = _snapshot(table)
+    before = tree_digest(table)
     assert _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet")).startswith(named)
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
     # A real process: stderr then also shows what logging prints (pytest captures it in-process).
     done = subprocess.run(
         [
@@ -440,7 +428,7 @@ def test_corrupt_base_file_is_named_by_read_write_and_compact(
     assert len(done.stderr.splitlines()) == 1, done.stderr
     # Refused while scheduling (the planned base files' footers are read first): no plan written.
     assert done.stderr.startswith(named)
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
     more = _input(tmp_path / "3.parquet", [("a", 3, "x"), ("b", 3, "y")])
     assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert").startswith(
         named
@@ -453,14 +441,14 @@ def test_compaction_at_a_future_instant_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool
 ) -> None:
     table, _ = _mor_with_logs(tmp_path, capsys)
-    before = _snapshot(table)
+    before = tree_digest(table)
     argv = ["compact", str(table), "--mode", "schedule", "--instant", "29991231235959999"]
     line = _error_line(capsys, *argv, *(["--force"] if force else []))
     assert line.startswith(
         "lake: error: cannot schedule a compaction at 29991231235959999: it is later than now ("
     )
     assert line.endswith(") by more than 5 minutes, and every later instant would have to follow it")
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
     # The next write still gets a present-day instant.
     instant = _ok(
         capsys,
@@ -507,7 +495,7 @@ def test_a_success_file_name_that_is_a_file_of_the_partition_is_refused_before_a
     base = next((table / "x").glob("*.parquet")).name
     shutil.copy(table / "x" / base, table / "x" / "DONE")  # a data file without a data file's name
     expected = [("x", "a", 1, "x"), ("y", "b", 1, "y")]
-    before = _snapshot(table)
+    before = tree_digest(table)
     refusals = {
         base: f"{SUCCESS_KEY}={base!r} is the name of a data file (.parquet, .orc, .hfile, .avro): "
         "choose another, e.g. _SUCCESS",
@@ -521,7 +509,7 @@ def test_a_success_file_name_that_is_a_file_of_the_partition_is_refused_before_a
     for name, message in refusals.items():
         argv = ["partition-commit", str(table), "--partition", "x", "--option", f"{SUCCESS_KEY}={name}"]
         assert _error_line(capsys, *argv) == f"lake: error: {message}", name
-        assert _snapshot(table) == before, name
+        assert tree_digest(table) == before, name
     assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
     # A name of its own is written (empty), and written again over itself when late data re-commits.
     argv = ["partition-commit", str(table), "--partition", "x", "--option", f"{SUCCESS_KEY}=_DONE"]
@@ -548,11 +536,11 @@ def test_a_foreign_parquet_file_in_place_of_a_base_file_is_refused_by_read_and_c
     named = (
         f"lake: error: {base} is not a base file of {table}: it lacks column(s) {META} (its columns: x, y)"
     )
-    before = _snapshot(table)
+    before = tree_digest(table)
     assert _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet")) == named
     for mode in ("run", "schedule"):
         assert _error_line(capsys, "compact", str(table), "--mode", mode, "--force") == named
-    assert _snapshot(table) == before  # no compaction instant, requested or inflight
+    assert tree_digest(table) == before  # no compaction instant, requested or inflight
     assert not (tmp_path / "o.parquet").exists()
     with pytest.raises(Exception, match="(?i)schema|column|field"):  # hudi-rs refuses the table too
         _hudi_rs(table)
@@ -578,10 +566,10 @@ def test_a_parquet_file_with_the_meta_columns_but_not_the_tables_rows_is_refused
             "type int64"
         )
     pq.write_table(rows, base)
-    before = _snapshot(table)
+    before = tree_digest(table)
     line = _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet"))
     assert line == f"lake: error: {'' if kind == 'null keys' else 'base file '}{base}: {reason}"
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
 
 
 def test_a_base_file_replaced_after_scheduling_stops_execute_before_inflight(
@@ -592,11 +580,11 @@ def test_a_base_file_replaced_after_scheduling_stops_execute_before_inflight(
     c = scheduled["schedule"]["instant"]
     base = next((table / "x").glob("*.parquet"))
     pq.write_table(pa.table({"k": ["a"], "other": [1]}), base)
-    before = _snapshot(table)
+    before = tree_digest(table)
     named = f"lake: error: {base} is not a base file of {table}: it lacks column(s) {META}"
     execute = ["compact", str(table), "--mode", "execute", "--instant", c]
     assert _error_line(capsys, *execute) == f"{named} (its columns: k, other)"
-    assert _snapshot(table) == before  # still requested, not inflight, nothing written
+    assert tree_digest(table) == before  # still requested, not inflight, nothing written
 
 
 def test_a_table_without_meta_fields_is_judged_by_its_record_key_fields(
@@ -625,13 +613,13 @@ def test_a_table_without_record_key_fields_refuses_a_write_and_still_reads(
     text = props.read_text()
     assert "hoodie.table.recordkey.fields=k\n" in text
     props.write_text(text.replace("hoodie.table.recordkey.fields=k\n", ""))
-    before = _snapshot(table)
+    before = tree_digest(table)
     more = _input(tmp_path / "3.parquet", [("c", 1, "x")])
     assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert") == (
         f"lake: error: {props}: hoodie.table.recordkey.fields is missing or empty, so records have no "
         "key to write them by (tables with auto-generated keys are not supported)"
     )
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
     assert _ours(capsys, table, tmp_path) == [("x", "a", 2, "x"), ("y", "b", 2, "y")] == _hudi_rs(table)
 
 
@@ -642,7 +630,7 @@ def test_a_malformed_unicode_escape_in_hoodie_properties_is_one_error_line(
     props = table / ".hoodie" / "hoodie.properties"
     props.write_text(props.read_text() + "hoodie.datasource.hive_sync.table=t\\uZZZZ\n")
     expected = f"lake: error: {props}: malformed \\uxxxx escape '\\uZZZZ' (needs four hex digits)"
-    before = _snapshot(table)
+    before = tree_digest(table)
     more = _input(tmp_path / "3.parquet", [("c", 1, "x")])
     for argv in (
         ["read", str(table), "--output", str(tmp_path / "o.parquet")],
@@ -653,14 +641,14 @@ def test_a_malformed_unicode_escape_in_hoodie_properties_is_one_error_line(
         ["partition-commit", str(table), "--partition", "x"],
     ):
         assert _error_line(capsys, *argv) == expected, argv[0]
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
 
 
 def test_hours_retained_beyond_any_calendar_are_one_error_line_or_keep_everything(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     table, _ = _mor_with_logs(tmp_path, capsys)
-    before = _snapshot(table)
+    before = tree_digest(table)
     hours = "1000000000000"
     assert _error_line(
         capsys, "clean", str(table), "--policy", "KEEP_LATEST_BY_HOURS", "--retained", hours
@@ -669,7 +657,7 @@ def test_hours_retained_beyond_any_calendar_are_one_error_line_or_keep_everythin
     assert _error_line(
         capsys, "clean", str(table), *options, "--option", f"hoodie.clean.hours.retained={hours}"
     ) == (f"lake: error: hoodie.clean.hours.retained={hours} must be at most 2147483647")
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
     # Hudi's largest (a Java int: 245,000 years back, before year 1): every commit is retained.
     done = json.loads(
         _ok(capsys, "clean", str(table), "--policy", "KEEP_LATEST_BY_HOURS", "--retained", "2147483647")
@@ -687,7 +675,7 @@ def test_a_custom_time_extractor_that_raises_is_one_error_line(
 ) -> None:
     table, _ = _mor_with_logs(tmp_path, capsys)
     _ok(capsys, "partition-commit", str(table), "--partition", "y")  # its lock exists from here on
-    before = _snapshot(table)
+    before = tree_digest(table)
     argv = ["partition-commit", str(table), "--partition", "x", "--trigger", "partition-time"]
     argv += ["--watermark", "2030-01-01T00:00:00Z", "--option", "partition.time-extractor.kind=custom"]
     argv += ["--option", f"partition.time-extractor.class={__name__}.RaisingExtractor"]
@@ -695,7 +683,7 @@ def test_a_custom_time_extractor_that_raises_is_one_error_line(
         f"lake: error: extractor {__name__}.RaisingExtractor failed for partition 'x': TypeError: "
         "strptime() argument 1 must be str, not list; nothing was committed"
     )
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before
 
 
 def test_a_commit_file_nested_deeper_than_the_json_decoder_goes_is_one_error_line(
@@ -707,9 +695,9 @@ def test_a_commit_file_nested_deeper_than_the_json_decoder_goes_is_one_error_lin
         f"lake: error: {commit}: commit metadata is not JSON (maximum recursion depth exceeded while "
         "decoding a JSON array from a unicode string)"
     )
-    before = _snapshot(table)
+    before = tree_digest(table)
     more = _input(tmp_path / "3.parquet", [("c", 1, "x")])
     assert _error_line(capsys, "read", str(table), "--output", str(tmp_path / "o.parquet")) == expected
     assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert") == expected
     assert _error_line(capsys, "compact", str(table), "--mode", "run", "--force") == expected
-    assert _snapshot(table) == before
+    assert tree_digest(table) == before

@@ -1,5 +1,5 @@
-"""Test tables with Hudi's metadata table (MDT) added, as a 0.14/0.15 Spark writer leaves them, and a
-digest of a whole folder tree (to prove a refused action changed nothing)."""
+"""Test tables with Hudi's metadata table (MDT) added, as a 0.14/0.15 Spark writer leaves them; the
+tree digest (to prove a refused action changed nothing) is re-exported from ``tree_digest``."""
 
 from __future__ import annotations
 

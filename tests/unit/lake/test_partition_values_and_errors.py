@@ -531,6 +531,35 @@ def test_a_success_file_name_that_is_a_file_of_the_partition_is_refused_before_a
     assert _ours(capsys, table, tmp_path) == expected == _hudi_rs(table)
 
 
+def test_a_long_success_file_name_is_written_or_refused_before_anything_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A 241-byte name (a legal file name) failed with "[Errno 36] File name too long" on its temporary
+    # name, after the partition's commit state was saved as COMMITTING; a 301-byte one the same way.
+    table = tmp_path / "t"
+    _init(capsys, table, "cow")
+    rows = [("a", 1, "x"), ("b", 1, "y")]
+    _ok(capsys, "write", str(table), "--input", _input(tmp_path / "1.parquet", rows), "--operation", "insert")
+    _ok(capsys, "partition-commit", str(table), "--partition", "y")  # its lock and write index exist now
+    before = _snapshot(table)
+    too_long = "_" + "a" * 300
+    argv = ["partition-commit", str(table), "--partition", "x", "--option", f"{SUCCESS_KEY}={too_long}"]
+    assert _error_line(capsys, *argv) == (
+        f"lake: error: {SUCCESS_KEY}={too_long!r}: {table}/x/{too_long}: {too_long!r} is longer than 255 "
+        "bytes, the most a name holds here; nothing was committed"
+    )
+    assert _snapshot(table) == before
+    fits = "_" + "a" * 254
+    argv = ["partition-commit", str(table), "--partition", "x", "--option", f"{SUCCESS_KEY}={fits}"]
+    assert json.loads(_ok(capsys, *argv))["committed"] == ["x"]
+    assert sorted(p.name for p in (table / "x").iterdir() if not p.name.endswith(".parquet")) == [
+        ".hoodie_partition_metadata",
+        fits,
+    ]
+    assert (table / "x" / fits).read_bytes() == b""
+    assert _ours(capsys, table, tmp_path) == [("x", "a", 1, "x"), ("y", "b", 1, "y")] == _hudi_rs(table)
+
+
 # -- issue 30, item 7: a foreign parquet file in place of a base file --------------------------------
 META = (
     "_hoodie_commit_time, _hoodie_commit_seqno, _hoodie_record_key, _hoodie_partition_path, _hoodie_file_name"

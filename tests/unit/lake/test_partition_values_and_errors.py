@@ -791,3 +791,33 @@ def test_a_commit_file_nested_deeper_than_the_json_decoder_goes_is_one_error_lin
     assert _error_line(capsys, "write", str(table), "--input", more, "--operation", "upsert") == expected
     assert _error_line(capsys, "compact", str(table), "--mode", "run", "--force") == expected
     assert _snapshot(table) == before
+
+
+def test_a_watermark_late_in_year_9999_in_a_zone_ahead_of_utc_is_judged_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Showing the watermark in the watermark zone (UTC+14) overflowed past year 9999: OverflowError.
+    table = tmp_path / "t"
+    _init(capsys, table, "cow", fields="dt", hive=True)
+    rows = [("a", 1, "2024-01-05"), ("b", 1, "9999-12-31")]
+    _ok(
+        capsys,
+        "write",
+        str(table),
+        "--input",
+        _input(tmp_path / "1.parquet", rows, ("dt",)),
+        "--operation",
+        "insert",
+    )
+    argv = ["partition-commit", str(table), "--partition", "dt=2024-01-05", "--partition", "dt=9999-12-31"]
+    argv += ["--trigger", "partition-time", "--delay", "0 s", "--watermark", "9999-12-31T23:59:59"]
+    argv += ["--option", "partition.time-extractor.timestamp-pattern=$dt"]
+    argv += ["--option", "sink.partition-commit.watermark-time-zone=Pacific/Kiritimati"]
+    result = json.loads(_ok(capsys, *argv))
+    assert result["committed"] == ["dt=2024-01-05", "dt=9999-12-31"]
+    assert {p: d["reason"] for p, d in result["partitions"].items()} == {
+        "dt=2024-01-05": "watermark 9999-12-31T23:59:59+00:00 > partition time 2024-01-05 00:00:00 "
+        "(Pacific/Kiritimati) + delay 0:00:00",
+        "dt=9999-12-31": "watermark 9999-12-31T23:59:59+00:00 > partition time 9999-12-31 00:00:00 "
+        "(Pacific/Kiritimati) + delay 0:00:00",
+    }

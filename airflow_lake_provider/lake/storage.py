@@ -149,7 +149,7 @@ class LocalStorage(Storage):
     def _write_temp(self, path: str, data: bytes) -> str:
         folder = os.path.dirname(path)
         os.makedirs(folder, exist_ok=True)
-        tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
+        tmp = _temp_name(path)
         with open(tmp, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -242,7 +242,7 @@ class LocalStorage(Storage):
     def copy(self, src: str, dst: str) -> None:
         source, target = self._path(src), self._path(dst)
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        tmp = os.path.join(os.path.dirname(target), f".{os.path.basename(target)}.{uuid.uuid4().hex}.tmp")
+        tmp = _temp_name(target)
         try:
             try:
                 os.link(source, tmp)  # same file system: a second name, no bytes copied
@@ -383,6 +383,17 @@ def _path_limit(folder: str, name: str, default: int) -> int:
     except (OSError, ValueError):
         return default
     return value if value > 0 else default
+
+
+def _temp_name(path: str) -> str:
+    """A hidden sibling of ``path`` to write before renaming it into place, its name cut so that any
+    name that fits a folder fits with the temp suffix too (a 250-byte name would not)."""
+    folder, name = os.path.split(path)
+    suffix = f".{uuid.uuid4().hex}.tmp"
+    encoded = os.fsencode(name)
+    if len(encoded) + len(suffix) + 1 > 200:  # (pathconf only for long names: a call per write)
+        encoded = encoded[: _path_limit(folder, "PC_NAME_MAX", 255) - len(suffix) - 1]
+    return os.path.join(folder, f".{os.fsdecode(encoded)}{suffix}")
 
 
 def _fsync_dir(path: str) -> None:

@@ -40,6 +40,7 @@ MURMUR_HASH = 1
 _VERSION = -1
 _HEADER = struct.Struct(">iibi")  # version, hash count, hash type, vector size
 _DYNAMIC = struct.Struct(">iii")  # keys per row, keys in the active row, rows
+_INT_MAX = 2**31 - 1  # the header's sizes are Java ints
 _MAX_HASHES = 4096  # Java's count is ceil(ln 2 x bits / entries): 30 at Hudi's defaults
 _M = np.uint32(0x5BD1E995)
 
@@ -74,8 +75,19 @@ class BloomSettings:
             raise TableConfigError(f"bad bloom filter option: {exc}") from None
         if settings.num_entries <= 0:
             raise TableConfigError(f"{NUM_ENTRIES_OPTION} must be positive, got {settings.num_entries}")
+        for key, value in (
+            (NUM_ENTRIES_OPTION, settings.num_entries),
+            (MAX_ENTRIES_OPTION, settings.max_entries),
+        ):
+            if value > _INT_MAX:  # Hudi reads both as Java ints
+                raise TableConfigError(f"{key} must be at most {_INT_MAX}, got {value}")
         if not 0.0 < settings.fpp < 1.0:
             raise TableConfigError(f"{FPP_OPTION} must be in (0, 1), got {settings.fpp}")
+        if settings.vector_size > _INT_MAX:
+            raise TableConfigError(
+                f"{NUM_ENTRIES_OPTION}={settings.num_entries} at {FPP_OPTION}={settings.fpp:g} needs a "
+                f"filter of {settings.vector_size} bits, more than its header holds ({_INT_MAX})"
+            )
         if settings.type_code not in (SIMPLE, DYNAMIC_V0):
             raise TableConfigError(f"{TYPE_OPTION} must be SIMPLE or DYNAMIC_V0, got {settings.type_code!r}")
         return settings

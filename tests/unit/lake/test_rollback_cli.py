@@ -278,6 +278,26 @@ def test_forced_rollback_refused_when_the_rewritten_slice_was_written_by_an_arch
     _refused_changing_nothing(capsys, path, v4, error, {1: "b1", 2: "a2", 3: "a3"})
 
 
+def test_forced_rollback_of_the_only_active_commit_after_archival_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: exit 0; ours then read the archived commits' rows, hudi-rs an empty table (no commit on
+    the active timeline). Found on the Java table cow_v6_simplekeygen_nonhivestyle_overwritetable."""
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1], 1, "a"), "upsert")
+    write(table, _batch([2], 2, "a"), "upsert")
+    w3 = write(table, _batch([3], 3, "a"), "upsert").instant
+    assert _run(capsys, "archive", str(path), *ARCHIVE_ALL_BUT_ONE)[0] == 0
+    assert [i.timestamp for i in LakeTable.open(path).timeline().completed_commits] == [w3]
+    error = (
+        f"lake: error: {path}: cannot roll back {w3}: it is the only completed commit on the active "
+        "timeline and the ones before it are archived; without it Hudi readers (hudi-rs, Spark) read "
+        "the table as empty, though the archived commits' files stay\n"
+    )
+    _refused_changing_nothing(capsys, path, w3, error, {1: "a1", 2: "a2", 3: "a3"})
+
+
 def test_forced_rollback_of_a_merge_refused_when_its_replaced_groups_were_written_by_archived_commits(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

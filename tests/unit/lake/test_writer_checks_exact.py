@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_lake_provider.lake.errors import SchemaError, TableConfigError
+from airflow_lake_provider.lake.errors import LakeError, SchemaError, TableConfigError
 from airflow_lake_provider.lake.format.instant import InstantClock, format_instant
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -245,3 +245,51 @@ def test_a_delete_carrying_a_nanosecond_event_time_column_the_table_lacks_floors
     done = write(table, gone, "delete", event_time_field="et")
     assert _event_extra(tmp_path / "t", done.instant) == ("1", "1")
     assert _rows(tmp_path / "t", "id") == []
+
+
+# -- numbers Hudi reads as Java ints (adversarial use after issue 30) ------------------------------
+HUGE = "99999999999999999999999999999"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        # The heartbeat thread died on an OverflowError (a traceback, exit 0), the write went on.
+        (
+            "hoodie.client.heartbeat.interval_in_ms",
+            HUGE,
+            f"hoodie.client.heartbeat.interval_in_ms='{HUGE}' must be at most 2147483647",
+        ),
+        (
+            "hoodie.client.heartbeat.tolerable.misses",
+            "2147483648",
+            "hoodie.client.heartbeat.tolerable.misses='2147483648' must be at most 2147483647",
+        ),
+        # OverflowError from the filter's build, after the instant was created (then undone).
+        (
+            "hoodie.index.bloom.num_entries",
+            HUGE,
+            f"hoodie.index.bloom.num_entries must be at most 2147483647, got {HUGE}",
+        ),
+        (
+            "hoodie.bloom.index.filter.dynamic.max.entries",
+            HUGE,
+            f"hoodie.bloom.index.filter.dynamic.max.entries must be at most 2147483647, got {HUGE}",
+        ),
+        # 2.6 billion bits: a 2.6 GB bit array built before the header's int32 refused the size.
+        (
+            "hoodie.index.bloom.num_entries",
+            "60000000",
+            "hoodie.index.bloom.num_entries=60000000 at hoodie.index.bloom.fpp=1e-09 needs a filter of "
+            "2587965762 bits, more than its header holds (2147483647)",
+        ),
+    ],
+)
+def test_numbers_past_a_java_int_are_refused_before_the_instant_exists(
+    tmp_path: Path, key: str, value: str, message: str
+) -> None:
+    table = _table(tmp_path / "t")
+    options = {"hoodie.cleaner.policy.failed.writes": "LAZY", key: value}
+
+    assert _refused(table, ONE, LakeError, options=options) == message
+    assert sorted(p.name for p in (tmp_path / "t").iterdir()) == [".hoodie"]

@@ -35,6 +35,7 @@ from airflow_lake_provider.lake.services.partition_commit.extractor import (
     make_extractor,
     partition_values,
 )
+from airflow_lake_provider.lake.services.partition_commit.folders import check_folder_inside
 from airflow_lake_provider.lake.services.partition_commit.planner import (
     CommitPlan,
     Decision,
@@ -181,6 +182,8 @@ def commit_partitions(
     if not partitions:
         raise PartitionCommitError("no partition given to commit")
     names = [_check_partition_name(p) for p in partitions]
+    for name in names:  # before any policy: a success file was written through such a link
+        check_folder_inside(table.storage, name, "the table")
     config = commit_config(table, options)
     fields = table.config.partition_fields if table.config.is_partitioned else ()
     if config.trigger is Trigger.PARTITION_TIME or config.timestamp_pattern or config.extractor_class:

@@ -55,6 +55,7 @@ from airflow_lake_provider.lake.services.partition_commit.extractor import (
     make_extractor,
     partition_values,
 )
+from airflow_lake_provider.lake.services.partition_commit.folders import check_folder_inside
 from airflow_lake_provider.lake.services.partition_commit.planner import (
     CommitPlan,
     Decision,
@@ -416,20 +417,6 @@ def _merge_locked(
     )
 
 
-def _check_folder_inside(storage: Storage, partition: str) -> None:
-    """``UnsafePathError`` for a partition folder that a link leads out of the directory."""
-    if not partition:
-        return
-    try:
-        storage.check_deletable(partition)  # resolves links (local disk)
-    except UnsafePathError as exc:
-        reason = str(exc).split(": ", 1)[-1]  # "it resolves to <target>, outside <root>"
-        raise UnsafePathError(
-            f"partition folder {partition!r} of {storage.root} leads out of it ({reason}): partition "
-            "commit only writes inside the directory; nothing changed"
-        ) from None
-
-
 def _check_inside(storage: Storage, rels: Sequence[str]) -> None:
     """``UnsafePathError`` for the first path that is not the directory's to delete (a link out)."""
     for rel in rels:
@@ -570,7 +557,7 @@ def commit_plain_partitions(
         )
     check_plain_directory(storage)
     for name in names:  # before any policy (success-file wrote through such a link)
-        _check_folder_inside(storage, name)
+        check_folder_inside(storage, name, "the directory")
     config = PartitionCommitConfig.from_options(options or {})
     refused = [k.value for k in config.policies if k not in PLAIN_POLICIES]
     if refused:

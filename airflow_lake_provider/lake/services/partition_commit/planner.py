@@ -172,7 +172,10 @@ def _trigger_fired(
     except OverflowError:
         return False, f"partition time {partition_time} + delay {config.delay} is out of range"
     shown = f"partition time {partition_time} ({config.watermark_time_zone}) + delay {config.delay}"
-    seen = watermark.astimezone(config.zone).isoformat()
+    try:
+        seen = watermark.astimezone(config.zone).isoformat()
+    except OverflowError:  # (a watermark late in year 9999 ahead of UTC: shown in UTC)
+        seen = watermark.astimezone(dt.timezone.utc).isoformat()
     if watermark > due:
         return True, f"watermark {seen} > {shown}"
     return False, f"watermark {seen} <= {shown}"

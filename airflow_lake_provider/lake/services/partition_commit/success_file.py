@@ -13,6 +13,7 @@ from airflow_lake_provider.lake.errors import (
     ObjectNotFoundError,
     PartitionCommitConfigError,
     PartitionCommitError,
+    StorageError,
 )
 from airflow_lake_provider.lake.format.commit_metadata import join_partition
 from airflow_lake_provider.lake.storage_base import Storage
@@ -47,9 +48,16 @@ DATA_MAGIC = {b"PAR1": "parquet", b"ORC": "ORC", b"Obj\x01": "Avro"}
 def check_success_targets(storage: Storage, partitions: Iterable[str], name: str) -> None:
     """Refuse to write the success file over a data file of that name (named as none of the name
     rules above foresee: Hive's ``000000_0``, Spark's ``_metadata``). Any other file is overwritten,
-    as Flink does: an earlier success file, or an S3A committer's ``_SUCCESS`` manifest."""
+    as Flink does: an earlier success file, or an S3A committer's ``_SUCCESS`` manifest. A name the
+    storage cannot hold there (longer than a file name may be) is refused too, before anything runs."""
     for partition in partitions:
         rel = join_partition(partition, name)
+        try:
+            storage.check_path(rel, what=storage.uri(rel))
+        except StorageError as exc:
+            raise PartitionCommitConfigError(
+                f"{SUCCESS_FILE_KEY}={name!r}: {exc}; nothing was committed"
+            ) from None
         try:
             head = storage.read_range(rel, 0, 4)
         except ObjectNotFoundError:

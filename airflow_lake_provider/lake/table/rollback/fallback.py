@@ -50,11 +50,21 @@ def lost_fallback(table: LakeTable, timeline: Timeline, target: Instant) -> dict
 
 def check_fallback(table: LakeTable, timeline: Timeline, target: Instant) -> None:
     """Refuse (``RollbackError``, nothing changed) a forced rollback of ``target`` whose fallback
-    slices a clean removed; the message names the savepoint or restore that keeps them."""
+    slices a clean removed; the message names the savepoint or restore that keeps them. Refuse too
+    the rollback of the only completed commit on the active timeline once older ones are archived:
+    Hudi readers (hudi-rs, Spark) read a table whose active timeline holds no commit as empty,
+    whatever files the archived commits left."""
+    t = target.timestamp
+    if not any(c.timestamp < t for c in timeline.completed_commits) and timeline.has_archive():
+        raise RollbackError(
+            f"{table.uri}: cannot roll back {t}: it is the only completed commit on the active timeline "
+            "and the ones before it are archived; without it Hudi readers (hudi-rs, Spark) read the "
+            "table as empty, though the archived commits' files stay"
+        )
     lost = lost_fallback(table, timeline, target)
     if not lost:
         return
-    where, t = table.uri, target.timestamp
+    where = table.uri
     (partition, file_id), at = min(lost.items())
     before = [c.timestamp for c in timeline.completed_commits if c.timestamp < t]
     keep = (

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from airflow_lake_provider.lake.errors import HeartbeatError, RollbackError
+from airflow_lake_provider.lake.table.options import JAVA_INT_MAX
 from airflow_lake_provider.lake.table.timeline_store import TimelineStore
 
 POLICY_KEYS = ("hoodie.cleaner.policy.failed.writes", "hoodie.clean.failed.writes.policy")
@@ -68,6 +69,8 @@ def _positive(options: Mapping[str, object], key: str, default: int) -> int:
         value = 0
     if value <= 0:
         raise RollbackError(f"{key}={raw!r} must be a positive whole number")
+    if value > JAVA_INT_MAX:  # Hudi reads both as Java ints (and a wait that long overflows here)
+        raise RollbackError(f"{key}={raw!r} must be at most {JAVA_INT_MAX}")
     return value
 
 

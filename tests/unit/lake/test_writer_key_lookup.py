@@ -277,3 +277,37 @@ def test_a_clean_taking_the_writes_instant_first_is_left_alone_and_the_write_com
     done = run_clean(table, keep_one, mode="execute", instant=taken[0])
     assert (done.outcome, done.deleted_files) == (CleanOutcome.CLEANED, 1)
     _both(path, [(1, 1, "b"), (2, 1, "c")])
+
+
+def test_a_write_taking_the_cleans_instant_first_does_not_fail_the_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other way round: a write in another process creates its instant in the millisecond the
+    clean chose, just before the clean creates its own. The clean takes a later instant and cleans
+    (before the fix it failed with CommitConflictError); the write's instant is left alone."""
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    write(table, pa.table({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}), "insert")
+    write(table, pa.table({"id": [1], "ts": [1], "v": ["b"]}), "upsert")
+    create = table.store.create_requested
+    taken: list[str] = []
+
+    def write_first(timestamp: str, action: Action, content: bytes = b"") -> Instant:
+        if not taken:
+            at = instant_to_datetime(timestamp)
+            other = LakeTable.open(path, clock=InstantClock(now=lambda: at))  # the same millisecond
+            assert write(other, pa.table({"id": [2], "ts": [1], "v": ["c"]}), "upsert").instant == timestamp
+            taken.append(timestamp)
+        return create(timestamp, action, content)
+
+    monkeypatch.setattr(table.store, "create_requested", write_first)
+    result = run_clean(
+        table,
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"},
+    )
+    assert (result.outcome, result.deleted_files) == (CleanOutcome.CLEANED, 1)
+    assert result.instant is not None and result.instant > taken[0]
+    assert (path / ".hoodie" / f"{taken[0]}.commit").exists()
+    _both(path, [(1, 1, "b"), (2, 1, "c")])

@@ -321,22 +321,22 @@ def _write_locked(
     extra = {**extra, "schema": json.dumps(avro)}
 
     for attempt in range(1, _INSTANT_ATTEMPTS + 1):
-        # LAZY: the first beat comes before the instant exists (as Hudi's writers do), so a write is
-        # never pending without a heartbeat for others to judge it by.
-        with heartbeat(table.store, instant, config):
-            try:
+        try:
+            # LAZY: the first beat comes before the instant exists (as Hudi's writers do), so a write
+            # is never pending without a heartbeat for others to judge it by.
+            with heartbeat(table.store, instant, config):
                 requested = table.store.create_requested(instant, action)
-            except CommitConflictError:
-                # Another process (a clean, a compaction scheduling) took this millisecond first:
-                # the instant is theirs, not ours to roll back. Take a later one.
-                if attempt == _INSTANT_ATTEMPTS:
-                    table.store.delete_heartbeat(instant)
-                    raise
-                taken = instant
-            else:
-                break
-        table.store.delete_heartbeat(taken)
-        instant = table.clock.next(after=max(taken, table.timeline().latest_time or taken))
+            break
+        except CommitConflictError:
+            # Another process (a clean, a compaction scheduling) took this millisecond first: the
+            # instant is theirs, not ours to roll back (only our heartbeat file is). Take a later one.
+            table.store.delete_heartbeat(instant)
+            if attempt == _INSTANT_ATTEMPTS:
+                raise
+            instant = table.clock.next(after=max(instant, table.timeline().latest_time or instant))
+        except Exception as exc:
+            _roll_back_own(table, instant, exc)
+            raise
     try:
         with heartbeat(table.store, instant, config):
             fault("requested")

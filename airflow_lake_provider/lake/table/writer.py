@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import (
+    CommitConflictError,
     CorruptDataFileError,
     LakeError,
     ObjectExistsError,
@@ -319,11 +320,25 @@ def _write_locked(
     full_schema = pa.schema([pa.field(m, pa.string()) for m in META_FIELDS] + list(data_schema))
     extra = {**extra, "schema": json.dumps(avro)}
 
+    for attempt in range(1, _INSTANT_ATTEMPTS + 1):
+        try:
+            # LAZY: the first beat comes before the instant exists (as Hudi's writers do), so a write
+            # is never pending without a heartbeat for others to judge it by.
+            with heartbeat(table.store, instant, config):
+                requested = table.store.create_requested(instant, action)
+            break
+        except CommitConflictError:
+            # Another process (a clean, a compaction scheduling) took this millisecond first: the
+            # instant is theirs, not ours to roll back (only our heartbeat file is). Take a later one.
+            table.store.delete_heartbeat(instant)
+            if attempt == _INSTANT_ATTEMPTS:
+                raise
+            instant = table.clock.next(after=max(instant, table.timeline().latest_time or instant))
+        except Exception as exc:
+            _roll_back_own(table, instant, exc)
+            raise
     try:
-        # LAZY: the first beat comes before the instant exists (as Hudi's writers do), so a write is
-        # never pending without a heartbeat for others to judge it by.
         with heartbeat(table.store, instant, config):
-            requested = table.store.create_requested(instant, action)
             fault("requested")
             inflight_body = CommitMetadata(operation_type=operation.name, extra_metadata=extra)
             inflight = table.store.transition_to_inflight(requested, inflight_body.to_json_bytes())
@@ -398,6 +413,10 @@ def _event_times(batch: pa.Table, field_name: str | None) -> dict[str, str]:
 # A timestamp unit's counts to epoch milliseconds: multiply, then floor-divide. Every Arrow unit:
 # a delete batch may carry an event time column the table does not have.
 _TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1_000), "ns": (1, 1_000_000)}
+
+
+# Times a write takes a new instant when another process created the one it chose first.
+_INSTANT_ATTEMPTS = 5
 
 
 def _roll_back_own(table: LakeTable, instant: str, error: Exception) -> None:

@@ -40,6 +40,7 @@ from airflow_lake_provider.lake.services.compaction.executor import (
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
 
@@ -488,4 +489,37 @@ def test_cli_compact_modes(mor: tuple[LakeTable, Model], capsys: pytest.CaptureF
     assert json.loads(capsys.readouterr().out)["outcome"] == "NO_WORK"
     assert cli.main(["compact", path, "--mode", "run", "--strategy", "Nope"]) == 1
     assert "Nope" in capsys.readouterr().err
+    _check(table, model)
+
+
+def test_a_plan_before_a_failed_write_runs_after_the_write_is_rolled_back(
+    mor: tuple[LakeTable, Model],
+) -> None:
+    """A plan fitted before a failed write (a clock behind it, or ``--instant``) lists the log files
+    the write left, as it lists every log file of the slices; rolling the write back deletes them.
+    The compaction then runs without them (their blocks were never committed): before the fix it
+    failed for good ("planned file ... is missing") and stayed inflight, and no rollback may undo a
+    pending compaction."""
+    table, model = mor
+
+    def stop(point: str) -> None:
+        if point == "commit":
+            raise SimulatedCrash(point)  # a killed writer, its log files written
+
+    with pytest.raises(SimulatedCrash):
+        write(table, _batch([0, 3], 9, "dead"), "upsert", fault=stop)
+    (failed,) = table.timeline().pending
+    last_completed = table.timeline().completed_commits[-1].timestamp
+    between = format_instant(instant_to_datetime(failed.timestamp) - dt.timedelta(milliseconds=1))
+    assert last_completed < between
+    planned = schedule_compaction(table, DUE, instant=between)
+    assert planned.outcome is Outcome.SCHEDULED
+    (rolled_back,) = rollback(table)
+    assert rolled_back.target == failed.timestamp and rolled_back.deleted
+    # The write's log files (named for the slices' base instants, as every log is) were planned.
+    planned_logs = {n for op in planned.plan.operations for n in op.delta_file_names}
+    assert {rel.rsplit("/", 1)[-1] for rel in rolled_back.deleted} <= planned_logs
+    done = execute_compaction(table, planned.instant)
+    assert done.outcome is Outcome.COMPLETED
+    assert table.timeline().pending == []
     _check(table, model)

@@ -13,6 +13,7 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.format.instant import Action, Instant, InstantClock, instant_to_datetime
 from airflow_lake_provider.lake.format.table_config import MergeMode
 from airflow_lake_provider.lake.services.clean.executor import Outcome as CleanOutcome
 from airflow_lake_provider.lake.services.clean.executor import run_clean
@@ -230,3 +231,83 @@ def test_a_clean_deleting_an_older_slice_during_a_write_does_not_fail_it(
     assert result.updated == 1
     assert len(_groups(_both(path, [(1, 1, "b"), (2, 1, "z")]))) == 1
     assert [i.timestamp for i in table.timeline().completed_commits][-1] == result.instant
+
+
+@pytest.mark.parametrize("policy", ["EAGER", "LAZY"])
+def test_a_clean_taking_the_writes_instant_first_is_left_alone_and_the_write_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, policy: str
+) -> None:
+    """A clean in another process schedules in the very millisecond the write chose, just before the
+    write creates its instant. The write takes a later instant and commits; the clean's plan stays
+    and runs. Before the fix the write failed, and its error path "undid" the clean's requested
+    instant as if it were its own (the clean, running, then lost its plan)."""
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    write(table, pa.table({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}), "insert")
+    write(table, pa.table({"id": [1], "ts": [1], "v": ["b"]}), "upsert")
+    keep_one = {
+        "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+        "hoodie.cleaner.fileversions.retained": "1",
+    }
+    create = table.store.create_requested
+    taken: list[str] = []
+
+    def clean_first(timestamp: str, action: Action, content: bytes = b"") -> Instant:
+        if not taken:
+            at = instant_to_datetime(timestamp)
+            other = LakeTable.open(path, clock=InstantClock(now=lambda: at))  # the same millisecond
+            scheduled = run_clean(other, keep_one, mode="schedule")
+            assert scheduled.outcome is CleanOutcome.SCHEDULED and scheduled.instant == timestamp
+            taken.append(timestamp)
+        return create(timestamp, action, content)
+
+    monkeypatch.setattr(table.store, "create_requested", clean_first)
+    result = write(
+        table,
+        pa.table({"id": [2], "ts": [1], "v": ["c"]}),
+        "upsert",
+        options={"hoodie.cleaner.policy.failed.writes": policy},
+    )
+    assert result.instant > taken[0]
+    assert (path / ".hoodie" / f"{taken[0]}.clean.requested").exists()
+    assert not (path / ".hoodie" / ".heartbeat" / taken[0]).exists()
+    _both(path, [(1, 1, "b"), (2, 1, "c")])
+    done = run_clean(table, keep_one, mode="execute", instant=taken[0])
+    assert (done.outcome, done.deleted_files) == (CleanOutcome.CLEANED, 1)
+    _both(path, [(1, 1, "b"), (2, 1, "c")])
+
+
+def test_a_write_taking_the_cleans_instant_first_does_not_fail_the_clean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The other way round: a write in another process creates its instant in the millisecond the
+    clean chose, just before the clean creates its own. The clean takes a later instant and cleans
+    (before the fix it failed with CommitConflictError); the write's instant is left alone."""
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    write(table, pa.table({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}), "insert")
+    write(table, pa.table({"id": [1], "ts": [1], "v": ["b"]}), "upsert")
+    create = table.store.create_requested
+    taken: list[str] = []
+
+    def write_first(timestamp: str, action: Action, content: bytes = b"") -> Instant:
+        if not taken:
+            at = instant_to_datetime(timestamp)
+            other = LakeTable.open(path, clock=InstantClock(now=lambda: at))  # the same millisecond
+            assert write(other, pa.table({"id": [2], "ts": [1], "v": ["c"]}), "upsert").instant == timestamp
+            taken.append(timestamp)
+        return create(timestamp, action, content)
+
+    monkeypatch.setattr(table.store, "create_requested", write_first)
+    result = run_clean(
+        table,
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"},
+    )
+    assert (result.outcome, result.deleted_files) == (CleanOutcome.CLEANED, 1)
+    assert result.instant is not None and result.instant > taken[0]
+    assert (path / ".hoodie" / f"{taken[0]}.commit").exists()
+    _both(path, [(1, 1, "b"), (2, 1, "c")])

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
-from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake.errors import CommitConflictError, LakeError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.services.clean.config import CleanConfig
@@ -46,6 +46,8 @@ from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK
 
 log = logging.getLogger(__name__)
 PARALLEL_DELETE_THRESHOLD = 64
+# Times a clean takes a new instant when another process created the one it chose first.
+_INSTANT_ATTEMPTS = 5
 
 
 class Outcome(str, Enum):
@@ -427,12 +429,18 @@ def _run_clean(
         new_plan = plan(table, config, timeline, now, lister)
         if new_plan is None:
             return _after_pending(last, finished, started, "nothing to delete")
+        body = timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(table.uri))
         t = table.clock.next(after=timeline.latest_time)
-        requested = table.store.create_requested(
-            t,
-            Action.CLEAN,
-            timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(table.uri)),
-        )
+        for attempt in range(1, _INSTANT_ATTEMPTS + 1):
+            try:
+                requested = table.store.create_requested(t, Action.CLEAN, body)
+                break
+            except CommitConflictError:
+                # A write in another process took this millisecond first: take a later one (the
+                # plan deletes only slices already replaced, which later commits do not read).
+                if attempt == _INSTANT_ATTEMPTS:
+                    raise
+                t = table.clock.next(after=max(t, table.timeline().latest_time or t))
         log.info(
             "clean %s of %s planned: %d files in %d partitions",
             t,

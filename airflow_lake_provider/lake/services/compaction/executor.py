@@ -29,6 +29,7 @@ from airflow_lake_provider.lake.errors import (
     CompactionScheduleConflictError,
     InvalidStateTransitionError,
     LakeError,
+    UnsafePathError,
 )
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
@@ -50,6 +51,7 @@ from airflow_lake_provider.lake.table.fs_view import BaseFile, FileSlice, LogFil
 from airflow_lake_provider.lake.table.merge import DataItem, merge_slice
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
+from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
 from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
@@ -289,16 +291,25 @@ def _base_files(plan: CompactionPlan) -> list[str]:
     return [join_partition(op.partition, op.data_file_name) for op in plan.operations if op.data_file_name]
 
 
-def plan_slice(table: LakeTable, op: CompactionOperation) -> FileSlice:
-    """The file slice an operation names, exactly (logs written later against the plan are not in it)."""
+def plan_slice(table: LakeTable, op: CompactionOperation, timeline: Timeline | None = None) -> FileSlice:
+    """The file slice an operation names, exactly (logs written later against the plan are not in it).
 
-    def size_of(name: str) -> int:
+    A planned log file that a completed rollback in ``timeline`` deleted is left out: it held only
+    the blocks of a write that never committed (a plan fitted before a failed write lists the log
+    files that write left, and its rollback deletes them); the plan must still run.
+    """
+
+    def size_of(name: str) -> int | None:
+        rel = join_partition(op.partition, name)
         try:
-            return table.storage.size(join_partition(op.partition, name))
+            return table.storage.size(rel)
         except FileNotFoundError:
+            if LogFileName.parse(name) is not None and timeline is not None:
+                if rel in _deleted_by_rollbacks(table, timeline):
+                    log.info("compaction of file group %s: planned log %s was rolled back", op.file_id, rel)
+                    return None
             raise CompactionError(
-                f"compaction of file group {op.file_id}: planned file "
-                f"{join_partition(op.partition, name)} is missing"
+                f"compaction of file group {op.file_id}: planned file {rel} is missing"
             ) from None
 
     base = None
@@ -308,15 +319,33 @@ def plan_slice(table: LakeTable, op: CompactionOperation) -> FileSlice:
             raise CompactionError(
                 f"compaction plan names {op.data_file_name!r}, which is not a base file name"
             )
-        base = BaseFile(op.partition, parsed, size_of(op.data_file_name))
+        size = size_of(op.data_file_name)
+        assert size is not None  # only log files are left out
+        base = BaseFile(op.partition, parsed, size)
     logs = []
     for name in op.delta_file_names:
         parsed_log = LogFileName.parse(name)
         if parsed_log is None:
             raise CompactionError(f"compaction plan names {name!r}, which is not a log file name")
-        logs.append(LogFile(op.partition, parsed_log, size_of(name)))
+        log_size = size_of(name)
+        if log_size is not None:
+            logs.append(LogFile(op.partition, parsed_log, log_size))
     logs.sort(key=lambda f: f.name.sort_key)
     return FileSlice(op.partition, op.file_id, op.base_instant, base, tuple(logs))
+
+
+def _deleted_by_rollbacks(table: LakeTable, timeline: Timeline) -> frozenset[str]:
+    """Table-relative paths of the files the completed rollbacks of ``timeline`` deleted."""
+    found = set()
+    for rollback in timeline.filter([Action.ROLLBACK], [State.COMPLETED]):
+        record = timeline.avro_record(rollback)
+        for partition, meta in (record.get("partitionMetadata") or {}).items():
+            for path in meta.get("successDeleteFiles") or ():
+                try:
+                    found.add(in_table(table.storage, path, partition))
+                except UnsafePathError:
+                    continue  # names no file of this table
+    return frozenset(found)
 
 
 def execute_operation(
@@ -335,7 +364,7 @@ def execute_operation(
     blocks of instants committed in ``timeline`` are merged. Touches no timeline file except its
     marker, so a distributed task may call it; an error means this operation failed.
     """
-    slice_ = plan_slice(table, op)
+    slice_ = plan_slice(table, op, timeline)
     reader = SliceReader(table, timeline, schema, as_of=None)
     base = reader.read_base(slice_)
     items = reader.log_items(slice_.log_files)

@@ -166,12 +166,12 @@ def test_lock_waits_for_a_release(s3: S3Storage) -> None:
 
 
 def test_unreadable_lock_object_expires_a_ttl_after_it_was_written(s3_bucket: str) -> None:
-    short = S3Storage(f"s3://{s3_bucket}/t", lock_ttl_seconds=1.0)
+    short = S3Storage(f"s3://{s3_bucket}/t", lock_ttl_seconds=5.0)
     short.create(LOCK, b"garbage")
     with pytest.raises(ServiceBusyError, match="unreadable lock object"):
         with short.lock(LOCK, "x"):
             pass
-    with short.lock(LOCK, "x", wait_seconds=5):
+    with short.lock(LOCK, "x", wait_seconds=15):
         pass
 
 

@@ -53,7 +53,7 @@ $(STAMP):
 	@set -e; start=$$(date +%s); \
 	test -x $(PY) || $(PYTHON) -m venv $(VENV); \
 	$(PY) -m pip install $(PIP_QUIET) --disable-pip-version-check -c constraints.txt uv; \
-	$(UV) pip install --python $(PY) --compile-bytecode -c constraints.txt -e '.[test]'; \
+	$(UV) pip install --python $(PY) --compile-bytecode -c constraints.txt -e '.[test,spark,s3]'; \
 	echo "pyspark-client trap: reinstalling pyspark's own files over pyspark-client's"; \
 	$(UV) pip uninstall --python $(PY) pyspark; \
 	$(UV) pip install --python $(PY) --no-deps --compile-bytecode -c constraints.txt pyspark; \

@@ -36,7 +36,7 @@ else
   PIP_QUIET := -q
 endif
 
-.PHONY: example test test-deep mutation install system-deps-example system-deps-test
+.PHONY: example test test-airflow-range test-deep mutation install system-deps-example system-deps-test
 
 # SYSTEM_DEPS=skip: neither look nor install (a subset without Spark or the real-Airflow test, on a
 # machine where you cannot install them).
@@ -69,6 +69,14 @@ test: system-deps-test $(STAMP)
 	echo "pytest: $$(( $$(date +%s) - start )) s, exit $$rc"; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): that is a failure"; fi; \
 	exit $$rc
+
+# The built wheel, installed from PyPI without constraints.txt into a fresh venv per end of the
+# supported Airflow range (the lowest, pyproject.toml's apache-airflow>=X, and the newest), each
+# running tests/airflow against the installed package (scripts/airflow-range-check.sh). CI runs it
+# after `make test`. ENDS="low" (or a version) runs some.
+ENDS ?=
+test-airflow-range: system-deps-example $(STAMP)
+	scripts/airflow-range-check.sh $(ENDS)
 
 # Every property test with 5,000 examples (not part of CI: hours; tests/property/property_support.py).
 test-deep: $(STAMP)

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from dag_helpers import new_trips_table, upsert_trips
 
+import airflow_lake_provider
 from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.hooks.lake import LakeHook
 from airflow_lake_provider.lake.format.instant import Action, State
@@ -28,7 +29,8 @@ from airflow_lake_provider.lake.table.writer import write
 pytestmark = pytest.mark.airflow
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE = REPO / "airflow_lake_provider"
+# The imported package: the source tree under `make test`, site-packages under airflow-range-check.sh.
+PACKAGE = Path(airflow_lake_provider.__file__).resolve().parent
 HEAVY = ("polars", "pyarrow", "fastavro", "pyspark", "obstore")
 AIRFLOW_LAYER = sorted(
     f"airflow_lake_provider.{folder}.{path.stem}"

@@ -246,7 +246,8 @@ def test_triggers_never_block_the_event_loop_even_on_their_first_look(tmp_path: 
         "from airflow.configuration import conf\n"
         "from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger\n"
         "from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger\n"
-        "threshold = conf.getfloat('triggerer', 'blocked_main_thread_warning_threshold')\n"
+        # Airflow 3.2.0 has no such key (nor the watchdog): its 3.3 default.
+        "threshold = conf.getfloat('triggerer', 'blocked_main_thread_warning_threshold', fallback=0.2)\n"
         "async def first_event(trigger):\n"
         "    worst, done = [0.0], asyncio.Event()\n"
         "    async def watchdog():\n"

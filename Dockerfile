@@ -25,7 +25,7 @@ COPY spark_jobs ./spark_jobs
 # dependencies afterwards: pyspark-client (pulled in by the Spark provider) writes into the same
 # folder (see the Makefile).
 RUN pip install --no-cache-dir -c constraints.txt uv \
-    && uv pip install --system --no-cache -c constraints.txt . "psycopg[binary]" \
+    && uv pip install --system --no-cache -c constraints.txt '.[spark,s3]' "psycopg[binary]" \
     && uv pip uninstall --system pyspark \
     && uv pip install --system --no-cache --no-deps -c constraints.txt pyspark \
     && python -c "import pyspark, airflow_lake_provider; print('pyspark', pyspark.__version__)"

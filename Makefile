@@ -36,7 +36,7 @@ else
   PIP_QUIET := -q
 endif
 
-.PHONY: example test test-deep mutation install system-deps-example system-deps-test
+.PHONY: example test test-airflow-range test-deep mutation install system-deps-example system-deps-test
 
 # SYSTEM_DEPS=skip: neither look nor install (a subset without Spark or the real-Airflow test, on a
 # machine where you cannot install them).
@@ -53,7 +53,7 @@ $(STAMP):
 	@set -e; start=$$(date +%s); \
 	test -x $(PY) || $(PYTHON) -m venv $(VENV); \
 	$(PY) -m pip install $(PIP_QUIET) --disable-pip-version-check -c constraints.txt uv; \
-	$(UV) pip install --python $(PY) --compile-bytecode -c constraints.txt -e '.[test]'; \
+	$(UV) pip install --python $(PY) --compile-bytecode -c constraints.txt -e '.[test,spark,s3]'; \
 	echo "pyspark-client trap: reinstalling pyspark's own files over pyspark-client's"; \
 	$(UV) pip uninstall --python $(PY) pyspark; \
 	$(UV) pip install --python $(PY) --no-deps --compile-bytecode -c constraints.txt pyspark; \
@@ -69,6 +69,15 @@ test: system-deps-test $(STAMP)
 	echo "pytest: $$(( $$(date +%s) - start )) s, exit $$rc"; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests (exit 5): that is a failure"; fi; \
 	exit $$rc
+
+# The built wheel, installed from PyPI without constraints.txt into a fresh venv per end of the
+# supported Airflow range (the lowest, pyproject.toml's apache-airflow>=X, and the newest), each
+# running tests/airflow against the installed package (scripts/airflow-range-check.sh). CI runs it
+# after `make test`. ENDS="low" (or a version) runs some. Each end: 30-45 s of install, 7-11 min of
+# tests on a loaded 2-core machine.
+ENDS ?=
+test-airflow-range: system-deps-example $(STAMP)
+	scripts/airflow-range-check.sh $(ENDS)
 
 # Every property test with 5,000 examples (not part of CI: hours; tests/property/property_support.py).
 test-deep: $(STAMP)

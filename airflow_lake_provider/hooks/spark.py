@@ -64,9 +64,14 @@ def check_spark_setup(hook: Any, conn_id: str, env_vars: Mapping[str, str] | Non
     :param conn_id: the Spark connection id.
     :param env_vars: environment variables ``spark-submit`` will get on top of this process' own.
     """
-    from airflow_lake_provider.lake.errors import LakeError
+    from airflow_lake_provider.lake.errors import LakeError, missing_extra
     from airflow_lake_provider.lake.spark_submit import spark_submit_binary
 
+    try:  # SparkSubmitHook comes with the [spark] extra; fail before anything is written without it
+        import airflow.providers.apache.spark.hooks.spark_submit  # noqa: F401
+    except ModuleNotFoundError as exc:
+        needed_by = f"a Spark run (spark_conn_id={conn_id!r})"
+        raise LakeConfigError(str(missing_extra("spark", needed_by, exc))) from exc
     if not conn_id or not str(conn_id).strip():
         raise LakeConfigError(f"spark_conn_id is empty: name a Spark connection, e.g. {SPARK_CONN_EXAMPLE}")
     try:
@@ -99,9 +104,7 @@ def check_spark_setup(hook: Any, conn_id: str, env_vars: Mapping[str, str] | Non
     try:
         binary = spark_submit_binary()
     except LakeError as exc:
-        raise LakeConfigError(
-            f"{exc}: install pyspark in the worker's environment or put spark-submit on PATH"
-        ) from exc
+        raise LakeConfigError(str(exc)) from exc
     if not os.access(binary, os.X_OK):
         raise LakeConfigError(f"spark-submit at {binary} is not executable: fix its permissions")
     return binary

@@ -141,3 +141,15 @@ class StorageAccessError(StorageError, PermissionError):
 
 class StorageUnavailableError(StorageError, ConnectionError):
     """The store could not be reached (network error, endpoint down)."""
+
+
+class MissingExtraError(LakeError, ImportError):
+    """An optional dependency is not installed; the message names the extra that brings it."""
+
+
+def missing_extra(extra: str, needed_by: str, exc: ImportError) -> MissingExtraError:
+    """A :class:`MissingExtraError` for ``needed_by`` (e.g. ``"s3://b/t: an S3 table"``) without ``extra``."""
+    return MissingExtraError(
+        f"{needed_by} needs {exc.name or 'a package'}, which is not installed: "
+        f"pip install 'airflow-lake-provider[{extra}]'"
+    )

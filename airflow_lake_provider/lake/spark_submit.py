@@ -86,7 +86,10 @@ def spark_submit_binary() -> str:
         return str(beside)
     found = shutil.which("spark-submit")
     if not found:
-        raise SparkJobError("spark-submit was not found beside the Python interpreter or on PATH")
+        raise SparkJobError(
+            "spark-submit was not found beside the Python interpreter or on PATH: "
+            "pip install 'airflow-lake-provider[spark]' (pyspark ships it), or put the cluster's on PATH"
+        )
     return found
 
 

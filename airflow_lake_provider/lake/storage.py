@@ -36,6 +36,7 @@ from airflow_lake_provider.lake.errors import (
     ServiceBusyError,
     StorageError,
     UnsafePathError,
+    missing_extra,
 )
 from airflow_lake_provider.lake.storage_base import (
     HOODIE_DIR,
@@ -349,8 +350,13 @@ def open_storage(
     if not sep or "/" in scheme:  # a plain path, colons and all
         return LocalStorage(text)
     if scheme.lower() == "s3":
-        # Imported here: obstore loads only for tables that live on S3.
-        from airflow_lake_provider.lake.storage_s3 import S3Storage
+        # Imported here: obstore (the [s3] extra) loads only for tables that live on S3.
+        try:
+            from airflow_lake_provider.lake.storage_s3 import S3Storage
+        except ModuleNotFoundError as exc:
+            if not (exc.name or "").startswith("obstore"):
+                raise
+            raise missing_extra("s3", f"{text}: a table on S3", exc) from exc
 
         return S3Storage(text, environ=environ)
     raise StorageError(

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 from dag_helpers import new_trips_table, upsert_trips
 
+import airflow_lake_provider
 from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.hooks.lake import LakeHook
 from airflow_lake_provider.lake.format.instant import Action, State
@@ -28,7 +29,8 @@ from airflow_lake_provider.lake.table.writer import write
 pytestmark = pytest.mark.airflow
 
 REPO = Path(__file__).resolve().parents[2]
-PACKAGE = REPO / "airflow_lake_provider"
+# The imported package: the source tree under `make test`, site-packages under airflow-range-check.sh.
+PACKAGE = Path(airflow_lake_provider.__file__).resolve().parent
 HEAVY = ("polars", "pyarrow", "fastavro", "pyspark", "obstore")
 AIRFLOW_LAYER = sorted(
     f"airflow_lake_provider.{folder}.{path.stem}"
@@ -244,7 +246,8 @@ def test_triggers_never_block_the_event_loop_even_on_their_first_look(tmp_path: 
         "from airflow.configuration import conf\n"
         "from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger\n"
         "from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger\n"
-        "threshold = conf.getfloat('triggerer', 'blocked_main_thread_warning_threshold')\n"
+        # Airflow 3.2.0 has no such key (nor the watchdog): its 3.3 default.
+        "threshold = conf.getfloat('triggerer', 'blocked_main_thread_warning_threshold', fallback=0.2)\n"
         "async def first_event(trigger):\n"
         "    worst, done = [0.0], asyncio.Event()\n"
         "    async def watchdog():\n"
@@ -370,7 +373,17 @@ def test_a_missing_spark_connection_fails_at_once_with_what_to_configure(
     [
         ({"conn_type": "spark", "host": "yarn"}, {}, "neither HADOOP_CONF_DIR nor YARN_CONF_DIR"),
         ({"conn_type": "spark", "host": ""}, {}, "names no master"),
-        ({"conn_type": "spark", "host": "local[1]"}, {"sys.executable": True}, "spark-submit was not found"),
+        (
+            {"conn_type": "spark", "host": "local[1]"},
+            {"sys.executable": True},
+            r"spark-submit was not found .*: pip install 'airflow-lake-provider\[spark\]'",
+        ),
+        (
+            {"conn_type": "spark", "host": "local[1]"},
+            {"no_spark_extra": True},
+            r"^a Spark run \(spark_conn_id='spark_broken'\) needs airflow\.providers\.apache\.spark\.hooks\."
+            r"spark_submit, which is not installed: pip install 'airflow-lake-provider\[spark\]'$",
+        ),
     ],
 )
 def test_an_invalid_spark_setup_fails_before_a_clean_plan_is_written(
@@ -384,6 +397,8 @@ def test_an_invalid_spark_setup_fails_before_a_clean_plan_is_written(
     if env.get("sys.executable"):  # an environment without pyspark: nothing beside Python, nothing on PATH
         monkeypatch.setattr(sys, "executable", str(tmp_path / "bin" / "python"))
         monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    if env.get("no_spark_extra"):  # installed without [spark]: the Spark provider cannot be imported
+        monkeypatch.setitem(sys.modules, "airflow.providers.apache.spark.hooks.spark_submit", None)
     before = [str(i) for i in table.timeline().instants]
     with pytest.raises(LakeConfigError, match=message):
         LakeHook().clean(
@@ -429,6 +444,24 @@ def test_an_undefined_lake_connection_fails_at_once_naming_it(
         LakeHook(lake_conn_id="no_such_lake").open_table(str(table.uri))
     assert isinstance(caught.value, AirflowFailException)  # no retry
     assert "AIRFLOW_CONN_NO_SUCH_LAKE" in str(caught.value)
+
+
+def test_an_s3_table_without_the_s3_extra_fails_at_once_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Installed without ``[s3]`` (no obstore): a task on an s3:// table fails without retry, naming
+    the extra to install."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    monkeypatch.setitem(sys.modules, "obstore", None)  # what an install without [s3] lacks
+    monkeypatch.delitem(sys.modules, "airflow_lake_provider.lake.storage_s3", raising=False)
+    with pytest.raises(LakeConfigError) as caught:
+        LakeHook().open_table("s3://bucket/lake/trips")
+    assert str(caught.value) == (
+        "s3://bucket/lake/trips: a table on S3 needs obstore, which is not installed: "
+        "pip install 'airflow-lake-provider[s3]'"
+    )
+    assert isinstance(caught.value, AirflowFailException)  # no retry
 
 
 def test_a_relative_table_path_without_a_base_path_is_refused(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import textwrap
 import threading
 import time
@@ -181,6 +182,33 @@ def test_hourly_chain_skips_at_once_when_nothing_is_due_and_still_cleans(
     assert xcom_value(CHAIN, due.run_id, "clean")["deleted_files"] == len(old_files)
     assert xcom_value(CHAIN, due.run_id, "clean")["outcome"] == "CLEANED"
     assert not [f for f in old_files if (table.base_path / f.relative_path).exists()]
+    assert _rows(read_snapshot(table)) == expected == _hudi_rs(table.base_path)
+
+
+def test_the_readme_first_dag_runs_as_written_on_a_lake_connection(
+    airflow_db: Path, tmp_path: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """README, "Install into your Airflow": its first DAG, as written, on a table under the ``lake``
+    connection's ``base_path``: the due compaction runs, then the clean."""
+    section = (repo_root / "README.md").read_text().split("\n## Install into your Airflow\n", 1)[1]
+    code = section.split("\n## ", 1)[0].split("```python\n", 1)[1].split("```", 1)[0]
+    table = _mor_table(tmp_path / "lake" / "trips")  # 6 delta commits: due at Hudi's default of 5
+    expected = _rows(read_snapshot(table))
+    base = json.dumps({"conn_type": "lake", "extra": {"base_path": str(tmp_path / "lake")}})
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_DEFAULT", base)
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "trips_maintenance.py").write_text(code)
+    dag = sync_dags_folder(folder).dags["trips_maintenance"]
+    run = dag.test(logical_date=pendulum.datetime(2025, 1, 5, 4, tz="UTC"))
+    assert task_states("trips_maintenance", run.run_id) == dict.fromkeys(
+        ("plan", "wait", "compact", "clean"), "success"
+    )
+    c = xcom_value("trips_maintenance", run.run_id, "plan")["instant"]
+    assert xcom_value("trips_maintenance", run.run_id, "compact")["outcome"] == "COMPLETED"
+    assert [(str(i.timestamp), i.state.name) for i in table.timeline().filter([Action.COMMIT])] == [
+        (c, "COMPLETED")
+    ]
     assert _rows(read_snapshot(table)) == expected == _hudi_rs(table.base_path)
 
 

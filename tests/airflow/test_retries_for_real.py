@@ -15,10 +15,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+import airflow
 import pyarrow as pa
 import pytest
 from dag_helpers import load_example_dag, new_trips_table, task_states, upsert_trips, xcom_value
 from hudi import HudiTableBuilder
+from packaging.version import Version
 
 from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -28,6 +30,9 @@ from airflow_lake_provider.lake.table.writer import write
 from spark_jobs._common import KILL_ONCE_ENV
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
+# The failed try's exception in on_retry_callback's context: Airflow 3.3 passes it, 3.2.0 passes
+# none (the lowest supported Airflow, scripts/airflow-range-check.sh).
+RETRY_CALLBACK_GETS_EXCEPTION = Version(airflow.__version__) >= Version("3.3")
 
 
 def _data_files(base: Path) -> set[str]:
@@ -142,8 +147,9 @@ def test_run_compaction_retry_recovers_the_instant_a_killed_spark_submit_left(
     assert seen["compaction_files"] == [f"{c}.compaction.inflight", f"{c}.compaction.requested"]
     assert seen["commit_files"] == []
     assert seen["written"]
-    assert f"compaction {c} of {table.uri} did not complete on Spark" in seen["error"]
-    assert "a retry recovers it" in seen["error"]
+    if RETRY_CALLBACK_GETS_EXCEPTION:
+        assert f"compaction {c} of {table.uri} did not complete on Spark" in seen["error"]
+        assert "a retry recovers it" in seen["error"]
 
     # Try 2 completed the same instant: one base file per file group at c, rows unchanged.
     result = xcom_value(dag.dag_id, dr.run_id, "compact")
@@ -216,7 +222,8 @@ def test_clean_retry_on_spark_finishes_the_instant_a_killed_spark_submit_left(
     assert seen["try_number"] == 1
     assert seen["clean_files"] == [f"{t}.clean.inflight", f"{t}.clean.requested"]
     assert seen["deleted"] and seen["deleted"] <= expected_deleted
-    assert f"clean {t} of {table.uri} did not complete on Spark" in seen["error"]
+    if RETRY_CALLBACK_GETS_EXCEPTION:
+        assert f"clean {t} of {table.uri} did not complete on Spark" in seen["error"]
 
     # Try 2 finished the same instant from its stored plan; no second clean was planned.
     assert result["outcome"] == "CLEANED" and result["executor"] == "spark"

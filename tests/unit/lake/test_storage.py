@@ -17,6 +17,7 @@ from s3_helpers import s3_objects
 
 from airflow_lake_provider.lake.errors import (
     LakeError,
+    MissingExtraError,
     ObjectExistsError,
     ObjectNotFoundError,
     ServiceBusyError,
@@ -320,6 +321,23 @@ def test_open_storage_schemes(tmp_path: Path) -> None:
         "tables/t",
     )
     assert open_storage("s3://bucket").root == "s3://bucket"
+
+
+def test_s3_without_the_s3_extra_names_it_and_local_tables_still_work(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "obstore", None)  # what an install without [s3] lacks
+    monkeypatch.delitem(sys.modules, "airflow_lake_provider.lake.storage_s3", raising=False)
+    with pytest.raises(MissingExtraError) as caught:
+        open_storage("s3://bucket/t")
+    assert str(caught.value) == (
+        "s3://bucket/t: a table on S3 needs obstore, which is not installed: "
+        "pip install 'airflow-lake-provider[s3]'"
+    )
+    assert isinstance(caught.value, LakeError) and isinstance(caught.value, ImportError)
+    assert open_storage(tmp_path).root == str(tmp_path)  # local tables need no extra
 
 
 def test_child_is_rooted_below_and_cannot_escape(storage: Storage) -> None:

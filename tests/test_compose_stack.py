@@ -119,7 +119,7 @@ def test_images_are_pinned_and_ours_is_built_from_the_dockerfile(
     dockerfile = (repo_root / "Dockerfile").read_text()
     base = re.search(r"^FROM (\S+)", dockerfile, re.M)
     assert base is not None and re.fullmatch(r"[\w./-]+:\d[\w.-]*", base.group(1)), base
-    assert "-c constraints.txt ." in dockerfile  # the package, pinned like `make install`
+    assert "-c constraints.txt '.[spark,s3]'" in dockerfile  # with its extras, pinned like make install
 
 
 def test_airflow_gets_the_dags_folder_and_its_connections(compose: dict[str, Any]) -> None:

@@ -100,7 +100,7 @@ CHAIN = "lake_hourly_compaction"
 def test_hourly_chain_skips_at_once_when_nothing_is_due_and_still_cleans(
     airflow_db: Path, tmp_path: Path
 ) -> None:
-    """The README's chain: plan >> wait (``schedule_task_id``) >> compact >> clean (``none_failed``).
+    """docs/operators.md's chain: plan >> wait (``schedule_task_id``) >> compact >> clean (``none_failed``).
     Nothing due: the sensor skips at once (not after its 7-day default timeout), the compaction is
     skipped with it, the clean still runs. Due: the chain runs as before and the clean deletes the
     slices the compaction replaced."""
@@ -188,9 +188,9 @@ def test_hourly_chain_skips_at_once_when_nothing_is_due_and_still_cleans(
 def test_the_readme_first_dag_runs_as_written_on_a_lake_connection(
     airflow_db: Path, tmp_path: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """README, "Install into your Airflow": its first DAG, as written, on a table under the ``lake``
+    """README, "A first DAG": its DAG, as written, on a table under the ``lake``
     connection's ``base_path``: the due compaction runs, then the clean."""
-    section = (repo_root / "README.md").read_text().split("\n## Install into your Airflow\n", 1)[1]
+    section = (repo_root / "README.md").read_text().split("\n## A first DAG\n", 1)[1]
     code = section.split("\n## ", 1)[0].split("```python\n", 1)[1].split("```", 1)[0]
     table = _mor_table(tmp_path / "lake" / "trips")  # 6 delta commits: due at Hudi's default of 5
     expected = _rows(read_snapshot(table))

@@ -71,7 +71,10 @@ def run_partition_commit(
     """
     from airflow_lake_provider.lake import spark_submit
     from airflow_lake_provider.lake.errors import LakeError
-    from airflow_lake_provider.lake.services.partition_commit.config import PolicyKind
+    from airflow_lake_provider.lake.services.partition_commit.config import (
+        PolicyKind,
+        check_metastore_location,
+    )
     from airflow_lake_provider.lake.services.partition_commit.executor import commit_config, commit_partitions
     from airflow_lake_provider.lake.services.partition_commit.plain import (
         commit_plain_partitions,
@@ -109,6 +112,8 @@ def run_partition_commit(
             return result
         table = LakeTable.open(storage)
         config = commit_config(table, options)
+        if PolicyKind.METASTORE in config.policies:
+            check_metastore_location(table.uri)  # an s3:// table: refused before Spark starts (dry runs too)
         if PolicyKind.METASTORE in config.policies and not dry:
             if force:
                 raise LakeConfigError("force with the metastore policy is not supported; commit on schedule")

@@ -245,7 +245,12 @@ def test_metastore_policy_on_s3_fails_the_task_at_once_before_spark_starts(
     _table(uri, s3_endpoint, upserts=1)
     objects = s3_objects(s3_endpoint, s3_bucket)
     op = PartitionCommitOperator(
-        task_id="c", table_path=uri, partitions="a", policies="metastore,success-file", lake_conn_id=lake_conn
+        task_id="c",
+        table_path=uri,
+        partitions="a",
+        policies="metastore,success-file",
+        force=False,  # force is refused with the metastore policy anyway: this is the Spark path
+        lake_conn_id=lake_conn,
     )
     started = time.monotonic()
     with pytest.raises(LakeConfigError) as raised:

@@ -60,6 +60,8 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import Operation, write
 
+log = logging.getLogger("airflow_lake_provider.lake.cli")  # also when run as __main__ (python -m)
+
 
 def _fields(value: str) -> tuple[str, ...]:
     fields = tuple(f.strip() for f in value.split(",") if f.strip())
@@ -248,6 +250,7 @@ def _cmd_write(args: argparse.Namespace) -> None:
         raise LakeError(f"input file {args.input} does not exist") from None
     except (pa.ArrowException, OSError) as exc:
         raise LakeError(f"input file {args.input} is not a readable parquet file: {exc}") from None
+    log.info("read %d rows from %s", batch.num_rows, args.input)
     result = write(table, batch, args.operation, options=options)
     print(result.instant)
 

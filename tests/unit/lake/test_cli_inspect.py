@@ -437,3 +437,6 @@ def test_cli_write_with_v_logs_progress_on_stderr(tmp_path: Path) -> None:
         re.escape(f"{what}: 3/3 file groups, 3 files, 6 rows, ") + r"[0-9]+\.[0-9] s", progress[-1]
     )
     assert len(progress) in (2, 3, 4)  # the start, the end, a line per 2 s in between
+    assert (
+        f" INFO airflow_lake_provider.lake.cli: read 6 rows from {tmp_path / 'in.parquet'}\n" in done.stderr
+    )

@@ -165,9 +165,9 @@ def metastore_submission(
 ) -> tuple[list[str], dict[str, str]]:
     """Arguments and environment of ``spark_jobs/partition_commit.py`` (the ``metastore`` policy).
 
-    The lake connection's S3 settings (``storage_env``: credentials, endpoint, region) go into
-    ``spark-submit``'s environment, as for the other Spark jobs, so the driver opens an ``s3://`` table
-    with them; never onto the command line (``ps`` shows it).
+    The lake connection's storage settings (``storage_env``) go into ``spark-submit``'s environment,
+    as for the other Spark jobs, never onto the command line (``ps`` shows it). The table is local:
+    ``run_partition_commit`` refuses the policy on ``s3://`` before this is called.
     """
     args = ["--table", table_uri] + [a for p in partitions for a in ("--partition", p)]
     args += [a for k, v in options.items() for a in ("--option", f"{k}={v}")]

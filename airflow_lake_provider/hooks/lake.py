@@ -289,7 +289,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
             clean_config(table, opts)  # fail on bad options before anything is written
             if not dry_run:  # refused (or the MDT dropped) even when nothing turns out to be due
                 guard_mutation(table, "clean", opts)
-            preview = run_clean(table, opts, dry_run=True)
+            # A preview that picks the executor: a real run follows and logs the scan (once).
+            preview = run_clean(table, opts, dry_run=True, log_scan=dry_run)
             if mode == "execute" and not pending_cleans(table.timeline()):
                 preview = CleanResult(Outcome.NO_WORK, reason="no pending clean to execute")
             if dry_run or preview.outcome is Outcome.NO_WORK:

@@ -71,7 +71,10 @@ def run_partition_commit(
     """
     from airflow_lake_provider.lake import spark_submit
     from airflow_lake_provider.lake.errors import LakeError
-    from airflow_lake_provider.lake.services.partition_commit.config import PolicyKind
+    from airflow_lake_provider.lake.services.partition_commit.config import (
+        PolicyKind,
+        check_metastore_location,
+    )
     from airflow_lake_provider.lake.services.partition_commit.executor import commit_config, commit_partitions
     from airflow_lake_provider.lake.services.partition_commit.plain import (
         commit_plain_partitions,
@@ -109,6 +112,8 @@ def run_partition_commit(
             return result
         table = LakeTable.open(storage)
         config = commit_config(table, options)
+        if PolicyKind.METASTORE in config.policies:
+            check_metastore_location(table.uri)  # an s3:// table: refused before Spark starts (dry runs too)
         if PolicyKind.METASTORE in config.policies and not dry:
             if force:
                 raise LakeConfigError("force with the metastore policy is not supported; commit on schedule")
@@ -160,9 +165,9 @@ def metastore_submission(
 ) -> tuple[list[str], dict[str, str]]:
     """Arguments and environment of ``spark_jobs/partition_commit.py`` (the ``metastore`` policy).
 
-    The lake connection's S3 settings (``storage_env``: credentials, endpoint, region) go into
-    ``spark-submit``'s environment, as for the other Spark jobs, so the driver opens an ``s3://`` table
-    with them; never onto the command line (``ps`` shows it).
+    The lake connection's storage settings (``storage_env``) go into ``spark-submit``'s environment,
+    as for the other Spark jobs, never onto the command line (``ps`` shows it). The table is local:
+    ``run_partition_commit`` refuses the policy on ``s3://`` before this is called.
     """
     args = ["--table", table_uri] + [a for p in partitions for a in ("--partition", p)]
     args += [a for k, v in options.items() for a in ("--option", f"{k}={v}")]

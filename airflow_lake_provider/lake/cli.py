@@ -28,12 +28,19 @@ from airflow_lake_provider.lake.services.compaction.executor import (
     execute_compaction,
     schedule_compaction,
 )
+from airflow_lake_provider.lake.services.inspect import (
+    details_text,
+    instant_details,
+    instant_stats,
+    stats_line,
+)
 from airflow_lake_provider.lake.services.partition_commit.config import (
     DELAY_KEY,
     POLICY_KIND_KEY,
     TRIGGER_KEY,
     PolicyKind,
     Trigger,
+    check_metastore_location,
     parse_duration,
     parse_policies,
 )
@@ -53,6 +60,8 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import Operation, write
 
+log = logging.getLogger("airflow_lake_provider.lake.cli")  # also when run as __main__ (python -m)
+
 
 def _fields(value: str) -> tuple[str, ...]:
     fields = tuple(f.strip() for f in value.split(",") if f.strip())
@@ -66,9 +75,17 @@ def _parser() -> argparse.ArgumentParser:
         prog="lake", description="Apache Hudi (table version 6) tables from Python."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    # -v after the subcommand too; SUPPRESS keeps a -v given before it when the subcommand has none.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress to stderr"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("init", help="create an empty table")
+    def add(name: str, summary: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, parents=[common])
+
+    p = add("init", "create an empty table")
     p.add_argument("path")
     p.add_argument("--table-type", required=True, choices=["cow", "mor"])
     p.add_argument("--name", required=True)
@@ -77,31 +94,39 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--partition-fields", type=_fields, default=(), help="F[,F]")
     p.add_argument("--hive-style", action="store_true", help="partition folders named field=value")
 
-    p = sub.add_parser("write", help="commit a parquet file of records as one instant")
+    p = add("write", "commit a parquet file of records as one instant")
     p.add_argument("path")
     p.add_argument("--input", required=True, help="FILE.parquet")
     p.add_argument("--operation", required=True, choices=[o.value for o in Operation])
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="any write option")
 
-    p = sub.add_parser("read", help="write the snapshot (with meta columns) to a parquet file")
+    p = add("read", "write the snapshot (with meta columns) to a parquet file")
     p.add_argument("path")
     p.add_argument("--output", required=True, help="FILE.parquet")
     p.add_argument("--as-of", help="instant time: read the table as it was then")
 
-    p = sub.add_parser("timeline", help="list instants (time, action, state)")
+    p = add("timeline", "list instants (time, action, state)")
     p.add_argument("path")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("clean", help="delete file versions no retained snapshot or savepoint needs")
+    p = add("show", "print an instant's plan or commit metadata")
+    p.add_argument("path")
+    p.add_argument("instant", help="instant time (see lake timeline)")
+    p.add_argument("--json", action="store_true")
+
+    p = add("clean", "delete file versions no retained snapshot or savepoint needs")
     p.add_argument("path")
     p.add_argument("--policy", choices=[c.value for c in CleanPolicy])
     p.add_argument("--retained", type=int, help="commits, file versions or hours to retain (per policy)")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="any hoodie.clean* option")
     p.add_argument("--dry-run", action="store_true", help="print the plan; write and delete nothing")
+    p.add_argument(
+        "--list-files", action="store_true", help='add the planned files\' names ("files": per partition)'
+    )
     p.add_argument("--spark", action="store_true", help="list and delete on Spark (spark_jobs/clean.py)")
     p.add_argument("--master", default="local[2]", help="Spark master for --spark")
 
-    p = sub.add_parser("compact", help="schedule and/or execute a compaction of a merge-on-read table")
+    p = add("compact", "schedule and/or execute a compaction of a merge-on-read table")
     p.add_argument("path")
     p.add_argument(
         "--mode",
@@ -119,26 +144,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--master", default="local[2]", help="Spark master for --spark")
 
-    p = sub.add_parser("archive", help="move old completed instants to the archived timeline")
+    p = add("archive", "move old completed instants to the archived timeline")
     p.add_argument("path")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.keep.* options")
 
-    p = sub.add_parser("partition-commit", help="commit partitions (success file, metastore, custom policy)")
+    p = add("partition-commit", "commit partitions (success file, metastore, custom policy)")
     p.add_argument("path")
     p.add_argument("--partition", action="append", required=True, help="partition path (repeatable)")
     p.add_argument("--policy", help="comma-separated policies in order: success-file,metastore,custom")
     p.add_argument("--trigger", choices=[t.value for t in Trigger])
     p.add_argument("--delay", help="e.g. '0 s', '30 min', '1 h', '1 d'")
     p.add_argument("--watermark", help="partition-time trigger: ISO 8601 time or epoch milliseconds")
-    p.add_argument("--option", action="append", default=[], metavar="K=V", help=argparse.SUPPRESS)
-    p.add_argument("--master", default="local[2]", help=argparse.SUPPRESS)
-    p.add_argument("--metastore-dir", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="any sink.partition-commit.* / partition.time-extractor.* / hive_sync option",
+    )
+    p.add_argument("--master", default="local[2]", help="Spark master of the metastore policy's job")
+    p.add_argument(
+        "--metastore-dir",
+        help="folder of the metastore policy's embedded Derby metastore (default: a temporary folder)",
+    )
 
-    p = sub.add_parser("savepoint", help="keep a commit's files from every clean")
+    p = add("savepoint", "keep a commit's files from every clean")
     p.add_argument("action", choices=["create", "delete"])
     p.add_argument("path")
     p.add_argument("--instant", required=True, help="the completed commit to (un)savepoint")
-    p = sub.add_parser("rollback", help="roll back failed writes (or one instant)")
+    p = add("rollback", "roll back failed writes (or one instant)")
     p.add_argument("path")
     p.add_argument(
         "--instant", help="the instant to roll back (default: every failed write the policy allows)"
@@ -146,12 +180,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="allow rolling back the latest completed commit")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.* options")
 
-    p = sub.add_parser("restore", help="roll the table back to a savepoint (irreversible)")
+    p = add("restore", "roll the table back to a savepoint (irreversible)")
     p.add_argument("path")
     p.add_argument("--savepoint", required=True, help="the savepoint instant to restore")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.* options")
 
-    p = sub.add_parser("metadata-table", help="show (or drop) Hudi's metadata table of a table")
+    p = add("metadata-table", "show (or drop) Hudi's metadata table of a table")
     p.add_argument("path")
     p.add_argument(
         "--drop", action="store_true", help="drop it as Hudi does with hoodie.metadata.enable=false"
@@ -216,6 +250,7 @@ def _cmd_write(args: argparse.Namespace) -> None:
         raise LakeError(f"input file {args.input} does not exist") from None
     except (pa.ArrowException, OSError) as exc:
         raise LakeError(f"input file {args.input} is not a readable parquet file: {exc}") from None
+    log.info("read %d rows from %s", batch.num_rows, args.input)
     result = write(table, batch, args.operation, options=options)
     print(result.instant)
 
@@ -245,11 +280,24 @@ def _split(location: str) -> tuple[Storage, str]:
 def _cmd_timeline(args: argparse.Namespace) -> None:
     timeline = LakeTable.open(args.path).timeline()
     rows = [{"time": i.timestamp, "action": i.action.value, "state": i.state.name} for i in timeline.instants]
+    stats = [instant_stats(timeline, i) for i in timeline.instants] if args.verbose else []
     if args.json:
-        print(json.dumps(rows, indent=2))
+        merged = [{**row, **more} for row, more in zip(rows, stats, strict=True)] if stats else rows
+        print(json.dumps(merged, indent=2))
         return
-    for row in rows:
-        print(f"{row['time']}  {row['action']:<14} {row['state']}")
+    for n, row in enumerate(rows):
+        if stats:
+            print(f"{row['time']}  {row['action']:<14} {row['state']:<9} {stats_line(stats[n])}")
+        else:
+            print(f"{row['time']}  {row['action']:<14} {row['state']}")
+
+
+def _cmd_show(args: argparse.Namespace) -> None:
+    details = instant_details(LakeTable.open(args.path), args.instant)
+    if args.json:
+        print(json.dumps(details, indent=2))
+        return
+    print("\n".join(details_text(details)))
 
 
 def _clean_options(args: argparse.Namespace) -> dict[str, str]:
@@ -264,6 +312,8 @@ def _clean_options(args: argparse.Namespace) -> dict[str, str]:
 def _cmd_clean(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     options = _clean_options(args)
+    if args.spark and args.list_files:
+        raise LakeError("--list-files is not supported with --spark: list the plan with --dry-run first")
     if args.spark:
         guard_mutation(table, "clean", options, dry_run=args.dry_run)  # before Spark starts
         job_args = ["--table", table.uri] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
@@ -273,7 +323,11 @@ def _cmd_clean(args: argparse.Namespace) -> None:
         if result.get("outcome") == "FAILED":
             raise LakeError(str(result.get("error")))
     else:
-        result = run_clean(table, options, dry_run=args.dry_run).to_dict()
+        cleaned = run_clean(table, options, dry_run=args.dry_run)
+        result = cleaned.to_dict()
+        if args.list_files:
+            files = cleaned.plan.files_per_partition if cleaned.plan else {}
+            result["files"] = {part: sorted(paths) for part, paths in sorted(files.items())}
     print(json.dumps({**result, **_dropped(table)}, indent=2))
 
 
@@ -368,6 +422,7 @@ def _cmd_partition_commit(args: argparse.Namespace) -> None:
         options.get(POLICY_KIND_KEY) or table.config.properties.get(POLICY_KIND_KEY) or "success-file"
     )
     if PolicyKind.METASTORE in policies:
+        check_metastore_location(table.uri)  # an s3:// table is refused before Spark starts
         # The metastore is reached through Spark SQL: the whole commit runs in the Spark job's driver.
         job_args = ["--table", table.uri] + [a for p in args.partition for a in ("--partition", p)]
         job_args += [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
@@ -424,6 +479,7 @@ _COMMANDS = {
     "write": _cmd_write,
     "read": _cmd_read,
     "timeline": _cmd_timeline,
+    "show": _cmd_show,
     "clean": _cmd_clean,
     "savepoint": _cmd_savepoint,
     "archive": _cmd_archive,

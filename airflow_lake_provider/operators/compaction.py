@@ -25,10 +25,10 @@ class ScheduleCompactionOperator(BaseOperator):
     shows the plan as a table (``partition | file groups | log files | IO MB``). Writing a plan
     changes no data, so the operator emits no Asset event.
 
-    XCom: the return value is the JSON summary (``outcome`` ``SCHEDULED``/``NO_WORK``, ``instant``,
-    ``reason``, ``plan``, ``operations``, ``total_io_mb``, ``partitions`` with file groups, log files
-    and IO MB each, ``table_path``); key ``compaction_instant``: the plan's instant (``None`` for
-    ``NO_WORK``).
+    XCom: the return value is the JSON summary (``outcome`` ``SCHEDULED``/``NO_WORK``/``PLANNED`` (a
+    dry run), ``instant``, ``reason``, ``plan``, ``operations``, ``total_io_mb``, ``partitions`` with
+    file groups, log files and IO MB each, ``table_path``); key ``compaction_instant``: the plan's
+    instant (``None`` for ``NO_WORK``).
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's. (templated)

@@ -62,6 +62,7 @@ from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.data_files import store_base_file, write_partition_metadata
 from airflow_lake_provider.lake.table.fs_view import FileSlice, FileSystemView
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.progress import Progress
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
 from airflow_lake_provider.lake.table.rollback.executor import (
     discard_failed_write,
@@ -631,8 +632,13 @@ class _WriteJob:
                 # Here, a COW rewrite takes its base file from the lookup's open file (and the record
                 # keys it read): every base file is opened once per write.
                 results: Sequence[FileGroupResult] = []
+                progress = Progress(
+                    f"write {self.context.instant} of {self.table.uri}", len(units), rows.num_rows
+                )
                 for unit in units:
-                    results.append(write_file_group(self.table, self.context, unit, self.fault, reads))
+                    done = write_file_group(self.table, self.context, unit, self.fault, reads)
+                    results.append(done)
+                    progress.step(len(done.files), done.inserted + done.updated + done.deleted)
                     if unit.merged is not None and unit.merged.base_file is not None:
                         reads.release(unit.merged.base_file.relative_path)
             else:

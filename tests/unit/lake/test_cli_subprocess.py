@@ -394,7 +394,7 @@ def test_compact_schedule_execute_run_and_no_work(tmp_path: Path) -> None:
     assert f"{c}.compaction.requested" in _timeline(base)
     preview = _json(_lake("compact", str(base), "--mode", "execute", "--dry-run"))
     assert (preview["outcome"], preview["execute"]["instant"], preview["execute"]["operations"]) == (
-        "DRY_RUN",
+        "PLANNED",
         c,
         2,
     )

@@ -158,8 +158,13 @@ def plan(
     timeline: Timeline | None = None,
     now: dt.datetime | None = None,
     lister: Lister | None = None,
+    *,
+    log_scan: bool = True,
 ) -> CleanPlan | None:
-    """Compute a clean plan (writes nothing). ``lister`` may replace local partition listing."""
+    """Compute a clean plan (writes nothing). ``lister`` may replace local partition listing.
+
+    ``log_scan=False`` logs the scan at debug level only: a preview its caller follows with a real run.
+    """
     timeline = timeline or table.timeline()
     earliest = earliest_commit_to_retain(timeline, config, now or _now())
     points = savepoints(timeline)
@@ -170,7 +175,8 @@ def plan(
         log.info("clean of %s: nothing to scan (earliest commit to retain: %s)", table.uri, earliest)
         return None
     view = table.file_system_view(timeline, scan, lister)
-    log.info(
+    log.log(
+        logging.INFO if log_scan else logging.DEBUG,
         "clean of %s: scanned %d partitions, %d file groups",
         table.uri,
         len(view.partitions),
@@ -334,13 +340,15 @@ def run_clean(
     instant: str | None = None,
     deleter: Deleter = local_deleter,
     lister: Lister | None = None,
+    log_scan: bool = True,
 ) -> CleanResult:
     """One clean run. ``mode``: ``schedule``, ``execute`` or ``schedule_and_execute``.
 
     Pending cleans are finished first (never re-planned). ``dry_run`` writes and deletes nothing and
     returns the plan a run would make now. ``execute`` finishes ``instant`` or every pending clean.
     Pending writes that hold the clean back are named in the result (``held_back_by``, ``reason``)
-    with the command that rolls failed ones back.
+    with the command that rolls failed ones back. ``log_scan=False``: the partition scan is logged at
+    debug level (a dry-run preview that a real run, logging its own scan, follows).
     """
     config = clean_config(table, options)  # bad options fail before anything changes
     guard_mutation(table, "clean", options, dry_run=dry_run)
@@ -348,7 +356,7 @@ def run_clean(
         _roll_back_expired_writes(table, options)
     timeline = table.timeline()
     held = held_back_by(timeline, config, now or _now())
-    result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister)
+    result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister, log_scan)
     if not held:
         return result
     advice = describe_failed_writes(table.uri, held)
@@ -379,6 +387,7 @@ def _run_clean(
     instant: str | None,
     deleter: Deleter,
     lister: Lister | None,
+    log_scan: bool = True,
 ) -> CleanResult:
     if mode not in ("schedule", "execute", "schedule_and_execute"):
         raise ValueError(f"unknown clean mode {mode!r}")
@@ -397,7 +406,7 @@ def _run_clean(
                 reason="a pending clean would be finished",
                 kept_for_savepoints=kept,
             )
-        found = plan(table, config, timeline, now, lister)
+        found = plan(table, config, timeline, now, lister, log_scan=log_scan)
         return CleanResult(
             Outcome.PLANNED if found else Outcome.NO_WORK,
             None,

@@ -76,7 +76,9 @@ class Outcome(str, Enum):
     COMPLETED = "COMPLETED"
     ALREADY_COMPLETED = "ALREADY_COMPLETED"
     NO_WORK = "NO_WORK"
-    DRY_RUN = "DRY_RUN"
+    # A dry run (schedule or execute): what would be done; nothing written. Clean and partition
+    # commit use the same name (it was DRY_RUN, or SCHEDULED with dry_run true).
+    PLANNED = "PLANNED"
 
 
 @dataclass(frozen=True)
@@ -258,7 +260,7 @@ def _schedule_locked(
     c = plan_instant(table, timeline, instant)
     plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
     if dry_run:
-        return ScheduleResult(Outcome.SCHEDULED, c, plan, trigger.reason, dry_run=True)
+        return ScheduleResult(Outcome.PLANNED, c, plan, trigger.reason, dry_run=True)
     body = timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan.to_avro())
     table.store.create_requested(c, Action.COMPACTION, body)
     log.info(
@@ -606,7 +608,7 @@ def execute_compaction(
         plan = load_plan(timeline, c)
         if dry_run:
             return CompactionResult(
-                Outcome.DRY_RUN,
+                Outcome.PLANNED,
                 c,
                 len(plan.operations),
                 recovered=target.is_inflight,

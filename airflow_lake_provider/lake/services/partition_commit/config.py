@@ -115,6 +115,23 @@ def parse_policies(value: object) -> tuple[PolicyKind, ...]:
     return tuple(kinds)
 
 
+def check_metastore_location(table_uri: str) -> None:
+    """Refuse the ``metastore`` policy for a table outside the local file system, before Spark starts.
+
+    Its Spark job gives Hive each partition's location, which Hive resolves through Hadoop's file
+    systems; the pip pyspark ships no S3 connector (no hadoop-aws jar), so on an ``s3://`` table the
+    job failed only after Spark's start, with a long Java trace (``No FileSystem for scheme "s3"``).
+    """
+    scheme, sep, _ = table_uri.partition("://")
+    if sep and scheme.lower() != "file":
+        raise PartitionCommitConfigError(
+            f"{table_uri}: the metastore policy works on local tables only (its Spark job has no "
+            f"{scheme}:// file system: pyspark ships no hadoop-aws connector); commit with "
+            f"{POLICY_KIND_KEY}=success-file, or register the partitions in your catalog with a "
+            "custom policy"
+        )
+
+
 def _bool(options: Mapping[str, object], key: str) -> bool:
     raw = get_str(options, key)
     if raw is None:

@@ -366,8 +366,8 @@ def test_usage_errors_exit_2_as_the_cli_doc_says(capsys: pytest.CaptureFixture[s
     )
     cli_doc = " ".join((REPO_ROOT / "docs" / "cli.md").read_text().split())
     assert (
-        "a usage error, such as a missing or unknown argument, is reported by the argument parser with exit status 2"
-        in cli_doc
+        "a usage error, such as a missing or unknown argument, is reported by the argument parser"
+        " with exit status 2" in cli_doc
     )
 
 

@@ -6,6 +6,7 @@ Layers of ``airflow_lake_provider.lake`` (each may import the ones below it, nev
     services                     clean, compaction, savepoint
     table                        timeline, store, file system view, merge, read, write
     format                       Hudi v6 on disk: codecs over bytes, no I/O
+    config                       the option registry: every option's key, aliases, default, parser
     storage, storage_s3          the one file-access seam (local disk, S3) ...
     storage_base, errors         ... over one interface; the exception tree
 
@@ -31,9 +32,12 @@ ALLOWED = {
     # storage (local disk, open_storage) loads storage_s3 lazily for s3:// locations.
     f"{CORE}.storage": (f"{CORE}.errors", f"{CORE}.storage_base", f"{CORE}.storage_s3"),
     f"{CORE}.storage_s3": (f"{CORE}.errors", f"{CORE}.storage_base"),
-    f"{CORE}.format": (f"{CORE}.errors", f"{CORE}.format"),
+    # The option registry: below format (bloom filter settings are options), above errors only.
+    f"{CORE}.config": (f"{CORE}.errors", f"{CORE}.config"),
+    f"{CORE}.format": (f"{CORE}.errors", f"{CORE}.config", f"{CORE}.format"),
     f"{CORE}.table": (
         f"{CORE}.errors",
+        f"{CORE}.config",
         f"{CORE}.storage",
         f"{CORE}.storage_base",
         f"{CORE}.format",
@@ -41,6 +45,7 @@ ALLOWED = {
     ),
     f"{CORE}.services": (
         f"{CORE}.errors",
+        f"{CORE}.config",
         f"{CORE}.storage",
         f"{CORE}.storage_base",
         f"{CORE}.format",

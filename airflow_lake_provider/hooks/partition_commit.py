@@ -10,7 +10,13 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from airflow_lake_provider.hooks.errors import LakeConfigError, LakeHookError, as_bool
+from airflow_lake_provider.hooks.errors import (
+    LakeConfigError,
+    LakeHookError,
+    as_bool,
+    check_options,
+    core_errors,
+)
 from airflow_lake_provider.hooks.results import dropped_summary
 
 log = logging.getLogger(__name__)
@@ -70,7 +76,6 @@ def run_partition_commit(
     Hive support), submitted to ``spark_master``; everything else runs in this process.
     """
     from airflow_lake_provider.lake import spark_submit
-    from airflow_lake_provider.lake.errors import LakeError
     from airflow_lake_provider.lake.services.partition_commit.config import PolicyKind
     from airflow_lake_provider.lake.services.partition_commit.executor import commit_config, commit_partitions
     from airflow_lake_provider.lake.services.partition_commit.plain import (
@@ -82,7 +87,8 @@ def run_partition_commit(
 
     dry = as_bool(dry_run, "dry_run")
     watermark = None if watermark in (None, "", "None") else watermark
-    try:
+    options = check_options(options, f"partition commit of {table_path}")
+    with core_errors(f"partition commit of {table_path}"):
         if lake_conn_id:
             from airflow_lake_provider.hooks.lake import LakeHook
 
@@ -140,10 +146,6 @@ def run_partition_commit(
                 metastore=(lambda _context: None) if dry else None,
             ).to_dict()
             result.update(dropped_summary(table))
-    except ValueError as exc:  # bad input: options, partitions, watermark (LakeError subclasses too)
-        raise LakeConfigError(f"partition commit of {table_path}: {exc}") from exc
-    except LakeError as exc:
-        raise LakeHookError(f"partition commit of {table_path} failed: {exc}") from exc
     result["table_path"] = table_path
     return result
 

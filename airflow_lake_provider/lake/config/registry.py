@@ -439,4 +439,21 @@ PC_PARTITION_FIELDS = Option(
     PartitionCommitConfigError,
 )
 
+PC_HIVE_DATABASE = Option(
+    "hoodie.datasource.hive_sync.database",
+    "default",
+    p.text,
+    "metastore: the database of the table",
+    "partition-commit",
+    PartitionCommitConfigError,
+)
+PC_HIVE_TABLE = Option(
+    "hoodie.datasource.hive_sync.table",
+    None,
+    p.text,
+    "metastore: the table's name there (default: the Hudi table's name)",
+    "partition-commit",
+    PartitionCommitConfigError,
+)
+
 OPTIONS: tuple[Option, ...] = tuple(v for v in list(globals().values()) if isinstance(v, Option))

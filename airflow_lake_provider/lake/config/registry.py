@@ -393,7 +393,7 @@ PC_PATTERN = Option(
     "partition.time-extractor.timestamp-pattern",
     None,
     p.text,
-    "how partition values form a timestamp ($year-$month-$day $hour:00:00)",
+    "how partition values form a timestamp (e.g. $dt $hour:00:00)",
     "partition-commit",
     PartitionCommitConfigError,
 )
@@ -425,7 +425,7 @@ PC_TARGET_FILE_SIZE = Option(
     "compaction.file-size",
     128 * 1024 * 1024,  # Flink's rolling file size
     p.size,
-    "merge-small-files: target size of merged files",
+    "merge-small-files: target size of merged files, in bytes (or 128mb, 1 gb)",
     "partition-commit",
     PartitionCommitConfigError,
     aliases=("lake.partition-commit.merge-small-files.target-file-size",),

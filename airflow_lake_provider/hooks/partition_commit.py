@@ -18,12 +18,13 @@ from airflow_lake_provider.hooks.errors import (
     core_errors,
 )
 from airflow_lake_provider.hooks.results import dropped_summary
+from airflow_lake_provider.lake.config.registry import PC_DELAY, PC_POLICY_KIND, PC_TRIGGER
 
 log = logging.getLogger(__name__)
 
-POLICY_KIND_KEY = "sink.partition-commit.policy.kind"
-TRIGGER_KEY = "sink.partition-commit.trigger"
-DELAY_KEY = "sink.partition-commit.delay"
+POLICY_KIND_KEY = PC_POLICY_KIND.key
+TRIGGER_KEY = PC_TRIGGER.key
+DELAY_KEY = PC_DELAY.key
 
 
 def as_partitions(value: str | Sequence[str]) -> list[str]:

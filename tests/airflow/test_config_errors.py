@@ -86,7 +86,9 @@ def _tries(run_id: str, task_id: str) -> list[tuple[int, str]]:
     with create_session() as session:
         earlier = [
             (h.try_number, str(h.state))
-            for h in session.query(TaskInstanceHistory).filter_by(dag_id=DAG_ID, run_id=run_id, task_id=task_id)
+            for h in session.query(TaskInstanceHistory).filter_by(
+                dag_id=DAG_ID, run_id=run_id, task_id=task_id
+            )
         ]
         ti = session.query(TaskInstance).filter_by(dag_id=DAG_ID, run_id=run_id, task_id=task_id).one()
         return sorted(earlier) + [(ti.try_number, str(ti.state))]
@@ -115,7 +117,10 @@ def test_a_typo_in_any_option_family_fails_at_once_naming_key_and_value(
                 ScheduleCompactionOperator,
             )
             from airflow_lake_provider.operators.partition_commit import PartitionCommitOperator
-            from airflow_lake_provider.operators.rollback import LakeWriteOperator, RollbackFailedWritesOperator
+            from airflow_lake_provider.operators.rollback import (
+                LakeWriteOperator,
+                RollbackFailedWritesOperator,
+            )
 
             TABLE = {str(table.uri)!r}
             INPUT = {str(source)!r}

@@ -32,7 +32,7 @@ from airflow_lake_provider.lake.services.compaction.executor import Outcome, exe
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.timeline import Timeline
-from spark_jobs._common import KillSwitch, key_values, kill_point, kill_switch, run_job
+from spark_jobs._common import KillSwitch, kill_point, kill_switch, option_values, run_job
 from spark_jobs.worker_process import WORKER_ENV
 
 log = logging.getLogger("lake.compact")
@@ -53,7 +53,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def options_of(pairs: Sequence[str]) -> dict[str, str]:
     """``k=v`` pairs as a dict, validated as compaction options (``CompactionConfigError`` if not)."""
-    options = key_values(pairs, CompactionConfigError)
+    options = option_values(pairs, CompactionConfigError)
     CompactionConfig.from_options(options)
     return options
 

@@ -22,15 +22,16 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from airflow_lake_provider.lake.config.registry import PC_HIVE_DATABASE, PC_HIVE_TABLE
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.services.partition_commit.executor import CommitContext, commit_partitions
 from airflow_lake_provider.lake.table.table import LakeTable
-from spark_jobs._common import emit_result, key_values, setup_logging
+from spark_jobs._common import emit_result, option_values, setup_logging
 
 log = logging.getLogger(__name__)
 
-DATABASE_KEY = "hoodie.datasource.hive_sync.database"
-TABLE_KEY = "hoodie.datasource.hive_sync.table"
+DATABASE_KEY = PC_HIVE_DATABASE.key
+TABLE_KEY = PC_HIVE_TABLE.key
 # What Hudi's hive sync stores for a table: Hudi's input formats over Hive's parquet SerDe.
 SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
@@ -89,11 +90,11 @@ class SparkMetastorePolicy:
     """The ``metastore`` policy over a SparkSession with Hive support (the embedded Derby one works)."""
 
     def __init__(self, spark: Any, table: LakeTable, options: dict[str, str] | None = None) -> None:
-        props = {**table.config.properties, **(options or {})}
+        layers = (table.config.properties, options or {})
         self.spark = spark
         self.table = table
-        self.database = props.get(DATABASE_KEY) or "default"
-        self.name = props.get(TABLE_KEY) or table.config.name
+        self.database = PC_HIVE_DATABASE.read(*layers)
+        self.name = PC_HIVE_TABLE.read(*layers) or table.config.name
         self._ensured = False
 
     @property
@@ -174,7 +175,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def options_of(pairs: Sequence[str]) -> dict[str, str]:
-    return key_values(pairs)
+    return option_values(pairs)
 
 
 def build_session(metastore_dir: str | None, scratch: str) -> Any:

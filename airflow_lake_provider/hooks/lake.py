@@ -28,10 +28,13 @@ from airflow_lake_provider.hooks.errors import (
     LakeServiceBusyError,
     LakeSparkJobError,
     as_bool,
+    check_options,
+    core_errors,
 )
 from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
 from airflow_lake_provider.hooks.write import WriteHookMixin
+from airflow_lake_provider.lake.config.registry import METADATA_ENABLE
 
 if TYPE_CHECKING:
     from airflow_lake_provider.lake.format.instant import Instant
@@ -49,7 +52,7 @@ DEFAULT_SPARK_THRESHOLD = 10_000
 # The only connection extras the hook reads (never the whole extra dict).
 EXTRA_BASE_PATH = "base_path"
 # Hudi's writer option, read from the extra too: false drops a table's metadata table before an action.
-EXTRA_METADATA_ENABLE = "hoodie.metadata.enable"
+EXTRA_METADATA_ENABLE = METADATA_ENABLE.key
 # S3 settings in the connection's extra, and the standard variable each one becomes. The key pair
 # is the connection's login and password.
 S3_EXTRAS = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "allow_http": "AWS_ALLOW_HTTP"}
@@ -269,7 +272,6 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         :param spark_conf: extra ``--conf`` values for ``spark-submit``.
         :param spark_env: extra environment variables for ``spark-submit``.
         """
-        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
         from airflow_lake_provider.lake.services.clean.executor import (
             CleanResult,
             Outcome,
@@ -283,9 +285,9 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
             raise LakeConfigError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")
         dry_run = as_bool(dry_run, "dry_run")
         threshold = _as_threshold(spark_threshold)
-        opts = {str(k): v for k, v in (options or {}).items()}
         table = self.open_table(table_path)
-        try:
+        opts = check_options(options, f"clean of {table.uri}")
+        with core_errors(f"clean of {table.uri}"):
             clean_config(table, opts)  # fail on bad options before anything is written
             if not dry_run:  # refused (or the MDT dropped) even when nothing turns out to be due
                 guard_mutation(table, "clean", opts)
@@ -311,12 +313,6 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
                 threshold,
             )
             return self._clean_on_spark(table, opts, mode, spark_conn_id, spark_conf, spark_env)
-        except ServiceBusyError as exc:
-            raise LakeServiceBusyError(f"clean of {table.uri} not started: {exc}") from exc
-        except ValueError as exc:  # core input errors (CleanConfigError, UnsafePathError, ...)
-            raise LakeConfigError(f"clean of {table.uri}: {exc}") from exc
-        except LakeError as exc:
-            raise LakeHookError(f"clean of {table.uri} failed: {exc}") from exc
 
     def _clean_on_spark(
         self,
@@ -413,26 +409,16 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         """Archive the table's timeline (Hudi's ``hoodie.keep.*`` rules); ``NO_WORK`` when not due.
 
         :param table_path: the table's base path (or relative to the connection's ``base_path``).
-        :param options: ``hoodie.keep.*`` options and ``hoodie.metadata.enable`` over the table's own
-            (other keys are ignored).
+        :param options: archival options (``hoodie.keep.*``...) and ``hoodie.metadata.enable`` over the
+            table's own (options of other services are ignored; unknown ``hoodie.`` keys refused).
         """
-        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+        from airflow_lake_provider.lake.config import of_family
         from airflow_lake_provider.lake.table.archival.executor import run_archival
 
         table = self.open_table(table_path)
-        keep = {
-            str(k): v
-            for k, v in (options or {}).items()
-            if str(k).startswith(("hoodie.keep.", "hoodie.commits.archival", "hoodie.metadata."))
-        }
-        try:
-            result = run_archival(table, keep)
-        except ServiceBusyError as exc:
-            raise LakeServiceBusyError(f"archival of {table.uri} not started: {exc}") from exc
-        except ValueError as exc:
-            raise LakeConfigError(f"archival of {table.uri}: {exc}") from exc
-        except LakeError as exc:
-            raise LakeHookError(f"archival of {table.uri} failed: {exc}") from exc
+        opts = check_options(options, f"archival of {table.uri}")
+        with core_errors(f"archival of {table.uri}"):
+            result = run_archival(table, of_family(opts, "archival", "metadata-table"))
         return {**result.to_dict(), "table_path": table.uri}
 
     @staticmethod

@@ -10,14 +10,21 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from airflow_lake_provider.hooks.errors import LakeConfigError, LakeHookError, as_bool
+from airflow_lake_provider.hooks.errors import (
+    LakeConfigError,
+    LakeHookError,
+    as_bool,
+    check_options,
+    core_errors,
+)
 from airflow_lake_provider.hooks.results import dropped_summary
+from airflow_lake_provider.lake.config.registry import PC_DELAY, PC_POLICY_KIND, PC_TRIGGER
 
 log = logging.getLogger(__name__)
 
-POLICY_KIND_KEY = "sink.partition-commit.policy.kind"
-TRIGGER_KEY = "sink.partition-commit.trigger"
-DELAY_KEY = "sink.partition-commit.delay"
+POLICY_KIND_KEY = PC_POLICY_KIND.key
+TRIGGER_KEY = PC_TRIGGER.key
+DELAY_KEY = PC_DELAY.key
 
 
 def as_partitions(value: str | Sequence[str]) -> list[str]:
@@ -70,7 +77,6 @@ def run_partition_commit(
     Hive support), submitted to ``spark_master``; everything else runs in this process.
     """
     from airflow_lake_provider.lake import spark_submit
-    from airflow_lake_provider.lake.errors import LakeError
     from airflow_lake_provider.lake.services.partition_commit.config import (
         PolicyKind,
         check_metastore_location,
@@ -85,7 +91,8 @@ def run_partition_commit(
 
     dry = as_bool(dry_run, "dry_run")
     watermark = None if watermark in (None, "", "None") else watermark
-    try:
+    options = check_options(options, f"partition commit of {table_path}")
+    with core_errors(f"partition commit of {table_path}"):
         if lake_conn_id:
             from airflow_lake_provider.hooks.lake import LakeHook
 
@@ -145,10 +152,6 @@ def run_partition_commit(
                 metastore=(lambda _context: None) if dry else None,
             ).to_dict()
             result.update(dropped_summary(table))
-    except ValueError as exc:  # bad input: options, partitions, watermark (LakeError subclasses too)
-        raise LakeConfigError(f"partition commit of {table_path}: {exc}") from exc
-    except LakeError as exc:
-        raise LakeHookError(f"partition commit of {table_path} failed: {exc}") from exc
     result["table_path"] = table_path
     return result
 

@@ -12,6 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake import spark_submit
+from airflow_lake_provider.lake.config import check_options
+from airflow_lake_provider.lake.config.registry import PC_POLICY_KIND
 from airflow_lake_provider.lake.errors import (
     ArchivalConfigError,
     CleanConfigError,
@@ -344,6 +346,7 @@ def _key_values(pairs: Sequence[str], error: type[LakeError]) -> dict[str, str]:
         if not sep or not key.strip():
             raise error(f"--option {pair!r} is not K=V")
         options[key.strip()] = value.strip()
+    check_options(options)
     return options
 
 
@@ -396,6 +399,7 @@ def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
         if not sep or not key.strip():
             raise LakeError(f"--option {pair!r} is not K=V")
         options[key.strip()] = value.strip()
+    check_options(options)
     if args.policy is not None:
         parse_policies(args.policy)  # unknown names fail here, before Spark or the table is touched
         options[POLICY_KIND_KEY] = args.policy
@@ -418,9 +422,7 @@ def _cmd_partition_commit(args: argparse.Namespace) -> None:
         print(json.dumps(plain.to_dict(), indent=2))
         return
     table = LakeTable.open(storage)
-    policies = parse_policies(
-        options.get(POLICY_KIND_KEY) or table.config.properties.get(POLICY_KIND_KEY) or "success-file"
-    )
+    policies = parse_policies(PC_POLICY_KIND.read(table.config.properties, options))
     if PolicyKind.METASTORE in policies:
         check_metastore_location(table.uri)  # an s3:// table is refused before Spark starts
         # The metastore is reached through Spark SQL: the whole commit runs in the Spark job's driver.

@@ -31,7 +31,8 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError
+from airflow_lake_provider.lake.config import registry as r
+from airflow_lake_provider.lake.errors import CorruptDataFileError, WriteConfigError
 
 FILTER_KEY = "org.apache.hudi.bloomfilter"
 TYPE_CODE_KEY = "hoodie_bloom_filter_type_code"
@@ -45,10 +46,10 @@ _MAX_HASHES = 4096  # Java's count is ceil(ln 2 x bits / entries): 30 at Hudi's 
 _M = np.uint32(0x5BD1E995)
 
 # Hudi's writer options and defaults (HoodieStorageConfig / HoodieIndexConfig).
-NUM_ENTRIES_OPTION = "hoodie.index.bloom.num_entries"
-FPP_OPTION = "hoodie.index.bloom.fpp"
-TYPE_OPTION = "hoodie.bloom.index.filter.type"
-MAX_ENTRIES_OPTION = "hoodie.bloom.index.filter.dynamic.max.entries"
+NUM_ENTRIES_OPTION = r.BLOOM_NUM_ENTRIES.key
+FPP_OPTION = r.BLOOM_FPP.key
+TYPE_OPTION = r.BLOOM_FILTER_TYPE.key
+MAX_ENTRIES_OPTION = r.BLOOM_MAX_ENTRIES.key
 
 
 @dataclass(frozen=True)
@@ -63,33 +64,29 @@ class BloomSettings:
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> BloomSettings:
         """Settings from table properties or write options; a bad value names its key."""
-        default = cls()
-        try:
-            settings = cls(
-                int(options.get(NUM_ENTRIES_OPTION, default.num_entries)),
-                float(options.get(FPP_OPTION, default.fpp)),
-                str(options.get(TYPE_OPTION, default.type_code)).upper(),
-                int(options.get(MAX_ENTRIES_OPTION, default.max_entries)),
-            )
-        except ValueError as exc:
-            raise TableConfigError(f"bad bloom filter option: {exc}") from None
+        settings = cls(
+            r.BLOOM_NUM_ENTRIES.read(options),
+            r.BLOOM_FPP.read(options),
+            r.BLOOM_FILTER_TYPE.read(options).upper(),
+            r.BLOOM_MAX_ENTRIES.read(options),
+        )
         if settings.num_entries <= 0:
-            raise TableConfigError(f"{NUM_ENTRIES_OPTION} must be positive, got {settings.num_entries}")
+            raise WriteConfigError(f"{NUM_ENTRIES_OPTION} must be positive, got {settings.num_entries}")
         for key, value in (
             (NUM_ENTRIES_OPTION, settings.num_entries),
             (MAX_ENTRIES_OPTION, settings.max_entries),
         ):
             if value > _INT_MAX:  # Hudi reads both as Java ints
-                raise TableConfigError(f"{key} must be at most {_INT_MAX}, got {value}")
+                raise WriteConfigError(f"{key} must be at most {_INT_MAX}, got {value}")
         if not 0.0 < settings.fpp < 1.0:
-            raise TableConfigError(f"{FPP_OPTION} must be in (0, 1), got {settings.fpp}")
+            raise WriteConfigError(f"{FPP_OPTION} must be in (0, 1), got {settings.fpp}")
         if settings.vector_size > _INT_MAX:
-            raise TableConfigError(
+            raise WriteConfigError(
                 f"{NUM_ENTRIES_OPTION}={settings.num_entries} at {FPP_OPTION}={settings.fpp:g} needs a "
                 f"filter of {settings.vector_size} bits, more than its header holds ({_INT_MAX})"
             )
         if settings.type_code not in (SIMPLE, DYNAMIC_V0):
-            raise TableConfigError(f"{TYPE_OPTION} must be SIMPLE or DYNAMIC_V0, got {settings.type_code!r}")
+            raise WriteConfigError(f"{TYPE_OPTION} must be SIMPLE or DYNAMIC_V0, got {settings.type_code!r}")
         return settings
 
     @property

@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_lake_provider.lake.config import registry
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     CorruptDataFileError,
@@ -78,7 +79,7 @@ from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
 log = logging.getLogger(__name__)
 
 # Event-time bookkeeping of a commit (partition commit's watermark reads the max).
-EVENT_TIME_FIELD = "hoodie.payload.event.time.field"
+EVENT_TIME_FIELD = registry.EVENT_TIME_FIELD.key
 EVENT_TIME_MIN, EVENT_TIME_MAX = "lake.minEventTime", "lake.maxEventTime"
 # Internal columns carried alongside a batch while it is routed; never written.
 _KEY, _PART, _ORD = "__lake_key", "__lake_partition", "__lake_ordering"
@@ -91,11 +92,11 @@ _LONGEST_FILE_NAME = 128
 _PROBE_INSTANT = "2" * 17
 
 # Index types whose lookups this writer's bloom + range lookup gives the same answer as.
-INDEX_TYPE = "hoodie.index.type"
+INDEX_TYPE = registry.INDEX_TYPE.key
 _SAME_ANSWER_INDEXES = ("BLOOM", "SIMPLE")
 METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
 # As Hudi: archive the timeline at the end of every write (keep.min/max.commits decide how much).
-ARCHIVE_AUTOMATIC = "hoodie.archive.automatic"
+ARCHIVE_AUTOMATIC = registry.ARCHIVE_AUTOMATIC.key
 
 # At most this many footer summaries are kept per LakeTable object (a few hundred bytes each).
 _FOOTER_SUMMARIES = 100_000
@@ -199,7 +200,7 @@ def write(
     settings = {**table.config.properties, **(options or {})}
     _check_index(table, settings)
     bloom = BloomSettings.from_options(settings)
-    archive = _archive_automatic(settings)
+    archive = registry.ARCHIVE_AUTOMATIC.read(settings)
     if archive:
         ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
     guard_mutation(table, f"write ({operation.value})", options)
@@ -229,13 +230,6 @@ def _between(ordered: list[str], low: str, high: str) -> list[str]:
     return ordered[bisect.bisect_left(ordered, low) : bisect.bisect_right(ordered, high)]
 
 
-def _archive_automatic(settings: Mapping[str, str]) -> bool:
-    value = str(settings.get(ARCHIVE_AUTOMATIC, "true")).strip().lower()
-    if value not in ("true", "false"):
-        raise TableConfigError(f"{ARCHIVE_AUTOMATIC}={value!r}: use true or false")
-    return value == "true"
-
-
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
     """Archive what is due now that the write is committed. The write stands whatever happens
     here: a failure (or another archival running) is logged and the next write or clean retries."""
@@ -260,7 +254,7 @@ def _check_index(table: LakeTable, settings: Mapping[str, str]) -> None:
     numbered file groups, and a record index (or a global index) is kept in the metadata table,
     which this writer does not update: Java writers after ours would duplicate our keys.
     """
-    kind = str(settings.get(INDEX_TYPE) or "").strip().upper()
+    kind = (registry.INDEX_TYPE.read(settings) or "").upper()
     if kind and kind not in _SAME_ANSWER_INDEXES:
         raise TableConfigError(
             f"{table.uri}: {INDEX_TYPE}={kind} is not supported by this writer (it keeps a bloom/simple "
@@ -297,7 +291,9 @@ def _write_locked(
 ) -> WriteResult:
     timeline = table.timeline()
     data_schema = _check_batch(table, batch, operation, timeline)
-    event_times = _event_times(batch, event_time_field or table.config.properties.get(EVENT_TIME_FIELD))
+    event_times = _event_times(
+        batch, event_time_field or registry.EVENT_TIME_FIELD.read(table.config.properties)
+    )
     # Cast before the instant exists: a value that does not survive the cast refuses the batch.
     batch = _conform_batch(batch, data_schema)
     rows = _route(table, batch)

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
+from airflow_lake_provider.lake.config.registry import PC_PARTITION_FIELDS
 from airflow_lake_provider.lake.errors import (
     ObjectNotFoundError,
     PartitionCommitConfigError,
@@ -86,7 +87,7 @@ LOCK_WAIT_SECONDS = 60.0
 INPROGRESS_SUFFIX = ".inprogress"
 HIDDEN_PREFIXES = (".", "_")
 # Plain directories have no table properties: partition field names for non-hive-style paths.
-PARTITION_FIELDS_KEY = "lake.partition-commit.partition-fields"
+PARTITION_FIELDS_KEY = PC_PARTITION_FIELDS.key
 _MERGE_ID = re.compile(r"[0-9a-f]{32}")
 # Hidden files a merge leaves when it dies: an in-progress output, or the temporary link of a local
 # publish (Storage.copy: link to .<name>.<hex>.tmp, then rename) that holds a whole output's bytes.
@@ -573,7 +574,7 @@ def commit_plain_partitions(
             "whose name does not start with '_' or '.' is data; name the success file with a leading "
             "'_' (e.g. _SUCCESS)"
         )
-    raw_fields = (options or {}).get(PARTITION_FIELDS_KEY)
+    raw_fields = PC_PARTITION_FIELDS.read(options or {})
     fields = tuple(f.strip() for f in str(raw_fields).split(",") if f.strip()) if raw_fields else ()
     if not fields:  # hive-style folders name their fields themselves (dt=2024-01-05/hour=03)
         named = {tuple(s.partition("=")[0] for s in p.split("/")) for p in names if _hive_style(p)}

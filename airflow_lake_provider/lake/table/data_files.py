@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import pyarrow as pa
 
@@ -12,8 +12,8 @@ from airflow_lake_provider.lake.errors import (
     StorageAccessError,
     StorageUnavailableError,
 )
-from airflow_lake_provider.lake.format.base_file import write_base_file
-from airflow_lake_provider.lake.format.bloom_filter import BloomSettings
+from airflow_lake_provider.lake.format.base_file import BaseFileWriter, write_base_file
+from airflow_lake_provider.lake.format.bloom_filter import BloomFilter, BloomSettings
 from airflow_lake_provider.lake.format.file_names import PARTITION_METADATA_FILE
 from airflow_lake_provider.lake.format.log_block import LogBlock, parse_log_bytes
 from airflow_lake_provider.lake.format.partitioning import partition_metadata_bytes
@@ -29,6 +29,24 @@ def store_base_file(storage: Storage, rel: str, rows: pa.Table, bloom: BloomSett
     with storage.open_output(rel) as sink:
         write_base_file(sink, rows, bloom)
     return storage.size(rel)
+
+
+def store_base_parts(
+    storage: Storage,
+    rel: str,
+    schema: pa.Schema,
+    parts: Iterable[tuple[pa.Table, bool]],
+    bloom: BloomSettings,
+    previous: Callable[[], BloomFilter | None] | None = None,
+) -> tuple[int, int]:
+    """Write the base file ``rel`` from ``(rows, carried)`` parts in file order (durable on return):
+    see :class:`BaseFileWriter` for ``previous`` and ``carried``. Returns (rows, size in bytes)."""
+    with storage.open_output(rel) as sink:
+        writer = BaseFileWriter(sink, schema, bloom, previous)
+        for rows, carried in parts:
+            writer.write(rows, carried=carried)
+        writer.close()
+    return writer.rows, storage.size(rel)
 
 
 def read_log_blocks(storage: Storage, rel: str) -> list[LogBlock]:

@@ -30,8 +30,8 @@ import argparse
 import multiprocessing as mp
 import os
 import shutil
-import subprocess
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -312,43 +312,49 @@ def whole_process(table_path: Path, workdir: Path, runs: int) -> None:
         f"SUMMARY whole process: wall ratio {ow / hw:.2f} (target <= 0.7), CPU ratio {oc / hc:.2f}, "
         f"RSS ratio {orss / hrss:.2f}; rows {ours_rows} vs {theirs_rows}"
     )
-    startup(python)
+    startup(python, table_path, workdir, runs)
 
 
-def startup(python: str) -> None:
-    """``python -X importtime`` of the CLI module and of ``lake read``'s own imports: the start-up."""
+def startup(python: str, table_path: Path, workdir: Path, runs: int) -> None:
+    """``python -X importtime`` of a whole ``lake read``: its imports against its wall time."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
-    probe = (
-        "import time; t=time.perf_counter(); import airflow_lake_provider.lake.cli as c; "
-        "getattr(c, '_load', lambda _n: None)('read'); print(time.perf_counter()-t)"
-    )
-    times, imported = [], {}
-    for _ in range(5):
-        out = subprocess.run(
-            [python, "-X", "importtime", "-c", probe], env=env, capture_output=True, text=True, check=True
-        )
-        times.append(float(out.stdout.split()[-1]))
-        imported = _import_tops(out.stderr)
+    argv = [python, "-X", "importtime", "-c", LAKE_CLI, "read", str(table_path), "--output"]
+    shares, imports, walls, watched = [], [], [], {}
+    for _ in range(runs):
+        start = time.perf_counter()
+        out = subprocess.run(argv + [str(workdir / "ours.parquet")], env=env, capture_output=True, text=True)
+        walls.append(time.perf_counter() - start)
+        if out.returncode:
+            raise SystemExit(f"lake read failed: {out.stderr[-1500:]}")
+        total, watched = _imports(out.stderr)
+        imports.append(total)
+        shares.append(total / walls[-1])
     print(
-        f"start-up of `lake read` (imports of the CLI and of what read uses, fresh process, median of 5): "
-        f"{statistics.median(times):.3f} s; cumulative import s: "
-        + ", ".join(f"{k} {v / 1e6:.3f} s" for k, v in imported.items())
+        f"start-up of `lake read` (python -X importtime, median of {runs}): imports "
+        f"{statistics.median(imports):.3f} s of {statistics.median(walls):.3f} s wall = share "
+        f"{statistics.median(shares):.2f}; cumulative: "
+        + ", ".join(f"{k} {v:.3f} s" for k, v in watched.items())
     )
 
 
 WATCHED = ("airflow_lake_provider.lake.cli", "pyarrow", "pyarrow.parquet", "numpy", "polars", "fastavro")
 
 
-def _import_tops(stderr: str) -> dict[str, int]:
-    """Cumulative microseconds of the watched modules (where each was first imported)."""
-    found: dict[str, int] = {}
+def _imports(stderr: str) -> tuple[float, dict[str, float]]:
+    """Seconds of all top-level imports, and the cumulative seconds of the watched modules."""
+    total, found = 0, {}
     for line in stderr.splitlines():
         if not line.startswith("import time:") or line.count("|") != 2:
             continue
-        _, cumulative, name = (part.strip() for part in line[len("import time:") :].split("|"))
-        if cumulative.isdigit() and name in WATCHED:
-            found[name] = int(cumulative)
-    return found
+        _, cumulative, raw = line[len("import time:") :].split("|")
+        if not cumulative.strip().isdigit():
+            continue
+        name = raw.strip()
+        if len(raw) - len(raw.lstrip()) == 1:  # not imported by another module: count it once
+            total += int(cumulative)
+        if name in WATCHED:
+            found[name] = int(cumulative) / 1e6
+    return total / 1e6, found
 
 
 # ------------------------------------------------------------------------------------------------

@@ -37,7 +37,9 @@ def write_base_file(sink: IO[bytes], rows: pa.Table, bloom: BloomSettings | None
     The footer carries Hudi's record-key range and (unless ``bloom`` is None) the bloom filter of
     the record keys, which Java's bloom index and our writer's key lookup read.
     """
-    writer = BaseFileWriter(sink, rows.schema, bloom)
+    keys = rows.column(RECORD_KEY)
+    key_range = (str(pc.min(keys).as_py() or ""), str(pc.max(keys).as_py() or ""))
+    writer = BaseFileWriter(sink, rows.schema, bloom, key_range=key_range)
     writer.write(rows)
     writer.close()
 
@@ -58,8 +60,19 @@ class BaseFileWriter:
         schema: pa.Schema,
         bloom: BloomSettings | None = DEFAULT_SETTINGS,
         previous: Callable[[], BloomFilter | None] | None = None,
+        key_range: tuple[str, str] | None = None,
     ) -> None:
+        # A key range known up front goes in the schema's metadata too (as every file written whole
+        # has it); a streamed file's is known at the end: footer key-value metadata only.
+        self._key_range = key_range
         self._schema = schema.remove_metadata()
+        if key_range is not None:
+            self._schema = self._schema.with_metadata(
+                {
+                    b"hoodie_min_record_key": key_range[0].encode(),
+                    b"hoodie_max_record_key": key_range[1].encode(),
+                }
+            )
         self._bloom = bloom
         self._previous = previous
         self._writer = pq.ParquetWriter(
@@ -85,7 +98,7 @@ class BaseFileWriter:
         if not carried:
             self._fresh.append((self.rows, keys))
         self.rows += rows.num_rows
-        self._pending.append(rows.cast(self._schema) if rows.schema != self._schema else rows)
+        self._pending.append(rows.replace_schema_metadata(self._schema.metadata))
         self._pending_rows += rows.num_rows
         if self._pending_rows >= ROW_GROUP_ROWS:
             self._flush(final=False)
@@ -102,12 +115,15 @@ class BaseFileWriter:
     def close(self) -> None:
         """Finish the file: the last rows, then the footer's key range and bloom filter."""
         self._flush(final=True)
-        meta = {"hoodie_min_record_key": self._low or "", "hoodie_max_record_key": self._high or ""}
+        meta = {}
+        if self._key_range is None:
+            meta = {"hoodie_min_record_key": self._low or "", "hoodie_max_record_key": self._high or ""}
         if self._bloom is not None:
             meta.update({k.decode(): v.decode() for k, v in self._filter(self._bloom).footer().items()})
         # Footer key-value metadata only: as schema metadata it would be stored twice (Arrow also
         # keeps the schema, metadata included, base64 in the footer): 1 MB, not 431 KB.
-        self._writer.add_key_value_metadata(meta)
+        if meta:
+            self._writer.add_key_value_metadata(meta)
         self._writer.close()
 
     def _filter(self, settings: BloomSettings) -> BloomFilter:

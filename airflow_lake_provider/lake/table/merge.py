@@ -193,11 +193,18 @@ class LogMerge:
         self._beaten: list[pa.Array] = []  # winners a base row beat (by ordering), over all parts
         self._met: list[pa.Array] = []  # winners whose key is a base key, over all parts
 
-    def meet(self, base: pa.Table, base_keys: pa.Array) -> tuple[pa.Array, pa.Array]:
+    def match(self, base_keys: pa.Array) -> pa.Array:
+        """Each key's winner: an index into the winners, null where the log has no version of it.
+        Matching a whole base file's keys at once hashes the winners once, not once per part."""
+        return pc.index_in(base_keys, value_set=self.winner_keys)
+
+    def meet(
+        self, base: pa.Table, base_keys: pa.Array, match: pa.Array | None = None
+    ) -> tuple[pa.Array, pa.Array]:
         """For one part of the base: which rows survive (bool), and each row's winner (index into
-        the winners, null where the log has no version of its key). Records the winners the part's
-        rows beat or met, for :meth:`log_rows`."""
-        match = pc.index_in(base_keys, value_set=self.winner_keys)
+        the winners, null where the log has no version of its key; :meth:`match` of the part's keys
+        if given). Records the winners the part's rows beat or met, for :meth:`log_rows`."""
+        match = self.match(base_keys) if match is None else _flat(match)
         matched = pc.is_valid(match)
         keep = pc.invert(pc.is_in(base_keys, value_set=self.cleared_keys)) if len(self.cleared_keys) else None
         if self.event_time and self.winners.num_rows:
@@ -222,9 +229,9 @@ class LogMerge:
         self._met.append(_flat(match.filter(matched)))
         return _flat(keep), _flat(match)
 
-    def kept_base(self, base: pa.Table, base_keys: pa.Array) -> pa.Table:
+    def kept_base(self, base: pa.Table, base_keys: pa.Array, match: pa.Array | None = None) -> pa.Table:
         """The rows of one part of the base that survive the log."""
-        return base.filter(self.meet(base, base_keys)[0])
+        return base.filter(self.meet(base, base_keys, match)[0])
 
     def _alive(self) -> pa.Array:
         alive = self.winner_alive
@@ -238,20 +245,24 @@ class LogMerge:
         """The winning log rows no base row beat, by key: to follow every part of the base."""
         return self.data.take(self.winners.column("ref").filter(self._alive()))
 
-    def replacing_rows(self, base: pa.Table, base_keys: pa.Array) -> pa.Table:
+    def replacing_rows(
+        self, base: pa.Table, base_keys: pa.Array, match: pa.Array | None = None
+    ) -> tuple[pa.Table, pa.Array]:
         """One part of the base merged in place: each surviving base row, or the log version that
-        replaces it, in base order (as Hudi's merge handle writes a compacted file)."""
-        keep, match = self.meet(base, base_keys)
+        replaces it, in base order (as Hudi's merge handle writes a compacted file); and which rows
+        of the part are in it (bool)."""
+        keep, match = self.meet(base, base_keys, match)
         alive = self.winner_alive  # a winner is beaten only by its own key's base row: kept there
         replaced = pc.and_(pc.invert(keep), pc.fill_null(alive.take(match), False))
         if not pc.any(replaced).as_py():
-            return base if pc.all(keep).as_py() else base.filter(keep)
+            return (base if pc.all(keep).as_py() else base.filter(keep)), keep
         refs = self.winners.column("ref").take(match.filter(replaced))
         taken = np.flatnonzero(pc.or_(keep, replaced).to_numpy(zero_copy_only=False))
         which = replaced.to_numpy(zero_copy_only=False)[taken]
         index = taken.copy()
         index[which] = base.num_rows + np.arange(int(which.sum()))
-        return pa.concat_tables([base, self.data.take(refs)]).take(pa.array(index))
+        written = pc.or_(keep, replaced)
+        return pa.concat_tables([base, self.data.take(refs)]).take(pa.array(index)), written
 
     def inserted_rows(self) -> pa.Table:
         """The winning log rows whose key no base row has (after every part met the log)."""

@@ -128,6 +128,21 @@ class SliceReader:
         parts = list(self.base_parts(slice_))
         return pa.concat_tables(parts) if len(parts) != 1 else parts[0]
 
+    def base_key_column(self, slice_: FileSlice) -> pa.Array | None:
+        """The record keys of the slice's base file in file order, read alone (the key column only),
+        or None without a base file or a record-key column (keys are then derived part by part)."""
+        if slice_.base_file is None or not self.config.populate_meta_fields:
+            return None
+        rel = slice_.base_file.relative_path
+        with _naming(self.table, rel), self.table.storage.open_input(rel) as source:
+            parquet = pq.ParquetFile(source)
+            if RECORD_KEY not in parquet.schema_arrow.names:
+                return None
+            keys = parquet.read(columns=[RECORD_KEY]).column(RECORD_KEY)
+        if keys.null_count:
+            return None  # base_parts names the file as corrupt
+        return keys.combine_chunks().cast(pa.string())
+
     def base_parts(
         self, slice_: FileSlice, footer: list[Mapping[bytes, bytes]] | None = None
     ) -> Iterator[pa.Table]:

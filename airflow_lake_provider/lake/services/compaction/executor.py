@@ -395,14 +395,28 @@ def execute_operation(
         # One base row group at a time, merged in place (updated rows where their base rows were,
         # as Hudi's merge handle writes them), then the inserted keys: the rows of a part are keys
         # of the old base file, whose bloom filter the new file's starts from.
+        # The base file's keys matched against the log's at once (the key column alone): per row
+        # group the log's keys would be hashed again each time.
+        all_keys = reader.base_key_column(slice_) if merge is not None else None
+        match_all = merge.match(all_keys) if merge is not None and all_keys is not None else None
+        hit_all = pc.is_in(all_keys, value_set=touched) if all_keys is not None and len(touched) else None
+        offset = 0
         for part in reader.base_parts(slice_, footer):
             keys = reader.keys_of(part)
             counts["base"] += len(keys)
-            out = merge.replacing_rows(part, keys) if merge is not None else part
+            if merge is None:
+                out = part
+            else:
+                match = match_all.slice(offset, len(keys)) if match_all is not None else None
+                out, written = merge.replacing_rows(part, keys, match)
+                if hit_all is not None:
+                    hit = pc.and_(hit_all.slice(offset, len(keys)), written)
+                    counts["updated"] += pc.sum(hit).as_py() or 0
+                elif len(touched) and out.num_rows:
+                    hit = pc.is_in(reader.keys_of(out), value_set=touched)
+                    counts["updated"] += pc.sum(hit).as_py() or 0
+            offset += len(keys)
             counts["kept"] += out.num_rows
-            if len(touched) and out.num_rows:
-                hit = pc.is_in(reader.keys_of(out), value_set=touched)
-                counts["updated"] += pc.sum(hit).as_py() or 0
             yield named(out), True
         if merge is not None:
             inserted = merge.inserted_rows()

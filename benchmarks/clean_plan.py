@@ -132,13 +132,12 @@ def spark_start() -> float:
 
 
 def noop_clean_via_hook(path: Path) -> tuple[float, float, float]:
-    """LakeHook.clean on a table with nothing to clean, in a fresh process: (seconds of the hook's
-    import + the first call, which imports the core; seconds of the imports alone; median seconds of
-    later calls, imports done)."""
+    """LakeHook.clean on a table with nothing to clean, in a fresh process that imported the hook
+    (and Airflow), as a worker has: (seconds of the first call, which imports the core; seconds of
+    those imports; median seconds of later calls, imports done)."""
     code = (
-        "import sys, time, statistics; t=time.perf_counter(); "
-        "from airflow_lake_provider.hooks.lake import LakeHook; "
-        "r=LakeHook().clean(sys.argv[1]); assert r['outcome']=='NO_WORK', r; first=time.perf_counter()-t; "
+        "import sys, time, statistics; from airflow_lake_provider.hooks.lake import LakeHook; "
+        "t=time.perf_counter(); r=LakeHook().clean(sys.argv[1]); assert r['outcome']=='NO_WORK', r; first=time.perf_counter()-t; "
         "later=[]\n"
         "for _ in range(5):\n"
         "    t=time.perf_counter(); LakeHook().clean(sys.argv[1]); later.append(time.perf_counter()-t)\n"

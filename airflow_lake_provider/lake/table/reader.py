@@ -39,8 +39,6 @@ from airflow_lake_provider.lake.table.timeline import Timeline
 
 log = logging.getLogger(__name__)
 RECORD_KEY = "_hoodie_record_key"
-# Row groups of a base file read ahead while the slice's log is still being decoded.
-PREFETCH = 4
 
 
 def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
@@ -296,34 +294,28 @@ class SliceReader:
         if not slice_.log_files:
             base = self.read_base(slice_)
             return base if base is not None else self.schema.empty_table()
-        parts: list[pa.Table] = []
-        ahead: list[pa.Table] = []
-        merge: LogMerge | None = None
-        merged = False
         with ThreadPoolExecutor(max_workers=1) as pool:
-            # The log decoding and the parquet reads both release the GIL: overlap them, reading
-            # ahead at most PREFETCH row groups while the log is being decoded.
+            # The log decoding and the parquet read of the base file's keys both release the GIL.
             pending = pool.submit(self.log_items, slice_.log_files)
-            for part in self.base_parts(slice_):
-                if not merged:
-                    if len(ahead) < PREFETCH and not pending.done():
-                        ahead.append(part)
-                        continue
-                    merge, merged = self._log_merge(pending.result()), True
-                    parts.extend(self._kept(merge, p) for p in ahead)
-                    ahead.clear()
-                parts.append(self._kept(merge, part))
-            if not merged:
-                merge = self._log_merge(pending.result())
-                parts.extend(self._kept(merge, p) for p in ahead)
+            all_keys = self.base_key_column(slice_)
+            merge = self._log_merge(pending.result())
+        # The base file's keys matched against the log's at once: per row group the log's keys
+        # would be hashed again each time.
+        match_all = merge.match(all_keys) if merge is not None and all_keys is not None else None
+        parts: list[pa.Table] = []
+        offset = 0
+        for part in self.base_parts(slice_):
+            if merge is None:
+                parts.append(part)
+                continue
+            match = match_all.slice(offset, part.num_rows) if match_all is not None else None
+            parts.append(merge.kept_base(part, self.keys_of(part), match))
+            offset += part.num_rows
         if merge is not None:
             parts.append(merge.log_rows())
         if not parts:
             return self.schema.empty_table()
         return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
-
-    def _kept(self, merge: LogMerge | None, part: pa.Table) -> pa.Table:
-        return part if merge is None else merge.kept_base(part, self.keys_of(part))
 
     def _log_merge(self, items: Sequence[LogItem]) -> LogMerge | None:
         if not items:

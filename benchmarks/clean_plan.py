@@ -137,7 +137,8 @@ def noop_clean_via_hook(path: Path) -> tuple[float, float, float]:
     those imports; median seconds of later calls, imports done)."""
     code = (
         "import sys, time, statistics; from airflow_lake_provider.hooks.lake import LakeHook; "
-        "t=time.perf_counter(); r=LakeHook().clean(sys.argv[1]); assert r['outcome']=='NO_WORK', r; first=time.perf_counter()-t; "
+        "t=time.perf_counter(); r=LakeHook().clean(sys.argv[1]); assert r['outcome']=='NO_WORK', r; "
+        "first=time.perf_counter()-t; "
         "later=[]\n"
         "for _ in range(5):\n"
         "    t=time.perf_counter(); LakeHook().clean(sys.argv[1]); later.append(time.perf_counter()-t)\n"

@@ -250,17 +250,27 @@ def _out_file(workdir: Path, name: str) -> Path:
 # Whole processes
 # ------------------------------------------------------------------------------------------------
 
-HUDI_RS_SCRIPT = """
+# Each process reports its own peak RSS at exit (VmHWM of its own memory map: wait4's ru_maxrss would
+# count the parent's RSS at the fork, as Linux keeps it across exec).
+PEAK = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: sys.stderr.write('VmHWM ' + [l for l in open('/proc/self/status') "
+    "if l.startswith('VmHWM')][0].split()[1] + chr(10)))\n"
+)
+HUDI_RS_SCRIPT = (
+    PEAK
+    + """
 import sys
 import pyarrow as pa, pyarrow.parquet as pq
 from hudi import HudiTableBuilder
 pq.write_table(pa.Table.from_batches(HudiTableBuilder.from_base_uri(sys.argv[1]).build().read()), sys.argv[2])
 """
-LAKE_CLI = "from airflow_lake_provider.lake.cli import main; import sys; sys.exit(main())"
+)
+LAKE_CLI = PEAK + "from airflow_lake_provider.lake.cli import main; import sys; sys.exit(main())"
 
 
 def _run_process(argv: list[str]) -> tuple[float, float, float]:
-    """Wall s, CPU s (user + system, all threads) and peak RSS MB of one fresh process."""
+    """Wall s, CPU s (user + system, all threads) and peak RSS MB of one fresh process (``PEAK``)."""
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
     start = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -272,7 +282,8 @@ def _run_process(argv: list[str]) -> tuple[float, float, float]:
         proc.stderr.close()
     if proc.returncode:
         raise SystemExit(f"{argv[:4]} failed ({proc.returncode}): {err[-1500:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    peak = [line.split()[1] for line in err.splitlines() if line.startswith("VmHWM ")]
+    return wall, usage.ru_utime + usage.ru_stime, int(peak[-1]) / 1024
 
 
 def whole_process(table_path: Path, workdir: Path, runs: int) -> None:

@@ -160,10 +160,16 @@ class BloomBuilder:
     """Builds a filter from keys added in file order, a batch at a time: :func:`build` of all the
     keys, bit for bit, with memory bounded by the bit vectors and one batch's positions."""
 
-    def __init__(self, settings: BloomSettings = DEFAULT_SETTINGS) -> None:
+    def __init__(self, settings: BloomSettings = DEFAULT_SETTINGS, start: BloomFilter | None = None) -> None:
+        """``start``: a filter (of ``settings``' layout) whose bits the new one starts from."""
         self.settings = settings
         self.count = 0
-        self._bits: list[np.ndarray] = []
+        self._bits: list[np.ndarray] = [
+            np.unpackbits(np.frombuffer(row, np.uint8), count=settings.vector_size, bitorder="little").astype(
+                bool
+            )
+            for row in (start.rows if start is not None else ())
+        ]
 
     def add(self, keys: pa.Array | pa.ChunkedArray) -> None:
         """Add the next ``keys`` (in the order the file holds them)."""
@@ -222,11 +228,7 @@ def carried(
             return None
     elif len(old.rows) != 1:
         return None
-    builder = BloomBuilder(settings)
-    builder._bits = [
-        np.unpackbits(np.frombuffer(row, np.uint8), count=old.vector_size, bitorder="little").astype(bool)
-        for row in old.rows
-    ]
+    builder = BloomBuilder(settings, old)
     if len(added):
         builder.set_at(_as_strings(added), np.asarray(added_at, dtype=np.int64))
     return builder.finish(count)

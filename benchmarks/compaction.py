@@ -16,8 +16,10 @@
     it ours): a speedup above the first is not to be expected.
 
 (c) ``--scaling MB,MB``: peak RSS of compacting slices whose base files are about those sizes
-    (20% of the rows updated in the log), each in a fresh process: memory is bounded by design
-    (row groups stream through the merge) when the larger stays under 2x the smaller's peak.
+    (20% of the rows updated in the log, or ``--scaling-updates`` in each), each in a fresh
+    process: memory is bounded by design (row groups stream through the merge) when the larger
+    stays under 2x the smaller's peak. The log's merged records are held whole: with a log that
+    grows with the base file, so does that part.
 
 Every process reports its peak RSS (``VmHWM``), CPU seconds and Arrow's memory pool: its peak
 (``max_memory``) and what is still allocated after the runs (``total_allocated_bytes``).
@@ -158,7 +160,7 @@ def part_a(work: Path, rows: int, updates: int, runs: int) -> None:
     )
 
 
-def part_c(work: Path, sizes_mb: list[int], runs: int) -> None:
+def part_c(work: Path, sizes_mb: list[int], runs: int, updates: int | None = None) -> None:
     """Peak RSS of compacting a slice per base file size: bounded memory does not grow with it."""
     from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
     from airflow_lake_provider.lake.table.table import LakeTable
@@ -167,15 +169,16 @@ def part_c(work: Path, sizes_mb: list[int], runs: int) -> None:
     peaks = {}
     for size in sizes_mb:
         rows = int(size * 1e6 / bytes_per_row)
+        logged = updates if updates is not None else rows // 5
         path = work / f"scale-{size}"
         t0 = time.perf_counter()
-        read_slice.build_table(path, rows, rows // 5)
+        read_slice.build_table(path, rows, logged)
         base = sum(p.stat().st_size for p in path.glob("*.parquet")) / 1e6
         schedule_compaction(LakeTable.open(path), FORCE)
         got = in_child(_time_ours, path, runs)
         peaks[size] = got["peak_mb"]
         print(
-            f"(c) base file {base:.0f} MB ({rows:,} rows, {rows // 5:,} updates, built in "
+            f"(c) base file {base:.0f} MB ({rows:,} rows, {logged:,} updates, built in "
             f"{time.perf_counter() - t0:.0f} s): compaction {statistics.median(got['times']):.2f} s, "
             f"peak RSS {got['peak_mb']:.0f} MB, Arrow pool peak {got['pool_peak_mb']:.0f} MB"
         )
@@ -303,13 +306,16 @@ def main() -> None:
     parser.add_argument("--skip-slice", action="store_true", help="run (b) only")
     parser.add_argument("--spark-runs", type=int, default=3, help="(b) runs of local[1] then local[2]")
     parser.add_argument("--scaling", help="(c) base file sizes in MB, e.g. 256,1024")
+    parser.add_argument(
+        "--scaling-updates", type=int, help="(c) updates in every log (default: 20%% of the base rows)"
+    )
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="lake-compaction-bench-"))
     try:
         if not args.skip_slice:
             part_a(work, args.rows, args.updates, args.runs)
         if args.scaling:
-            part_c(work, [int(x) for x in args.scaling.split(",")], 1)
+            part_c(work, [int(x) for x in args.scaling.split(",")], 1, args.scaling_updates)
         if not args.skip_spark:
             part_b(work, 8, args.group_rows, args.group_updates, args.spark_runs)
     finally:

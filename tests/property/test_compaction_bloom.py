@@ -95,7 +95,7 @@ def _histories(draw: st.DrawFn) -> tuple[int, list[str], list[int], list[int], l
     return which, base, updated, deleted, inserted
 
 
-@settings(max_examples=examples(40), derandomize=derandomized(), deadline=None)
+@settings(max_examples=examples(25), derandomize=derandomized(), deadline=None)
 @given(history=_histories())
 def test_a_compacted_files_filter_holds_its_keys_and_is_a_fresh_builds_where_the_keys_are_the_same(
     tmp_path_factory: pytest.TempPathFactory,

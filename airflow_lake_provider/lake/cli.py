@@ -7,11 +7,8 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from airflow_lake_provider.lake import spark_submit
 from airflow_lake_provider.lake.config import check_options
 from airflow_lake_provider.lake.config.registry import PC_POLICY_KIND
 from airflow_lake_provider.lake.errors import (
@@ -23,19 +20,7 @@ from airflow_lake_provider.lake.errors import (
     WriteInputError,
 )
 from airflow_lake_provider.lake.services.clean.config import POLICY_KEYS, CleanConfig, CleanPolicy
-from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY
-from airflow_lake_provider.lake.services.compaction.executor import (
-    Outcome,
-    execute_compaction,
-    schedule_compaction,
-)
-from airflow_lake_provider.lake.services.inspect import (
-    details_text,
-    instant_details,
-    instant_stats,
-    stats_line,
-)
 from airflow_lake_provider.lake.services.partition_commit.config import (
     DELAY_KEY,
     POLICY_KIND_KEY,
@@ -46,21 +31,14 @@ from airflow_lake_provider.lake.services.partition_commit.config import (
     parse_duration,
     parse_policies,
 )
-from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions, parse_watermark
-from airflow_lake_provider.lake.services.partition_commit.plain import (
-    commit_plain_partitions,
-    is_plain_directory,
-)
-from airflow_lake_provider.lake.services.restore import restore
-from airflow_lake_provider.lake.services.rollback import rollback
-from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.storage import Storage, open_storage
-from airflow_lake_provider.lake.table.archival.executor import run_archival
-from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table, guard_mutation
-from airflow_lake_provider.lake.table.metadata_table import report as metadata_report
-from airflow_lake_provider.lake.table.reader import read_snapshot
-from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import Operation, write
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.lake.table.table import LakeTable
+
+# Each command imports what it uses when it runs (pyarrow, the table core, a service): `lake
+# timeline` need not load the writer, `lake read` not the services (benchmarks/read_slice.py).
+OPERATIONS = ("insert", "upsert", "delete")  # writer.Operation's values (the writer loads pyarrow)
 
 log = logging.getLogger("airflow_lake_provider.lake.cli")  # also when run as __main__ (python -m)
 
@@ -99,7 +77,7 @@ def _parser() -> argparse.ArgumentParser:
     p = add("write", "commit a parquet file of records as one instant")
     p.add_argument("path")
     p.add_argument("--input", required=True, help="FILE.parquet")
-    p.add_argument("--operation", required=True, choices=[o.value for o in Operation])
+    p.add_argument("--operation", required=True, choices=list(OPERATIONS))
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="any write option")
 
     p = add("read", "write the snapshot (with meta columns) to a parquet file")
@@ -201,6 +179,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_rollback(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.services.rollback import rollback
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     if args.force and not args.instant:
         raise LakeError("--force needs --instant: name the completed commit to roll back")
@@ -217,6 +198,9 @@ def _cmd_rollback(args: argparse.Namespace) -> None:
 
 
 def _cmd_restore(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.services.restore import restore
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     result = restore(table, args.savepoint, _key_values(args.option, LakeError))
     if not result.rolled_back:
@@ -229,6 +213,8 @@ def _cmd_restore(args: argparse.Namespace) -> None:
 
 
 def _cmd_init(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.create(
         args.path,
         name=args.name,
@@ -242,6 +228,12 @@ def _cmd_init(args: argparse.Namespace) -> None:
 
 
 def _cmd_write(args: argparse.Namespace) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.writer import write
+
     table = LakeTable.open(args.path)
     options = _key_values(args.option, WriteInputError)
     folder, name = _split(args.input)
@@ -258,6 +250,12 @@ def _cmd_write(args: argparse.Namespace) -> None:
 
 
 def _cmd_read(args: argparse.Namespace) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_lake_provider.lake.table.reader import read_snapshot
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     snapshot = read_snapshot(table, as_of=args.as_of)
     sink = pa.BufferOutputStream()
@@ -280,8 +278,12 @@ def _split(location: str) -> tuple[Storage, str]:
 
 
 def _cmd_timeline(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     timeline = LakeTable.open(args.path).timeline()
     rows = [{"time": i.timestamp, "action": i.action.value, "state": i.state.name} for i in timeline.instants]
+    if args.verbose:
+        from airflow_lake_provider.lake.services.inspect import instant_stats, stats_line
     stats = [instant_stats(timeline, i) for i in timeline.instants] if args.verbose else []
     if args.json:
         merged = [{**row, **more} for row, more in zip(rows, stats, strict=True)] if stats else rows
@@ -295,6 +297,9 @@ def _cmd_timeline(args: argparse.Namespace) -> None:
 
 
 def _cmd_show(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.services.inspect import details_text, instant_details
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     details = instant_details(LakeTable.open(args.path), args.instant)
     if args.json:
         print(json.dumps(details, indent=2))
@@ -312,6 +317,11 @@ def _clean_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_clean(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake import spark_submit
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+    from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     options = _clean_options(args)
     if args.spark and args.list_files:
@@ -351,6 +361,9 @@ def _key_values(pairs: Sequence[str], error: type[LakeError]) -> dict[str, str]:
 
 
 def _cmd_archive(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.table.archival.executor import run_archival
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     result = run_archival(table, _key_values(args.option, ArchivalConfigError))
     print(json.dumps({**result.to_dict(), **_dropped(table)}, indent=2))
@@ -364,6 +377,15 @@ def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_compact(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake import spark_submit
+    from airflow_lake_provider.lake.services.compaction.executor import (
+        Outcome,
+        execute_compaction,
+        schedule_compaction,
+    )
+    from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     options = _compaction_options(args)
     summary: dict[str, object] = {"mode": args.mode}
@@ -412,6 +434,17 @@ def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_partition_commit(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake import spark_submit
+    from airflow_lake_provider.lake.services.partition_commit.executor import (
+        commit_partitions,
+        parse_watermark,
+    )
+    from airflow_lake_provider.lake.services.partition_commit.plain import (
+        commit_plain_partitions,
+        is_plain_directory,
+    )
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     options = _partition_commit_options(args)
     if args.watermark is not None:
         parse_watermark(args.watermark)
@@ -442,6 +475,9 @@ def _cmd_partition_commit(args: argparse.Namespace) -> None:
 
 
 def _cmd_savepoint(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     if args.action == "create":
         point = create_savepoint(table, args.instant)
@@ -454,6 +490,10 @@ def _cmd_savepoint(args: argparse.Namespace) -> None:
 
 
 def _cmd_metadata_table(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table
+    from airflow_lake_provider.lake.table.metadata_table import report as metadata_report
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     if args.force and not args.drop:
         raise LakeError("--force needs --drop")
@@ -493,6 +533,12 @@ _COMMANDS = {
 }
 
 
+def _reported() -> tuple[type[BaseException], ...]:
+    """The errors the CLI reports in one line: ours, the OS's, and Arrow's if a command loaded it."""
+    arrow = sys.modules.get("pyarrow")
+    return (LakeError, OSError, arrow.ArrowException) if arrow is not None else (LakeError, OSError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -502,7 +548,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         _COMMANDS[args.command](args)
-    except (LakeError, OSError, pa.ArrowException) as exc:
+    except Exception as exc:
+        if not isinstance(exc, _reported()):
+            raise
         message = " ".join(str(exc).split())
         print(f"lake: error: {message}", file=sys.stderr)
         return 1

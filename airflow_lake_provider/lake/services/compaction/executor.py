@@ -14,8 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -27,11 +26,13 @@ from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     CompactionError,
     CompactionScheduleConflictError,
+    CorruptDataFileError,
     InvalidStateTransitionError,
     LakeError,
     UnsafePathError,
 )
 from airflow_lake_provider.lake.format import timeline_avro
+from airflow_lake_provider.lake.format.bloom_filter import BloomFilter, from_footer
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
 from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName, write_token
 from airflow_lake_provider.lake.format.instant import (
@@ -46,9 +47,9 @@ from airflow_lake_provider.lake.format.instant import (
 from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY, CompactionConfig
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
 from airflow_lake_provider.lake.services.compaction.planner import plan_compaction, trigger_state
-from airflow_lake_provider.lake.table.data_files import store_base_file
+from airflow_lake_provider.lake.table.data_files import store_base_parts
 from airflow_lake_provider.lake.table.fs_view import BaseFile, FileSlice, LogFile
-from airflow_lake_provider.lake.table.merge import DataItem, merge_slice
+from airflow_lake_provider.lake.table.merge import DataItem, LogMerge
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
 from airflow_lake_provider.lake.table.rollback.plan import in_table
@@ -368,51 +369,81 @@ def execute_operation(
     """
     slice_ = plan_slice(table, op, timeline)
     reader = SliceReader(table, timeline, schema, as_of=None)
-    base = reader.read_base(slice_)
     items = reader.log_items(slice_.log_files)
-    base_keys = reader.keys_of(base) if base is not None else pa.array([], pa.string())
-    if items:
-        merged = merge_slice(
-            base,
-            base_keys,
-            items,
-            mode=table.config.merge_mode,
-            ordering=table.config.precombine_field,
-            schema=schema,
-        )
-    else:
-        merged = base if base is not None else schema.empty_table()
+    config = table.config
+    merge = (
+        LogMerge(items, mode=config.merge_mode, ordering=config.precombine_field, schema=schema)
+        if items
+        else None
+    )
     name = BaseFileName.create(op.file_id, token or write_token(), instant).name
     # An empty result still gets a base file: it ends the old slice, so its rows stay deleted.
     table.store.create_marker(
-        instant, op.partition, name, IOType.MERGE if base is not None else IOType.CREATE
-    )
-    out = merged.set_column(
-        merged.schema.get_field_index(FILE_NAME_COLUMN),
-        FILE_NAME_COLUMN,
-        pa.repeat(pa.scalar(name, pa.string()), merged.num_rows),
+        instant, op.partition, name, IOType.MERGE if slice_.base_file is not None else IOType.CREATE
     )
     relative = join_partition(op.partition, name)
     log_keys = [i.keys for i in items if isinstance(i, DataItem)]
-    touched = pa.concat_arrays(log_keys) if log_keys else pa.array([], pa.string())
-    if pa.cpu_count() > 1:
-        # Encoding + fsync of the file and the counting both run without the GIL: overlap them when
-        # Arrow may use more than one core (a Spark job caps it at the task's cores).
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compaction-write") as pool:
-            writing = pool.submit(store_base_file, table.storage, relative, out, table.config.bloom_settings)
-            updated, inserted, deleted = _write_counts(base_keys, reader.keys_of(out), touched)
-            size = writing.result()
-    else:
-        size = store_base_file(table.storage, relative, out, table.config.bloom_settings)
-        updated, inserted, deleted = _write_counts(base_keys, reader.keys_of(out), touched)
+    touched = pc.unique(pa.concat_arrays(log_keys)) if log_keys else pa.array([], pa.string())
+    footer: list[Mapping[bytes, bytes]] = []
+    counts = {"base": 0, "kept": 0, "updated": 0, "inserted": 0}
+    file_name = schema.get_field_index(FILE_NAME_COLUMN)
+
+    def named(rows: pa.Table) -> pa.Table:
+        return rows.set_column(
+            file_name, FILE_NAME_COLUMN, pa.repeat(pa.scalar(name, pa.string()), rows.num_rows)
+        )
+
+    def parts() -> Iterator[tuple[pa.Table, bool]]:
+        # One base row group at a time, merged in place (updated rows where their base rows were,
+        # as Hudi's merge handle writes them), then the inserted keys: the rows of a part are keys
+        # of the old base file, whose bloom filter the new file's starts from.
+        # The base file's keys matched against the log's at once (the key column alone): per row
+        # group the log's keys would be hashed again each time.
+        all_keys = reader.base_key_column(slice_) if merge is not None else None
+        match_all = merge.match(all_keys) if merge is not None and all_keys is not None else None
+        hit_all = pc.is_in(all_keys, value_set=touched) if all_keys is not None and len(touched) else None
+        offset = 0
+        for part in reader.base_parts(slice_, footer):
+            keys = reader.keys_of(part)
+            counts["base"] += len(keys)
+            if merge is None:
+                out = part
+            else:
+                match = match_all.slice(offset, len(keys)) if match_all is not None else None
+                out, written = merge.replacing_rows(part, keys, match)
+                if hit_all is not None:
+                    hit = pc.and_(hit_all.slice(offset, len(keys)), written)
+                    counts["updated"] += pc.sum(hit).as_py() or 0
+                elif len(touched) and out.num_rows:
+                    hit = pc.is_in(reader.keys_of(out), value_set=touched)
+                    counts["updated"] += pc.sum(hit).as_py() or 0
+            offset += len(keys)
+            counts["kept"] += out.num_rows
+            yield named(out), True
+        if merge is not None:
+            inserted = merge.inserted_rows()
+            counts["inserted"] = inserted.num_rows
+            yield named(inserted), False
+
+    def previous() -> BloomFilter | None:
+        if not footer:
+            return None
+        try:
+            return from_footer(footer[0], table.storage.uri(slice_.base_file.relative_path))
+        except CorruptDataFileError:
+            return None  # a damaged filter is not carried over: the new one is built from the keys
+
+    rows, size = store_base_parts(table.storage, relative, schema, parts(), config.bloom_settings, previous)
+    updated, inserted = counts["updated"], counts["inserted"]
+    deleted = counts["base"] - counts["kept"]
     fault("file")
-    log.debug("compaction %s: %s -> %s (%d rows)", instant, op.file_id, relative, out.num_rows)
+    log.debug("compaction %s: %s -> %s (%d rows)", instant, op.file_id, relative, rows)
     return WriteStat(
         file_id=op.file_id,
         partition_path=op.partition,
         path=relative,
         prev_commit=op.base_instant,
-        num_writes=out.num_rows,
+        num_writes=rows,
         num_deletes=deleted,
         num_update_writes=updated,
         num_inserts=inserted,
@@ -423,23 +454,6 @@ def execute_operation(
         total_log_size_compacted=slice_.total_log_size,
         total_updated_records_compacted=updated,
     )
-
-
-def _write_counts(base_keys: pa.Array, out_keys: pa.Array, touched: pa.Array) -> tuple[int, int, int]:
-    """(updated, inserted, deleted) rows of a merge, from the base, output and log (data) keys.
-
-    Keys are unique in the base and in the output, and every output key comes from the base or from
-    a log record, so only the (usually few) log keys need a hash set: an output key no log touched is
-    a kept base row. Hashing the (large) base keys instead costs as much as the merge itself.
-    """
-    if not len(touched):
-        return 0, 0, len(base_keys) - len(out_keys)
-    small = pc.unique(touched)
-    out_touched = out_keys.filter(pc.is_in(out_keys, value_set=small))
-    base_touched = base_keys.filter(pc.is_in(base_keys, value_set=small))
-    updated = pc.sum(pc.is_in(out_touched, value_set=base_touched)).as_py() or 0
-    kept = len(out_keys) - len(out_touched) + updated  # output keys that are base keys
-    return updated, len(out_touched) - updated, len(base_keys) - kept
 
 
 def _remove(table: LakeTable, relative: str) -> bool:

@@ -11,6 +11,7 @@ from airflow_lake_provider.assets import emit_table_event, with_table_outlet
 from airflow_lake_provider.hooks.errors import as_bool
 from airflow_lake_provider.hooks.lake import CLEAN_MODES, DEFAULT_SPARK_THRESHOLD, LakeHook
 from airflow_lake_provider.operators.summary import clean_table
+from airflow_lake_provider.operators.xcom import xcom_summary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -147,8 +148,8 @@ class ScheduleCleanOperator(BaseOperator):
         ):
             archival = self._hook.archive(self.table_path, self.options)
             self.log.info("archival of %s: %s", result["table_path"], archival)
-            context["ti"].xcom_push(key=XCOM_ARCHIVAL, value=archival)
-        return result
+            context["ti"].xcom_push(key=XCOM_ARCHIVAL, value=xcom_summary(archival))
+        return xcom_summary(result)
 
     def on_kill(self) -> None:
         if self._hook is not None:

@@ -11,6 +11,7 @@ from airflow_lake_provider.assets import emit_table_event, with_table_outlet
 from airflow_lake_provider.hooks.compaction import DEFAULT_COMPACTION_SPARK_THRESHOLD_MB
 from airflow_lake_provider.hooks.lake import LakeHook
 from airflow_lake_provider.operators.summary import compaction_files_table, compaction_plan_table
+from airflow_lake_provider.operators.xcom import compaction_plan_summary, xcom_summary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -76,7 +77,8 @@ class ScheduleCompactionOperator(BaseOperator):
                 compaction_plan_table(result["partitions"]),
             )
         context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=result["instant"])
-        return result
+        plan = compaction_plan_summary(result.get("plan"))
+        return {**xcom_summary({k: v for k, v in result.items() if k != "plan"}), "plan": plan}
 
 
 class RunCompactionOperator(BaseOperator):
@@ -195,7 +197,7 @@ class RunCompactionOperator(BaseOperator):
             },
             changed=result["outcome"] == "COMPLETED",
         )
-        return result
+        return xcom_summary(result)
 
     def _upstream_instant(self, context: Context) -> str | None:
         """The instant ``instant_task_id`` published: its return value, else its ``compaction_instant``."""

@@ -16,6 +16,7 @@ from airflow_lake_provider.hooks.partition_commit import (
     run_partition_commit,
 )
 from airflow_lake_provider.operators.summary import partition_commit_table
+from airflow_lake_provider.operators.xcom import xcom_summary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -103,7 +104,7 @@ class PartitionCommitOperator(BaseOperator):
         emit_table_event(
             self, context, (table_path,), commit_event_extra(table_path, result), changed=committed(result)
         )
-        return result
+        return xcom_summary(result)
 
 
 def committed(result: Mapping[str, Any]) -> bool:

@@ -45,6 +45,13 @@ LAKE_CONNECTION_TYPE: dict[str, Any] = {
             "description": "Region of the bucket, e.g. eu-west-1.",
             "schema": {"type": ["string", "null"]},
         },
+        "session_token": {
+            "label": "AWS session token",
+            "description": "With temporary credentials (STS): the session token of the key pair above. "
+            "No key pair at all: the worker's own credentials (environment, web identity, container "
+            "or instance role).",
+            "schema": {"type": ["string", "null"], "format": "password"},
+        },
         "allow_http": {
             "label": "Allow plain HTTP",
             "description": "Allow an http:// endpoint (a local MinIO).",

@@ -15,7 +15,6 @@ How each primitive maps onto S3:
 Credentials and endpoint come from the standard variables (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``,
 ``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``); they are handed to obstore and never put in a message.
-Without a key pair, the role-based sources of ``ROLE_CHAIN`` are handed over too.
 """
 
 from __future__ import annotations
@@ -64,21 +63,6 @@ LOCK_TTL_SECONDS = 60.0
 SPOOL_BYTES = 64 * 1024 * 1024
 
 
-# Where obstore finds credentials when no key pair is given (it reads only the config it is handed,
-# never the environment): a web identity token (EKS IRSA), the container endpoint (ECS task roles,
-# EKS pod identity), else the instance metadata endpoint (an EC2 instance profile).
-ROLE_CHAIN = {
-    "web_identity_token_file": "AWS_WEB_IDENTITY_TOKEN_FILE",
-    "role_arn": "AWS_ROLE_ARN",
-    "role_session_name": "AWS_ROLE_SESSION_NAME",
-    "sts_endpoint": "AWS_STS_ENDPOINT",
-    "container_credentials_relative_uri": "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-    "container_credentials_full_uri": "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-    "container_authorization_token_file": "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE",
-    "metadata_endpoint": "AWS_METADATA_ENDPOINT",
-}
-
-
 def store_config_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """obstore's S3 settings from the standard AWS variables (only the ones that are set)."""
     env = os.environ if environ is None else environ
@@ -87,7 +71,6 @@ def store_config_from_env(environ: Mapping[str, str] | None = None) -> dict[str,
         "secret_access_key": "AWS_SECRET_ACCESS_KEY",
         "session_token": "AWS_SESSION_TOKEN",
         "endpoint": "AWS_ENDPOINT_URL",
-        **ROLE_CHAIN,
     }
     config = {key: env[var] for key, var in names.items() if env.get(var)}
     region = env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION")

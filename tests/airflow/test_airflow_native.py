@@ -340,9 +340,11 @@ def test_providers_manager_sees_every_module_the_hook_and_the_connection_form() 
     assert behaviour["hidden_fields"] == ["host", "schema", "port"]
     assert behaviour["relabeling"] == {"login": "AWS access key id", "password": "AWS secret access key"}
     widgets = {name: w for name, w in pm.connection_form_widgets.items() if name.startswith("extra__lake__")}
-    assert sorted(widgets) == [f"extra__lake__{f}" for f in ("allow_http", "base_path", "endpoint", "region")]
+    fields = ("allow_http", "base_path", "endpoint", "region", "session_token")
+    assert sorted(widgets) == [f"extra__lake__{f}" for f in fields]
     assert widgets["extra__lake__base_path"].field["schema"]["title"] == "Base path"
-    assert not any(w.is_sensitive for w in widgets.values())  # the secret lives in the password field
+    # The secret key lives in the password field; the session token is masked too.
+    assert [name for name, w in widgets.items() if w.is_sensitive] == ["extra__lake__session_token"]
     from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
     hook = ProvidersManagerTaskRuntime().hooks["lake"]

@@ -39,7 +39,8 @@ class ScheduleCleanOperator(BaseOperator):
     ``DRY_RUN``, ``instant``, ``executor`` ``local``/``spark``/``none``, ``files_planned``,
     ``bytes_planned``, ``partitions`` with files and bytes each, ``deleted_files``, ``failed_files``,
     ``held_back_by``, ``reason``); key ``clean_instant``: the clean's instant (``None`` without one);
-    key ``archival``: the archival summary (when ``archive`` ran).
+    key ``archival``: the archival summary (when ``archive`` ran). Lists and maps of names hold at
+    most 10 entries, then ``"... and N more"`` (``operators.xcom``).
 
     Assets: the table's Asset (``airflow_lake_provider.assets.table_asset``) is an outlet when
     ``table_path`` is a literal absolute path or URI (else pass ``outlets``). A run that cleaned

@@ -29,7 +29,9 @@ class ScheduleCompactionOperator(BaseOperator):
     XCom: the return value is the JSON summary (``outcome`` ``SCHEDULED``/``NO_WORK``, ``instant``,
     ``reason``, ``plan``, ``operations``, ``total_io_mb``, ``partitions`` with file groups, log files
     and IO MB each, ``table_path``); key ``compaction_instant``: the plan's instant (``None`` for
-    ``NO_WORK``).
+    ``NO_WORK``). Bounded (``operators.xcom``): ``plan`` holds counts and the file groups as
+    ``partition/file id`` names, at most 10 then ``"... and N more"``, as ``partitions``; the whole
+    plan stays on the timeline.
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's. (templated)
@@ -98,6 +100,7 @@ class RunCompactionOperator(BaseOperator):
     ``NO_WORK``, ``instant``, ``executor`` ``local``/``spark``, ``total_io_mb``, ``operations``,
     ``records_written``, ``log_records_merged``, ``records_updated``, ``bytes_written``, ``files``,
     ``duration_seconds``, ``table_path``); key ``compaction_instant``: the instant executed.
+    ``files`` lists at most 10 names, then ``"... and N more"`` (``operators.xcom``).
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets=[table_asset(...)]``). A run that compacted (outcome ``COMPLETED``) emits

@@ -31,7 +31,8 @@ class PartitionCommitOperator(BaseOperator):
 
     XCom: the return value is the JSON summary (``outcome`` ``COMMITTED``/``NO_WORK``, ``committed``,
     ``already_committed``, ``waiting``, ``missing``, ``late_data``, ``policies``, ``partitions``
-    with decision, partition time and writes each, ``table_path``).
+    with decision, partition time and writes each, ``table_path``). Lists and maps of partitions hold
+    at most 10 entries, then ``"... and N more"`` (``operators.xcom``).
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets``). A run that committed a partition emits an event with the extra

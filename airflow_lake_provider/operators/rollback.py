@@ -38,7 +38,8 @@ class RollbackFailedWritesOperator(BaseOperator):
     deleted).
 
     XCom: the return value is ``{"outcome": "ROLLED_BACK" | "NO_WORK", "rollbacks": [{"instant",
-    "rolled_back", "action", "deleted", "marked", "resumed"}, ...]}``.
+    "rolled_back", "action", "deleted", "marked", "resumed"}, ...]}``, bounded (``operators.xcom``):
+    at most 10 rollbacks and 3 file names per list, then ``"... and N more"``.
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets``). A run that rolled back emits an event with the extra ``{"table",

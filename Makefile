@@ -74,9 +74,9 @@ test: system-deps-test $(STAMP)
 
 # The built wheel, installed from PyPI without constraints.txt into a fresh venv per end of the
 # supported Airflow range (the lowest, pyproject.toml's apache-airflow>=X, and the newest), each
-# running tests/airflow against the installed package (scripts/airflow-range-check.sh). Not yet in
-# .ci/run (run by hand). ENDS="low" (or a version) runs some. Each end: 30-45 s of install, 7-11 min of
-# tests on a loaded 2-core machine.
+# running tests/airflow against the installed package (scripts/airflow-range-check.sh). .ci/run runs
+# it after `make test` and `make example`. ENDS="low" (or a version) runs some. Each end: 1.5-3.5 min
+# of install, 6.5-12 min of tests on a loaded 2-core machine.
 ENDS ?=
 test-airflow-range: system-deps-example $(STAMP)
 	scripts/airflow-range-check.sh $(ENDS)

@@ -54,8 +54,14 @@ EXTRA_BASE_PATH = "base_path"
 # Hudi's writer option, read from the extra too: false drops a table's metadata table before an action.
 EXTRA_METADATA_ENABLE = METADATA_ENABLE.key
 # S3 settings in the connection's extra, and the standard variable each one becomes. The key pair
-# is the connection's login and password.
-S3_EXTRAS = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "allow_http": "AWS_ALLOW_HTTP"}
+# is the connection's login and password; without one, the worker's own credentials (its
+# environment, web identity, container or instance role) are used.
+S3_EXTRAS = {
+    "endpoint": "AWS_ENDPOINT_URL",
+    "region": "AWS_REGION",
+    "allow_http": "AWS_ALLOW_HTTP",
+    "session_token": "AWS_SESSION_TOKEN",  # temporary credentials (STS) with the key pair
+}
 
 
 def _as_threshold(value: int | str) -> int:
@@ -104,8 +110,11 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
     With a connection, its extra ``base_path`` is the root of the lake (a folder or ``s3://bucket/prefix``):
     relative table paths are resolved under it and absolute ones must lie inside it. Without one,
     table paths are used as given. For ``s3://`` tables the connection's login and password are the
-    AWS key pair and its extras ``endpoint``, ``region`` and ``allow_http`` the rest; they reach the
-    core as settings and Spark jobs as environment variables, never a command line, log or XCom.
+    AWS key pair (with the extra ``session_token`` for temporary credentials) and its extras
+    ``endpoint``, ``region`` and ``allow_http`` the rest; they reach the core as settings and Spark
+    jobs as environment variables, never a command line, log or XCom. Without a key pair the
+    worker's own credentials apply: its ``AWS_*`` variables, a web identity token, a container or
+    an instance role (no keys at all).
     The connection form (labels, extra fields) is declared in ``provider_info.py``.
 
     :param lake_conn_id: Airflow connection id of type ``lake``, or ``None`` for no connection.
@@ -159,6 +168,29 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
                 value = "true" if as_bool(value, "allow_http") else "false"
             env[name] = str(value)
         return env
+
+    def test_connection(self) -> tuple[bool, str]:
+        """``airflow connections test`` and the UI's Test button: list the connection's ``base_path``.
+
+        ``(True, what was listed)`` when the folder or the bucket prefix can be listed (an empty one
+        too); ``(False, why)`` otherwise: no ``base_path``, a missing folder, a refused credential, an
+        unreachable endpoint, a missing ``[s3]`` extra.
+        """
+        base = None
+        try:
+            base = self.base_path
+            if base is None:
+                return False, (
+                    f"lake connection {self.lake_conn_id!r} has no base_path to list: set its extra "
+                    "base_path to an absolute folder or s3://bucket/prefix"
+                )
+            storage = self.open_location(base)
+            if "://" not in storage.uri() and not storage.exists(""):
+                return False, f"base_path {base} does not exist"
+            files, folders = storage.list_dir("")
+        except Exception as exc:  # every failure is the test's answer; the secret is never in it
+            return False, f"cannot list base_path {base}: {exc}"
+        return True, f"listed base_path {base}: {len(folders)} folders, {len(files)} files"
 
     # -- tables --------------------------------------------------------------------------------
     @property

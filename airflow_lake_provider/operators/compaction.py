@@ -11,6 +11,7 @@ from airflow_lake_provider.assets import emit_table_event, with_table_outlet
 from airflow_lake_provider.hooks.compaction import DEFAULT_COMPACTION_SPARK_THRESHOLD_MB
 from airflow_lake_provider.hooks.lake import LakeHook
 from airflow_lake_provider.operators.summary import compaction_files_table, compaction_plan_table
+from airflow_lake_provider.operators.xcom import compaction_plan_summary, xcom_summary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -28,7 +29,9 @@ class ScheduleCompactionOperator(BaseOperator):
     XCom: the return value is the JSON summary (``outcome`` ``SCHEDULED``/``NO_WORK``/``PLANNED`` (a
     dry run), ``instant``, ``reason``, ``plan``, ``operations``, ``total_io_mb``, ``partitions`` with
     file groups, log files and IO MB each, ``table_path``); key ``compaction_instant``: the plan's
-    instant (``None`` for ``NO_WORK``).
+    instant (``None`` for ``NO_WORK`` and dry runs). Bounded (``operators.xcom``): ``plan`` holds counts and the file groups as
+    ``partition/file id`` names, at most 10 then ``"... and N more"``, as ``partitions``; the whole
+    plan stays on the timeline.
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's. (templated)
@@ -76,7 +79,8 @@ class ScheduleCompactionOperator(BaseOperator):
                 compaction_plan_table(result["partitions"]),
             )
         context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=result["instant"])
-        return result
+        plan = compaction_plan_summary(result.get("plan"))
+        return {**xcom_summary({k: v for k, v in result.items() if k != "plan"}), "plan": plan}
 
 
 class RunCompactionOperator(BaseOperator):
@@ -96,6 +100,7 @@ class RunCompactionOperator(BaseOperator):
     ``NO_WORK``, ``instant``, ``executor`` ``local``/``spark``, ``total_io_mb``, ``operations``,
     ``records_written``, ``log_records_merged``, ``records_updated``, ``bytes_written``, ``files``,
     ``duration_seconds``, ``table_path``); key ``compaction_instant``: the instant executed.
+    ``files`` lists at most 10 names, then ``"... and N more"`` (``operators.xcom``).
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets=[table_asset(...)]``). A run that compacted (outcome ``COMPLETED``) emits
@@ -195,7 +200,7 @@ class RunCompactionOperator(BaseOperator):
             },
             changed=result["outcome"] == "COMPLETED",
         )
-        return result
+        return xcom_summary(result)
 
     def _upstream_instant(self, context: Context) -> str | None:
         """The instant ``instant_task_id`` published: its return value, else its ``compaction_instant``."""

@@ -24,6 +24,7 @@ from airflow_lake_provider.hooks.write import (
     META_RUN,
     META_TASK,
     META_TRY,
+    WRITE_OPERATIONS,
     earlier_attempts,
 )
 
@@ -41,8 +42,9 @@ class RollbackFailedWritesOperator(BaseOperator):
     The task log shows one table row per rollback (its instant, the instant rolled back, files
     deleted).
 
-    XCom: the return value is ``{"outcome": "ROLLED_BACK" | "NO_WORK", "rollbacks": [{"instant",
-    "rolled_back", "action", "deleted", "marked", "resumed"}, ...]}``.
+    XCom: the return value is ``{"outcome": "ROLLED_BACK" | "NO_WORK", "instant" (the last
+    rollback's, or ``None``), "rollbacks": [{"instant", "rolled_back", "action", "deleted", "marked",
+    "resumed"}, ...]}``.
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets``). A run that rolled back emits an event with the extra ``{"table",
@@ -103,7 +105,9 @@ class RollbackFailedWritesOperator(BaseOperator):
             },
             changed=bool(results),
         )
-        return {"outcome": outcome, "rollbacks": rollbacks}
+        # "instant": the last rollback's, as in the Asset event (every operator's XCom has both keys).
+        last = results[-1].instant if results else None
+        return {"outcome": outcome, "instant": last, "rollbacks": rollbacks}
 
 
 class LakeWriteOperator(BaseOperator):
@@ -116,7 +120,8 @@ class LakeWriteOperator(BaseOperator):
     the table's failed-writes policy, and wherever that try ran), then writes again, so a killed
     attempt never leaves its files behind or blocks the table.
 
-    XCom: the return value is ``{"instant", "rolled_back", "inserted", "updated", "deleted"}``.
+    XCom: the return value is ``{"outcome": "COMMITTED", "instant", "rolled_back", "inserted",
+    "updated", "deleted"}``.
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets``); its event's extra is ``{"table", "instant", "outcome": "COMMITTED"}``.
@@ -158,6 +163,9 @@ class LakeWriteOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         kwargs["outlets"] = with_table_outlet(table_path, kwargs.get("outlets"))
+        # Refused when the DAG is parsed, not when the task runs (a template is checked then).
+        if "{{" not in operation and operation not in WRITE_OPERATIONS:
+            raise ValueError(f"operation={operation!r} is not one of {', '.join(WRITE_OPERATIONS)}")
         super().__init__(**kwargs)
         self.table_path = table_path
         self.input_path = input_path
@@ -204,7 +212,8 @@ class LakeWriteOperator(BaseOperator):
             {"table": uri, "instant": result["instant"], "outcome": "COMMITTED"},
             changed=True,  # every write is a completed instant
         )
-        return {k: result[k] for k in ("instant", "rolled_back", "inserted", "updated", "deleted")}
+        summary = {k: result[k] for k in ("instant", "rolled_back", "inserted", "updated", "deleted")}
+        return {"outcome": "COMMITTED", **summary}
 
     def on_kill(self) -> None:
         if self._hook is not None:

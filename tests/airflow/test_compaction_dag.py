@@ -419,7 +419,8 @@ def test_a_dry_run_schedule_pushes_no_instant_and_its_sensor_skips_at_once(
             from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
 
             TABLE = {str(table.base_path)!r}
-            with DAG("lake_dry_compaction", schedule=None, start_date=pendulum.datetime(2024, 1, 1, tz="UTC")):
+            START = pendulum.datetime(2024, 1, 1, tz="UTC")
+            with DAG("lake_dry_compaction", schedule=None, start_date=START):
                 plan = ScheduleCompactionOperator(
                     task_id="plan", table_path=TABLE, options={DUE!r}, dry_run=True
                 )

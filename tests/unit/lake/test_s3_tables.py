@@ -382,7 +382,8 @@ def test_cli_read_refuses_an_output_inside_an_s3_table(
     s3_bucket: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     uri = f"s3://{s3_bucket}/t"
-    _run(capsys, "init", uri, "--table-type", "cow", "--name", "x", "--record-key", "id", "--precombine", "ts")
+    init = ["init", uri, "--table-type", "cow", "--name", "x", "--record-key", "id", "--precombine", "ts"]
+    assert _run(capsys, *init)[0] == 0
     before = s3_objects(s3_endpoint, s3_bucket)
     for output in (f"{uri}/.hoodie/hoodie.properties", f"s3://{s3_bucket}//t/p/x.parquet"):
         code, out, err = _run(capsys, "read", uri, "--output", output)

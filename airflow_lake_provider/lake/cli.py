@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -32,7 +31,7 @@ from airflow_lake_provider.lake.services.partition_commit.config import (
     parse_duration,
     parse_policies,
 )
-from airflow_lake_provider.lake.storage import Storage, open_storage
+from airflow_lake_provider.lake.storage import Storage, open_storage, resolved_uri
 
 if TYPE_CHECKING:
     from airflow_lake_provider.lake.table.table import LakeTable
@@ -280,9 +279,7 @@ def _cmd_read(args: argparse.Namespace) -> None:
 def _check_outside(base: Storage, folder: Storage, name: str) -> None:
     """Refuse an output file at or under the table's base path: it would replace a table file
     (``.hoodie/hoodie.properties``) or drop a foreign parquet file into a partition."""
-    table_root, output = base.root.rstrip("/"), folder.uri(name)
-    if "://" not in table_root:  # local: symlinks and ``..`` resolved on both sides
-        table_root, output = os.path.realpath(table_root), os.path.realpath(output)
+    table_root, output = resolved_uri(base).rstrip("/"), resolved_uri(folder, name)
     if output == table_root or output.startswith(table_root + "/"):
         raise LakeError(f"output {output} is inside the table {table_root}: write it outside the table")
 
@@ -573,8 +570,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
     except BrokenPipeError:
         # The reader went away (`lake timeline T | head -1`): stop quietly with SIGPIPE's status, as
-        # Unix tools do; stdout goes to /dev/null so Python's exit-time flush fails no more.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        # Unix tools do. No stdout left: Python's exit-time flush then reports no second error.
+        sys.stdout = None  # type: ignore[assignment]
         return 141
     except Exception as exc:
         if not isinstance(exc, _reported()):

@@ -129,7 +129,8 @@ class S3Storage(Storage):
                 endpoint = _CREDENTIALS_IN_URL.sub("//***@", config["endpoint"])
                 raise StorageError(
                     f"{self.root}: the endpoint {endpoint} (AWS_ENDPOINT_URL) is plain http: set "
-                    "AWS_ALLOW_HTTP=true to allow it, or use an https:// endpoint"
+                    "AWS_ALLOW_HTTP=true (a lake connection: its extra allow_http) to allow it, or "
+                    "use an https:// endpoint"
                 )
             store = S3Store(
                 self.bucket,

@@ -368,7 +368,8 @@ def test_a_plain_http_endpoint_without_allow_http_names_the_variable(
     assert (code, out) == (1, "")
     assert err == (
         f"lake: error: {uri}: the endpoint {s3_endpoint} (AWS_ENDPOINT_URL) is plain http: set "
-        "AWS_ALLOW_HTTP=true to allow it, or use an https:// endpoint\n"
+        "AWS_ALLOW_HTTP=true (a lake connection: its extra allow_http) to allow it, or use an https:// "
+        "endpoint\n"
     )
     assert s3_objects(s3_endpoint, s3_bucket) == {}
     monkeypatch.setenv("AWS_ALLOW_HTTP", "true")  # the same endpoint, allowed: works

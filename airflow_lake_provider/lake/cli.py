@@ -31,7 +31,7 @@ from airflow_lake_provider.lake.services.partition_commit.config import (
     parse_duration,
     parse_policies,
 )
-from airflow_lake_provider.lake.storage import Storage, open_storage
+from airflow_lake_provider.lake.storage import Storage, open_storage, resolved_uri
 
 if TYPE_CHECKING:
     from airflow_lake_provider.lake.table.table import LakeTable
@@ -50,11 +50,32 @@ def _fields(value: str) -> tuple[str, ...]:
     return fields
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("airflow-lake-provider")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the version is looked up only when asked (importlib.metadata costs ~20 ms)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lake", description="Apache Hudi (table version 6) tables from Python."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("--version", action=_VersionAction)
     # -v after the subcommand too; SUPPRESS keeps a -v given before it when the subcommand has none.
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
@@ -257,12 +278,21 @@ def _cmd_read(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake.table.table import LakeTable
 
     table = LakeTable.open(args.path)
+    folder, name = _split(args.output)
+    _check_outside(table.storage, folder, name)
     snapshot = read_snapshot(table, as_of=args.as_of)
     sink = pa.BufferOutputStream()
     pq.write_table(snapshot if snapshot.num_columns else pa.table({}), sink)
-    folder, name = _split(args.output)
     folder.write(name, sink.getvalue().to_pybytes())  # atomic: no half-written output file
     print(f"{snapshot.num_rows} rows -> {folder.uri(name)}")
+
+
+def _check_outside(base: Storage, folder: Storage, name: str) -> None:
+    """Refuse an output file at or under the table's base path: it would replace a table file
+    (``.hoodie/hoodie.properties``) or drop a foreign parquet file into a partition."""
+    table_root, output = resolved_uri(base).rstrip("/"), resolved_uri(folder, name)
+    if output == table_root or output.startswith(table_root + "/"):
+        raise LakeError(f"output {output} is inside the table {table_root}: write it outside the table")
 
 
 def _split(location: str) -> tuple[Storage, str]:
@@ -548,6 +578,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         _COMMANDS[args.command](args)
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
+    except BrokenPipeError:
+        # The reader went away (`lake timeline T | head -1`): stop quietly with SIGPIPE's status, as
+        # Unix tools do. No stdout left: Python's exit-time flush then reports no second error.
+        sys.stdout = None  # type: ignore[assignment]
+        return 141
     except Exception as exc:
         if not isinstance(exc, _reported()):
             raise

@@ -58,6 +58,7 @@ __all__ = [
     "inject_crash",
     "local_path",
     "open_storage",
+    "resolved_uri",
 ]
 
 
@@ -380,6 +381,13 @@ def local_path(location: str | os.PathLike[str] | Storage) -> Path | None:
     """The local folder behind a location, or ``None`` if it is not on the local file system."""
     storage = open_storage(location)
     return Path(storage.root) if isinstance(storage, LocalStorage) else None
+
+
+def resolved_uri(storage: Storage, rel: str = "") -> str:
+    """``storage.uri(rel)`` with links and ``..`` resolved on a local disk (S3 keys are as they are):
+    two locations compare equal when they name the same file."""
+    uri = storage.uri(rel)
+    return os.path.realpath(uri) if isinstance(storage, LocalStorage) else uri
 
 
 def _path_limit(folder: str, name: str, default: int) -> int:

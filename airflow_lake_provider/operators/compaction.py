@@ -29,9 +29,10 @@ class ScheduleCompactionOperator(BaseOperator):
     XCom: the return value is the JSON summary (``outcome`` ``SCHEDULED``/``NO_WORK``/``PLANNED`` (a
     dry run), ``instant``, ``reason``, ``plan``, ``operations``, ``total_io_mb``, ``partitions`` with
     file groups, log files and IO MB each, ``table_path``); key ``compaction_instant``: the plan's
-    instant (``None`` for ``NO_WORK`` and dry runs). Bounded (``operators.xcom``): ``plan`` holds counts and the file groups as
-    ``partition/file id`` names, at most 10 then ``"... and N more"``, as ``partitions``; the whole
-    plan stays on the timeline.
+    instant (``None`` when no plan was written: ``NO_WORK`` or a dry run). Bounded
+    (``operators.xcom``): ``plan`` holds counts and the file groups as ``partition/file id``
+    names, at most 10 then ``"... and N more"``, as ``partitions``; the whole plan stays on the
+    timeline.
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's. (templated)
@@ -78,7 +79,9 @@ class ScheduleCompactionOperator(BaseOperator):
                 result["table_path"],
                 compaction_plan_table(result["partitions"]),
             )
-        context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=result["instant"])
+        # A dry run's instant is a plan never written: nothing downstream may wait for or run it.
+        written = result["instant"] if result["outcome"] == "SCHEDULED" else None
+        context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=written)
         plan = compaction_plan_summary(result.get("plan"))
         return {**xcom_summary({k: v for k, v in result.items() if k != "plan"}), "plan": plan}
 
@@ -171,9 +174,9 @@ class RunCompactionOperator(BaseOperator):
             spark_conf=self.spark_conf,
         )
         self.log.info(
-            "compaction %s of %s: %s (executor %s), %s file groups, %s records written, "
+            "compaction %sof %s: %s (executor %s), %s file groups, %s records written, "
             "%s log records merged, %s bytes",
-            result["instant"],
+            f"{result['instant']} " if result["instant"] else "",
             result["table_path"],
             result["outcome"],
             result.get("executor", "none"),
@@ -207,7 +210,8 @@ class RunCompactionOperator(BaseOperator):
         ti = context["ti"]
         value = ti.xcom_pull(task_ids=self.instant_task_id)
         if isinstance(value, Mapping):  # a ScheduleCompactionOperator's summary
-            value = value.get("instant")
+            # A dry run's (PLANNED) instant names a plan that was never written.
+            value = value.get("instant") if value.get("outcome") != "PLANNED" else None
         instant = _instant_of(value)
         if instant is None:
             instant = _instant_of(ti.xcom_pull(task_ids=self.instant_task_id, key=XCOM_COMPACTION_INSTANT))

@@ -37,9 +37,10 @@ class RollbackFailedWritesOperator(BaseOperator):
     The task log shows one table row per rollback (its instant, the instant rolled back, files
     deleted).
 
-    XCom: the return value is ``{"outcome": "ROLLED_BACK" | "NO_WORK", "rollbacks": [{"instant",
-    "rolled_back", "action", "deleted", "marked", "resumed"}, ...]}``, bounded (``operators.xcom``):
-    at most 10 rollbacks and 3 file names per list, then ``"... and N more"``.
+    XCom: the return value is ``{"outcome": "ROLLED_BACK" | "NO_WORK", "instant" (the last
+    rollback's, or ``None``), "rollbacks": [{"instant", "rolled_back", "action", "deleted",
+    "marked", "resumed"}, ...]}``, bounded (``operators.xcom``): at most 10 rollbacks and 3 file
+    names per list, then ``"... and N more"``.
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets``). A run that rolled back emits an event with the extra ``{"table",
@@ -100,7 +101,9 @@ class RollbackFailedWritesOperator(BaseOperator):
             },
             changed=bool(results),
         )
-        return xcom_summary({"outcome": outcome, "rollbacks": rollbacks})
+        # "instant": the last rollback's, as in the Asset event (every operator's XCom has both keys).
+        last = results[-1].instant if results else None
+        return xcom_summary({"outcome": outcome, "instant": last, "rollbacks": rollbacks})
 
 
 __all__ = ["LakeWriteOperator", "RollbackFailedWritesOperator", "earlier_attempts"]

@@ -19,6 +19,7 @@ from airflow_lake_provider.hooks.write import (
     META_RUN,
     META_TASK,
     META_TRY,
+    WRITE_OPERATIONS,
 )
 from airflow_lake_provider.operators.xcom import xcom_summary
 
@@ -36,7 +37,8 @@ class LakeWriteOperator(BaseOperator):
     the table's failed-writes policy, and wherever that try ran), then writes again, so a killed
     attempt never leaves its files behind or blocks the table.
 
-    XCom: the return value is ``{"instant", "rolled_back", "inserted", "updated", "deleted"}``.
+    XCom: the return value is ``{"outcome": "COMMITTED", "instant", "rolled_back", "inserted",
+    "updated", "deleted"}``.
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets``); its event's extra is ``{"table", "instant", "outcome": "COMMITTED"}``.
@@ -78,6 +80,9 @@ class LakeWriteOperator(BaseOperator):
         **kwargs: Any,
     ) -> None:
         kwargs["outlets"] = with_table_outlet(table_path, kwargs.get("outlets"))
+        # Refused when the DAG is parsed, not when the task runs (a template is checked then).
+        if "{{" not in operation and operation not in WRITE_OPERATIONS:
+            raise ValueError(f"operation={operation!r} is not one of {', '.join(WRITE_OPERATIONS)}")
         super().__init__(**kwargs)
         self.table_path = table_path
         self.input_path = input_path
@@ -124,9 +129,8 @@ class LakeWriteOperator(BaseOperator):
             {"table": uri, "instant": result["instant"], "outcome": "COMMITTED"},
             changed=True,  # every write is a completed instant
         )
-        return xcom_summary(
-            {k: result[k] for k in ("instant", "rolled_back", "inserted", "updated", "deleted")}
-        )
+        summary = {k: result[k] for k in ("instant", "rolled_back", "inserted", "updated", "deleted")}
+        return xcom_summary({"outcome": "COMMITTED", **summary})
 
     def on_kill(self) -> None:
         if self._hook is not None:

@@ -171,7 +171,11 @@ def test_result_summary_is_exact(tmp_path: Path) -> None:
         "reason": "",
     }
     nothing = run_clean(table, RETAIN_ONE).to_dict()
-    assert nothing["outcome"] == "NO_WORK" and nothing["instant"] is None and nothing["policy"] is None
+    assert (
+        nothing["outcome"] == "NO_WORK"
+        and nothing["instant"] is None
+        and nothing["policy"] == "KEEP_LATEST_COMMITS"
+    )
     assert nothing["files_planned"] == 0 and nothing["partitions"] == {} and nothing["bytes_planned"] == 0
     assert nothing["earliest_commit_to_retain"] is None
 

@@ -236,7 +236,7 @@ def test_clean_and_savepoint(tmp_path: Path) -> None:
         "outcome": "NO_WORK",
         "instant": None,
         "earliest_commit_to_retain": None,
-        "policy": None,
+        "policy": "KEEP_LATEST_COMMITS",  # the policy in effect, though nothing is planned
         "files_planned": 0,
         "bytes_planned": 0,
         "partitions": {},

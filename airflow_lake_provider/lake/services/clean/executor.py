@@ -21,7 +21,7 @@ from typing import Any
 from airflow_lake_provider.lake.errors import CommitConflictError, LakeError
 from airflow_lake_provider.lake.format import timeline_avro
 from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.services.clean.config import CleanConfig
+from airflow_lake_provider.lake.services.clean.config import CleanConfig, CleanPolicy
 from airflow_lake_provider.lake.services.clean.planner import (
     CleanPlan,
     earliest_commit_to_retain,
@@ -77,10 +77,13 @@ class CleanResult:
     kept_for_savepoints: tuple[str, ...] = ()
     # Pending (failed or running) writes that held the earliest commit to retain back.
     held_back_by: tuple[str, ...] = ()
+    # The policy in effect, reported when no plan carries one (NO_WORK).
+    policy: CleanPolicy | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (pushed to XCom, printed by the CLI and the Spark job)."""
         summary = self.plan.summary() if self.plan else {}
+        policy = self.plan.policy if self.plan else self.policy
         return {
             "outcome": self.outcome.value,
             "instant": self.instant,
@@ -89,7 +92,7 @@ class CleanResult:
                 if self.plan and self.plan.earliest_instant_to_retain
                 else None
             ),
-            "policy": self.plan.policy.value if self.plan else None,
+            "policy": policy.value if policy else None,
             "files_planned": self.plan.file_count if self.plan else 0,
             "bytes_planned": sum(p["bytes"] for p in summary.values()),
             "partitions": summary,
@@ -357,6 +360,8 @@ def run_clean(
     timeline = table.timeline()
     held = held_back_by(timeline, config, now or _now())
     result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister, log_scan)
+    if result.plan is None:
+        result = replace(result, policy=config.policy)
     if not held:
         return result
     advice = describe_failed_writes(table.uri, held)

@@ -11,6 +11,7 @@ call the first once per operation, the driver commits their write stats with the
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import time
@@ -214,12 +215,18 @@ def schedule_compaction(
         None if isinstance(options, CompactionConfig) else options,
         dry_run=dry_run,
     )
-    with table.store.exclusive(SCHEDULE_LOCK):
+    with _lock(table, SCHEDULE_LOCK, dry_run):
         checked = _check_base_files_unlocked(table, config, now, force)
         # The write lock too: a writer between reading its file groups and committing would append
         # logs to slices this plan takes over, and lose them (Hudi needs a lock provider here).
-        with table.store.exclusive(WRITE_LOCK):
+        with _lock(table, WRITE_LOCK, dry_run):
             return _schedule_locked(table, config, now, dry_run, instant, force, checked)
+
+
+def _lock(table: LakeTable, service: str, dry_run: bool) -> contextlib.AbstractContextManager[None]:
+    """The service's lock; none for a dry run, which writes nothing (not even a lock file) and
+    reports what a run would do on the timeline as it reads it."""
+    return contextlib.nullcontext() if dry_run else table.store.exclusive(service)
 
 
 def _check_base_files_unlocked(
@@ -611,7 +618,7 @@ def execute_compaction(
     """
     guard_mutation(table, "compaction execute", options, dry_run=dry_run)
     started = time.monotonic()
-    with table.store.exclusive(EXECUTE_LOCK):
+    with _lock(table, EXECUTE_LOCK, dry_run):
         timeline = table.timeline()
         target = _pick(timeline, instant)
         if target is None:

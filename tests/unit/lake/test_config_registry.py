@@ -12,6 +12,8 @@ from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.config import check_options
+from airflow_lake_provider.lake.config.known import BY_NAME
+from airflow_lake_provider.lake.config.registry import OPTIONS
 from airflow_lake_provider.lake.errors import (
     ArchivalConfigError,
     CleanConfigError,
@@ -81,6 +83,51 @@ def test_the_writer_reads_hoodie_archive_automatic_with_the_same_parser(tmp_path
         write(table, batch, "insert", options={"hoodie.archive.automatic": "1"})
     assert str(caught.value) == "hoodie.archive.automatic='1' is not true or false"
     assert write(table, batch, "insert", options={"hoodie.archive.automatic": " FALSE"}).archived == ()
+
+
+# -- whole numbers, read as Hudi's Java ints and longs ----------------------------------------------
+# Hudi reads these as Java ints (a larger value fails there with NumberFormatException), the two
+# log-file thresholds as longs. The bloom sizes are bounded with the other bloom settings.
+JAVA_INTS = sorted(
+    o.key
+    for o in OPTIONS
+    if o.family != "write"
+    and type(o.default) is int
+    and o.key not in ("compaction.file-size",)
+    and "logfile" not in o.key
+)
+JAVA_LONGS = ["hoodie.compaction.logfile.num.threshold", "hoodie.compaction.logfile.size.threshold"]
+
+
+def test_the_whole_number_options_are_the_ones_hudi_reads_as_java_ints_and_longs() -> None:
+    assert JAVA_INTS == [
+        "hoodie.clean.max.commits",
+        "hoodie.cleaner.commits.retained",
+        "hoodie.cleaner.fileversions.retained",
+        "hoodie.cleaner.hours.retained",
+        "hoodie.client.heartbeat.interval_in_ms",
+        "hoodie.client.heartbeat.tolerable.misses",
+        "hoodie.commits.archival.batch",
+        "hoodie.compact.inline.max.delta.commits",
+        "hoodie.compact.inline.max.delta.seconds",
+        "hoodie.compaction.daybased.target.partitions",
+        "hoodie.keep.max.commits",
+        "hoodie.keep.min.commits",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "largest"), [(k, 2**31 - 1) for k in JAVA_INTS] + [(k, 2**63 - 1) for k in JAVA_LONGS]
+)
+def test_a_whole_number_beyond_javas_range_or_in_python_only_spelling_is_refused(
+    key: str, largest: int
+) -> None:
+    option = BY_NAME[key]
+    assert option.read({key: str(largest)}) == largest
+    for raw in (str(largest + 1), "99999999999999999999999", "1_0", "0x10", "1.5", "5 5"):
+        with pytest.raises(ConfigError) as caught:
+            option.read({key: raw})
+        assert f"{key}=" in str(caught.value) and (raw in str(caught.value)), str(caught.value)
 
 
 # -- other names, conflicts, layers ----------------------------------------------------------------

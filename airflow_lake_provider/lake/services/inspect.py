@@ -161,8 +161,8 @@ def instant_details(table: LakeTable, timestamp: str) -> dict[str, Any]:
     A completed write or compaction: its commit metadata (partitions, files, record counts). A
     pending compaction: its plan's operations. A clean: its plan's files (pending) or the files it
     deleted (completed). A rollback: the instant it rolls back and the files of its plan (pending)
-    or the files it deleted (completed). A savepoint: the files it keeps. A pending write: no details
-    (it records none until it completes).
+    or the files it deleted (completed). A savepoint: the files it keeps (with its commit, whose time
+    it shares). A pending write: no details (it records none until it completes).
     """
     timeline = table.timeline()
     instant = find_instant(table, timeline, timestamp)
@@ -195,15 +195,24 @@ def instant_details(table: LakeTable, timestamp: str) -> dict[str, Any]:
             deleted_files=_partition_files(record.get("partitionMetadata") or {}),
         )
     elif instant.action is Action.SAVEPOINT and completed:
-        record = timeline.avro_record(instant)
-        kept = {
-            part: sorted(
-                join_partition(part, n.rsplit("/", 1)[-1]) for n in (e or {}).get("savepointDataFile") or ()
-            )
-            for part, e in sorted((record.get("partitionMetadata") or {}).items())
-        }
-        out.update(savepointed_by=record.get("savepointedBy") or None, files_kept=kept)
+        out.update(_savepoint_details(timeline, instant))
+    if instant.action is not Action.SAVEPOINT:
+        # A savepoint has its commit's time: the commit's details carry what the savepoint keeps.
+        for point in timeline.savepoints():
+            if point.timestamp == instant.timestamp and point.is_completed:
+                out.update(_savepoint_details(timeline, point))
     return out
+
+
+def _savepoint_details(timeline: Timeline, instant: Instant) -> dict[str, Any]:
+    record = timeline.avro_record(instant)
+    kept = {
+        part: sorted(
+            join_partition(part, n.rsplit("/", 1)[-1]) for n in (e or {}).get("savepointDataFile") or ()
+        )
+        for part, e in sorted((record.get("partitionMetadata") or {}).items())
+    }
+    return {"savepointed_by": record.get("savepointedBy") or None, "files_kept": kept}
 
 
 def _count(value: object) -> str:

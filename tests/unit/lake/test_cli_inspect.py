@@ -22,6 +22,7 @@ from airflow_lake_provider.lake.format.instant import Action
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
 from airflow_lake_provider.lake.services.rollback import rollback
+from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.progress import Progress
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -275,6 +276,26 @@ def test_show_prints_a_completed_rollbacks_target_and_deleted_files(
         f"  partition a:\n    {deleted[0]}\n"
         f"  partition b:\n    {deleted[1]}\n",
         "",
+    )
+
+
+def test_show_of_a_savepointed_commit_prints_the_files_its_savepoint_keeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A savepoint shares its commit's time, so ``lake show T`` is the only way to see what it keeps."""
+    table = _table(tmp_path / "orders")
+    base = table.base_path
+    t1 = write(table, _batch([1, 2], 1, ["a", "b"]), "insert").instant
+    write(table, _batch([1], 2, ["a"]), "upsert")
+    kept = _written_at(_data_files(base), t1)
+    create_savepoint(table, t1, user="ana")
+    code, out, _ = _run(capsys, "show", str(base), t1, "--json")
+    details = json.loads(out)
+    assert (code, details["action"], details["savepointed_by"]) == (0, "commit", "ana")
+    assert details["files_kept"] == {"a": [kept[0]], "b": [kept[1]]}
+    code, out, _ = _run(capsys, "show", str(base), t1)
+    assert out.endswith(
+        f"savepointed by: ana\nfiles kept: 2\n  partition a:\n    {kept[0]}\n  partition b:\n    {kept[1]}\n"
     )
 
 

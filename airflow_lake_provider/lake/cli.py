@@ -67,6 +67,7 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
         print(f"{parser.prog} {_version()}")
+        sys.stdout.flush()  # a closed pipe fails here, inside main's parse (see there)
         parser.exit()
 
 
@@ -569,8 +570,18 @@ def _reported() -> tuple[type[BaseException], ...]:
     return (LakeError, OSError, arrow.ArrowException) if arrow is not None else (LakeError, OSError)
 
 
+def _closed_pipe() -> int:
+    """The reader went away (`lake timeline T | head -1`): stop quietly with SIGPIPE's status, as
+    Unix tools do. No stdout left: Python's exit-time flush then reports no second error."""
+    sys.stdout = None  # type: ignore[assignment]
+    return 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except BrokenPipeError:  # --version
+        return _closed_pipe()
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         stream=sys.stderr,
@@ -580,10 +591,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _COMMANDS[args.command](args)
         sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
     except BrokenPipeError:
-        # The reader went away (`lake timeline T | head -1`): stop quietly with SIGPIPE's status, as
-        # Unix tools do. No stdout left: Python's exit-time flush then reports no second error.
-        sys.stdout = None  # type: ignore[assignment]
-        return 141
+        return _closed_pipe()
     except Exception as exc:
         if not isinstance(exc, _reported()):
             raise

@@ -70,7 +70,7 @@ def check_options(options: Mapping[str, object]) -> None:
             near and difflib.SequenceMatcher(None, name, near[0]).ratio() >= _NEAR_MISS
         ):
             continue
-        hint = f"; did you mean {near[0]}?" if near else " (see the README's options section)"
+        hint = f"; did you mean {near[0]}?" if near else " (every option: docs/options.md)"
         raise ConfigError(f"unknown option {name}={options[key]!r}{hint}")
 
 

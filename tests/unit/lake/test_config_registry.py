@@ -217,7 +217,7 @@ def test_partition_commit_durations_and_sizes_parse_through_the_registry() -> No
         ),
         (
             "lake.nothing.like.it",
-            "unknown option lake.nothing.like.it='3' (see the README's options section)",
+            "unknown option lake.nothing.like.it='3' (every option: docs/options.md)",
         ),
     ],
 )

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from metadata_table_support import add_metadata_table
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
@@ -255,6 +256,24 @@ def test_the_cli_refuses_a_misspelt_option_and_changes_nothing(
         "hoodie.cleaner.commits.retained?"
     )
     assert tree_digest(path) == before
+
+
+@pytest.mark.parametrize("metadata_table", [False, True])
+def test_a_bad_rollback_option_is_refused_before_any_lock_or_metadata_table_drop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], metadata_table: bool
+) -> None:
+    path = tmp_path / "t"
+    LakeTable.create(path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts")
+    if metadata_table:
+        add_metadata_table(path)
+    before = tree_digest(path)
+    argv = ["rollback", str(path), "--option", "hoodie.client.heartbeat.tolerable.misses=abc"]
+    code = main([*argv, "--option", "hoodie.metadata.enable=false"])
+    assert (code, capsys.readouterr().err) == (
+        1,
+        "lake: error: hoodie.client.heartbeat.tolerable.misses='abc' must be a positive whole number\n",
+    )
+    assert tree_digest(path) == before  # no lock file either
 
 
 def test_spark_job_options_are_checked_like_the_others() -> None:

@@ -276,6 +276,30 @@ def test_a_bad_rollback_option_is_refused_before_any_lock_or_metadata_table_drop
     assert tree_digest(path) == before  # no lock file either
 
 
+def test_a_bad_option_is_refused_before_the_metadata_table_drop_takes_its_locks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The drop reads the failed-writes options (heartbeats of pending writes) under every lock."""
+    path = tmp_path / "t"
+    LakeTable.create(path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts")
+    add_metadata_table(path)
+    before = tree_digest(path)
+    argv = [
+        "restore",
+        str(path),
+        "--savepoint",
+        "20200101000000000",
+        "--option",
+        "hoodie.metadata.enable=false",
+    ]
+    code = main([*argv, "--option", "hoodie.client.heartbeat.tolerable.misses=abc"])
+    assert (code, capsys.readouterr().err) == (
+        1,
+        "lake: error: hoodie.client.heartbeat.tolerable.misses='abc' must be a positive whole number\n",
+    )
+    assert tree_digest(path) == before
+
+
 def test_spark_job_options_are_checked_like_the_others() -> None:
     assert option_values(["clean.retain_commits=3"]) == {"clean.retain_commits": "3"}
     with pytest.raises(ConfigError, match="did you mean hoodie.keep.min.commits"):

@@ -493,8 +493,10 @@ def test_the_drop_holds_every_lock_a_service_takes() -> None:
     }
     used = set()
     for source in (REPO_ROOT / "airflow_lake_provider").rglob("*.py"):
-        for arg in re.findall(r"\.exclusive\(([^,)]+)", source.read_text()):
-            if arg in ("name", '"instant"'):  # the drop's own loop; the instant-time lock
+        text = source.read_text()
+        # ``.exclusive(...)`` and compaction's ``_lock(table, X, dry_run)`` (no lock for a dry run).
+        for arg in re.findall(r"\.exclusive\(([^,)]+)", text) + re.findall(r"\b_lock\(table, ([^,)]+)", text):
+            if arg in ("name", '"instant"', "service"):  # the drop's loop; the instant-time lock; _lock
                 continue
             used.add(names[arg] if arg in names else arg.strip('"'))
     assert used == set(ALL_SERVICE_LOCKS)

@@ -6,7 +6,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_lake_provider.lake.config import check_options
@@ -338,12 +338,12 @@ def _cmd_show(args: argparse.Namespace) -> None:
     print("\n".join(details_text(details)))
 
 
-def _clean_options(args: argparse.Namespace) -> dict[str, str]:
+def _clean_options(args: argparse.Namespace, properties: Mapping[str, str]) -> dict[str, str]:
     options = _key_values(args.option, CleanConfigError)
     if args.policy:
         options[POLICY_KEYS[0]] = args.policy
-    if args.retained is not None:
-        options.update(CleanConfig.from_options(options).retention_option(args.retained))
+    if args.retained is not None:  # the count of the policy in effect, hoodie.properties' included
+        options.update(CleanConfig.from_options(properties, options).retention_option(args.retained))
     return options
 
 
@@ -354,7 +354,7 @@ def _cmd_clean(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake.table.table import LakeTable
 
     table = LakeTable.open(args.path)
-    options = _clean_options(args)
+    options = _clean_options(args, table.config.properties)
     if args.spark and args.list_files:
         raise LakeError("--list-files is not supported with --spark: list the plan with --dry-run first")
     if args.spark:

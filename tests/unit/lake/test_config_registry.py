@@ -4,6 +4,7 @@ names, conflicts, layers, unknown keys at the CLI and in Spark job arguments, on
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -236,11 +237,30 @@ def test_hudi_keys_this_provider_ignores_and_other_engines_keys_are_accepted() -
             "hoodie.compact.inline": "false",
             "hoodie.clean.automatic": "true",
             "hoodie.metadata.index.column.stats.enable": "true",
+            # Hudi's own keys a letter or two from a registered one (hive_sync.table, metadata.enable)
+            "hoodie.datasource.hive_sync.enable": "true",
+            "hoodie.datasource.hive_sync.mode": "hms",
+            "hoodie.metadata.enable.full.scan.log.files": "false",
             "write.tasks": "4",
             "compaction.async.enabled": "false",
             "clean.retain_commits": "3",
         }
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "near"),
+    [
+        ("hoodie.datasource.hive_sync.tabel", "hoodie.datasource.hive_sync.table"),
+        ("hoodie.datasource.hive_sync.databse", "hoodie.datasource.hive_sync.database"),
+        ("hoodie.index.bloom.fp", "hoodie.index.bloom.fpp"),
+        ("hoodie.index.types", "hoodie.index.type"),
+        ("hoodie.metadata.enabled", "hoodie.metadata.enable"),
+    ],
+)
+def test_a_one_letter_slip_under_an_ignored_prefix_is_still_refused(key: str, near: str) -> None:
+    with pytest.raises(ConfigError, match=rf"did you mean {re.escape(near)}\?$"):
+        check_options({key: "1"})
 
 
 def test_the_cli_refuses_a_misspelt_option_and_changes_nothing(

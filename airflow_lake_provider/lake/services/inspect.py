@@ -11,7 +11,13 @@ from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, join_partition
-from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS, Action, Instant, State
+from airflow_lake_provider.lake.format.instant import (
+    COMMIT_ACTIONS,
+    Action,
+    Instant,
+    State,
+    validate_instant_time,
+)
 from airflow_lake_provider.lake.services.clean.executor import stored_plan
 from airflow_lake_provider.lake.services.compaction.executor import load_plan
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -79,6 +85,10 @@ def find_instant(table: LakeTable, timeline: Timeline, timestamp: str) -> Instan
         points = [i for i in timeline.savepoints() if i.timestamp == timestamp]
         if points:
             return points[0]
+        try:
+            validate_instant_time(timestamp)
+        except LakeError as exc:  # a malformed time is not "archived": say what is wrong with it
+            raise LakeError(f"{table.uri}: no instant {timestamp}: {exc}") from None
         archived = bool(timeline.instants) and timestamp < timeline.instants[0].timestamp
         raise LakeError(
             f"{table.uri}: no instant {timestamp} on the active timeline"

@@ -314,6 +314,12 @@ def test_show_of_an_unknown_instant_exits_1_naming_it(
         "(older than its first instant: archived, or never written)\n"
     )
     assert t1 > "20000101000000000"
+    for malformed in ("2026", "../x", "2025012100054779", "20250231000000000"):  # never "archived"
+        code, out, err = _run(capsys, "show", str(table.base_path), malformed)
+        assert (code, out) == (1, "") and err.startswith(
+            f"lake: error: {table.base_path}: no instant {malformed}: instant time {malformed!r} is not"
+        ), err
+        assert "archived" not in err
 
 
 # -- one dry-run outcome name -----------------------------------------------------------------------

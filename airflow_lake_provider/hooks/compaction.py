@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from airflow_lake_provider.hooks.spark import SparkSubmission
     from airflow_lake_provider.lake.services.compaction.executor import ScheduleResult
     from airflow_lake_provider.lake.table.table import LakeTable
-    from airflow_lake_provider.lake.table.timeline import Timeline
+    from airflow_lake_provider.lake.timeline.active import Timeline
 
 # Plans reading more than this (MB of base and log files) run on Spark; smaller ones are merged in the
 # worker: a Spark start (spark-submit, JVM, Python workers) costs 10-17 s, a small merge well under 1 s.
@@ -50,7 +50,7 @@ def earliest_requested_compaction(table: LakeTable) -> str | None:
 
 def requested_compaction_in(timeline: Timeline) -> str | None:
     """The earliest requested (not yet inflight) compaction on ``timeline``, or ``None``."""
-    from airflow_lake_provider.lake.format.instant import Action, State
+    from airflow_lake_provider.lake.timeline.instant import Action, State
 
     pending = timeline.filter([Action.COMPACTION], [State.REQUESTED])
     return pending[0].timestamp if pending else None
@@ -182,9 +182,9 @@ class CompactionHookMixin(SparkJobMixin):
         :param spark_env: extra environment variables for ``spark-submit``.
         """
         from airflow_lake_provider.lake.errors import LakeError
-        from airflow_lake_provider.lake.format.instant import Action
         from airflow_lake_provider.lake.services.compaction.executor import load_plan
         from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+        from airflow_lake_provider.lake.timeline.instant import Action
 
         threshold = as_threshold_mb(spark_threshold_mb)
         table: LakeTable = self.open_table(table_path)  # type: ignore[attr-defined]

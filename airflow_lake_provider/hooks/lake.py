@@ -34,11 +34,11 @@ from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
 from airflow_lake_provider.hooks.write import WriteHookMixin
 
 if TYPE_CHECKING:
-    from airflow_lake_provider.lake.format.instant import Instant
     from airflow_lake_provider.lake.services.clean.executor import CleanResult
     from airflow_lake_provider.lake.storage import Storage
     from airflow_lake_provider.lake.table.table import LakeTable
-    from airflow_lake_provider.lake.table.timeline import Timeline
+    from airflow_lake_provider.lake.timeline.active import Timeline
+    from airflow_lake_provider.lake.timeline.instant import Instant
 
 if TYPE_CHECKING:
     from airflow_lake_provider.lake.services.clean.planner import CleanPlan
@@ -73,7 +73,7 @@ def _extra(conn: Any, key: str) -> Any:
 
 
 def _completed_clean(timeline: Timeline, timestamp: str) -> Instant | None:
-    from airflow_lake_provider.lake.format.instant import Action, State
+    from airflow_lake_provider.lake.timeline.instant import Action, State
 
     done = [i for i in timeline.filter([Action.CLEAN], [State.COMPLETED]) if i.timestamp == timestamp]
     return done[0] if done else None
@@ -367,8 +367,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
     ) -> CleanResult:
         """Execute the pending cleans ``targets`` with ``spark_jobs/clean.py --mode execute`` and judge
         from the timeline: every target must be completed. The result is the last target's."""
-        from airflow_lake_provider.lake.format.instant import Action, Instant, State
         from airflow_lake_provider.lake.services.clean.executor import CleanResult, Outcome, stored_plan
+        from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
         args = ["--table", table.uri, "--mode", "execute"]
         for key, value in options.items():

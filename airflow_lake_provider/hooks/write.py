@@ -37,8 +37,8 @@ DEFAULT_WRITE_SPARK_THRESHOLD = 5_000_000
 
 def earlier_attempts(table: Any, me: Mapping[str, str]) -> list[str]:
     """Pending writes whose inflight metadata names this DAG, task and run (any try)."""
-    from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
-    from airflow_lake_provider.lake.format.instant import Action
+    from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
+    from airflow_lake_provider.lake.timeline.instant import Action
 
     timeline = table.timeline()
     found = []

@@ -5,9 +5,10 @@ The names most programs need are importable from here::
     from airflow_lake_provider.lake import LakeTable, read_snapshot, write
 
 They load on first use, so importing this package stays cheap (no pyarrow, polars or fastavro).
-Layers, each importing only those below it: ``services`` (clean, compaction, savepoints) >
-``table`` (timeline, file system view, merge, read, write) > ``format`` (Hudi v6 codecs) >
-``storage`` (every file access) and ``errors``.
+Layers, each importing only those below it: ``services`` (clean, compaction, partition commit,
+savepoints) > ``table`` (merge, read, write, rollback, archival) > ``file_group`` (file slices and
+groups, the file system view) > ``timeline`` (instants, active and archived timeline, the store) >
+``log_file`` (log blocks) > ``format`` (Hudi v6 codecs) > ``storage`` (every file access) and ``errors``.
 """
 
 from __future__ import annotations

@@ -21,10 +21,10 @@ from dag_helpers import new_trips_table, upsert_trips
 import airflow_lake_provider
 from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.hooks.lake import LakeHook
-from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.timeline.instant import Action, State
 
 pytestmark = pytest.mark.airflow
 
@@ -454,7 +454,7 @@ def test_an_s3_table_without_the_s3_extra_fails_at_once_naming_the_extra(
     from airflow.sdk.exceptions import AirflowFailException
 
     monkeypatch.setitem(sys.modules, "obstore", None)  # what an install without [s3] lacks
-    monkeypatch.delitem(sys.modules, "airflow_lake_provider.lake.storage_s3", raising=False)
+    monkeypatch.delitem(sys.modules, "airflow_lake_provider.lake.storage.s3", raising=False)
     with pytest.raises(LakeConfigError) as caught:
         LakeHook().open_table("s3://bucket/lake/trips")
     assert str(caught.value) == (

@@ -25,7 +25,6 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.format.instant import Action, InstantClock
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -37,6 +36,7 @@ from airflow_lake_provider.lake.table.rollback.policy import (
 )
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock
 
 LAZY = {"hoodie.cleaner.policy.failed.writes": "LAZY"}
 # One beat per 10 minutes: no beat comes while a test runs, so step counts are exact.

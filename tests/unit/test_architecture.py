@@ -3,11 +3,14 @@
 Layers of ``airflow_lake_provider.lake`` (each may import the ones below it, never one above):
 
     cli, spark_submit            entry points
-    services                     clean, compaction, savepoint
-    table                        timeline, store, file system view, merge, read, write
-    format                       Hudi v6 on disk: codecs over bytes, no I/O
-    storage, storage_s3          the one file-access seam (local disk, S3) ...
-    storage_base, errors         ... over one interface; the exception tree
+    services                     clean, compaction, partition commit, savepoint, restore
+    table                        the table, merge, read, write, rollback, archival, metadata table
+    file_group                   file names, file slices and groups, the file system view
+    timeline                     instants, the active and archived timeline, the store of .hoodie/
+    log_file                     log files: block framing, data and delete blocks
+    format                       Hudi v6 codecs over bytes, no I/O (Avro, parquet, bloom, config)
+    storage                      the one file-access seam: base (the interface), local, s3
+    errors                       the exception tree
 
 Outside the core, only the ``lake`` CLI, ``spark_jobs`` and the Airflow layer import services.
 """
@@ -24,26 +27,32 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("airflow_lake_provider", "spark_jobs")
 CORE = "airflow_lake_provider.lake"
 
-# What each core module group may import from the core (a prefix match on module names).
+# What each core module group may import from the core (a prefix match on module names; the first
+# group a module's name starts with is its group, so the storage modules come before the package).
+_BELOW_FORMAT = (f"{CORE}.errors", f"{CORE}.storage", f"{CORE}.format")
 ALLOWED = {
     f"{CORE}.errors": (),
-    f"{CORE}.storage_base": (f"{CORE}.errors",),
-    # storage (local disk, open_storage) loads storage_s3 lazily for s3:// locations.
-    f"{CORE}.storage": (f"{CORE}.errors", f"{CORE}.storage_base", f"{CORE}.storage_s3"),
-    f"{CORE}.storage_s3": (f"{CORE}.errors", f"{CORE}.storage_base"),
+    f"{CORE}.storage.base": (f"{CORE}.errors",),
+    f"{CORE}.storage.s3": (f"{CORE}.errors", f"{CORE}.storage.base"),
+    # local disk and open_storage, which loads storage.s3 lazily for s3:// locations.
+    f"{CORE}.storage.local": (f"{CORE}.errors", f"{CORE}.storage.base", f"{CORE}.storage.s3"),
+    f"{CORE}.storage": (f"{CORE}.storage.base", f"{CORE}.storage.local"),  # the package's re-exports
     f"{CORE}.format": (f"{CORE}.errors", f"{CORE}.format"),
+    f"{CORE}.log_file": (*_BELOW_FORMAT, f"{CORE}.log_file"),
+    f"{CORE}.timeline": (*_BELOW_FORMAT, f"{CORE}.log_file", f"{CORE}.timeline"),
+    f"{CORE}.file_group": (*_BELOW_FORMAT, f"{CORE}.log_file", f"{CORE}.timeline", f"{CORE}.file_group"),
     f"{CORE}.table": (
-        f"{CORE}.errors",
-        f"{CORE}.storage",
-        f"{CORE}.storage_base",
-        f"{CORE}.format",
+        *_BELOW_FORMAT,
+        f"{CORE}.log_file",
+        f"{CORE}.timeline",
+        f"{CORE}.file_group",
         f"{CORE}.table",
     ),
     f"{CORE}.services": (
-        f"{CORE}.errors",
-        f"{CORE}.storage",
-        f"{CORE}.storage_base",
-        f"{CORE}.format",
+        *_BELOW_FORMAT,
+        f"{CORE}.log_file",
+        f"{CORE}.timeline",
+        f"{CORE}.file_group",
         f"{CORE}.table",
         f"{CORE}.services",
     ),
@@ -57,7 +66,7 @@ SERVICE_USERS = (
 # Files of the core that may touch the file system directly: the seam itself (local disk, and the
 # S3 store's spool files), and spark_submit,
 # which finds and starts the spark-submit program (no table files).
-DIRECT_IO_ALLOWED = {f"{CORE}.storage", f"{CORE}.storage_s3", f"{CORE}.spark_submit"}
+DIRECT_IO_ALLOWED = {f"{CORE}.storage.local", f"{CORE}.storage.s3", f"{CORE}.spark_submit"}
 # ``os`` names that are not file access.
 OS_ALLOWED = {"environ", "getenv", "fspath", "PathLike", "getpid", "cpu_count", "sep", "pathsep"}
 IO_MODULES = {"shutil", "fcntl", "tempfile", "glob", "pathlib", "pyarrow.fs", "pyarrow.dataset", "fsspec"}
@@ -231,7 +240,7 @@ def test_core_touches_files_only_through_storage(module: str) -> None:
 
 def test_direct_io_check_finds_direct_file_access() -> None:
     """The check above is not vacuous: the storage module itself is full of what it looks for."""
-    found = " ".join(_direct_io(f"{CORE}.storage"))
+    found = " ".join(_direct_io(f"{CORE}.storage.local"))
     for expected in ("open()", "os.scandir", "os.link", "import shutil", "import fcntl"):
         assert expected in found
 

@@ -21,15 +21,15 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from airflow_lake_provider.lake.errors import TableConfigError
-from airflow_lake_provider.lake.format.instant import Instant
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import HOODIE_DIR
 from airflow_lake_provider.lake.table.options import get_bool, merge_layers
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat_expired, now_ms
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import METADATA_DIR, PROPERTIES_FILE, WRITE_LOCK
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Instant
+from airflow_lake_provider.lake.timeline.store import METADATA_DIR, PROPERTIES_FILE, WRITE_LOCK
 
 if TYPE_CHECKING:
     from airflow_lake_provider.lake.table.table import LakeTable

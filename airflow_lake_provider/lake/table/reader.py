@@ -22,20 +22,20 @@ from airflow_lake_provider.lake.errors import (
     StorageAccessError,
     StorageUnavailableError,
 )
+from airflow_lake_provider.lake.file_group.data_files import read_log_blocks
+from airflow_lake_provider.lake.file_group.view import FileSlice, FileSystemView, LogFile
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS
-from airflow_lake_provider.lake.format.block_keys import avro_blocks_record_keys, parquet_block_record_keys
 from airflow_lake_provider.lake.format.casting import cast_exact
-from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
-from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
-from airflow_lake_provider.lake.format.instant import validate_instant_time
-from airflow_lake_provider.lake.format.log_block import BlockType, LogBlock
 from airflow_lake_provider.lake.format.partitioning import record_keys
 from airflow_lake_provider.lake.format.table_config import TableConfig
-from airflow_lake_provider.lake.table.data_files import read_log_blocks
-from airflow_lake_provider.lake.table.fs_view import FileSlice, FileSystemView, LogFile
+from airflow_lake_provider.lake.log_file.block_keys import avro_blocks_record_keys, parquet_block_record_keys
+from airflow_lake_provider.lake.log_file.data_block import decode_avro_data_block, decode_parquet_block
+from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, decode_delete_block
+from airflow_lake_provider.lake.log_file.log_format import BlockType, LogBlock
 from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, LogItem, merge_slice
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import validate_instant_time
 
 log = logging.getLogger(__name__)
 RECORD_KEY = "_hoodie_record_key"

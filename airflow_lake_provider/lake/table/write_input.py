@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import SchemaError, WriteInputError
 from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.storage_base import Storage
+from airflow_lake_provider.lake.storage.base import Storage
 
 
 @dataclass(frozen=True)

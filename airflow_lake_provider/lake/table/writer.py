@@ -34,6 +34,14 @@ from airflow_lake_provider.lake.errors import (
     TableConfigError,
     WriteInputError,
 )
+from airflow_lake_provider.lake.file_group.data_files import store_base_file, write_partition_metadata
+from airflow_lake_provider.lake.file_group.file_names import (
+    BaseFileName,
+    LogFileName,
+    new_file_id,
+    write_token,
+)
+from airflow_lake_provider.lake.file_group.view import FileSlice, FileSystemView
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
@@ -47,20 +55,15 @@ from airflow_lake_provider.lake.format.bloom_filter import (
     probe_footer,
 )
 from airflow_lake_provider.lake.format.casting import cast_exact, same_shape
-from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
-from airflow_lake_provider.lake.format.data_block import avro_data_block
-from airflow_lake_provider.lake.format.delete_block import DeleteRecord, delete_block, ordering_type_for
-from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName, new_file_id, write_token
-from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.format.partitioning import (
     partition_paths,
     record_keys,
 )
 from airflow_lake_provider.lake.format.table_config import MergeMode
+from airflow_lake_provider.lake.log_file.data_block import avro_data_block
+from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, delete_block, ordering_type_for
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
-from airflow_lake_provider.lake.table.data_files import store_base_file, write_partition_metadata
-from airflow_lake_provider.lake.table.fs_view import FileSlice, FileSystemView
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
 from airflow_lake_provider.lake.table.rollback.executor import (
@@ -71,8 +74,10 @@ from airflow_lake_provider.lake.table.rollback.executor import (
 )
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat, join_partition
+from airflow_lake_provider.lake.timeline.instant import Action, State
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK, IOType
 
 log = logging.getLogger(__name__)
 

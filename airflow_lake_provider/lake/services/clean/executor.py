@@ -19,8 +19,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_lake_provider.lake.errors import CommitConflictError, LakeError
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.file_group.view import Lister
 from airflow_lake_provider.lake.services.clean.config import CleanConfig
 from airflow_lake_provider.lake.services.clean.planner import (
     CleanPlan,
@@ -31,7 +30,6 @@ from airflow_lake_provider.lake.services.clean.planner import (
 )
 from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.fs_view import Lister
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
@@ -41,8 +39,10 @@ from airflow_lake_provider.lake.table.rollback.executor import (
 )
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, FailedWritesPolicy
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 
 log = logging.getLogger(__name__)
 PARALLEL_DELETE_THRESHOLD = 64

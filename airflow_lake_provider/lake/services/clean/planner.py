@@ -15,16 +15,16 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from airflow_lake_provider.lake.format.instant import (
+from airflow_lake_provider.lake.file_group.view import FileSystemView, SlotEntry
+from airflow_lake_provider.lake.services.clean.config import CleanConfig, CleanPolicy
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import (
     COMMIT_ACTIONS,
     Action,
     Instant,
     State,
     format_instant,
 )
-from airflow_lake_provider.lake.services.clean.config import CleanConfig, CleanPolicy
-from airflow_lake_provider.lake.table.fs_view import FileSystemView, SlotEntry
-from airflow_lake_provider.lake.table.timeline import Timeline
 
 PLAN_VERSION = 2
 # Pending instants that may still read or form file slices.

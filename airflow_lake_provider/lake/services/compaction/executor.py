@@ -31,10 +31,21 @@ from airflow_lake_provider.lake.errors import (
     LakeError,
     UnsafePathError,
 )
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
-from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName, write_token
-from airflow_lake_provider.lake.format.instant import (
+from airflow_lake_provider.lake.file_group.data_files import store_base_file
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName, write_token
+from airflow_lake_provider.lake.file_group.view import BaseFile, FileSlice, LogFile
+from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY, CompactionConfig
+from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
+from airflow_lake_provider.lake.services.compaction.planner import plan_compaction, trigger_state
+from airflow_lake_provider.lake.table.merge import DataItem, merge_slice
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
+from airflow_lake_provider.lake.table.rollback.plan import in_table
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat, join_partition
+from airflow_lake_provider.lake.timeline.instant import (
     COMMIT_ACTIONS,
     Action,
     Instant,
@@ -43,18 +54,7 @@ from airflow_lake_provider.lake.format.instant import (
     instant_to_datetime,
     validate_instant_time,
 )
-from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY, CompactionConfig
-from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
-from airflow_lake_provider.lake.services.compaction.planner import plan_compaction, trigger_state
-from airflow_lake_provider.lake.table.data_files import store_base_file
-from airflow_lake_provider.lake.table.fs_view import BaseFile, FileSlice, LogFile
-from airflow_lake_provider.lake.table.merge import DataItem, merge_slice
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation
-from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
-from airflow_lake_provider.lake.table.rollback.plan import in_table
-from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK, IOType
 
 log = logging.getLogger(__name__)
 

@@ -21,8 +21,6 @@ from airflow_lake_provider.lake.errors import (
     PartitionCommitError,
     PartitionNotFoundError,
 )
-from airflow_lake_provider.lake.format.commit_metadata import join_partition
-from airflow_lake_provider.lake.format.instant import instant_to_datetime
 from airflow_lake_provider.lake.services.partition_commit.config import (
     PartitionCommitConfig,
     PolicyKind,
@@ -56,7 +54,9 @@ from airflow_lake_provider.lake.services.partition_commit.state import (
 from airflow_lake_provider.lake.services.partition_commit.success_file import check_success_targets
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import join_partition
+from airflow_lake_provider.lake.timeline.instant import instant_to_datetime
 
 log = logging.getLogger(__name__)
 

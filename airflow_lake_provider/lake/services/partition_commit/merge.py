@@ -21,18 +21,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_lake_provider.lake.errors import LakeError, PartitionCommitError
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
-from airflow_lake_provider.lake.format.file_names import BaseFileName, new_file_id, write_token
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
+from airflow_lake_provider.lake.file_group.data_files import store_base_file
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, new_file_id, write_token
+from airflow_lake_provider.lake.file_group.view import FileSlice
 from airflow_lake_provider.lake.services.compaction.executor import FILE_NAME_COLUMN, output_schema
 from airflow_lake_provider.lake.services.compaction.planner import pending_clustering_groups
-from airflow_lake_provider.lake.table.data_files import store_base_file
-from airflow_lake_provider.lake.table.fs_view import FileSlice
 from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat, join_partition
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK, IOType
 
 log = logging.getLogger(__name__)
 

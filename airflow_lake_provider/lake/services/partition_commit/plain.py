@@ -74,7 +74,7 @@ from airflow_lake_provider.lake.services.partition_commit.success_file import (
     SUCCESS_FILE_KEY,
     check_success_targets,
 )
-from airflow_lake_provider.lake.storage_base import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.storage.base import HOODIE_DIR, Storage
 
 log = logging.getLogger(__name__)
 

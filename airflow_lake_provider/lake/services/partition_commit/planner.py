@@ -9,7 +9,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
-from airflow_lake_provider.lake.format.instant import instant_to_datetime
 from airflow_lake_provider.lake.services.partition_commit.config import PartitionCommitConfig, Trigger
 from airflow_lake_provider.lake.services.partition_commit.extractor import PartitionValues
 from airflow_lake_provider.lake.services.partition_commit.state import (
@@ -18,6 +17,7 @@ from airflow_lake_provider.lake.services.partition_commit.state import (
     PartitionState,
     WriteIndex,
 )
+from airflow_lake_provider.lake.timeline.instant import instant_to_datetime
 
 
 class Decision(str, Enum):

@@ -17,23 +17,23 @@ from enum import Enum
 from typing import Any
 
 from airflow_lake_provider.lake.errors import ArchivalError, StorageError, UnsafePathError
-from airflow_lake_provider.lake.format.archived_timeline import (
-    ARCHIVE_FOLDER,
-    archive_file_name,
-    archive_version,
-    commit_metadata_record,
-    encode_archive_block,
-)
-from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.planner import ArchivalPlan, plan_archival
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.archived import (
+    ARCHIVE_FOLDER,
+    archive_file_name,
+    archive_version,
+    commit_metadata_record,
+    encode_archive_block,
+)
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
 log = logging.getLogger(__name__)
 

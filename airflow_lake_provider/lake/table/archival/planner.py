@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import ObjectNotFoundError, StorageError, UnsafePathError
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
-from airflow_lake_provider.lake.table.fs_view import list_table
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.file_group.view import list_table
+from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.fallback import check_fallback
 from airflow_lake_provider.lake.table.rollback.plan import (
@@ -43,8 +41,10 @@ from airflow_lake_provider.lake.table.rollback.policy import (
     now_ms,
 )
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 
 log = logging.getLogger(__name__)
 ROLLBACK_LOCK_WAIT_SECONDS = 60.0

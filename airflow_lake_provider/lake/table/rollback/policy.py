@@ -16,7 +16,7 @@ from enum import Enum
 
 from airflow_lake_provider.lake.errors import HeartbeatError, RollbackError
 from airflow_lake_provider.lake.table.options import JAVA_INT_MAX
-from airflow_lake_provider.lake.table.timeline_store import TimelineStore
+from airflow_lake_provider.lake.timeline.store import TimelineStore
 
 POLICY_KEYS = ("hoodie.cleaner.policy.failed.writes", "hoodie.clean.failed.writes.policy")
 INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"

@@ -154,7 +154,9 @@ def report(root: Path = ROOT) -> dict[str, object]:
     functions = function_lines(known)
     return {
         "modules": len(known),
-        "modules_over_limit": {m: n for m, n in sorted(lines.items(), key=lambda i: -i[1]) if n > MODULE_LINES},
+        "modules_over_limit": {
+            m: n for m, n in sorted(lines.items(), key=lambda i: -i[1]) if n > MODULE_LINES
+        },
         "functions_over_limit": {
             f: n for f, n in sorted(functions.items(), key=lambda i: -i[1]) if n > FUNCTION_LINES
         },
@@ -185,7 +187,8 @@ def main(argv: list[str]) -> int:
         files = sum(len(v) for v in folders.values())
         print(f"  {concept}: {files} files in {len(folders)} folders")
         for folder, leaves in sorted(folders.items()):
-            print(f"      {folder.replace('.', '/') + '/' if folder != '.' else './'}: {', '.join(sorted(leaves))}")
+            shown = folder.replace(".", "/") + "/" if folder != "." else "./"
+            print(f"      {shown}: {', '.join(sorted(leaves))}")
     return 0
 
 

@@ -10,7 +10,6 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_rollback import _batch, _check, _rows, _seed
 
 from airflow_lake_provider.lake.errors import SchemaError, WriteInputError
 from airflow_lake_provider.lake.storage import LocalStorage
@@ -21,6 +20,7 @@ from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write_input import find_input, read_input
 from airflow_lake_provider.lake.table.writer import FileGroupWrite, WriteContext, write, write_file_group
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
+from unit.lake.table.rollback.test_executor import _batch, _check, _rows, _seed
 
 LAZY = {"hoodie.cleaner.policy.failed.writes": "LAZY"}
 

@@ -137,8 +137,8 @@ def build_groups(path: Path, groups: int, rows_per_group: int, updates_per_group
     import pyarrow as pa
 
     from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
-    from airflow_lake_provider.lake.table import writer
     from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.write import writer
 
     rng = np.random.default_rng(read_slice.SEED)
     n = groups * rows_per_group

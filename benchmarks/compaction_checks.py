@@ -35,7 +35,7 @@ import pyarrow as pa  # noqa: E402
 from airflow_lake_provider.lake.services.compaction import executor  # noqa: E402
 from airflow_lake_provider.lake.table.reader import check_base_files  # noqa: E402
 from airflow_lake_provider.lake.table.table import LakeTable  # noqa: E402
-from airflow_lake_provider.lake.table.writer import write  # noqa: E402
+from airflow_lake_provider.lake.table.write import write  # noqa: E402
 from airflow_lake_provider.lake.timeline.commit_metadata import join_partition  # noqa: E402
 
 FORCE = {"hoodie.compact.inline.max.delta.commits": "1"}

@@ -67,8 +67,8 @@ def build_table(path: Path, rows: int, updates: int) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from airflow_lake_provider.lake.table import writer
     from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.write import writer
 
     rng = np.random.default_rng(SEED)
     ids = pa.array([f"key{i:09d}" for i in range(rows)], pa.string())

@@ -41,7 +41,7 @@ from airflow_lake_provider.lake.services.compaction.executor import run_compacti
 from airflow_lake_provider.lake.storage import s3 as storage_s3  # noqa: E402
 from airflow_lake_provider.lake.table.reader import read_snapshot  # noqa: E402
 from airflow_lake_provider.lake.table.table import LakeTable  # noqa: E402
-from airflow_lake_provider.lake.table.writer import write  # noqa: E402
+from airflow_lake_provider.lake.table.write import write  # noqa: E402
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat  # noqa: E402
 from airflow_lake_provider.lake.timeline.instant import Action, InstantClock  # noqa: E402
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock
 
 DUE = {"hoodie.compact.inline.max.delta.commits": "1"}

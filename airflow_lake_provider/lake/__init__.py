@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 _PUBLIC = {
     "LakeTable": "airflow_lake_provider.lake.table.table",
     "read_snapshot": "airflow_lake_provider.lake.table.reader",
-    "write": "airflow_lake_provider.lake.table.writer",
-    "Operation": "airflow_lake_provider.lake.table.writer",
+    "write": "airflow_lake_provider.lake.table.write",
+    "Operation": "airflow_lake_provider.lake.table.write",
     "LakeError": "airflow_lake_provider.lake.errors",
     "Storage": "airflow_lake_provider.lake.storage",
     "open_storage": "airflow_lake_provider.lake.storage",
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from airflow_lake_provider.lake.storage import Storage, open_storage
     from airflow_lake_provider.lake.table.reader import read_snapshot
     from airflow_lake_provider.lake.table.table import LakeTable
-    from airflow_lake_provider.lake.table.writer import Operation, write
+    from airflow_lake_provider.lake.table.write import Operation, write
 
 
 def __getattr__(name: str) -> Any:

@@ -51,7 +51,7 @@ from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table,
 from airflow_lake_provider.lake.table.metadata_table import report as metadata_report
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import Operation, write
+from airflow_lake_provider.lake.table.write import Operation, write
 
 
 def _fields(value: str) -> tuple[str, ...]:

@@ -23,7 +23,7 @@ from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.hooks.lake import LakeHook
 from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import Action, State
 
 pytestmark = pytest.mark.airflow

@@ -15,7 +15,7 @@ import pytest
 from dag_helpers import load_example_dag, task_states, xcom_value
 
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.active import HOODIE_DIR
 from airflow_lake_provider.lake.timeline.instant import Action, State
 

@@ -24,7 +24,7 @@ from packaging.version import Version
 
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.active import HOODIE_DIR
 from airflow_lake_provider.lake.timeline.instant import Action, State
 from spark_jobs._common import KILL_ONCE_ENV

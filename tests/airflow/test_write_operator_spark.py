@@ -14,7 +14,7 @@ from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import Action, State
 from spark_jobs.write import KILL_AT_ENV, KILL_ONCE_ENV
 

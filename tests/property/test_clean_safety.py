@@ -45,7 +45,7 @@ from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock, instant_to_datetime
 
 KEYS = [f"k{i}" for i in range(6)]

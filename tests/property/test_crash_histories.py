@@ -32,7 +32,7 @@ from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import Instant, InstantClock, State
 
 EXAMPLES = int(os.environ.get("LAKE_CRASH_EXAMPLES") or examples(200))

@@ -35,7 +35,7 @@ from airflow_lake_provider.lake.table.rollback.policy import (
     heartbeat_expired,
 )
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import Action, InstantClock
 
 LAZY = {"hoodie.cleaner.policy.failed.writes": "LAZY"}

@@ -36,7 +36,7 @@ from airflow_lake_provider.lake.services.compaction.executor import (
 )
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 
 KEYS = ["k0", "k1", "k2", "k3"]
 SUBS = [0, None]  # the second key field; a null part is written "__null__"

@@ -12,7 +12,7 @@ import pytest
 
 from airflow_lake_provider.lake.spark_submit import job_script, parse_result, spark_submit_binary
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.active import HOODIE_DIR
 from airflow_lake_provider.lake.timeline.instant import Action, State
 

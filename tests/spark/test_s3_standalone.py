@@ -25,7 +25,7 @@ from test_standalone_cluster import _free_port, _port_open, _wait_for
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import Action
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

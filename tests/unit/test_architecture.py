@@ -266,6 +266,6 @@ def test_public_names_load_lazily_from_the_core_package() -> None:
         "'open_storage',",
         "'read_snapshot',",
         "'write']",
-        f"{CORE}.table.writer",
+        f"{CORE}.table.write.writer",
         f"{CORE}.table.table",
     ]

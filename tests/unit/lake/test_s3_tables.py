@@ -29,7 +29,7 @@ from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.storage.s3 import S3Storage
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import Action
 from airflow_lake_provider.lake.timeline.store import TimelineStore
 

@@ -15,7 +15,7 @@ from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction, schedule_compaction
 from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 
 
 def _rows(keys: list[str], partition: str, ts: int = 0) -> pa.Table:

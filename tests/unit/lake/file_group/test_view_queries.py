@@ -20,7 +20,7 @@ import pytest
 from airflow_lake_provider.lake.file_group.view import FileSlice, FileSystemView
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction, schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.timeline.instant import Action, InstantClock

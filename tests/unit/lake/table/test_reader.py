@@ -89,7 +89,7 @@ def test_upserting_existing_keys_into_a_spark_written_table_updates_them_in_plac
     """The key lookup (names-only listing, the view's index, the bloom probe on Spark's filters)
     finds every existing key of a table Spark wrote: an upsert of all its rows keeps the key count,
     and hudi-rs reads what we read."""
-    from airflow_lake_provider.lake.table.writer import write
+    from airflow_lake_provider.lake.table.write import write
 
     path = hudi_table_zip(name)
     table = LakeTable.open(path)
@@ -109,7 +109,7 @@ def test_a_table_of_a_key_generator_we_do_not_derive_is_refused_and_left_unchang
     """TimestampBasedKeyGenerator formats a time field into the path (2023/04/01/12): writing the raw
     value instead would put each row into a new partition beside its old version."""
     from airflow_lake_provider.lake.errors import TableConfigError
-    from airflow_lake_provider.lake.table.writer import write
+    from airflow_lake_provider.lake.table.write import write
 
     path = hudi_table_zip("cow_v6_timebasedkeygen_nonhivestyle")
     files = sorted(p.relative_to(path) for p in path.rglob("*"))

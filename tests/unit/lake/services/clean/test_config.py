@@ -18,7 +18,7 @@ import pytest
 from airflow_lake_provider.lake.errors import ServiceBusyError
 from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import store as timeline_store
 from airflow_lake_provider.lake.timeline.active import HOODIE_DIR
 

@@ -17,7 +17,7 @@ from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import Action
 
 LAZY = {"hoodie.cleaner.policy.failed.writes": "LAZY"}

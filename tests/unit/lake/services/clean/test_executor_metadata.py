@@ -14,7 +14,7 @@ from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import Action
 

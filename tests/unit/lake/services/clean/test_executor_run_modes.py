@@ -13,7 +13,7 @@ import pyarrow as pa
 from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock
 
 RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}

@@ -16,7 +16,7 @@ from airflow_lake_provider.lake.services.clean.planner import (
     partitions_to_scan,
 )
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import (
     Action,
     Instant,

@@ -16,7 +16,7 @@ from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clea
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock, instant_to_datetime
 
 RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}

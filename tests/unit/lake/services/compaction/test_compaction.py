@@ -35,7 +35,7 @@ from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
 from airflow_lake_provider.lake.timeline.instant import (
     Action,

@@ -30,7 +30,7 @@ from airflow_lake_provider.lake.services.compaction.plan import CompactionOperat
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat

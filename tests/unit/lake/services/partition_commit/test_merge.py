@@ -19,7 +19,7 @@ from airflow_lake_provider.lake.services.partition_commit.executor import commit
 from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 

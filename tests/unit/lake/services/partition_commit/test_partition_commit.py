@@ -25,7 +25,7 @@ from airflow_lake_provider.lake.services.partition_commit.config import Partitio
 from airflow_lake_provider.lake.services.partition_commit.executor import CommitContext, commit_partitions
 from airflow_lake_provider.lake.services.partition_commit.extractor import make_extractor, partition_values
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock
 
 UTC = dt.timezone.utc

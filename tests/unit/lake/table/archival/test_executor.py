@@ -19,7 +19,7 @@ from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.archival.executor import Outcome, run_archival
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.archived import decode_archive_block
 from airflow_lake_provider.lake.timeline.instant import Action
 

@@ -21,10 +21,10 @@ from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigE
 from airflow_lake_provider.lake.format import bloom_filter as bf
 from airflow_lake_provider.lake.format.base_file import ROW_GROUP_ROWS, write_base_file
 from airflow_lake_provider.lake.storage import LocalStorage
-from airflow_lake_provider.lake.table import writer as writer_module
+from airflow_lake_provider.lake.table.index import bloom
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import LookupStats, WriteContext, write, write_file_group
+from airflow_lake_provider.lake.table.write import LookupStats, WriteContext, write, write_file_group
 from airflow_lake_provider.lake.timeline.instant import InstantClock
 
 HUDI_TABLES = Path(__file__).resolve().parents[4] / "data" / "hudi-tables"
@@ -393,7 +393,7 @@ def test_writer_past_the_open_file_cap_reopens_a_base_file_for_its_rewrite(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     table, storage = _counting(tmp_path / "t", "cow")
-    monkeypatch.setattr(writer_module, "_OPEN_BASE_FILES", 1)  # file handles kept lookup -> rewrite
+    monkeypatch.setattr(bloom, "_OPEN_BASE_FILES", 1)  # file handles kept lookup -> rewrite
     first = write(table, _batch(list(range(100)), 1), "insert")
     second = write(table, _batch(list(range(100, 200)), 1), "insert")
     storage.opened.clear()

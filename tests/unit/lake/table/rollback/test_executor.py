@@ -22,7 +22,7 @@ from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import InstantClock
 

@@ -25,7 +25,7 @@ from airflow_lake_provider.lake.table.rollback.executor import gather, rollback_
 from airflow_lake_provider.lake.table.rollback.executor import log as executor_log
 from airflow_lake_provider.lake.table.rollback.planner import WrittenFile
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
 

@@ -23,7 +23,7 @@ from airflow_lake_provider.lake.table.rollback.executor import (
 )
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, FailedWritesPolicy, now_ms
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, State
 

@@ -21,7 +21,7 @@ from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 
 REPO = Path(__file__).resolve().parents[5]
 SHIPPED = REPO / "airflow_lake_provider" / "lake" / "format" / "schemas"

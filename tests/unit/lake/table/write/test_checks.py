@@ -15,7 +15,7 @@ from airflow_lake_provider.lake.errors import LakeError, SchemaError, TableConfi
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)

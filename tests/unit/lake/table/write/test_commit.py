@@ -16,10 +16,9 @@ from compaction_support import crash_at
 from airflow_lake_provider.lake.errors import RollbackError, SchemaError, TableConfigError
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import SimulatedCrash
-from airflow_lake_provider.lake.table import writer
 from airflow_lake_provider.lake.table.rollback import executor as rollback_executor
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import EVENT_TIME_FIELD, Operation, write
+from airflow_lake_provider.lake.table.write import EVENT_TIME_FIELD, Operation, write, writer
 from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, format_instant
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)

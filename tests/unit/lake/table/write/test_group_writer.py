@@ -25,10 +25,17 @@ from airflow_lake_provider.lake.log_file.data_block import avro_data_block
 from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, decode_delete_block
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes
 from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash
-from airflow_lake_provider.lake.table import writer
+from airflow_lake_provider.lake.table.index import bloom
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import (
+    FileGroupWrite,
+    WriteContext,
+    checks,
+    write,
+    write_file_group,
+    writer,
+)
 from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
@@ -106,7 +113,7 @@ CASTABLE = [
 def test_which_batch_types_a_table_column_accepts(
     got: pa.DataType, want: pa.DataType, accepted: bool
 ) -> None:
-    assert writer._leaf_castable(got, want) is accepted
+    assert checks._leaf_castable(got, want) is accepted
 
 
 @pytest.mark.parametrize(
@@ -124,7 +131,7 @@ def test_which_batch_types_a_table_column_accepts(
 def test_an_integer_type_fits_another_when_all_its_values_do(
     got: pa.DataType, want: pa.DataType, fits: bool
 ) -> None:
-    assert writer._int_fits(got, want) is fits
+    assert checks._int_fits(got, want) is fits
 
 
 # -- what a failed write tells its caller ---------------------------------------------------------
@@ -396,10 +403,10 @@ def test_an_unreadable_bloom_filter_is_logged_and_the_keys_are_read_instead(
     base = _base_file(path)
     damaged = {**pq.read_schema(base).metadata, b"org.apache.hudi.bloomfilter": b"!!!!"}
     pq.write_table(pq.read_table(base).replace_schema_metadata(damaged), base)
-    caplog.set_level(logging.WARNING, logger=writer.log.name)
+    caplog.set_level(logging.WARNING, logger=bloom.log.name)
     caplog.clear()
     done = write(table, _batch([2], ts=2, v="y"), "upsert")
-    assert [r.getMessage() for r in caplog.records if r.name == writer.log.name] == [
+    assert [r.getMessage() for r in caplog.records if r.name == bloom.log.name] == [
         f"cannot decode the bloom filter of {table.storage.uri(base.name)}: Only base64 data is allowed; "
         "reading its record keys instead"
     ]
@@ -633,7 +640,7 @@ def test_a_runner_that_returns_some_file_groups_only_fails_the_write(tmp_path: P
     table = _table(tmp_path / "t")
 
     def first_only(t: LakeTable, context: Any, units: Any) -> list[Any]:
-        return [writer.write_file_group(t, context, unit) for unit in units[:1]]
+        return [write_file_group(t, context, unit) for unit in units[:1]]
 
     with pytest.raises(LakeError, match=rf"^write {T1}: 1 results for 2 file groups\n"):
         write(table, _batch([1, 2, 3]), "insert", max_rows_per_file=2, runner=first_only)
@@ -715,8 +722,8 @@ def test_a_footer_with_no_key_range_at_all_is_looked_up_by_its_keys(tmp_path: Pa
 def test_a_write_through_a_runner_closes_every_base_file(tmp_path: Path) -> None:
     table, storage, _files = _three_files(tmp_path / "t", "cow")
 
-    def runner(t: LakeTable, context: writer.WriteContext, units: Sequence[writer.FileGroupWrite]) -> list:
-        return [writer.write_file_group(t, context, unit) for unit in units]
+    def runner(t: LakeTable, context: WriteContext, units: Sequence[FileGroupWrite]) -> list:
+        return [write_file_group(t, context, unit) for unit in units]
 
     done = write(table, _batch([2, 5], ts=2, v="y"), "upsert", runner=runner)
     assert done.updated == 2 and storage.open_now() == []

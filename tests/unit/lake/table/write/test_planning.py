@@ -24,7 +24,7 @@ from airflow_lake_provider.lake.services.compaction.executor import (
 )
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, instant_to_datetime
 
 Row = tuple[int, int, str]  # id, ts, v

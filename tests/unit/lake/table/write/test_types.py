@@ -23,7 +23,7 @@ from airflow_lake_provider.lake.log_file.data_block import avro_data_block
 from airflow_lake_provider.lake.services.compaction.executor import Outcome, run_compaction
 from airflow_lake_provider.lake.table.reader import conform, read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)

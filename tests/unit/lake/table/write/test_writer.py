@@ -22,7 +22,7 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName, validate_file_id
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)

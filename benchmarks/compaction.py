@@ -50,7 +50,7 @@ def _vm_hwm_mb() -> float:
 
 
 def _time_ours(path: str, runs: int, conn) -> None:  # noqa: ANN001
-    from airflow_lake_provider.lake.services.compaction.executor import (
+    from airflow_lake_provider.lake.services.compaction.operation import (
         execute_operation,
         load_plan,
         output_schema,
@@ -106,7 +106,7 @@ def in_child(fn, path: Path, runs: int) -> dict:  # noqa: ANN001
 
 
 def part_a(work: Path, rows: int, updates: int, runs: int) -> None:
-    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.table import LakeTable
 
     path = work / "slice"
@@ -136,7 +136,7 @@ def build_groups(path: Path, groups: int, rows_per_group: int, updates_per_group
     import numpy as np
     import pyarrow as pa
 
-    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.table import LakeTable
     from airflow_lake_provider.lake.table.write import writer
 

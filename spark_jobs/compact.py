@@ -27,8 +27,10 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
 
 from airflow_lake_provider.lake.errors import CompactionConfigError
 from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
-from airflow_lake_provider.lake.services.compaction.executor import Outcome, execute_compaction, run_operation
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.operation import run_operation
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
+from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat

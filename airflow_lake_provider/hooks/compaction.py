@@ -23,7 +23,7 @@ from airflow_lake_provider.hooks.spark import SparkJobMixin
 
 if TYPE_CHECKING:
     from airflow_lake_provider.hooks.spark import SparkSubmission
-    from airflow_lake_provider.lake.services.compaction.executor import ScheduleResult
+    from airflow_lake_provider.lake.services.compaction.result import ScheduleResult
     from airflow_lake_provider.lake.table.table import LakeTable
     from airflow_lake_provider.lake.timeline.active import Timeline
 
@@ -126,7 +126,7 @@ class CompactionHookMixin(SparkJobMixin):
         :param dry_run: compute and report the plan, write nothing.
         """
         from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
-        from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+        from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
         table = self.open_table(table_path)  # type: ignore[attr-defined]
         try:
@@ -182,7 +182,7 @@ class CompactionHookMixin(SparkJobMixin):
         :param spark_env: extra environment variables for ``spark-submit``.
         """
         from airflow_lake_provider.lake.errors import LakeError
-        from airflow_lake_provider.lake.services.compaction.executor import load_plan
+        from airflow_lake_provider.lake.services.compaction.operation import load_plan
         from airflow_lake_provider.lake.table.metadata_table import guard_mutation
         from airflow_lake_provider.lake.timeline.instant import Action
 

@@ -23,11 +23,9 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.services.clean.config import POLICY_KEYS, CleanConfig, CleanPolicy
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY
-from airflow_lake_provider.lake.services.compaction.executor import (
-    Outcome,
-    execute_compaction,
-    schedule_compaction,
-)
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.partition_commit.config import (
     DELAY_KEY,
     POLICY_KIND_KEY,

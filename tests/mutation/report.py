@@ -32,6 +32,8 @@ MODULES = {
     "rollback-executor": "table/rollback/executor.py",
     "compaction-planner": "services/compaction/planner.py",
     "compaction-executor": "services/compaction/executor.py",
+    "compaction-scheduler": "services/compaction/scheduler.py",
+    "compaction-operation": "services/compaction/operation.py",
     # table/writer.py until 2026-11-26, then split in five
     "writer": "table/write/writer.py",
     "write-checks": "table/write/checks.py",

@@ -34,12 +34,9 @@ from property_support import SUMMARY, derandomized, example_dir, examples, ratio
 from airflow_lake_provider.lake.errors import SavepointError
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.clean.planner import CleanPolicy
-from airflow_lake_provider.lake.services.compaction.executor import Outcome as CompactionOutcome
-from airflow_lake_provider.lake.services.compaction.executor import (
-    execute_compaction,
-    run_compaction,
-    schedule_compaction,
-)
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot

@@ -20,10 +20,8 @@ from s3_helpers import hudi_s3_options, s3_client, s3_objects
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import CommitConflictError, StorageUnavailableError, TableNotFoundError
 from airflow_lake_provider.lake.services.clean.executor import run_clean
-from airflow_lake_provider.lake.services.compaction.executor import (
-    execute_compaction,
-    schedule_compaction,
-)
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.storage.s3 import S3Storage

@@ -12,7 +12,8 @@ import pytest
 
 from airflow_lake_provider.lake.errors import ObjectNotFoundError
 from airflow_lake_provider.lake.file_group.view import FileSystemView
-from airflow_lake_provider.lake.services.compaction.executor import run_compaction, schedule_compaction
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write

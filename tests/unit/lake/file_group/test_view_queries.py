@@ -18,7 +18,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.lake.file_group.view import FileSlice, FileSystemView
-from airflow_lake_provider.lake.services.compaction.executor import run_compaction, schedule_compaction
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro

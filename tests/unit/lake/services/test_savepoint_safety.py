@@ -12,12 +12,9 @@ from hudi import HudiReadOptions, HudiTableBuilder
 from airflow_lake_provider.lake import cli
 from airflow_lake_provider.lake.errors import SavepointError, ServiceBusyError, SnapshotCleanedError
 from airflow_lake_provider.lake.services.clean.executor import Outcome, pending_cleans, run_clean
-from airflow_lake_provider.lake.services.compaction.executor import Outcome as CompactionOutcome
-from airflow_lake_provider.lake.services.compaction.executor import (
-    execute_compaction,
-    run_compaction,
-    schedule_compaction,
-)
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, savepoints
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable

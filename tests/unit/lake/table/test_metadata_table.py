@@ -481,7 +481,8 @@ def test_the_drop_holds_every_lock_a_service_takes() -> None:
     must join ``ALL_SERVICE_LOCKS``), except the instant-time lock held only while a file is created."""
     import re
 
-    from airflow_lake_provider.lake.services.compaction.executor import EXECUTE_LOCK, SCHEDULE_LOCK
+    from airflow_lake_provider.lake.services.compaction.executor import EXECUTE_LOCK
+    from airflow_lake_provider.lake.services.compaction.scheduler import SCHEDULE_LOCK
     from airflow_lake_provider.lake.services.partition_commit.executor import LOCK
     from airflow_lake_provider.lake.table.metadata_table import ALL_SERVICE_LOCKS
     from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
@@ -664,7 +665,7 @@ def test_a_crashed_inflight_compaction_does_not_lock_the_drop_out_for_good(
     """A compaction left inflight by a crash blocks the drop (it has no heartbeat to expire), and both
     ways to end it (execute, rollback) are refused while the MDT exists: the error names the way out,
     ``--drop --force``, which then drops, and the compaction completes."""
-    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
     path = hudi_table_zip(MOR)
     t = str(path)

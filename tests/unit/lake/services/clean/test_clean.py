@@ -24,8 +24,8 @@ from airflow_lake_provider.lake.services.clean.planner import (
     earliest_commit_to_retain,
     partitions_to_scan,
 )
-from airflow_lake_provider.lake.services.compaction.executor import Outcome as CompactionOutcome
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot

@@ -298,13 +298,9 @@ def test_a_slice_without_a_base_file_is_cleaned_by_its_log_files(tmp_path: Path)
 
 def test_a_pending_compactions_new_slice_counts_as_a_kept_version(tmp_path: Path) -> None:
     from airflow_lake_provider.lake.services.clean.executor import run_clean
-    from airflow_lake_provider.lake.services.compaction.executor import (
-        Outcome as Compaction,
-    )
-    from airflow_lake_provider.lake.services.compaction.executor import (
-        run_compaction,
-        schedule_compaction,
-    )
+    from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+    from airflow_lake_provider.lake.services.compaction.result import Outcome as Compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
     table = LakeTable.create(
         tmp_path / "m", name="m", table_type="mor", record_key_fields=("id",), precombine_field="ts"

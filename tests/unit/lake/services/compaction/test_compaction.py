@@ -20,17 +20,18 @@ from airflow_lake_provider.lake.errors import (
 )
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName
 from airflow_lake_provider.lake.services.compaction.executor import (
-    Outcome,
     commit_compaction,
     execute_compaction,
+    run_compaction,
+)
+from airflow_lake_provider.lake.services.compaction.operation import (
     execute_operation,
     load_plan,
     output_schema,
-    plan_instant,
-    run_compaction,
-    schedule_compaction,
 )
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
+from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import plan_instant, schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback

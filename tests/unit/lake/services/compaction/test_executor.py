@@ -14,21 +14,22 @@ import pytest
 from compaction_support import DUE, START, batch, crash_at, empty_mor, mor
 
 from airflow_lake_provider.lake.errors import CompactionScheduleConflictError, ServiceBusyError
-from airflow_lake_provider.lake.services.compaction import executor
+from airflow_lake_provider.lake.services.compaction import scheduler
 from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
 from airflow_lake_provider.lake.services.compaction.executor import (
     EXECUTE_LOCK,
     CompactionError,
-    Outcome,
     execute_compaction,
-    plan_instant,
-    schedule_compaction,
 )
+from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import plan_instant, schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, format_instant
+
+COMPACTION_LOG = "airflow_lake_provider.lake.services.compaction"  # the loggers of its modules
 
 
 def _quick(seconds: float) -> bool:
@@ -111,11 +112,11 @@ def test_failed_operations_are_listed_one_after_another(tmp_path: Path) -> None:
 def test_the_log_lines_of_a_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     table = mor(tmp_path)
     c = schedule_compaction(table, DUE).instant
-    caplog.set_level(logging.DEBUG, logger=executor.log.name)
+    caplog.set_level(logging.DEBUG, logger=COMPACTION_LOG)
     caplog.clear()
     done = execute_compaction(table, c)
     (stat,) = done.stats
-    assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
+    assert [r.getMessage() for r in caplog.records if r.name.startswith(COMPACTION_LOG)] == [
         f"compaction {c}: {stat.file_id} -> {stat.path} (2 rows)",
         f"compaction {c} of {table.uri} completed: 1 file groups, 2 rows, {stat.total_write_bytes} bytes",
     ]
@@ -164,11 +165,11 @@ def test_a_schedule_takes_a_config_object_and_logs_the_plan(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     table = mor(tmp_path)
-    caplog.set_level(logging.INFO, logger=executor.log.name)
+    caplog.set_level(logging.INFO, logger=scheduler.log.name)
     caplog.clear()
     scheduled = schedule_compaction(table, CompactionConfig.from_options(DUE))
     assert scheduled.outcome is Outcome.SCHEDULED
-    assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
+    assert [r.getMessage() for r in caplog.records if r.name == scheduler.log.name] == [
         f"compaction {scheduled.instant} of {table.uri} scheduled: 1 file groups, "
         f"{scheduled.plan.total_io_mb:.3f} MB IO"
     ]
@@ -208,13 +209,13 @@ def test_what_a_schedule_reports_when_nothing_is_scheduled(
     )
     assert schedule_compaction(cow, DUE).reason == f"{cow.uri} is copy-on-write; nothing to compact"
     table = mor(tmp_path)
-    caplog.set_level(logging.INFO, logger=executor.log.name)
+    caplog.set_level(logging.INFO, logger=scheduler.log.name)
     caplog.clear()
     later = {"hoodie.compact.inline.max.delta.commits": "9"}
     result = schedule_compaction(table, later, dry_run=True)
     reason = result.reason.removeprefix("not due: ")
     assert (result.outcome, result.dry_run) == (Outcome.NO_WORK, True) and reason != result.reason
-    assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
+    assert [r.getMessage() for r in caplog.records if r.name == scheduler.log.name] == [
         f"compaction of {table.uri} not due: {reason}"
     ]
     # A plan written reports the trigger's reason, as its dry run does.
@@ -226,7 +227,7 @@ def test_what_a_schedule_reports_when_nothing_is_scheduled(
 
 def test_a_schedule_while_another_holds_the_schedule_lock_is_refused(tmp_path: Path) -> None:
     table = mor(tmp_path)
-    with table.store.exclusive(executor.SCHEDULE_LOCK), pytest.raises(ServiceBusyError):
+    with table.store.exclusive(scheduler.SCHEDULE_LOCK), pytest.raises(ServiceBusyError):
         schedule_compaction(LakeTable.open(table.base_path), DUE)
     assert table.timeline().pending_compactions() == []
 
@@ -250,7 +251,7 @@ def test_a_partition_aware_strategy_reads_the_now_given(tmp_path: Path) -> None:
     strategy = bounded["hoodie.compaction.strategy"]
     requested = table.base_path / ".hoodie" / f"{scheduled.instant}.compaction.requested"
     plan = timeline_avro.read_avro(requested.read_bytes(), str(requested))
-    assert plan["extraMetadata"] == {executor.STRATEGY_KEY: strategy}
+    assert plan["extraMetadata"] == {scheduler.STRATEGY_KEY: strategy}
     # 100 days on, the partition is out of the window: nothing selected, and the reason says by what.
     write(table, pa.table(row), "upsert")
     late = schedule_compaction(table, bounded, now=START + dt.timedelta(days=100), dry_run=True)

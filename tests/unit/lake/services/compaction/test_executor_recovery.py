@@ -16,17 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 from compaction_support import DUE, batch, crash_at, mor
 
-from airflow_lake_provider.lake.errors import CorruptTimelineFileError
+from airflow_lake_provider.lake.errors import CompactionError, CorruptTimelineFileError
 from airflow_lake_provider.lake.format import bloom_filter
-from airflow_lake_provider.lake.services.compaction import executor
-from airflow_lake_provider.lake.services.compaction.executor import (
-    Outcome,
-    execute_compaction,
-    run_compaction,
-    run_operation,
-    schedule_compaction,
-)
+from airflow_lake_provider.lake.services.compaction import executor, operation
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
+from airflow_lake_provider.lake.services.compaction.operation import run_operation
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
+from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -155,8 +152,8 @@ def test_a_log_only_slice_counts_its_rows_as_inserts(tmp_path: Path) -> None:
     (op,) = scheduled.plan.operations
     log_only = CompactionOperation(op.partition, op.file_id, op.base_instant, None, op.delta_file_names)
     timeline = table.timeline()
-    stat = executor.execute_operation(
-        table, timeline, executor.output_schema(table, timeline), scheduled.instant, log_only, token="9-9-9"
+    stat = operation.execute_operation(
+        table, timeline, operation.output_schema(table, timeline), scheduled.instant, log_only, token="9-9-9"
     )
     assert stat.path == f"x/{op.file_id}_9-9-9_{scheduled.instant}.parquet"
     assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (1, 0, 0, 1)
@@ -174,16 +171,16 @@ def test_a_failed_operation_is_named_in_the_log_and_the_error(
     assert sorted(ops) == ["x", "y"]
     (log_y,) = ops["y"].delta_file_names
     (table.base_path / "y" / log_y).unlink()  # y's operation cannot read its slice
-    caplog.set_level(logging.INFO, logger=executor.log.name)
+    caplog.set_level(logging.INFO, logger=operation.log.name)
     caplog.clear()
-    with pytest.raises(executor.CompactionError) as raised:
+    with pytest.raises(CompactionError) as raised:
         execute_compaction(table, c)
     group_y = f"y/{ops['y'].file_id}"
     prefix = f"compaction {c}: 1 of 2 operations failed; the instant stays inflight for a retry: {group_y}: "
     message = str(raised.value)
     assert message.startswith(prefix) and len(message) > len(prefix)
     reason = message[len(prefix) :]
-    assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
+    assert [r.getMessage() for r in caplog.records if r.name == operation.log.name] == [
         f"compaction {c}: file group {group_y} failed: {reason}"
     ]
     # x's operation ran (first attempt, task 0): its file stays until the retry removes it.
@@ -235,8 +232,8 @@ def test_an_operation_whose_logs_hold_no_committed_block_rewrites_the_base(tmp_p
     base_instant = timeline.completed_commits[0].timestamp
     op = CompactionOperation("y", file_id, base_instant, base, (log,))
     at = "20250301010000000"
-    schema = executor.output_schema(table, timeline)
-    stat = executor.execute_operation(table, timeline, schema, at, op, token="0-1-0")
+    schema = operation.output_schema(table, timeline)
+    stat = operation.execute_operation(table, timeline, schema, at, op, token="0-1-0")
     written = pq.read_table(table.base_path / stat.path)
     assert written.select(["id", "ts", "p"]).to_pylist() == [{"id": "c", "ts": 1, "p": "y"}]
     assert written.column("_hoodie_file_name").to_pylist() == [stat.path.split("/")[1]]
@@ -244,7 +241,7 @@ def test_an_operation_whose_logs_hold_no_committed_block_rewrites_the_base(tmp_p
     assert [(m.file_name, m.io_type) for m in table.store.read_markers(at)] == [(stat.path[2:], "MERGE")]
     # Without a base file the marker says CREATE.
     log_only = CompactionOperation("y", file_id, base_instant, None, (log,))
-    stat = executor.execute_operation(table, timeline, schema, at, log_only, token="0-1-1")
+    stat = operation.execute_operation(table, timeline, schema, at, log_only, token="0-1-1")
     assert pq.read_table(table.base_path / stat.path).num_rows == 0
     assert ("y", stat.path[2:], "CREATE") in {
         (m.partition, m.file_name, m.io_type) for m in table.store.read_markers(at)
@@ -257,7 +254,7 @@ def test_plan_slice_is_exactly_the_planned_files(tmp_path: Path) -> None:
     scheduled = schedule_compaction(table, DUE)
     (op,) = scheduled.plan.operations
     write(table, batch(["a"], 4, "x"), "upsert")  # logged after the plan: not in the slice
-    slice_ = executor.plan_slice(table, op)
+    slice_ = operation.plan_slice(table, op)
     folder = table.base_path / "x"
     assert (slice_.partition, slice_.file_id, slice_.base_instant) == ("x", op.file_id, op.base_instant)
     assert slice_.base_file is not None and slice_.base_file.file_name == op.data_file_name
@@ -288,8 +285,8 @@ def _log_order(name: str) -> tuple[int, str]:
 def test_plan_slice_refuses_names_that_are_no_data_files(tmp_path: Path, change: dict, message: str) -> None:
     table = mor(tmp_path)
     (op,) = schedule_compaction(table, DUE).plan.operations
-    with pytest.raises(executor.CompactionError, match=f"^{re.escape(message)}$"):
-        executor.plan_slice(table, replace(op, **change))
+    with pytest.raises(CompactionError, match=f"^{re.escape(message)}$"):
+        operation.plan_slice(table, replace(op, **change))
 
 
 def test_plan_slice_names_a_missing_planned_file(tmp_path: Path) -> None:
@@ -298,8 +295,8 @@ def test_plan_slice_names_a_missing_planned_file(tmp_path: Path) -> None:
     for gone in (op.data_file_name, op.delta_file_names[0]):
         (table.base_path / "x" / gone).rename(table.base_path / "x" / "moved")
         message = f"compaction of file group {op.file_id}: planned file x/{gone} is missing"
-        with pytest.raises(executor.CompactionError, match=f"^{re.escape(message)}$"):
-            executor.plan_slice(table, op)
+        with pytest.raises(CompactionError, match=f"^{re.escape(message)}$"):
+            operation.plan_slice(table, op)
         (table.base_path / "x" / "moved").rename(table.base_path / "x" / gone)
 
 

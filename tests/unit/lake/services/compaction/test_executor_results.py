@@ -17,13 +17,12 @@ from airflow_lake_provider.lake.errors import (
     InvalidStateTransitionError,
 )
 from airflow_lake_provider.lake.services.compaction.executor import (
-    CompactionResult,
-    Outcome,
     commit_compaction,
     execute_compaction,
     run_compaction,
-    schedule_compaction,
 )
+from airflow_lake_provider.lake.services.compaction.result import CompactionResult, Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import format_instant
@@ -142,7 +141,7 @@ def test_commit_refuses_stats_that_do_not_match_the_plan(tmp_path: Path) -> None
     stats = []
 
     def keep(table, timeline, schema, instant, ops):  # type: ignore[no-untyped-def]
-        from airflow_lake_provider.lake.services.compaction.executor import run_operation
+        from airflow_lake_provider.lake.services.compaction.operation import run_operation
 
         out = [run_operation(table, timeline, schema, instant, i, o) for i, o in enumerate(ops)]
         stats.extend(out)

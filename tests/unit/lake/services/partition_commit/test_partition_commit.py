@@ -457,10 +457,8 @@ def test_late_data_under_process_time_waits_the_delay_from_its_own_arrival(tmp_p
 
 
 def test_compaction_is_not_late_data(tmp_path: Path) -> None:
-    from airflow_lake_provider.lake.services.compaction.executor import (
-        execute_compaction,
-        schedule_compaction,
-    )
+    from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
     table = _table(tmp_path / "t", table_type="mor")
     _write(table, "03", ["a"])

@@ -26,7 +26,8 @@ from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import CompactionScheduleConflictError
-from airflow_lake_provider.lake.services.compaction.executor import Outcome, schedule_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant, instant_to_datetime
 

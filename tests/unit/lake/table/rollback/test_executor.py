@@ -468,10 +468,8 @@ def _services_table(path: Path, kind: str) -> tuple[LakeTable, dict]:
 @pytest.mark.parametrize("kind", ["cow", "mor"])
 def test_clean_crash_at_every_step_then_next_run_finishes(tmp_path: Path, kind: str) -> None:
     from airflow_lake_provider.lake.services.clean.executor import run_clean
-    from airflow_lake_provider.lake.services.compaction.executor import (
-        execute_compaction,
-        schedule_compaction,
-    )
+    from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
     options = {"hoodie.cleaner.commits.retained": "1"}
 
@@ -499,10 +497,8 @@ def test_clean_crash_at_every_step_then_next_run_finishes(tmp_path: Path, kind: 
 
 
 def test_compaction_execution_crash_at_every_step_then_next_run_finishes(tmp_path: Path) -> None:
-    from airflow_lake_provider.lake.services.compaction.executor import (
-        execute_compaction,
-        schedule_compaction,
-    )
+    from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
     due = {"hoodie.compact.inline.max.delta.commits": "1"}
 
@@ -529,10 +525,8 @@ def test_compaction_execution_crash_at_every_step_then_next_run_finishes(tmp_pat
 
 @pytest.mark.parametrize("kind", ["cow", "mor"])
 def test_restore_crash_at_every_step_then_next_run_finishes(tmp_path: Path, kind: str) -> None:
-    from airflow_lake_provider.lake.services.compaction.executor import (
-        execute_compaction,
-        schedule_compaction,
-    )
+    from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.services.restore import restore
     from airflow_lake_provider.lake.services.savepoint import create_savepoint
 
@@ -856,10 +850,8 @@ def _rolled_back_append_to(case: dict, path: Path, row: tuple[int, int, str]) ->
 
 
 def test_completed_compaction_later_writes_depend_on_is_refused(tmp_path: Path) -> None:
-    from airflow_lake_provider.lake.services.compaction.executor import (
-        execute_compaction,
-        schedule_compaction,
-    )
+    from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
     path = tmp_path / "t"
     table, model = _seed(path, "mor")

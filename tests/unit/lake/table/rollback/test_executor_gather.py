@@ -17,7 +17,7 @@ from compaction_support import DUE, crash_at, mor
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, RollbackError, StorageError
 from airflow_lake_provider.lake.log_file.log_format import log as log_block_log
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
-from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback import executor as executor_module

@@ -20,7 +20,8 @@ from airflow_lake_provider.lake.errors import LakeError, SchemaError
 from airflow_lake_provider.lake.format.avro_schema import arrow_to_avro, with_meta_fields
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.log_file.data_block import avro_data_block
-from airflow_lake_provider.lake.services.compaction.executor import Outcome, run_compaction
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.table.reader import conform, read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write

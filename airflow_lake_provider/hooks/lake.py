@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from airflow_lake_provider.lake.timeline.instant import Instant
 
 if TYPE_CHECKING:
-    from airflow_lake_provider.lake.services.clean.planner import CleanPlan
+    from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 
 CLEAN_MODES = ("schedule", "execute", "schedule_and_execute")
 # Plans deleting more files than this run on Spark; smaller ones are deleted by the worker itself.

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = "airflow_lake_provider/lake"
 MODULES = {
     "clean-planner": "services/clean/planner.py",
+    "clean-plan": "services/clean/plan.py",
     "clean-executor": "services/clean/executor.py",
     "savepoint": "services/savepoint.py",
     "rollback-planner": "table/rollback/planner.py",

@@ -8,7 +8,7 @@ import time
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import SavepointError
-from airflow_lake_provider.lake.services.clean.planner import CleanPlan
+from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline

@@ -21,8 +21,8 @@ from typing import Any
 from airflow_lake_provider.lake.errors import CommitConflictError, LakeError
 from airflow_lake_provider.lake.file_group.view import Lister
 from airflow_lake_provider.lake.services.clean.config import CleanConfig
+from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 from airflow_lake_provider.lake.services.clean.planner import (
-    CleanPlan,
     earliest_commit_to_retain,
     held_back_by,
     partitions_to_scan,

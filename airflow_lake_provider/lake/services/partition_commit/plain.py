@@ -56,12 +56,8 @@ from airflow_lake_provider.lake.services.partition_commit.extractor import (
     partition_values,
 )
 from airflow_lake_provider.lake.services.partition_commit.folders import check_folder_inside
-from airflow_lake_provider.lake.services.partition_commit.planner import (
-    CommitPlan,
-    Decision,
-    PartitionDecision,
-    plan_commit,
-)
+from airflow_lake_provider.lake.services.partition_commit.plan import CommitPlan, Decision, PartitionDecision
+from airflow_lake_provider.lake.services.partition_commit.planner import plan_commit
 from airflow_lake_provider.lake.services.partition_commit.state import (
     COMMITTED,
     COMMITTING,

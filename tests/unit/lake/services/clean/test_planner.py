@@ -9,8 +9,8 @@ from types import MappingProxyType
 import pyarrow as pa
 
 from airflow_lake_provider.lake.services.clean.config import CleanConfig, CleanPolicy
+from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 from airflow_lake_provider.lake.services.clean.planner import (
-    CleanPlan,
     earliest_commit_to_retain,
     held_back_by,
     partitions_to_scan,

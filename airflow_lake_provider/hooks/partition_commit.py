@@ -72,11 +72,12 @@ def run_partition_commit(
     from airflow_lake_provider.lake import spark_submit
     from airflow_lake_provider.lake.errors import LakeError
     from airflow_lake_provider.lake.services.partition_commit.config import PolicyKind
-    from airflow_lake_provider.lake.services.partition_commit.executor import commit_config, commit_partitions
-    from airflow_lake_provider.lake.services.partition_commit.plain import (
+    from airflow_lake_provider.lake.services.partition_commit.executor import (
+        commit_config,
+        commit_partitions,
         commit_plain_partitions,
-        is_plain_directory,
     )
+    from airflow_lake_provider.lake.services.partition_commit.plain import is_plain_directory
     from airflow_lake_provider.lake.storage import open_storage
     from airflow_lake_provider.lake.table.table import LakeTable
 

@@ -35,11 +35,12 @@ from airflow_lake_provider.lake.services.partition_commit.config import (
     parse_duration,
     parse_policies,
 )
-from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions, parse_watermark
-from airflow_lake_provider.lake.services.partition_commit.plain import (
+from airflow_lake_provider.lake.services.partition_commit.executor import (
+    commit_partitions,
     commit_plain_partitions,
-    is_plain_directory,
+    parse_watermark,
 )
+from airflow_lake_provider.lake.services.partition_commit.plain import is_plain_directory
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.rollback import rollback
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint

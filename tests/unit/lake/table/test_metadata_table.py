@@ -483,7 +483,7 @@ def test_the_drop_holds_every_lock_a_service_takes() -> None:
 
     from airflow_lake_provider.lake.services.compaction.executor import EXECUTE_LOCK
     from airflow_lake_provider.lake.services.compaction.scheduler import SCHEDULE_LOCK
-    from airflow_lake_provider.lake.services.partition_commit.executor import LOCK
+    from airflow_lake_provider.lake.services.partition_commit.target import LOCK
     from airflow_lake_provider.lake.table.metadata_table import ALL_SERVICE_LOCKS
     from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 

@@ -390,9 +390,9 @@ def test_a_failed_policy_is_resumed_without_repeating_the_applied_ones(tmp_path:
     def once_then_crash(context: CommitContext) -> None:
         order.append("custom")
 
-    from airflow_lake_provider.lake.services.partition_commit import executor
+    from airflow_lake_provider.lake.services.partition_commit import target
 
-    real_save = executor.save_state
+    real_save = target.save_state
     saves = {"n": 0}
 
     def crash_after_custom(store: Any, state: Any) -> None:
@@ -401,12 +401,12 @@ def test_a_failed_policy_is_resumed_without_repeating_the_applied_ones(tmp_path:
         if state.applied == ("custom",):
             raise KeyboardInterrupt("killed")
 
-    executor.save_state = crash_after_custom  # type: ignore[assignment]
+    target.save_state = crash_after_custom  # type: ignore[assignment]
     try:
         with pytest.raises(KeyboardInterrupt):
             commit_partitions(table, [H04], opts, custom_policy=once_then_crash)
     finally:
-        executor.save_state = real_save  # type: ignore[assignment]
+        target.save_state = real_save  # type: ignore[assignment]
     assert not (table.base_path / H04 / "_SUCCESS").exists()
     resumed = commit_partitions(table, [H04], opts, custom_policy=once_then_crash)
     assert resumed.committed == (H04,) and order == ["custom"]

@@ -24,10 +24,10 @@ from airflow_lake_provider.lake.errors import (
     PartitionCommitError,
     UnsafePathError,
 )
+from airflow_lake_provider.lake.services.partition_commit.executor import commit_plain_partitions
 from airflow_lake_provider.lake.services.partition_commit.plain import (
     MERGE_DIR,
     PlainMergePlan,
-    commit_plain_partitions,
     merge_plain_partition,
 )
 from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash, Storage, inject_crash

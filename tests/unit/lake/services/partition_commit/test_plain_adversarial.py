@@ -17,10 +17,10 @@ import pytest
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import LakeError, PartitionCommitError, UnsafePathError
+from airflow_lake_provider.lake.services.partition_commit.executor import commit_plain_partitions
 from airflow_lake_provider.lake.services.partition_commit.plain import (
     MERGE_DIR,
     STATE_DIR,
-    commit_plain_partitions,
     merge_plain_partition,
 )
 from airflow_lake_provider.lake.services.partition_commit.state import state_file_name

@@ -41,7 +41,7 @@ from airflow_lake_provider.lake.table.write import (
     write,
     write_file_group,
 )
-from airflow_lake_provider.lake.table.write_input import find_input, read_input
+from airflow_lake_provider.lake.table.write.input import find_input, read_input
 from spark_jobs._common import key_values, run_job
 
 log = logging.getLogger("lake.write")

@@ -117,7 +117,7 @@ class WriteHookMixin(SparkJobMixin):
         from airflow_lake_provider.lake.services.rollback import rollback
         from airflow_lake_provider.lake.table.metadata_table import guard_mutation
         from airflow_lake_provider.lake.table.write import write
-        from airflow_lake_provider.lake.table.write_input import find_input, input_rows, read_input
+        from airflow_lake_provider.lake.table.write.input import find_input, input_rows, read_input
 
         if operation not in WRITE_OPERATIONS:
             raise LakeConfigError(f"operation={operation!r} is not one of {', '.join(WRITE_OPERATIONS)}")

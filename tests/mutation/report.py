@@ -57,7 +57,7 @@ _WRITER_TESTS = (
     "table/write/test_types.py",
     "table/write/test_group_writer.py",
     "table/write/test_commit.py",
-    "table/test_write_input.py",
+    "table/write/test_input.py",
     "table/index/test_bloom.py",
     "services/partition_commit/test_partition_values.py",
     "services/partition_commit/test_merge.py",

@@ -13,18 +13,18 @@ Layers of ``airflow_lake_provider.lake`` (each may import the ones below it, nev
     errors                       the exception tree
 
 Outside the core, only the ``lake`` CLI, ``spark_jobs`` and the Airflow layer import services.
+No module is longer than 500 lines and no function longer than 80 (``scripts/structure_report.py``
+prints the numbers), but for the few listed below with the reason.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("airflow_lake_provider", "spark_jobs")
 CORE = "airflow_lake_provider.lake"
 
 # What each core module group may import from the core (a prefix match on module names; the first
@@ -72,47 +72,21 @@ OS_ALLOWED = {"environ", "getenv", "fspath", "PathLike", "getpid", "cpu_count", 
 IO_MODULES = {"shutil", "fcntl", "tempfile", "glob", "pathlib", "pyarrow.fs", "pyarrow.dataset", "fsspec"}
 
 
-def _modules() -> dict[str, Path]:
-    found = {}
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            parts = list(path.relative_to(ROOT).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join(parts)] = path
-    return found
+def _structure_report():  # the script that prints the numbers: one definition of what is measured
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "structure_report", ROOT / "scripts" / "structure_report.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-MODULES = _modules()
-
-
-def _imports(tree: ast.AST, module: str) -> Iterator[str]:
-    """Every module an import statement names, wherever it stands (top level, function, TYPE_CHECKING)."""
-    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = package.split(".")
-                anchor = anchor[: len(anchor) - node.level + 1]
-                base = ".".join([*anchor, base] if base else anchor)
-            yield base
-            for alias in node.names:  # ``from pkg import module`` names a module too
-                if f"{base}.{alias.name}" in MODULES:
-                    yield f"{base}.{alias.name}"
-
-
-def _graph() -> dict[str, set[str]]:
-    graph = {}
-    for module, path in MODULES.items():
-        tree = ast.parse(path.read_text("utf-8"))
-        graph[module] = set(_imports(tree, module))
-    return graph
-
-
-GRAPH = _graph()
+REPORT = _structure_report()
+MODULES = REPORT.modules(ROOT)
+GRAPH = REPORT.import_graph(MODULES)
 
 
 def _group(module: str) -> str | None:
@@ -164,38 +138,7 @@ def test_only_entry_points_and_the_airflow_layer_import_services() -> None:
 
 def test_no_import_circles() -> None:
     """Tarjan's strongly connected components over our own modules: every one must be a single module."""
-    graph = {m: {n for n in names if n in MODULES and n != m} for m, names in GRAPH.items()}
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    circles: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for nxt in graph[node]:
-            if nxt not in index:
-                visit(nxt)
-                low[node] = min(low[node], low[nxt])
-            elif nxt in on_stack:
-                low[node] = min(low[node], index[nxt])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                circles.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    assert circles == []
+    assert REPORT.import_cycles(GRAPH) == []
 
 
 def _type_checking_only(tree: ast.AST) -> set[ast.AST]:
@@ -269,3 +212,43 @@ def test_public_names_load_lazily_from_the_core_package() -> None:
         f"{CORE}.table.write.writer",
         f"{CORE}.table.table",
     ]
+
+
+# Longer than the limits for now, each with the reason; the list only shrinks.
+LONG_MODULES: dict[str, str] = {
+    "airflow_lake_provider.lake.log_file.data_block": "Avro and parquet data blocks, encode and decode: "
+    "to be split by codec once issue 31's Avro decode work is merged",
+    "airflow_lake_provider.lake.storage.s3": "S3Storage with its lock and ranged reader: to be split "
+    "once issue 29's S3 credential work is merged",
+}
+LONG_FUNCTIONS: dict[str, str] = {
+    "airflow_lake_provider.lake.cli:_parser": "one argparse definition per subcommand, edited by issue 29",
+    "airflow_lake_provider.hooks.compaction:CompactionHookMixin.run_compaction": "Airflow layer, edited "
+    "by issue 29/32's error translation",
+    "airflow_lake_provider.hooks.partition_commit:run_partition_commit": "Airflow layer, edited by issue "
+    "29/32's error translation",
+    "airflow_lake_provider.hooks.write:WriteHookMixin.write": "Airflow layer, edited by issue 29/32's "
+    "error translation",
+}
+
+
+def test_no_module_is_longer_than_the_limit_but_the_listed_ones() -> None:
+    lines = REPORT.module_lines(MODULES)
+    over = {m for m, n in lines.items() if n > REPORT.MODULE_LINES}
+    assert over == set(LONG_MODULES)
+
+
+def test_no_function_is_longer_than_the_limit_but_the_listed_ones() -> None:
+    lines = REPORT.function_lines(MODULES)
+    over = {f for f, n in lines.items() if n > REPORT.FUNCTION_LINES}
+    assert over == set(LONG_FUNCTIONS)
+
+
+def test_the_report_measures_what_the_limits_name() -> None:
+    """Not vacuous: a module's and a function's lines as the source has them; a circle is found."""
+    writer = f"{CORE}.table.write.writer"
+    text = MODULES[writer].read_text("utf-8")
+    assert REPORT.module_lines(MODULES)[writer] == len(text.splitlines())
+    node = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "write")
+    assert REPORT.function_lines(MODULES)[f"{writer}:write"] == node.end_lineno - node.lineno + 1  # type: ignore[operator]
+    assert REPORT.import_cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]

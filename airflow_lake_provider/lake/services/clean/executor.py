@@ -385,26 +385,7 @@ def _run_clean(
     config = clean_config(table, options)
     started = time.monotonic()
     if dry_run:
-        timeline = table.timeline()
-        pending = pending_cleans(timeline)
-        if pending:
-            stored = stored_plan(table, timeline, pending[0])
-            kept = _kept_for_savepoints(stored, savepointed_files(timeline))
-            return CleanResult(
-                Outcome.PLANNED,
-                pending[0].timestamp,
-                stored.without(frozenset(kept)) if kept else stored,
-                reason="a pending clean would be finished",
-                kept_for_savepoints=kept,
-            )
-        found = plan(table, config, timeline, now, lister)
-        return CleanResult(
-            Outcome.PLANNED if found else Outcome.NO_WORK,
-            None,
-            found,
-            duration_seconds=time.monotonic() - started,
-            reason="" if found else "nothing to delete",
-        )
+        return _dry_run(table, config, now, lister, started)
     with table.store.exclusive("clean"):
         timeline = table.timeline()
         finished: list[str] = []
@@ -429,18 +410,7 @@ def _run_clean(
         new_plan = plan(table, config, timeline, now, lister)
         if new_plan is None:
             return _after_pending(last, finished, started, "nothing to delete")
-        body = timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(table.uri))
-        t = table.clock.next(after=timeline.latest_time)
-        for attempt in range(1, _INSTANT_ATTEMPTS + 1):
-            try:
-                requested = table.store.create_requested(t, Action.CLEAN, body)
-                break
-            except CommitConflictError:
-                # A write in another process took this millisecond first: take a later one (the
-                # plan deletes only slices already replaced, which later commits do not read).
-                if attempt == _INSTANT_ATTEMPTS:
-                    raise
-                t = table.clock.next(after=max(t, table.timeline().latest_time or t))
+        t, requested = _request_clean(table, new_plan, timeline)
         log.info(
             "clean %s of %s planned: %d files in %d partitions",
             t,
@@ -461,6 +431,48 @@ def _run_clean(
         return replace(
             done, plan=new_plan, finished_pending=tuple(finished), duration_seconds=time.monotonic() - started
         )
+
+
+def _dry_run(
+    table: LakeTable, config: CleanConfig, now: dt.datetime | None, lister: Lister | None, started: float
+) -> CleanResult:
+    """What a run would do, changing nothing: finish the oldest pending clean, else plan a new one."""
+    timeline = table.timeline()
+    pending = pending_cleans(timeline)
+    if pending:
+        stored = stored_plan(table, timeline, pending[0])
+        kept = _kept_for_savepoints(stored, savepointed_files(timeline))
+        return CleanResult(
+            Outcome.PLANNED,
+            pending[0].timestamp,
+            stored.without(frozenset(kept)) if kept else stored,
+            reason="a pending clean would be finished",
+            kept_for_savepoints=kept,
+        )
+    found = plan(table, config, timeline, now, lister)
+    return CleanResult(
+        Outcome.PLANNED if found else Outcome.NO_WORK,
+        None,
+        found,
+        duration_seconds=time.monotonic() - started,
+        reason="" if found else "nothing to delete",
+    )
+
+
+def _request_clean(table: LakeTable, new_plan: CleanPlan, timeline: Timeline) -> tuple[str, Instant]:
+    """Store ``new_plan`` as a requested clean at the next free instant time; return both."""
+    body = timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(table.uri))
+    t = table.clock.next(after=timeline.latest_time)
+    for attempt in range(1, _INSTANT_ATTEMPTS + 1):
+        try:
+            return t, table.store.create_requested(t, Action.CLEAN, body)
+        except CommitConflictError:
+            # A write in another process took this millisecond first: take a later one (the
+            # plan deletes only slices already replaced, which later commits do not read).
+            if attempt == _INSTANT_ATTEMPTS:
+                raise
+            t = table.clock.next(after=max(t, table.timeline().latest_time or t))
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _after_pending(last: CleanResult | None, finished: list[str], started: float, reason: str) -> CleanResult:

@@ -133,7 +133,47 @@ def _merge(
     bytes_in = sum(s.base_file.size for s in inputs if s.base_file)
     outputs = max(1, math.ceil(bytes_in / target_bytes))
     instant = table.clock.next(after=timeline.latest_time)
-    plan = {
+    plan = _clustering_plan(table, partition, inputs, bytes_in, outputs, target_bytes)
+    requested = table.store.create_requested(
+        instant,
+        Action.REPLACECOMMIT,
+        timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan),
+    )
+    fault("requested")
+    inflight = table.store.transition_to_inflight(requested)
+    fault("inflight")
+    reader = SliceReader(table, timeline, schema, as_of=None)
+    parts = [reader.read_base(s) for s in inputs]
+    rows = pa.concat_tables([p for p in parts if p is not None])
+    rows = rows.take(pc.sort_indices(rows, [("_hoodie_record_key", "ascending")]))
+    stats = _write_outputs(table, instant, partition, rows, outputs, fault)
+    replaced = tuple(s.file_id for s in inputs)
+    metadata = CommitMetadata(
+        operation_type="CLUSTER",
+        partition_to_write_stats={partition: tuple(stats)},
+        extra_metadata={"schema": _schema_text(timeline)},
+        partition_to_replace_file_ids={partition: replaced},
+    )
+    fault("commit")
+    table.store.transition_to_completed(inflight, metadata.to_json_bytes())
+    table.store.delete_markers(instant)
+    log.info(
+        "merged %d small files (%d bytes) of %s/%s into %d at %s",
+        len(inputs),
+        bytes_in,
+        table.uri,
+        partition,
+        len(stats),
+        instant,
+    )
+    return MergeResult(instant, replaced, tuple(s.path for s in stats), bytes_in, rows.num_rows, rolled)
+
+
+def _clustering_plan(
+    table: LakeTable, partition: str, inputs: list[FileSlice], bytes_in: int, outputs: int, target_bytes: int
+) -> dict:
+    """The requested replacecommit's clustering plan (Hudi's Avro record, as a dict)."""
+    return {
         "operationType": "CLUSTER",
         "clusteringPlan": {
             "inputGroups": [
@@ -168,18 +208,12 @@ def _merge(
         "extraMetadata": {"lake.strategy": STRATEGY},
         "version": 1,
     }
-    requested = table.store.create_requested(
-        instant,
-        Action.REPLACECOMMIT,
-        timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan),
-    )
-    fault("requested")
-    inflight = table.store.transition_to_inflight(requested)
-    fault("inflight")
-    reader = SliceReader(table, timeline, schema, as_of=None)
-    parts = [reader.read_base(s) for s in inputs]
-    rows = pa.concat_tables([p for p in parts if p is not None])
-    rows = rows.take(pc.sort_indices(rows, [("_hoodie_record_key", "ascending")]))
+
+
+def _write_outputs(
+    table: LakeTable, instant: str, partition: str, rows: pa.Table, outputs: int, fault: FaultHook
+) -> list[WriteStat]:
+    """The merged rows (sorted by key) as ``outputs`` new base files, each after its marker."""
     per_file = math.ceil(rows.num_rows / outputs) if rows.num_rows else 0
     stats = []
     for k in range(outputs):
@@ -209,26 +243,7 @@ def _merge(
                 file_size_in_bytes=size,
             )
         )
-    replaced = tuple(s.file_id for s in inputs)
-    metadata = CommitMetadata(
-        operation_type="CLUSTER",
-        partition_to_write_stats={partition: tuple(stats)},
-        extra_metadata={"schema": _schema_text(timeline)},
-        partition_to_replace_file_ids={partition: replaced},
-    )
-    fault("commit")
-    table.store.transition_to_completed(inflight, metadata.to_json_bytes())
-    table.store.delete_markers(instant)
-    log.info(
-        "merged %d small files (%d bytes) of %s/%s into %d at %s",
-        len(inputs),
-        bytes_in,
-        table.uri,
-        partition,
-        len(stats),
-        instant,
-    )
-    return MergeResult(instant, replaced, tuple(s.path for s in stats), bytes_in, rows.num_rows, rolled)
+    return stats
 
 
 def _schema_text(timeline: Timeline) -> str:

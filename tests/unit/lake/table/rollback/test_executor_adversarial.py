@@ -18,7 +18,7 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import FileGroupWrite, WriteContext, write, write_file_group
-from airflow_lake_provider.lake.table.write_input import find_input, read_input
+from airflow_lake_provider.lake.table.write.input import find_input, read_input
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
 from unit.lake.table.rollback.test_executor import _batch, _check, _rows, _seed
 

@@ -12,7 +12,7 @@ import pytest
 from s3_helpers import S3_KEYS, s3_client
 
 from airflow_lake_provider.lake.errors import SchemaError, WriteInputError
-from airflow_lake_provider.lake.table.write_input import find_input, input_rows, read_input
+from airflow_lake_provider.lake.table.write.input import find_input, input_rows, read_input
 
 
 def _part(ids: list[int]) -> pa.Table:

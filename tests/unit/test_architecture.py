@@ -9,7 +9,7 @@ Layers of ``airflow_lake_provider.lake`` (each may import the ones below it, nev
     timeline                     instants, the active and archived timeline, the store of .hoodie/
     log_file                     log files: block framing, data and delete blocks
     format                       Hudi v6 codecs over bytes, no I/O (Avro, parquet, bloom, config)
-    storage                      the one file-access seam: base (the interface), local, s3
+    storage                      the one file-access seam: base (the interface), local, s3, crash
     errors                       the exception tree
 
 Outside the core, only the ``lake`` CLI, ``spark_jobs`` and the Airflow layer import services.
@@ -33,10 +33,17 @@ _BELOW_FORMAT = (f"{CORE}.errors", f"{CORE}.storage", f"{CORE}.format")
 ALLOWED = {
     f"{CORE}.errors": (),
     f"{CORE}.storage.base": (f"{CORE}.errors",),
-    f"{CORE}.storage.s3": (f"{CORE}.errors", f"{CORE}.storage.base"),
+    f"{CORE}.storage.crash": (),  # tests' crash injection: every storage reports its durable steps
+    f"{CORE}.storage.s3": (f"{CORE}.errors", f"{CORE}.storage.base", f"{CORE}.storage.crash"),
     # local disk and open_storage, which loads storage.s3 lazily for s3:// locations.
-    f"{CORE}.storage.local": (f"{CORE}.errors", f"{CORE}.storage.base", f"{CORE}.storage.s3"),
-    f"{CORE}.storage": (f"{CORE}.storage.base", f"{CORE}.storage.local"),  # the package's re-exports
+    f"{CORE}.storage.local": (
+        f"{CORE}.errors",
+        f"{CORE}.storage.base",
+        f"{CORE}.storage.crash",
+        f"{CORE}.storage.s3",
+    ),
+    # the package's re-exports
+    f"{CORE}.storage": (f"{CORE}.storage.base", f"{CORE}.storage.crash", f"{CORE}.storage.local"),
     f"{CORE}.format": (f"{CORE}.errors", f"{CORE}.format"),
     f"{CORE}.log_file": (*_BELOW_FORMAT, f"{CORE}.log_file"),
     f"{CORE}.timeline": (*_BELOW_FORMAT, f"{CORE}.log_file", f"{CORE}.timeline"),

@@ -1,18 +1,13 @@
 """Storage: the one place where the table core reads, writes, lists and deletes files.
 
 ``base`` holds the interface, ``local`` the local disk and ``open_storage``, ``s3`` S3 (loaded only for
-``s3://`` locations). The names most callers need are re-exported here.
+``s3://`` locations), ``crash`` the tests' crash injection. The names most callers need are
+re-exported here.
 """
 
 from airflow_lake_provider.lake.storage.base import HOODIE_DIR, Listing, Storage
-from airflow_lake_provider.lake.storage.local import (
-    CrashInjector,
-    LocalStorage,
-    SimulatedCrash,
-    inject_crash,
-    local_path,
-    open_storage,
-)
+from airflow_lake_provider.lake.storage.crash import CrashInjector, SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage.local import LocalStorage, local_path, open_storage
 
 __all__ = [
     "HOODIE_DIR",

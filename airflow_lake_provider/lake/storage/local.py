@@ -38,27 +38,10 @@ from airflow_lake_provider.lake.errors import (
     UnsafePathError,
     missing_extra,
 )
-from airflow_lake_provider.lake.storage.base import (
-    HOODIE_DIR,
-    CrashInjector,
-    Listing,
-    SimulatedCrash,
-    Storage,
-    _durable,
-    inject_crash,
-)
+from airflow_lake_provider.lake.storage.base import HOODIE_DIR, Listing, Storage
+from airflow_lake_provider.lake.storage.crash import durable_step
 
-__all__ = [
-    "HOODIE_DIR",
-    "CrashInjector",
-    "Listing",
-    "LocalStorage",
-    "SimulatedCrash",
-    "Storage",
-    "inject_crash",
-    "local_path",
-    "open_storage",
-]
+__all__ = ["HOODIE_DIR", "Listing", "LocalStorage", "Storage", "local_path", "open_storage"]
 
 
 class LocalStorage(Storage):
@@ -166,7 +149,7 @@ class LocalStorage(Storage):
             _unlink_quietly(tmp)
             raise
         _fsync_dir(os.path.dirname(path))
-        _durable("write", rel)
+        durable_step("write", rel)
 
     def create(self, rel: str, data: bytes) -> None:
         path = self._path(rel)
@@ -180,7 +163,7 @@ class LocalStorage(Storage):
         finally:
             _unlink_quietly(tmp)
         _fsync_dir(os.path.dirname(path))
-        _durable("create", rel)
+        durable_step("create", rel)
 
     def check_path(self, rel: str, what: str | None = None) -> None:
         super().check_path(rel, what)
@@ -204,7 +187,7 @@ class LocalStorage(Storage):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "ab"):  # an empty marker needs neither a temp file nor fsync
             pass
-        _durable("create", rel)
+        durable_step("create", rel)
 
     def append(self, rel: str, data: bytes) -> tuple[int, int]:
         path = self._path(rel)
@@ -222,7 +205,7 @@ class LocalStorage(Storage):
             os.close(fd)
         if created:  # make the new directory entry durable too, not just the bytes
             _fsync_dir(os.path.dirname(path))
-        _durable("append", rel)
+        durable_step("append", rel)
         return before, after
 
     @contextlib.contextmanager
@@ -238,7 +221,7 @@ class LocalStorage(Storage):
             _unlink_quietly(path)  # never leave half a data file behind
             raise
         _fsync_dir(os.path.dirname(path))
-        _durable("create", rel)
+        durable_step("create", rel)
 
     def copy(self, src: str, dst: str) -> None:
         source, target = self._path(src), self._path(dst)
@@ -258,7 +241,7 @@ class LocalStorage(Storage):
             _unlink_quietly(tmp)
             raise
         _fsync_dir(os.path.dirname(target))
-        _durable("copy", dst)
+        durable_step("copy", dst)
 
     def parent(self) -> LocalStorage | None:
         above = os.path.dirname(self.root)
@@ -270,17 +253,17 @@ class LocalStorage(Storage):
             os.unlink(self._path(rel))
         except FileNotFoundError:
             return False
-        _durable("delete", rel)
+        durable_step("delete", rel)
         return True
 
     def delete_tree(self, rel: str) -> None:
         path = self._path(self._inside(rel))
         if os.path.islink(path) or os.path.isfile(path):
             os.unlink(path)  # rmtree refuses a link (and a file): remove the entry, not its target
-            _durable("delete", rel)
+            durable_step("delete", rel)
         elif os.path.exists(path):
             shutil.rmtree(path, ignore_errors=True)
-            _durable("delete", rel)
+            durable_step("delete", rel)
 
     def modified_ms(self, rel: str) -> int:
         try:

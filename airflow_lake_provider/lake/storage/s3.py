@@ -53,7 +53,8 @@ from airflow_lake_provider.lake.errors import (
     StorageError,
     StorageUnavailableError,
 )
-from airflow_lake_provider.lake.storage.base import Listing, Storage, _durable
+from airflow_lake_provider.lake.storage.base import Listing, Storage
+from airflow_lake_provider.lake.storage.crash import durable_step
 
 log = logging.getLogger(__name__)
 
@@ -282,12 +283,12 @@ class S3Storage(Storage):
     def write(self, rel: str, data: bytes) -> None:
         with self._mapped(rel, "write"):
             obstore.put(self.store, self._key(rel), data, mode="overwrite")
-        _durable("write", rel)
+        durable_step("write", rel)
 
     def create(self, rel: str, data: bytes) -> None:
         with self._mapped(rel, "create"):
             obstore.put(self.store, self._key(rel), data, mode="create")
-        _durable("create", rel)
+        durable_step("create", rel)
 
     def check_path(self, rel: str, what: str | None = None) -> None:
         super().check_path(rel, what)
@@ -309,13 +310,13 @@ class S3Storage(Storage):
             buffer.seek(0)
             with self._mapped(rel, "write"):
                 obstore.put(self.store, self._key(rel), buffer, mode="overwrite")
-        _durable("create", rel)
+        durable_step("create", rel)
 
     def copy(self, src: str, dst: str) -> None:
         # A server-side CopyObject: the bytes never pass through this process; dst appears whole.
         with self._mapped(src, "copy"):
             obstore.copy(self.store, self._key(src), self._key(dst), overwrite=True)
-        _durable("copy", dst)
+        durable_step("copy", dst)
 
     def parent(self) -> S3Storage | None:
         if not self.prefix:
@@ -334,7 +335,7 @@ class S3Storage(Storage):
             except FileNotFoundError:
                 return False
             obstore.delete(self.store, key)
-        _durable("delete", rel)
+        durable_step("delete", rel)
         return True
 
     supports_bulk_delete = True

@@ -69,7 +69,7 @@ def _time_ours(path: str, runs: int, conn) -> None:  # noqa: ANN001
         elapsed = time.perf_counter() - start
         rows = stat.num_writes
         (table.base_path / stat.path).unlink()
-        table.store.delete_markers(c)
+        table.store.markers.delete(c)
         if run:
             times.append(elapsed)
     conn.send({"times": times, "rows": rows, "peak_mb": _vm_hwm_mb()})

@@ -42,6 +42,8 @@ MODULES = {
     "write-group-writer": "table/write/group_writer.py",
     "bloom-index": "table/index/bloom.py",
     "timeline-store": "timeline/store.py",
+    "timeline-markers": "timeline/markers.py",
+    "timeline-heartbeat": "timeline/heartbeat.py",
     "fs-view": "file_group/view.py",
     "merge": "table/merge.py",
 }

@@ -254,7 +254,7 @@ def test_heartbeat_expiry_is_exact_to_the_millisecond(tmp_path: Path) -> None:
     table, _ = _seed(tmp_path / "t", "cow")
     config = FailedWritesConfig(FailedWritesPolicy.LAZY, INTERVAL_MS, MISSES)
     last = 1_750_000_000_000
-    table.store.beat("20250701000000000", last)
+    table.store.heartbeats.beat("20250701000000000", last)
     judged = {
         age: heartbeat_expired(table.store, "20250701000000000", config, last + age)
         for age in (0, INTERVAL_MS + 1, EXPIRY_MS - INTERVAL_MS + 1, EXPIRY_MS, EXPIRY_MS + 1)

@@ -1,4 +1,5 @@
-"""The timeline store: the only code that writes under ``.hoodie/``.
+"""The timeline store: the only code that writes under ``.hoodie/`` (with its ``markers`` and
+``heartbeats``, kept in modules of their own).
 
 Every file is written to a hidden temporary name and linked into place, so a reader never sees a
 half-written file and an existing file is never overwritten (a second writer gets
@@ -10,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
@@ -22,54 +22,32 @@ from airflow_lake_provider.lake.errors import (
 )
 from airflow_lake_provider.lake.format.properties import format_properties
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
+from airflow_lake_provider.lake.timeline.heartbeat import Heartbeats
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State, validate_instant_time
+from airflow_lake_provider.lake.timeline.markers import TEMP_DIR, Markers
 
 PROPERTIES_FILE = "hoodie.properties"
 # Hudi's update protocol keeps the old properties here while ``hoodie.properties`` is rewritten.
 PROPERTIES_BACKUP_FILE = "hoodie.properties.backup"
 # Hudi's metadata table: a Hudi table of its own under the data table's ``.hoodie/``.
 METADATA_DIR = "metadata"
-TEMP_DIR = ".temp"
 # Held only while an instant time is checked and its requested file created.
 INSTANT_LOCK_WAIT_SECONDS = 30.0
-HEARTBEAT_DIR = ".heartbeat"
-# Hudi's TIMELINE_SERVER_BASED markers: MARKERS.type names the kind, MARKERS<n> list marker paths.
-MARKERS_TYPE_FILE = "MARKERS.type"
-_MARKERS_FILE_PREFIX = "MARKERS"
 # Writers and compaction scheduling share this lock (see ``writer.write``).
 WRITE_LOCK = "write"
 # Folders Java creates at init; hudi-rs ignores them.
 _INIT_DIRS = ("archived", TEMP_DIR, ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
 
 
-class IOType:
-    """Marker suffixes: what a write did to a data file."""
-
-    CREATE = "CREATE"
-    MERGE = "MERGE"
-    APPEND = "APPEND"
-
-
-@dataclass(frozen=True)
-class Marker:
-    """A record that instant ``instant`` created or appended ``partition/file_name``."""
-
-    instant: str
-    partition: str
-    file_name: str
-    io_type: str
-
-    @property
-    def relative_path(self) -> str:
-        return f"{self.partition}/{self.file_name}" if self.partition else self.file_name
-
-
 class TimelineStore:
-    """Writes timeline files, ``hoodie.properties`` and markers of one table."""
+    """Writes timeline files and ``hoodie.properties`` of one table; ``markers`` and ``heartbeats``
+    write theirs."""
 
     def __init__(self, location: str | os.PathLike[str] | Storage) -> None:
         self.storage = open_storage(location)
         self.base_path = self.storage.root
+        self.markers = Markers(self.storage)
+        self.heartbeats = Heartbeats(self.storage)
 
     def _create(self, name: str, content: bytes) -> None:
         """Create ``.hoodie/<name>`` once; a second writer of the same file loses loudly."""
@@ -297,58 +275,3 @@ class TimelineStore:
         busy = f"another {service} is running on this table"
         with self.storage.lock(f"{HOODIE_DIR}/.aux/.lake-{service}.lock", busy, wait_seconds):
             yield
-
-    # -- markers ----------------------------------------------------------------------------
-    def marker_dir(self, timestamp: str) -> str:
-        return f"{HOODIE_DIR}/{TEMP_DIR}/{timestamp}"
-
-    def create_marker(self, timestamp: str, partition: str, file_name: str, io_type: str) -> Marker:
-        """Record, before a data file is created or appended, that this instant touches it."""
-        parts = partition.split("/")
-        if partition.startswith("/") or ".." in parts:
-            raise UnsafePathError(f"partition {partition!r} leaves the table base path")
-        folder = f"{self.marker_dir(timestamp)}/{partition}" if partition else self.marker_dir(timestamp)
-        self.storage.touch(f"{folder}/{file_name}.marker.{io_type}")
-        return Marker(timestamp, partition, file_name, io_type)
-
-    def read_markers(self, timestamp: str) -> list[Marker]:
-        """Markers of an instant: one file per marker (ours, Hudi's DIRECT) and the ``MARKERS<n>``
-        files of Hudi's TIMELINE_SERVER_BASED markers (one marker path per line)."""
-        root = self.marker_dir(timestamp)
-        found: set[Marker] = set()
-        for folder, files in self.storage.walk(root):
-            partition = folder[len(root) + 1 :]
-            for name, _size in files:
-                stem, sep, io_type = name.rpartition(".marker.")
-                if sep:
-                    found.add(Marker(timestamp, partition, stem, io_type))
-                elif not partition and name.startswith(_MARKERS_FILE_PREFIX) and name[7:].isdigit():
-                    text = self.storage.read(f"{root}/{name}").decode("utf-8", "replace")
-                    found.update(_server_markers(timestamp, text))
-        return sorted(found, key=lambda m: (m.partition, m.file_name))
-
-    def delete_markers(self, timestamp: str) -> None:
-        self.storage.delete_tree(self.marker_dir(timestamp))
-
-    # -- heartbeats -------------------------------------------------------------------------
-    def heartbeat_path(self, timestamp: str) -> str:
-        return f"{HOODIE_DIR}/{HEARTBEAT_DIR}/{timestamp}"
-
-    def beat(self, timestamp: str, now_ms: int) -> None:
-        """Refresh a running write's heartbeat (Hudi reads the file's modification time; we also
-        write the time into it, so a copied or touched file still tells the truth)."""
-        validate_instant_time(timestamp)
-        self.storage.write(self.heartbeat_path(timestamp), str(now_ms).encode())
-
-    def delete_heartbeat(self, timestamp: str) -> None:
-        self.storage.delete(self.heartbeat_path(timestamp))
-
-
-def _server_markers(timestamp: str, text: str) -> Iterator[Marker]:
-    for line in text.splitlines():
-        path = line.strip()
-        stem, sep, io_type = path.rpartition(".marker.")
-        if not sep:
-            continue
-        partition, _, name = stem.rpartition("/")
-        yield Marker(timestamp, partition, name, io_type)

@@ -78,7 +78,7 @@ def remove_partial_output(table: LakeTable, instant: str, plan: CompactionPlan) 
     ]
     removed = sorted(t for t in targets if _remove(table, t))
     # The old attempt's markers name files that are gone now; the retry writes its own.
-    table.store.delete_markers(instant)
+    table.store.markers.delete(instant)
     if removed:
         log.info("compaction %s: removed %d files of an earlier attempt", instant, len(removed))
     return removed
@@ -110,7 +110,7 @@ def commit_compaction(
             f"{unexpected}, {len(reported)} stats for {len(plan.operations)} operations); not committing"
         )
     written = {s.path for s in stats}
-    for marker in table.store.read_markers(instant):
+    for marker in table.store.markers.read(instant):
         if marker.relative_path not in written and _own_output(
             instant, plan, marker.partition, marker.file_name
         ):
@@ -126,7 +126,7 @@ def commit_compaction(
         compacted=True,
     )
     table.store.transition_to_completed(current, metadata.to_json_bytes())
-    table.store.delete_markers(instant)
+    table.store.markers.delete(instant)
     return metadata
 
 

@@ -25,7 +25,7 @@ from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat, join_partition
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
-from airflow_lake_provider.lake.timeline.store import IOType
+from airflow_lake_provider.lake.timeline.markers import IOType
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +148,7 @@ def execute_operation(
         merged = base if base is not None else schema.empty_table()
     name = BaseFileName.create(op.file_id, token or write_token(), instant).name
     # An empty result still gets a base file: it ends the old slice, so its rows stay deleted.
-    table.store.create_marker(
+    table.store.markers.create(
         instant, op.partition, name, IOType.MERGE if base is not None else IOType.CREATE
     )
     out = merged.set_column(

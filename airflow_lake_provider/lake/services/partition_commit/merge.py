@@ -32,7 +32,8 @@ from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat, join_partition
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
-from airflow_lake_provider.lake.timeline.store import WRITE_LOCK, IOType
+from airflow_lake_provider.lake.timeline.markers import IOType
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +72,9 @@ def recover_merges(table: LakeTable) -> list[str]:
     for instant in timeline.filter([Action.REPLACECOMMIT], [State.REQUESTED, State.INFLIGHT]):
         if not _is_ours(timeline, instant):
             continue
-        for marker in table.store.read_markers(instant.timestamp):
+        for marker in table.store.markers.read(instant.timestamp):
             table.storage.delete_data_file(marker.relative_path)
-        table.store.delete_markers(instant.timestamp)
+        table.store.markers.delete(instant.timestamp)
         table.store.remove_pending(instant.timestamp)
         rolled.append(instant.timestamp)
         log.warning("rolled back merge-small-files %s of %s left pending by a crash", instant, table.uri)
@@ -156,7 +157,7 @@ def _merge(
     )
     fault("commit")
     table.store.transition_to_completed(inflight, metadata.to_json_bytes())
-    table.store.delete_markers(instant)
+    table.store.markers.delete(instant)
     log.info(
         "merged %d small files (%d bytes) of %s/%s into %d at %s",
         len(inputs),
@@ -221,7 +222,7 @@ def _write_outputs(
         if chunk.num_rows == 0 and k > 0:
             continue
         name = BaseFileName.create(new_file_id(), write_token(k, 1, 0), instant).name
-        table.store.create_marker(instant, partition, name, IOType.CREATE)
+        table.store.markers.create(instant, partition, name, IOType.CREATE)
         # Rows keep their commit time and sequence number (Hudi's preserveHoodieMetadata); only the
         # file name column changes.
         out = chunk.set_column(

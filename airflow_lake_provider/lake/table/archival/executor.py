@@ -186,7 +186,7 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
             if target >= keep_from:
                 continue
             paths = set()
-            for marker in table.store.read_markers(target):
+            for marker in table.store.markers.read(target):
                 try:
                     paths.add(storage.check_deletable(marker.relative_path))
                 except UnsafePathError as exc:  # a damaged marker: it names no file of this table
@@ -225,7 +225,7 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
                     log.warning("cannot delete %s of rolled-back %s: %s", storage.uri(rel), target, exc)
                     stuck.append(f"{storage.uri(rel)} (delete it, then archive)")
             if not stuck:
-                table.store.delete_markers(target)
+                table.store.markers.delete(target)
     return stuck
 
 

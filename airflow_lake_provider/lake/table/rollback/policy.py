@@ -79,7 +79,7 @@ def last_heartbeat_ms(store: TimelineStore, timestamp: str) -> int | None:
 
     Our files hold the time in milliseconds; Hudi's are empty and dated by their modification time.
     """
-    rel = store.heartbeat_path(timestamp)
+    rel = store.heartbeats.path(timestamp)
     if not store.storage.exists(rel):
         return None
     text = store.storage.read(rel).strip()
@@ -109,12 +109,12 @@ def heartbeat(store: TimelineStore, timestamp: str, config: FailedWritesConfig) 
         yield
         return
     stop = threading.Event()
-    store.beat(timestamp, now_ms())
+    store.heartbeats.beat(timestamp, now_ms())
 
     def loop() -> None:
         while not stop.wait(config.interval_ms / 1000):
             with contextlib.suppress(Exception):  # a missed beat is what the tolerance is for
-                store.beat(timestamp, now_ms())
+                store.heartbeats.beat(timestamp, now_ms())
 
     beater = threading.Thread(target=loop, name=f"lake-heartbeat-{timestamp}", daemon=True)
     beater.start()

@@ -122,7 +122,7 @@ def _check_storable(table: LakeTable, instant: str, rows: pa.Table) -> None:
     for partition in pc.unique(rows.column(_PART)).to_pylist():
         # The deepest path a write creates: a marker under .hoodie/.temp/<instant>/<partition>/.
         probe = join_partition(
-            join_partition(table.store.marker_dir(instant), partition), "x" * _LONGEST_FILE_NAME
+            join_partition(table.store.markers.folder(instant), partition), "x" * _LONGEST_FILE_NAME
         )
         try:
             table.storage.check_path(probe, what=f"partition path {partition!r} of {table.uri}")

@@ -31,7 +31,7 @@ from airflow_lake_provider.lake.table.write.plan import (
     _no_fault,
 )
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat, join_partition
-from airflow_lake_provider.lake.timeline.store import IOType
+from airflow_lake_provider.lake.timeline.markers import IOType
 
 
 def write_file_group(
@@ -108,7 +108,7 @@ class _GroupWriter:
             depth = len(partition.split("/")) if partition else 0
             write_partition_metadata(self.table.storage, partition, self.instant, depth)
         name = BaseFileName.create(file_id, self.token, self.instant).name
-        self.table.store.create_marker(self.instant, partition, name, IOType.CREATE)
+        self.table.store.markers.create(self.instant, partition, name, IOType.CREATE)
         rel, size = self._write_parquet(partition, name, self._meta_rows(rows, partition, name))
         stat = WriteStat(
             file_id,
@@ -144,7 +144,7 @@ class _GroupWriter:
                 return FileGroupResult()
         changed = changes.column(_KEY).combine_chunks()
         name = BaseFileName.create(self.unit.file_id, self.token, self.instant).name
-        self.table.store.create_marker(self.instant, partition, name, IOType.MERGE)
+        self.table.store.markers.create(self.instant, partition, name, IOType.MERGE)
         kept = current.filter(pc.invert(pc.is_in(keys, value_set=changed)))
         kept = kept.set_column(4, "_hoodie_file_name", pa.array([name] * kept.num_rows, pa.string()))
         parts = [kept]
@@ -177,7 +177,7 @@ class _GroupWriter:
         base_name = merged.base_file.file_name if merged is not None and merged.base_file else ""
         version = max((f.name.version for f in newest.log_files), default=0) + 1
         name = LogFileName.create(file_id, newest.base_instant, version, self.token).name
-        self.table.store.create_marker(self.instant, partition, name, IOType.APPEND)
+        self.table.store.markers.create(self.instant, partition, name, IOType.APPEND)
         if self.operation is Operation.DELETE:
             block = self._delete_block(changes, partition, merged)
             updated, deleted = 0, changes.num_rows

@@ -242,7 +242,7 @@ def _request_instant(
         except CommitConflictError:
             # Another process (a clean, a compaction scheduling) took this millisecond first: the
             # instant is theirs, not ours to roll back (only our heartbeat file is). Take a later one.
-            table.store.delete_heartbeat(instant)
+            table.store.heartbeats.delete(instant)
             if attempt == _INSTANT_ATTEMPTS:
                 raise
             instant = table.clock.next(after=max(instant, table.timeline().latest_time or instant))
@@ -261,8 +261,8 @@ def _finish(
     job: _WriteJob,
 ) -> WriteResult:
     """After the commit: drop the write's markers and heartbeat, log and return what it did."""
-    table.store.delete_markers(instant)
-    table.store.delete_heartbeat(instant)
+    table.store.markers.delete(instant)
+    table.store.heartbeats.delete(instant)
     log.info(
         "committed %s %s at %s: %d inserted, %d updated, %d deleted in %d files",
         action.value,
@@ -293,7 +293,7 @@ def _roll_back_own(table: LakeTable, instant: str, error: Exception) -> None:
     next writer finishes it."""
     found = table.timeline().get(instant)
     if found is None:
-        table.store.delete_heartbeat(instant)  # beat, but the instant was never created
+        table.store.heartbeats.delete(instant)  # beat, but the instant was never created
         return
     if found.is_completed:
         return

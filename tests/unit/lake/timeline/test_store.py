@@ -28,11 +28,8 @@ from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
-from airflow_lake_provider.lake.timeline.store import (
-    IOType,
-    Marker,
-    TimelineStore,
-)
+from airflow_lake_provider.lake.timeline.markers import IOType, Marker
+from airflow_lake_provider.lake.timeline.store import TimelineStore
 
 HUDI_TABLES = Path(__file__).resolve().parents[3] / "data" / "hudi-tables"  # see tests/data/README.md
 
@@ -326,25 +323,25 @@ def test_store_update_pending_rewrites_and_refuses_completed(store: TimelineStor
 def test_store_markers_create_read_delete(store: TimelineStore) -> None:
     base = "fid-1-0_1-1-0_20250101000000001.parquet"
     log = ".fid-2-0_20241231000000000.log.2_2-1-0"
-    m1 = store.create_marker(T1, "city=a/day=1", base, IOType.CREATE)
-    m2 = store.create_marker(T1, "", log, IOType.APPEND)
-    m3 = store.create_marker(T1, "city=b", "fid-3-0_3-1-0_20250101000000001.parquet", IOType.MERGE)
-    store.create_marker(T1, "city=b", "fid-3-0_3-1-0_20250101000000001.parquet", IOType.MERGE)  # idempotent
+    m1 = store.markers.create(T1, "city=a/day=1", base, IOType.CREATE)
+    m2 = store.markers.create(T1, "", log, IOType.APPEND)
+    m3 = store.markers.create(T1, "city=b", "fid-3-0_3-1-0_20250101000000001.parquet", IOType.MERGE)
+    store.markers.create(T1, "city=b", "fid-3-0_3-1-0_20250101000000001.parquet", IOType.MERGE)  # idempotent
     assert m1 == Marker(T1, "city=a/day=1", base, "CREATE")
     assert m1.relative_path == f"city=a/day=1/{base}"
     assert m2.relative_path == log
     assert sorted(
-        n for n, size in _tree(Path(store.base_path) / store.marker_dir(T1)).items() if size >= 0
+        n for n, size in _tree(Path(store.base_path) / store.markers.folder(T1)).items() if size >= 0
     ) == [
         f"{log}.marker.APPEND",
         f"city=a/day=1/{base}.marker.CREATE",
         "city=b/fid-3-0_3-1-0_20250101000000001.parquet.marker.MERGE",
     ]
-    assert store.read_markers(T1) == [m2, m1, m3]
-    assert store.read_markers(T2) == []
-    store.delete_markers(T1)
-    assert not (Path(store.base_path) / store.marker_dir(T1)).exists()
-    assert store.read_markers(T1) == []
+    assert store.markers.read(T1) == [m2, m1, m3]
+    assert store.markers.read(T2) == []
+    store.markers.delete(T1)
+    assert not (Path(store.base_path) / store.markers.folder(T1)).exists()
+    assert store.markers.read(T1) == []
     assert _listing(store) == INIT_ENTRIES
     assert os.listdir(_hoodie(store) / ".temp") == []
 
@@ -353,7 +350,7 @@ def test_store_markers_create_read_delete(store: TimelineStore) -> None:
 def test_store_marker_unsafe_partition_refused(store: TimelineStore, partition: str) -> None:
     before = _tree(store.base_path)
     with pytest.raises(UnsafePathError):
-        store.create_marker(T1, partition, "f_1-1-0_20250101000000001.parquet", IOType.CREATE)
+        store.markers.create(T1, partition, "f_1-1-0_20250101000000001.parquet", IOType.CREATE)
     assert _tree(store.base_path) == before
 
 

@@ -19,7 +19,8 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.format.properties import format_properties, parse_properties
 from airflow_lake_provider.lake.storage import inject_crash
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
-from airflow_lake_provider.lake.timeline.store import Marker, TimelineStore
+from airflow_lake_provider.lake.timeline.markers import Marker
+from airflow_lake_provider.lake.timeline.store import TimelineStore
 
 T1, T2, T3 = "20250101000000001", "20250101000000002", "20250101000000003"
 
@@ -270,13 +271,13 @@ def test_properties_update_replaces_the_file(store: TimelineStore) -> None:
 
 
 def test_heartbeat_holds_the_time_and_is_deleted(store: TimelineStore) -> None:
-    assert store.heartbeat_path(T1) == f".hoodie/.heartbeat/{T1}"
-    store.beat(T1, 1234)
-    store.beat(T1, 5678)
+    assert store.heartbeats.path(T1) == f".hoodie/.heartbeat/{T1}"
+    store.heartbeats.beat(T1, 1234)
+    store.heartbeats.beat(T1, 5678)
     assert (_hoodie(store) / ".heartbeat" / T1).read_bytes() == b"5678"
     with pytest.raises(InvalidInstantError):
-        store.beat("../x", 1)
-    store.delete_heartbeat(T1)
+        store.heartbeats.beat("../x", 1)
+    store.heartbeats.delete(T1)
     assert os.listdir(_hoodie(store) / ".heartbeat") == []
 
 
@@ -297,30 +298,30 @@ def test_timeline_server_markers_are_read_from_numbered_files_only(store: Timeli
         "p/y_1-0-1_20250101000000001.parquet.marker.CREATE\n"
     )  # not at the top
     (temp / "p" / "d_1-0-1_20250101000000001.parquet.marker.CREATE").write_bytes(b"")
-    assert store.read_markers(T1) == [
+    assert store.markers.read(T1) == [
         Marker(T1, "", "c_1-0-1_20250101000000001.parquet", "MERGE"),
         Marker(T1, "p", "a_1-0-1_20250101000000001.parquet", "CREATE"),
         Marker(T1, "p", "d_1-0-1_20250101000000001.parquet", "CREATE"),
         Marker(T1, "q/r", ".b_20250101000000001.log.1_1-0-1", "APPEND"),
         Marker(T1, "v=a.marker.b", "e_1-0-1_20250101000000001.parquet", "CREATE"),
     ]
-    assert store.marker_dir(T1) == f".hoodie/.temp/{T1}"
+    assert store.markers.folder(T1) == f".hoodie/.temp/{T1}"
 
 
 def test_markers_round_trip_names_holding_the_marker_word_and_undecodable_bytes(store: TimelineStore) -> None:
     # create_marker takes any file name; reading splits at the last ".marker.".
-    made = store.create_marker(T1, "p", "odd.marker.name_1-0-1_20250101000000001.parquet", "CREATE")
+    made = store.markers.create(T1, "p", "odd.marker.name_1-0-1_20250101000000001.parquet", "CREATE")
     temp = _hoodie(store) / ".temp" / T1
     # A MARKERS file with bytes that are not UTF-8: the readable lines still count.
     (temp / "MARKERS0").write_bytes(b"\xff\xfe\n" + b"q/c_1-0-1_20250101000000001.parquet.marker.MERGE\n")
-    assert store.read_markers(T1) == [made, Marker(T1, "q", "c_1-0-1_20250101000000001.parquet", "MERGE")]
+    assert store.markers.read(T1) == [made, Marker(T1, "q", "c_1-0-1_20250101000000001.parquet", "MERGE")]
 
 
 def test_markers_are_made_at_the_exact_keys(store: TimelineStore) -> None:
     name = "f_1-0-1_20250101000000001.parquet"
     with inject_crash(None) as probe:
-        store.create_marker(T1, "", name, "CREATE")  # unpartitioned: right under the instant's folder
-        store.create_marker(T1, "a/b", name, "MERGE")
+        store.markers.create(T1, "", name, "CREATE")  # unpartitioned: right under the instant's folder
+        store.markers.create(T1, "a/b", name, "MERGE")
     assert probe.steps == [
         f"create .hoodie/.temp/{T1}/{name}.marker.CREATE",
         f"create .hoodie/.temp/{T1}/a/b/{name}.marker.MERGE",
@@ -332,7 +333,7 @@ def test_pending_files_are_empty_by_default_and_unsafe_partition_named(store: Ti
     assert (_hoodie(store) / f"{T1}.deltacommit.requested").read_bytes() == b""
     assert (_hoodie(store) / f"{T1}.deltacommit.inflight").read_bytes() == b""
     with pytest.raises(UnsafePathError, match=_exactly("partition '../x' leaves the table base path")):
-        store.create_marker(T1, "../x", "f_1-0-1_20250101000000001.parquet", "CREATE")
+        store.markers.create(T1, "../x", "f_1-0-1_20250101000000001.parquet", "CREATE")
 
 
 def test_starting_an_instant_waits_for_the_instant_lock(store: TimelineStore) -> None:

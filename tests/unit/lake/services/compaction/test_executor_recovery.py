@@ -55,13 +55,13 @@ def test_a_recovery_removes_the_earlier_attempts_file_and_its_markers(
     with pytest.raises(SimulatedCrash):
         execute_compaction(table, c, fault=crash_at("file"))
     (partial,) = _at(table, c)
-    assert [m.relative_path for m in table.store.read_markers(c)] == [partial]
+    assert [m.relative_path for m in table.store.markers.read(c)] == [partial]
     caplog.set_level(logging.INFO, logger=executor.log.name)
     caplog.clear()  # what came before (the schedule, the crash) may be captured already
     # The retry dies right after its cleanup, before it writes anything of its own.
     with pytest.raises(SimulatedCrash):
         execute_compaction(table, c, fault=crash_at("inflight"))
-    assert _at(table, c) == [] and table.store.read_markers(c) == []
+    assert _at(table, c) == [] and table.store.markers.read(c) == []
     assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
         f"compaction {c}: removed 1 files of an earlier attempt"
     ]
@@ -79,7 +79,7 @@ def test_a_recovery_finds_a_partial_file_whose_marker_is_lost(tmp_path: Path) ->
     with pytest.raises(SimulatedCrash):
         execute_compaction(table, c, fault=crash_at("file"))
     (partial,) = _at(table, c)
-    table.store.delete_markers(c)
+    table.store.markers.delete(c)
     # Not ours: another instant's name in a planned group, and our instant in an unplanned group.
     other_instant = table.base_path / partial.replace(c, "20250301000000999")
     other_instant.write_bytes(b"")
@@ -111,7 +111,7 @@ def test_the_commit_removes_a_failed_task_attempts_file(tmp_path: Path) -> None:
     done = execute_compaction(table, c, runner=two_attempts)
     assert done.outcome is Outcome.COMPLETED and not done.recovered
     assert _at(table, c) == [done.files[0]] and done.files[0].split("_")[1] == "0-1-1"
-    assert table.store.read_markers(c) == []
+    assert table.store.markers.read(c) == []
     assert _rows(table) == [("a", 2, "x"), ("b", 1, "x"), ("c", 1, "y")]
 
 
@@ -238,13 +238,13 @@ def test_an_operation_whose_logs_hold_no_committed_block_rewrites_the_base(tmp_p
     assert written.select(["id", "ts", "p"]).to_pylist() == [{"id": "c", "ts": 1, "p": "y"}]
     assert written.column("_hoodie_file_name").to_pylist() == [stat.path.split("/")[1]]
     assert (stat.num_writes, stat.num_update_writes, stat.num_deletes, stat.total_log_records) == (1, 0, 0, 0)
-    assert [(m.file_name, m.io_type) for m in table.store.read_markers(at)] == [(stat.path[2:], "MERGE")]
+    assert [(m.file_name, m.io_type) for m in table.store.markers.read(at)] == [(stat.path[2:], "MERGE")]
     # Without a base file the marker says CREATE.
     log_only = CompactionOperation("y", file_id, base_instant, None, (log,))
     stat = operation.execute_operation(table, timeline, schema, at, log_only, token="0-1-1")
     assert pq.read_table(table.base_path / stat.path).num_rows == 0
     assert ("y", stat.path[2:], "CREATE") in {
-        (m.partition, m.file_name, m.io_type) for m in table.store.read_markers(at)
+        (m.partition, m.file_name, m.io_type) for m in table.store.markers.read(at)
     }
 
 

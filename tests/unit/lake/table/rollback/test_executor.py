@@ -152,7 +152,7 @@ def test_write_crash_at_every_step_then_recover(
         reopened.clock.next(after=reopened.timeline().latest_time)
         if recover == "lake-rollback":
             pending = [i.timestamp for i in reopened.timeline().pending]
-            marked = sorted(m.relative_path for t in pending for m in reopened.store.read_markers(t))
+            marked = sorted(m.relative_path for t in pending for m in reopened.store.markers.read(t))
             assert committed or set(made) <= set(marked)
             results = rollback(reopened)
             assert [r.target for r in results] == pending
@@ -938,7 +938,7 @@ def test_failed_deletes_are_named_in_the_rollback_metadata(tmp_path: Path, kind:
     with pytest.raises(SimulatedCrash):
         write(table, _batch(rows), "insert", fault=die_before_commit)
     [pending] = table.timeline().pending
-    made = [m.relative_path for m in table.store.read_markers(pending.timestamp)]
+    made = [m.relative_path for m in table.store.markers.read(pending.timestamp)]
     assert len(made) == 2
     stuck, gone = sorted(made)
     os.remove(path / stuck)

@@ -46,15 +46,15 @@ class _CommitsWhileHeartbeatIsRead(LocalStorage):
         if rel.endswith(f".heartbeat/{self.instant}") and not self.fired:
             self.fired = True
             other = LakeTable.open(self.root)
-            markers = other.store.read_markers(self.instant)
+            markers = other.store.markers.read(self.instant)
             stats = {
                 m.partition: (WriteStat(m.file_name.split("_")[0], m.partition, m.relative_path),)
                 for m in markers
             }
             body = CommitMetadata(operation_type="UPSERT", partition_to_write_stats=stats)
             other.store.transition_to_completed(other.timeline().get(self.instant), body.to_json_bytes())
-            other.store.delete_markers(self.instant)
-            other.store.delete_heartbeat(self.instant)
+            other.store.markers.delete(self.instant)
+            other.store.heartbeats.delete(self.instant)
         return super().exists(rel)
 
 
@@ -154,7 +154,7 @@ def test_archival_never_makes_files_of_a_rolled_back_write_count_as_committed(
     with pytest.raises(_Stop):
         write(table, _batch([(50, 40, "ghost"), (51, 40, "ghost")]), "insert", fault=_stop_at_commit)
     [pending] = table.timeline().pending
-    markers = {m.relative_path: m for m in table.store.read_markers(pending.timestamp)}
+    markers = {m.relative_path: m for m in table.store.markers.read(pending.timestamp)}
     late, stuck = sorted(markers)
     late_bytes = (path / late).read_bytes()
     os.remove(path / stuck)
@@ -163,7 +163,7 @@ def test_archival_never_makes_files_of_a_rolled_back_write_count_as_committed(
     assert result.failed == (stuck,)
     (path / late).write_bytes(late_bytes)  # the late executor: its file and its marker
     m = markers[late]
-    table.store.create_marker(pending.timestamp, m.partition, m.file_name, m.io_type)
+    table.store.markers.create(pending.timestamp, m.partition, m.file_name, m.io_type)
     for i in range(4):
         write(table, _batch([(1, 100 + i, f"v{i}")]), "upsert")
         model[1] = (100 + i, f"v{i}")
@@ -177,7 +177,7 @@ def test_archival_never_makes_files_of_a_rolled_back_write_count_as_committed(
     done = run_archival(table, ARCHIVE_SOON)
     assert done.outcome is Outcome.ARCHIVED and done.keep_from > pending.timestamp
     assert not (path / late).exists() and not (path / stuck).exists()
-    assert table.store.read_markers(pending.timestamp) == []
+    assert table.store.markers.read(pending.timestamp) == []
     _check(path, model)
 
 
@@ -191,13 +191,13 @@ def test_a_file_a_late_executor_makes_after_the_rollback_took_its_marker_is_arch
     with pytest.raises(_Stop):
         write(table, _batch([(50, 40, "ghost")]), "insert", fault=_stop_at_commit)
     [pending] = table.timeline().pending
-    [late] = [m.relative_path for m in table.store.read_markers(pending.timestamp)]
+    [late] = [m.relative_path for m in table.store.markers.read(pending.timestamp)]
     late_bytes = (path / late).read_bytes()
     os.remove(path / late)
     [result] = rollback(table)
     assert result.deleted == (late,)
     (path / late).write_bytes(late_bytes)
-    assert table.store.read_markers(pending.timestamp) == []
+    assert table.store.markers.read(pending.timestamp) == []
     for i in range(4):
         write(table, _batch([(1, 100 + i, f"v{i}")]), "upsert")
         model[1] = (100 + i, f"v{i}")

@@ -152,7 +152,7 @@ def test_failed_writes_exclude_pending_clustering_and_policy_never_takes_none(tm
     # LAZY: no heartbeat file at all counts as expired (the writer is gone).
     lazy = FailedWritesConfig(policy=FailedWritesPolicy.LAZY)
     assert [i.timestamp for i in eligible_failed_writes(table, timeline, lazy)] == times[2:]
-    store.beat(times[3], now_ms())  # a live writer: left alone
+    store.heartbeats.beat(times[3], now_ms())  # a live writer: left alone
     assert [i.timestamp for i in eligible_failed_writes(table, timeline, lazy)] == [
         t for t in times[2:] if t != times[3]
     ]

@@ -89,8 +89,8 @@ def build_table(path: Path, rows: int, updates: int) -> None:
     (slice_,) = slices
     if slice_.base_file is None or len(slice_.log_files) != 1:
         raise SystemExit(f"expected one base file and one log file, got {slice_}")
-    from airflow_lake_provider.lake.file_group.data_files import read_log_blocks
     from airflow_lake_provider.lake.log_file.log_format import BlockType
+    from airflow_lake_provider.lake.log_file.scanner import read_log_blocks
 
     blocks = read_log_blocks(table.storage, slice_.log_files[0].relative_path)
     if len(blocks) != 1 or blocks[0].block_type is not BlockType.AVRO_DATA:

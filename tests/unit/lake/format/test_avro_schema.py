@@ -11,7 +11,6 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.lake.errors import LakeError, SchemaError
-from airflow_lake_provider.lake.file_group import data_files
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
@@ -21,6 +20,7 @@ from airflow_lake_provider.lake.format.avro_schema import (
     strip_meta_fields,
     with_meta_fields,
 )
+from airflow_lake_provider.lake.log_file import scanner
 from airflow_lake_provider.lake.storage import LocalStorage
 
 UTC_US = pa.timestamp("us", tz="UTC")
@@ -28,7 +28,7 @@ UTC_US = pa.timestamp("us", tz="UTC")
 
 def read_log_blocks(path: Path) -> list:
     """Blocks of a log file on the local disk, read through the storage seam as the reader does."""
-    return data_files.read_log_blocks(LocalStorage(path.parent), path.name)
+    return scanner.read_log_blocks(LocalStorage(path.parent), path.name)
 
 
 def _one(arrow_type: pa.DataType, nullable: bool = True) -> dict:

@@ -15,13 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_lake_provider.lake.errors import CorruptLogBlockError, LakeError, SchemaError
-from airflow_lake_provider.lake.file_group import data_files
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     arrow_to_avro,
     avro_to_arrow,
     with_meta_fields,
 )
+from airflow_lake_provider.lake.log_file import scanner
 from airflow_lake_provider.lake.log_file.block_keys import avro_block_record_keys, avro_blocks_record_keys
 from airflow_lake_provider.lake.log_file.data_block import (
     avro_data_block,
@@ -50,7 +50,7 @@ from airflow_lake_provider.lake.storage import LocalStorage
 
 def read_log_blocks(path: Path) -> list[LogBlock]:
     """Blocks of a log file on the local disk, read through the storage seam as the reader does."""
-    return data_files.read_log_blocks(LocalStorage(path.parent), path.name)
+    return scanner.read_log_blocks(LocalStorage(path.parent), path.name)
 
 
 def append_blocks(path: Path, blocks: list[bytes]) -> tuple[int, int]:

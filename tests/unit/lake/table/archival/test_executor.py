@@ -12,7 +12,7 @@ from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake import cli
 from airflow_lake_provider.lake.errors import ArchivalConfigError, InstantArchivedError, TableConfigError
-from airflow_lake_provider.lake.file_group.data_files import read_log_blocks
+from airflow_lake_provider.lake.log_file.scanner import read_log_blocks
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import LocalStorage

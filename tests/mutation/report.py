@@ -45,6 +45,8 @@ MODULES = {
     "timeline-markers": "timeline/markers.py",
     "timeline-heartbeat": "timeline/heartbeat.py",
     "fs-view": "file_group/view.py",
+    "fs-builder": "file_group/builder.py",
+    "fs-model": "file_group/model.py",
     "merge": "table/merge.py",
 }
 # mutmut's exit codes (mutmut.stats.status_by_exit_code) folded into what the table shows.

@@ -22,7 +22,8 @@ from airflow_lake_provider.lake.errors import (
     StorageAccessError,
     StorageUnavailableError,
 )
-from airflow_lake_provider.lake.file_group.view import FileSlice, FileSystemView, LogFile
+from airflow_lake_provider.lake.file_group.model import FileSlice, LogFile
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.partitioning import record_keys

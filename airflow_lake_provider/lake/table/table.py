@@ -18,7 +18,8 @@ from airflow_lake_provider.lake.errors import (
     TableExistsError,
     TableNotFoundError,
 )
-from airflow_lake_provider.lake.file_group.view import FileSystemView, Lister
+from airflow_lake_provider.lake.file_group.builder import Lister
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.avro_schema import avro_to_arrow, meta_arrow_fields
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig, TableType

@@ -19,7 +19,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_lake_provider.lake.errors import CommitConflictError, LakeError
-from airflow_lake_provider.lake.file_group.view import Lister
+from airflow_lake_provider.lake.file_group.builder import Lister
 from airflow_lake_provider.lake.services.clean.config import CleanConfig
 from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 from airflow_lake_provider.lake.services.clean.planner import (

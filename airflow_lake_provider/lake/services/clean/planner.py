@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from airflow_lake_provider.lake.file_group.view import FileSystemView, SlotEntry
+from airflow_lake_provider.lake.file_group.builder import SlotEntry
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.services.clean.config import CleanConfig, CleanPolicy
 from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 from airflow_lake_provider.lake.timeline.active import Timeline

@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 from airflow_lake_provider.lake.errors import CompactionError, LakeError, UnsafePathError
 from airflow_lake_provider.lake.file_group.data_files import store_base_file
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName, write_token
-from airflow_lake_provider.lake.file_group.view import BaseFile, FileSlice, LogFile
+from airflow_lake_provider.lake.file_group.model import BaseFile, FileSlice, LogFile
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
 from airflow_lake_provider.lake.table.merge import DataItem, merge_slice
 from airflow_lake_provider.lake.table.reader import SliceReader

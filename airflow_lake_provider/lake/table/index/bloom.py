@@ -24,7 +24,8 @@ from airflow_lake_provider.lake.errors import (
     StorageAccessError,
     StorageUnavailableError,
 )
-from airflow_lake_provider.lake.file_group.view import FileSlice, FileSystemView
+from airflow_lake_provider.lake.file_group.model import FileSlice
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.base_file import RECORD_KEY
 from airflow_lake_provider.lake.format.bloom_filter import probe_footer
 from airflow_lake_provider.lake.table.reader import SliceReader, conform

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from airflow_lake_provider.lake.errors import RollbackError
-from airflow_lake_provider.lake.file_group.view import FileSystemView, slice_instant
+from airflow_lake_provider.lake.file_group.builder import slice_instant
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Instant

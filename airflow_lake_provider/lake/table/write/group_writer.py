@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from airflow_lake_provider.lake.errors import ObjectExistsError
 from airflow_lake_provider.lake.file_group.data_files import store_base_file, write_partition_metadata
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName, write_token
-from airflow_lake_provider.lake.file_group.view import FileSlice
+from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, with_meta_fields
 from airflow_lake_provider.lake.format.base_file import RECORD_KEY
 from airflow_lake_provider.lake.format.table_config import MergeMode

@@ -10,7 +10,7 @@ from enum import Enum
 
 import pyarrow as pa
 
-from airflow_lake_provider.lake.file_group.view import FileSlice
+from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.format.bloom_filter import DEFAULT_SETTINGS, BloomSettings
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline

@@ -17,7 +17,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_lake_provider.lake.file_group.view import FileSlice, FileSystemView
+from airflow_lake_provider.lake.file_group.model import FileSlice
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable

@@ -12,7 +12,8 @@ import pytest
 
 from airflow_lake_provider.lake.errors import CompactionConfigError
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
-from airflow_lake_provider.lake.file_group.view import BaseFile, FileGroup, FileSlice, FileSystemView, LogFile
+from airflow_lake_provider.lake.file_group.model import BaseFile, FileGroup, FileSlice, LogFile
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
 from airflow_lake_provider.lake.services.compaction.config import (
     DEFAULT_STRATEGY,

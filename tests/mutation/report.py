@@ -58,9 +58,9 @@ TIMEOUT = {24, -24, 152, 255, 36}
 # equivalent).
 _WRITER_TESTS = (
     "table/write/test_writer.py",
-    "table/write/test_types.py",
+    "table/write/test_checks_types.py",
     "table/write/test_group_writer.py",
-    "table/write/test_commit.py",
+    "table/write/test_writer_commit.py",
     "table/write/test_input.py",
     "table/index/test_bloom.py",
     "services/partition_commit/test_partition_values.py",
@@ -86,7 +86,7 @@ FOCUS = {
         "table/rollback/test_executor_gather.py",
         "services/clean/test_clean.py",
         "services/compaction/test_compaction.py",
-        "table/write/test_commit.py",
+        "table/write/test_writer_commit.py",
     ),
 }  # shown apart: a deadlock would look like one too
 SURVIVED = {0}

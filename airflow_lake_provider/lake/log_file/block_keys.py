@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from airflow_lake_provider.lake.errors import CorruptLogBlockError
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS
 from airflow_lake_provider.lake.format.base_file import RECORD_KEY
-from airflow_lake_provider.lake.log_file.data_block import decode_avro_data_block
+from airflow_lake_provider.lake.log_file.avro_decode import decode_avro_data_block
 from airflow_lake_provider.lake.log_file.log_format import (
     AVRO_BLOCK_VERSION,
     INT32,

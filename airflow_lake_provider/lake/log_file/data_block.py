@@ -1,11 +1,11 @@
-"""Data blocks: rows as Avro records (AVRO_DATA) or as a whole parquet file (PARQUET_DATA), both ways."""
+"""Data blocks: rows as Avro records (AVRO_DATA) or as a whole parquet file (PARQUET_DATA); encoding both,
+decoding parquet ones (Avro ones: ``avro_decode``)."""
 
 from __future__ import annotations
 
 import decimal
 import io
 import logging
-import struct
 from collections.abc import Mapping
 from typing import Any
 
@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import CorruptLogBlockError, SchemaError
-from airflow_lake_provider.lake.format.avro_binary import avro_bytes, zigzag
 from airflow_lake_provider.lake.format.avro_schema import (
     META_FIELDS,
     avro_to_arrow,
@@ -63,7 +62,7 @@ def decode_parquet_block(block: LogBlock) -> pa.Table:
         log.debug("%s: parquet columns differ from the SCHEMA header; keeping parquet types", where)
         return table
     try:
-        return _cast_table(table, target)
+        return cast_table(table, target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise CorruptLogBlockError(f"{where}: parquet block does not fit its SCHEMA header: {exc}") from exc
 
@@ -86,7 +85,7 @@ def _relax(t: pa.DataType) -> pa.DataType:
     return t
 
 
-def _retype(arr: pa.Array, t: pa.DataType) -> pa.Array:
+def retype(arr: pa.Array, t: pa.DataType) -> pa.Array:
     """Relabel an array with ``t``, a type differing only in nested nullability.
 
     A non-nullable field inside a nullable struct legitimately holds nulls where its parent is
@@ -97,33 +96,33 @@ def _retype(arr: pa.Array, t: pa.DataType) -> pa.Array:
     if arr.offset:
         arr = pa.concat_arrays([arr])  # offset 0, so parent buffers and children line up
     if pa.types.is_struct(t):
-        children = [_retype(arr.field(i), t.field(i).type) for i in range(t.num_fields)]
+        children = [retype(arr.field(i), t.field(i).type) for i in range(t.num_fields)]
         return pa.Array.from_buffers(t, len(arr), arr.buffers()[:1], arr.null_count, 0, children)
     if pa.types.is_map(t):
         entries = pa.struct([t.key_field, t.item_field])
-        children = [_retype(arr.values, entries)]
+        children = [retype(arr.values, entries)]
         return pa.Array.from_buffers(t, len(arr), arr.buffers()[:2], arr.null_count, 0, children)
     if pa.types.is_list(t) or pa.types.is_large_list(t):
-        children = [_retype(arr.values, t.value_type)]
+        children = [retype(arr.values, t.value_type)]
         return pa.Array.from_buffers(t, len(arr), arr.buffers()[:2], arr.null_count, 0, children)
     return arr.cast(t)
 
 
-def _relax_schema(schema: pa.Schema) -> pa.Schema:
+def relax_schema(schema: pa.Schema) -> pa.Schema:
     return pa.schema([pa.field(f.name, _relax(f.type), f.nullable) for f in schema])
 
 
-def _cast_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
+def cast_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """``table.cast(schema)`` that tolerates nulls of non-nullable fields under null parents.
 
     :raises pa.ArrowException: when a value cannot be converted.
     """
-    relaxed = _relax_schema(schema)
+    relaxed = relax_schema(schema)
     cast = table.cast(relaxed)
     if relaxed.equals(schema):
         return cast
     columns = [
-        pa.chunked_array([_retype(chunk, f.type) for chunk in cast.column(i).chunks], type=f.type)
+        pa.chunked_array([retype(chunk, f.type) for chunk in cast.column(i).chunks], type=f.type)
         for i, f in enumerate(schema)
     ]
     return pa.Table.from_arrays(columns, schema=schema)
@@ -147,7 +146,7 @@ def avro_data_block(table: pa.Table, avro_schema: Mapping[str, Any], instant_tim
     schema = check_header_schema(avro_schema, f"data block at {instant_time}")
     conformed = _conform_table(table, schema)
     raw = _to_raw(conformed, schema)
-    parsed = fastavro.parse_schema(_strip_int_logical(schema))
+    parsed = fastavro.parse_schema(strip_int_logical(schema))
     rows = _python_rows(raw)
     buf = io.BytesIO()
     ends: list[int] = []
@@ -231,19 +230,18 @@ def _to_raw(table: pa.Table, schema: Mapping[str, Any]) -> pa.Table:
     raw_schema = avro_to_arrow_raw(schema)
     if raw_schema.equals(table.schema):
         return table
-    return _cast_table(table, raw_schema)
+    return cast_table(table, raw_schema)
 
 
-def _strip_int_logical(t: Any) -> Any:
+def strip_int_logical(t: Any) -> Any:
     """Copy of a schema with int/long logical types removed (they are written as raw ints)."""
     if isinstance(t, list):
-        return [_strip_int_logical(x) for x in t]
+        return [strip_int_logical(x) for x in t]
     if isinstance(t, dict):
         if t.get("type") in ("int", "long") and "logicalType" in t and "name" not in t:
             return t["type"]
         return {
-            k: _strip_int_logical(v) if k in ("type", "items", "values", "fields") else v
-            for k, v in t.items()
+            k: strip_int_logical(v) if k in ("type", "items", "values", "fields") else v for k, v in t.items()
         }
     return t
 
@@ -283,277 +281,3 @@ def _fix_maps(v: Any, t: pa.DataType) -> Any:
     if pa.types.is_struct(t):
         return {t.field(i).name: _fix_maps(v[t.field(i).name], t.field(i).type) for i in range(t.num_fields)}
     return v
-
-
-# --------------------------------------------------------------------------------------------
-# AVRO_DATA blocks: decoding
-# --------------------------------------------------------------------------------------------
-
-# Logical types polars' Avro reader decodes correctly (checked with polars 2.1). Polars panics on
-# maps, enums (except top-level non-null ones) and decimals over 38 digits, and rejects null columns
-# and unions other than [null, T]; maps are handled by rewriting them (see _maps_as_arrays).
-_POLARS_LOGICAL = {
-    ("int", "date"),
-    ("int", "time-millis"),
-    ("long", "time-micros"),
-    ("long", "timestamp-millis"),
-    ("long", "timestamp-micros"),
-    ("long", "local-timestamp-millis"),
-    ("long", "local-timestamp-micros"),
-    ("string", "uuid"),
-}
-_POLARS_PRIMITIVES = {"boolean", "int", "long", "float", "double", "bytes", "string"}
-_CONTAINER_SYNC = b"hudi-lake-block!"  # any 16 bytes; only has to match within one container
-
-
-def polars_can_decode(avro_schema: Mapping[str, Any]) -> bool:
-    """Whether the fast polars path supports every type in the schema.
-
-    :param avro_schema: a record schema.
-    """
-    return _polars_ok(dict(avro_schema))
-
-
-def _polars_ok(t: Any) -> bool:
-    if isinstance(t, list):
-        non_null = [b for b in t if b != "null"]
-        return len(t) == 2 and len(non_null) == 1 and _polars_ok(non_null[0])
-    if isinstance(t, str):
-        # Named-type references are not followed by polars in every position: play safe.
-        return t in _POLARS_PRIMITIVES
-    if not isinstance(t, Mapping):
-        return False
-    kind = t.get("type")
-    if not isinstance(kind, str):
-        return _polars_ok(kind)  # {"type": {...}} wrapper
-    logical = t.get("logicalType")
-    if logical == "decimal":
-        precision = t.get("precision")
-        return kind in ("bytes", "fixed") and isinstance(precision, int) and 0 < precision <= 38
-    if logical is not None:
-        return (kind, logical) in _POLARS_LOGICAL
-    if kind in _POLARS_PRIMITIVES:
-        return True
-    if kind == "fixed":
-        return True
-    if kind == "array":
-        return _polars_ok(t.get("items"))
-    if kind == "map":
-        return _polars_ok(t.get("values"))
-    if kind == "record":
-        return all(_polars_ok(f.get("type")) for f in t.get("fields", []))
-    return False
-
-
-def decode_avro_data_block(block: LogBlock) -> pa.Table:
-    """Decode an AVRO_DATA block into Arrow.
-
-    Uses polars' native Avro reader when the schema allows (see :func:`polars_can_decode`),
-    else fastavro record by record; both give the same table.
-
-    :param block: a block of type AVRO_DATA with a SCHEMA header.
-    :returns: a table with schema ``avro_to_arrow(block.schema)`` (writer field order,
-        meta columns included, timestamps tz=UTC).
-    :raises CorruptLogBlockError: if the block is malformed.
-    :raises SchemaError: if the writer schema has no Arrow mapping.
-    """
-    schema, count = _avro_block_prelude(block)
-    if count == 0:
-        return avro_to_arrow(schema).empty_table()
-    if polars_can_decode(schema):
-        table = _decode_with_polars(block, schema, count)
-        if table is not None:
-            return table
-    return _decode_with_fastavro(block, schema, count)
-
-
-def decode_avro_data_block_fastavro(block: LogBlock) -> pa.Table:
-    """Decode an AVRO_DATA block with fastavro only (the reference for the fast path).
-
-    :param block: a block of type AVRO_DATA.
-    :returns: the same table :func:`decode_avro_data_block` returns.
-    """
-    schema, count = _avro_block_prelude(block)
-    if count == 0:
-        return avro_to_arrow(schema).empty_table()
-    return _decode_with_fastavro(block, schema, count)
-
-
-def _avro_block_prelude(block: LogBlock) -> tuple[dict[str, Any], int]:
-    expect_type(block, BlockType.AVRO_DATA)
-    where = block.location
-    schema = block.schema
-    if schema is None:
-        raise CorruptLogBlockError(f"{where}: data block has no SCHEMA header")
-    if len(block.content) < 8:
-        raise CorruptLogBlockError(f"{where}: data block content of {len(block.content)} bytes is too short")
-    version, count = struct.unpack_from(">ii", block.content, 0)
-    if version != AVRO_BLOCK_VERSION:
-        raise CorruptLogBlockError(f"{where}: unsupported data block version {version}")
-    if count < 0 or count * 4 > len(block.content) - 8:
-        raise CorruptLogBlockError(f"{where}: impossible record count {count}")
-    return schema, count
-
-
-def _length_field_name(schema: Mapping[str, Any]) -> str:
-    taken = {f.get("name") for f in schema.get("fields", [])}
-    name = "_lake_record_length"
-    while name in taken:
-        name += "_"
-    return name
-
-
-def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> pa.Table | None:
-    """Read the block as an Avro container; ``None`` if the record lengths do not add up."""
-    where = block.location
-    # Each record is (4-byte length, datum): exactly a record whose first field is fixed(4).
-    len_field = _length_field_name(schema)
-    wrapper = _maps_as_arrays(schema, [0])
-    wrapper["fields"] = [
-        {"name": len_field, "type": {"type": "fixed", "name": f"{len_field}_t", "size": 4}},
-        *wrapper.get("fields", []),
-    ]
-    payload = memoryview(block.content)[8:]
-    container = b"".join(
-        (
-            b"Obj\x01",
-            zigzag(2),
-            avro_bytes(b"avro.schema"),
-            avro_bytes(schema_json(wrapper).encode("utf-8")),
-            avro_bytes(b"avro.codec"),
-            avro_bytes(b"null"),
-            zigzag(0),
-            _CONTAINER_SYNC,
-            zigzag(count),
-            zigzag(len(payload)),
-            payload,
-            _CONTAINER_SYNC,
-        )
-    )
-    del payload
-    import polars as pl  # deferred: only the Avro decode path needs polars' runtime
-
-    try:
-        frame = pl.read_avro(io.BytesIO(container))
-    except pl.exceptions.PolarsError as exc:
-        raise CorruptLogBlockError(f"{where}: data block does not decode: {exc}") from exc
-    if frame.height != count:
-        raise CorruptLogBlockError(f"{where}: decoded {frame.height} records, header says {count}")
-    lengths = frame.get_column(len_field).to_arrow().cast(pa.binary(4))
-    declared = sum(struct.unpack(f">{count}i", _fixed_bytes(lengths)))
-    if declared != len(block.content) - 8 - 4 * count:
-        log.warning(
-            "%s: record lengths do not tile the data block (sum %s, %s bytes); decoding record by record",
-            where,
-            declared,
-            len(block.content) - 8 - 4 * count,
-        )
-        return None
-    target = avro_to_arrow(schema)
-    table = frame.drop(len_field).to_arrow()
-    try:
-        # First to the decoded layout (maps still lists of entries), then relabel as maps.
-        decoded = pa.schema([pa.field(f.name, _map_entries_type(f.type), f.nullable) for f in target])
-        table = table.cast(_relax_schema(decoded))
-        columns = [
-            pa.chunked_array([_retype(chunk, f.type) for chunk in table.column(i).chunks], type=f.type)
-            for i, f in enumerate(target)
-        ]
-        return pa.Table.from_arrays(columns, schema=target)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise CorruptLogBlockError(f"{where}: decoded data does not fit the block schema: {exc}") from exc
-
-
-def _maps_as_arrays(t: Any, counter: list[int]) -> Any:
-    """Copy of a schema with every map replaced by an array of {key, value} records.
-
-    Both encode identically (blocks of entries, each a string key then the value), and polars
-    reads arrays of records but panics on maps.
-    """
-    if isinstance(t, list):
-        return [_maps_as_arrays(x, counter) for x in t]
-    if not isinstance(t, Mapping):
-        return t
-    if t.get("type") == "map":
-        counter[0] += 1
-        entry = {
-            "type": "record",
-            "name": f"_lake_map_entry_{counter[0]}",
-            "fields": [
-                {"name": "key", "type": "string"},
-                {"name": "value", "type": _maps_as_arrays(t.get("values"), counter)},
-            ],
-        }
-        return {"type": "array", "items": entry}
-    out = dict(t)
-    for key in ("type", "items", "values"):
-        if key in out and not isinstance(out[key], str):
-            out[key] = _maps_as_arrays(out[key], counter)
-    if isinstance(out.get("fields"), list):
-        out["fields"] = [dict(f, type=_maps_as_arrays(f.get("type"), counter)) for f in out["fields"]]
-    return out
-
-
-def _map_entries_type(t: pa.DataType) -> pa.DataType:
-    """The Arrow type polars produces for ``t`` once maps are read as arrays of entries."""
-    if pa.types.is_map(t):
-        entries = pa.struct([t.key_field, pa.field(t.item_field.name, _map_entries_type(t.item_type), True)])
-        return pa.list_(pa.field("entries", entries, False))
-    if pa.types.is_struct(t):
-        return pa.struct([pa.field(f.name, _map_entries_type(f.type), f.nullable) for f in t])
-    if pa.types.is_list(t):
-        return pa.list_(pa.field(t.value_field.name, _map_entries_type(t.value_type), t.value_field.nullable))
-    return t
-
-
-def _fixed_bytes(arr: pa.Array | pa.ChunkedArray) -> bytes:
-    if isinstance(arr, pa.ChunkedArray):
-        arr = arr.combine_chunks()
-    width = 4
-    data = arr.buffers()[1]
-    return data.to_pybytes()[arr.offset * width : (arr.offset + len(arr)) * width]
-
-
-def _decode_with_fastavro(block: LogBlock, schema: dict[str, Any], count: int) -> pa.Table:
-    where = block.location
-    parsed = fastavro.parse_schema(_strip_int_logical(_strip_uuid(schema)))
-    content = block.content
-    stream = io.BytesIO(content)
-    read = fastavro.schemaless_reader
-    rows: list[Any] = []
-    pos = 8
-    end = len(content)
-    for i in range(count):
-        if pos + 4 > end:
-            raise CorruptLogBlockError(f"{where}: record {i} length runs past the block")
-        (length,) = INT32.unpack_from(content, pos)
-        pos += 4
-        if length < 0 or pos + length > end:
-            raise CorruptLogBlockError(f"{where}: record {i} of {length} bytes runs past the block")
-        stream.seek(pos)
-        try:
-            rows.append(read(stream, parsed, None))
-        except (EOFError, ValueError, TypeError, IndexError, UnicodeDecodeError) as exc:
-            raise CorruptLogBlockError(f"{where}: record {i} does not decode: {exc}") from exc
-        if stream.tell() != pos + length:
-            raise CorruptLogBlockError(
-                f"{where}: record {i} declared {length} bytes but its datum used {stream.tell() - pos}"
-            )
-        pos += length
-    raw_schema = avro_to_arrow_raw(schema)
-    table = pa.Table.from_pylist(rows, schema=_relax_schema(raw_schema))
-    try:
-        return _cast_table(table, avro_to_arrow(schema))
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
-        raise CorruptLogBlockError(f"{where}: decoded data does not fit the block schema: {exc}") from exc
-
-
-def _strip_uuid(t: Any) -> Any:
-    """fastavro turns uuid strings into UUID objects; keep them plain strings."""
-    if isinstance(t, list):
-        return [_strip_uuid(x) for x in t]
-    if isinstance(t, dict):
-        if t.get("type") == "string" and t.get("logicalType") == "uuid":
-            return "string"
-        return {k: _strip_uuid(v) if k in ("type", "items", "values", "fields") else v for k, v in t.items()}
-    return t

@@ -55,6 +55,7 @@ from airflow_lake_provider.lake.errors import (
 )
 from airflow_lake_provider.lake.storage.base import Listing, Storage
 from airflow_lake_provider.lake.storage.crash import durable_step
+from airflow_lake_provider.lake.storage.ranged import RangedReader
 
 log = logging.getLogger(__name__)
 
@@ -198,8 +199,8 @@ class S3Storage(Storage):
         self.size(rel)  # 416: the range starts at or past the end (or the file is gone)
         return b""
 
-    def open_input(self, rel: str) -> _RangedReader:
-        return _RangedReader(self, rel, self.size(rel))
+    def open_input(self, rel: str) -> RangedReader:
+        return RangedReader(self, rel, self.size(rel))
 
     def size(self, rel: str) -> int:
         with self._mapped(rel, "read"):
@@ -474,58 +475,3 @@ class _LockRefresher(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
         self.join()
-
-
-class _RangedReader:
-    """A seekable read-only file over one object: every read is one ranged GET of what is asked.
-
-    pyarrow reads a parquet footer and then column chunks through it, so a reader of a few columns
-    never downloads the whole file.
-    """
-
-    def __init__(self, storage: S3Storage, rel: str, size: int) -> None:
-        self._storage, self._rel, self._size, self._pos = storage, rel, size, 0
-        self.closed = False
-        self.mode = "rb"
-
-    def size(self) -> int:
-        return self._size
-
-    def seekable(self) -> bool:
-        return True
-
-    def readable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return False
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: self._size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def read(self, n: int = -1) -> bytes:
-        if n is None or n < 0:
-            n = self._size - self._pos
-        n = min(n, self._size - self._pos)
-        if n <= 0:
-            return b""
-        data = self._storage.read_range(self._rel, self._pos, n)
-        self._pos += len(data)
-        return data
-
-    def readall(self) -> bytes:
-        return self.read(-1)
-
-    def close(self) -> None:
-        self.closed = True
-
-    def __enter__(self) -> _RangedReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -28,8 +28,9 @@ from airflow_lake_provider.lake.format.avro_schema import META_FIELDS
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.partitioning import record_keys
 from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.log_file.avro_decode import decode_avro_data_block
 from airflow_lake_provider.lake.log_file.block_keys import avro_blocks_record_keys, parquet_block_record_keys
-from airflow_lake_provider.lake.log_file.data_block import decode_avro_data_block, decode_parquet_block
+from airflow_lake_provider.lake.log_file.data_block import decode_parquet_block
 from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, decode_delete_block
 from airflow_lake_provider.lake.log_file.log_format import BlockType, LogBlock
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks

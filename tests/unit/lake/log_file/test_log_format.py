@@ -22,14 +22,13 @@ from airflow_lake_provider.lake.format.avro_schema import (
     with_meta_fields,
 )
 from airflow_lake_provider.lake.log_file import scanner
-from airflow_lake_provider.lake.log_file.block_keys import avro_block_record_keys, avro_blocks_record_keys
-from airflow_lake_provider.lake.log_file.data_block import (
-    avro_data_block,
+from airflow_lake_provider.lake.log_file.avro_decode import (
     decode_avro_data_block,
     decode_avro_data_block_fastavro,
-    decode_parquet_block,
     polars_can_decode,
 )
+from airflow_lake_provider.lake.log_file.block_keys import avro_block_record_keys, avro_blocks_record_keys
+from airflow_lake_provider.lake.log_file.data_block import avro_data_block, decode_parquet_block
 from airflow_lake_provider.lake.log_file.delete_block import (
     DeleteRecord,
     decode_delete_block,

@@ -24,6 +24,7 @@ from airflow_lake_provider.hooks.lake import LakeHook
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.instant import Action, State
 
 pytestmark = pytest.mark.airflow
@@ -488,7 +489,7 @@ def test_a_relative_input_path_is_refused_before_any_instant(
     import pyarrow.parquet as pq
 
     table = _mor_table(tmp_path / "trips")
-    before = [i.file_name for i in table.timeline().instants]
+    before = [layout.file_name(i) for i in table.timeline().instants]
     monkeypatch.chdir(tmp_path)
     pq.write_table(
         pa.table({"id": ["z"], "ts": pa.array([9], pa.int64()), "p": ["a"], "v": [9]}),
@@ -496,7 +497,7 @@ def test_a_relative_input_path_is_refused_before_any_instant(
     )
     with pytest.raises(LakeConfigError, match="input_path 'in.parquet' is relative"):
         LakeHook().write(str(table.uri), "in.parquet", "upsert")
-    assert [i.file_name for i in LakeTable.open(table.uri).timeline().instants] == before
+    assert [layout.file_name(i) for i in LakeTable.open(table.uri).timeline().instants] == before
     assert LakeHook().write(str(table.uri), str(tmp_path / "in.parquet"), "upsert")["inserted"] == 1
 
 

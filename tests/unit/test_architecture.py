@@ -6,7 +6,7 @@ Layers of ``airflow_lake_provider.lake`` (each may import the ones below it, nev
     services                     clean, compaction, partition commit, savepoint, restore
     table                        the table, merge, read, write, rollback, archival, metadata table
     file_group                   file names, file slices and groups, the file system view
-    timeline                     instants, the active and archived timeline, the store of .hoodie/
+    timeline                     instants, their layout, the active and archived timeline, the store
     log_file                     log files: block framing, data and delete blocks
     format                       Hudi v6 codecs over bytes, no I/O (Avro, parquet, bloom, config)
     storage                      the one file-access seam: base (the interface), local, s3, ranged, crash

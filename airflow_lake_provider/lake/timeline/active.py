@@ -11,6 +11,7 @@ from typing import Any
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, InvalidInstantError
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
 from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, Instant, State
 
@@ -34,7 +35,7 @@ class Timeline:
         latest: dict[tuple[str, bool], Instant] = {}
         compactions: set[str] = set()
         for name in storage.list_names(HOODIE_DIR):
-            instant = Instant.from_file_name(name)
+            instant = layout.parse_file_name(name)
             if instant is None:
                 continue
             if instant.action is Action.COMPACTION:
@@ -120,10 +121,10 @@ class Timeline:
 
     def path_of(self, instant: Instant) -> str:
         """The full location of an instant's file, for messages."""
-        return self.storage.uri(f"{HOODIE_DIR}/{instant.file_name}")
+        return self.storage.uri(layout.instant_path(instant))
 
     def read_bytes(self, instant: Instant) -> bytes:
-        return self.storage.read(f"{HOODIE_DIR}/{instant.file_name}")
+        return self.storage.read(layout.instant_path(instant))
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         """The JSON metadata of a completed write instant."""

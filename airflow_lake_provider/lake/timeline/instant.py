@@ -1,4 +1,4 @@
-"""Instants of the Hudi v6 timeline (layout 1): times, actions, states and file names."""
+"""Instants of the Hudi timeline: times, actions and states (their file names: ``layout``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from airflow_lake_provider.lake.errors import InvalidInstantError
 
 INSTANT_FORMAT = "%Y%m%d%H%M%S"
 # ASCII digits only, whole string (``$`` would also accept a trailing newline, ``\d`` other scripts' digits).
-_INSTANT_RE = re.compile(r"[0-9]{14}(?:[0-9]{3})?")
+INSTANT_TIME_RE = re.compile(r"[0-9]{14}(?:[0-9]{3})?")
 _FIELDS = ((0, 4), (4, 6), (6, 8), (8, 10), (10, 12), (12, 14))  # yyyy MM dd HH mm ss
 
 
@@ -42,12 +42,13 @@ class State(int, Enum):
 # Completed writes whose data files readers treat as visible.
 COMMIT_ACTIONS = frozenset({Action.COMMIT, Action.DELTACOMMIT, Action.REPLACECOMMIT})
 # Pending table services whose completed form is another action.
-_COMPLETES_AS = {Action.COMPACTION: Action.COMMIT, Action.LOGCOMPACTION: Action.DELTACOMMIT}
+# Actions whose completed instant is stored as another action (a compaction completes as a commit).
+COMPLETES_AS = {Action.COMPACTION: Action.COMMIT, Action.LOGCOMPACTION: Action.DELTACOMMIT}
 
 
 def validate_instant_time(value: str) -> str:
     """Return ``value`` if it is a valid 17 (or 14) digit UTC instant time, else raise."""
-    if not isinstance(value, str) or not _INSTANT_RE.fullmatch(value):
+    if not isinstance(value, str) or not INSTANT_TIME_RE.fullmatch(value):
         raise InvalidInstantError(f"instant time {value!r} is not 14 or 17 digits (yyyyMMddHHmmss[SSS])")
     try:
         # The datetime constructor checks what strptime(INSTANT_FORMAT) checks, ~20x faster: every
@@ -128,44 +129,8 @@ class Instant:
 
     def with_state(self, state: State) -> Instant:
         """The same instant in another state (a completed compaction becomes a commit)."""
-        action = _COMPLETES_AS.get(self.action, self.action) if state is State.COMPLETED else self.action
+        action = COMPLETES_AS.get(self.action, self.action) if state is State.COMPLETED else self.action
         return Instant(self.timestamp, state, action)
-
-    @property
-    def file_name(self) -> str:
-        """The file name of this instant under ``.hoodie/`` in layout version 1."""
-        t, a = self.timestamp, self.action.value
-        if self.state is State.COMPLETED:
-            if self.action in _COMPLETES_AS:
-                raise InvalidInstantError(
-                    f"{t}: a completed {a} is stored as {_COMPLETES_AS[self.action].value}"
-                )
-            return f"{t}.{a}"
-        if self.state is State.INFLIGHT:
-            # A COW commit's inflight file carries no action word in layout 1.
-            return f"{t}.inflight" if self.action is Action.COMMIT else f"{t}.{a}.inflight"
-        return f"{t}.{a}.requested"
-
-    @classmethod
-    def from_file_name(cls, name: str) -> Instant | None:
-        """Parse a ``.hoodie/`` file name; ``None`` for files that are not timeline instants."""
-        parts = name.split(".")
-        if len(parts) not in (2, 3) or not _INSTANT_RE.fullmatch(parts[0]):
-            return None
-        time, rest = parts[0], parts[1:]
-        try:
-            if rest == ["inflight"]:
-                return cls(time, State.INFLIGHT, Action.COMMIT)
-            action = Action(rest[0])
-            if len(rest) == 1:
-                if action in _COMPLETES_AS:
-                    return None
-                return cls(time, State.COMPLETED, action)
-            if rest[1] in ("requested", "inflight"):
-                return cls(time, State.REQUESTED if rest[1] == "requested" else State.INFLIGHT, action)
-        except (ValueError, InvalidInstantError):
-            return None
-        return None
 
     def __str__(self) -> str:
         return f"{self.timestamp}__{self.action.value}__{self.state.name}"

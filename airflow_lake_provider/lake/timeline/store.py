@@ -22,6 +22,7 @@ from airflow_lake_provider.lake.errors import (
 )
 from airflow_lake_provider.lake.format.properties import format_properties
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
+from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.heartbeat import Heartbeats
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State, validate_instant_time
 from airflow_lake_provider.lake.timeline.markers import TEMP_DIR, Markers
@@ -131,7 +132,7 @@ class TimelineStore:
         prefix = timestamp + "."
         for name in self.storage.list_names(HOODIE_DIR):
             if name.startswith(prefix):
-                instant = Instant.from_file_name(name)
+                instant = layout.parse_file_name(name)
                 if instant is not None and (instant.action is Action.SAVEPOINT) == savepoint:
                     found[instant.state] = instant
         return found
@@ -144,10 +145,10 @@ class TimelineStore:
         with self.exclusive("instant", INSTANT_LOCK_WAIT_SECONDS):
             present = self._states_present(timestamp)
             if present:
-                used = sorted(i.file_name for i in present.values())
+                used = sorted(layout.file_name(i) for i in present.values())
                 raise CommitConflictError(f"instant time {timestamp} is already used by {used}")
             instant = Instant(timestamp, State.REQUESTED, action)
-            self._create(instant.file_name, content)
+            self._create(layout.file_name(instant), content)
         return instant
 
     def transition_to_inflight(self, instant: Instant, content: bytes = b"") -> Instant:
@@ -163,7 +164,7 @@ class TimelineStore:
                 f"{instant.timestamp}: no requested {instant.action.value} to move to inflight"
             )
         inflight = Instant(instant.timestamp, State.INFLIGHT, instant.action)
-        self._create(inflight.file_name, content)
+        self._create(layout.file_name(inflight), content)
         return inflight
 
     def transition_to_completed(self, instant: Instant, content: bytes) -> Instant:
@@ -173,19 +174,19 @@ class TimelineStore:
         if inflight is None or inflight.action is not instant.action:
             raise InvalidStateTransitionError(
                 f"{instant.timestamp}: no inflight {instant.action.value} to complete "
-                f"(found {sorted(i.file_name for i in present.values())})"
+                f"(found {sorted(layout.file_name(i) for i in present.values())})"
             )
         if State.COMPLETED in present:
             raise CommitConflictError(f"{instant.timestamp}: already completed; a completed instant is final")
         completed = inflight.with_state(State.COMPLETED)
-        self._create(completed.file_name, content)
+        self._create(layout.file_name(completed), content)
         return completed
 
     def update_pending(self, instant: Instant, content: bytes) -> None:
         """Rewrite the content of a requested or inflight file (never a completed one)."""
         if instant.is_completed:
             raise InvalidStateTransitionError(f"{instant}: completed timeline files are never rewritten")
-        self.storage.write(f"{HOODIE_DIR}/{instant.file_name}", content)
+        self.storage.write(layout.instant_path(instant), content)
 
     def remove_pending(self, timestamp: str) -> list[str]:
         """Delete the requested/inflight files of a pending instant (rollback); refuse a completed one."""
@@ -196,8 +197,8 @@ class TimelineStore:
         # Inflight first, so a crash leaves a requested instant (still pending), never an orphan inflight.
         for state in (State.INFLIGHT, State.REQUESTED):
             if state in present:
-                self.storage.delete(f"{HOODIE_DIR}/{present[state].file_name}")
-                removed.append(present[state].file_name)
+                self.storage.delete(layout.instant_path(present[state]))
+                removed.append(layout.file_name(present[state]))
         return removed
 
     def remove_completed(self, instant: Instant) -> None:
@@ -211,8 +212,8 @@ class TimelineStore:
             raise InvalidStateTransitionError(f"{instant}: only a completed write is un-completed")
         present = self._states_present(instant.timestamp)
         if State.INFLIGHT not in present:  # keep it pending, never an orphan completed-less instant
-            self._create(instant.with_state(State.INFLIGHT).file_name, b"")
-        self.storage.delete(f"{HOODIE_DIR}/{instant.file_name}")
+            self._create(layout.file_name(instant.with_state(State.INFLIGHT)), b"")
+        self.storage.delete(layout.instant_path(instant))
 
     def create_savepoint(self, timestamp: str, content: bytes) -> Instant:
         """Write ``<t>.savepoint.inflight`` then ``<t>.savepoint`` for the commit at ``timestamp``."""
@@ -221,9 +222,9 @@ class TimelineStore:
             raise CommitConflictError(f"{timestamp}: a savepoint already exists")
         inflight = Instant(timestamp, State.INFLIGHT, Action.SAVEPOINT)
         if State.INFLIGHT not in present:  # an interrupted create left it: finish it
-            self._create(inflight.file_name, b"")
+            self._create(layout.file_name(inflight), b"")
         completed = inflight.with_state(State.COMPLETED)
-        self._create(completed.file_name, content)
+        self._create(layout.file_name(completed), content)
         return completed
 
     def remove_savepoint(self, timestamp: str) -> None:
@@ -232,7 +233,7 @@ class TimelineStore:
         if not present:
             raise InvalidStateTransitionError(f"{timestamp}: there is no savepoint at this instant")
         for state in (State.COMPLETED, State.INFLIGHT):
-            self.storage.delete(f"{HOODIE_DIR}/{Instant(timestamp, state, Action.SAVEPOINT).file_name}")
+            self.storage.delete(layout.instant_path(Instant(timestamp, state, Action.SAVEPOINT)))
 
     def write_archive(self, name: str, data: bytes) -> None:
         """Create one archived-timeline file under ``.hoodie/archived/`` (never overwritten)."""
@@ -248,14 +249,14 @@ class TimelineStore:
         for timestamp in sorted(timestamps):
             files = [
                 i
-                for i in (Instant.from_file_name(n) for n in names if n.startswith(timestamp + "."))
+                for i in (layout.parse_file_name(n) for n in names if n.startswith(timestamp + "."))
                 if i is not None and i.action is not Action.SAVEPOINT
             ]
             if not any(i.state is State.COMPLETED for i in files):
                 raise InvalidStateTransitionError(f"{timestamp}: only completed instants are archived")
             for instant in sorted(files, key=lambda i: i.state is State.COMPLETED):
-                self.storage.delete(f"{HOODIE_DIR}/{instant.file_name}")
-                removed.append(instant.file_name)
+                self.storage.delete(layout.instant_path(instant))
+                removed.append(layout.file_name(instant))
         return removed
 
     def write_aux(self, name: str, data: bytes, folder: str = "") -> None:

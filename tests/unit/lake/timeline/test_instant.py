@@ -27,6 +27,7 @@ from airflow_lake_provider.lake.format.table_config import (
     TableConfig,
     TableType,
 )
+from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.instant import (
     Action,
     Instant,
@@ -81,18 +82,18 @@ def test_instant_file_name_every_action_and_state_round_trips(
     action: Action, state: State, name: str
 ) -> None:
     instant = Instant(T, state, action)
-    assert instant.file_name == name
-    assert Instant.from_file_name(name) == instant
+    assert layout.file_name(instant) == name
+    assert layout.parse_file_name(name) == instant
 
 
 def test_instant_bare_inflight_is_commit_inflight() -> None:
-    assert Instant.from_file_name(f"{T}.inflight") == Instant(T, State.INFLIGHT, Action.COMMIT)
+    assert layout.parse_file_name(f"{T}.inflight") == Instant(T, State.INFLIGHT, Action.COMMIT)
 
 
 def test_instant_fourteen_digit_time_round_trips() -> None:
-    parsed = Instant.from_file_name("20240707001301.commit")
+    parsed = layout.parse_file_name("20240707001301.commit")
     assert parsed == Instant("20240707001301", State.COMPLETED, Action.COMMIT)
-    assert parsed.file_name == "20240707001301.commit"
+    assert layout.file_name(parsed) == "20240707001301.commit"
 
 
 @pytest.mark.parametrize(
@@ -102,16 +103,16 @@ def test_instant_fourteen_digit_time_round_trips() -> None:
 def test_instant_compaction_completes_as_other_action(action: Action, completes_as: Action) -> None:
     completed = Instant(T, State.INFLIGHT, action).with_state(State.COMPLETED)
     assert completed == Instant(T, State.COMPLETED, completes_as)
-    assert completed.file_name == f"{T}.{completes_as.value}"
+    assert layout.file_name(completed) == f"{T}.{completes_as.value}"
     # A pending compaction keeps its own action word.
     assert (
-        Instant(T, State.REQUESTED, action).with_state(State.INFLIGHT).file_name
+        layout.file_name(Instant(T, State.REQUESTED, action).with_state(State.INFLIGHT))
         == f"{T}.{action.value}.inflight"
     )
     # There is no completed compaction file of its own: asking for one is refused, parsing one yields None.
     with pytest.raises(InvalidInstantError, match=f"stored as {completes_as.value}"):
-        _ = Instant(T, State.COMPLETED, action).file_name
-    assert Instant.from_file_name(f"{T}.{action.value}") is None
+        _ = layout.file_name(Instant(T, State.COMPLETED, action))
+    assert layout.parse_file_name(f"{T}.{action.value}") is None
 
 
 @pytest.mark.parametrize(
@@ -136,7 +137,7 @@ def test_instant_compaction_completes_as_other_action(action: Action, completes_
     ],
 )
 def test_instant_from_file_name_non_instant_returns_none(name: str) -> None:
-    assert Instant.from_file_name(name) is None
+    assert layout.parse_file_name(name) is None
 
 
 def test_instant_ordering_time_then_state() -> None:
@@ -160,8 +161,8 @@ def test_instant_ordering_from_real_file_names() -> None:
         "20250126040823628.deltacommit",
         "20250126040936578.rollback.inflight",
     ]
-    ordered = sorted(Instant.from_file_name(n) for n in names)
-    assert [i.file_name for i in ordered] == [
+    ordered = sorted(layout.parse_file_name(n) for n in names)
+    assert [layout.file_name(i) for i in ordered] == [
         "20250126040823628.deltacommit.requested",
         "20250126040823628.deltacommit.inflight",
         "20250126040823628.deltacommit",

@@ -25,6 +25,7 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
 from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
@@ -133,7 +134,7 @@ def test_store_requested_inflight_completed_exact_files(
     assert inflight == Instant(T1, State.INFLIGHT, action)
     assert _listing(store) == sorted(INIT_ENTRIES + files[:2])
     completed = store.transition_to_completed(inflight, b"done")
-    assert completed.file_name == files[2]
+    assert layout.file_name(completed) == files[2]
     assert completed.state is State.COMPLETED
     assert _listing(store) == sorted(INIT_ENTRIES + files)
     assert [(_hoodie(store) / f).read_bytes() for f in files] == [b"plan", b"inflight-body", b"done"]
@@ -192,7 +193,7 @@ def test_store_inflight_twice_refused_listing_unchanged(store: TimelineStore) ->
     with pytest.raises(InvalidStateTransitionError, match="already inflight"):
         store.transition_to_inflight(Instant(T1, State.REQUESTED, Action.COMMIT), b"second")
     assert _tree(_hoodie(store)) == before
-    assert (_hoodie(store) / inflight.file_name).read_bytes() == b"first"
+    assert (_hoodie(store) / layout.file_name(inflight)).read_bytes() == b"first"
 
 
 def test_store_complete_twice_conflict_listing_unchanged(store: TimelineStore) -> None:
@@ -453,7 +454,7 @@ def test_timeline_avro_record_via_store_file(
     hoodie = tmp_path / ".hoodie"
     hoodie.mkdir()
     instant = Instant(T1, state, action)
-    LocalStorage(hoodie).create(instant.file_name, timeline_avro.write_avro(full_name, record))
+    LocalStorage(hoodie).create(layout.file_name(instant), timeline_avro.write_avro(full_name, record))
     timeline = Timeline.load(tmp_path)
     assert timeline.instants == (instant,)
     assert timeline.avro_record(instant) == record

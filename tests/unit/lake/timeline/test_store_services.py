@@ -18,6 +18,7 @@ from airflow_lake_provider.lake.errors import (
 )
 from airflow_lake_provider.lake.format.properties import format_properties, parse_properties
 from airflow_lake_provider.lake.storage import inject_crash
+from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 from airflow_lake_provider.lake.timeline.markers import Marker
 from airflow_lake_provider.lake.timeline.store import TimelineStore
@@ -118,13 +119,13 @@ def test_pending_only_refusals_are_exact(store: TimelineStore) -> None:
 @pytest.mark.parametrize("action", [Action.COMMIT, Action.DELTACOMMIT, Action.REPLACECOMMIT])
 def test_remove_completed_keeps_the_write_pending(store: TimelineStore, action: Action) -> None:
     done = _completed(store, T1, action)
-    inflight = done.with_state(State.INFLIGHT).file_name
+    inflight = layout.file_name(done.with_state(State.INFLIGHT))
     store.remove_completed(done)
-    assert _files(store) == sorted([done.with_state(State.REQUESTED).file_name, inflight])
+    assert _files(store) == sorted([layout.file_name(done.with_state(State.REQUESTED)), inflight])
     # A completed file alone (its inflight archived or lost): an empty inflight file is made first.
-    (_hoodie(store) / done.file_name).write_bytes(b"{}")
+    (_hoodie(store) / layout.file_name(done)).write_bytes(b"{}")
     (_hoodie(store) / inflight).unlink()
-    (_hoodie(store) / done.with_state(State.REQUESTED).file_name).unlink()
+    (_hoodie(store) / layout.file_name(done.with_state(State.REQUESTED))).unlink()
     store.remove_completed(done)
     assert _files(store) == [inflight]
     assert (_hoodie(store) / inflight).read_bytes() == b""
@@ -141,12 +142,12 @@ def test_remove_completed_keeps_the_write_pending(store: TimelineStore, action: 
 def test_remove_completed_refuses_anything_but_a_completed_write(
     store: TimelineStore, instant: Instant
 ) -> None:
-    (_hoodie(store) / instant.file_name).write_bytes(b"{}")
+    (_hoodie(store) / layout.file_name(instant)).write_bytes(b"{}")
     with pytest.raises(
         InvalidStateTransitionError, match=_exactly(f"{instant}: only a completed write is un-completed")
     ):
         store.remove_completed(instant)
-    assert _files(store) == [instant.file_name]
+    assert _files(store) == [layout.file_name(instant)]
 
 
 def test_savepoint_create_finish_refuse_and_remove(store: TimelineStore) -> None:

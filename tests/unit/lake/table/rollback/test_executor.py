@@ -24,6 +24,7 @@ from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.instant import InstantClock
 
 COVERAGE: dict[str, set[int]] = {}
@@ -430,7 +431,7 @@ def test_real_table_last_instant_rolled_back_reads_previous_snapshot(
     assert len(commits) >= 2
     last, previous = commits[-1], commits[-2]
     prev_rows = _hudi_as_of(path, previous.timestamp)
-    (path / ".hoodie" / last.file_name).unlink()  # the write "failed" before its completed file
+    (path / ".hoodie" / layout.file_name(last)).unlink()  # the write "failed" before its completed file
     table.clock.next(after=table.timeline().latest_time)
     [result] = rollback(table)
     assert result.target == last.timestamp
@@ -894,7 +895,7 @@ def test_a_stored_plan_with_hudi_file_uris_deletes_exactly_its_files(tmp_path: P
     with pytest.raises(SimulatedCrash), inject_crash(1):  # the plan is stored, nothing else done
         rollback(table)
     [requested] = [i for i in table.timeline().pending if i.action.value == "rollback"]
-    plan_file = path / ".hoodie" / requested.file_name
+    plan_file = path / ".hoodie" / layout.file_name(requested)
     record = timeline_avro.read_avro(plan_file.read_bytes(), "plan")
     targets = [f for r in record["RollbackRequests"] for f in r["filesToBeDeleted"]]
     assert targets and all(f.startswith(str(path)) for f in targets)

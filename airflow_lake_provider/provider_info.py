@@ -9,6 +9,9 @@ from typing import Any
 
 from airflow_lake_provider import __version__
 
+# The one integration every hook, operator, sensor and trigger below belongs to.
+INTEGRATION = "Lake (Apache Hudi)"
+
 # The `lake` connection form (Airflow 3.2+ reads it from here, without importing the hook): the S3 key
 # pair in login and password (the password field is masked in the UI and in logs), the lake's other
 # settings as extra fields stored in the connection's extra JSON.
@@ -42,6 +45,13 @@ LAKE_CONNECTION_TYPE: dict[str, Any] = {
             "description": "Region of the bucket, e.g. eu-west-1.",
             "schema": {"type": ["string", "null"]},
         },
+        "session_token": {
+            "label": "AWS session token",
+            "description": "With temporary credentials (STS): the session token of the key pair above. "
+            "No key pair at all: the worker's own credentials (environment, web identity, container "
+            "or instance role).",
+            "schema": {"type": ["string", "null"], "format": "password"},
+        },
         "allow_http": {
             "label": "Allow plain HTTP",
             "description": "Allow an http:// endpoint (a local MinIO).",
@@ -61,34 +71,36 @@ def get_provider_info() -> dict[str, Any]:
             "commit) from Airflow."
         ),
         "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": INTEGRATION,
+                "external-doc-url": "https://hudi.apache.org/docs/table_management",
+                "tags": ["apache", "software"],
+            }
+        ],
         "hooks": [
             {
-                "integration-name": "Lake",
-                "python-modules": [
-                    "airflow_lake_provider.hooks.lake",
-                    "airflow_lake_provider.hooks.compaction",
-                    "airflow_lake_provider.hooks.partition_commit",
-                    "airflow_lake_provider.hooks.results",
-                    "airflow_lake_provider.hooks.spark",
-                    "airflow_lake_provider.hooks.write",
-                ],
+                "integration-name": INTEGRATION,
+                # The module of the hook class; the hook's other modules are parts of it (mixins, helpers).
+                "python-modules": ["airflow_lake_provider.hooks.lake"],
             }
         ],
         "operators": [
             {
-                "integration-name": "Lake",
+                "integration-name": INTEGRATION,
                 "python-modules": [
                     "airflow_lake_provider.operators.clean",
                     "airflow_lake_provider.operators.compaction",
                     "airflow_lake_provider.operators.partition_commit",
                     "airflow_lake_provider.operators.rollback",
+                    "airflow_lake_provider.operators.write",
                 ],
             }
         ],
         "connection-types": [LAKE_CONNECTION_TYPE],
         "sensors": [
             {
-                "integration-name": "Lake",
+                "integration-name": INTEGRATION,
                 "python-modules": [
                     "airflow_lake_provider.sensors.compaction",
                     "airflow_lake_provider.sensors.partition_commit",
@@ -97,7 +109,7 @@ def get_provider_info() -> dict[str, Any]:
         ],
         "triggers": [
             {
-                "integration-name": "Lake",
+                "integration-name": INTEGRATION,
                 "python-modules": [
                     "airflow_lake_provider.triggers.compaction",
                     "airflow_lake_provider.triggers.partition_commit",

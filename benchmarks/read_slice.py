@@ -13,18 +13,25 @@ its own RSS high-water mark), after one warm-up:
 Prints the median of ``--runs`` runs, the ratio ours / hudi-rs and the peak RSS of each reader,
 and checks that the readers return the same rows (key, ts and one value column, sorted by key).
 
+Then the same read as whole processes (``--skip-process`` to skip): ``lake read T --output x.parquet``
+vs a small hudi-rs script writing the same parquet file, each a fresh interpreter, alternated, wall
+and CPU seconds and peak RSS of the process (``wait4``), median of ``--runs``. And the ``lake``
+CLI's start-up: ``python -X importtime`` of ``lake read`` (cumulative import time of the CLI module).
+
 Usage::
 
     PYTHONPATH=. python benchmarks/read_slice.py [--rows 1000000] [--updates 200000] [--runs 3]
-        [--workdir DIR]
+        [--workdir DIR] [--skip-process]
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -240,6 +247,128 @@ def _out_file(workdir: Path, name: str) -> Path:
 
 
 # ------------------------------------------------------------------------------------------------
+# Whole processes
+# ------------------------------------------------------------------------------------------------
+
+# Each process reports its own peak RSS at exit (VmHWM of its own memory map: wait4's ru_maxrss would
+# count the parent's RSS at the fork, as Linux keeps it across exec).
+PEAK = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: sys.stderr.write('VmHWM ' + [l for l in open('/proc/self/status') "
+    "if l.startswith('VmHWM')][0].split()[1] + chr(10)))\n"
+)
+HUDI_RS_SCRIPT = (
+    PEAK
+    + """
+import sys
+import pyarrow as pa, pyarrow.parquet as pq
+from hudi import HudiTableBuilder
+pq.write_table(pa.Table.from_batches(HudiTableBuilder.from_base_uri(sys.argv[1]).build().read()), sys.argv[2])
+"""
+)
+LAKE_CLI = PEAK + "from airflow_lake_provider.lake.cli import main; import sys; sys.exit(main())"
+
+
+def _run_process(argv: list[str]) -> tuple[float, float, float]:
+    """Wall s, CPU s (user + system, all threads) and peak RSS MB of one fresh process (``PEAK``)."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    if proc.returncode:
+        raise SystemExit(f"{argv[:4]} failed ({proc.returncode}): {err[-1500:]}")
+    peak = [line.split()[1] for line in err.splitlines() if line.startswith("VmHWM ")]
+    return wall, usage.ru_utime + usage.ru_stime, int(peak[-1]) / 1024
+
+
+def whole_process(table_path: Path, workdir: Path, runs: int) -> None:
+    python = sys.executable
+    commands = {
+        "lake read": [
+            python,
+            "-c",
+            LAKE_CLI,
+            "read",
+            str(table_path),
+            "--output",
+            str(workdir / "ours.parquet"),
+        ],
+        "hudi-rs script": [python, "-c", HUDI_RS_SCRIPT, str(table_path), str(workdir / "theirs.parquet")],
+    }
+    got: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
+    for round_no in range(runs + 1):  # round 0 warms the page cache
+        for name, argv in commands.items():  # alternated: drift hits both alike
+            measured = _run_process(argv)
+            if round_no:
+                got[name].append(measured)
+    import pyarrow.parquet as pq
+
+    ours_rows = pq.ParquetFile(workdir / "ours.parquet").metadata.num_rows
+    theirs_rows = pq.ParquetFile(workdir / "theirs.parquet").metadata.num_rows
+    print(f"\nwhole processes (fresh interpreters, alternated, median of {runs}):")
+    print(f"{'process':<18} {'wall s':>7} {'CPU s':>7} {'peak RSS MB':>11}   runs (wall)")
+    med = {}
+    for name, values in got.items():
+        wall, cpu, rss = (statistics.median(v[i] for v in values) for i in range(3))
+        med[name] = (wall, cpu, rss)
+        runs_text = " / ".join(f"{v[0]:.2f}" for v in values)
+        print(f"{name:<18} {wall:>7.3f} {cpu:>7.2f} {rss:>11.0f}   {runs_text}")
+    (ow, oc, orss), (hw, hc, hrss) = med["lake read"], med["hudi-rs script"]
+    print(
+        f"SUMMARY whole process: wall ratio {ow / hw:.2f} (target <= 0.7), CPU ratio {oc / hc:.2f}, "
+        f"RSS ratio {orss / hrss:.2f}; rows {ours_rows} vs {theirs_rows}"
+    )
+    startup(python, table_path, workdir, runs)
+
+
+def startup(python: str, table_path: Path, workdir: Path, runs: int) -> None:
+    """``python -X importtime`` of a whole ``lake read``: its imports against its wall time."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    argv = [python, "-X", "importtime", "-c", LAKE_CLI, "read", str(table_path), "--output"]
+    shares, imports, walls, watched = [], [], [], {}
+    for _ in range(runs):
+        start = time.perf_counter()
+        out = subprocess.run(argv + [str(workdir / "ours.parquet")], env=env, capture_output=True, text=True)
+        walls.append(time.perf_counter() - start)
+        if out.returncode:
+            raise SystemExit(f"lake read failed: {out.stderr[-1500:]}")
+        total, watched = _imports(out.stderr)
+        imports.append(total)
+        shares.append(total / walls[-1])
+    print(
+        f"start-up of `lake read` (python -X importtime, median of {runs}): imports "
+        f"{statistics.median(imports):.3f} s of {statistics.median(walls):.3f} s wall = share "
+        f"{statistics.median(shares):.2f}; cumulative: "
+        + ", ".join(f"{k} {v:.3f} s" for k, v in watched.items())
+    )
+
+
+WATCHED = ("airflow_lake_provider.lake.cli", "pyarrow", "pyarrow.parquet", "numpy", "polars", "fastavro")
+
+
+def _imports(stderr: str) -> tuple[float, dict[str, float]]:
+    """Seconds of all top-level imports, and the cumulative seconds of the watched modules."""
+    total, found = 0, {}
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or line.count("|") != 2:
+            continue
+        _, cumulative, raw = line[len("import time:") :].split("|")
+        if not cumulative.strip().isdigit():
+            continue
+        name = raw.strip()
+        if len(raw) - len(raw.lstrip()) == 1:  # not imported by another module: count it once
+            total += int(cumulative)
+        if name in WATCHED:
+            found[name] = int(cumulative) / 1e6
+    return total / 1e6, found
+
+
+# ------------------------------------------------------------------------------------------------
 # Main
 # ------------------------------------------------------------------------------------------------
 
@@ -251,6 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3, help="timed runs per reader (after one warm-up)")
     parser.add_argument("--workdir", type=Path, default=None, help="where to build the table (kept)")
     parser.add_argument("--readers", default=",".join(READERS), help="comma-separated subset of readers")
+    parser.add_argument("--skip-process", action="store_true", help="skip the whole-process comparison")
     args = parser.parse_args(argv)
     if args.updates > args.rows:
         parser.error("--updates cannot exceed --rows")
@@ -318,6 +448,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"peak RSS ours {results['ours']['hwm_kib'] / 1024:.0f} MB vs hudi-rs "
                 f"{results['hudi-rs table']['hwm_kib'] / 1024:.0f} MB"
             )
+        if not args.skip_process:
+            whole_process(table_path, workdir, args.runs)
         return 0 if ok and len(results) == len(names) else 1
     finally:
         if cleanup:

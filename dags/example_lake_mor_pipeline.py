@@ -31,7 +31,7 @@ from airflow.sdk import DAG, Param, task
 
 from airflow_lake_provider.operators.clean import ScheduleCleanOperator
 from airflow_lake_provider.operators.compaction import RunCompactionOperator, ScheduleCompactionOperator
-from airflow_lake_provider.operators.rollback import LakeWriteOperator
+from airflow_lake_provider.operators.write import LakeWriteOperator
 from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
 
 # Where the examples keep their tables: a folder, or s3://bucket/prefix with LAKE_EXAMPLES_CONN_ID

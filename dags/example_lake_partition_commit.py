@@ -15,7 +15,9 @@ hour that ends when it was triggered (``dag_run.run_after``) instead.
    ``dag_run.run_after`` on a manual run) is after partition time + delay. Then it applies both
    policies once: ``metastore`` (a Spark SQL job with an embedded Derby metastore defines the table
    and adds the partition) and ``success-file`` (an empty ``_SUCCESS`` file in the partition folder,
-   which downstream readers wait for). A re-run commits nothing twice.
+   which downstream readers wait for). A re-run commits nothing twice. On ``s3://`` (the
+   docker-compose stack's ``LAKE_EXAMPLES_ROOT``) only ``success-file``: the ``metastore`` policy's
+   Spark job has no S3 file system (pyspark ships no hadoop-aws) and is refused there.
 
 Parsing this file imports no table code and needs no connection.
 """
@@ -39,11 +41,13 @@ METASTORE_DIR = os.environ.get("LAKE_EXAMPLES_METASTORE", "/tmp/lake-examples/me
 END = "(data_interval_end | default(dag_run.run_after))"
 HOUR = "(" + END + " - macros.timedelta(hours=1))"
 PARTITION = "{{ " + HOUR + ".strftime('year=%Y/month=%m/day=%d/hour=%H') }}"
+# The metastore policy works on local tables only (its Spark job cannot resolve s3:// locations).
+POLICIES = "success-file" if "://" in EXAMPLES_ROOT else "metastore,success-file"
 COMMIT_OPTIONS = {
     "sink.partition-commit.trigger": "partition-time",
     "partition.time-extractor.timestamp-pattern": "$year-$month-$day $hour:00:00",
     "sink.partition-commit.delay": "0 s",
-    "sink.partition-commit.policy.kind": "metastore,success-file",
+    "sink.partition-commit.policy.kind": POLICIES,
     "hoodie.datasource.hive_sync.database": "lake_examples",
 }
 

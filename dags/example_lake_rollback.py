@@ -26,7 +26,8 @@ import os
 import pendulum
 from airflow.sdk import DAG, Param, task
 
-from airflow_lake_provider.operators.rollback import LakeWriteOperator, RollbackFailedWritesOperator
+from airflow_lake_provider.operators.rollback import RollbackFailedWritesOperator
+from airflow_lake_provider.operators.write import LakeWriteOperator
 
 EXAMPLES_ROOT = os.environ.get("LAKE_EXAMPLES_ROOT", "/tmp/lake-examples").rstrip("/")
 EXAMPLES_CONN_ID = os.environ.get("LAKE_EXAMPLES_CONN_ID", "")

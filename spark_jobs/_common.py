@@ -122,6 +122,15 @@ def build_spark_session(
     return spark
 
 
+def option_values(pairs: Sequence[str], error: Callable[[str], BaseException] = SystemExit) -> dict[str, str]:
+    """``--option k=v`` pairs as a dict, an unknown ``hoodie.``/``lake.`` key refused (``ConfigError``)."""
+    from airflow_lake_provider.lake.config import check_options
+
+    options = key_values(pairs, error)
+    check_options(options)
+    return options
+
+
 def key_values(pairs: Sequence[str], error: Callable[[str], BaseException] = SystemExit) -> dict[str, str]:
     """``--option k=v`` pairs as a dict; a pair without ``=`` or a key raises ``error``."""
     options = {}

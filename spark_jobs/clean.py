@@ -17,11 +17,12 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from airflow_lake_provider.lake.services.clean.executor import DeleteOutcome, delete_files, run_clean
+from airflow_lake_provider.lake.services.clean.executor import delete_files, run_clean
 from airflow_lake_provider.lake.services.clean.plan import CleanPlan
+from airflow_lake_provider.lake.services.clean.result import DeleteOutcome
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.table import LakeTable
-from spark_jobs._common import KillSwitch, key_values, kill_point, kill_switch, run_job
+from spark_jobs._common import KillSwitch, kill_point, kill_switch, option_values, run_job
 
 
 def _delete(base: str, paths: Sequence[str], switch: KillSwitch | None) -> DeleteOutcome:
@@ -44,7 +45,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def options_of(pairs: Sequence[str]) -> dict[str, str]:
-    return key_values(pairs)
+    return option_values(pairs)
 
 
 def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
-from spark_jobs._common import KillSwitch, key_values, kill_point, kill_switch, run_job
+from spark_jobs._common import KillSwitch, kill_point, kill_switch, option_values, run_job
 from spark_jobs.worker_process import WORKER_ENV
 
 log = logging.getLogger("lake.compact")
@@ -55,7 +55,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 def options_of(pairs: Sequence[str]) -> dict[str, str]:
     """``k=v`` pairs as a dict, validated as compaction options (``CompactionConfigError`` if not)."""
-    options = key_values(pairs, CompactionConfigError)
+    options = option_values(pairs, CompactionConfigError)
     CompactionConfig.from_options(options)
     return options
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shutil
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,15 +22,16 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from airflow_lake_provider.lake.config.registry import PC_HIVE_DATABASE, PC_HIVE_TABLE
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.services.partition_commit.executor import CommitContext, commit_partitions
 from airflow_lake_provider.lake.table.table import LakeTable
-from spark_jobs._common import emit_result, key_values, setup_logging
+from spark_jobs._common import emit_result, option_values, setup_logging
 
 log = logging.getLogger(__name__)
 
-DATABASE_KEY = "hoodie.datasource.hive_sync.database"
-TABLE_KEY = "hoodie.datasource.hive_sync.table"
+DATABASE_KEY = PC_HIVE_DATABASE.key
+TABLE_KEY = PC_HIVE_TABLE.key
 # What Hudi's hive sync stores for a table: Hudi's input formats over Hive's parquet SerDe.
 SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutputFormat"
@@ -87,11 +90,11 @@ class SparkMetastorePolicy:
     """The ``metastore`` policy over a SparkSession with Hive support (the embedded Derby one works)."""
 
     def __init__(self, spark: Any, table: LakeTable, options: dict[str, str] | None = None) -> None:
-        props = {**table.config.properties, **(options or {})}
+        layers = (table.config.properties, options or {})
         self.spark = spark
         self.table = table
-        self.database = props.get(DATABASE_KEY) or "default"
-        self.name = props.get(TABLE_KEY) or table.config.name
+        self.database = PC_HIVE_DATABASE.read(*layers)
+        self.name = PC_HIVE_TABLE.read(*layers) or table.config.name
         self._ensured = False
 
     @property
@@ -172,10 +175,18 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def options_of(pairs: Sequence[str]) -> dict[str, str]:
-    return key_values(pairs)
+    return option_values(pairs)
 
 
-def build_session(metastore_dir: str | None) -> Any:
+def build_session(metastore_dir: str | None, scratch: str) -> Any:
+    """A SparkSession with Hive support whose Derby files stay out of the working directory.
+
+    Derby puts ``derby.log`` (and a relative ``metastore_db``, Hive's default) under
+    ``derby.system.home``, else the current folder. It goes to ``metastore_dir`` when given, else
+    to ``scratch`` (a temporary folder removed after the job: without ``--metastore-dir`` only a
+    metastore configured for Spark itself, e.g. hive-site.xml, outlives the job).
+    """
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("lake-partition-commit").config(
@@ -183,11 +194,18 @@ def build_session(metastore_dir: str | None) -> Any:
     )
     if metastore_dir:
         base = Path(metastore_dir).resolve()
+        base.mkdir(parents=True, exist_ok=True)
         builder = builder.config("spark.sql.warehouse.dir", str(base / "warehouse")).config(
             "spark.hadoop.javax.jdo.option.ConnectionURL",
             f"jdbc:derby:;databaseName={base / 'metastore_db'};create=true",
         )
+    else:
+        base = Path(scratch)
+        if not SparkConf().contains("spark.sql.warehouse.dir"):  # else ./spark-warehouse
+            builder = builder.config("spark.sql.warehouse.dir", str(base / "warehouse"))
     spark = builder.enableHiveSupport().getOrCreate()
+    # Before the first SQL statement: the Hive client (and Derby with it) starts lazily.
+    spark.sparkContext._jvm.java.lang.System.setProperty("derby.system.home", str(base))
     spark.sparkContext.setLogLevel("WARN")
     return spark
 
@@ -210,14 +228,18 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     setup_logging()
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    spark = build_session(args.metastore_dir)
+    scratch = tempfile.mkdtemp(prefix="lake-metastore-")
     try:
-        emit_result(run(args, spark))
-    except LakeError as exc:
-        emit_result({"outcome": "FAILED", "error": str(exc)})
-        return 1
+        spark = build_session(args.metastore_dir, scratch)
+        try:
+            emit_result(run(args, spark))
+        except LakeError as exc:
+            emit_result({"outcome": "FAILED", "error": str(exc)})
+            return 1
+        finally:
+            spark.stop()
     finally:
-        spark.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 

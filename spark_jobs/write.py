@@ -42,7 +42,7 @@ from airflow_lake_provider.lake.table.write import (
     write_file_group,
 )
 from airflow_lake_provider.lake.table.write.input import find_input, read_input
-from spark_jobs._common import key_values, run_job
+from spark_jobs._common import key_values, option_values, run_job
 
 log = logging.getLogger("lake.write")
 KILL_AT_ENV = "LAKE_TEST_KILL_WRITE_AT"
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace, spark: Any) -> dict[str, Any]:
         batch,
         args.operation,
         max_rows_per_file=args.max_rows_per_file,
-        options=key_values(args.option, WriteInputError),
+        options=option_values(args.option, WriteInputError),
         extra_metadata=key_values(args.meta, WriteInputError),
         runner=spark_runner(spark.sparkContext, table.uri, args.parallelism),
         fault=_test_kill_hook(),

@@ -106,6 +106,12 @@ def test_pyspark_code_matches_its_jars() -> None:
     )
 
 
+def test_the_install_leaves_pyspark_client_out() -> None:
+    """`make install` excludes pyspark-client (excludes.txt): nothing can overwrite pyspark's files."""
+    with pytest.raises(metadata.PackageNotFoundError):
+        metadata.version("pyspark-client")
+
+
 @pytest.mark.spark
 def test_spark_local_job(spark) -> None:
     assert spark.sparkContext.master == "local[2]"

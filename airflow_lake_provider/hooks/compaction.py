@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 from airflow_lake_provider.hooks.errors import (
     LakeConfigError,
     LakeHookError,
-    LakeServiceBusyError,
     LakeSparkJobError,
     as_bool,
+    check_options,
+    core_errors,
 )
 from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkJobMixin
@@ -85,11 +86,9 @@ def _options(options: Mapping[str, Any] | None, what: str) -> dict[str, str]:
     """Options as strings, checked like the core checks them (bad ones fail the task at once)."""
     from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
 
-    opts = {str(k): str(v) for k, v in (options or {}).items()}
-    try:
+    opts = check_options(options, what)
+    with core_errors(what):
         CompactionConfig.from_options(opts)
-    except ValueError as exc:
-        raise LakeConfigError(f"{what}: {exc}") from exc
     return opts
 
 
@@ -125,22 +124,13 @@ class CompactionHookMixin(SparkJobMixin):
         :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's own.
         :param dry_run: compute and report the plan, write nothing.
         """
-        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
         from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
         table = self.open_table(table_path)  # type: ignore[attr-defined]
-        try:
-            result = schedule_compaction(
-                table,
-                {str(k): v for k, v in (options or {}).items()},
-                dry_run=as_bool(dry_run, "dry_run"),
-            )
-        except ServiceBusyError as exc:
-            raise LakeServiceBusyError(f"compaction scheduling of {table.uri}: {exc}") from exc
-        except ValueError as exc:  # bad options: retrying cannot help
-            raise LakeConfigError(f"compaction scheduling of {table.uri}: {exc}") from exc
-        except LakeError as exc:
-            raise LakeHookError(f"compaction scheduling of {table.uri} failed: {exc}") from exc
+        what = f"compaction scheduling of {table.uri}"
+        opts = check_options(options, what)
+        with core_errors(what):
+            result = schedule_compaction(table, opts, dry_run=as_bool(dry_run, "dry_run"))
         return {**schedule_summary(result), "table_path": table.uri, **dropped_summary(table)}
 
     def find_requested_compaction(self, table_path: str) -> str | None:
@@ -208,10 +198,8 @@ class CompactionHookMixin(SparkJobMixin):
             plan = load_plan(timeline, target)
         except LakeError as exc:
             raise LakeHookError(f"compaction {target} of {table.uri}: cannot read its plan: {exc}") from exc
-        try:  # before either executor: a Spark job would refuse only after starting
+        with core_errors(f"compaction {target} of {table.uri}"):  # a Spark job would refuse after starting
             guard_mutation(table, "compaction execute", opts)
-        except ValueError as exc:
-            raise LakeConfigError(f"compaction {target} of {table.uri}: {exc}") from exc
         io_mb = round(plan.total_io_mb, 3)
         started = time.monotonic()
         if io_mb <= threshold:
@@ -255,19 +243,10 @@ class CompactionHookMixin(SparkJobMixin):
 
     def _compact_locally(self, table: LakeTable, target: str) -> None:
         """Merge every file group of the plan in this process (the core's executor, under its lock)."""
-        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
         from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
 
-        try:
+        with core_errors(f"compaction {target} of {table.uri}", "; it stays pending and a retry recovers it"):
             execute_compaction(table, target)
-        except ServiceBusyError as exc:
-            raise LakeServiceBusyError(f"compaction {target} of {table.uri} not started: {exc}") from exc
-        except ValueError as exc:  # a plan naming paths outside the table, a bad schema: not retried
-            raise LakeConfigError(f"compaction {target} of {table.uri}: {exc}") from exc
-        except LakeError as exc:
-            raise LakeHookError(
-                f"compaction {target} of {table.uri} failed: {exc}; it stays pending and a retry recovers it"
-            ) from exc
 
     def _compact_on_spark(
         self,

@@ -1,4 +1,5 @@
-"""Exceptions of the Airflow layer, and the checks of templated arguments they come from."""
+"""Exceptions of the Airflow layer, the one translation of the core's errors into them, and the
+checks of templated arguments."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 
 import jinja2
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_lake_provider.lake.errors import ConfigError, LakeError, ServiceBusyError
 
 # What a run without a logical date (a manual trigger from the UI, or the REST API's default)
 # lacks in its template context.
@@ -28,6 +31,39 @@ class LakeServiceBusyError(LakeHookError):
 
 class LakeSparkJobError(LakeHookError):
     """The Spark job did not complete the instant it was submitted for."""
+
+
+@contextlib.contextmanager
+def core_errors(what: str, retry_note: str = "") -> Iterator[None]:
+    """Around a call into the table core: its errors become the Airflow layer's, decided here only.
+
+    A ``ConfigError`` (an unknown option, a bad value) and any other bad input (the core raises those
+    as ``ValueError``: a schema, a path outside the table, a missing partition) fail the task at once
+    (:class:`LakeConfigError`): a retry reads the same input. A busy lock is
+    :class:`LakeServiceBusyError` and any other ``LakeError`` is :class:`LakeHookError`: both retried.
+    ``what`` names the action and the table (``clean of s3://b/t``); ``retry_note`` ends the message
+    of a retried failure (what a retry will do).
+    """
+    try:
+        yield
+    except LakeHookError:
+        raise
+    except ServiceBusyError as exc:
+        raise LakeServiceBusyError(f"{what} not started: {exc}") from exc
+    except (ConfigError, ValueError) as exc:
+        raise LakeConfigError(f"{what}: {exc}") from exc
+    except LakeError as exc:
+        raise LakeHookError(f"{what} failed: {exc}{retry_note}") from exc
+
+
+def check_options(options: Mapping[str, Any] | None, what: str) -> dict[str, str]:
+    """An operator's ``options`` as strings, unknown ``hoodie.``/``lake.`` keys refused (no retry)."""
+    from airflow_lake_provider.lake.config import check_options as check
+
+    given = {str(k): str(v) for k, v in (options or {}).items() if v is not None}
+    with core_errors(what):
+        check(given)
+    return given
 
 
 def as_bool(value: bool | str, name: str) -> bool:

@@ -28,13 +28,16 @@ from airflow_lake_provider.hooks.errors import (
     LakeServiceBusyError,
     LakeSparkJobError,
     as_bool,
+    check_options,
+    core_errors,
 )
 from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
 from airflow_lake_provider.hooks.write import WriteHookMixin
+from airflow_lake_provider.lake.config.registry import METADATA_ENABLE
 
 if TYPE_CHECKING:
-    from airflow_lake_provider.lake.services.clean.executor import CleanResult
+    from airflow_lake_provider.lake.services.clean.result import CleanResult
     from airflow_lake_provider.lake.storage import Storage
     from airflow_lake_provider.lake.table.table import LakeTable
     from airflow_lake_provider.lake.timeline.active import Timeline
@@ -49,10 +52,16 @@ DEFAULT_SPARK_THRESHOLD = 10_000
 # The only connection extras the hook reads (never the whole extra dict).
 EXTRA_BASE_PATH = "base_path"
 # Hudi's writer option, read from the extra too: false drops a table's metadata table before an action.
-EXTRA_METADATA_ENABLE = "hoodie.metadata.enable"
+EXTRA_METADATA_ENABLE = METADATA_ENABLE.key
 # S3 settings in the connection's extra, and the standard variable each one becomes. The key pair
-# is the connection's login and password.
-S3_EXTRAS = {"endpoint": "AWS_ENDPOINT_URL", "region": "AWS_REGION", "allow_http": "AWS_ALLOW_HTTP"}
+# is the connection's login and password; without one, the worker's own credentials (its
+# environment, web identity, container or instance role) are used.
+S3_EXTRAS = {
+    "endpoint": "AWS_ENDPOINT_URL",
+    "region": "AWS_REGION",
+    "allow_http": "AWS_ALLOW_HTTP",
+    "session_token": "AWS_SESSION_TOKEN",  # temporary credentials (STS) with the key pair
+}
 
 
 def _as_threshold(value: int | str) -> int:
@@ -101,8 +110,11 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
     With a connection, its extra ``base_path`` is the root of the lake (a folder or ``s3://bucket/prefix``):
     relative table paths are resolved under it and absolute ones must lie inside it. Without one,
     table paths are used as given. For ``s3://`` tables the connection's login and password are the
-    AWS key pair and its extras ``endpoint``, ``region`` and ``allow_http`` the rest; they reach the
-    core as settings and Spark jobs as environment variables, never a command line, log or XCom.
+    AWS key pair (with the extra ``session_token`` for temporary credentials) and its extras
+    ``endpoint``, ``region`` and ``allow_http`` the rest; they reach the core as settings and Spark
+    jobs as environment variables, never a command line, log or XCom. Without a key pair the
+    worker's own credentials apply: its ``AWS_*`` variables, a web identity token, a container or
+    an instance role (no keys at all).
     The connection form (labels, extra fields) is declared in ``provider_info.py``.
 
     :param lake_conn_id: Airflow connection id of type ``lake``, or ``None`` for no connection.
@@ -156,6 +168,29 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
                 value = "true" if as_bool(value, "allow_http") else "false"
             env[name] = str(value)
         return env
+
+    def test_connection(self) -> tuple[bool, str]:
+        """``airflow connections test`` and the UI's Test button: list the connection's ``base_path``.
+
+        ``(True, what was listed)`` when the folder or the bucket prefix can be listed (an empty one
+        too); ``(False, why)`` otherwise: no ``base_path``, a missing folder, a refused credential, an
+        unreachable endpoint, a missing ``[s3]`` extra.
+        """
+        base = None
+        try:
+            base = self.base_path
+            if base is None:
+                return False, (
+                    f"lake connection {self.lake_conn_id!r} has no base_path to list: set its extra "
+                    "base_path to an absolute folder or s3://bucket/prefix"
+                )
+            storage = self.open_location(base)
+            if "://" not in storage.uri() and not storage.exists(""):
+                return False, f"base_path {base} does not exist"
+            files, folders = storage.list_dir("")
+        except Exception as exc:  # every failure is the test's answer; the secret is never in it
+            return False, f"cannot list base_path {base}: {exc}"
+        return True, f"listed base_path {base}: {len(folders)} folders, {len(files)} files"
 
     # -- tables --------------------------------------------------------------------------------
     @property
@@ -269,27 +304,22 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         :param spark_conf: extra ``--conf`` values for ``spark-submit``.
         :param spark_env: extra environment variables for ``spark-submit``.
         """
-        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
-        from airflow_lake_provider.lake.services.clean.executor import (
-            CleanResult,
-            Outcome,
-            clean_config,
-            pending_cleans,
-            run_clean,
-        )
+        from airflow_lake_provider.lake.services.clean.executor import clean_config, pending_cleans, run_clean
+        from airflow_lake_provider.lake.services.clean.result import CleanResult, Outcome
         from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 
         if mode not in CLEAN_MODES:
             raise LakeConfigError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")
         dry_run = as_bool(dry_run, "dry_run")
         threshold = _as_threshold(spark_threshold)
-        opts = {str(k): v for k, v in (options or {}).items()}
         table = self.open_table(table_path)
-        try:
+        opts = check_options(options, f"clean of {table.uri}")
+        with core_errors(f"clean of {table.uri}"):
             clean_config(table, opts)  # fail on bad options before anything is written
             if not dry_run:  # refused (or the MDT dropped) even when nothing turns out to be due
                 guard_mutation(table, "clean", opts)
-            preview = run_clean(table, opts, dry_run=True)
+            # A preview that picks the executor: a real run follows and logs the scan (once).
+            preview = run_clean(table, opts, dry_run=True, log_scan=dry_run)
             if mode == "execute" and not pending_cleans(table.timeline()):
                 preview = CleanResult(Outcome.NO_WORK, reason="no pending clean to execute")
             if dry_run or preview.outcome is Outcome.NO_WORK:
@@ -310,12 +340,6 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
                 threshold,
             )
             return self._clean_on_spark(table, opts, mode, spark_conn_id, spark_conf, spark_env)
-        except ServiceBusyError as exc:
-            raise LakeServiceBusyError(f"clean of {table.uri} not started: {exc}") from exc
-        except ValueError as exc:  # core input errors (CleanConfigError, UnsafePathError, ...)
-            raise LakeConfigError(f"clean of {table.uri}: {exc}") from exc
-        except LakeError as exc:
-            raise LakeHookError(f"clean of {table.uri} failed: {exc}") from exc
 
     def _clean_on_spark(
         self,
@@ -331,12 +355,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         Pending cleans go first, as in a local run: a retry after a killed job finishes the same
         instant from its stored plan instead of planning a second clean over the same files.
         """
-        from airflow_lake_provider.lake.services.clean.executor import (
-            CleanResult,
-            Outcome,
-            pending_cleans,
-            run_clean,
-        )
+        from airflow_lake_provider.lake.services.clean.executor import pending_cleans, run_clean
+        from airflow_lake_provider.lake.services.clean.result import CleanResult, Outcome
 
         self.check_spark_setup(conn_id, env)  # before a plan is written: a bad set-up fails at once
         pending = tuple(i.timestamp for i in pending_cleans(table.timeline()))
@@ -367,7 +387,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
     ) -> CleanResult:
         """Execute the pending cleans ``targets`` with ``spark_jobs/clean.py --mode execute`` and judge
         from the timeline: every target must be completed. The result is the last target's."""
-        from airflow_lake_provider.lake.services.clean.executor import CleanResult, Outcome, stored_plan
+        from airflow_lake_provider.lake.services.clean.executor import stored_plan
+        from airflow_lake_provider.lake.services.clean.result import CleanResult, Outcome
         from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
         args = ["--table", table.uri, "--mode", "execute"]
@@ -412,26 +433,16 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         """Archive the table's timeline (Hudi's ``hoodie.keep.*`` rules); ``NO_WORK`` when not due.
 
         :param table_path: the table's base path (or relative to the connection's ``base_path``).
-        :param options: ``hoodie.keep.*`` options and ``hoodie.metadata.enable`` over the table's own
-            (other keys are ignored).
+        :param options: archival options (``hoodie.keep.*``...) and ``hoodie.metadata.enable`` over the
+            table's own (options of other services are ignored; unknown ``hoodie.`` keys refused).
         """
-        from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+        from airflow_lake_provider.lake.config import of_family
         from airflow_lake_provider.lake.table.archival.executor import run_archival
 
         table = self.open_table(table_path)
-        keep = {
-            str(k): v
-            for k, v in (options or {}).items()
-            if str(k).startswith(("hoodie.keep.", "hoodie.commits.archival", "hoodie.metadata."))
-        }
-        try:
-            result = run_archival(table, keep)
-        except ServiceBusyError as exc:
-            raise LakeServiceBusyError(f"archival of {table.uri} not started: {exc}") from exc
-        except ValueError as exc:
-            raise LakeConfigError(f"archival of {table.uri}: {exc}") from exc
-        except LakeError as exc:
-            raise LakeHookError(f"archival of {table.uri} failed: {exc}") from exc
+        opts = check_options(options, f"archival of {table.uri}")
+        with core_errors(f"archival of {table.uri}"):
+            result = run_archival(table, of_family(opts, "archival", "metadata-table"))
         return {**result.to_dict(), "table_path": table.uri}
 
     @staticmethod

@@ -10,14 +10,21 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from airflow_lake_provider.hooks.errors import LakeConfigError, LakeHookError, as_bool
+from airflow_lake_provider.hooks.errors import (
+    LakeConfigError,
+    LakeHookError,
+    as_bool,
+    check_options,
+    core_errors,
+)
 from airflow_lake_provider.hooks.results import dropped_summary
+from airflow_lake_provider.lake.config.registry import PC_DELAY, PC_POLICY_KIND, PC_TRIGGER
 
 log = logging.getLogger(__name__)
 
-POLICY_KIND_KEY = "sink.partition-commit.policy.kind"
-TRIGGER_KEY = "sink.partition-commit.trigger"
-DELAY_KEY = "sink.partition-commit.delay"
+POLICY_KIND_KEY = PC_POLICY_KIND.key
+TRIGGER_KEY = PC_TRIGGER.key
+DELAY_KEY = PC_DELAY.key
 
 
 def as_partitions(value: str | Sequence[str]) -> list[str]:
@@ -70,8 +77,10 @@ def run_partition_commit(
     Hive support), submitted to ``spark_master``; everything else runs in this process.
     """
     from airflow_lake_provider.lake import spark_submit
-    from airflow_lake_provider.lake.errors import LakeError
-    from airflow_lake_provider.lake.services.partition_commit.config import PolicyKind
+    from airflow_lake_provider.lake.services.partition_commit.config import (
+        PolicyKind,
+        check_metastore_location,
+    )
     from airflow_lake_provider.lake.services.partition_commit.executor import (
         commit_config,
         commit_partitions,
@@ -83,7 +92,8 @@ def run_partition_commit(
 
     dry = as_bool(dry_run, "dry_run")
     watermark = None if watermark in (None, "", "None") else watermark
-    try:
+    options = check_options(options, f"partition commit of {table_path}")
+    with core_errors(f"partition commit of {table_path}"):
         if lake_conn_id:
             from airflow_lake_provider.hooks.lake import LakeHook
 
@@ -110,6 +120,8 @@ def run_partition_commit(
             return result
         table = LakeTable.open(storage)
         config = commit_config(table, options)
+        if PolicyKind.METASTORE in config.policies:
+            check_metastore_location(table.uri)  # an s3:// table: refused before Spark starts (dry runs too)
         if PolicyKind.METASTORE in config.policies and not dry:
             if force:
                 raise LakeConfigError("force with the metastore policy is not supported; commit on schedule")
@@ -141,10 +153,6 @@ def run_partition_commit(
                 metastore=(lambda _context: None) if dry else None,
             ).to_dict()
             result.update(dropped_summary(table))
-    except ValueError as exc:  # bad input: options, partitions, watermark (LakeError subclasses too)
-        raise LakeConfigError(f"partition commit of {table_path}: {exc}") from exc
-    except LakeError as exc:
-        raise LakeHookError(f"partition commit of {table_path} failed: {exc}") from exc
     result["table_path"] = table_path
     return result
 
@@ -161,9 +169,9 @@ def metastore_submission(
 ) -> tuple[list[str], dict[str, str]]:
     """Arguments and environment of ``spark_jobs/partition_commit.py`` (the ``metastore`` policy).
 
-    The lake connection's S3 settings (``storage_env``: credentials, endpoint, region) go into
-    ``spark-submit``'s environment, as for the other Spark jobs, so the driver opens an ``s3://`` table
-    with them; never onto the command line (``ps`` shows it).
+    The lake connection's storage settings (``storage_env``) go into ``spark-submit``'s environment,
+    as for the other Spark jobs, never onto the command line (``ps`` shows it). The table is local:
+    ``run_partition_commit`` refuses the policy on ``s3://`` before this is called.
     """
     args = ["--table", table_uri] + [a for p in partitions for a in ("--partition", p)]
     args += [a for k, v in options.items() for a in ("--option", f"{k}={v}")]

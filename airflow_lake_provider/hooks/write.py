@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_lake_provider.hooks.errors import LakeConfigError, LakeHookError, LakeSparkJobError
+from airflow_lake_provider.hooks.errors import LakeConfigError, LakeSparkJobError, check_options, core_errors
 from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkJobMixin
 from airflow_lake_provider.lake.errors import LakeError
@@ -129,11 +129,12 @@ class WriteHookMixin(SparkJobMixin):
                 f"input_path {input_path!r} is relative: give an absolute path or an s3:// URI"
             )
         threshold = _threshold(spark_threshold)
-        opts = {str(k): str(v) for k, v in (options or {}).items()}
         attempt = {str(k): str(v) for k, v in (attempt or {}).items()}
         table = self.open_table(table_path)  # type: ignore[attr-defined]
+        what = f"write of {input_path} into {table.uri}"
+        opts = check_options(options, what)
         run_keys = {k: v for k, v in attempt.items() if k != META_TRY}
-        try:
+        with core_errors(what):
             # Here, not only in the core's write: the rollback below and a Spark write come first.
             guard_mutation(table, f"write ({operation})", opts)
             source = find_input(input_path, environ={**os.environ, **self.storage_env()})  # type: ignore[attr-defined]
@@ -174,12 +175,6 @@ class WriteHookMixin(SparkJobMixin):
                 table, input_path, operation, opts, attempt, spark_conn_id, spark_conf, spark_env
             )
             return {**written, "rolled_back": rolled_back, "executor": "spark", **dropped_summary(table)}
-        except LakeHookError:
-            raise
-        except ValueError as exc:  # bad input (schema, missing file): a retry cannot help
-            raise LakeConfigError(f"write of {input_path} into {table.uri}: {exc}") from exc
-        except LakeError as exc:
-            raise LakeHookError(f"write of {input_path} into {table.uri} failed: {exc}") from exc
 
     def _write_on_spark(
         self,

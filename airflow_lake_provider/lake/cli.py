@@ -7,11 +7,10 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from airflow_lake_provider.lake import spark_submit
+from airflow_lake_provider.lake.config import check_options
+from airflow_lake_provider.lake.config.registry import PC_POLICY_KIND
 from airflow_lake_provider.lake.errors import (
     ArchivalConfigError,
     CleanConfigError,
@@ -21,36 +20,27 @@ from airflow_lake_provider.lake.errors import (
     WriteInputError,
 )
 from airflow_lake_provider.lake.services.clean.config import POLICY_KEYS, CleanConfig, CleanPolicy
-from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY
-from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
-from airflow_lake_provider.lake.services.compaction.result import Outcome
-from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.partition_commit.config import (
     DELAY_KEY,
     POLICY_KIND_KEY,
     TRIGGER_KEY,
     PolicyKind,
     Trigger,
+    check_metastore_location,
     parse_duration,
     parse_policies,
 )
-from airflow_lake_provider.lake.services.partition_commit.executor import (
-    commit_partitions,
-    commit_plain_partitions,
-    parse_watermark,
-)
-from airflow_lake_provider.lake.services.partition_commit.plain import is_plain_directory
-from airflow_lake_provider.lake.services.restore import restore
-from airflow_lake_provider.lake.services.rollback import rollback
-from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
-from airflow_lake_provider.lake.storage import Storage, open_storage
-from airflow_lake_provider.lake.table.archival.executor import run_archival
-from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table, guard_mutation
-from airflow_lake_provider.lake.table.metadata_table import report as metadata_report
-from airflow_lake_provider.lake.table.reader import read_snapshot
-from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.write import Operation, write
+from airflow_lake_provider.lake.storage import Storage, open_storage, resolved_uri
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.lake.table.table import LakeTable
+
+# Each command imports what it uses when it runs (pyarrow, the table core, a service): `lake
+# timeline` need not load the writer, `lake read` not the services (benchmarks/read_slice.py).
+OPERATIONS = ("insert", "upsert", "delete")  # writer.Operation's values (the writer loads pyarrow)
+
+log = logging.getLogger("airflow_lake_provider.lake.cli")  # also when run as __main__ (python -m)
 
 
 def _fields(value: str) -> tuple[str, ...]:
@@ -60,14 +50,43 @@ def _fields(value: str) -> tuple[str, ...]:
     return fields
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("airflow-lake-provider")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the version is looked up only when asked (importlib.metadata costs ~20 ms)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help="print the version")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
+        print(f"{parser.prog} {_version()}")
+        parser.exit()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lake", description="Apache Hudi (table version 6) tables from Python."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
+    parser.add_argument("--version", action=_VersionAction)
+    # -v after the subcommand too; SUPPRESS keeps a -v given before it when the subcommand has none.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log progress to stderr"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("init", help="create an empty table")
+    def add(name: str, summary: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=summary, parents=[common])
+
+    p = add("init", "create an empty table")
     p.add_argument("path")
     p.add_argument("--table-type", required=True, choices=["cow", "mor"])
     p.add_argument("--name", required=True)
@@ -76,31 +95,39 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--partition-fields", type=_fields, default=(), help="F[,F]")
     p.add_argument("--hive-style", action="store_true", help="partition folders named field=value")
 
-    p = sub.add_parser("write", help="commit a parquet file of records as one instant")
+    p = add("write", "commit a parquet file of records as one instant")
     p.add_argument("path")
     p.add_argument("--input", required=True, help="FILE.parquet")
-    p.add_argument("--operation", required=True, choices=[o.value for o in Operation])
+    p.add_argument("--operation", required=True, choices=list(OPERATIONS))
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="any write option")
 
-    p = sub.add_parser("read", help="write the snapshot (with meta columns) to a parquet file")
+    p = add("read", "write the snapshot (with meta columns) to a parquet file")
     p.add_argument("path")
     p.add_argument("--output", required=True, help="FILE.parquet")
     p.add_argument("--as-of", help="instant time: read the table as it was then")
 
-    p = sub.add_parser("timeline", help="list instants (time, action, state)")
+    p = add("timeline", "list instants (time, action, state)")
     p.add_argument("path")
     p.add_argument("--json", action="store_true")
 
-    p = sub.add_parser("clean", help="delete file versions no retained snapshot or savepoint needs")
+    p = add("show", "print an instant's plan or commit metadata")
+    p.add_argument("path")
+    p.add_argument("instant", help="instant time (see lake timeline)")
+    p.add_argument("--json", action="store_true")
+
+    p = add("clean", "delete file versions no retained snapshot or savepoint needs")
     p.add_argument("path")
     p.add_argument("--policy", choices=[c.value for c in CleanPolicy])
     p.add_argument("--retained", type=int, help="commits, file versions or hours to retain (per policy)")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="any hoodie.clean* option")
     p.add_argument("--dry-run", action="store_true", help="print the plan; write and delete nothing")
+    p.add_argument(
+        "--list-files", action="store_true", help='add the planned files\' names ("files": per partition)'
+    )
     p.add_argument("--spark", action="store_true", help="list and delete on Spark (spark_jobs/clean.py)")
     p.add_argument("--master", default="local[2]", help="Spark master for --spark")
 
-    p = sub.add_parser("compact", help="schedule and/or execute a compaction of a merge-on-read table")
+    p = add("compact", "schedule and/or execute a compaction of a merge-on-read table")
     p.add_argument("path")
     p.add_argument(
         "--mode",
@@ -118,26 +145,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--master", default="local[2]", help="Spark master for --spark")
 
-    p = sub.add_parser("archive", help="move old completed instants to the archived timeline")
+    p = add("archive", "move old completed instants to the archived timeline")
     p.add_argument("path")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.keep.* options")
 
-    p = sub.add_parser("partition-commit", help="commit partitions (success file, metastore, custom policy)")
+    p = add("partition-commit", "commit partitions (success file, metastore, custom policy)")
     p.add_argument("path")
     p.add_argument("--partition", action="append", required=True, help="partition path (repeatable)")
     p.add_argument("--policy", help="comma-separated policies in order: success-file,metastore,custom")
     p.add_argument("--trigger", choices=[t.value for t in Trigger])
     p.add_argument("--delay", help="e.g. '0 s', '30 min', '1 h', '1 d'")
     p.add_argument("--watermark", help="partition-time trigger: ISO 8601 time or epoch milliseconds")
-    p.add_argument("--option", action="append", default=[], metavar="K=V", help=argparse.SUPPRESS)
-    p.add_argument("--master", default="local[2]", help=argparse.SUPPRESS)
-    p.add_argument("--metastore-dir", help=argparse.SUPPRESS)
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="any sink.partition-commit.* / partition.time-extractor.* / hive_sync option",
+    )
+    p.add_argument("--master", default="local[2]", help="Spark master of the metastore policy's job")
+    p.add_argument(
+        "--metastore-dir",
+        help="folder of the metastore policy's embedded Derby metastore (default: a temporary folder)",
+    )
 
-    p = sub.add_parser("savepoint", help="keep a commit's files from every clean")
+    p = add("savepoint", "keep a commit's files from every clean")
     p.add_argument("action", choices=["create", "delete"])
     p.add_argument("path")
     p.add_argument("--instant", required=True, help="the completed commit to (un)savepoint")
-    p = sub.add_parser("rollback", help="roll back failed writes (or one instant)")
+    p = add("rollback", "roll back failed writes (or one instant)")
     p.add_argument("path")
     p.add_argument(
         "--instant", help="the instant to roll back (default: every failed write the policy allows)"
@@ -145,12 +181,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="allow rolling back the latest completed commit")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.* options")
 
-    p = sub.add_parser("restore", help="roll the table back to a savepoint (irreversible)")
+    p = add("restore", "roll the table back to a savepoint (irreversible)")
     p.add_argument("path")
     p.add_argument("--savepoint", required=True, help="the savepoint instant to restore")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.* options")
 
-    p = sub.add_parser("metadata-table", help="show (or drop) Hudi's metadata table of a table")
+    p = add("metadata-table", "show (or drop) Hudi's metadata table of a table")
     p.add_argument("path")
     p.add_argument(
         "--drop", action="store_true", help="drop it as Hudi does with hoodie.metadata.enable=false"
@@ -164,6 +200,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cmd_rollback(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.services.rollback import rollback
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     if args.force and not args.instant:
         raise LakeError("--force needs --instant: name the completed commit to roll back")
@@ -180,6 +219,9 @@ def _cmd_rollback(args: argparse.Namespace) -> None:
 
 
 def _cmd_restore(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.services.restore import restore
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     result = restore(table, args.savepoint, _key_values(args.option, LakeError))
     if not result.rolled_back:
@@ -192,6 +234,8 @@ def _cmd_restore(args: argparse.Namespace) -> None:
 
 
 def _cmd_init(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.create(
         args.path,
         name=args.name,
@@ -205,6 +249,12 @@ def _cmd_init(args: argparse.Namespace) -> None:
 
 
 def _cmd_write(args: argparse.Namespace) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.write import write
+
     table = LakeTable.open(args.path)
     options = _key_values(args.option, WriteInputError)
     folder, name = _split(args.input)
@@ -215,18 +265,34 @@ def _cmd_write(args: argparse.Namespace) -> None:
         raise LakeError(f"input file {args.input} does not exist") from None
     except (pa.ArrowException, OSError) as exc:
         raise LakeError(f"input file {args.input} is not a readable parquet file: {exc}") from None
+    log.info("read %d rows from %s", batch.num_rows, args.input)
     result = write(table, batch, args.operation, options=options)
     print(result.instant)
 
 
 def _cmd_read(args: argparse.Namespace) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_lake_provider.lake.table.reader import read_snapshot
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
+    folder, name = _split(args.output)
+    _check_outside(table.storage, folder, name)
     snapshot = read_snapshot(table, as_of=args.as_of)
     sink = pa.BufferOutputStream()
     pq.write_table(snapshot if snapshot.num_columns else pa.table({}), sink)
-    folder, name = _split(args.output)
     folder.write(name, sink.getvalue().to_pybytes())  # atomic: no half-written output file
     print(f"{snapshot.num_rows} rows -> {folder.uri(name)}")
+
+
+def _check_outside(base: Storage, folder: Storage, name: str) -> None:
+    """Refuse an output file at or under the table's base path: it would replace a table file
+    (``.hoodie/hoodie.properties``) or drop a foreign parquet file into a partition."""
+    table_root, output = resolved_uri(base).rstrip("/"), resolved_uri(folder, name)
+    if output == table_root or output.startswith(table_root + "/"):
+        raise LakeError(f"output {output} is inside the table {table_root}: write it outside the table")
 
 
 def _split(location: str) -> tuple[Storage, str]:
@@ -242,13 +308,33 @@ def _split(location: str) -> tuple[Storage, str]:
 
 
 def _cmd_timeline(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     timeline = LakeTable.open(args.path).timeline()
     rows = [{"time": i.timestamp, "action": i.action.value, "state": i.state.name} for i in timeline.instants]
+    if args.verbose:
+        from airflow_lake_provider.lake.services.inspect import instant_stats, stats_line
+    stats = [instant_stats(timeline, i) for i in timeline.instants] if args.verbose else []
     if args.json:
-        print(json.dumps(rows, indent=2))
+        merged = [{**row, **more} for row, more in zip(rows, stats, strict=True)] if stats else rows
+        print(json.dumps(merged, indent=2))
         return
-    for row in rows:
-        print(f"{row['time']}  {row['action']:<14} {row['state']}")
+    for n, row in enumerate(rows):
+        if stats:
+            print(f"{row['time']}  {row['action']:<14} {row['state']:<9} {stats_line(stats[n])}")
+        else:
+            print(f"{row['time']}  {row['action']:<14} {row['state']}")
+
+
+def _cmd_show(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.services.inspect import details_text, instant_details
+    from airflow_lake_provider.lake.table.table import LakeTable
+
+    details = instant_details(LakeTable.open(args.path), args.instant)
+    if args.json:
+        print(json.dumps(details, indent=2))
+        return
+    print("\n".join(details_text(details)))
 
 
 def _clean_options(args: argparse.Namespace) -> dict[str, str]:
@@ -261,8 +347,15 @@ def _clean_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_clean(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake import spark_submit
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+    from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     options = _clean_options(args)
+    if args.spark and args.list_files:
+        raise LakeError("--list-files is not supported with --spark: list the plan with --dry-run first")
     if args.spark:
         guard_mutation(table, "clean", options, dry_run=args.dry_run)  # before Spark starts
         job_args = ["--table", table.uri] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
@@ -272,7 +365,11 @@ def _cmd_clean(args: argparse.Namespace) -> None:
         if result.get("outcome") == "FAILED":
             raise LakeError(str(result.get("error")))
     else:
-        result = run_clean(table, options, dry_run=args.dry_run).to_dict()
+        cleaned = run_clean(table, options, dry_run=args.dry_run)
+        result = cleaned.to_dict()
+        if args.list_files:
+            files = cleaned.plan.files_per_partition if cleaned.plan else {}
+            result["files"] = {part: sorted(paths) for part, paths in sorted(files.items())}
     print(json.dumps({**result, **_dropped(table)}, indent=2))
 
 
@@ -289,10 +386,14 @@ def _key_values(pairs: Sequence[str], error: type[LakeError]) -> dict[str, str]:
         if not sep or not key.strip():
             raise error(f"--option {pair!r} is not K=V")
         options[key.strip()] = value.strip()
+    check_options(options)
     return options
 
 
 def _cmd_archive(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.table.archival.executor import run_archival
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     result = run_archival(table, _key_values(args.option, ArchivalConfigError))
     print(json.dumps({**result.to_dict(), **_dropped(table)}, indent=2))
@@ -306,6 +407,13 @@ def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_compact(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake import spark_submit
+    from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+    from airflow_lake_provider.lake.services.compaction.result import Outcome
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+    from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     options = _compaction_options(args)
     summary: dict[str, object] = {"mode": args.mode}
@@ -341,6 +449,7 @@ def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
         if not sep or not key.strip():
             raise LakeError(f"--option {pair!r} is not K=V")
         options[key.strip()] = value.strip()
+    check_options(options)
     if args.policy is not None:
         parse_policies(args.policy)  # unknown names fail here, before Spark or the table is touched
         options[POLICY_KIND_KEY] = args.policy
@@ -353,6 +462,15 @@ def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_partition_commit(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake import spark_submit
+    from airflow_lake_provider.lake.services.partition_commit.executor import (
+        commit_partitions,
+        commit_plain_partitions,
+        parse_watermark,
+    )
+    from airflow_lake_provider.lake.services.partition_commit.plain import is_plain_directory
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     options = _partition_commit_options(args)
     if args.watermark is not None:
         parse_watermark(args.watermark)
@@ -363,10 +481,9 @@ def _cmd_partition_commit(args: argparse.Namespace) -> None:
         print(json.dumps(plain.to_dict(), indent=2))
         return
     table = LakeTable.open(storage)
-    policies = parse_policies(
-        options.get(POLICY_KIND_KEY) or table.config.properties.get(POLICY_KIND_KEY) or "success-file"
-    )
+    policies = parse_policies(PC_POLICY_KIND.read(table.config.properties, options))
     if PolicyKind.METASTORE in policies:
+        check_metastore_location(table.uri)  # an s3:// table is refused before Spark starts
         # The metastore is reached through Spark SQL: the whole commit runs in the Spark job's driver.
         job_args = ["--table", table.uri] + [a for p in args.partition for a in ("--partition", p)]
         job_args += [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
@@ -384,6 +501,9 @@ def _cmd_partition_commit(args: argparse.Namespace) -> None:
 
 
 def _cmd_savepoint(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     if args.action == "create":
         point = create_savepoint(table, args.instant)
@@ -396,6 +516,10 @@ def _cmd_savepoint(args: argparse.Namespace) -> None:
 
 
 def _cmd_metadata_table(args: argparse.Namespace) -> None:
+    from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table
+    from airflow_lake_provider.lake.table.metadata_table import report as metadata_report
+    from airflow_lake_provider.lake.table.table import LakeTable
+
     table = LakeTable.open(args.path)
     if args.force and not args.drop:
         raise LakeError("--force needs --drop")
@@ -423,6 +547,7 @@ _COMMANDS = {
     "write": _cmd_write,
     "read": _cmd_read,
     "timeline": _cmd_timeline,
+    "show": _cmd_show,
     "clean": _cmd_clean,
     "savepoint": _cmd_savepoint,
     "archive": _cmd_archive,
@@ -434,6 +559,12 @@ _COMMANDS = {
 }
 
 
+def _reported() -> tuple[type[BaseException], ...]:
+    """The errors the CLI reports in one line: ours, the OS's, and Arrow's if a command loaded it."""
+    arrow = sys.modules.get("pyarrow")
+    return (LakeError, OSError, arrow.ArrowException) if arrow is not None else (LakeError, OSError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -443,7 +574,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         _COMMANDS[args.command](args)
-    except (LakeError, OSError, pa.ArrowException) as exc:
+        sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
+    except BrokenPipeError:
+        # The reader went away (`lake timeline T | head -1`): stop quietly with SIGPIPE's status, as
+        # Unix tools do. No stdout left: Python's exit-time flush then reports no second error.
+        sys.stdout = None  # type: ignore[assignment]
+        return 141
+    except Exception as exc:
+        if not isinstance(exc, _reported()):
+            raise
         message = " ".join(str(exc).split())
         print(f"lake: error: {message}", file=sys.stderr)
         return 1

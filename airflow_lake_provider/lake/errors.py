@@ -7,6 +7,11 @@ class LakeError(Exception):
     """Root of every error raised by the table core."""
 
 
+class ConfigError(LakeError, ValueError):
+    """An option holds an unknown name or an invalid value: the parent of every configuration error
+    (the Airflow layer fails such a task at once, without retries)."""
+
+
 class TableNotFoundError(LakeError, FileNotFoundError):
     """The path holds no Hudi table (no ``.hoodie/hoodie.properties``)."""
 
@@ -75,7 +80,7 @@ class ArchivalError(LakeError):
     """The timeline cannot be archived as asked (nothing was changed)."""
 
 
-class ArchivalConfigError(ArchivalError, ValueError):
+class ArchivalConfigError(ConfigError, ArchivalError):
     """A ``hoodie.keep.*`` / ``hoodie.commits.archival.batch`` option holds an invalid value."""
 
 
@@ -83,7 +88,7 @@ class ServiceBusyError(LakeError):
     """Another run of the same table service holds the table's lock."""
 
 
-class CleanConfigError(TableConfigError):
+class CleanConfigError(ConfigError, TableConfigError):
     """A cleaner option has an unknown name or an invalid value."""
 
 
@@ -95,6 +100,18 @@ class RollbackError(LakeError):
     """An instant cannot be rolled back (unknown, completed without force, depended upon, ...)."""
 
 
+class FailedWritesConfigError(ConfigError, RollbackError):
+    """``hoodie.cleaner.policy.failed.writes`` or a heartbeat option holds an invalid value."""
+
+
+class WriteConfigError(ConfigError, TableConfigError):
+    """A writer option (bloom filter, index type, automatic archival) holds an invalid value."""
+
+
+class MetadataTableConfigError(ConfigError, TableConfigError):
+    """``hoodie.metadata.enable`` holds a value other than true or false."""
+
+
 class HeartbeatError(RollbackError):
     """A heartbeat file cannot be read as a time."""
 
@@ -103,7 +120,7 @@ class CompactionError(LakeError):
     """A compaction cannot be scheduled, executed or committed as asked."""
 
 
-class CompactionConfigError(CompactionError, ValueError):
+class CompactionConfigError(ConfigError, CompactionError):
     """A ``hoodie.compact*`` option holds a value the compaction services do not accept."""
 
 
@@ -127,7 +144,7 @@ class PartitionCommitError(LakeError):
     """A partition cannot be committed as asked (a policy failed, the partition is missing...)."""
 
 
-class PartitionCommitConfigError(PartitionCommitError, ValueError):
+class PartitionCommitConfigError(ConfigError, PartitionCommitError):
     """A ``sink.partition-commit.*`` or ``partition.time-extractor.*`` option holds a bad value."""
 
 

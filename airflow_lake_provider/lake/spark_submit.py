@@ -8,9 +8,11 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from airflow_lake_provider.lake.errors import LakeError
 
@@ -123,7 +125,11 @@ def submit(
     conf: Mapping[str, str] | None = None,
     env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Run ``spark_jobs/<script>`` and return its JSON result; the job's log goes to our stderr."""
+    """Run ``spark_jobs/<script>`` and return its JSON result.
+
+    The job's stderr is logged line by line at info level (logger ``...spark_submit.<script stem>``),
+    and its last lines again at error level when the job fails.
+    """
     command = [spark_submit_binary(), "--master", master]
     for key, value in job_conf(conf).items():
         command += ["--conf", f"{key}={value}"]
@@ -135,8 +141,42 @@ def submit(
     run_env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     run_env.update(env or {})
     log.info("running %s", " ".join(command))
-    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=None, text=True, env=run_env, check=False)
-    result = parse_result(proc.stdout)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=run_env)
+    tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+    relay = threading.Thread(target=_relay_stderr, args=(proc.stderr, script, tail), daemon=True)
+    relay.start()
+    stdout = proc.stdout.read() if proc.stdout else ""
+    returncode = proc.wait()
+    relay.join()
+    result = parse_result(stdout)
+    if result is None or returncode != 0 or result.get("outcome") == "FAILED":
+        # Spark's log was relayed at info level; a failed job repeats its end where errors are read.
+        log.error(
+            "spark job %s failed (exit %d); the last %d lines of its log:\n%s",
+            script,
+            returncode,
+            len(tail),
+            "\n".join(tail),
+        )
     if result is None:
-        raise SparkJobError(f"spark job {script} exited with {proc.returncode} and printed no result")
+        raise SparkJobError(f"spark job {script} exited with {returncode} and printed no result")
     return result
+
+
+# How much of a failed job's log is repeated at error level (the Java trace of a failure ends there).
+STDERR_TAIL_LINES = 60
+
+
+def _relay_stderr(stream: IO[str] | None, script: str, tail: deque[str]) -> None:
+    """Log each line of the job's stderr (Spark's and the driver's log) at info level as it comes.
+
+    Not at error level: in Airflow a child's raw stderr lands in the task log as errors, even when
+    the job succeeds. ``submit`` repeats the tail at error level when the job fails.
+    """
+    if stream is None:
+        return
+    job_log = logging.getLogger(f"{__name__}.{Path(script).stem}")
+    for raw in stream:
+        line = raw.rstrip("\n")
+        tail.append(line)
+        job_log.info("%s", line)

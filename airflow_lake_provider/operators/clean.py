@@ -10,7 +10,8 @@ from airflow.sdk import BaseOperator
 from airflow_lake_provider.assets import emit_table_event, with_table_outlet
 from airflow_lake_provider.hooks.errors import as_bool
 from airflow_lake_provider.hooks.lake import CLEAN_MODES, DEFAULT_SPARK_THRESHOLD, LakeHook
-from airflow_lake_provider.operators.summary import clean_table
+from airflow_lake_provider.operators.summary import archival_line, clean_table
+from airflow_lake_provider.operators.xcom import xcom_summary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -35,10 +36,11 @@ class ScheduleCleanOperator(BaseOperator):
     The task log shows the plan as a table (``partition | files | bytes``).
 
     XCom: the return value is the JSON summary (``outcome`` ``CLEANED``/``SCHEDULED``/``NO_WORK``/
-    ``DRY_RUN``, ``instant``, ``executor`` ``local``/``spark``/``none``, ``files_planned``,
+    ``PLANNED`` (a dry run), ``instant``, ``executor`` ``local``/``spark``/``none``, ``files_planned``,
     ``bytes_planned``, ``partitions`` with files and bytes each, ``deleted_files``, ``failed_files``,
     ``held_back_by``, ``reason``); key ``clean_instant``: the clean's instant (``None`` without one);
-    key ``archival``: the archival summary (when ``archive`` ran).
+    key ``archival``: the archival summary (when ``archive`` ran). Lists and maps of names hold at
+    most 10 entries, then ``"... and N more"`` (``operators.xcom``).
 
     Assets: the table's Asset (``airflow_lake_provider.assets.table_asset``) is an outlet when
     ``table_path`` is a literal absolute path or URI (else pass ``outlets``). A run that cleaned
@@ -146,9 +148,9 @@ class ScheduleCleanOperator(BaseOperator):
             and self.mode != "schedule"
         ):
             archival = self._hook.archive(self.table_path, self.options)
-            self.log.info("archival of %s: %s", result["table_path"], archival)
-            context["ti"].xcom_push(key=XCOM_ARCHIVAL, value=archival)
-        return result
+            self.log.info("archival of %s: %s", result["table_path"], archival_line(archival))
+            context["ti"].xcom_push(key=XCOM_ARCHIVAL, value=xcom_summary(archival))
+        return xcom_summary(result)
 
     def on_kill(self) -> None:
         if self._hook is not None:

@@ -11,6 +11,7 @@ from airflow_lake_provider.assets import emit_table_event, with_table_outlet
 from airflow_lake_provider.hooks.compaction import DEFAULT_COMPACTION_SPARK_THRESHOLD_MB
 from airflow_lake_provider.hooks.lake import LakeHook
 from airflow_lake_provider.operators.summary import compaction_files_table, compaction_plan_table
+from airflow_lake_provider.operators.xcom import compaction_plan_summary, xcom_summary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -25,10 +26,13 @@ class ScheduleCompactionOperator(BaseOperator):
     shows the plan as a table (``partition | file groups | log files | IO MB``). Writing a plan
     changes no data, so the operator emits no Asset event.
 
-    XCom: the return value is the JSON summary (``outcome`` ``SCHEDULED``/``NO_WORK``, ``instant``,
-    ``reason``, ``plan``, ``operations``, ``total_io_mb``, ``partitions`` with file groups, log files
-    and IO MB each, ``table_path``); key ``compaction_instant``: the plan's instant (``None`` for
-    ``NO_WORK``).
+    XCom: the return value is the JSON summary (``outcome`` ``SCHEDULED``/``NO_WORK``/``PLANNED`` (a
+    dry run), ``instant``, ``reason``, ``plan``, ``operations``, ``total_io_mb``, ``partitions`` with
+    file groups, log files and IO MB each, ``table_path``); key ``compaction_instant``: the plan's
+    instant (``None`` when no plan was written: ``NO_WORK`` or a dry run). Bounded
+    (``operators.xcom``): ``plan`` holds counts and the file groups as ``partition/file id``
+    names, at most 10 then ``"... and N more"``, as ``partitions``; the whole plan stays on the
+    timeline.
 
     :param table_path: base path of the table, or relative to the lake connection. (templated)
     :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's. (templated)
@@ -75,8 +79,11 @@ class ScheduleCompactionOperator(BaseOperator):
                 result["table_path"],
                 compaction_plan_table(result["partitions"]),
             )
-        context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=result["instant"])
-        return result
+        # A dry run's instant is a plan never written: nothing downstream may wait for or run it.
+        written = result["instant"] if result["outcome"] == "SCHEDULED" else None
+        context["ti"].xcom_push(key=XCOM_COMPACTION_INSTANT, value=written)
+        plan = compaction_plan_summary(result.get("plan"))
+        return {**xcom_summary({k: v for k, v in result.items() if k != "plan"}), "plan": plan}
 
 
 class RunCompactionOperator(BaseOperator):
@@ -96,6 +103,7 @@ class RunCompactionOperator(BaseOperator):
     ``NO_WORK``, ``instant``, ``executor`` ``local``/``spark``, ``total_io_mb``, ``operations``,
     ``records_written``, ``log_records_merged``, ``records_updated``, ``bytes_written``, ``files``,
     ``duration_seconds``, ``table_path``); key ``compaction_instant``: the instant executed.
+    ``files`` lists at most 10 names, then ``"... and N more"`` (``operators.xcom``).
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets=[table_asset(...)]``). A run that compacted (outcome ``COMPLETED``) emits
@@ -166,9 +174,9 @@ class RunCompactionOperator(BaseOperator):
             spark_conf=self.spark_conf,
         )
         self.log.info(
-            "compaction %s of %s: %s (executor %s), %s file groups, %s records written, "
+            "compaction %sof %s: %s (executor %s), %s file groups, %s records written, "
             "%s log records merged, %s bytes",
-            result["instant"],
+            f"{result['instant']} " if result["instant"] else "",
             result["table_path"],
             result["outcome"],
             result.get("executor", "none"),
@@ -195,14 +203,15 @@ class RunCompactionOperator(BaseOperator):
             },
             changed=result["outcome"] == "COMPLETED",
         )
-        return result
+        return xcom_summary(result)
 
     def _upstream_instant(self, context: Context) -> str | None:
         """The instant ``instant_task_id`` published: its return value, else its ``compaction_instant``."""
         ti = context["ti"]
         value = ti.xcom_pull(task_ids=self.instant_task_id)
         if isinstance(value, Mapping):  # a ScheduleCompactionOperator's summary
-            value = value.get("instant")
+            # A dry run's (PLANNED) instant names a plan that was never written.
+            value = value.get("instant") if value.get("outcome") != "PLANNED" else None
         instant = _instant_of(value)
         if instant is None:
             instant = _instant_of(ti.xcom_pull(task_ids=self.instant_task_id, key=XCOM_COMPACTION_INSTANT))

@@ -16,6 +16,7 @@ from airflow_lake_provider.hooks.partition_commit import (
     run_partition_commit,
 )
 from airflow_lake_provider.operators.summary import partition_commit_table
+from airflow_lake_provider.operators.xcom import xcom_summary
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -30,7 +31,8 @@ class PartitionCommitOperator(BaseOperator):
 
     XCom: the return value is the JSON summary (``outcome`` ``COMMITTED``/``NO_WORK``, ``committed``,
     ``already_committed``, ``waiting``, ``missing``, ``late_data``, ``policies``, ``partitions``
-    with decision, partition time and writes each, ``table_path``).
+    with decision, partition time and writes each, ``table_path``). Lists and maps of partitions hold
+    at most 10 entries, then ``"... and N more"`` (``operators.xcom``).
 
     Assets: the table's Asset is an outlet when ``table_path`` is a literal absolute path or URI
     (else pass ``outlets``). A run that committed a partition emits an event with the extra
@@ -103,7 +105,7 @@ class PartitionCommitOperator(BaseOperator):
         emit_table_event(
             self, context, (table_path,), commit_event_extra(table_path, result), changed=committed(result)
         )
-        return result
+        return xcom_summary(result)
 
 
 def committed(result: Mapping[str, Any]) -> bool:

@@ -95,3 +95,21 @@ def rollback_table(rollbacks: Sequence[Mapping[str, Any]]) -> str:
         for r in rollbacks
     ]
     return text_table(("rollback", "rolled back", "action", "files deleted", "resumed"), rows)
+
+
+def archival_line(summary: Mapping[str, Any]) -> str:
+    """An archival summary as one readable sentence (the XCom keeps the dict)."""
+    if summary.get("outcome") != "ARCHIVED":
+        reason = summary.get("reason")
+        return f"{summary.get('outcome')}" + (f" ({reason})" if reason else "")
+    actions = ", ".join(f"{n} {a}" for a, n in sorted((summary.get("actions") or {}).items()))
+    line = (
+        f"ARCHIVED {summary.get('archived_instants')} instants {summary.get('first_archived')}.."
+        f"{summary.get('last_archived')}"
+        + (f" ({actions})" if actions else "")
+        + f" into {summary.get('archive_file')}; active timeline starts at "
+        f"{summary.get('active_timeline_starts_at')}"
+    )
+    if summary.get("limited_by"):
+        line += f"; limited by {summary['limited_by']}"
+    return line + f" in {summary.get('duration_seconds')} s"

@@ -18,8 +18,8 @@ from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-# ScheduleCompactionOperator outcomes that wrote no plan.
-NOTHING_SCHEDULED = ("NO_WORK", "DRY_RUN")
+# ScheduleCompactionOperator outcomes that wrote no plan (DRY_RUN: what a dry run returned before).
+NOTHING_SCHEDULED = ("NO_WORK", "PLANNED", "DRY_RUN")
 
 
 class CompactionPlanSensor(BaseSensorOperator):
@@ -32,11 +32,11 @@ class CompactionPlanSensor(BaseSensorOperator):
     data, so the sensor emits no Asset event.
 
     With ``schedule_task_id`` naming the upstream ``ScheduleCompactionOperator``, the sensor skips at
-    once (``AirflowSkipException``) when that task wrote no plan (outcome ``NO_WORK`` or ``DRY_RUN``)
-    and none is requested on the table: an hourly chain then ends in seconds when nothing is due,
-    instead of waiting ``timeout`` (7 days by default) for another writer's plan. Tasks after it that
-    must still run (a clean) need ``trigger_rule="none_failed"``. Without ``schedule_task_id`` it
-    waits for any writer's plan, as before.
+    once (``AirflowSkipException``) when that task wrote no plan (outcome ``NO_WORK``, or ``PLANNED``
+    for a dry run) and none is requested on the table: an hourly chain then ends in seconds when
+    nothing is due, instead of waiting ``timeout`` (7 days by default) for another writer's plan.
+    Tasks after it that must still run (a clean) need ``trigger_rule="none_failed"``. Without
+    ``schedule_task_id`` it waits for any writer's plan, as before.
 
     XCom: the return value is the requested plan's instant (a string), e.g. for
     ``RunCompactionOperator(instant_task_id=...)``.

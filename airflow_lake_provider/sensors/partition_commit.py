@@ -21,6 +21,7 @@ from airflow_lake_provider.hooks.partition_commit import (
 )
 from airflow_lake_provider.operators.partition_commit import commit_event_extra, committed
 from airflow_lake_provider.operators.summary import partition_commit_table
+from airflow_lake_provider.operators.xcom import xcom_summary
 from airflow_lake_provider.triggers import trigger_poll_interval
 from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
 
@@ -138,7 +139,7 @@ class PartitionCommitSensor(BaseSensorOperator):
         self, context: Context, table_path: str, summary: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         if not self.commit:
-            return summary if summary is not None else self._check(table_path)
+            return xcom_summary(summary if summary is not None else self._check(table_path))
         result = run_partition_commit(
             table_path,
             as_partitions(self.partitions),
@@ -156,7 +157,7 @@ class PartitionCommitSensor(BaseSensorOperator):
         emit_table_event(
             self, context, (table_path,), commit_event_extra(table_path, result), changed=committed(result)
         )
-        return result
+        return xcom_summary(result)
 
     def poke(self, context: Context) -> PokeReturnValue:
         table_path = self._table_path()

@@ -45,8 +45,15 @@ CORE_HEAVY = (
     "airflow_lake_provider.lake.services.clean",
     "airflow_lake_provider.lake.storage",
 )
-# Modules of the layer that define no hook, operator, sensor or trigger.
-HELPERS = {"airflow_lake_provider.hooks.errors", "airflow_lake_provider.operators.summary"}
+# Modules of the layer that define no hook, operator, sensor or trigger (the hook's mixins included).
+HELPERS = {
+    *(
+        f"airflow_lake_provider.hooks.{m}"
+        for m in ("compaction", "errors", "partition_commit", "results", "spark", "write")
+    ),
+    "airflow_lake_provider.operators.summary",
+    "airflow_lake_provider.operators.xcom",
+}
 DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
 RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}
 
@@ -233,46 +240,88 @@ def test_a_deferrable_sensor_with_poke_interval_zero_defers_with_a_floor(tmp_pat
     assert (trigger_poll_interval(0), trigger_poll_interval(0.5), trigger_poll_interval(7)) == (1.0, 1.0, 7.0)
 
 
+# The triggers' first look in a fresh process, with Airflow's watchdog beside it and a calibration of
+# the machine's own scheduling delay (the same watchdog with the loop idle) just before each trigger.
+_FIRST_LOOK = """
+import asyncio, json, sys, time
+from airflow.configuration import conf
+from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
+from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
+# Airflow 3.2.0 has no such key (nor the watchdog): its 3.3 default.
+threshold = conf.getfloat('triggerer', 'blocked_main_thread_warning_threshold', fallback=0.2)
+async def watched(work):
+    worst, done = [0.0], asyncio.Event()
+    async def watchdog():
+        while not done.is_set():
+            t = time.monotonic(); await asyncio.sleep(0.1)
+            worst[0] = max(worst[0], time.monotonic() - t)
+    dog = asyncio.create_task(watchdog())
+    await asyncio.sleep(0)  # the watchdog's first tick starts before the work's first step
+    result = await work
+    done.set(); await dog
+    return result, worst[0]
+async def first_event(trigger):
+    async for event in trigger.run():
+        return event.payload
+def look(trigger):
+    _, calibration = asyncio.run(watched(asyncio.sleep(1.0)))
+    payload, worst = asyncio.run(watched(first_event(trigger)))
+    return payload, worst, calibration, sorted(m for m in ('polars', 'pyarrow') if m in sys.modules)
+uri, until = URI, time.time() + 60
+out = [look(CompactionPlanTrigger(uri, 0.1, until)),
+       look(PartitionCommitTrigger(uri, ['a'], None, None, 0.1, until))]
+print(json.dumps({'threshold': threshold, 'out': out}))
+"""
+
+
+def loop_blocked(worst: float, calibration: float, threshold: float) -> bool:
+    """Whether the watchdog saw the loop blocked: back later than ``threshold`` after its 0.1 s sleep,
+    beyond the delay the same watchdog saw on an idle loop just before (the machine's load), that
+    allowance capped at ``threshold`` so that a real block of 2x the threshold always counts."""
+    allowance = min(max(calibration - 0.1, 0.0), threshold)
+    return worst >= threshold + allowance
+
+
+def test_the_loop_block_judgement_allows_for_load_but_not_for_a_real_block() -> None:
+    assert not loop_blocked(0.15, 0.101, 0.2) and loop_blocked(0.21, 0.101, 0.2)
+    assert not loop_blocked(0.35, 0.3, 0.2)  # a loaded machine: 0.2 s of delay with nothing running
+    assert loop_blocked(0.4, 5.0, 0.2)  # however loaded: 0.4 s is a block
+
+
 def test_triggers_never_block_the_event_loop_even_on_their_first_look(tmp_path: Path) -> None:
     """In a fresh triggerer-like process, Airflow's own watchdog (sleep 0.1 s, warn when the loop
     came back later than ``[triggerer] blocked_main_thread_warning_threshold``, 0.2 s) runs beside
     each trigger's first look, which imports what it needs and reads the table in a thread. Loading
     polars' native library would hold the interpreter lock for 0.1-0.5 s even from a thread: the
     compaction trigger only lists ``.hoodie/`` (no pyarrow, no polars), the partition commit
-    planning loads pyarrow but not polars."""
+    planning loads pyarrow but not polars.
+
+    Load-tolerant, still able to fail: the watchdog first measures the machine's own delay on an
+    idle loop (``loop_blocked`` allows that much more), and a look judged blocked is measured again
+    in a new process, up to 3 times. A real block happens in every process (a ``time.sleep(0.5)``
+    planted in ``CompactionPlanTrigger.run`` before its first ``await`` fails all 3); load is random."""
     table = _mor_table(tmp_path / "trips")
     c = schedule_compaction(table, DUE).instant
-    got = _fresh_python(
-        "import asyncio, json, sys, time\n"
-        "from airflow.configuration import conf\n"
-        "from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger\n"
-        "from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger\n"
-        # Airflow 3.2.0 has no such key (nor the watchdog): its 3.3 default.
-        "threshold = conf.getfloat('triggerer', 'blocked_main_thread_warning_threshold', fallback=0.2)\n"
-        "async def first_event(trigger):\n"
-        "    worst, done = [0.0], asyncio.Event()\n"
-        "    async def watchdog():\n"
-        "        while not done.is_set():\n"
-        "            t = time.monotonic(); await asyncio.sleep(0.1)\n"
-        "            worst[0] = max(worst[0], time.monotonic() - t)\n"
-        "    dog = asyncio.create_task(watchdog())\n"
-        "    async for event in trigger.run():\n"
-        "        break\n"
-        "    done.set(); await dog\n"
-        "    return event.payload, worst[0], sorted(m for m in ('polars', 'pyarrow') if m in sys.modules)\n"
-        f"uri, until = {str(table.uri)!r}, time.time() + 60\n"
-        "out = [asyncio.run(first_event(CompactionPlanTrigger(uri, 0.1, until))),\n"
-        "       asyncio.run(first_event(PartitionCommitTrigger(uri, ['a'], None, None, 0.1, until)))]\n"
-        "print(json.dumps({'threshold': threshold, 'out': out}))"
-    )
-    (compaction, c_worst, c_loaded), (commit, p_worst, p_loaded) = got["out"]
-    print(
-        f"\nlongest loop wake-up (0.1 s sleep): compaction trigger {c_worst:.3f} s, "
-        f"partition commit {p_worst:.3f} s"
-    )
-    assert compaction == {"status": "success", "instant": c} and c_loaded == []
-    assert commit["status"] == "ready" and p_loaded == ["pyarrow"]
-    assert got["threshold"] == 0.2 and c_worst < 0.2 and p_worst < 0.2
+    code = _FIRST_LOOK.replace("URI", repr(str(table.uri)))
+    for attempt in range(1, 4):
+        got = _fresh_python(code)
+        threshold = got["threshold"]
+        (compaction, c_worst, c_idle, c_loaded), (commit, p_worst, p_idle, p_loaded) = got["out"]
+        print(
+            f"\nattempt {attempt}: longest loop wake-up (0.1 s sleep): compaction trigger {c_worst:.3f} s "
+            f"(idle loop {c_idle:.3f} s), partition commit {p_worst:.3f} s (idle loop {p_idle:.3f} s)"
+        )
+        assert compaction == {"status": "success", "instant": c} and c_loaded == []
+        assert commit["status"] == "ready" and p_loaded == ["pyarrow"]
+        assert threshold == 0.2
+        blocked = [
+            name
+            for name, worst, idle in (("compaction", c_worst, c_idle), ("partition commit", p_worst, p_idle))
+            if loop_blocked(worst, idle, threshold)
+        ]
+        if not blocked:
+            return
+    raise AssertionError(f"the {' and '.join(blocked)} trigger blocked the event loop in 3 fresh processes")
 
 
 # -- provider metadata -------------------------------------------------------------------------------
@@ -292,15 +341,83 @@ def test_providers_manager_sees_every_module_the_hook_and_the_connection_form() 
     assert behaviour["hidden_fields"] == ["host", "schema", "port"]
     assert behaviour["relabeling"] == {"login": "AWS access key id", "password": "AWS secret access key"}
     widgets = {name: w for name, w in pm.connection_form_widgets.items() if name.startswith("extra__lake__")}
-    assert sorted(widgets) == [f"extra__lake__{f}" for f in ("allow_http", "base_path", "endpoint", "region")]
+    fields = ("allow_http", "base_path", "endpoint", "region", "session_token")
+    assert sorted(widgets) == [f"extra__lake__{f}" for f in fields]
     assert widgets["extra__lake__base_path"].field["schema"]["title"] == "Base path"
-    assert not any(w.is_sensitive for w in widgets.values())  # the secret lives in the password field
+    # The secret key lives in the password field; the session token is masked too.
+    assert [name for name, w in widgets.items() if w.is_sensitive] == ["extra__lake__session_token"]
     from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
 
     hook = ProvidersManagerTaskRuntime().hooks["lake"]
     assert hook is not None and hook.hook_class_name == "airflow_lake_provider.hooks.lake.LakeHook"
     triggers = {t.trigger_class_name for t in pm.trigger if t.package_name == "airflow-lake-provider"}
     assert triggers == {m for m in AIRFLOW_LAYER if ".triggers." in m}
+
+
+def test_provider_info_lists_the_integration_and_every_module_and_class_it_names_exists() -> None:
+    """As Airflow's providers do: one integration, and under it the modules of each kind; every
+    module imports and defines a class of its kind, every class named exists."""
+    import importlib
+
+    from airflow.sdk import BaseHook, BaseOperator, BaseSensorOperator
+    from airflow.triggers.base import BaseTrigger
+
+    from airflow_lake_provider.provider_info import INTEGRATION, get_provider_info
+
+    info = get_provider_info()
+    assert info["integrations"] == [
+        {
+            "integration-name": INTEGRATION,
+            "external-doc-url": "https://hudi.apache.org/docs/table_management",
+            "tags": ["apache", "software"],
+        }
+    ]
+    kinds = {
+        "hooks": BaseHook,
+        "operators": BaseOperator,
+        "sensors": BaseSensorOperator,
+        "triggers": BaseTrigger,
+    }
+    found: dict[str, list[str]] = {}
+    for kind, base in kinds.items():
+        assert [entry["integration-name"] for entry in info[kind]] == [INTEGRATION], kind
+        for name in info[kind][0]["python-modules"]:
+            module = importlib.import_module(name)
+            classes = [
+                c.__name__
+                for c in vars(module).values()
+                if isinstance(c, type) and issubclass(c, base) and c.__module__ == name
+            ]
+            if kind == "operators":  # sensors are operators too: count them under sensors only
+                classes = [c for c in classes if not issubclass(getattr(module, c), BaseSensorOperator)]
+            assert classes, f"{name} lists no {kind[:-1]} class"
+            found.setdefault(kind, []).extend(classes)
+    assert {kind: sorted(names) for kind, names in found.items()} == {
+        "hooks": ["LakeHook"],
+        "operators": [
+            "LakeWriteOperator",
+            "PartitionCommitOperator",
+            "RollbackFailedWritesOperator",
+            "RunCompactionOperator",
+            "ScheduleCleanOperator",
+            "ScheduleCompactionOperator",
+        ],
+        "sensors": ["CompactionPlanSensor", "PartitionCommitSensor"],
+        "triggers": ["CompactionPlanTrigger", "PartitionCommitTrigger"],
+    }
+    for conn in info["connection-types"]:
+        module, _, name = conn["hook-class-name"].rpartition(".")
+        hook = getattr(importlib.import_module(module), name)
+        assert issubclass(hook, BaseHook) and hook.conn_type == conn["connection-type"] == "lake"
+        assert hook.hook_name == conn["hook-name"]
+
+
+def test_lake_write_operator_lives_in_operators_write_and_the_old_path_still_imports_it() -> None:
+    from airflow_lake_provider.operators import rollback, write
+
+    assert write.LakeWriteOperator.__module__ == "airflow_lake_provider.operators.write"
+    assert rollback.LakeWriteOperator is write.LakeWriteOperator
+    assert "LakeWriteOperator" in rollback.__all__
 
 
 def test_the_connection_form_s_extra_fields_are_read_plain_or_prefixed(

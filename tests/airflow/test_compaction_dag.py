@@ -101,7 +101,7 @@ CHAIN = "lake_hourly_compaction"
 def test_hourly_chain_skips_at_once_when_nothing_is_due_and_still_cleans(
     airflow_db: Path, tmp_path: Path
 ) -> None:
-    """The README's chain: plan >> wait (``schedule_task_id``) >> compact >> clean (``none_failed``).
+    """docs/operators.md's chain: plan >> wait (``schedule_task_id``) >> compact >> clean (``none_failed``).
     Nothing due: the sensor skips at once (not after its 7-day default timeout), the compaction is
     skipped with it, the clean still runs. Due: the chain runs as before and the clean deletes the
     slices the compaction replaced."""
@@ -189,9 +189,9 @@ def test_hourly_chain_skips_at_once_when_nothing_is_due_and_still_cleans(
 def test_the_readme_first_dag_runs_as_written_on_a_lake_connection(
     airflow_db: Path, tmp_path: Path, repo_root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """README, "Install into your Airflow": its first DAG, as written, on a table under the ``lake``
+    """README, "A first DAG": its DAG, as written, on a table under the ``lake``
     connection's ``base_path``: the due compaction runs, then the clean."""
-    section = (repo_root / "README.md").read_text().split("\n## Install into your Airflow\n", 1)[1]
+    section = (repo_root / "README.md").read_text().split("\n## A first DAG\n", 1)[1]
     code = section.split("\n## ", 1)[0].split("```python\n", 1)[1].split("```", 1)[0]
     table = _mor_table(tmp_path / "lake" / "trips")  # 6 delta commits: due at Hudi's default of 5
     expected = _rows(read_snapshot(table))
@@ -391,3 +391,78 @@ def test_hook_raises_on_a_failed_job_and_the_retry_recovers(
     assert _rows(read_snapshot(table)) == expected == _hudi_rs(table.base_path)
     again = hook.run_compaction(str(table.base_path), c)  # a retry after a commit: nothing to redo
     assert again["outcome"] == "ALREADY_COMPLETED" and again["operations"] == 4
+
+
+def test_a_dry_run_schedule_pushes_no_instant_and_its_sensor_skips_at_once(
+    airflow_db: Path, tmp_path: Path
+) -> None:
+    """A dry run writes no plan and no lock file: its would-be instant is in the summary only (not in
+    ``compaction_instant``), the sensor behind it (``schedule_task_id``, 7-day timeout) skips in
+    seconds, and a run operator that takes its instant from the schedule task executes nothing."""
+    from tree_digest import tree_digest
+
+    table = _mor_table(tmp_path / "trips", deltas=2)
+    for lock in (table.base_path / ".hoodie" / ".aux").glob(".lake-*.lock"):
+        lock.unlink()  # as a Hudi writer leaves the table
+    before = tree_digest(table.base_path)
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    (folder / "dry.py").write_text(
+        textwrap.dedent(
+            f"""
+            import pendulum
+            from airflow.sdk import DAG
+
+            from airflow_lake_provider.operators.compaction import (
+                RunCompactionOperator,
+                ScheduleCompactionOperator,
+            )
+            from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
+
+            TABLE = {str(table.base_path)!r}
+            START = pendulum.datetime(2024, 1, 1, tz="UTC")
+            with DAG("lake_dry_compaction", schedule=None, start_date=START):
+                plan = ScheduleCompactionOperator(
+                    task_id="plan", table_path=TABLE, options={DUE!r}, dry_run=True
+                )
+                wait = CompactionPlanSensor(task_id="wait", table_path=TABLE, schedule_task_id="plan")
+                run = RunCompactionOperator(
+                    task_id="compact", table_path=TABLE, instant_task_id="plan", trigger_rule="all_done"
+                )
+                plan >> wait >> run
+            """
+        )
+    )
+    dag = sync_dags_folder(folder).dags["lake_dry_compaction"]
+    dr = dag.test()
+    assert task_states("lake_dry_compaction", dr.run_id) == {
+        "plan": "success",
+        "wait": "skipped",
+        "compact": "success",
+    }
+    planned = xcom_value("lake_dry_compaction", dr.run_id, "plan")
+    assert (planned["outcome"], planned["dry_run"], planned["operations"]) == ("PLANNED", True, 4)
+    assert planned["instant"] is not None
+    assert xcom_value("lake_dry_compaction", dr.run_id, "plan", key="compaction_instant") is None
+    assert _durations("lake_dry_compaction", dr.run_id)["wait"] < 30
+    ran = xcom_value("lake_dry_compaction", dr.run_id, "compact")
+    assert (ran["outcome"], ran["instant"]) == ("NO_WORK", None)
+    after = tree_digest(table.base_path)
+    assert {
+        k: v for k, v in after.items() if not k.startswith(".hoodie/.aux/.lake-compaction.lock")
+    } == before
+
+
+def test_run_operator_log_reads_well_without_an_instant(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = _mor_table(tmp_path / "trips", deltas=1)
+    op = RunCompactionOperator(task_id="compact", table_path=str(table.base_path))
+    capsys.readouterr()
+    assert op.execute({"ti": _TaskInstance()})["outcome"] == "NO_WORK"  # type: ignore[arg-type]
+    out = capsys.readouterr().out  # where Airflow's structlog logger prints outside a task
+    lines = [line for line in out.splitlines() if "] compaction " in line]
+    assert len(lines) == 1 and lines[0].split("] ", 1)[1].startswith(
+        f"compaction of {table.uri}: NO_WORK (executor none), 0 file groups, 0 records written, "
+        "0 log records merged, 0 bytes"
+    ), out

@@ -210,6 +210,7 @@ def test_rollback_example_creates_its_table_and_writes_scheduled_then_manual(
     for dr in (_scheduled(dag), _manual(dag)):
         assert xcom_value(dag.dag_id, dr.run_id, "rollback_failed_writes") == {
             "outcome": "NO_WORK",
+            "instant": None,
             "rollbacks": [],
         }
         assert _hudi_rs(path, ("id", "ts", "v")) == expected

@@ -88,6 +88,8 @@ def test_write_retry_rolls_back_its_failed_attempt_then_writes(tmp_path: Path) -
     assert result["rolled_back"] == [mine]
     assert _rows(path) == {1: "b1", 2: "a2", 3: "b3"}
     timeline = LakeTable.open(path).timeline()
+    # Every operator's XCom carries outcome and instant (docs/operators.md).
+    assert (result["outcome"], result["instant"]) == ("COMMITTED", timeline.last_completed_commit.timestamp)
     assert [i.timestamp for i in timeline.pending] == [theirs]
     meta = timeline.commit_metadata(timeline.last_completed_commit).extra_metadata
     assert {k: meta[k] for k in meta if k.startswith("lake.airflow")} == {
@@ -112,11 +114,14 @@ def test_example_rollback_dag(repo_root: Path, tmp_path: Path, airflow_db: Path)
     assert dr.state == "success", task_states(dag.dag_id, dr.run_id)
     rolled = xcom_value(dag.dag_id, dr.run_id, "rollback_failed_writes")
     assert rolled["outcome"] == "ROLLED_BACK"
+    [rollback] = [i for i in LakeTable.open(path).timeline().instants if i.action.value == "rollback"]
+    assert rolled["instant"] == rolled["rollbacks"][0]["instant"] == rollback.timestamp
     assert [r["rolled_back"] for r in rolled["rollbacks"]] == [failed.timestamp]
     assert _rows(path) == {1: "a1", 2: "c2", 4: "c4"}
     again = dag.test(run_conf=conf, logical_date=None)
     assert xcom_value(dag.dag_id, again.run_id, "rollback_failed_writes") == {
         "outcome": "NO_WORK",
+        "instant": None,
         "rollbacks": [],
     }
 
@@ -182,3 +187,13 @@ def test_a_mapped_write_retry_rolls_back_only_its_own_map_index(tmp_path: Path) 
     assert [i.timestamp for i in timeline.pending] == [sibling]
     meta = timeline.commit_metadata(timeline.last_completed_commit).extra_metadata
     assert meta["lake.airflow.map_index"] == "1" and meta["lake.airflow.try_number"] == "2"
+
+
+def test_write_operator_refuses_an_unknown_operation_when_the_dag_is_parsed(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^operation='merge' is not one of insert, upsert, delete$"):
+        LakeWriteOperator(task_id="w", table_path=str(tmp_path), input_path="in.parquet", operation="merge")
+    templated = "{{ params.operation }}"  # checked when the task runs, once rendered
+    op = LakeWriteOperator(
+        task_id="w", table_path=str(tmp_path), input_path="in.parquet", operation=templated
+    )
+    assert op.operation == templated

@@ -75,7 +75,8 @@ def test_run_in_local_session_deletes_exactly_the_oldest_slices(spark, tmp_path:
 @pytest.mark.slow
 def test_spark_submit_local_executes_a_scheduled_clean(tmp_path: Path) -> None:
     """The hook's Spark path by hand: schedule in-process, ``spark-submit --mode execute --instant``."""
-    from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+    from airflow_lake_provider.lake.services.clean.result import Outcome
 
     table, commits = _build_table(tmp_path / "trips")
     before = _data_files(table.base_path)

@@ -3,6 +3,7 @@ created once, partitions are added once, and ``SHOW PARTITIONS`` lists exactly t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +101,62 @@ def test_cli_with_the_metastore_policy_runs_the_job_through_spark_submit(
     assert out["policies"] == ["metastore", "success-file"]
     assert (table.base_path / H04 / "_SUCCESS").exists()
     assert (metastore / "metastore_db").is_dir()  # the embedded Derby metastore the job used
+    assert (metastore / "derby.log").is_file()  # beside it, not in the working folder
     state = json.loads(
         (table.base_path / ".hoodie/.aux/lake-partition-commit")
         .joinpath("p-year=2024%2Fmonth=01%2Fday=05%2Fhour=04.json")
         .read_text()
     )
     assert state["status"] == "COMMITTED" and state["applied"] == ["metastore", "success-file"]
+
+
+def test_metastore_policy_leaves_no_derby_files_in_the_working_folder_and_logs_spark_at_info(
+    tmp_path: Path,
+) -> None:
+    """``lake -v partition-commit`` without ``--metastore-dir``, run from an empty folder: Derby's
+    ``metastore_db/`` and ``derby.log`` and Spark's ``spark-warehouse/`` go to a temporary folder,
+    not the working one; Spark's own log is relayed at INFO (not ERROR) since the job succeeded."""
+    import json
+    import subprocess
+    import sys
+
+    table = _table(tmp_path / "events", "cwd_events")
+    work = tmp_path / "work"
+    work.mkdir()
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "airflow_lake_provider.lake.cli", "partition-commit", str(table.base_path),
+         "--partition", H03, "--policy", "metastore,success-file", "-v"],
+        cwd=work, capture_output=True, text=True, timeout=600, check=False,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["committed"] == [H03]
+    assert sorted(os.listdir(work)) == []
+    assert " INFO airflow_lake_provider.lake.spark_submit.partition_commit: " in done.stderr
+    # Python log records: "<date> <time> <LEVEL> <logger>: ..." (Hive's own ERROR lines are relayed at INFO)
+    assert {line.split(" ")[2] for line in done.stderr.splitlines() if line[:2] == "20"} == {"INFO"}
+
+
+def test_a_failed_metastore_job_repeats_its_log_tail_at_error_level(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job that fails (a partition with no data: outcome FAILED) logs its last lines at ERROR."""
+    import logging
+
+    from airflow_lake_provider.lake import spark_submit
+
+    table = _table(tmp_path / "events", "failed_events")
+    metastore = tmp_path / "metastore"
+    args = ["--table", str(table.base_path), "--partition", "year=2024/month=01/day=05/hour=09"]
+    args += ["--option", "sink.partition-commit.policy.kind=metastore", "--metastore-dir", str(metastore)]
+    with caplog.at_level(logging.INFO, logger="airflow_lake_provider.lake.spark_submit"):
+        result = spark_submit.submit("partition_commit.py", args)
+    assert result["outcome"] == "FAILED" and "hour=09" in result["error"]
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert len(errors) == 1
+    assert errors[0].getMessage().startswith("spark job partition_commit.py failed (exit 1); the last ")
+    relayed = [
+        r for r in caplog.records if r.name == "airflow_lake_provider.lake.spark_submit.partition_commit"
+    ]
+    assert relayed and all(r.levelno == logging.INFO for r in relayed)

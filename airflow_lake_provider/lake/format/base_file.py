@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import IO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.format.bloom_filter import DEFAULT_SETTINGS, BloomSettings, build
+from airflow_lake_provider.lake.format.bloom_filter import (
+    DEFAULT_SETTINGS,
+    BloomFilter,
+    BloomSettings,
+    build,
+    carried,
+)
 
 RECORD_KEY = "_hoodie_record_key"
 # A column chunk stops dictionary-encoding once its dictionary outgrows this. Arrow's 1 MB default
@@ -30,18 +38,106 @@ def write_base_file(sink: IO[bytes], rows: pa.Table, bloom: BloomSettings | None
     the record keys, which Java's bloom index and our writer's key lookup read.
     """
     keys = rows.column(RECORD_KEY)
-    meta = {
-        b"hoodie_min_record_key": str(pc.min(keys).as_py() or "").encode(),
-        b"hoodie_max_record_key": str(pc.max(keys).as_py() or "").encode(),
-    }
-    rows = rows.replace_schema_metadata(meta)
-    with pq.ParquetWriter(
-        sink, rows.schema, compression="snappy", dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT
-    ) as writer:
-        writer.write_table(rows, row_group_size=ROW_GROUP_ROWS)
-        if bloom is not None:
-            # Footer key-value metadata only: as schema metadata it would be stored twice (Arrow
-            # also keeps the schema, metadata included, base64 in the footer): 1 MB, not 431 KB.
-            writer.add_key_value_metadata(
-                {k.decode(): v.decode() for k, v in build(keys, bloom).footer().items()}
+    key_range = (str(pc.min(keys).as_py() or ""), str(pc.max(keys).as_py() or ""))
+    writer = BaseFileWriter(sink, rows.schema, bloom, key_range=key_range)
+    writer.write(rows)
+    writer.close()
+
+
+class BaseFileWriter:
+    """A base file written part by part (in file order), so that a merge holds one part at a time.
+
+    ``previous``: gives (once the parts are written) the bloom filter of the base file these rows
+    replace, or None. Parts written with
+    ``carried=True`` hold only keys that file held; if ``previous`` is laid out as a filter of the
+    new key count is, the new filter is ``previous`` plus the other parts' keys (no hashing of the
+    carried keys), else it is built from all the keys.
+    """
+
+    def __init__(
+        self,
+        sink: IO[bytes],
+        schema: pa.Schema,
+        bloom: BloomSettings | None = DEFAULT_SETTINGS,
+        previous: Callable[[], BloomFilter | None] | None = None,
+        key_range: tuple[str, str] | None = None,
+    ) -> None:
+        # A key range known up front goes in the schema's metadata too (as every file written whole
+        # has it); a streamed file's is known at the end: footer key-value metadata only.
+        self._key_range = key_range
+        self._schema = schema.remove_metadata()
+        if key_range is not None:
+            self._schema = self._schema.with_metadata(
+                {
+                    b"hoodie_min_record_key": key_range[0].encode(),
+                    b"hoodie_max_record_key": key_range[1].encode(),
+                }
             )
+        self._bloom = bloom
+        self._previous = previous
+        self._writer = pq.ParquetWriter(
+            sink, self._schema, compression="snappy", dictionary_pagesize_limit=DICTIONARY_PAGE_LIMIT
+        )
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self._keys: list[pa.Array] = []  # every key written, in file order
+        self._fresh: list[tuple[int, pa.Array]] = []  # (first row, keys) of the parts not carried
+        self._low: str | None = None
+        self._high: str | None = None
+        self.rows = 0
+
+    def write(self, rows: pa.Table, *, carried: bool = False) -> None:
+        if not rows.num_rows:
+            return
+        keys = rows.column(RECORD_KEY).combine_chunks()
+        low, high = pc.min_max(keys).values()
+        low, high = low.as_py() or "", high.as_py() or ""
+        self._low = low if self._low is None else min(self._low, low)
+        self._high = high if self._high is None else max(self._high, high)
+        self._keys.append(keys)
+        if not carried:
+            self._fresh.append((self.rows, keys))
+        self.rows += rows.num_rows
+        self._pending.append(rows.replace_schema_metadata(self._schema.metadata))
+        self._pending_rows += rows.num_rows
+        if self._pending_rows >= ROW_GROUP_ROWS:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        if not self._pending_rows:
+            return
+        table = pa.concat_tables(self._pending)
+        whole = table.num_rows if final else table.num_rows - table.num_rows % ROW_GROUP_ROWS
+        self._writer.write_table(table.slice(0, whole), row_group_size=ROW_GROUP_ROWS)
+        rest = table.slice(whole)
+        self._pending, self._pending_rows = ([rest], rest.num_rows) if rest.num_rows else ([], 0)
+
+    def close(self) -> None:
+        """Finish the file: the last rows, then the footer's key range and bloom filter."""
+        self._flush(final=True)
+        meta = {}
+        if self._key_range is None:
+            meta = {"hoodie_min_record_key": self._low or "", "hoodie_max_record_key": self._high or ""}
+        if self._bloom is not None:
+            meta.update({k.decode(): v.decode() for k, v in self._filter(self._bloom).footer().items()})
+        # Footer key-value metadata only: as schema metadata it would be stored twice (Arrow also
+        # keeps the schema, metadata included, base64 in the footer): 1 MB, not 431 KB.
+        if meta:
+            self._writer.add_key_value_metadata(meta)
+        self._writer.close()
+
+    def _filter(self, settings: BloomSettings) -> BloomFilter:
+        previous = self._previous() if self._previous is not None else None
+        if previous is not None:
+            fresh = [keys for _, keys in self._fresh]
+            at = [np.arange(start, start + len(keys), dtype=np.int64) for start, keys in self._fresh]
+            found = carried(
+                previous,
+                settings,
+                self.rows,
+                pa.concat_arrays(fresh) if fresh else pa.array([], pa.string()),
+                np.concatenate(at) if at else np.zeros(0, np.int64),
+            )
+            if found is not None:
+                return found
+        return build(pa.chunked_array(self._keys) if self._keys else pa.array([], pa.string()), settings)

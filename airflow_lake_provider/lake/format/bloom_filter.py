@@ -31,7 +31,8 @@ from functools import cached_property
 import numpy as np
 import pyarrow as pa
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError
+from airflow_lake_provider.lake.config import registry as r
+from airflow_lake_provider.lake.errors import CorruptDataFileError, WriteConfigError
 
 FILTER_KEY = "org.apache.hudi.bloomfilter"
 TYPE_CODE_KEY = "hoodie_bloom_filter_type_code"
@@ -45,10 +46,10 @@ _MAX_HASHES = 4096  # Java's count is ceil(ln 2 x bits / entries): 30 at Hudi's 
 _M = np.uint32(0x5BD1E995)
 
 # Hudi's writer options and defaults (HoodieStorageConfig / HoodieIndexConfig).
-NUM_ENTRIES_OPTION = "hoodie.index.bloom.num_entries"
-FPP_OPTION = "hoodie.index.bloom.fpp"
-TYPE_OPTION = "hoodie.bloom.index.filter.type"
-MAX_ENTRIES_OPTION = "hoodie.bloom.index.filter.dynamic.max.entries"
+NUM_ENTRIES_OPTION = r.BLOOM_NUM_ENTRIES.key
+FPP_OPTION = r.BLOOM_FPP.key
+TYPE_OPTION = r.BLOOM_FILTER_TYPE.key
+MAX_ENTRIES_OPTION = r.BLOOM_MAX_ENTRIES.key
 
 
 @dataclass(frozen=True)
@@ -63,33 +64,29 @@ class BloomSettings:
     @classmethod
     def from_options(cls, options: Mapping[str, str]) -> BloomSettings:
         """Settings from table properties or write options; a bad value names its key."""
-        default = cls()
-        try:
-            settings = cls(
-                int(options.get(NUM_ENTRIES_OPTION, default.num_entries)),
-                float(options.get(FPP_OPTION, default.fpp)),
-                str(options.get(TYPE_OPTION, default.type_code)).upper(),
-                int(options.get(MAX_ENTRIES_OPTION, default.max_entries)),
-            )
-        except ValueError as exc:
-            raise TableConfigError(f"bad bloom filter option: {exc}") from None
+        settings = cls(
+            r.BLOOM_NUM_ENTRIES.read(options),
+            r.BLOOM_FPP.read(options),
+            r.BLOOM_FILTER_TYPE.read(options).upper(),
+            r.BLOOM_MAX_ENTRIES.read(options),
+        )
         if settings.num_entries <= 0:
-            raise TableConfigError(f"{NUM_ENTRIES_OPTION} must be positive, got {settings.num_entries}")
+            raise WriteConfigError(f"{NUM_ENTRIES_OPTION} must be positive, got {settings.num_entries}")
         for key, value in (
             (NUM_ENTRIES_OPTION, settings.num_entries),
             (MAX_ENTRIES_OPTION, settings.max_entries),
         ):
             if value > _INT_MAX:  # Hudi reads both as Java ints
-                raise TableConfigError(f"{key} must be at most {_INT_MAX}, got {value}")
+                raise WriteConfigError(f"{key} must be at most {_INT_MAX}, got {value}")
         if not 0.0 < settings.fpp < 1.0:
-            raise TableConfigError(f"{FPP_OPTION} must be in (0, 1), got {settings.fpp}")
+            raise WriteConfigError(f"{FPP_OPTION} must be in (0, 1), got {settings.fpp}")
         if settings.vector_size > _INT_MAX:
-            raise TableConfigError(
+            raise WriteConfigError(
                 f"{NUM_ENTRIES_OPTION}={settings.num_entries} at {FPP_OPTION}={settings.fpp:g} needs a "
                 f"filter of {settings.vector_size} bits, more than its header holds ({_INT_MAX})"
             )
         if settings.type_code not in (SIMPLE, DYNAMIC_V0):
-            raise TableConfigError(f"{TYPE_OPTION} must be SIMPLE or DYNAMIC_V0, got {settings.type_code!r}")
+            raise WriteConfigError(f"{TYPE_OPTION} must be SIMPLE or DYNAMIC_V0, got {settings.type_code!r}")
         return settings
 
     @property
@@ -151,33 +148,108 @@ class BloomFilter:
 
 def build(keys: pa.Array | pa.ChunkedArray, settings: BloomSettings = DEFAULT_SETTINGS) -> BloomFilter:
     """A filter holding ``keys``, laid out bit for bit as Java's writer lays out the same keys."""
-    keys = _as_strings(keys)
-    size, hashes = settings.vector_size, settings.num_hashes
-    positions = hash_positions(keys, hashes, size)
-    if settings.type_code == SIMPLE:
-        return BloomFilter(SIMPLE, size, hashes, (_pack(positions, size),))
+    builder = BloomBuilder(settings)
+    builder.add(keys)
+    return builder.finish()
+
+
+class BloomBuilder:
+    """Builds a filter from keys added in file order, a batch at a time: :func:`build` of all the
+    keys, bit for bit, with memory bounded by the bit vectors and one batch's positions."""
+
+    def __init__(self, settings: BloomSettings = DEFAULT_SETTINGS, start: BloomFilter | None = None) -> None:
+        """``start``: a filter (of ``settings``' layout) whose bits the new one starts from."""
+        self.settings = settings
+        self.count = 0
+        self._bits: list[np.ndarray] = [
+            np.unpackbits(np.frombuffer(row, np.uint8), count=settings.vector_size, bitorder="little").astype(
+                bool
+            )
+            for row in (start.rows if start is not None else ())
+        ]
+
+    def add(self, keys: pa.Array | pa.ChunkedArray) -> None:
+        """Add the next ``keys`` (in the order the file holds them)."""
+        keys = _as_strings(keys)
+        self.set_at(keys, np.arange(self.count, self.count + len(keys), dtype=np.int64))
+        self.count += len(keys)
+
+    def set_at(self, keys: pa.Array, indices: np.ndarray) -> None:
+        """Set the bits of ``keys``, at those row ``indices`` of the file (they choose a dynamic row)."""
+        settings = self.settings
+        rows = (
+            np.zeros(len(indices), dtype=np.int64)
+            if settings.type_code == SIMPLE
+            else _row_of(indices, settings.num_entries, settings.max_entries)
+        )
+        for start in range(0, len(keys), _HASH_BATCH):
+            part = keys.slice(start, _HASH_BATCH)
+            positions = hash_positions(part, settings.num_hashes, settings.vector_size)
+            part_rows = rows[start : start + _HASH_BATCH]
+            for row in np.unique(part_rows):
+                while len(self._bits) <= row:
+                    self._bits.append(np.zeros(settings.vector_size, dtype=bool))
+                self._bits[row][positions[part_rows == row].ravel()] = True
+
+    def finish(self, count: int | None = None) -> BloomFilter:
+        """The filter of a file of ``count`` keys (default: the keys added)."""
+        settings = self.settings
+        count = self.count if count is None else count
+        size, hashes = settings.vector_size, settings.num_hashes
+        if settings.type_code == SIMPLE:
+            return BloomFilter(SIMPLE, size, hashes, (self._packed(0),))
+        row_count, active = _dynamic_shape(count, settings)
+        rows = tuple(self._packed(r) for r in range(row_count))
+        return BloomFilter(DYNAMIC_V0, size, hashes, rows, settings.num_entries, active)
+
+    def _packed(self, row: int) -> bytes:
+        if row >= len(self._bits):
+            return bytes((self.settings.vector_size + 7) // 8)
+        return np.packbits(self._bits[row], bitorder="little").tobytes()
+
+
+def carried(
+    old: BloomFilter | None, settings: BloomSettings, count: int, added: pa.Array, added_at: np.ndarray
+) -> BloomFilter | None:
+    """The filter of a new file of ``count`` keys: ``old``'s keys (some perhaps gone: a key left
+    set is only a false positive) plus ``added`` at file rows ``added_at``. None unless ``old`` is
+    laid out exactly as :func:`build` lays out ``count`` keys with ``settings`` (type, vector size,
+    hash count, keys per row, row count): then the caller builds from scratch. With the same keys
+    in the same order the result is :func:`build`'s, byte for byte."""
+    if old is None or old.hash_type != MURMUR_HASH or old.type_code != settings.type_code:
+        return None
+    if (old.vector_size, old.num_hashes) != (settings.vector_size, settings.num_hashes):
+        return None
+    if settings.type_code != SIMPLE:
+        if old.row_capacity != settings.num_entries or len(old.rows) != _dynamic_shape(count, settings)[0]:
+            return None
+    elif len(old.rows) != 1:
+        return None
+    builder = BloomBuilder(settings, old)
+    if len(added):
+        builder.set_at(_as_strings(added), np.asarray(added_at, dtype=np.int64))
+    return builder.finish(count)
+
+
+_HASH_BATCH = 32 * 1024  # keys hashed at once: the temporaries stay in the CPU's caches
+
+
+def _dynamic_shape(count: int, settings: BloomSettings) -> tuple[int, int]:
+    """Row count and the active row's key count of a dynamic filter of ``count`` keys."""
     per_row = settings.num_entries
-    row_of, row_count, active = _dynamic_rows(len(keys), per_row, settings.max_entries)
-    rows = tuple(_pack(positions[row_of == r], size) for r in range(row_count))
-    return BloomFilter(DYNAMIC_V0, size, hashes, rows, per_row, active)
+    limit = max(1, -(-settings.max_entries // per_row))
+    rows = min(limit, max(1, -(-count // per_row)))
+    return rows, count - (rows - 1) * per_row
 
 
-def _dynamic_rows(count: int, per_row: int, max_entries: int) -> tuple[np.ndarray, int, int]:
-    """Row of each key in insertion order, the row count and the active row's key count."""
+def _row_of(index: np.ndarray, per_row: int, max_entries: int) -> np.ndarray:
+    """The dynamic row of the keys at file rows ``index``."""
     limit = max(1, -(-max_entries // per_row))  # rows are added while rows x per_row < max
-    index = np.arange(count, dtype=np.int64)
     row_of = np.minimum(index // per_row, limit - 1)
     past = index >= limit * per_row
     # Past the bound the first key goes to row 0, then rows 0, 1, ... in turn.
     row_of[past] = np.maximum(index[past] - limit * per_row - 1, 0) % limit
-    rows = min(limit, max(1, -(-count // per_row)))
-    return row_of, rows, count - (rows - 1) * per_row
-
-
-def _pack(positions: np.ndarray, size: int) -> bytes:
-    bits = np.zeros(size, dtype=bool)
-    bits[positions.ravel()] = True
-    return np.packbits(bits, bitorder="little").tobytes()
+    return row_of
 
 
 def decode(text: str | bytes, type_code: str | bytes | None, where: str = "") -> BloomFilter:
@@ -348,10 +420,7 @@ def hash_positions(keys: pa.Array, num_hashes: int, vector_size: int) -> np.ndar
         if length == 0:
             raise ValueError("record keys must not be empty")
         rows = data[offsets[which][:, None] + np.arange(length)]
-        hashes = np.empty((num_hashes, len(which)), dtype=np.uint32)
-        seed = np.zeros(len(which), dtype=np.uint32)
-        for i in range(num_hashes):
-            seed = hashes[i] = _murmur2(rows, seed)
+        hashes = _murmur2_chain(rows, num_hashes)
         # Java's abs(h % size) with a signed h is |h| mod size; |h| fits an unsigned int.
         np.abs(hashes.view(np.int32), out=hashes.view(np.int32))
         hashes %= np.uint32(vector_size)
@@ -362,29 +431,45 @@ def hash_positions(keys: pa.Array, num_hashes: int, vector_size: int) -> np.ndar
     return out
 
 
-def _murmur2(rows: np.ndarray, seed: np.ndarray) -> np.ndarray:
-    """Hadoop's MurmurHash (32-bit MurmurHash2) of each row of equal-length ``rows``."""
+def _murmur2_chain(rows: np.ndarray, num_hashes: int) -> np.ndarray:
+    """``(num_hashes, len(rows))`` hashes: hash ``i`` is Hadoop's MurmurHash2 of each row seeded
+    with hash ``i - 1`` (the first with 0). The mixed blocks and the tail do not depend on the
+    seed: they are computed once for all the hashes."""
     length = rows.shape[1]
-    h = seed ^ np.uint32(length)
     blocks = length // 4
+    mixed = []
     if blocks:
         words = np.ascontiguousarray(rows[:, : blocks * 4]).view("<u4")
-        k = np.empty_like(h)
         for j in range(blocks):
-            np.multiply(words[:, j], _M, out=k)
+            k = words[:, j] * _M
             k ^= k >> np.uint32(24)
             k *= _M
-            h *= _M
-            h ^= k
+            mixed.append(k)
     left = length % 4
+    tail = None
     if left:
         # Java xors the tail bytes sign-extended (a signed byte widened to int).
+        tail = np.zeros(len(rows), dtype=np.uint32)
         for back, shift in ((3, 16), (2, 8), (1, 0)):
             if left >= back:
                 signed = rows[:, length - back].view(np.int8).astype(np.int32) << np.int32(shift)
-                h ^= signed.view(np.uint32)
+                tail ^= signed.view(np.uint32)
+    out = np.empty((num_hashes, len(rows)), dtype=np.uint32)
+    seed = np.zeros(len(rows), dtype=np.uint32)
+    shifted = np.empty_like(seed)
+    for i in range(num_hashes):
+        h = out[i]
+        np.bitwise_xor(seed, np.uint32(length), out=h)
+        for k in mixed:
+            h *= _M
+            h ^= k
+        if tail is not None:
+            h ^= tail
+            h *= _M
+        np.right_shift(h, np.uint32(13), out=shifted)
+        h ^= shifted
         h *= _M
-    h ^= h >> np.uint32(13)
-    h *= _M
-    h ^= h >> np.uint32(15)
-    return h
+        np.right_shift(h, np.uint32(15), out=shifted)
+        h ^= shifted
+        seed = h
+    return out

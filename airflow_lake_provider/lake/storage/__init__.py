@@ -7,7 +7,7 @@ re-exported here.
 
 from airflow_lake_provider.lake.storage.base import HOODIE_DIR, Listing, Storage
 from airflow_lake_provider.lake.storage.crash import CrashInjector, SimulatedCrash, inject_crash
-from airflow_lake_provider.lake.storage.local import LocalStorage, local_path, open_storage
+from airflow_lake_provider.lake.storage.local import LocalStorage, local_path, open_storage, resolved_uri
 
 __all__ = [
     "HOODIE_DIR",
@@ -19,4 +19,5 @@ __all__ = [
     "inject_crash",
     "local_path",
     "open_storage",
+    "resolved_uri",
 ]

@@ -41,7 +41,7 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.storage.base import HOODIE_DIR, Listing, Storage
 from airflow_lake_provider.lake.storage.crash import durable_step
 
-__all__ = ["HOODIE_DIR", "Listing", "LocalStorage", "Storage", "local_path", "open_storage"]
+__all__ = ["HOODIE_DIR", "Listing", "LocalStorage", "Storage", "local_path", "open_storage", "resolved_uri"]
 
 
 class LocalStorage(Storage):
@@ -363,6 +363,13 @@ def local_path(location: str | os.PathLike[str] | Storage) -> Path | None:
     """The local folder behind a location, or ``None`` if it is not on the local file system."""
     storage = open_storage(location)
     return Path(storage.root) if isinstance(storage, LocalStorage) else None
+
+
+def resolved_uri(storage: Storage, rel: str = "") -> str:
+    """``storage.uri(rel)`` with links and ``..`` resolved on a local disk (S3 keys are as they are):
+    two locations compare equal when they name the same file."""
+    uri = storage.uri(rel)
+    return os.path.realpath(uri) if isinstance(storage, LocalStorage) else uri
 
 
 def _path_limit(folder: str, name: str, default: int) -> int:

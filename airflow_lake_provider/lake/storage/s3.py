@@ -123,11 +123,20 @@ class S3Storage(Storage):
                 # not hours); large enough for a base file's single put on a slow link.
                 "timeout": timedelta(seconds=120),
             }
+            config = store_config_from_env(environ)
             if _allow_http(environ):
                 client["allow_http"] = True
+            elif config.get("endpoint", "").strip().lower().startswith("http://"):
+                # obstore would fail each request with a bare "HTTP error: builder error".
+                endpoint = _CREDENTIALS_IN_URL.sub("//***@", config["endpoint"])
+                raise StorageError(
+                    f"{self.root}: the endpoint {endpoint} (AWS_ENDPOINT_URL) is plain http: set "
+                    "AWS_ALLOW_HTTP=true (a lake connection: its extra allow_http) to allow it, or "
+                    "use an https:// endpoint"
+                )
             store = S3Store(
                 self.bucket,
-                config=store_config_from_env(environ),
+                config=config,
                 client_options=client,
                 # obstore retries for minutes by default; a dead endpoint should fail in seconds.
                 retry_config={"max_retries": 3, "retry_timeout": timedelta(seconds=20)},

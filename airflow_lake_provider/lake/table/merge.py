@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -145,28 +146,42 @@ def merge_slice(
     base = base if base is not None else schema.empty_table()
     if not items:
         return base
-    ordering_type = schema.field(ordering).type if ordering and ordering in schema.names else None
-    event_time = mode is MergeMode.EVENT_TIME_ORDERING and ordering_type is not None
-    cand = _candidates(items, ordering_type, ordering)
-    # Versions before a natural-order delete of the same key can never win.
-    natural = cand.filter(cand.column("natural"))
-    cleared = natural.group_by("key").aggregate([("seq", "max")]).rename_columns(["key", "cleared_at"])
-    if cleared.num_rows:
-        where = pc.index_in(cand.column("key"), value_set=cleared.column("key"))
-        cleared_at = cleared.column("cleared_at").take(where)
-        cand = cand.filter(pc.greater(cand.column("seq"), pc.fill_null(cleared_at, -1)))
-        cand = _drop_deletes_of_deleted_keys(cand, cleared.column("key"))
-    sort = [("ord", "ascending"), ("seq", "ascending")] if event_time else [("seq", "ascending")]
-    winners = _last_per_key(cand.select(["key", "ord", "seq", "is_delete", "ref"]), sort)
+    merge = LogMerge(items, mode=mode, ordering=ordering, schema=schema)
+    parts = [merge.kept_base(base, base_keys)] if base.num_rows else []
+    return pa.concat_tables([*parts, merge.log_rows()])
 
-    data_tables = [i.table for i in items if isinstance(i, DataItem)]
-    data = pa.concat_tables(data_tables) if data_tables else schema.empty_table()
-    winner_keys = _flat(winners.column("key"))
-    winner_alive = pc.invert(_flat(winners.column("is_delete")))
-    if base.num_rows:
-        # One hash probe of the base keys against the (unique) winner keys.
-        match = pc.index_in(base_keys, value_set=winner_keys)
-        matched = pc.is_valid(match)
+
+class LogMerge:
+    """The log of one slice merged (its winning version per key), then met with the base rows one
+    part (row group) at a time: only one part of the base need be in memory at once."""
+
+    def __init__(
+        self,
+        items: Sequence[LogItem],
+        *,
+        mode: MergeMode,
+        ordering: str | None,
+        schema: pa.Schema,
+    ) -> None:
+        self.ordering = ordering
+        self.ordering_type = schema.field(ordering).type if ordering and ordering in schema.names else None
+        self.event_time = mode is MergeMode.EVENT_TIME_ORDERING and self.ordering_type is not None
+        cand = _candidates(items, self.ordering_type, ordering)
+        # Versions before a natural-order delete of the same key can never win.
+        natural = cand.filter(cand.column("natural"))
+        cleared = natural.group_by("key").aggregate([("seq", "max")]).rename_columns(["key", "cleared_at"])
+        if cleared.num_rows:
+            where = pc.index_in(cand.column("key"), value_set=cleared.column("key"))
+            cleared_at = cleared.column("cleared_at").take(where)
+            cand = cand.filter(pc.greater(cand.column("seq"), pc.fill_null(cleared_at, -1)))
+            cand = _drop_deletes_of_deleted_keys(cand, cleared.column("key"))
+        sort = [("ord", "ascending"), ("seq", "ascending")] if self.event_time else [("seq", "ascending")]
+        self.winners = _last_per_key(cand.select(["key", "ord", "seq", "is_delete", "ref"]), sort)
+        data_tables = [i.table for i in items if isinstance(i, DataItem)]
+        self.data = pa.concat_tables(data_tables) if data_tables else schema.empty_table()
+        self.winner_keys = _flat(self.winners.column("key"))
+        self.winner_alive = pc.invert(_flat(self.winners.column("is_delete")))
+        self.any_cleared = cleared.num_rows > 0
         # A base row is gone if no data version follows its key's last natural-order delete (a
         # delete right after it keeps the key deleted). Once one does, the log's last word, even a
         # later delete, meets the base row by ordering: Hudi merges the log first, then the base.
@@ -174,12 +189,29 @@ def merge_slice(
         if cleared.num_rows:
             revived = _flat(cand.filter(pc.not_equal(cand.column("ref"), -1)).column("key"))
             cleared_keys = cleared_keys.filter(pc.invert(pc.is_in(cleared_keys, value_set=revived)))
-        keep = pc.invert(pc.is_in(base_keys, value_set=cleared_keys)) if len(cleared_keys) else None
-        if event_time and winners.num_rows:
+        self.cleared_keys = cleared_keys
+        self._beaten: list[pa.Array] = []  # winners a base row beat (by ordering), over all parts
+        self._met: list[pa.Array] = []  # winners whose key is a base key, over all parts
+
+    def match(self, base_keys: pa.Array) -> pa.Array:
+        """Each key's winner: an index into the winners, null where the log has no version of it.
+        Matching a whole base file's keys at once hashes the winners once, not once per part."""
+        return pc.index_in(base_keys, value_set=self.winner_keys)
+
+    def meet(
+        self, base: pa.Table, base_keys: pa.Array, match: pa.Array | None = None
+    ) -> tuple[pa.Array, pa.Array]:
+        """For one part of the base: which rows survive (bool), and each row's winner (index into
+        the winners, null where the log has no version of its key; :meth:`match` of the part's keys
+        if given). Records the winners the part's rows beat or met, for :meth:`log_rows`."""
+        match = self.match(base_keys) if match is None else _flat(match)
+        matched = pc.is_valid(match)
+        keep = pc.invert(pc.is_in(base_keys, value_set=self.cleared_keys)) if len(self.cleared_keys) else None
+        if self.event_time and self.winners.num_rows:
             # ... and survives a log version only with a strictly larger ordering value.
-            bord = base.column(ordering)
-            bord = bord if bord.type == ordering_type else bord.cast(ordering_type)
-            word = winners.column("ord").take(match)  # null where there is no winner
+            bord = base.column(self.ordering)
+            bord = bord if bord.type == self.ordering_type else bord.cast(self.ordering_type)
+            word = self.winners.column("ord").take(match)  # null where there is no winner
             base_wins = pc.and_(
                 matched,
                 pc.fill_null(
@@ -188,16 +220,54 @@ def merge_slice(
             )
             survives = pc.or_(pc.invert(matched), base_wins)
             keep = survives if keep is None else pc.and_(keep, survives)
-            duel_won = base_wins if cleared.num_rows == 0 else pc.and_(base_wins, keep)
+            duel_won = base_wins if not self.any_cleared else pc.and_(base_wins, keep)
             if pc.any(duel_won).as_py():
-                beaten = pc.unique(_flat(match.filter(duel_won)))
-                beaten_mask = pc.is_in(_arange(0, winners.num_rows), value_set=beaten.cast(pa.int64()))
-                winner_alive = pc.and_(winner_alive, pc.invert(beaten_mask))
+                self._beaten.append(_flat(match.filter(duel_won)))
         else:
             untouched = pc.invert(matched)
             keep = untouched if keep is None else pc.and_(keep, untouched)
-        keep_base = base.filter(keep)
-    else:
-        keep_base = base
-    log_rows = data.take(winners.column("ref").filter(winner_alive))
-    return pa.concat_tables([keep_base, log_rows])
+        self._met.append(_flat(match.filter(matched)))
+        return _flat(keep), _flat(match)
+
+    def kept_base(self, base: pa.Table, base_keys: pa.Array, match: pa.Array | None = None) -> pa.Table:
+        """The rows of one part of the base that survive the log."""
+        return base.filter(self.meet(base, base_keys, match)[0])
+
+    def _alive(self) -> pa.Array:
+        alive = self.winner_alive
+        if self._beaten:
+            beaten = pc.unique(pa.concat_arrays(self._beaten)).cast(pa.int64())
+            beaten_mask = pc.is_in(_arange(0, self.winners.num_rows), value_set=beaten)
+            alive = pc.and_(alive, pc.invert(beaten_mask))
+        return alive
+
+    def log_rows(self) -> pa.Table:
+        """The winning log rows no base row beat, by key: to follow every part of the base."""
+        return self.data.take(self.winners.column("ref").filter(self._alive()))
+
+    def replacing_rows(
+        self, base: pa.Table, base_keys: pa.Array, match: pa.Array | None = None
+    ) -> tuple[pa.Table, pa.Array]:
+        """One part of the base merged in place: each surviving base row, or the log version that
+        replaces it, in base order (as Hudi's merge handle writes a compacted file); and which rows
+        of the part are in it (bool)."""
+        keep, match = self.meet(base, base_keys, match)
+        alive = self.winner_alive  # a winner is beaten only by its own key's base row: kept there
+        replaced = pc.and_(pc.invert(keep), pc.fill_null(alive.take(match), False))
+        if not pc.any(replaced).as_py():
+            return (base if pc.all(keep).as_py() else base.filter(keep)), keep
+        refs = self.winners.column("ref").take(match.filter(replaced))
+        taken = np.flatnonzero(pc.or_(keep, replaced).to_numpy(zero_copy_only=False))
+        which = replaced.to_numpy(zero_copy_only=False)[taken]
+        index = taken.copy()
+        index[which] = base.num_rows + np.arange(int(which.sum()))
+        written = pc.or_(keep, replaced)
+        return pa.concat_tables([base, self.data.take(refs)]).take(pa.array(index)), written
+
+    def inserted_rows(self) -> pa.Table:
+        """The winning log rows whose key no base row has (after every part met the log)."""
+        alive = self._alive()
+        if self._met:
+            met = pc.unique(pa.concat_arrays(self._met)).cast(pa.int64())
+            alive = pc.and_(alive, pc.invert(pc.is_in(_arange(0, self.winners.num_rows), value_set=met)))
+        return self.data.take(self.winners.column("ref").filter(alive))

@@ -20,11 +20,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from airflow_lake_provider.lake.config.registry import METADATA_ENABLE
 from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import HOODIE_DIR
-from airflow_lake_provider.lake.table.options import get_bool, merge_layers
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat_expired, now_ms
 from airflow_lake_provider.lake.timeline import layout
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ENABLE_KEY = "hoodie.metadata.enable"  # Hudi's writer option; false drops the MDT
+ENABLE_KEY = METADATA_ENABLE.key  # Hudi's writer option; false drops the MDT
 PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"
 MDT_PATH = f"{HOODIE_DIR}/{METADATA_DIR}"
@@ -60,7 +60,7 @@ class MetadataTablePolicy(str, Enum):
     @classmethod
     def from_options(cls, *layers: Mapping[str, object]) -> MetadataTablePolicy:
         """From ``hoodie.metadata.enable`` (later layers win; Hudi's default, true, keeps the MDT)."""
-        enabled = get_bool(merge_layers(*layers), ENABLE_KEY, True, TableConfigError)
+        enabled = METADATA_ENABLE.read(*layers)
         return cls.REFUSE if enabled else cls.DROP
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -34,7 +34,7 @@ from airflow_lake_provider.lake.log_file.data_block import decode_parquet_block
 from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, decode_delete_block
 from airflow_lake_provider.lake.log_file.log_format import BlockType, LogBlock
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
-from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, LogItem, merge_slice
+from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, LogItem, LogMerge
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import validate_instant_time
@@ -125,6 +125,31 @@ class SliceReader:
     def read_base(self, slice_: FileSlice) -> pa.Table | None:
         if slice_.base_file is None:
             return None
+        parts = list(self.base_parts(slice_))
+        return pa.concat_tables(parts) if len(parts) != 1 else parts[0]
+
+    def base_key_column(self, slice_: FileSlice) -> pa.Array | None:
+        """The record keys of the slice's base file in file order, read alone (the key column only),
+        or None without a base file or a record-key column (keys are then derived part by part)."""
+        if slice_.base_file is None or not self.config.populate_meta_fields:
+            return None
+        rel = slice_.base_file.relative_path
+        with _naming(self.table, rel), self.table.storage.open_input(rel) as source:
+            parquet = pq.ParquetFile(source)
+            if RECORD_KEY not in parquet.schema_arrow.names:
+                return None
+            keys = parquet.read(columns=[RECORD_KEY]).column(RECORD_KEY)
+        if keys.null_count:
+            return None  # base_parts names the file as corrupt
+        return keys.combine_chunks().cast(pa.string())
+
+    def base_parts(
+        self, slice_: FileSlice, footer: list[Mapping[bytes, bytes]] | None = None
+    ) -> Iterator[pa.Table]:
+        """The base file's rows one row group at a time (none without a base file), shaped as the
+        schema; ``footer`` (if given) receives the file's footer key-value metadata first."""
+        if slice_.base_file is None:
+            return
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import pulls in
         # pandas (1.5 s in every fresh process, e.g. each Spark Python worker).
         rel = slice_.base_file.relative_path
@@ -132,17 +157,26 @@ class SliceReader:
             parquet = pq.ParquetFile(source)
             names = parquet.schema_arrow.names
             check_base_columns(self.table, rel, names)
+            if footer is not None:
+                footer.append(parquet.metadata.metadata or {})
             present = set(names)
-            rows = parquet.read(columns=[n for n in self.schema.names if n in present])
-        if RECORD_KEY in rows.column_names and rows.column(RECORD_KEY).null_count:
-            raise CorruptDataFileError(
-                f"{self.table.storage.uri(rel)}: {rows.column(RECORD_KEY).null_count} rows have no "
-                f"record key ({RECORD_KEY} is null): not a base file Hudi wrote"
-            )
-        try:
-            return conform(rows, self.schema)
-        except SchemaError as exc:
-            raise SchemaError(f"base file {self.table.storage.uri(rel)}: {exc}") from None
+            columns = [n for n in self.schema.names if n in present]
+            groups = range(parquet.metadata.num_row_groups) or [None]
+            for index in groups:
+                rows = (
+                    parquet.read_row_group(index, columns=columns)
+                    if index is not None
+                    else parquet.schema_arrow.empty_table().select(columns)
+                )
+                if RECORD_KEY in rows.column_names and rows.column(RECORD_KEY).null_count:
+                    raise CorruptDataFileError(
+                        f"{self.table.storage.uri(rel)}: {rows.column(RECORD_KEY).null_count} rows have "
+                        f"no record key ({RECORD_KEY} is null): not a base file Hudi wrote"
+                    )
+                try:
+                    yield conform(rows, self.schema)
+                except SchemaError as exc:
+                    raise SchemaError(f"base file {self.table.storage.uri(rel)}: {exc}") from None
 
     def visible_blocks(self, log_files: Sequence[LogFile]) -> list[LogBlock]:
         """Blocks of committed instants (up to ``as_of``), minus those a rollback block targets."""
@@ -246,27 +280,39 @@ class SliceReader:
         return DeleteItem(pa.array([r.record_key for r in records], pa.string()), ords)
 
     def read_slice(self, slice_: FileSlice) -> pa.Table:
-        if slice_.base_file is not None and slice_.log_files:
-            # The parquet read and the log decoding are independent and both release the GIL:
-            # overlap them.
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                pending_base = pool.submit(self.read_base, slice_)
-                items = self.log_items(slice_.log_files)
-                base = pending_base.result()
-        else:
+        """The slice's live rows: the base file streamed a row group at a time through the merge
+        with the log (only one row group of the base is held beside the output)."""
+        if not slice_.log_files:
             base = self.read_base(slice_)
-            items = self.log_items(slice_.log_files) if slice_.log_files else []
-        if not items:
             return base if base is not None else self.schema.empty_table()
-        base_keys = self.keys_of(base) if base is not None else None
-        return merge_slice(
-            base,
-            base_keys,
-            items,
-            mode=self.config.merge_mode,
-            ordering=self.config.precombine_field,
-            schema=self.schema,
-        )
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            # The log decoding and the parquet read of the base file's keys both release the GIL.
+            pending = pool.submit(self.log_items, slice_.log_files)
+            all_keys = self.base_key_column(slice_)
+            merge = self._log_merge(pending.result())
+        # The base file's keys matched against the log's at once: per row group the log's keys
+        # would be hashed again each time.
+        match_all = merge.match(all_keys) if merge is not None and all_keys is not None else None
+        parts: list[pa.Table] = []
+        offset = 0
+        for part in self.base_parts(slice_):
+            if merge is None:
+                parts.append(part)
+                continue
+            match = match_all.slice(offset, part.num_rows) if match_all is not None else None
+            parts.append(merge.kept_base(part, self.keys_of(part), match))
+            offset += part.num_rows
+        if merge is not None:
+            parts.append(merge.log_rows())
+        if not parts:
+            return self.schema.empty_table()
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def _log_merge(self, items: Sequence[LogItem]) -> LogMerge | None:
+        if not items:
+            return None
+        config = self.config
+        return LogMerge(items, mode=config.merge_mode, ordering=config.precombine_field, schema=self.schema)
 
 
 def _ordering_or_none(record: DeleteRecord, column_type: pa.DataType) -> object:

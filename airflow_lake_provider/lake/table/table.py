@@ -99,7 +99,14 @@ class LakeTable:
         clock: InstantClock = DEFAULT_CLOCK,
     ) -> LakeTable:
         """Create an empty table at ``path`` (which must not hold a table already)."""
+        for what, fields in (("record key", record_key_fields), ("partition", partition_fields)):
+            repeated = sorted({f for f in fields if list(fields).count(f) > 1})
+            if repeated:
+                raise TableConfigError(f"{what} field(s) {', '.join(repeated)} given more than once")
         storage = open_storage(location)
+        parent, leaf = storage.parent(), storage.root.rstrip("/").rsplit("/", 1)[-1]
+        if parent is not None and parent.exists(leaf) and leaf in parent.list_names():
+            raise TableConfigError(f"{storage.root} is a file: a table needs a folder (or a new path)")
         if storage.exists(HOODIE_DIR):
             raise TableExistsError(f"{storage.root} already holds a table ({storage.uri(HOODIE_DIR)} exists)")
         if isinstance(table_type, str):

@@ -236,7 +236,7 @@ def test_clean_and_savepoint(tmp_path: Path) -> None:
         "outcome": "NO_WORK",
         "instant": None,
         "earliest_commit_to_retain": None,
-        "policy": None,
+        "policy": "KEEP_LATEST_COMMITS",  # the policy in effect, though nothing is planned
         "files_planned": 0,
         "bytes_planned": 0,
         "partitions": {},
@@ -394,7 +394,7 @@ def test_compact_schedule_execute_run_and_no_work(tmp_path: Path) -> None:
     assert f"{c}.compaction.requested" in _timeline(base)
     preview = _json(_lake("compact", str(base), "--mode", "execute", "--dry-run"))
     assert (preview["outcome"], preview["execute"]["instant"], preview["execute"]["operations"]) == (
-        "DRY_RUN",
+        "PLANNED",
         c,
         2,
     )

@@ -352,3 +352,43 @@ def test_a_store_outage_while_reading_files_is_not_reported_as_corruption(
     monkeypatch.setattr(S3Storage, method, down)
     with pytest.raises(StorageUnavailableError, match=f"{uri}/.*: cannot reach the S3 endpoint"):
         read_snapshot(table)
+
+
+def test_a_plain_http_endpoint_without_allow_http_names_the_variable(
+    s3_bucket: str, s3_endpoint: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """obstore refuses http:// endpoints with a bare "HTTP error: builder error": say what to set."""
+    uri = f"s3://{s3_bucket}/t"
+    monkeypatch.delenv("AWS_ALLOW_HTTP")
+    code, out, err = _run(
+        capsys, "init", uri, "--table-type", "cow", "--name", "x", "--record-key", "id", "--precombine", "ts"
+    )
+    assert (code, out) == (1, "")
+    assert err == (
+        f"lake: error: {uri}: the endpoint {s3_endpoint} (AWS_ENDPOINT_URL) is plain http: set "
+        "AWS_ALLOW_HTTP=true (a lake connection: its extra allow_http) to allow it, or use an https:// "
+        "endpoint\n"
+    )
+    assert s3_objects(s3_endpoint, s3_bucket) == {}
+    monkeypatch.setenv("AWS_ALLOW_HTTP", "true")  # the same endpoint, allowed: works
+    code, out, _ = _run(
+        capsys, "init", uri, "--table-type", "cow", "--name", "x", "--record-key", "id", "--precombine", "ts"
+    )
+    assert (code, out) == (0, f"created COPY_ON_WRITE table x at {uri}\n")
+
+
+def test_cli_read_refuses_an_output_inside_an_s3_table(
+    s3_bucket: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    uri = f"s3://{s3_bucket}/t"
+    init = ["init", uri, "--table-type", "cow", "--name", "x", "--record-key", "id", "--precombine", "ts"]
+    assert _run(capsys, *init)[0] == 0
+    before = s3_objects(s3_endpoint, s3_bucket)
+    for output in (f"{uri}/.hoodie/hoodie.properties", f"s3://{s3_bucket}//t/p/x.parquet"):
+        code, out, err = _run(capsys, "read", uri, "--output", output)
+        inside = output.replace("//t", "/t")
+        assert (code, out) == (1, "")
+        assert err == f"lake: error: output {inside} is inside the table {uri}: write it outside the table\n"
+    assert s3_objects(s3_endpoint, s3_bucket) == before
+    code, out, _ = _run(capsys, "read", uri, "--output", f"s3://{s3_bucket}/t2/x.parquet")  # a sibling prefix
+    assert (code, out) == (0, f"0 rows -> s3://{s3_bucket}/t2/x.parquet\n")

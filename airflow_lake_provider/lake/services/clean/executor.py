@@ -14,8 +14,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
 from typing import Any
 
 from airflow_lake_provider.lake.errors import CommitConflictError, LakeError
@@ -28,6 +27,7 @@ from airflow_lake_provider.lake.services.clean.planner import (
     partitions_to_scan,
     plan_clean,
 )
+from airflow_lake_provider.lake.services.clean.result import CleanResult, DeleteOutcome, Outcome
 from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
 from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
@@ -48,59 +48,6 @@ log = logging.getLogger(__name__)
 PARALLEL_DELETE_THRESHOLD = 64
 # Times a clean takes a new instant when another process created the one it chose first.
 _INSTANT_ATTEMPTS = 5
-
-
-class Outcome(str, Enum):
-    CLEANED = "CLEANED"  # a clean instant completed
-    SCHEDULED = "SCHEDULED"  # a plan was written, not executed (mode schedule)
-    PLANNED = "PLANNED"  # dry run: the plan was computed, nothing written
-    NO_WORK = "NO_WORK"  # nothing to delete: no instant written
-
-
-@dataclass(frozen=True)
-class DeleteOutcome:
-    deleted: tuple[str, ...]
-    failed: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class CleanResult:
-    outcome: Outcome
-    instant: str | None = None
-    plan: CleanPlan | None = None
-    deleted_files: int = 0
-    failed_files: int = 0
-    finished_pending: tuple[str, ...] = ()
-    duration_seconds: float = 0.0
-    reason: str = ""
-    # Planned files kept because a savepoint made after the plan needs them.
-    kept_for_savepoints: tuple[str, ...] = ()
-    # Pending (failed or running) writes that held the earliest commit to retain back.
-    held_back_by: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (pushed to XCom, printed by the CLI and the Spark job)."""
-        summary = self.plan.summary() if self.plan else {}
-        return {
-            "outcome": self.outcome.value,
-            "instant": self.instant,
-            "earliest_commit_to_retain": (
-                self.plan.earliest_instant_to_retain.timestamp
-                if self.plan and self.plan.earliest_instant_to_retain
-                else None
-            ),
-            "policy": self.plan.policy.value if self.plan else None,
-            "files_planned": self.plan.file_count if self.plan else 0,
-            "bytes_planned": sum(p["bytes"] for p in summary.values()),
-            "partitions": summary,
-            "deleted_files": self.deleted_files,
-            "failed_files": self.failed_files,
-            "finished_pending": list(self.finished_pending),
-            "kept_for_savepoints": list(self.kept_for_savepoints),
-            "held_back_by": list(self.held_back_by),
-            "duration_seconds": round(self.duration_seconds, 3),
-            "reason": self.reason,
-        }
 
 
 def _now() -> dt.datetime:
@@ -158,8 +105,13 @@ def plan(
     timeline: Timeline | None = None,
     now: dt.datetime | None = None,
     lister: Lister | None = None,
+    *,
+    log_scan: bool = True,
 ) -> CleanPlan | None:
-    """Compute a clean plan (writes nothing). ``lister`` may replace local partition listing."""
+    """Compute a clean plan (writes nothing). ``lister`` may replace local partition listing.
+
+    ``log_scan=False`` logs the scan at debug level only: a preview its caller follows with a real run.
+    """
     timeline = timeline or table.timeline()
     earliest = earliest_commit_to_retain(timeline, config, now or _now())
     points = savepoints(timeline)
@@ -170,7 +122,8 @@ def plan(
         log.info("clean of %s: nothing to scan (earliest commit to retain: %s)", table.uri, earliest)
         return None
     view = table.file_system_view(timeline, scan, lister)
-    log.info(
+    log.log(
+        logging.INFO if log_scan else logging.DEBUG,
         "clean of %s: scanned %d partitions, %d file groups",
         table.uri,
         len(view.partitions),
@@ -334,13 +287,15 @@ def run_clean(
     instant: str | None = None,
     deleter: Deleter = local_deleter,
     lister: Lister | None = None,
+    log_scan: bool = True,
 ) -> CleanResult:
     """One clean run. ``mode``: ``schedule``, ``execute`` or ``schedule_and_execute``.
 
     Pending cleans are finished first (never re-planned). ``dry_run`` writes and deletes nothing and
     returns the plan a run would make now. ``execute`` finishes ``instant`` or every pending clean.
     Pending writes that hold the clean back are named in the result (``held_back_by``, ``reason``)
-    with the command that rolls failed ones back.
+    with the command that rolls failed ones back. ``log_scan=False``: the partition scan is logged at
+    debug level (a dry-run preview that a real run, logging its own scan, follows).
     """
     config = clean_config(table, options)  # bad options fail before anything changes
     guard_mutation(table, "clean", options, dry_run=dry_run)
@@ -348,7 +303,9 @@ def run_clean(
         _roll_back_expired_writes(table, options)
     timeline = table.timeline()
     held = held_back_by(timeline, config, now or _now())
-    result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister)
+    result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister, log_scan)
+    if result.plan is None:
+        result = replace(result, policy=config.policy)
     if not held:
         return result
     advice = describe_failed_writes(table.uri, held)
@@ -379,13 +336,14 @@ def _run_clean(
     instant: str | None,
     deleter: Deleter,
     lister: Lister | None,
+    log_scan: bool = True,
 ) -> CleanResult:
     if mode not in ("schedule", "execute", "schedule_and_execute"):
         raise ValueError(f"unknown clean mode {mode!r}")
     config = clean_config(table, options)
     started = time.monotonic()
     if dry_run:
-        return _dry_run(table, config, now, lister, started)
+        return _dry_run(table, config, now, lister, started, log_scan)
     with table.store.exclusive("clean"):
         timeline = table.timeline()
         finished: list[str] = []
@@ -434,7 +392,12 @@ def _run_clean(
 
 
 def _dry_run(
-    table: LakeTable, config: CleanConfig, now: dt.datetime | None, lister: Lister | None, started: float
+    table: LakeTable,
+    config: CleanConfig,
+    now: dt.datetime | None,
+    lister: Lister | None,
+    started: float,
+    log_scan: bool,
 ) -> CleanResult:
     """What a run would do, changing nothing: finish the oldest pending clean, else plan a new one."""
     timeline = table.timeline()
@@ -449,7 +412,7 @@ def _dry_run(
             reason="a pending clean would be finished",
             kept_for_savepoints=kept,
         )
-    found = plan(table, config, timeline, now, lister)
+    found = plan(table, config, timeline, now, lister, log_scan=log_scan)
     return CleanResult(
         Outcome.PLANNED if found else Outcome.NO_WORK,
         None,

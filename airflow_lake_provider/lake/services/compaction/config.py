@@ -1,37 +1,20 @@
-"""Compaction configuration: Hudi's ``hoodie.compact*`` keys and defaults, validated once."""
+"""Compaction configuration, read from the option registry (Hudi's ``hoodie.compact*`` keys, Flink's
+``compaction.*`` aliases), validated once."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 
+from airflow_lake_provider.lake.config import registry as r
+from airflow_lake_provider.lake.config.registry import DEFAULT_STRATEGY, STRATEGY_PACKAGE
+from airflow_lake_provider.lake.config.values import TriggerStrategy
 from airflow_lake_provider.lake.errors import CompactionConfigError
-from airflow_lake_provider.lake.table.options import get_float, get_int, get_str, merge_layers
 
-TRIGGER_KEY = "hoodie.compact.inline.trigger.strategy"
-MAX_DELTA_COMMITS_KEY = "hoodie.compact.inline.max.delta.commits"
-MAX_DELTA_SECONDS_KEY = "hoodie.compact.inline.max.delta.seconds"
-STRATEGY_KEY = "hoodie.compaction.strategy"
-LOG_SIZE_THRESHOLD_KEY = "hoodie.compaction.logfile.size.threshold"
-LOG_NUM_THRESHOLD_KEY = "hoodie.compaction.logfile.num.threshold"
-TARGET_IO_KEY = "hoodie.compaction.target.io"
-DAY_PARTITIONS_KEY = "hoodie.compaction.daybased.target.partitions"
-PARTITION_REGEX_KEY = "hoodie.compaction.partition.path.regex"
+__all__ = ["DEFAULT_STRATEGY", "STRATEGY_KEY", "STRATEGY_PACKAGE", "CompactionConfig", "TriggerStrategy"]
 
-STRATEGY_PACKAGE = "org.apache.hudi.table.action.compact.strategy"
-DEFAULT_STRATEGY = f"{STRATEGY_PACKAGE}.LogFileSizeBasedCompactionStrategy"
-
-
-class TriggerStrategy(str, Enum):
-    """When a compaction is due (``hoodie.compact.inline.trigger.strategy``)."""
-
-    NUM_COMMITS = "NUM_COMMITS"
-    NUM_COMMITS_AFTER_LAST_REQUEST = "NUM_COMMITS_AFTER_LAST_REQUEST"
-    TIME_ELAPSED = "TIME_ELAPSED"
-    NUM_AND_TIME = "NUM_AND_TIME"
-    NUM_OR_TIME = "NUM_OR_TIME"
+STRATEGY_KEY = r.COMPACTION_STRATEGY.key
 
 
 @dataclass(frozen=True)
@@ -55,35 +38,16 @@ class CompactionConfig:
     @classmethod
     def from_options(cls, *layers: Mapping[str, object]) -> CompactionConfig:
         """Build from option layers, later ones overriding earlier (e.g. table properties, then user)."""
-        merged = merge_layers(*layers)
-        trigger_raw = get_str(merged, TRIGGER_KEY)
-        trigger = TriggerStrategy.NUM_COMMITS
-        if trigger_raw is not None:
-            try:
-                trigger = TriggerStrategy(trigger_raw.upper())
-            except ValueError:
-                allowed = ", ".join(t.value for t in TriggerStrategy)
-                raise CompactionConfigError(
-                    f"{TRIGGER_KEY}={trigger_raw!r} is not one of {allowed}"
-                ) from None
-        regex = get_str(merged, PARTITION_REGEX_KEY)
-        if regex is not None:
-            try:
-                re.compile(regex)
-            except re.error as exc:
-                raise CompactionConfigError(
-                    f"{PARTITION_REGEX_KEY}={regex!r} is not a valid regex: {exc}"
-                ) from None
         config = cls(
-            trigger=trigger,
-            max_delta_commits=get_int(merged, MAX_DELTA_COMMITS_KEY, 5, 0, CompactionConfigError),
-            max_delta_seconds=get_int(merged, MAX_DELTA_SECONDS_KEY, 3600, 0, CompactionConfigError),
-            strategy=get_str(merged, STRATEGY_KEY) or DEFAULT_STRATEGY,
-            log_size_threshold=get_int(merged, LOG_SIZE_THRESHOLD_KEY, 0, 0, CompactionConfigError),
-            log_num_threshold=get_int(merged, LOG_NUM_THRESHOLD_KEY, 0, 0, CompactionConfigError),
-            target_io_mb=get_float(merged, TARGET_IO_KEY, 512000.0, 0.0, CompactionConfigError),
-            day_partitions=get_int(merged, DAY_PARTITIONS_KEY, 10, 0, CompactionConfigError),
-            partition_regex=regex,
+            trigger=r.COMPACT_TRIGGER.read(*layers),
+            max_delta_commits=r.COMPACT_MAX_DELTA_COMMITS.read(*layers),
+            max_delta_seconds=r.COMPACT_MAX_DELTA_SECONDS.read(*layers),
+            strategy=r.COMPACTION_STRATEGY.read(*layers),
+            log_size_threshold=r.COMPACTION_LOG_SIZE_THRESHOLD.read(*layers),
+            log_num_threshold=r.COMPACTION_LOG_NUM_THRESHOLD.read(*layers),
+            target_io_mb=r.COMPACTION_TARGET_IO.read(*layers),
+            day_partitions=r.COMPACTION_DAY_PARTITIONS.read(*layers),
+            partition_regex=r.COMPACTION_PARTITION_REGEX.read(*layers),
         )
         strategy_kinds(config.strategy)  # now, so a misspelt name fails before anything is planned
         return config

@@ -39,7 +39,7 @@ from airflow_lake_provider.lake.services.compaction.operation import (
 )
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
 from airflow_lake_provider.lake.services.compaction.result import CompactionResult, Outcome, ScheduleResult
-from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction, service_lock
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.reader import check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -180,7 +180,7 @@ def execute_compaction(
     """
     guard_mutation(table, "compaction execute", options, dry_run=dry_run)
     started = time.monotonic()
-    with table.store.exclusive(EXECUTE_LOCK):
+    with service_lock(table, EXECUTE_LOCK, dry_run):
         timeline = table.timeline()
         target = _pick(timeline, instant)
         if target is None:
@@ -191,7 +191,7 @@ def execute_compaction(
         plan = load_plan(timeline, c)
         if dry_run:
             return CompactionResult(
-                Outcome.DRY_RUN,
+                Outcome.PLANNED,
                 c,
                 len(plan.operations),
                 recovered=target.is_inflight,

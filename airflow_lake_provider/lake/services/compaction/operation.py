@@ -7,18 +7,23 @@ the write stats (``executor.commit_compaction``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from airflow_lake_provider.lake.errors import CompactionError, LakeError, UnsafePathError
-from airflow_lake_provider.lake.file_group.data_files import store_base_file
+from airflow_lake_provider.lake.errors import (
+    CompactionError,
+    CorruptDataFileError,
+    LakeError,
+    UnsafePathError,
+)
+from airflow_lake_provider.lake.file_group.data_files import store_base_parts
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName, write_token
 from airflow_lake_provider.lake.file_group.model import BaseFile, FileSlice, LogFile
+from airflow_lake_provider.lake.format.bloom_filter import BloomFilter, from_footer
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
-from airflow_lake_provider.lake.table.merge import DataItem, merge_slice
+from airflow_lake_provider.lake.table.merge import DataItem, LogMerge
 from airflow_lake_provider.lake.table.reader import SliceReader
 from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -132,78 +137,110 @@ def execute_operation(
     """
     slice_ = plan_slice(table, op, timeline)
     reader = SliceReader(table, timeline, schema, as_of=None)
-    base = reader.read_base(slice_)
     items = reader.log_items(slice_.log_files)
-    base_keys = reader.keys_of(base) if base is not None else pa.array([], pa.string())
-    if items:
-        merged = merge_slice(
-            base,
-            base_keys,
-            items,
-            mode=table.config.merge_mode,
-            ordering=table.config.precombine_field,
-            schema=schema,
-        )
-    else:
-        merged = base if base is not None else schema.empty_table()
+    config = table.config
+    merge = (
+        LogMerge(items, mode=config.merge_mode, ordering=config.precombine_field, schema=schema)
+        if items
+        else None
+    )
     name = BaseFileName.create(op.file_id, token or write_token(), instant).name
     # An empty result still gets a base file: it ends the old slice, so its rows stay deleted.
     table.store.markers.create(
-        instant, op.partition, name, IOType.MERGE if base is not None else IOType.CREATE
-    )
-    out = merged.set_column(
-        merged.schema.get_field_index(FILE_NAME_COLUMN),
-        FILE_NAME_COLUMN,
-        pa.repeat(pa.scalar(name, pa.string()), merged.num_rows),
+        instant, op.partition, name, IOType.MERGE if slice_.base_file is not None else IOType.CREATE
     )
     relative = join_partition(op.partition, name)
     log_keys = [i.keys for i in items if isinstance(i, DataItem)]
-    touched = pa.concat_arrays(log_keys) if log_keys else pa.array([], pa.string())
-    if pa.cpu_count() > 1:
-        # Encoding + fsync of the file and the counting both run without the GIL: overlap them when
-        # Arrow may use more than one core (a Spark job caps it at the task's cores).
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="compaction-write") as pool:
-            writing = pool.submit(store_base_file, table.storage, relative, out, table.config.bloom_settings)
-            updated, inserted, deleted = _write_counts(base_keys, reader.keys_of(out), touched)
-            size = writing.result()
-    else:
-        size = store_base_file(table.storage, relative, out, table.config.bloom_settings)
-        updated, inserted, deleted = _write_counts(base_keys, reader.keys_of(out), touched)
+    touched = pc.unique(pa.concat_arrays(log_keys)) if log_keys else pa.array([], pa.string())
+    out = _SliceMerge(table, reader, slice_, merge, touched, schema, name)
+    rows, size = store_base_parts(
+        table.storage, relative, schema, out.parts(), config.bloom_settings, out.previous
+    )
     fault("file")
-    log.debug("compaction %s: %s -> %s (%d rows)", instant, op.file_id, relative, out.num_rows)
+    log.debug("compaction %s: %s -> %s (%d rows)", instant, op.file_id, relative, rows)
     return WriteStat(
         file_id=op.file_id,
         partition_path=op.partition,
         path=relative,
         prev_commit=op.base_instant,
-        num_writes=out.num_rows,
-        num_deletes=deleted,
-        num_update_writes=updated,
-        num_inserts=inserted,
+        num_writes=rows,
+        num_deletes=out.base - out.kept,
+        num_update_writes=out.updated,
+        num_inserts=out.inserted,
         total_write_bytes=size,
         file_size_in_bytes=size,
         total_log_records=sum(len(i.keys) for i in items),
         total_log_files_compacted=len(slice_.log_files),
         total_log_size_compacted=slice_.total_log_size,
-        total_updated_records_compacted=updated,
+        total_updated_records_compacted=out.updated,
     )
 
 
-def _write_counts(base_keys: pa.Array, out_keys: pa.Array, touched: pa.Array) -> tuple[int, int, int]:
-    """(updated, inserted, deleted) rows of a merge, from the base, output and log (data) keys.
+class _SliceMerge:
+    """One operation's new base file as parts, merged a base row group at a time; counts its rows."""
 
-    Keys are unique in the base and in the output, and every output key comes from the base or from
-    a log record, so only the (usually few) log keys need a hash set: an output key no log touched is
-    a kept base row. Hashing the (large) base keys instead costs as much as the merge itself.
-    """
-    if not len(touched):
-        return 0, 0, len(base_keys) - len(out_keys)
-    small = pc.unique(touched)
-    out_touched = out_keys.filter(pc.is_in(out_keys, value_set=small))
-    base_touched = base_keys.filter(pc.is_in(base_keys, value_set=small))
-    updated = pc.sum(pc.is_in(out_touched, value_set=base_touched)).as_py() or 0
-    kept = len(out_keys) - len(out_touched) + updated  # output keys that are base keys
-    return updated, len(out_touched) - updated, len(base_keys) - kept
+    def __init__(
+        self,
+        table: LakeTable,
+        reader: SliceReader,
+        slice_: FileSlice,
+        merge: LogMerge | None,
+        touched: pa.Array,
+        schema: pa.Schema,
+        name: str,
+    ) -> None:
+        self.table, self.reader, self.slice_, self.merge, self.touched = table, reader, slice_, merge, touched
+        self.name, self.file_name = name, schema.get_field_index(FILE_NAME_COLUMN)
+        self.footer: list[Mapping[bytes, bytes]] = []
+        self.base = self.kept = self.updated = self.inserted = 0
+
+    def named(self, rows: pa.Table) -> pa.Table:
+        return rows.set_column(
+            self.file_name, FILE_NAME_COLUMN, pa.repeat(pa.scalar(self.name, pa.string()), rows.num_rows)
+        )
+
+    def parts(self) -> Iterator[tuple[pa.Table, bool]]:
+        # One base row group at a time, merged in place (updated rows where their base rows were,
+        # as Hudi's merge handle writes them), then the inserted keys: the rows of a part are keys
+        # of the old base file, whose bloom filter the new file's starts from.
+        # The base file's keys matched against the log's at once (the key column alone): per row
+        # group the log's keys would be hashed again each time.
+        reader, merge, touched = self.reader, self.merge, self.touched
+        all_keys = reader.base_key_column(self.slice_) if merge is not None else None
+        match_all = merge.match(all_keys) if merge is not None and all_keys is not None else None
+        hit_all = pc.is_in(all_keys, value_set=touched) if all_keys is not None and len(touched) else None
+        offset = 0
+        for part in reader.base_parts(self.slice_, self.footer):
+            keys = reader.keys_of(part)
+            self.base += len(keys)
+            if merge is None:
+                out = part
+            else:
+                match = match_all.slice(offset, len(keys)) if match_all is not None else None
+                out, written = merge.replacing_rows(part, keys, match)
+                if hit_all is not None:
+                    hit = pc.and_(hit_all.slice(offset, len(keys)), written)
+                    self.updated += pc.sum(hit).as_py() or 0
+                elif len(touched) and out.num_rows:
+                    hit = pc.is_in(reader.keys_of(out), value_set=touched)
+                    self.updated += pc.sum(hit).as_py() or 0
+            offset += len(keys)
+            self.kept += out.num_rows
+            yield self.named(out), True
+        if merge is not None:
+            inserted = merge.inserted_rows()
+            self.inserted = inserted.num_rows
+            yield self.named(inserted), False
+
+    def previous(self) -> BloomFilter | None:
+        if not self.footer:
+            return None
+        base = self.slice_.base_file
+        assert base is not None  # a footer was read, so the slice has a base file
+        try:
+            return from_footer(self.footer[0], self.table.storage.uri(base.relative_path))
+        except CorruptDataFileError:
+            return None  # a damaged filter is not carried over: the new one is built from the keys
 
 
 # Runs a plan's operations: a write stat per operation that succeeded, an error text per failure.

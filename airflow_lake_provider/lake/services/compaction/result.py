@@ -15,7 +15,9 @@ class Outcome(str, Enum):
     COMPLETED = "COMPLETED"
     ALREADY_COMPLETED = "ALREADY_COMPLETED"
     NO_WORK = "NO_WORK"
-    DRY_RUN = "DRY_RUN"
+    # A dry run (schedule or execute): what would be done; nothing written. Clean and partition
+    # commit use the same name (it was DRY_RUN, or SCHEDULED with dry_run true).
+    PLANNED = "PLANNED"
 
 
 @dataclass(frozen=True)

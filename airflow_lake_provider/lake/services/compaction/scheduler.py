@@ -7,6 +7,7 @@ write lock is taken.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 from collections.abc import Mapping
@@ -120,12 +121,18 @@ def schedule_compaction(
         None if isinstance(options, CompactionConfig) else options,
         dry_run=dry_run,
     )
-    with table.store.exclusive(SCHEDULE_LOCK):
+    with service_lock(table, SCHEDULE_LOCK, dry_run):
         checked = _check_base_files_unlocked(table, config, now, force)
         # The write lock too: a writer between reading its file groups and committing would append
         # logs to slices this plan takes over, and lose them (Hudi needs a lock provider here).
-        with table.store.exclusive(WRITE_LOCK):
+        with service_lock(table, WRITE_LOCK, dry_run):
             return _schedule_locked(table, config, now, dry_run, instant, force, checked)
+
+
+def service_lock(table: LakeTable, service: str, dry_run: bool) -> contextlib.AbstractContextManager[None]:
+    """The service's lock; none for a dry run, which writes nothing (not even a lock file) and
+    reports what a run would do on the timeline as it reads it."""
+    return contextlib.nullcontext() if dry_run else table.store.exclusive(service)
 
 
 def _check_base_files_unlocked(
@@ -167,7 +174,7 @@ def _schedule_locked(
     c = plan_instant(table, timeline, instant)
     plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
     if dry_run:
-        return ScheduleResult(Outcome.SCHEDULED, c, plan, trigger.reason, dry_run=True)
+        return ScheduleResult(Outcome.PLANNED, c, plan, trigger.reason, dry_run=True)
     body = timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan.to_avro())
     table.store.create_requested(c, Action.COMPACTION, body)
     log.info(

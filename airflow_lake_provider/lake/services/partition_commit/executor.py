@@ -17,6 +17,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from airflow_lake_provider.lake.config.registry import PC_PARTITION_FIELDS
 from airflow_lake_provider.lake.errors import (
     PartitionCommitConfigError,
     PartitionCommitError,
@@ -239,7 +240,7 @@ def commit_plain_partitions(
     for name in names:  # before any policy (success-file wrote through such a link)
         check_folder_inside(storage, name, "the directory")
     config = _directory_config(storage, options)
-    raw_fields = (options or {}).get(PARTITION_FIELDS_KEY)
+    raw_fields = PC_PARTITION_FIELDS.read(options or {})
     fields = tuple(f.strip() for f in str(raw_fields).split(",") if f.strip()) if raw_fields else ()
     if not fields:  # hive-style folders name their fields themselves (dt=2024-01-05/hour=03)
         named = {tuple(s.partition("=")[0] for s in p.split("/")) for p in names if _hive_style(p)}

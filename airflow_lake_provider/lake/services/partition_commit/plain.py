@@ -35,6 +35,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_lake_provider.lake.config.registry import PC_PARTITION_FIELDS
 from airflow_lake_provider.lake.errors import (
     ObjectNotFoundError,
     PartitionCommitConfigError,
@@ -54,7 +55,7 @@ LOCK_WAIT_SECONDS = 60.0
 INPROGRESS_SUFFIX = ".inprogress"
 HIDDEN_PREFIXES = (".", "_")
 # Plain directories have no table properties: partition field names for non-hive-style paths.
-PARTITION_FIELDS_KEY = "lake.partition-commit.partition-fields"
+PARTITION_FIELDS_KEY = PC_PARTITION_FIELDS.key
 _MERGE_ID = re.compile(r"[0-9a-f]{32}")
 # Hidden files a merge leaves when it dies: an in-progress output, or the temporary link of a local
 # publish (Storage.copy: link to .<name>.<hex>.tmp, then rename) that holds a whole output's bytes.

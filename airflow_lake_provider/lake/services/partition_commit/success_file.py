@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from airflow_lake_provider.lake.config.registry import PC_SUCCESS_FILE
 from airflow_lake_provider.lake.errors import (
     ObjectNotFoundError,
     PartitionCommitConfigError,
@@ -18,7 +19,7 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.storage.base import Storage
 from airflow_lake_provider.lake.timeline.commit_metadata import join_partition
 
-SUCCESS_FILE_KEY = "sink.partition-commit.success-file.name"
+SUCCESS_FILE_KEY = PC_SUCCESS_FILE.key
 # Hudi's base and log file formats, and parquet directories' files: data, whatever the rest of the name.
 DATA_SUFFIXES = (".parquet", ".orc", ".hfile", ".avro")
 

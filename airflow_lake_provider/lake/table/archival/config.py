@@ -1,16 +1,16 @@
-"""Archival configuration: Hudi's ``hoodie.keep.*`` and ``hoodie.commits.archival.batch`` keys."""
+"""Archival configuration, read from the option registry (``hoodie.keep.*``, Flink's ``archive.*``)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from airflow_lake_provider.lake.config import registry as r
 from airflow_lake_provider.lake.errors import ArchivalConfigError
-from airflow_lake_provider.lake.table.options import get_int, merge_layers
 
-MIN_COMMITS_KEY = "hoodie.keep.min.commits"
-MAX_COMMITS_KEY = "hoodie.keep.max.commits"
-BATCH_KEY = "hoodie.commits.archival.batch"
+MIN_COMMITS_KEY = r.KEEP_MIN_COMMITS.key
+MAX_COMMITS_KEY = r.KEEP_MAX_COMMITS.key
+BATCH_KEY = r.ARCHIVAL_BATCH.key
 
 
 @dataclass(frozen=True)
@@ -23,11 +23,10 @@ class ArchivalConfig:
 
     @classmethod
     def from_options(cls, *layers: Mapping[str, object]) -> ArchivalConfig:
-        merged = merge_layers(*layers)
         config = cls(
-            min_commits=get_int(merged, MIN_COMMITS_KEY, 20, 1, ArchivalConfigError),
-            max_commits=get_int(merged, MAX_COMMITS_KEY, 30, 1, ArchivalConfigError),
-            batch=get_int(merged, BATCH_KEY, 10, 1, ArchivalConfigError),
+            min_commits=r.KEEP_MIN_COMMITS.read(*layers),
+            max_commits=r.KEEP_MAX_COMMITS.read(*layers),
+            batch=r.ARCHIVAL_BATCH.read(*layers),
         )
         if config.max_commits <= config.min_commits:
             raise ArchivalConfigError(

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from airflow_lake_provider.lake.config.registry import KEEP_MIN_COMMITS
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
@@ -45,7 +46,7 @@ def plan_archival(
     commits = timeline.completed_commits
     if len(commits) <= config.max_commits:
         return None
-    cut, why = commits[len(commits) - config.min_commits].timestamp, "hoodie.keep.min.commits"
+    cut, why = commits[len(commits) - config.min_commits].timestamp, KEEP_MIN_COMMITS.key
     bounds = [(earliest_retained, "the earliest commit the last clean retained")]
     pending = [i for i in timeline.instants if i.state is not State.COMPLETED]
     if pending:

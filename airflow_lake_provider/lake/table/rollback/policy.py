@@ -12,23 +12,18 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from enum import Enum
 
-from airflow_lake_provider.lake.errors import HeartbeatError, RollbackError
-from airflow_lake_provider.lake.table.options import JAVA_INT_MAX
+from airflow_lake_provider.lake.config import registry as r
+from airflow_lake_provider.lake.config.values import FailedWritesPolicy
+from airflow_lake_provider.lake.errors import HeartbeatError
 from airflow_lake_provider.lake.timeline.store import TimelineStore
 
-POLICY_KEYS = ("hoodie.cleaner.policy.failed.writes", "hoodie.clean.failed.writes.policy")
-INTERVAL_KEY = "hoodie.client.heartbeat.interval_in_ms"
-MISSES_KEY = "hoodie.client.heartbeat.tolerable.misses"
-DEFAULT_INTERVAL_MS = 60_000
-DEFAULT_MISSES = 2
-
-
-class FailedWritesPolicy(str, Enum):
-    EAGER = "EAGER"
-    LAZY = "LAZY"
-    NEVER = "NEVER"
+POLICY_KEYS = r.FAILED_WRITES_POLICY.names
+INTERVAL_KEY = r.HEARTBEAT_INTERVAL_MS.key
+MISSES_KEY = r.HEARTBEAT_TOLERABLE_MISSES.key
+DEFAULT_INTERVAL_MS = r.HEARTBEAT_INTERVAL_MS.default
+DEFAULT_MISSES = r.HEARTBEAT_TOLERABLE_MISSES.default
+__all__ = ["FailedWritesConfig", "FailedWritesPolicy", "heartbeat", "heartbeat_expired", "now_ms"]
 
 
 @dataclass(frozen=True)
@@ -44,34 +39,11 @@ class FailedWritesConfig:
     @classmethod
     def from_options(cls, *sources: Mapping[str, object]) -> FailedWritesConfig:
         """Later sources override earlier ones (table properties, then the caller's options)."""
-        merged: dict[str, object] = {}
-        for source in sources:
-            merged.update(source)
-        raw = next((merged[k] for k in POLICY_KEYS if k in merged), FailedWritesPolicy.EAGER.value)
-        try:
-            policy = FailedWritesPolicy(str(raw).strip().upper())
-        except ValueError:
-            raise RollbackError(
-                f"{POLICY_KEYS[0]}={raw!r} is not one of {', '.join(p.value for p in FailedWritesPolicy)}"
-            ) from None
         return cls(
-            policy,
-            _positive(merged, INTERVAL_KEY, DEFAULT_INTERVAL_MS),
-            _positive(merged, MISSES_KEY, DEFAULT_MISSES),
+            r.FAILED_WRITES_POLICY.read(*sources),
+            r.HEARTBEAT_INTERVAL_MS.read(*sources),
+            r.HEARTBEAT_TOLERABLE_MISSES.read(*sources),
         )
-
-
-def _positive(options: Mapping[str, object], key: str, default: int) -> int:
-    raw = options.get(key, default)
-    try:
-        value = int(str(raw))
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise RollbackError(f"{key}={raw!r} must be a positive whole number")
-    if value > JAVA_INT_MAX:  # Hudi reads both as Java ints (and a wait that long overflows here)
-        raise RollbackError(f"{key}={raw!r} must be at most {JAVA_INT_MAX}")
-    return value
 
 
 def last_heartbeat_ms(store: TimelineStore, timestamp: str) -> int | None:

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_lake_provider.lake.config import registry
 from airflow_lake_provider.lake.errors import SchemaError, StorageError, TableConfigError
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro, avro_to_arrow
 from airflow_lake_provider.lake.format.casting import cast_exact, same_shape
@@ -21,14 +22,14 @@ from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import join_partition
 
 # Event-time bookkeeping of a commit (partition commit's watermark reads the max).
-EVENT_TIME_FIELD = "hoodie.payload.event.time.field"
+EVENT_TIME_FIELD = registry.EVENT_TIME_FIELD.key
 EVENT_TIME_MIN, EVENT_TIME_MAX = "lake.minEventTime", "lake.maxEventTime"
 # Longer than any data, marker or temp file name a write creates (a base file name is ~70 bytes).
 _LONGEST_FILE_NAME = 128
 # An instant time as long as a real one, for path checks made before the instant is chosen.
 _PROBE_INSTANT = "2" * 17
 # Index types whose lookups this writer's bloom + range lookup gives the same answer as.
-INDEX_TYPE = "hoodie.index.type"
+INDEX_TYPE = registry.INDEX_TYPE.key
 _SAME_ANSWER_INDEXES = ("BLOOM", "SIMPLE")
 METADATA_PARTITIONS = "hoodie.table.metadata.partitions"
 
@@ -47,7 +48,7 @@ def check_index(table: LakeTable, settings: Mapping[str, str]) -> None:
     numbered file groups, and a record index (or a global index) is kept in the metadata table,
     which this writer does not update: Java writers after ours would duplicate our keys.
     """
-    kind = str(settings.get(INDEX_TYPE) or "").strip().upper()
+    kind = (registry.INDEX_TYPE.read(settings) or "").upper()
     if kind and kind not in _SAME_ANSWER_INDEXES:
         raise TableConfigError(
             f"{table.uri}: {INDEX_TYPE}={kind} is not supported by this writer (it keeps a bloom/simple "
@@ -76,7 +77,9 @@ def prepare_batch(
     """Everything a write checks of its batch before its instant exists: the table's data schema,
     the commit's event times, and the batch cast, keyed, partitioned and deduplicated for routing."""
     data_schema = _check_batch(table, batch, operation, timeline)
-    event_times = _event_times(batch, event_time_field or table.config.properties.get(EVENT_TIME_FIELD))
+    event_times = _event_times(
+        batch, event_time_field or registry.EVENT_TIME_FIELD.read(table.config.properties)
+    )
     # Cast before the instant exists: a value that does not survive the cast refuses the batch.
     batch = _conform_batch(batch, data_schema)
     rows = _route(table, batch)

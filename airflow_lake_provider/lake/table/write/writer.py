@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
+from airflow_lake_provider.lake.config import registry
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     LakeError,
     RollbackError,
-    TableConfigError,
     WriteInputError,
 )
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro
@@ -27,6 +27,7 @@ from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, LookupStats
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.progress import Progress
 from airflow_lake_provider.lake.table.rollback.executor import (
     discard_failed_write,
     eligible_failed_writes,
@@ -58,7 +59,7 @@ DEFAULT_MAX_ROWS_PER_FILE = 1_000_000
 # A write waits this long for another write (or a compaction being scheduled) before giving up.
 WRITE_LOCK_WAIT_SECONDS = 60.0
 # As Hudi: archive the timeline at the end of every write (keep.min/max.commits decide how much).
-ARCHIVE_AUTOMATIC = "hoodie.archive.automatic"
+ARCHIVE_AUTOMATIC = registry.ARCHIVE_AUTOMATIC.key
 # Times a write takes a new instant when another process created the one it chose first.
 _INSTANT_ATTEMPTS = 5
 
@@ -124,7 +125,7 @@ def write(
     settings = {**table.config.properties, **(options or {})}
     check_index(table, settings)
     bloom = BloomSettings.from_options(settings)
-    archive = _archive_automatic(settings)
+    archive = registry.ARCHIVE_AUTOMATIC.read(settings)
     if archive:
         ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
     guard_mutation(table, f"write ({operation.value})", options)
@@ -146,13 +147,6 @@ def write(
     if not archive:
         return result
     return replace(result, archived=_archive_after_write(table, dict(options or {})))
-
-
-def _archive_automatic(settings: Mapping[str, str]) -> bool:
-    value = str(settings.get(ARCHIVE_AUTOMATIC, "true")).strip().lower()
-    if value not in ("true", "false"):
-        raise TableConfigError(f"{ARCHIVE_AUTOMATIC}={value!r}: use true or false")
-    return value == "true"
 
 
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
@@ -334,8 +328,13 @@ class _WriteJob:
                 # Here, a COW rewrite takes its base file from the lookup's open file (and the record
                 # keys it read): every base file is opened once per write.
                 results: Sequence[FileGroupResult] = []
+                progress = Progress(
+                    f"write {self.context.instant} of {self.table.uri}", len(units), rows.num_rows
+                )
                 for unit in units:
-                    results.append(write_file_group(self.table, self.context, unit, self.fault, reads))
+                    done = write_file_group(self.table, self.context, unit, self.fault, reads)
+                    results.append(done)
+                    progress.step(len(done.files), done.inserted + done.updated + done.deleted)
                     if unit.merged is not None and unit.merged.base_file is not None:
                         reads.release(unit.merged.base_file.relative_path)
             else:

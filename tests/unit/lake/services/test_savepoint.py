@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.lake.errors import SavepointError
-from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.services.savepoint import (
     Savepoint,
     create_savepoint,

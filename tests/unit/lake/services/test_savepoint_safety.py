@@ -11,7 +11,8 @@ from hudi import HudiReadOptions, HudiTableBuilder
 
 from airflow_lake_provider.lake import cli
 from airflow_lake_provider.lake.errors import SavepointError, ServiceBusyError, SnapshotCleanedError
-from airflow_lake_provider.lake.services.clean.executor import Outcome, pending_cleans, run_clean
+from airflow_lake_provider.lake.services.clean.executor import pending_cleans, run_clean
+from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction

@@ -18,9 +18,10 @@ from airflow_lake_provider.lake.errors import (
     UnsafePathError,
 )
 from airflow_lake_provider.lake.services.clean.config import CleanConfig, CleanPolicy
-from airflow_lake_provider.lake.services.clean.executor import Outcome, pending_cleans, run_clean
+from airflow_lake_provider.lake.services.clean.executor import pending_cleans, run_clean
 from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 from airflow_lake_provider.lake.services.clean.planner import earliest_commit_to_retain, partitions_to_scan
+from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint

@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.lake.errors import ServiceBusyError
-from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import store as timeline_store

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.lake.services.clean import executor
-from airflow_lake_provider.lake.services.clean.executor import DeleteOutcome, Outcome, delete_files, run_clean
+from airflow_lake_provider.lake.services.clean.executor import delete_files, run_clean
+from airflow_lake_provider.lake.services.clean.result import DeleteOutcome, Outcome
 from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
@@ -171,7 +172,11 @@ def test_result_summary_is_exact(tmp_path: Path) -> None:
         "reason": "",
     }
     nothing = run_clean(table, RETAIN_ONE).to_dict()
-    assert nothing["outcome"] == "NO_WORK" and nothing["instant"] is None and nothing["policy"] is None
+    assert (
+        nothing["outcome"] == "NO_WORK"
+        and nothing["instant"] is None
+        and nothing["policy"] == "KEEP_LATEST_COMMITS"
+    )
     assert nothing["files_planned"] == 0 and nothing["partitions"] == {} and nothing["bytes_planned"] == 0
     assert nothing["earliest_commit_to_retain"] is None
 

@@ -14,7 +14,8 @@ import pytest
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError
 from airflow_lake_provider.lake.services.clean import executor
-from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write

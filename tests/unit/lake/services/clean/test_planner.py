@@ -253,7 +253,8 @@ def test_partitions_to_scan_edges(tmp_path: Path) -> None:
 
 def test_the_planner_itself_leaves_savepointed_files_out(tmp_path: Path) -> None:
     # The executor would keep them too (a savepoint made after planning); here the plan never names them.
-    from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+    from airflow_lake_provider.lake.services.clean.result import Outcome
     from airflow_lake_provider.lake.services.savepoint import create_savepoint
 
     table = _table(tmp_path)

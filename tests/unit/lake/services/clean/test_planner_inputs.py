@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.lake.services.clean import executor
-from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.table import LakeTable

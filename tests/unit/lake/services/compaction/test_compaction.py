@@ -205,7 +205,7 @@ def test_dry_run_writes_nothing(mor: tuple[LakeTable, Model]) -> None:
     table, _ = mor
     listing = sorted(p.name for p in (table.base_path / ".hoodie").iterdir())
     result = schedule_compaction(table, DUE, dry_run=True)
-    assert result.outcome is Outcome.SCHEDULED and result.dry_run and result.plan is not None
+    assert result.outcome is Outcome.PLANNED and result.dry_run and result.plan is not None
     assert sorted(p.name for p in (table.base_path / ".hoodie").iterdir()) == listing
 
 

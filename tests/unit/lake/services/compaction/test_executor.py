@@ -65,12 +65,12 @@ def test_every_outcome_reports_its_instant_and_duration(tmp_path: Path) -> None:
     assert (nothing.outcome, nothing.instant) == (Outcome.NO_WORK, None) and _quick(nothing.duration_seconds)
     c = schedule_compaction(table, DUE).instant
     dry = execute_compaction(table, c, dry_run=True)
-    assert (dry.outcome, dry.instant, dry.operations, dry.recovered) == (Outcome.DRY_RUN, c, 1, False)
+    assert (dry.outcome, dry.instant, dry.operations, dry.recovered) == (Outcome.PLANNED, c, 1, False)
     assert _quick(dry.duration_seconds) and table.timeline().get(c).is_requested
     with pytest.raises(SimulatedCrash):
         execute_compaction(table, c, fault=crash_at("inflight"))
     dry = execute_compaction(table, c, dry_run=True)
-    assert (dry.outcome, dry.instant, dry.operations, dry.recovered) == (Outcome.DRY_RUN, c, 1, True)
+    assert (dry.outcome, dry.instant, dry.operations, dry.recovered) == (Outcome.PLANNED, c, 1, True)
     done = execute_compaction(table, c)
     assert (done.outcome, done.instant) == (Outcome.COMPLETED, c) and _quick(done.duration_seconds)
     again = execute_compaction(table, c)

@@ -88,7 +88,7 @@ def test_bloom_default_settings_are_hudis() -> None:
     ("key", "value", "message"),
     [
         ("hoodie.index.bloom.num_entries", "0", "num_entries must be positive"),
-        ("hoodie.index.bloom.num_entries", "many", "bad bloom filter option"),
+        ("hoodie.index.bloom.num_entries", "many", "num_entries='many' is not a whole number"),
         ("hoodie.index.bloom.fpp", "1.5", "fpp must be in"),
         ("hoodie.bloom.index.filter.type", "CUCKOO", "SIMPLE or DYNAMIC_V0"),
     ],

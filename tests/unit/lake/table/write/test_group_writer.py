@@ -270,7 +270,7 @@ def test_deletes_from_a_commit_time_table_carry_the_stored_ordering_values(hudi_
     left = [("rider-E",), ("rider-F",), ("rider-G",), ("rider-I",), ("rider-J",)]
     assert _our_rows(path, "rider") == left
     # hudi-rs 0.5.0 decodes a delete's long ordering value as a 32-bit varint: epoch milliseconds
-    # (valid Avro longs, as Spark writes them too) stop it (README, Compatibility and limits).
+    # (valid Avro longs, as Spark writes them too) stop it (docs/compatibility.md).
     with pytest.raises(Exception, match="varint overflow"):
         _hudi_rows(path, "rider")
 

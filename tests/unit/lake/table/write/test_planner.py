@@ -14,8 +14,8 @@ from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.format.table_config import MergeMode
-from airflow_lake_provider.lake.services.clean.executor import Outcome as CleanOutcome
 from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.clean.result import Outcome as CleanOutcome
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction

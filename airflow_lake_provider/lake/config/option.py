@@ -1,0 +1,59 @@
+"""One option: its key, the other names it answers to, default, parser and one-line doc.
+
+Options are read from layers (table properties, then the caller's options; a later layer overrides
+an earlier one). Within one layer an option may be given under its key and an alias (a Hudi 1.x
+``hoodie.clean.*`` name, a Flink name): equal values are fine, different ones are refused, since
+neither engine documents which would win. A blank or ``None`` value counts as not set.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from airflow_lake_provider.lake.config.parsers import Parser
+from airflow_lake_provider.lake.errors import ConfigError
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Option(Generic[T]):
+    key: str
+    default: T
+    parse: Parser[T]
+    doc: str
+    family: str
+    error: type[ConfigError] = ConfigError
+    aliases: tuple[str, ...] = ()  # Hudi's other names for it (1.x renames)
+    flink: tuple[str, ...] = ()  # Flink's names for it (FlinkOptions)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.key, *self.aliases, *self.flink)
+
+    def find(self, *layers: Mapping[str, object]) -> tuple[str, str] | None:
+        """The name and stripped raw value of the last layer that sets this option (conflicts refused)."""
+        for layer in reversed(layers):
+            given = [(n, str(layer[n]).strip()) for n in self.names if _is_set(layer.get(n))]
+            if not given:
+                continue
+            first = given[0]
+            for other in given[1:]:
+                if self.parse(other[0], other[1], self.error) != self.parse(*first, self.error):
+                    raise self.error(
+                        f"{first[0]}={first[1]!r} and {other[0]}={other[1]!r} set the same option "
+                        "to different values: give one"
+                    )
+            return first
+        return None
+
+    def read(self, *layers: Mapping[str, object]) -> T:
+        """The typed value from ``layers`` (later ones override earlier), or the default."""
+        found = self.find(*layers)
+        return self.default if found is None else self.parse(found[0], found[1], self.error)
+
+
+def _is_set(value: object) -> bool:
+    return value is not None and str(value).strip() != ""

@@ -1,0 +1,151 @@
+"""A typo in an option fails the task at once, without a retry, naming the key and the value: every
+option family through its operator under ``dag.test()`` (each task has ``retries=1``, so a retryable
+error would show as a second try)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from dag_helpers import new_trips_table, sync_dags_folder, task_states
+from tree_digest import tree_digest
+
+pytestmark = pytest.mark.airflow
+DAG_ID = "lake_config_typos"
+POLICIES = "KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS"
+
+# task id -> (operator call, the message the failure must carry).
+TASKS = {
+    "clean": (
+        'ScheduleCleanOperator(task_id="clean", table_path=TABLE, '
+        'options={"hoodie.cleaner.policy": "KEEP_LATEST_COMMIT"})',
+        f"clean of {{table}}: hoodie.cleaner.policy='KEEP_LATEST_COMMIT' is not one of {POLICIES}",
+    ),
+    "clean_unknown_key": (
+        'ScheduleCleanOperator(task_id="clean_unknown_key", table_path=TABLE, '
+        'options={"hoodie.cleaner.comits.retained": "3"})',
+        "clean of {table}: unknown option hoodie.cleaner.comits.retained='3'; "
+        "did you mean hoodie.cleaner.commits.retained?",
+    ),
+    "clean_flink_conflict": (
+        'ScheduleCleanOperator(task_id="clean_flink_conflict", table_path=TABLE, '
+        'options={"hoodie.cleaner.commits.retained": "3", "clean.retain_commits": "4"})',
+        "clean of {table}: hoodie.cleaner.commits.retained='3' and clean.retain_commits='4' set the "
+        "same option to different values: give one",
+    ),
+    "schedule_compaction": (
+        'ScheduleCompactionOperator(task_id="schedule_compaction", table_path=TABLE, '
+        'options={"compaction.trigger.strategy": "num_commit"})',
+        "compaction scheduling of {table}: compaction.trigger.strategy='num_commit' is not one of "
+        "NUM_COMMITS, NUM_COMMITS_AFTER_LAST_REQUEST, TIME_ELAPSED, NUM_AND_TIME, NUM_OR_TIME",
+    ),
+    "run_compaction": (
+        'RunCompactionOperator(task_id="run_compaction", table_path=TABLE, '
+        'options={"hoodie.compaction.target.io": "lots"})',
+        "compaction of {table}: hoodie.compaction.target.io='lots' is not a number",
+    ),
+    "rollback": (
+        'RollbackFailedWritesOperator(task_id="rollback", table_path=TABLE, '
+        'options={"hoodie.cleaner.policy.failed.writes": "EAGERLY"})',
+        "rollback of failed writes in {table}: hoodie.cleaner.policy.failed.writes='EAGERLY' is not "
+        "one of EAGER, LAZY, NEVER",
+    ),
+    "archival": (
+        'ScheduleCleanOperator(task_id="archival", table_path=TABLE, '
+        'options={"archive.max_commits": "thirty"})',
+        "archival of {table}: archive.max_commits='thirty' is not a whole number",
+    ),
+    "write": (
+        'LakeWriteOperator(task_id="write", table_path=TABLE, input_path=INPUT, '
+        'options={"hoodie.archive.automatic": "yes"})',
+        "write of {input} into {table}: hoodie.archive.automatic='yes' is not true or false",
+    ),
+    "partition_commit": (
+        'PartitionCommitOperator(task_id="partition_commit", table_path=TABLE, partitions=["a"], '
+        'options={"sink.partition-commit.trigger": "event-time"})',
+        "partition commit of {table}: sink.partition-commit.trigger='event-time' is not process-time "
+        "or partition-time",
+    ),
+    "metadata_table": (
+        'ScheduleCompactionOperator(task_id="metadata_table", table_path=TABLE, '
+        'options={"hoodie.metadata.enable": "1"})',
+        "compaction scheduling of {table}: hoodie.metadata.enable='1' is not true or false",
+    ),
+}
+
+
+def _tries(run_id: str, task_id: str) -> list[tuple[int, str]]:
+    """(try number, state) of every try of one task instance: earlier tries, then the last."""
+    from airflow.models import TaskInstance
+    from airflow.models.taskinstancehistory import TaskInstanceHistory
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        earlier = [
+            (h.try_number, str(h.state))
+            for h in session.query(TaskInstanceHistory).filter_by(
+                dag_id=DAG_ID, run_id=run_id, task_id=task_id
+            )
+        ]
+        ti = session.query(TaskInstance).filter_by(dag_id=DAG_ID, run_id=run_id, task_id=task_id).one()
+        return sorted(earlier) + [(ti.try_number, str(ti.state))]
+
+
+def test_a_typo_in_any_option_family_fails_at_once_naming_key_and_value(
+    airflow_db: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    table, _ = new_trips_table(tmp_path / "trips")
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": ["k00"], "ts": pa.array([9], pa.int64()), "p": ["a"], "v": [1]}), source)
+    folder = tmp_path / "dags"
+    folder.mkdir()
+    operators = "\n".join(f"    {call}" for call, _ in TASKS.values())
+    (folder / "typos.py").write_text(
+        textwrap.dedent(
+            f"""
+            import datetime as dt
+
+            import pendulum
+            from airflow.sdk import DAG
+
+            from airflow_lake_provider.operators.clean import ScheduleCleanOperator
+            from airflow_lake_provider.operators.compaction import (
+                RunCompactionOperator,
+                ScheduleCompactionOperator,
+            )
+            from airflow_lake_provider.operators.partition_commit import PartitionCommitOperator
+            from airflow_lake_provider.operators.rollback import (
+                LakeWriteOperator,
+                RollbackFailedWritesOperator,
+            )
+
+            TABLE = {str(table.uri)!r}
+            INPUT = {str(source)!r}
+            ARGS = {{"retries": 1, "retry_delay": dt.timedelta(0)}}
+
+            with DAG(
+                "{DAG_ID}",
+                schedule=None,
+                start_date=pendulum.datetime(2024, 1, 1, tz="UTC"),
+                catchup=False,
+                default_args=ARGS,
+            ):
+            """
+        )
+        + operators
+        + "\n"
+    )
+    dag = sync_dags_folder(folder).dags[DAG_ID]
+    before = tree_digest(tmp_path / "trips")
+
+    dr = dag.test()
+
+    assert task_states(DAG_ID, dr.run_id) == dict.fromkeys(TASKS, "failed")
+    assert {task: _tries(dr.run_id, task) for task in TASKS} == dict.fromkeys(TASKS, [(1, "failed")])
+    out = "".join(capfd.readouterr())
+    for _, message in TASKS.values():
+        assert message.format(table=table.uri, input=source) in out
+    assert tree_digest(tmp_path / "trips") == before  # every refusal came before any change

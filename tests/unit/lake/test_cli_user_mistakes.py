@@ -1,0 +1,255 @@
+"""A new user's mistakes with the ``lake`` CLI: refused by name before anything is written, dry runs
+that leave the table byte-identical, a closed pipe, ``--version``, and the reports' exact keys."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from metadata_table_support import add_metadata_table
+from tree_digest import tree_digest
+
+from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write import write
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _batch(keys: list[str], ts: int) -> pa.Table:
+    return pa.table(
+        {
+            "uuid": keys,
+            "ts": pa.array([ts] * len(keys), pa.int64()),
+            "city": ["chennai" if int(k[1:]) % 2 else "sf" for k in keys],
+        }
+    )
+
+
+def _table(path: Path, kind: str = "mor", writes: int = 3) -> LakeTable:
+    """A hive-style table partitioned by city with ``writes`` upserts of the same 4 keys."""
+    table = LakeTable.create(
+        path,
+        name="trips",
+        table_type=kind,
+        record_key_fields=("uuid",),
+        precombine_field="ts",
+        partition_fields=("city",),
+        hive_style=True,
+    )
+    for ts in range(1, writes + 1):
+        write(table, _batch(["k1", "k2", "k3", "k4"], ts), "upsert")
+    return table
+
+
+def _hudi_written(path: Path, kind: str = "mor") -> LakeTable:
+    """As a Hudi writer leaves a table: none of our lock files under .hoodie/.aux/."""
+    table = _table(path, kind)
+    for lock in (path / ".hoodie" / ".aux").glob(".lake-*.lock"):
+        lock.unlink()
+    return table
+
+
+# -- 1. lake read --output inside the table -----------------------------------------------------
+@pytest.mark.parametrize(
+    "output",
+    [
+        ".hoodie/hoodie.properties",  # would replace the table's config with parquet
+        "city=chennai/x.parquet",  # would add a foreign parquet file to a partition
+        "new-folder/x.parquet",
+        "city=sf/../city=chennai/y.parquet",
+    ],
+)
+def test_read_refuses_an_output_inside_the_table_and_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str
+) -> None:
+    base = tmp_path / "t"
+    _table(base)
+    before = tree_digest(tmp_path)
+    code, out, err = _run(capsys, "read", str(base), "--output", f"{base}/{output}")
+    target = os.path.normpath(f"{base}/{output}")
+    assert (code, out) == (1, "")
+    assert err == f"lake: error: output {target} is inside the table {base}: write it outside the table\n"
+    assert tree_digest(tmp_path) == before
+
+
+def test_read_refuses_an_output_reached_through_a_link_into_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "t"
+    _table(base)
+    (tmp_path / "link").symlink_to(base / "city=sf")
+    before = tree_digest(base)
+    code, out, err = _run(capsys, "read", str(base), "--output", str(tmp_path / "link" / "x.parquet"))
+    assert (code, out) == (1, "")
+    assert err == (
+        f"lake: error: output {base}/city=sf/x.parquet is inside the table {base}: "
+        "write it outside the table\n"
+    )
+    assert tree_digest(base) == before
+
+
+def test_read_beside_the_table_and_into_new_folders_still_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "t"
+    _table(base, writes=1)
+    for output in (tmp_path / "t-snapshot.parquet", tmp_path / "new" / "dir" / "x.parquet"):
+        code, out, err = _run(capsys, "read", str(base), "--output", str(output))
+        assert (code, out, err) == (0, f"4 rows -> {output}\n", "")
+        assert sorted(pq.read_table(output).column("uuid").to_pylist()) == ["k1", "k2", "k3", "k4"]
+
+
+# -- 2. dry runs write nothing ----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kind", "argv"),
+    [
+        ("mor", ["compact", "{t}", "--mode", "schedule", "--force", "--dry-run"]),
+        ("mor", ["compact", "{t}", "--mode", "run", "--force", "--dry-run"]),
+        ("cow", ["clean", "{t}", "--retained", "1", "--dry-run"]),
+    ],
+)
+def test_dry_runs_leave_a_hudi_written_table_byte_identical(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, argv: list[str]
+) -> None:
+    base = tmp_path / "t"
+    _hudi_written(base, kind)
+    before = tree_digest(base)
+    code, out, err = _run(capsys, *(a.format(t=base) for a in argv))
+    assert (code, err) == (0, "")
+    assert json.loads(out)["outcome"] == "PLANNED"
+    assert tree_digest(base) == before
+
+
+def test_an_execute_dry_run_of_a_pending_plan_writes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    base = tmp_path / "t"
+    _hudi_written(base)
+    code, out, _ = _run(capsys, "compact", str(base), "--mode", "schedule", "--force")
+    c = json.loads(out)["schedule"]["instant"]
+    for lock in (base / ".hoodie" / ".aux").glob(".lake-*.lock"):
+        lock.unlink()
+    before = tree_digest(base)
+    code, out, err = _run(capsys, "compact", str(base), "--mode", "execute", "--dry-run")
+    assert (code, err) == (0, "")
+    assert (json.loads(out)["outcome"], json.loads(out)["execute"]["instant"]) == ("PLANNED", c)
+    assert tree_digest(base) == before
+
+
+# -- 3. lake init mistakes --------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--record-key", "uuid,uuid"], "record key field(s) uuid given more than once"),
+        (
+            ["--record-key", "uuid", "--partition-fields", "city,city"],
+            "partition field(s) city given more than once",
+        ),
+        (
+            ["--record-key", "uuid,ts2,uuid,ts2", "--partition-fields", "a,b"],
+            "record key field(s) ts2, uuid given more than once",
+        ),
+    ],
+)
+def test_init_refuses_a_repeated_field_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    argv = ["init", str(tmp_path / "n4"), "--table-type", "cow", "--name", "n4", "--precombine", "ts"]
+    code, out, err = _run(capsys, *argv, *flags)
+    assert (code, out, err) == (1, "", f"lake: error: {message}\n")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_init_on_an_existing_file_names_it_and_leaves_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trips = tmp_path / "trips.parquet"
+    pq.write_table(_batch(["k1"], 1), trips)
+    before = tree_digest(tmp_path)
+    argv = ["init", str(trips), "--table-type", "cow", "--name", "t", "--record-key", "uuid"]
+    code, out, err = _run(capsys, *argv, "--precombine", "ts")
+    assert (code, out) == (1, "")
+    assert err == f"lake: error: {trips} is a file: a table needs a folder (or a new path)\n"
+    assert tree_digest(tmp_path) == before
+
+
+# -- 4. a closed pipe -------------------------------------------------------------------------------
+def _lake(*argv: str, **streams: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_lake_provider.lake.cli", *argv],
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO_ROOT)},
+        timeout=120,
+        check=False,
+        **(streams or {"capture_output": True}),  # type: ignore[arg-type]
+    )
+
+
+def test_a_reader_that_closes_the_pipe_stops_the_command_quietly(tmp_path: Path) -> None:
+    base = tmp_path / "t"
+    _table(base, writes=1)
+    # `true` exits without reading: the output (flushed at the end) meets a closed pipe.
+    reader = subprocess.Popen(["true"], stdin=subprocess.PIPE)
+    reader.wait()
+    lake = _lake("timeline", str(base), "--json", stdout=reader.stdin, stderr=subprocess.PIPE)
+    reader.stdin.close()
+    assert (lake.returncode, lake.stderr) == (141, "")
+
+
+# -- 8. --version, lake write's drop notice ---------------------------------------------------------
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr() == (f"lake {version('airflow-lake-provider')}\n", "")
+
+
+def test_write_dropping_the_metadata_table_prints_the_instant_and_warns_on_stderr(tmp_path: Path) -> None:
+    """docs/cli.md: `lake write` keeps its stdout contract (the instant); the drop is the warning
+    (a real process: pytest's own log handlers would take the warning in process)."""
+    base = tmp_path / "t"
+    table = _table(base, writes=1)
+    add_metadata_table(base)
+    pq.write_table(_batch(["k5"], 9), tmp_path / "in.parquet")
+    argv = ["write", str(base), "--input", str(tmp_path / "in.parquet"), "--operation", "upsert"]
+    done = _lake(*argv, "--option", "hoodie.metadata.enable=false")
+    out, err = done.stdout, done.stderr
+    assert done.returncode == 0 and out == f"{table.timeline().instants[-1].timestamp}\n"
+    assert err.count("\n") == 1 and err.rstrip().endswith(
+        f"WARNING airflow_lake_provider.lake.table.metadata_table: dropped Hudi's metadata table of "
+        f"{base} (partitions [files], folder .hoodie/metadata/) as hoodie.metadata.enable=false asks; "
+        "Spark/Flink writers of this table must run with hoodie.metadata.enable=false too, or their "
+        "next commit rebuilds the metadata table from a full listing"
+    )
+    assert not (base / ".hoodie" / "metadata").exists()
+
+
+# -- 6. the policy of a clean with nothing to do ----------------------------------------------------
+@pytest.mark.parametrize(
+    ("flags", "policy"),
+    [([], "KEEP_LATEST_COMMITS"), (["--policy", "KEEP_LATEST_FILE_VERSIONS"], "KEEP_LATEST_FILE_VERSIONS")],
+)
+def test_a_clean_with_nothing_to_do_reports_the_policy_in_effect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], policy: str
+) -> None:
+    base = tmp_path / "t"
+    _table(base, kind="cow", writes=1)
+    for dry in ([], ["--dry-run"]):
+        code, out, err = _run(capsys, "clean", str(base), *flags, *dry)
+        assert (code, err) == (0, "")
+        result = json.loads(out)
+        assert (result["outcome"], result["policy"], result["files_planned"]) == ("NO_WORK", policy, 0)

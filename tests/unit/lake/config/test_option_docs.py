@@ -2,7 +2,7 @@
 with the same aliases and default, and every registered option is documented.
 
 An option table is a markdown table whose header's first cell is ``Option``. Its rows are rendered
-by :func:`row`; print the expected table with ``python tests/unit/lake/test_option_docs.py``.
+by :func:`row`; print the expected table with ``python tests/unit/lake/config/test_option_docs.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 from airflow_lake_provider.lake.config import OPTIONS, Option
 from airflow_lake_provider.lake.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 HEADER = "| Option | Also accepted | Default | Meaning |"
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_lake_provider.lake.config import check_options
@@ -86,6 +86,14 @@ def _parser() -> argparse.ArgumentParser:
     def add(name: str, summary: str) -> argparse.ArgumentParser:
         return sub.add_parser(name, help=summary, parents=[common])
 
+    _add_table_commands(add)
+    _add_service_commands(add)
+    _add_recovery_commands(add)
+    return parser
+
+
+def _add_table_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """init, write, read, timeline, show."""
     p = add("init", "create an empty table")
     p.add_argument("path")
     p.add_argument("--table-type", required=True, choices=["cow", "mor"])
@@ -115,6 +123,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("instant", help="instant time (see lake timeline)")
     p.add_argument("--json", action="store_true")
 
+
+def _add_service_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """clean, compact, archive, partition-commit."""
     p = add("clean", "delete file versions no retained snapshot or savepoint needs")
     p.add_argument("path")
     p.add_argument("--policy", choices=[c.value for c in CleanPolicy])
@@ -169,10 +180,14 @@ def _parser() -> argparse.ArgumentParser:
         help="folder of the metastore policy's embedded Derby metastore (default: a temporary folder)",
     )
 
+
+def _add_recovery_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> None:
+    """savepoint, rollback, restore, metadata-table."""
     p = add("savepoint", "keep a commit's files from every clean")
     p.add_argument("action", choices=["create", "delete"])
     p.add_argument("path")
     p.add_argument("--instant", required=True, help="the completed commit to (un)savepoint")
+
     p = add("rollback", "roll back failed writes (or one instant)")
     p.add_argument("path")
     p.add_argument(
@@ -196,7 +211,6 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --drop: do not wait for inflight table services (a crashed run leaves them for good)",
     )
-    return parser
 
 
 def _cmd_rollback(args: argparse.Namespace) -> None:

@@ -240,7 +240,6 @@ LONG_MODULES: dict[str, str] = {
     "a cli/ package (parser, one module per command family)",
 }
 LONG_FUNCTIONS: dict[str, str] = {
-    "airflow_lake_provider.lake.cli:_parser": "one argparse definition per subcommand, edited by issue 29",
     "airflow_lake_provider.hooks.compaction:CompactionHookMixin.run_compaction": "Airflow layer, edited "
     "by issue 29/32's error translation",
     "airflow_lake_provider.hooks.partition_commit:run_partition_commit": "Airflow layer, edited by issue "

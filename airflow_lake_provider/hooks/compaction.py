@@ -24,6 +24,7 @@ from airflow_lake_provider.hooks.spark import SparkJobMixin
 
 if TYPE_CHECKING:
     from airflow_lake_provider.hooks.spark import SparkSubmission
+    from airflow_lake_provider.lake.services.compaction.plan import CompactionPlan
     from airflow_lake_provider.lake.services.compaction.result import ScheduleResult
     from airflow_lake_provider.lake.table.table import LakeTable
     from airflow_lake_provider.lake.timeline.active import Timeline
@@ -202,30 +203,9 @@ class CompactionHookMixin(SparkJobMixin):
             guard_mutation(table, "compaction execute", opts)
         io_mb = round(plan.total_io_mb, 3)
         started = time.monotonic()
-        if io_mb <= threshold:
-            self.log.info(  # type: ignore[attr-defined]
-                "compaction %s of %s: %d file groups, %s MB to read (<= spark_threshold_mb %s): "
-                "merging in the worker",
-                target,
-                table.uri,
-                len(plan.operations),
-                io_mb,
-                threshold,
-            )
-            self._compact_locally(table, target)
-            executor = "local"
-        else:
-            self.log.info(  # type: ignore[attr-defined]
-                "compaction %s of %s: %d file groups, %s MB to read (> spark_threshold_mb %s): "
-                "executing on Spark",
-                target,
-                table.uri,
-                len(plan.operations),
-                io_mb,
-                threshold,
-            )
-            self._compact_on_spark(table, target, opts, spark_conn_id, spark_conf, spark_env)
-            executor = "spark"
+        executor = self._execute_plan(
+            table, target, plan, threshold, opts, spark_conn_id, spark_conf, spark_env
+        )
         done = compaction_metrics(table.timeline(), target)
         if done is None:  # the Spark branch raised already; kept for the local one's safety
             raise LakeSparkJobError(
@@ -240,6 +220,44 @@ class CompactionHookMixin(SparkJobMixin):
             **done,
             **dropped_summary(table),
         }
+
+    def _execute_plan(
+        self,
+        table: LakeTable,
+        target: str,
+        plan: CompactionPlan,
+        threshold: float,
+        opts: dict[str, str],
+        spark_conn_id: str,
+        spark_conf: Mapping[str, Any] | None,
+        spark_env: Mapping[str, str] | None,
+    ) -> str:
+        """Merge the plan here when it reads at most ``threshold`` MB, else on Spark; which one ran."""
+        io_mb = round(plan.total_io_mb, 3)
+        if io_mb <= threshold:
+            self.log.info(  # type: ignore[attr-defined]
+                "compaction %s of %s: %d file groups, %s MB to read (<= spark_threshold_mb %s): "
+                "merging in the worker",
+                target,
+                table.uri,
+                len(plan.operations),
+                io_mb,
+                threshold,
+            )
+            self._compact_locally(table, target)
+            return "local"
+        else:
+            self.log.info(  # type: ignore[attr-defined]
+                "compaction %s of %s: %d file groups, %s MB to read (> spark_threshold_mb %s): "
+                "executing on Spark",
+                target,
+                table.uri,
+                len(plan.operations),
+                io_mb,
+                threshold,
+            )
+            self._compact_on_spark(table, target, opts, spark_conn_id, spark_conf, spark_env)
+            return "spark"
 
     def _compact_locally(self, table: LakeTable, target: str) -> None:
         """Merge every file group of the plan in this process (the core's executor, under its lock)."""

@@ -172,7 +172,7 @@ def test_the_running_ui_shows_the_lake_connection_form_and_the_provider(airflow:
         "port",
     }
     assert lake["standard_fields"]["password"]["title"] == "AWS secret access key"
-    assert set(lake["extra_fields"]) == {"base_path", "endpoint", "region", "allow_http"}
+    assert set(lake["extra_fields"]) == {"base_path", "endpoint", "region", "allow_http", "session_token"}
 
     airflow_bin = str(Path(sysconfig.get_path("scripts")) / "airflow")
     listed = subprocess.run(

@@ -2,7 +2,7 @@
 
 Layers of ``airflow_lake_provider.lake`` (each may import the ones below it, never one above):
 
-    cli, spark_submit            entry points
+    cli, cli_parser, spark_submit  entry points
     services                     clean, compaction, partition commit, savepoint, restore
     table                        the table, merge, read, write, rollback, archival, metadata table
     file_group                   file names, file slices and groups, the file system view
@@ -78,7 +78,7 @@ ALLOWED = {
     ),
 }
 SERVICE_USERS = (
-    f"{CORE}.cli",
+    f"{CORE}.cli",  # a prefix: cli_parser too
     f"{CORE}.services",
     "spark_jobs",
     *(f"airflow_lake_provider.{p}" for p in ("hooks", "operators", "sensors", "triggers")),
@@ -118,7 +118,11 @@ def _group(module: str) -> str | None:
 
 def test_every_core_module_belongs_to_a_layer_or_is_an_entry_point() -> None:
     core = [m for m in MODULES if m.startswith(CORE + ".")]
-    assert {m for m in core if _group(m) is None} == {f"{CORE}.cli", f"{CORE}.spark_submit"}
+    assert {m for m in core if _group(m) is None} == {
+        f"{CORE}.cli",
+        f"{CORE}.cli_parser",
+        f"{CORE}.spark_submit",
+    }
 
 
 @pytest.mark.parametrize("group", sorted(ALLOWED))
@@ -235,10 +239,7 @@ def test_public_names_load_lazily_from_the_core_package() -> None:
 
 
 # Longer than the limits for now, each with the reason; the list only shrinks.
-LONG_MODULES: dict[str, str] = {
-    "airflow_lake_provider.lake.cli": "every lake subcommand, grown by issue 29's commands: to become "
-    "a cli/ package (parser, one module per command family)",
-}
+LONG_MODULES: dict[str, str] = {}
 LONG_FUNCTIONS: dict[str, str] = {}
 
 

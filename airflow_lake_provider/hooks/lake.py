@@ -187,6 +187,11 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
             storage = self.open_location(base)
             if "://" not in storage.uri() and not storage.exists(""):
                 return False, f"base_path {base} does not exist"
+            parent = storage.parent()
+            if "://" not in storage.uri() and parent is not None:
+                name = storage.uri().rsplit("/", 1)[-1]
+                if any(f == name for f, _ in parent.list_dir()[0]):
+                    return False, f"base_path {base} is a file, not a folder"
             files, folders = storage.list_dir("")
         except Exception as exc:  # every failure is the test's answer; the secret is never in it
             return False, f"cannot list base_path {base}: {exc}"
@@ -210,10 +215,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         """
         if not table_path or not str(table_path).strip():
             raise LakeConfigError("table_path is empty")
-        path = str(table_path).strip()
-        if path.startswith("file://"):
-            path = path[len("file://") :]
-        base = self.base_path
+        path = _file_uri_as_path(str(table_path).strip())
+        base = _file_uri_as_path(self.base_path) if self.base_path is not None else None
         if base is None:
             if "://" not in path and not path.startswith("/"):
                 # It would land in the worker's current folder (a Spark executor's is another).
@@ -461,3 +464,16 @@ __all__ = [
     "SparkSubmission",
     "spark_job_env",
 ]
+
+
+def _file_uri_as_path(text: str) -> str:
+    """A ``file:`` URI as the local path it names (read as ``open_storage`` reads it); other text as is."""
+    if text[:5].lower() != "file:":
+        return text
+    from airflow_lake_provider.lake.errors import LakeError
+    from airflow_lake_provider.lake.storage import open_storage
+
+    try:
+        return open_storage(text).uri()
+    except LakeError as exc:
+        raise LakeConfigError(str(exc)) from exc

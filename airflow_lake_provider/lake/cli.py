@@ -6,7 +6,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_lake_provider.lake.cli_parser import _parser
@@ -179,12 +179,12 @@ def _cmd_show(args: argparse.Namespace) -> None:
     print("\n".join(details_text(details)))
 
 
-def _clean_options(args: argparse.Namespace) -> dict[str, str]:
+def _clean_options(args: argparse.Namespace, properties: Mapping[str, str]) -> dict[str, str]:
     options = _key_values(args.option, CleanConfigError)
     if args.policy:
         options[POLICY_KEYS[0]] = args.policy
-    if args.retained is not None:
-        options.update(CleanConfig.from_options(options).retention_option(args.retained))
+    if args.retained is not None:  # the count of the policy in effect, hoodie.properties' included
+        options.update(CleanConfig.from_options(properties, options).retention_option(args.retained))
     return options
 
 
@@ -195,7 +195,7 @@ def _cmd_clean(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake.table.table import LakeTable
 
     table = LakeTable.open(args.path)
-    options = _clean_options(args)
+    options = _clean_options(args, table.config.properties)
     if args.spark and args.list_files:
         raise LakeError("--list-files is not supported with --spark: list the plan with --dry-run first")
     if args.spark:
@@ -407,8 +407,18 @@ def _reported() -> tuple[type[BaseException], ...]:
     return (LakeError, OSError, arrow.ArrowException) if arrow is not None else (LakeError, OSError)
 
 
+def _closed_pipe() -> int:
+    """The reader went away (`lake timeline T | head -1`): stop quietly with SIGPIPE's status, as
+    Unix tools do. No stdout left: Python's exit-time flush then reports no second error."""
+    sys.stdout = None  # type: ignore[assignment]
+    return 141
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except BrokenPipeError:  # --version
+        return _closed_pipe()
     logging.basicConfig(
         level=logging.INFO if args.verbose else logging.WARNING,
         stream=sys.stderr,
@@ -418,10 +428,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _COMMANDS[args.command](args)
         sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
     except BrokenPipeError:
-        # The reader went away (`lake timeline T | head -1`): stop quietly with SIGPIPE's status, as
-        # Unix tools do. No stdout left: Python's exit-time flush then reports no second error.
-        sys.stdout = None  # type: ignore[assignment]
-        return 141
+        return _closed_pipe()
     except Exception as exc:
         if not isinstance(exc, _reported()):
             raise

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Callable, Sequence
 
 from airflow_lake_provider.lake.services.clean.config import CleanPolicy
@@ -35,6 +36,7 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> None:
         print(f"{parser.prog} {_version()}")
+        sys.stdout.flush()  # a closed pipe fails here, inside main's parse (see there)
         parser.exit()
 
 

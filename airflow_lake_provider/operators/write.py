@@ -81,7 +81,7 @@ class LakeWriteOperator(BaseOperator):
     ) -> None:
         kwargs["outlets"] = with_table_outlet(table_path, kwargs.get("outlets"))
         # Refused when the DAG is parsed, not when the task runs (a template is checked then).
-        if "{{" not in operation and operation not in WRITE_OPERATIONS:
+        if not isinstance(operation, str) or ("{{" not in operation and operation not in WRITE_OPERATIONS):
             raise ValueError(f"operation={operation!r} is not one of {', '.join(WRITE_OPERATIONS)}")
         super().__init__(**kwargs)
         self.table_path = table_path

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from s3_helpers import S3_KEYS, s3_client
 
+from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.hooks.lake import LakeHook
 
 pytestmark = pytest.mark.airflow
@@ -73,6 +74,23 @@ def test_a_local_base_path_is_listed_and_a_missing_one_or_none_fails(
     assert not ok and message.startswith(
         "cannot list base_path lake: the lake connection's base_path 'lake' is relative"
     )
+
+
+def test_a_file_uri_base_path_is_the_folder_it_names_and_a_file_is_no_base_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Locations may be file: URIs everywhere (docs/cli.md); a base path must be a folder."""
+    (tmp_path / "trips").mkdir()
+    for i, uri in enumerate((f"file://{tmp_path}", f"file:{tmp_path}", f"file://localhost{tmp_path}/")):
+        hook = _connection(monkeypatch, f"lake_uri{i}", extra={"base_path": uri})
+        assert hook.test_connection() == (True, f"listed base_path {uri}: 1 folders, 0 files")
+        assert hook.resolve_table_path("trips") == f"{tmp_path}/trips"
+        assert hook.resolve_table_path(f"file://{tmp_path}/trips") == f"{tmp_path}/trips"
+        with pytest.raises(LakeConfigError, match="lies outside the connection's base_path"):
+            hook.resolve_table_path("/elsewhere")
+    (tmp_path / "notes.txt").write_text("x")
+    hook = _connection(monkeypatch, "lake_file", extra={"base_path": str(tmp_path / "notes.txt")})
+    assert hook.test_connection() == (False, f"base_path {tmp_path / 'notes.txt'} is a file, not a folder")
 
 
 def test_airflow_connections_test_succeeds_and_fails_with_the_reason(tmp_path: Path) -> None:

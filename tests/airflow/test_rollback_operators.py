@@ -192,6 +192,9 @@ def test_a_mapped_write_retry_rolls_back_only_its_own_map_index(tmp_path: Path) 
 def test_write_operator_refuses_an_unknown_operation_when_the_dag_is_parsed(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"^operation='merge' is not one of insert, upsert, delete$"):
         LakeWriteOperator(task_id="w", table_path=str(tmp_path), input_path="in.parquet", operation="merge")
+    for wrong in (None, 1, b"upsert"):  # a clear refusal, not a TypeError from the check itself
+        with pytest.raises(ValueError, match=rf"^operation={wrong!r} is not one of insert, upsert, delete$"):
+            LakeWriteOperator(task_id="w", table_path=str(tmp_path), input_path="in.parquet", operation=wrong)
     templated = "{{ params.operation }}"  # checked when the task runs, once rendered
     op = LakeWriteOperator(
         task_id="w", table_path=str(tmp_path), input_path="in.parquet", operation=templated

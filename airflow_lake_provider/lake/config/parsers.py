@@ -15,8 +15,16 @@ T = TypeVar("T")
 E = TypeVar("E", bound=Enum)
 Parser = Callable[[str, str, type[ConfigError]], T]
 
-# Hudi reads its integer options as Java ints: a larger value is refused there, and here.
+# Hudi reads its integer options as Java ints (a few as longs): a larger value is refused there, and here.
 JAVA_INT_MAX = 2**31 - 1
+JAVA_LONG_MAX = 2**63 - 1
+# What Java's Integer.parseInt reads: a sign and digits (Python's int() also takes ``1_000``).
+_WHOLE = re.compile(r"[+-]?\d+")
+
+
+def whole_number(raw: str) -> int | None:
+    """``raw`` as Java reads a whole number, or None."""
+    return int(raw) if _WHOLE.fullmatch(raw) else None
 
 
 def boolean(key: str, raw: str, error: type[ConfigError]) -> bool:
@@ -34,10 +42,9 @@ def text(key: str, raw: str, error: type[ConfigError]) -> str:
 
 def integer(minimum: int | None, maximum: int | None = None) -> Parser[int]:
     def parse(key: str, raw: str, error: type[ConfigError]) -> int:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise error(f"{key}={raw!r} is not a whole number") from None
+        value = whole_number(raw)
+        if value is None:
+            raise error(f"{key}={raw!r} is not a whole number")
         if minimum is not None and value < minimum:
             raise error(f"{key}={value} must be at least {minimum}")
         if maximum is not None and value > maximum:

@@ -43,7 +43,7 @@ CLEAN_POLICY = Option(
 CLEAN_COMMITS_RETAINED = Option(
     "hoodie.cleaner.commits.retained",
     10,
-    p.integer(1),
+    p.integer(1, p.JAVA_INT_MAX),
     "KEEP_LATEST_COMMITS: commits whose file slices stay readable",
     "clean",
     CleanConfigError,
@@ -53,7 +53,7 @@ CLEAN_COMMITS_RETAINED = Option(
 CLEAN_FILE_VERSIONS_RETAINED = Option(
     "hoodie.cleaner.fileversions.retained",
     3,
-    p.integer(1),
+    p.integer(1, p.JAVA_INT_MAX),
     "KEEP_LATEST_FILE_VERSIONS: file slices kept per file group",
     "clean",
     CleanConfigError,
@@ -73,7 +73,7 @@ CLEAN_HOURS_RETAINED = Option(
 CLEAN_MAX_COMMITS = Option(
     "hoodie.clean.max.commits",
     1,
-    p.integer(0),
+    p.integer(0, p.JAVA_INT_MAX),
     "commits since the last clean before a clean is planned",
     "clean",
     CleanConfigError,
@@ -101,10 +101,7 @@ CLEAN_INCREMENTAL = Option(
 
 # -- failed writes (rollback) ------------------------------------------------------------------------
 def _positive_java_int(key: str, raw: str, error: type[ConfigError]) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
+    value = p.whole_number(raw) or 0
     if value <= 0:
         raise error(f"{key}={raw!r} must be a positive whole number")
     if value > p.JAVA_INT_MAX:  # Hudi reads both as Java ints (and a wait that long overflows here)
@@ -155,7 +152,7 @@ COMPACT_TRIGGER = Option(
 COMPACT_MAX_DELTA_COMMITS = Option(
     "hoodie.compact.inline.max.delta.commits",
     5,
-    p.integer(0),
+    p.integer(0, p.JAVA_INT_MAX),
     "delta commits since the last compaction that make one due",
     "compaction",
     CompactionConfigError,
@@ -164,7 +161,7 @@ COMPACT_MAX_DELTA_COMMITS = Option(
 COMPACT_MAX_DELTA_SECONDS = Option(
     "hoodie.compact.inline.max.delta.seconds",
     3600,
-    p.integer(0),
+    p.integer(0, p.JAVA_INT_MAX),
     "seconds since the last compaction that make one due",
     "compaction",
     CompactionConfigError,
@@ -181,7 +178,7 @@ COMPACTION_STRATEGY = Option(
 COMPACTION_LOG_SIZE_THRESHOLD = Option(
     "hoodie.compaction.logfile.size.threshold",
     0,
-    p.integer(0),
+    p.integer(0, p.JAVA_LONG_MAX),
     "LogFileSizeBased: least log bytes of a file group to take it",
     "compaction",
     CompactionConfigError,
@@ -189,7 +186,7 @@ COMPACTION_LOG_SIZE_THRESHOLD = Option(
 COMPACTION_LOG_NUM_THRESHOLD = Option(
     "hoodie.compaction.logfile.num.threshold",
     0,
-    p.integer(0),
+    p.integer(0, p.JAVA_LONG_MAX),
     "LogFileNumBased: least log files of a file group to take it",
     "compaction",
     CompactionConfigError,
@@ -206,7 +203,7 @@ COMPACTION_TARGET_IO = Option(
 COMPACTION_DAY_PARTITIONS = Option(
     "hoodie.compaction.daybased.target.partitions",
     10,
-    p.integer(0),
+    p.integer(0, p.JAVA_INT_MAX),
     "DayBased: latest partitions compacted",
     "compaction",
     CompactionConfigError,
@@ -224,7 +221,7 @@ COMPACTION_PARTITION_REGEX = Option(
 KEEP_MIN_COMMITS = Option(
     "hoodie.keep.min.commits",
     20,
-    p.integer(1),
+    p.integer(1, p.JAVA_INT_MAX),
     "completed commits left active after archiving",
     "archival",
     ArchivalConfigError,
@@ -233,7 +230,7 @@ KEEP_MIN_COMMITS = Option(
 KEEP_MAX_COMMITS = Option(
     "hoodie.keep.max.commits",
     30,
-    p.integer(1),
+    p.integer(1, p.JAVA_INT_MAX),
     "completed commits active before archiving starts",
     "archival",
     ArchivalConfigError,
@@ -242,7 +239,7 @@ KEEP_MAX_COMMITS = Option(
 ARCHIVAL_BATCH = Option(
     "hoodie.commits.archival.batch",
     10,
-    p.integer(1),
+    p.integer(1, p.JAVA_INT_MAX),
     "instants per block of the archive log",
     "archival",
     ArchivalConfigError,

@@ -118,7 +118,16 @@ def _cast_leaf(arr: pa.Array, target: pa.DataType, path: str) -> pa.Array:
     if pc.any(changed).as_py():
         i = pc.index(changed, True).as_py()
         raise SchemaError(
-            f"column {path!r}: value {arr[i].as_py()!r} does not fit {target} exactly "
-            f"(it would become {out[i].as_py()!r}); cast the column yourself if that is intended"
+            f"column {path!r}: value {_shown(arr[i])} does not fit {target} exactly "
+            f"(it would become {_shown(out[i])}); cast the column yourself if that is intended"
         )
     return out
+
+
+def _shown(value: pa.Scalar) -> str:
+    """A value for an error message. A nanosecond timestamp's ``as_py()`` needs pandas (not a
+    dependency) once it is not whole microseconds; Arrow's own text then names it."""
+    try:
+        return repr(value.as_py())
+    except ValueError:
+        return repr(value.cast(pa.string()).as_py())

@@ -10,6 +10,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, join_partition
+from airflow_lake_provider.lake.format.instant import (
+    COMMIT_ACTIONS,
+    Action,
+    Instant,
+    State,
+    validate_instant_time,
+)
 from airflow_lake_provider.lake.services.clean.executor import stored_plan
 from airflow_lake_provider.lake.services.compaction.operation import load_plan
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -79,6 +87,10 @@ def find_instant(table: LakeTable, timeline: Timeline, timestamp: str) -> Instan
         points = [i for i in timeline.savepoints() if i.timestamp == timestamp]
         if points:
             return points[0]
+        try:
+            validate_instant_time(timestamp)
+        except LakeError as exc:  # a malformed time is not "archived": say what is wrong with it
+            raise LakeError(f"{table.uri}: no instant {timestamp}: {exc}") from None
         archived = bool(timeline.instants) and timestamp < timeline.instants[0].timestamp
         raise LakeError(
             f"{table.uri}: no instant {timestamp} on the active timeline"
@@ -161,8 +173,8 @@ def instant_details(table: LakeTable, timestamp: str) -> dict[str, Any]:
     A completed write or compaction: its commit metadata (partitions, files, record counts). A
     pending compaction: its plan's operations. A clean: its plan's files (pending) or the files it
     deleted (completed). A rollback: the instant it rolls back and the files of its plan (pending)
-    or the files it deleted (completed). A savepoint: the files it keeps. A pending write: no details
-    (it records none until it completes).
+    or the files it deleted (completed). A savepoint: the files it keeps (with its commit, whose time
+    it shares). A pending write: no details (it records none until it completes).
     """
     timeline = table.timeline()
     instant = find_instant(table, timeline, timestamp)
@@ -195,15 +207,24 @@ def instant_details(table: LakeTable, timestamp: str) -> dict[str, Any]:
             deleted_files=_partition_files(record.get("partitionMetadata") or {}),
         )
     elif instant.action is Action.SAVEPOINT and completed:
-        record = timeline.avro_record(instant)
-        kept = {
-            part: sorted(
-                join_partition(part, n.rsplit("/", 1)[-1]) for n in (e or {}).get("savepointDataFile") or ()
-            )
-            for part, e in sorted((record.get("partitionMetadata") or {}).items())
-        }
-        out.update(savepointed_by=record.get("savepointedBy") or None, files_kept=kept)
+        out.update(_savepoint_details(timeline, instant))
+    if instant.action is not Action.SAVEPOINT:
+        # A savepoint has its commit's time: the commit's details carry what the savepoint keeps.
+        for point in timeline.savepoints():
+            if point.timestamp == instant.timestamp and point.is_completed:
+                out.update(_savepoint_details(timeline, point))
     return out
+
+
+def _savepoint_details(timeline: Timeline, instant: Instant) -> dict[str, Any]:
+    record = timeline.avro_record(instant)
+    kept = {
+        part: sorted(
+            join_partition(part, n.rsplit("/", 1)[-1]) for n in (e or {}).get("savepointDataFile") or ()
+        )
+        for part, e in sorted((record.get("partitionMetadata") or {}).items())
+    }
+    return {"savepointed_by": record.get("savepointedBy") or None, "files_kept": kept}
 
 
 def _count(value: object) -> str:

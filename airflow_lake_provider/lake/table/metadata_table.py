@@ -179,6 +179,8 @@ def drop_metadata_table(
     good, and finishing or rolling it back is itself refused while the MDT exists. Writes whose
     heartbeat is live always block.
     """
+    # Read under the locks below; parsed now, so a bad value changes nothing (not even a lock file).
+    FailedWritesConfig.from_options(table.config.properties, dict(options or {}))
     with contextlib.ExitStack() as stack:
         for name in ALL_SERVICE_LOCKS:
             stack.enter_context(table.store.exclusive(name, DROP_LOCK_WAIT_SECONDS))

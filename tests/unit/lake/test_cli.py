@@ -443,6 +443,26 @@ def test_cli_pending_clean_finishes_through_a_link_to_the_table(
     assert json.loads(out)["deleted_files"] == 1
 
 
+def test_cli_clean_retained_counts_for_the_policy_in_hoodie_properties(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/cli.md: --retained N sets the count the policy retains, the table's policy included."""
+    table = tmp_path / "t"
+    _init(capsys, table)
+    for ts in (1, 2, 3):
+        src = _parquet(tmp_path / f"in{ts}.parquet", [(1, ts, "sf", f"v{ts}")])
+        assert _run(capsys, "write", str(table), "--input", str(src), "--operation", "upsert")[0] == 0
+    props = table / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text() + "hoodie.cleaner.policy=KEEP_LATEST_FILE_VERSIONS\n")
+    versions = sorted(table.rglob("*.parquet"), key=lambda p: p.stem.rsplit("_", 1)[-1])
+    code, out, err = _run(capsys, "clean", str(table), "--retained", "1", "--dry-run", "--list-files")
+    assert (code, err) == (0, "")
+    result = json.loads(out)
+    assert (result["policy"], result["outcome"]) == ("KEEP_LATEST_FILE_VERSIONS", "PLANNED")
+    planned = sorted(str(table / f) for files in result["files"].values() for f in files)
+    assert planned == sorted(str(p) for p in versions[:2])  # only the newest version is kept
+
+
 def test_cli_refuses_a_bucket_with_no_key_as_a_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -21,6 +21,7 @@ from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.rollback import rollback
+from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.progress import Progress
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -278,6 +279,26 @@ def test_show_prints_a_completed_rollbacks_target_and_deleted_files(
     )
 
 
+def test_show_of_a_savepointed_commit_prints_the_files_its_savepoint_keeps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A savepoint shares its commit's time, so ``lake show T`` is the only way to see what it keeps."""
+    table = _table(tmp_path / "orders")
+    base = table.base_path
+    t1 = write(table, _batch([1, 2], 1, ["a", "b"]), "insert").instant
+    write(table, _batch([1], 2, ["a"]), "upsert")
+    kept = _written_at(_data_files(base), t1)
+    create_savepoint(table, t1, user="ana")
+    code, out, _ = _run(capsys, "show", str(base), t1, "--json")
+    details = json.loads(out)
+    assert (code, details["action"], details["savepointed_by"]) == (0, "commit", "ana")
+    assert details["files_kept"] == {"a": [kept[0]], "b": [kept[1]]}
+    code, out, _ = _run(capsys, "show", str(base), t1)
+    assert out.endswith(
+        f"savepointed by: ana\nfiles kept: 2\n  partition a:\n    {kept[0]}\n  partition b:\n    {kept[1]}\n"
+    )
+
+
 def test_show_of_an_unknown_instant_exits_1_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -293,6 +314,12 @@ def test_show_of_an_unknown_instant_exits_1_naming_it(
         "(older than its first instant: archived, or never written)\n"
     )
     assert t1 > "20000101000000000"
+    for malformed in ("2026", "../x", "2025012100054779", "20250231000000000"):  # never "archived"
+        code, out, err = _run(capsys, "show", str(table.base_path), malformed)
+        assert (code, out) == (1, "") and err.startswith(
+            f"lake: error: {table.base_path}: no instant {malformed}: instant time {malformed!r} is not"
+        ), err
+        assert "archived" not in err
 
 
 # -- one dry-run outcome name -----------------------------------------------------------------------

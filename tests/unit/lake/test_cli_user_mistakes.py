@@ -210,6 +210,15 @@ def test_a_reader_that_closes_the_pipe_stops_the_command_quietly(tmp_path: Path)
     assert (lake.returncode, lake.stderr) == (141, "")
 
 
+def test_version_to_a_closed_pipe_stops_quietly() -> None:
+    """Printed while the arguments are parsed, before the command's own closed-pipe handling."""
+    reader = subprocess.Popen(["true"], stdin=subprocess.PIPE)
+    reader.wait()
+    lake = _lake("--version", stdout=reader.stdin, stderr=subprocess.PIPE)
+    reader.stdin.close()
+    assert (lake.returncode, lake.stderr) == (141, "")
+
+
 # -- 8. --version, lake write's drop notice ---------------------------------------------------------
 def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as done:

@@ -41,8 +41,11 @@ SCHEDULE_LOCK = "compaction-schedule"
 MAX_CLOCK_SKEW = dt.timedelta(minutes=5)
 
 
-def _config(options: Mapping[str, object] | CompactionConfig | None) -> CompactionConfig:
-    return options if isinstance(options, CompactionConfig) else CompactionConfig.from_options(options or {})
+def _config(table: LakeTable, options: Mapping[str, object] | CompactionConfig | None) -> CompactionConfig:
+    """The run's options over ``hoodie.properties`` (as every service reads them), or a built config."""
+    if isinstance(options, CompactionConfig):
+        return options
+    return CompactionConfig.from_options(table.config.properties, options or {})
 
 
 def check_requested_instant(table: LakeTable, requested: str) -> str:
@@ -109,7 +112,7 @@ def schedule_compaction(
     ``now`` (aware) is the clock the trigger and partition-aware strategies read; ``instant`` asks
     for a specific plan time; ``force`` skips the trigger (the strategy still selects).
     """
-    config = _config(options)
+    config = _config(table, options)
     if instant is not None:  # refused even when nothing is due: the caller asked for this time
         check_requested_instant(table, instant)
     now = now or dt.datetime.now(dt.timezone.utc)

@@ -85,11 +85,12 @@ def rollback(
 
     Pending rollbacks are finished first. Takes the table's write lock (waiting up to 60 s).
     """
+    # Parsed first: a bad value changes nothing (no lock file, no metadata table dropped).
+    config = FailedWritesConfig.from_options(table.config.properties, options or {})
     guard_mutation(table, "rollback", options)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         if instant is not None:
             return rollback_instant_locked(table, instant, force=force)
-        config = FailedWritesConfig.from_options(table.config.properties, options or {})
         return rollback_failed_writes_locked(table, config)
 
 

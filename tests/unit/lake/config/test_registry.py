@@ -4,14 +4,18 @@ names, conflicts, layers, unknown keys at the CLI and in Spark job arguments, on
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from metadata_table_support import add_metadata_table
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.config import check_options
+from airflow_lake_provider.lake.config.known import BY_NAME
+from airflow_lake_provider.lake.config.registry import OPTIONS
 from airflow_lake_provider.lake.errors import (
     ArchivalConfigError,
     CleanConfigError,
@@ -81,6 +85,51 @@ def test_the_writer_reads_hoodie_archive_automatic_with_the_same_parser(tmp_path
         write(table, batch, "insert", options={"hoodie.archive.automatic": "1"})
     assert str(caught.value) == "hoodie.archive.automatic='1' is not true or false"
     assert write(table, batch, "insert", options={"hoodie.archive.automatic": " FALSE"}).archived == ()
+
+
+# -- whole numbers, read as Hudi's Java ints and longs ----------------------------------------------
+# Hudi reads these as Java ints (a larger value fails there with NumberFormatException), the two
+# log-file thresholds as longs. The bloom sizes are bounded with the other bloom settings.
+JAVA_INTS = sorted(
+    o.key
+    for o in OPTIONS
+    if o.family != "write"
+    and type(o.default) is int
+    and o.key not in ("compaction.file-size",)
+    and "logfile" not in o.key
+)
+JAVA_LONGS = ["hoodie.compaction.logfile.num.threshold", "hoodie.compaction.logfile.size.threshold"]
+
+
+def test_the_whole_number_options_are_the_ones_hudi_reads_as_java_ints_and_longs() -> None:
+    assert JAVA_INTS == [
+        "hoodie.clean.max.commits",
+        "hoodie.cleaner.commits.retained",
+        "hoodie.cleaner.fileversions.retained",
+        "hoodie.cleaner.hours.retained",
+        "hoodie.client.heartbeat.interval_in_ms",
+        "hoodie.client.heartbeat.tolerable.misses",
+        "hoodie.commits.archival.batch",
+        "hoodie.compact.inline.max.delta.commits",
+        "hoodie.compact.inline.max.delta.seconds",
+        "hoodie.compaction.daybased.target.partitions",
+        "hoodie.keep.max.commits",
+        "hoodie.keep.min.commits",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "largest"), [(k, 2**31 - 1) for k in JAVA_INTS] + [(k, 2**63 - 1) for k in JAVA_LONGS]
+)
+def test_a_whole_number_beyond_javas_range_or_in_python_only_spelling_is_refused(
+    key: str, largest: int
+) -> None:
+    option = BY_NAME[key]
+    assert option.read({key: str(largest)}) == largest
+    for raw in (str(largest + 1), "99999999999999999999999", "1_0", "0x10", "1.5", "5 5"):
+        with pytest.raises(ConfigError) as caught:
+            option.read({key: raw})
+        assert f"{key}=" in str(caught.value) and (raw in str(caught.value)), str(caught.value)
 
 
 # -- other names, conflicts, layers ----------------------------------------------------------------
@@ -170,7 +219,7 @@ def test_partition_commit_durations_and_sizes_parse_through_the_registry() -> No
         ),
         (
             "lake.nothing.like.it",
-            "unknown option lake.nothing.like.it='3' (see the README's options section)",
+            "unknown option lake.nothing.like.it='3' (every option: docs/options.md)",
         ),
     ],
 )
@@ -188,11 +237,30 @@ def test_hudi_keys_this_provider_ignores_and_other_engines_keys_are_accepted() -
             "hoodie.compact.inline": "false",
             "hoodie.clean.automatic": "true",
             "hoodie.metadata.index.column.stats.enable": "true",
+            # Hudi's own keys a letter or two from a registered one (hive_sync.table, metadata.enable)
+            "hoodie.datasource.hive_sync.enable": "true",
+            "hoodie.datasource.hive_sync.mode": "hms",
+            "hoodie.metadata.enable.full.scan.log.files": "false",
             "write.tasks": "4",
             "compaction.async.enabled": "false",
             "clean.retain_commits": "3",
         }
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "near"),
+    [
+        ("hoodie.datasource.hive_sync.tabel", "hoodie.datasource.hive_sync.table"),
+        ("hoodie.datasource.hive_sync.databse", "hoodie.datasource.hive_sync.database"),
+        ("hoodie.index.bloom.fp", "hoodie.index.bloom.fpp"),
+        ("hoodie.index.types", "hoodie.index.type"),
+        ("hoodie.metadata.enabled", "hoodie.metadata.enable"),
+    ],
+)
+def test_a_one_letter_slip_under_an_ignored_prefix_is_still_refused(key: str, near: str) -> None:
+    with pytest.raises(ConfigError, match=rf"did you mean {re.escape(near)}\?$"):
+        check_options({key: "1"})
 
 
 def test_the_cli_refuses_a_misspelt_option_and_changes_nothing(
@@ -206,6 +274,48 @@ def test_the_cli_refuses_a_misspelt_option_and_changes_nothing(
     assert capsys.readouterr().err.strip() == (
         "lake: error: unknown option hoodie.cleaner.comits.retained='3'; did you mean "
         "hoodie.cleaner.commits.retained?"
+    )
+    assert tree_digest(path) == before
+
+
+@pytest.mark.parametrize("metadata_table", [False, True])
+def test_a_bad_rollback_option_is_refused_before_any_lock_or_metadata_table_drop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], metadata_table: bool
+) -> None:
+    path = tmp_path / "t"
+    LakeTable.create(path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts")
+    if metadata_table:
+        add_metadata_table(path)
+    before = tree_digest(path)
+    argv = ["rollback", str(path), "--option", "hoodie.client.heartbeat.tolerable.misses=abc"]
+    code = main([*argv, "--option", "hoodie.metadata.enable=false"])
+    assert (code, capsys.readouterr().err) == (
+        1,
+        "lake: error: hoodie.client.heartbeat.tolerable.misses='abc' must be a positive whole number\n",
+    )
+    assert tree_digest(path) == before  # no lock file either
+
+
+def test_a_bad_option_is_refused_before_the_metadata_table_drop_takes_its_locks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The drop reads the failed-writes options (heartbeats of pending writes) under every lock."""
+    path = tmp_path / "t"
+    LakeTable.create(path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts")
+    add_metadata_table(path)
+    before = tree_digest(path)
+    argv = [
+        "restore",
+        str(path),
+        "--savepoint",
+        "20200101000000000",
+        "--option",
+        "hoodie.metadata.enable=false",
+    ]
+    code = main([*argv, "--option", "hoodie.client.heartbeat.tolerable.misses=abc"])
+    assert (code, capsys.readouterr().err) == (
+        1,
+        "lake: error: hoodie.client.heartbeat.tolerable.misses='abc' must be a positive whole number\n",
     )
     assert tree_digest(path) == before
 

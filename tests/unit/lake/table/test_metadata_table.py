@@ -495,12 +495,11 @@ def test_the_drop_holds_every_lock_a_service_takes() -> None:
     used = set()
     for source in (REPO_ROOT / "airflow_lake_provider").rglob("*.py"):
         text = source.read_text()
-        # Compaction takes its locks through service_lock (none on a dry run): its call names them.
-        args = re.findall(r"\.exclusive\(([^,)]+)", text) + re.findall(
-            r"\bservice_lock\(table, ([^,)]+)", text
-        )
+        # ``.exclusive(...)`` and compaction's ``service_lock(table, X, dry_run)`` (no lock for a dry run).
+        args = re.findall(r"\.exclusive\(([^,)]+)", text)
+        args += re.findall(r"\bservice_lock\(table, ([^,)]+)", text)
         for arg in args:
-            # the drop's own loop; the instant-time lock; service_lock's own parameter
+            # the drop's loop; the instant-time lock; service_lock's parameter
             if arg in ("name", '"instant"', "service"):
                 continue
             used.add(names[arg] if arg in names else arg.strip('"'))

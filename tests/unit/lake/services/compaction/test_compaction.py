@@ -201,6 +201,19 @@ def test_trigger_not_due_and_cow_tables_give_no_work(mor: tuple[LakeTable, Model
     assert schedule_compaction(cow, DUE).outcome is Outcome.NO_WORK
 
 
+def test_the_trigger_reads_hoodie_properties_and_the_callers_option_overrides_it(
+    mor: tuple[LakeTable, Model],
+) -> None:
+    """docs/services.md: a service's options come from the run or from hoodie.properties (as clean's)."""
+    table, _ = mor
+    props = table.base_path / ".hoodie" / "hoodie.properties"
+    props.write_text(props.read_text() + "hoodie.compact.inline.max.delta.commits=4\n")
+    table = LakeTable.open(table.base_path)
+    over = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "5"}, dry_run=True)
+    assert over.outcome is Outcome.NO_WORK and "(need 5)" in over.reason
+    assert schedule_compaction(table).outcome is Outcome.SCHEDULED  # 4 delta commits, 4 needed
+
+
 def test_dry_run_writes_nothing(mor: tuple[LakeTable, Model]) -> None:
     table, _ = mor
     listing = sorted(p.name for p in (table.base_path / ".hoodie").iterdir())

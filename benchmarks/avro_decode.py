@@ -23,12 +23,12 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro  # noqa: E402
-from airflow_lake_provider.lake.format.data_block import (
-    avro_data_block,
+from airflow_lake_provider.lake.log_file.avro_decode import (
     decode_avro_data_block,
     decode_avro_data_block_fastavro,
 )
-from airflow_lake_provider.lake.format.log_block import LogBlock, parse_log_bytes
+from airflow_lake_provider.lake.log_file.data_block import avro_data_block
+from airflow_lake_provider.lake.log_file.log_format import LogBlock, parse_log_bytes
 
 INSTANT = "20240101000000000"
 

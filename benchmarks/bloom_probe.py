@@ -4,7 +4,7 @@ A base file's footer holds its bloom filter as base64 text (431 KB at Hudi's def
 entries at 1e-9). The lookup asks it about the few keys of a write that fall in the file's key
 range. ``probe_footer`` decodes only the quads those keys' bits lie in; the baseline decodes the
 whole filter (``from_footer``) and asks it (``might_contain``), as the lookup did before. Both
-answer the same, bit for bit (tests/unit/lake/test_bloom_index.py). Median of ``--runs``,
+answer the same, bit for bit (tests/unit/lake/table/index/test_bloom.py). Median of ``--runs``,
 alternated so the machine's drift hits both.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bloom_probe.py [--runs 200]

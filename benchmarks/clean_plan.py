@@ -31,11 +31,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat  # noqa: E402
-from airflow_lake_provider.lake.format.instant import Action, InstantClock  # noqa: E402
 from airflow_lake_provider.lake.services.clean.config import CleanConfig  # noqa: E402
 from airflow_lake_provider.lake.services.clean.executor import plan, run_clean  # noqa: E402
 from airflow_lake_provider.lake.table.table import LakeTable  # noqa: E402
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat  # noqa: E402
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock  # noqa: E402
 
 SCHEMA = json.dumps(
     {

@@ -59,7 +59,7 @@ def _vm_hwm_mb() -> float:
 
 
 def _time_ours(path: str, runs: int, conn) -> None:  # noqa: ANN001
-    from airflow_lake_provider.lake.services.compaction.executor import (
+    from airflow_lake_provider.lake.services.compaction.operation import (
         execute_operation,
         load_plan,
         output_schema,
@@ -78,7 +78,7 @@ def _time_ours(path: str, runs: int, conn) -> None:  # noqa: ANN001
         elapsed = time.perf_counter() - start
         rows = stat.num_writes
         (table.base_path / stat.path).unlink()
-        table.store.delete_markers(c)
+        table.store.markers.delete(c)
         if run:
             times.append(elapsed)
             cpu.append(time.process_time() - cpu0)
@@ -129,7 +129,7 @@ def in_child(fn, path: Path, runs: int) -> dict:  # noqa: ANN001
 
 
 def part_a(work: Path, rows: int, updates: int, runs: int) -> None:
-    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.table import LakeTable
 
     path = work / "slice"
@@ -162,7 +162,7 @@ def part_a(work: Path, rows: int, updates: int, runs: int) -> None:
 
 def part_c(work: Path, sizes_mb: list[int], runs: int, updates: int | None = None) -> None:
     """Peak RSS of compacting a slice per base file size: bounded memory does not grow with it."""
-    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.table import LakeTable
 
     bytes_per_row = 70.1e6 / 1_000_000  # the base file of read_slice.py's rows, snappy parquet
@@ -194,9 +194,9 @@ def build_groups(path: Path, groups: int, rows_per_group: int, updates_per_group
     import numpy as np
     import pyarrow as pa
 
-    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
-    from airflow_lake_provider.lake.table import writer
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.write import writer
 
     rng = np.random.default_rng(read_slice.SEED)
     n = groups * rows_per_group

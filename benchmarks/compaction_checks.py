@@ -32,11 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow as pa  # noqa: E402
 
-from airflow_lake_provider.lake.format.commit_metadata import join_partition  # noqa: E402
-from airflow_lake_provider.lake.services.compaction import executor  # noqa: E402
+from airflow_lake_provider.lake.services.compaction import executor, scheduler  # noqa: E402
 from airflow_lake_provider.lake.table.reader import check_base_files  # noqa: E402
 from airflow_lake_provider.lake.table.table import LakeTable  # noqa: E402
-from airflow_lake_provider.lake.table.writer import write  # noqa: E402
+from airflow_lake_provider.lake.table.write import write  # noqa: E402
+from airflow_lake_provider.lake.timeline.commit_metadata import join_partition  # noqa: E402
 
 FORCE = {"hoodie.compact.inline.max.delta.commits": "1"}
 
@@ -75,7 +75,7 @@ def measure(
     label: str, table: LakeTable, runs: int, requests: Callable[[Callable[[], Any]], Any] | None
 ) -> None:
     locked: list[float] = []  # seconds inside the write lock, per schedule
-    real_locked = executor._schedule_locked
+    real_locked = scheduler._schedule_locked
 
     def timed_locked(*args: Any) -> Any:
         start = time.perf_counter()
@@ -85,31 +85,31 @@ def measure(
             locked.append(time.perf_counter() - start)
 
     def schedule() -> Any:
-        return executor.schedule_compaction(table, FORCE, dry_run=True, force=True)
+        return scheduler.schedule_compaction(table, FORCE, dry_run=True, force=True)
 
-    executor._schedule_locked = timed_locked
+    scheduler._schedule_locked = timed_locked
     try:
         plan = schedule().plan
         rels = [
             join_partition(op.partition, op.data_file_name) for op in plan.operations if op.data_file_name
         ]
         # The baseline is scheduling as it was: no check, and no planning before the write lock.
-        real_check, real_unlocked = executor.check_base_files, executor._check_base_files_unlocked
-        executor.check_base_files = lambda *_args, **_kwargs: None
-        executor._check_base_files_unlocked = lambda *_args, **_kwargs: set()
+        real_check, real_unlocked = scheduler.check_base_files, scheduler._check_base_files_unlocked
+        scheduler.check_base_files = lambda *_args, **_kwargs: None
+        scheduler._check_base_files_unlocked = lambda *_args, **_kwargs: set()
         try:
             locked.clear()
             bare = median(schedule, runs)
             bare_locked = statistics.median(locked)
         finally:
-            executor.check_base_files, executor._check_base_files_unlocked = real_check, real_unlocked
+            scheduler.check_base_files, scheduler._check_base_files_unlocked = real_check, real_unlocked
         locked.clear()
         checked = median(schedule, runs)
         checked_locked = statistics.median(locked)
     finally:
-        executor._schedule_locked = real_locked
+        scheduler._schedule_locked = real_locked
     alone = median(lambda: check_base_files(table, rels), runs)
-    scheduled = executor.schedule_compaction(table, FORCE, force=True)
+    scheduled = scheduler.schedule_compaction(table, FORCE, force=True)
     start = time.perf_counter()
     done = executor.execute_compaction(table, scheduled.instant)
     execute = time.perf_counter() - start

@@ -60,13 +60,13 @@ def worker(pristine: Path, groups: int, rows: int) -> None:
     """Read ``variant run`` lines; write that upsert into a fresh copy of ``pristine`` (every write
     meets the same table); print its seconds."""
     from airflow_lake_provider.lake import LakeTable, write
-    from airflow_lake_provider.lake.table import writer
+    from airflow_lake_provider.lake.table.write import writer
 
     root = pristine.with_name(f"{pristine.name}-{os.getpid()}")
     shutil.copytree(pristine, root)
     # Imports and first-call costs, the log search included (a new key).
     write(LakeTable.open(root), _batch(["warm-up"], 1000), "upsert")
-    print(f"ready {Path(writer.__file__).parents[3]}", flush=True)
+    print(f"ready {Path(writer.__file__).parents[4]}", flush=True)
     for line in sys.stdin:
         variant, run = line.split()
         n = int(run)

@@ -26,8 +26,8 @@ import pyarrow.parquet as pq  # noqa: E402
 import read_slice  # noqa: E402  (the same row generator)
 
 from airflow_lake_provider.lake.format.base_file import DICTIONARY_PAGE_LIMIT  # noqa: E402
-from airflow_lake_provider.lake.table import writer  # noqa: E402
 from airflow_lake_provider.lake.table.table import LakeTable  # noqa: E402
+from airflow_lake_provider.lake.table.write import writer  # noqa: E402
 
 
 def base_rows(folder: Path, n: int) -> pa.Table:

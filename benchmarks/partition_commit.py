@@ -36,10 +36,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat  # noqa: E402
-from airflow_lake_provider.lake.format.instant import Action, InstantClock  # noqa: E402
 from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions  # noqa: E402
 from airflow_lake_provider.lake.table.table import LakeTable  # noqa: E402
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat  # noqa: E402
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock  # noqa: E402
 
 SCHEMA = json.dumps(
     {

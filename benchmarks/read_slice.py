@@ -74,8 +74,8 @@ def build_table(path: Path, rows: int, updates: int) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from airflow_lake_provider.lake.table import writer
     from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.write import writer
 
     rng = np.random.default_rng(SEED)
     ids = pa.array([f"key{i:09d}" for i in range(rows)], pa.string())
@@ -96,8 +96,8 @@ def build_table(path: Path, rows: int, updates: int) -> None:
     (slice_,) = slices
     if slice_.base_file is None or len(slice_.log_files) != 1:
         raise SystemExit(f"expected one base file and one log file, got {slice_}")
-    from airflow_lake_provider.lake.format.log_block import BlockType
-    from airflow_lake_provider.lake.table.data_files import read_log_blocks
+    from airflow_lake_provider.lake.log_file.log_format import BlockType
+    from airflow_lake_provider.lake.log_file.scanner import read_log_blocks
 
     blocks = read_log_blocks(table.storage, slice_.log_files[0].relative_path)
     if len(blocks) != 1 or blocks[0].block_type is not BlockType.AVRO_DATA:

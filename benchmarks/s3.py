@@ -35,15 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pyarrow as pa  # noqa: E402
 
-from airflow_lake_provider.lake import storage_s3  # noqa: E402
-from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat  # noqa: E402
-from airflow_lake_provider.lake.format.instant import Action, InstantClock  # noqa: E402
 from airflow_lake_provider.lake.services.clean.config import CleanConfig  # noqa: E402
 from airflow_lake_provider.lake.services.clean.executor import plan, run_clean  # noqa: E402
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction  # noqa: E402
+from airflow_lake_provider.lake.storage import s3 as storage_s3  # noqa: E402
 from airflow_lake_provider.lake.table.reader import read_snapshot  # noqa: E402
 from airflow_lake_provider.lake.table.table import LakeTable  # noqa: E402
-from airflow_lake_provider.lake.table.writer import write  # noqa: E402
+from airflow_lake_provider.lake.table.write import write  # noqa: E402
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat  # noqa: E402
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock  # noqa: E402
 
 KEYS = {"AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_REGION": "us-east-1"}
 COUNTED = ("get", "get_range", "head", "put", "list", "list_with_delimiter", "delete")

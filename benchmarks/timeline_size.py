@@ -23,9 +23,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from airflow_lake_provider.lake import LakeTable  # noqa: E402
-from airflow_lake_provider.lake.format.instant import Action, InstantClock  # noqa: E402
-from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction  # noqa: E402
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction  # noqa: E402
 from airflow_lake_provider.lake.table.archival.executor import run_archival  # noqa: E402
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock  # noqa: E402
 
 SCHEMA = json.dumps(
     {

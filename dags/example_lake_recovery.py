@@ -56,7 +56,7 @@ KILLED_WRITER = """
 import os, signal, sys
 import pyarrow.parquet as pq
 from airflow_lake_provider.lake import LakeTable, open_storage, write
-from airflow_lake_provider.lake.storage_base import inject_crash
+from airflow_lake_provider.lake.storage.crash import inject_crash
 
 table = LakeTable.open(open_storage(sys.argv[1], environ=os.environ))
 with inject_crash(None) as hook:

@@ -17,8 +17,9 @@ from typing import Any
 if __package__ in (None, ""):  # run as a file by spark-submit: make the package importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from airflow_lake_provider.lake.services.clean.executor import DeleteOutcome, delete_files, run_clean
-from airflow_lake_provider.lake.services.clean.planner import CleanPlan
+from airflow_lake_provider.lake.services.clean.executor import delete_files, run_clean
+from airflow_lake_provider.lake.services.clean.plan import CleanPlan
+from airflow_lake_provider.lake.services.clean.result import DeleteOutcome
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.table import LakeTable
 from spark_jobs._common import KillSwitch, kill_point, kill_switch, option_values, run_job

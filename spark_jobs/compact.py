@@ -26,12 +26,14 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from airflow_lake_provider.lake.errors import CompactionConfigError
-from airflow_lake_provider.lake.format.commit_metadata import WriteStat
 from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
-from airflow_lake_provider.lake.services.compaction.executor import Outcome, execute_compaction, run_operation
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.operation import run_operation
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
+from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
 from spark_jobs._common import KillSwitch, kill_point, kill_switch, option_values, run_job
 from spark_jobs.worker_process import WORKER_ENV
 

@@ -95,9 +95,10 @@ def prime_merge() -> float:
     silently did nothing would leave the one-off costs on the first real merge).
     """
     from airflow_lake_provider.lake.errors import CompactionError
-    from airflow_lake_provider.lake.services.compaction.executor import Outcome, run_compaction
-    from airflow_lake_provider.lake.table import writer
+    from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+    from airflow_lake_provider.lake.services.compaction.result import Outcome
     from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.write import writer
 
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="lake-warmup-") as folder:

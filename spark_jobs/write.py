@@ -31,8 +31,7 @@ if __package__ in (None, ""):  # run as a file by spark-submit: make the package
 
 from airflow_lake_provider.lake.errors import LakeError, WriteInputError
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.write_input import find_input, read_input
-from airflow_lake_provider.lake.table.writer import (
+from airflow_lake_provider.lake.table.write import (
     DEFAULT_MAX_ROWS_PER_FILE,
     FileGroupResult,
     FileGroupWrite,
@@ -42,6 +41,7 @@ from airflow_lake_provider.lake.table.writer import (
     write,
     write_file_group,
 )
+from airflow_lake_provider.lake.table.write.input import find_input, read_input
 from spark_jobs._common import key_values, option_values, run_job
 
 log = logging.getLogger("lake.write")

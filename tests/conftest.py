@@ -101,7 +101,7 @@ def _fresh_default_clock(monkeypatch: pytest.MonkeyPatch) -> None:
     leaks: a test that put a 2099 instant on its own table would push every later test's instants
     past 2099. Only when the core is already imported (a fresh import has a fresh clock).
     """
-    instant = sys.modules.get("airflow_lake_provider.lake.format.instant")
+    instant = sys.modules.get("airflow_lake_provider.lake.timeline.instant")
     if instant is not None:
         monkeypatch.setattr(instant.DEFAULT_CLOCK, "_last", None)
 

@@ -24,9 +24,10 @@ from airflow_lake_provider.hooks.spark import SparkJobMixin
 
 if TYPE_CHECKING:
     from airflow_lake_provider.hooks.spark import SparkSubmission
-    from airflow_lake_provider.lake.services.compaction.executor import ScheduleResult
+    from airflow_lake_provider.lake.services.compaction.plan import CompactionPlan
+    from airflow_lake_provider.lake.services.compaction.result import ScheduleResult
     from airflow_lake_provider.lake.table.table import LakeTable
-    from airflow_lake_provider.lake.table.timeline import Timeline
+    from airflow_lake_provider.lake.timeline.active import Timeline
 
 # Plans reading more than this (MB of base and log files) run on Spark; smaller ones are merged in the
 # worker: a Spark start (spark-submit, JVM, Python workers) costs 10-17 s, a small merge well under 1 s.
@@ -51,7 +52,7 @@ def earliest_requested_compaction(table: LakeTable) -> str | None:
 
 def requested_compaction_in(timeline: Timeline) -> str | None:
     """The earliest requested (not yet inflight) compaction on ``timeline``, or ``None``."""
-    from airflow_lake_provider.lake.format.instant import Action, State
+    from airflow_lake_provider.lake.timeline.instant import Action, State
 
     pending = timeline.filter([Action.COMPACTION], [State.REQUESTED])
     return pending[0].timestamp if pending else None
@@ -124,7 +125,7 @@ class CompactionHookMixin(SparkJobMixin):
         :param options: ``hoodie.compact*``/``hoodie.compaction*`` options over the table's own.
         :param dry_run: compute and report the plan, write nothing.
         """
-        from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+        from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
         table = self.open_table(table_path)  # type: ignore[attr-defined]
         what = f"compaction scheduling of {table.uri}"
@@ -172,9 +173,9 @@ class CompactionHookMixin(SparkJobMixin):
         :param spark_env: extra environment variables for ``spark-submit``.
         """
         from airflow_lake_provider.lake.errors import LakeError
-        from airflow_lake_provider.lake.format.instant import Action
-        from airflow_lake_provider.lake.services.compaction.executor import load_plan
+        from airflow_lake_provider.lake.services.compaction.operation import load_plan
         from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+        from airflow_lake_provider.lake.timeline.instant import Action
 
         threshold = as_threshold_mb(spark_threshold_mb)
         table: LakeTable = self.open_table(table_path)  # type: ignore[attr-defined]
@@ -202,30 +203,9 @@ class CompactionHookMixin(SparkJobMixin):
             guard_mutation(table, "compaction execute", opts)
         io_mb = round(plan.total_io_mb, 3)
         started = time.monotonic()
-        if io_mb <= threshold:
-            self.log.info(  # type: ignore[attr-defined]
-                "compaction %s of %s: %d file groups, %s MB to read (<= spark_threshold_mb %s): "
-                "merging in the worker",
-                target,
-                table.uri,
-                len(plan.operations),
-                io_mb,
-                threshold,
-            )
-            self._compact_locally(table, target)
-            executor = "local"
-        else:
-            self.log.info(  # type: ignore[attr-defined]
-                "compaction %s of %s: %d file groups, %s MB to read (> spark_threshold_mb %s): "
-                "executing on Spark",
-                target,
-                table.uri,
-                len(plan.operations),
-                io_mb,
-                threshold,
-            )
-            self._compact_on_spark(table, target, opts, spark_conn_id, spark_conf, spark_env)
-            executor = "spark"
+        executor = self._execute_plan(
+            table, target, plan, threshold, opts, spark_conn_id, spark_conf, spark_env
+        )
         done = compaction_metrics(table.timeline(), target)
         if done is None:  # the Spark branch raised already; kept for the local one's safety
             raise LakeSparkJobError(
@@ -240,6 +220,44 @@ class CompactionHookMixin(SparkJobMixin):
             **done,
             **dropped_summary(table),
         }
+
+    def _execute_plan(
+        self,
+        table: LakeTable,
+        target: str,
+        plan: CompactionPlan,
+        threshold: float,
+        opts: dict[str, str],
+        spark_conn_id: str,
+        spark_conf: Mapping[str, Any] | None,
+        spark_env: Mapping[str, str] | None,
+    ) -> str:
+        """Merge the plan here when it reads at most ``threshold`` MB, else on Spark; which one ran."""
+        io_mb = round(plan.total_io_mb, 3)
+        if io_mb <= threshold:
+            self.log.info(  # type: ignore[attr-defined]
+                "compaction %s of %s: %d file groups, %s MB to read (<= spark_threshold_mb %s): "
+                "merging in the worker",
+                target,
+                table.uri,
+                len(plan.operations),
+                io_mb,
+                threshold,
+            )
+            self._compact_locally(table, target)
+            return "local"
+        else:
+            self.log.info(  # type: ignore[attr-defined]
+                "compaction %s of %s: %d file groups, %s MB to read (> spark_threshold_mb %s): "
+                "executing on Spark",
+                target,
+                table.uri,
+                len(plan.operations),
+                io_mb,
+                threshold,
+            )
+            self._compact_on_spark(table, target, opts, spark_conn_id, spark_conf, spark_env)
+            return "spark"
 
     def _compact_locally(self, table: LakeTable, target: str) -> None:
         """Merge every file group of the plan in this process (the core's executor, under its lock)."""

@@ -37,14 +37,14 @@ from airflow_lake_provider.hooks.write import WriteHookMixin
 from airflow_lake_provider.lake.config.registry import METADATA_ENABLE
 
 if TYPE_CHECKING:
-    from airflow_lake_provider.lake.format.instant import Instant
-    from airflow_lake_provider.lake.services.clean.executor import CleanResult
+    from airflow_lake_provider.lake.services.clean.result import CleanResult
     from airflow_lake_provider.lake.storage import Storage
     from airflow_lake_provider.lake.table.table import LakeTable
-    from airflow_lake_provider.lake.table.timeline import Timeline
+    from airflow_lake_provider.lake.timeline.active import Timeline
+    from airflow_lake_provider.lake.timeline.instant import Instant
 
 if TYPE_CHECKING:
-    from airflow_lake_provider.lake.services.clean.planner import CleanPlan
+    from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 
 CLEAN_MODES = ("schedule", "execute", "schedule_and_execute")
 # Plans deleting more files than this run on Spark; smaller ones are deleted by the worker itself.
@@ -82,7 +82,7 @@ def _extra(conn: Any, key: str) -> Any:
 
 
 def _completed_clean(timeline: Timeline, timestamp: str) -> Instant | None:
-    from airflow_lake_provider.lake.format.instant import Action, State
+    from airflow_lake_provider.lake.timeline.instant import Action, State
 
     done = [i for i in timeline.filter([Action.CLEAN], [State.COMPLETED]) if i.timestamp == timestamp]
     return done[0] if done else None
@@ -307,13 +307,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         :param spark_conf: extra ``--conf`` values for ``spark-submit``.
         :param spark_env: extra environment variables for ``spark-submit``.
         """
-        from airflow_lake_provider.lake.services.clean.executor import (
-            CleanResult,
-            Outcome,
-            clean_config,
-            pending_cleans,
-            run_clean,
-        )
+        from airflow_lake_provider.lake.services.clean.executor import clean_config, pending_cleans, run_clean
+        from airflow_lake_provider.lake.services.clean.result import CleanResult, Outcome
         from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 
         if mode not in CLEAN_MODES:
@@ -363,12 +358,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         Pending cleans go first, as in a local run: a retry after a killed job finishes the same
         instant from its stored plan instead of planning a second clean over the same files.
         """
-        from airflow_lake_provider.lake.services.clean.executor import (
-            CleanResult,
-            Outcome,
-            pending_cleans,
-            run_clean,
-        )
+        from airflow_lake_provider.lake.services.clean.executor import pending_cleans, run_clean
+        from airflow_lake_provider.lake.services.clean.result import CleanResult, Outcome
 
         self.check_spark_setup(conn_id, env)  # before a plan is written: a bad set-up fails at once
         pending = tuple(i.timestamp for i in pending_cleans(table.timeline()))
@@ -399,8 +390,9 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
     ) -> CleanResult:
         """Execute the pending cleans ``targets`` with ``spark_jobs/clean.py --mode execute`` and judge
         from the timeline: every target must be completed. The result is the last target's."""
-        from airflow_lake_provider.lake.format.instant import Action, Instant, State
-        from airflow_lake_provider.lake.services.clean.executor import CleanResult, Outcome, stored_plan
+        from airflow_lake_provider.lake.services.clean.executor import stored_plan
+        from airflow_lake_provider.lake.services.clean.result import CleanResult, Outcome
+        from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
         args = ["--table", table.uri, "--mode", "execute"]
         for key, value in options.items():

@@ -76,47 +76,30 @@ def run_partition_commit(
     With the ``metastore`` policy the commit runs in ``spark_jobs/partition_commit.py`` (Spark SQL with
     Hive support), submitted to ``spark_master``; everything else runs in this process.
     """
-    from airflow_lake_provider.lake import spark_submit
     from airflow_lake_provider.lake.services.partition_commit.config import (
         PolicyKind,
         check_metastore_location,
     )
-    from airflow_lake_provider.lake.services.partition_commit.executor import commit_config, commit_partitions
-    from airflow_lake_provider.lake.services.partition_commit.plain import (
+    from airflow_lake_provider.lake.services.partition_commit.executor import (
+        commit_config,
+        commit_partitions,
         commit_plain_partitions,
-        is_plain_directory,
     )
-    from airflow_lake_provider.lake.storage import open_storage
+    from airflow_lake_provider.lake.services.partition_commit.plain import is_plain_directory
     from airflow_lake_provider.lake.table.table import LakeTable
 
     dry = as_bool(dry_run, "dry_run")
     watermark = None if watermark in (None, "", "None") else watermark
     options = check_options(options, f"partition commit of {table_path}")
     with core_errors(f"partition commit of {table_path}"):
-        if lake_conn_id:
-            from airflow_lake_provider.hooks.lake import LakeHook
-
-            hook = LakeHook(lake_conn_id=lake_conn_id)
-            storage = hook.open_location(table_path)
-            storage_env = hook.storage_env()
-            # The connection's hoodie.metadata.enable, under the task's own options (Spark job too).
-            options = {**hook.connection_options(), **(options or {})}
-        else:
-            storage, storage_env = open_storage(table_path), {}
+        storage, storage_env, options = _open_location(table_path, options, lake_conn_id)
         if is_plain_directory(storage):
             # No .hoodie/: a parquet directory written by another engine (no metastore policy there).
-            result = commit_plain_partitions(
-                storage,
-                partitions,
-                options,
-                watermark=watermark,
-                custom_policy=custom_policy,
-                require_existing=require_existing,
-                dry_run=dry,
-                force=force,
-            ).to_dict()
-            result["table_path"] = table_path
-            return result
+            kwargs = {"watermark": watermark, "custom_policy": custom_policy, "dry_run": dry, "force": force}
+            plain = commit_plain_partitions(
+                storage, partitions, options, require_existing=require_existing, **kwargs
+            )
+            return {**plain.to_dict(), "table_path": table_path}
         table = LakeTable.open(storage)
         config = commit_config(table, options)
         if PolicyKind.METASTORE in config.policies:
@@ -124,7 +107,7 @@ def run_partition_commit(
         if PolicyKind.METASTORE in config.policies and not dry:
             if force:
                 raise LakeConfigError("force with the metastore policy is not supported; commit on schedule")
-            args, env = metastore_submission(
+            submission = metastore_submission(
                 table.uri,
                 partitions,
                 options,
@@ -133,13 +116,9 @@ def run_partition_commit(
                 require_existing=require_existing,
                 storage_env=storage_env,
             )
-            result = spark_submit.submit("partition_commit.py", args, master=spark_master, env=env)
-            if result.get("outcome") == "FAILED":
-                raise LakeHookError(
-                    f"partition commit of {table_path} failed on Spark: {result.get('error')}"
-                )
+            result = _submit(table_path, *submission, spark_master)
         else:
-            result = commit_partitions(
+            committed = commit_partitions(
                 table,
                 partitions,
                 options,
@@ -150,9 +129,40 @@ def run_partition_commit(
                 force=force,
                 # the metastore policy only matters when committing, and then it goes to Spark above
                 metastore=(lambda _context: None) if dry else None,
-            ).to_dict()
-            result.update(dropped_summary(table))
+            )
+            result = {**committed.to_dict(), **dropped_summary(table)}
     result["table_path"] = table_path
+    return result
+
+
+def _open_location(
+    table_path: str, options: Mapping[str, str], lake_conn_id: str | None
+) -> tuple[Any, dict[str, str], Mapping[str, str]]:
+    """The table's storage, the environment its Spark job needs, and the options: through the
+    ``lake`` connection (its storage settings and ``hoodie.metadata.enable`` under the task's own
+    options) or, without one, the process' own ``AWS_*`` variables."""
+    from airflow_lake_provider.lake.storage import open_storage
+
+    if not lake_conn_id:
+        return open_storage(table_path), {}, options
+    from airflow_lake_provider.hooks.lake import LakeHook
+
+    hook = LakeHook(lake_conn_id=lake_conn_id)
+    # The connection's hoodie.metadata.enable, under the task's own options (Spark job too).
+    return (
+        hook.open_location(table_path),
+        hook.storage_env(),
+        {**hook.connection_options(), **(options or {})},
+    )
+
+
+def _submit(table_path: str, args: list[str], env: dict[str, str], spark_master: str) -> dict[str, Any]:
+    """Run ``spark_jobs/partition_commit.py``; its JSON summary, or ``LakeHookError`` if it failed."""
+    from airflow_lake_provider.lake import spark_submit
+
+    result = spark_submit.submit("partition_commit.py", args, master=spark_master, env=env)
+    if result.get("outcome") == "FAILED":
+        raise LakeHookError(f"partition commit of {table_path} failed on Spark: {result.get('error')}")
     return result
 
 

@@ -14,12 +14,15 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.hooks.errors import LakeConfigError, LakeSparkJobError, check_options, core_errors
 from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkJobMixin
 from airflow_lake_provider.lake.errors import LakeError
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.lake.table.table import LakeTable
 
 # Extra metadata keys of a write's instant naming the task attempt that started it.
 META_DAG, META_TASK, META_RUN, META_TRY = (
@@ -37,8 +40,8 @@ DEFAULT_WRITE_SPARK_THRESHOLD = 5_000_000
 
 def earlier_attempts(table: Any, me: Mapping[str, str]) -> list[str]:
     """Pending writes whose inflight metadata names this DAG, task and run (any try)."""
-    from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata
-    from airflow_lake_provider.lake.format.instant import Action
+    from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
+    from airflow_lake_provider.lake.timeline.instant import Action
 
     timeline = table.timeline()
     found = []
@@ -81,6 +84,15 @@ def _threshold(value: int | str) -> int:
     return threshold
 
 
+def _check_absolute(input_path: str) -> None:
+    """Refuse a relative input path: it would be read from the worker's current folder, and a Spark
+    write's executors have others."""
+    given = str(input_path or "").strip()
+    local = given[len("file://") :] if given.startswith("file://") else given
+    if "://" not in local and not local.startswith("/"):
+        raise LakeConfigError(f"input_path {input_path!r} is relative: give an absolute path or an s3:// URI")
+
+
 class WriteHookMixin(SparkJobMixin):
     """``write`` of :class:`~airflow_lake_provider.hooks.lake.LakeHook` (mixed into it)."""
 
@@ -114,20 +126,13 @@ class WriteHookMixin(SparkJobMixin):
         :param spark_conf: extra ``--conf`` values for ``spark-submit``.
         :param spark_env: extra environment variables for ``spark-submit``.
         """
-        from airflow_lake_provider.lake.services.rollback import rollback
         from airflow_lake_provider.lake.table.metadata_table import guard_mutation
-        from airflow_lake_provider.lake.table.write_input import find_input, input_rows, read_input
-        from airflow_lake_provider.lake.table.writer import write
+        from airflow_lake_provider.lake.table.write import write
+        from airflow_lake_provider.lake.table.write.input import find_input, input_rows, read_input
 
         if operation not in WRITE_OPERATIONS:
             raise LakeConfigError(f"operation={operation!r} is not one of {', '.join(WRITE_OPERATIONS)}")
-        given = str(input_path or "").strip()
-        local = given[len("file://") :] if given.startswith("file://") else given
-        if "://" not in local and not local.startswith("/"):
-            # Read from the worker's current folder, and a Spark write's executors have others.
-            raise LakeConfigError(
-                f"input_path {input_path!r} is relative: give an absolute path or an s3:// URI"
-            )
+        _check_absolute(input_path)
         threshold = _threshold(spark_threshold)
         attempt = {str(k): str(v) for k, v in (attempt or {}).items()}
         table = self.open_table(table_path)  # type: ignore[attr-defined]
@@ -139,12 +144,7 @@ class WriteHookMixin(SparkJobMixin):
             guard_mutation(table, f"write ({operation})", opts)
             source = find_input(input_path, environ={**os.environ, **self.storage_env()})  # type: ignore[attr-defined]
             rows = input_rows(source)
-            rolled_back: list[str] = []
-            for instant in earlier_attempts(table, run_keys) if run_keys else []:
-                self.log.info(  # type: ignore[attr-defined]
-                    "rolling back %s, left pending by an earlier attempt of this task", instant
-                )
-                rolled_back += [r.target for r in rollback(table, instant, options=opts)]
+            rolled_back = self._roll_back_earlier_attempts(table, run_keys, opts)
             if rows <= threshold:
                 self.log.info(  # type: ignore[attr-defined]
                     "write of %s into %s: %d input rows in %d files (<= spark_threshold %d): in the worker",
@@ -175,6 +175,20 @@ class WriteHookMixin(SparkJobMixin):
                 table, input_path, operation, opts, attempt, spark_conn_id, spark_conf, spark_env
             )
             return {**written, "rolled_back": rolled_back, "executor": "spark", **dropped_summary(table)}
+
+    def _roll_back_earlier_attempts(
+        self, table: LakeTable, run_keys: Mapping[str, str], opts: Mapping[str, str]
+    ) -> list[str]:
+        """Roll back the writes earlier attempts of this task left pending; the instants rolled back."""
+        from airflow_lake_provider.lake.services.rollback import rollback
+
+        rolled_back: list[str] = []
+        for instant in earlier_attempts(table, run_keys) if run_keys else []:
+            self.log.info(  # type: ignore[attr-defined]
+                "rolling back %s, left pending by an earlier attempt of this task", instant
+            )
+            rolled_back += [r.target for r in rollback(table, instant, options=opts)]
+        return rolled_back
 
     def _write_on_spark(
         self,

@@ -86,8 +86,8 @@ class CompactionPlanTrigger(BaseTrigger):
         from airflow_lake_provider.hooks.compaction import requested_compaction_in
         from airflow_lake_provider.lake.errors import TableNotFoundError
         from airflow_lake_provider.lake.storage import open_storage
-        from airflow_lake_provider.lake.table.timeline import Timeline
-        from airflow_lake_provider.lake.table.timeline_store import PROPERTIES_FILE
+        from airflow_lake_provider.lake.timeline.active import Timeline
+        from airflow_lake_provider.lake.timeline.store import PROPERTIES_FILE
 
         environ: dict[str, str] = dict(os.environ)
         if self.lake_conn_id:

@@ -77,7 +77,7 @@ def new_trips_table(path: Path, rows: int = 40, per_file: int = 10, width: int =
     import pyarrow as pa
 
     from airflow_lake_provider.lake.table.table import LakeTable
-    from airflow_lake_provider.lake.table.writer import write
+    from airflow_lake_provider.lake.table.write import write
 
     table = LakeTable.create(
         path,
@@ -103,7 +103,7 @@ def upsert_trips(table: Any, keys: list[str], ts: int = 1, value: int = -1, op: 
     partitions."""
     import pyarrow as pa
 
-    from airflow_lake_provider.lake.table.writer import write
+    from airflow_lake_provider.lake.table.write import write
 
     batch = {
         "id": keys,

@@ -21,10 +21,11 @@ from dag_helpers import new_trips_table, upsert_trips
 import airflow_lake_provider
 from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.hooks.lake import LakeHook
-from airflow_lake_provider.lake.format.instant import Action, State
-from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline import layout
+from airflow_lake_provider.lake.timeline.instant import Action, State
 
 pytestmark = pytest.mark.airflow
 
@@ -571,7 +572,7 @@ def test_an_s3_table_without_the_s3_extra_fails_at_once_naming_the_extra(
     from airflow.sdk.exceptions import AirflowFailException
 
     monkeypatch.setitem(sys.modules, "obstore", None)  # what an install without [s3] lacks
-    monkeypatch.delitem(sys.modules, "airflow_lake_provider.lake.storage_s3", raising=False)
+    monkeypatch.delitem(sys.modules, "airflow_lake_provider.lake.storage.s3", raising=False)
     with pytest.raises(LakeConfigError) as caught:
         LakeHook().open_table("s3://bucket/lake/trips")
     assert str(caught.value) == (
@@ -608,7 +609,7 @@ def test_a_relative_input_path_is_refused_before_any_instant(
     import pyarrow.parquet as pq
 
     table = _mor_table(tmp_path / "trips")
-    before = [i.file_name for i in table.timeline().instants]
+    before = [layout.file_name(i) for i in table.timeline().instants]
     monkeypatch.chdir(tmp_path)
     pq.write_table(
         pa.table({"id": ["z"], "ts": pa.array([9], pa.int64()), "p": ["a"], "v": [9]}),
@@ -616,7 +617,7 @@ def test_a_relative_input_path_is_refused_before_any_instant(
     )
     with pytest.raises(LakeConfigError, match="input_path 'in.parquet' is relative"):
         LakeHook().write(str(table.uri), "in.parquet", "upsert")
-    assert [i.file_name for i in LakeTable.open(table.uri).timeline().instants] == before
+    assert [layout.file_name(i) for i in LakeTable.open(table.uri).timeline().instants] == before
     assert LakeHook().write(str(table.uri), str(tmp_path / "in.parquet"), "upsert")["inserted"] == 1
 
 

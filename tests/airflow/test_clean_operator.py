@@ -14,10 +14,10 @@ import pyarrow as pa
 import pytest
 from dag_helpers import load_example_dag, task_states, xcom_value
 
-from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import HOODIE_DIR
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.active import HOODIE_DIR
+from airflow_lake_provider.lake.timeline.instant import Action, State
 
 pytestmark = pytest.mark.airflow
 

@@ -25,11 +25,12 @@ from dag_helpers import (
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.hooks.lake import LakeConfigError, LakeHook, LakeSparkJobError, SparkSubmission
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.instant import Action, State
-from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, schedule_compaction
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.instant import Action, State
 from airflow_lake_provider.operators.compaction import RunCompactionOperator, ScheduleCompactionOperator
 from airflow_lake_provider.sensors.compaction import CompactionPlanSensor
 from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger

@@ -11,7 +11,8 @@ import pytest
 from dag_helpers import new_trips_table, upsert_trips
 from hudi import HudiTableBuilder
 
-from airflow_lake_provider.lake.services.compaction.executor import load_plan, schedule_compaction
+from airflow_lake_provider.lake.services.compaction.operation import load_plan
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.operators.compaction import RunCompactionOperator

@@ -19,7 +19,7 @@ from dag_helpers import sync_dags_folder, task_states, xcom_value
 
 from airflow_lake_provider.hooks.errors import LakeConfigError
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.operators.partition_commit import PartitionCommitOperator
 from airflow_lake_provider.sensors.partition_commit import PartitionCommitSensor
 from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger

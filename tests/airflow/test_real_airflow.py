@@ -59,7 +59,7 @@ def _trips(path: Path) -> list[tuple]:
 def test_rest_trigger_runs_the_pipeline_with_the_sensor_deferred_to_the_triggerer(
     airflow: AirflowStack,
 ) -> None:
-    from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.table import LakeTable
 
     token = airflow.token()

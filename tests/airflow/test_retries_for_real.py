@@ -22,11 +22,11 @@ from dag_helpers import load_example_dag, new_trips_table, task_states, upsert_t
 from hudi import HudiTableBuilder
 from packaging.version import Version
 
-from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import HOODIE_DIR
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.active import HOODIE_DIR
+from airflow_lake_provider.lake.timeline.instant import Action, State
 from spark_jobs._common import KILL_ONCE_ENV
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]

@@ -17,7 +17,7 @@ from dag_helpers import load_example_dag, task_states, xcom_value
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.operators.rollback import LakeWriteOperator, earlier_attempts
 
 pytestmark = pytest.mark.airflow

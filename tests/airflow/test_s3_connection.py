@@ -16,11 +16,11 @@ import pytest
 from dag_helpers import load_example_dag, task_states, xcom_value
 from s3_helpers import S3_KEYS, s3_environ, s3_objects
 
-from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import Action, State
 
 pytestmark = pytest.mark.airflow
 

@@ -13,9 +13,9 @@ import pytest
 from dag_helpers import sync_dags_folder, task_states, xcom_value
 
 from airflow_lake_provider.assets import table_asset, table_asset_uri, with_table_outlet
-from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 
 pytestmark = pytest.mark.airflow
 

@@ -14,7 +14,7 @@ from dag_helpers import load_example_dag, task_states, xcom_value
 from s3_helpers import s3_objects
 
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 
 pytestmark = pytest.mark.airflow
 

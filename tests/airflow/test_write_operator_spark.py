@@ -12,10 +12,10 @@ import pytest
 from dag_helpers import load_example_dag, task_states, xcom_value
 from hudi import HudiTableBuilder
 
-from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import Action, State
 from spark_jobs.write import KILL_AT_ENV, KILL_ONCE_ENV
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]

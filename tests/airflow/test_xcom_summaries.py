@@ -12,9 +12,9 @@ import pyarrow as pa
 import pytest
 from dag_helpers import sync_dags_folder, task_states, xcom_value
 
-from airflow_lake_provider.lake.services.compaction.executor import load_plan
+from airflow_lake_provider.lake.services.compaction.operation import load_plan
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.operators.xcom import capped, compaction_plan_summary, xcom_summary
 
 pytestmark = pytest.mark.airflow

@@ -32,21 +32,18 @@ from hypothesis import strategies as st
 from property_support import SUMMARY, derandomized, example_dir, examples, ratio, tally
 
 from airflow_lake_provider.lake.errors import SavepointError
-from airflow_lake_provider.lake.format.instant import InstantClock, instant_to_datetime
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.clean.planner import CleanPolicy
-from airflow_lake_provider.lake.services.compaction.executor import Outcome as CompactionOutcome
-from airflow_lake_provider.lake.services.compaction.executor import (
-    execute_compaction,
-    run_compaction,
-    schedule_compaction,
-)
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import InstantClock, instant_to_datetime
 
 KEYS = [f"k{i}" for i in range(6)]
 CITIES = ["a", "b", "c"]

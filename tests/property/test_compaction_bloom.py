@@ -26,12 +26,13 @@ from hypothesis import strategies as st
 from property_support import derandomized, example_dir, examples, tally
 
 from airflow_lake_provider.lake.format import bloom_filter as bf
-from airflow_lake_provider.lake.format.instant import InstantClock
 from airflow_lake_provider.lake.format.table_config import TableConfig
-from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, schedule_compaction
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import InstantClock
 
 DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
 START = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)

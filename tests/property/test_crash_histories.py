@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from property_support import SUMMARY, derandomized, example_dir, examples, tally
 
 from airflow_lake_provider.lake.errors import RollbackError, SavepointError
-from airflow_lake_provider.lake.format.instant import Instant, InstantClock, State
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
 from airflow_lake_provider.lake.services.restore import restore
@@ -33,7 +32,8 @@ from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import Instant, InstantClock, State
 
 EXAMPLES = int(os.environ.get("LAKE_CRASH_EXAMPLES") or examples(200))
 KEYS = [1, 2, 3, 4, 5, 6]

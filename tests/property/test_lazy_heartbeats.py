@@ -25,7 +25,6 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.format.instant import Action, InstantClock
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -36,7 +35,8 @@ from airflow_lake_provider.lake.table.rollback.policy import (
     heartbeat_expired,
 )
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock
 
 LAZY = {"hoodie.cleaner.policy.failed.writes": "LAZY"}
 # One beat per 10 minutes: no beat comes while a test runs, so step counts are exact.
@@ -254,7 +254,7 @@ def test_heartbeat_expiry_is_exact_to_the_millisecond(tmp_path: Path) -> None:
     table, _ = _seed(tmp_path / "t", "cow")
     config = FailedWritesConfig(FailedWritesPolicy.LAZY, INTERVAL_MS, MISSES)
     last = 1_750_000_000_000
-    table.store.beat("20250701000000000", last)
+    table.store.heartbeats.beat("20250701000000000", last)
     judged = {
         age: heartbeat_expired(table.store, "20250701000000000", config, last + age)
         for age in (0, INTERVAL_MS + 1, EXPIRY_MS - INTERVAL_MS + 1, EXPIRY_MS, EXPIRY_MS + 1)

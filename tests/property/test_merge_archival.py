@@ -27,7 +27,7 @@ from airflow_lake_provider.lake.services.savepoint import create_savepoint, dele
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 
 CITIES = ["a", "b"]
 KEYS = [f"k{i}" for i in range(10)]  # a key's partition is fixed: CITIES[i % 2]

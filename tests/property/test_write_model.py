@@ -26,17 +26,14 @@ from property_support import SUMMARY, derandomized, example_dir, examples, tally
 from s3_helpers import hudi_s3_options, s3_client, s3_env
 
 from airflow_lake_provider.lake.errors import SnapshotCleanedError
-from airflow_lake_provider.lake.services.clean.executor import Outcome as CleanOutcome
 from airflow_lake_provider.lake.services.clean.executor import run_clean
-from airflow_lake_provider.lake.services.compaction.executor import Outcome as CompactionOutcome
-from airflow_lake_provider.lake.services.compaction.executor import (
-    execute_compaction,
-    run_compaction,
-    schedule_compaction,
-)
+from airflow_lake_provider.lake.services.clean.result import Outcome as CleanOutcome
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 
 KEYS = ["k0", "k1", "k2", "k3"]
 SUBS = [0, None]  # the second key field; a null part is written "__null__"

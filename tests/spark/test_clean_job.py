@@ -10,11 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_lake_provider.lake.format.instant import Action, State
 from airflow_lake_provider.lake.spark_submit import job_script, parse_result, spark_submit_binary
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import HOODIE_DIR
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.active import HOODIE_DIR
+from airflow_lake_provider.lake.timeline.instant import Action, State
 
 pytestmark = pytest.mark.spark
 
@@ -75,7 +75,8 @@ def test_run_in_local_session_deletes_exactly_the_oldest_slices(spark, tmp_path:
 @pytest.mark.slow
 def test_spark_submit_local_executes_a_scheduled_clean(tmp_path: Path) -> None:
     """The hook's Spark path by hand: schedule in-process, ``spark-submit --mode execute --instant``."""
-    from airflow_lake_provider.lake.services.clean.executor import Outcome, run_clean
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+    from airflow_lake_provider.lake.services.clean.result import Outcome
 
     table, commits = _build_table(tmp_path / "trips")
     before = _data_files(table.base_path)

@@ -10,10 +10,11 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.errors import CompactionConfigError, CompactionError
-from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, schedule_compaction
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 from spark_jobs import compact
 
 pytestmark = pytest.mark.spark

@@ -22,11 +22,11 @@ import pytest
 from s3_helpers import S3_KEYS, hudi_s3_options, s3_environ, s3_objects
 from test_standalone_cluster import _free_port, _port_open, _wait_for
 
-from airflow_lake_provider.lake.format.instant import Action
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import Action
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 SECRET = S3_KEYS["AWS_SECRET_ACCESS_KEY"]

@@ -17,11 +17,11 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake import spark_submit
-from airflow_lake_provider.lake.format.instant import Action
-from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import Action
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

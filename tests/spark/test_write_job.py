@@ -17,10 +17,10 @@ from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.format import bloom_filter as bf
-from airflow_lake_provider.lake.format.instant import State
 from airflow_lake_provider.lake.spark_submit import submit
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.timeline.instant import State
 
 pytestmark = pytest.mark.spark
 N = 3_000

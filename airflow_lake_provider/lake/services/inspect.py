@@ -10,18 +10,18 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError
-from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, join_partition
-from airflow_lake_provider.lake.format.instant import (
+from airflow_lake_provider.lake.services.clean.executor import stored_plan
+from airflow_lake_provider.lake.services.compaction.operation import load_plan
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, join_partition
+from airflow_lake_provider.lake.timeline.instant import (
     COMMIT_ACTIONS,
     Action,
     Instant,
     State,
     validate_instant_time,
 )
-from airflow_lake_provider.lake.services.clean.executor import stored_plan
-from airflow_lake_provider.lake.services.compaction.executor import load_plan
-from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
 
 # The per-instant facts of ``lake timeline -v`` (``None`` where the instant records no such fact).
 STAT_FIELDS = (

@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.lake.errors import RollbackError
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
@@ -26,8 +24,10 @@ from airflow_lake_provider.lake.table.rollback.executor import (
 )
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 
 log = logging.getLogger(__name__)
 

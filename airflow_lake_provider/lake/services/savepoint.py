@@ -8,12 +8,12 @@ import time
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import SavepointError
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.commit_metadata import join_partition
-from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS, Action, State, validate_instant_time
-from airflow_lake_provider.lake.services.clean.planner import CleanPlan
+from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import join_partition
+from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, State, validate_instant_time
 
 log = logging.getLogger(__name__)
 # A running clean holds the lock for its deletes; a savepoint waits that long for it.

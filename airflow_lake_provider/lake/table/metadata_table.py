@@ -22,14 +22,15 @@ from typing import TYPE_CHECKING
 
 from airflow_lake_provider.lake.config.registry import METADATA_ENABLE
 from airflow_lake_provider.lake.errors import TableConfigError
-from airflow_lake_provider.lake.format.instant import Instant
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import HOODIE_DIR
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat_expired, now_ms
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import METADATA_DIR, PROPERTIES_FILE, WRITE_LOCK
+from airflow_lake_provider.lake.timeline import layout
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Instant
+from airflow_lake_provider.lake.timeline.store import METADATA_DIR, PROPERTIES_FILE, WRITE_LOCK
 
 if TYPE_CHECKING:
     from airflow_lake_provider.lake.table.table import LakeTable
@@ -195,7 +196,7 @@ def drop_metadata_table(
         if force:
             busy = [i for i in busy if i.action in ROLLBACK_ACTIONS]
         if busy:
-            names = ", ".join(i.file_name for i in busy)
+            names = ", ".join(layout.file_name(i) for i in busy)
             services = [i for i in busy if i.action not in ROLLBACK_ACTIONS]
             way_out = (
                 "; a table service that crashed stays inflight for good (a heartbeat never expires "

@@ -22,20 +22,22 @@ from airflow_lake_provider.lake.errors import (
     StorageAccessError,
     StorageUnavailableError,
 )
+from airflow_lake_provider.lake.file_group.model import FileSlice, LogFile
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS
-from airflow_lake_provider.lake.format.block_keys import avro_blocks_record_keys, parquet_block_record_keys
 from airflow_lake_provider.lake.format.casting import cast_exact
-from airflow_lake_provider.lake.format.data_block import decode_avro_data_block, decode_parquet_block
-from airflow_lake_provider.lake.format.delete_block import DeleteRecord, decode_delete_block
-from airflow_lake_provider.lake.format.instant import validate_instant_time
-from airflow_lake_provider.lake.format.log_block import BlockType, LogBlock
 from airflow_lake_provider.lake.format.partitioning import record_keys
 from airflow_lake_provider.lake.format.table_config import TableConfig
-from airflow_lake_provider.lake.table.data_files import read_log_blocks
-from airflow_lake_provider.lake.table.fs_view import FileSlice, FileSystemView, LogFile
+from airflow_lake_provider.lake.log_file.avro_decode import decode_avro_data_block
+from airflow_lake_provider.lake.log_file.block_keys import avro_blocks_record_keys, parquet_block_record_keys
+from airflow_lake_provider.lake.log_file.data_block import decode_parquet_block
+from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, decode_delete_block
+from airflow_lake_provider.lake.log_file.log_format import BlockType, LogBlock
+from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, LogItem, LogMerge
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import validate_instant_time
 
 log = logging.getLogger(__name__)
 RECORD_KEY = "_hoodie_record_key"
@@ -185,18 +187,7 @@ class SliceReader:
 
     def _visible(self, blocks: Sequence[LogBlock]) -> list[LogBlock]:
         """Of the blocks of one slice's log files, those :meth:`visible_blocks` keeps."""
-        rolled_back = {b.target_instant_time for b in blocks if b.is_rollback}
-        out = []
-        for block in blocks:
-            instant = block.instant_time
-            if block.block_type in (BlockType.COMMAND, BlockType.CORRUPTED) or instant is None:
-                continue
-            if instant in rolled_back or not self.timeline.is_committed(instant):
-                continue
-            if self.as_of is not None and instant > self.as_of:
-                continue
-            out.append(block)
-        return out
+        return visible_blocks(blocks, self.timeline.is_committed, self.as_of)
 
     def log_items(self, log_files: Sequence[LogFile]) -> list[LogItem]:
         items: list[LogItem] = []

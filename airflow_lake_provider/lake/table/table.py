@@ -18,14 +18,15 @@ from airflow_lake_provider.lake.errors import (
     TableExistsError,
     TableNotFoundError,
 )
+from airflow_lake_provider.lake.file_group.builder import Lister
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.avro_schema import avro_to_arrow, meta_arrow_fields
-from airflow_lake_provider.lake.format.instant import DEFAULT_CLOCK, InstantClock
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, local_path, open_storage
-from airflow_lake_provider.lake.table.fs_view import FileSystemView, Lister
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import PROPERTIES_FILE, TimelineStore
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import DEFAULT_CLOCK, InstantClock
+from airflow_lake_provider.lake.timeline.store import PROPERTIES_FILE, TimelineStore
 
 if TYPE_CHECKING:
     from pathlib import Path

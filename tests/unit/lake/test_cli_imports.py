@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 PROBE = """

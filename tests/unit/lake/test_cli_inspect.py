@@ -18,15 +18,15 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.format.instant import Action
 from airflow_lake_provider.lake.services.clean.executor import run_clean
-from airflow_lake_provider.lake.services.compaction.executor import schedule_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.rollback import rollback
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.progress import Progress
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import Action
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

@@ -25,7 +25,7 @@ from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 HOODIE = ".hoodie"

@@ -18,7 +18,7 @@ from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

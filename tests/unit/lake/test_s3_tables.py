@@ -19,19 +19,17 @@ from s3_helpers import hudi_s3_options, s3_client, s3_objects
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import CommitConflictError, StorageUnavailableError, TableNotFoundError
-from airflow_lake_provider.lake.format.instant import Action
 from airflow_lake_provider.lake.services.clean.executor import run_clean
-from airflow_lake_provider.lake.services.compaction.executor import (
-    execute_compaction,
-    schedule_compaction,
-)
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.storage_s3 import S3Storage
+from airflow_lake_provider.lake.storage.s3 import S3Storage
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline_store import TimelineStore
-from airflow_lake_provider.lake.table.writer import write
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import Action
+from airflow_lake_provider.lake.timeline.store import TimelineStore
 
 DATA = ["id", "ts", "city", "v"]
 

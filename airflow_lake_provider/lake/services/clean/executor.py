@@ -14,24 +14,22 @@ import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
-from enum import Enum
+from dataclasses import replace
 from typing import Any
 
 from airflow_lake_provider.lake.errors import CommitConflictError, LakeError
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.services.clean.config import CleanConfig, CleanPolicy
+from airflow_lake_provider.lake.file_group.builder import Lister
+from airflow_lake_provider.lake.services.clean.config import CleanConfig
+from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 from airflow_lake_provider.lake.services.clean.planner import (
-    CleanPlan,
     earliest_commit_to_retain,
     held_back_by,
     partitions_to_scan,
     plan_clean,
 )
+from airflow_lake_provider.lake.services.clean.result import CleanResult, DeleteOutcome, Outcome
 from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.fs_view import Lister
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
@@ -41,69 +39,15 @@ from airflow_lake_provider.lake.table.rollback.executor import (
 )
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, FailedWritesPolicy
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 
 log = logging.getLogger(__name__)
 PARALLEL_DELETE_THRESHOLD = 64
 # Times a clean takes a new instant when another process created the one it chose first.
 _INSTANT_ATTEMPTS = 5
-
-
-class Outcome(str, Enum):
-    CLEANED = "CLEANED"  # a clean instant completed
-    SCHEDULED = "SCHEDULED"  # a plan was written, not executed (mode schedule)
-    PLANNED = "PLANNED"  # dry run: the plan was computed, nothing written
-    NO_WORK = "NO_WORK"  # nothing to delete: no instant written
-
-
-@dataclass(frozen=True)
-class DeleteOutcome:
-    deleted: tuple[str, ...]
-    failed: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class CleanResult:
-    outcome: Outcome
-    instant: str | None = None
-    plan: CleanPlan | None = None
-    deleted_files: int = 0
-    failed_files: int = 0
-    finished_pending: tuple[str, ...] = ()
-    duration_seconds: float = 0.0
-    reason: str = ""
-    # Planned files kept because a savepoint made after the plan needs them.
-    kept_for_savepoints: tuple[str, ...] = ()
-    # Pending (failed or running) writes that held the earliest commit to retain back.
-    held_back_by: tuple[str, ...] = ()
-    # The policy in effect, reported when no plan carries one (NO_WORK).
-    policy: CleanPolicy | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready summary (pushed to XCom, printed by the CLI and the Spark job)."""
-        summary = self.plan.summary() if self.plan else {}
-        policy = self.plan.policy if self.plan else self.policy
-        return {
-            "outcome": self.outcome.value,
-            "instant": self.instant,
-            "earliest_commit_to_retain": (
-                self.plan.earliest_instant_to_retain.timestamp
-                if self.plan and self.plan.earliest_instant_to_retain
-                else None
-            ),
-            "policy": policy.value if policy else None,
-            "files_planned": self.plan.file_count if self.plan else 0,
-            "bytes_planned": sum(p["bytes"] for p in summary.values()),
-            "partitions": summary,
-            "deleted_files": self.deleted_files,
-            "failed_files": self.failed_files,
-            "finished_pending": list(self.finished_pending),
-            "kept_for_savepoints": list(self.kept_for_savepoints),
-            "held_back_by": list(self.held_back_by),
-            "duration_seconds": round(self.duration_seconds, 3),
-            "reason": self.reason,
-        }
 
 
 def _now() -> dt.datetime:
@@ -399,26 +343,7 @@ def _run_clean(
     config = clean_config(table, options)
     started = time.monotonic()
     if dry_run:
-        timeline = table.timeline()
-        pending = pending_cleans(timeline)
-        if pending:
-            stored = stored_plan(table, timeline, pending[0])
-            kept = _kept_for_savepoints(stored, savepointed_files(timeline))
-            return CleanResult(
-                Outcome.PLANNED,
-                pending[0].timestamp,
-                stored.without(frozenset(kept)) if kept else stored,
-                reason="a pending clean would be finished",
-                kept_for_savepoints=kept,
-            )
-        found = plan(table, config, timeline, now, lister, log_scan=log_scan)
-        return CleanResult(
-            Outcome.PLANNED if found else Outcome.NO_WORK,
-            None,
-            found,
-            duration_seconds=time.monotonic() - started,
-            reason="" if found else "nothing to delete",
-        )
+        return _dry_run(table, config, now, lister, started, log_scan)
     with table.store.exclusive("clean"):
         timeline = table.timeline()
         finished: list[str] = []
@@ -443,18 +368,7 @@ def _run_clean(
         new_plan = plan(table, config, timeline, now, lister)
         if new_plan is None:
             return _after_pending(last, finished, started, "nothing to delete")
-        body = timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(table.uri))
-        t = table.clock.next(after=timeline.latest_time)
-        for attempt in range(1, _INSTANT_ATTEMPTS + 1):
-            try:
-                requested = table.store.create_requested(t, Action.CLEAN, body)
-                break
-            except CommitConflictError:
-                # A write in another process took this millisecond first: take a later one (the
-                # plan deletes only slices already replaced, which later commits do not read).
-                if attempt == _INSTANT_ATTEMPTS:
-                    raise
-                t = table.clock.next(after=max(t, table.timeline().latest_time or t))
+        t, requested = _request_clean(table, new_plan, timeline)
         log.info(
             "clean %s of %s planned: %d files in %d partitions",
             t,
@@ -475,6 +389,53 @@ def _run_clean(
         return replace(
             done, plan=new_plan, finished_pending=tuple(finished), duration_seconds=time.monotonic() - started
         )
+
+
+def _dry_run(
+    table: LakeTable,
+    config: CleanConfig,
+    now: dt.datetime | None,
+    lister: Lister | None,
+    started: float,
+    log_scan: bool,
+) -> CleanResult:
+    """What a run would do, changing nothing: finish the oldest pending clean, else plan a new one."""
+    timeline = table.timeline()
+    pending = pending_cleans(timeline)
+    if pending:
+        stored = stored_plan(table, timeline, pending[0])
+        kept = _kept_for_savepoints(stored, savepointed_files(timeline))
+        return CleanResult(
+            Outcome.PLANNED,
+            pending[0].timestamp,
+            stored.without(frozenset(kept)) if kept else stored,
+            reason="a pending clean would be finished",
+            kept_for_savepoints=kept,
+        )
+    found = plan(table, config, timeline, now, lister, log_scan=log_scan)
+    return CleanResult(
+        Outcome.PLANNED if found else Outcome.NO_WORK,
+        None,
+        found,
+        duration_seconds=time.monotonic() - started,
+        reason="" if found else "nothing to delete",
+    )
+
+
+def _request_clean(table: LakeTable, new_plan: CleanPlan, timeline: Timeline) -> tuple[str, Instant]:
+    """Store ``new_plan`` as a requested clean at the next free instant time; return both."""
+    body = timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, new_plan.to_avro(table.uri))
+    t = table.clock.next(after=timeline.latest_time)
+    for attempt in range(1, _INSTANT_ATTEMPTS + 1):
+        try:
+            return t, table.store.create_requested(t, Action.CLEAN, body)
+        except CommitConflictError:
+            # A write in another process took this millisecond first: take a later one (the
+            # plan deletes only slices already replaced, which later commits do not read).
+            if attempt == _INSTANT_ATTEMPTS:
+                raise
+            t = table.clock.next(after=max(t, table.timeline().latest_time or t))
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _after_pending(last: CleanResult | None, finished: list[str], started: float, reason: str) -> CleanResult:

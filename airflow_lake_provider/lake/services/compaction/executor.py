@@ -1,469 +1,56 @@
-"""Compaction of merge-on-read tables: schedule a plan, execute it, recover a crashed run.
+"""Compaction of merge-on-read tables: execute a scheduled plan, recover a crashed run.
+
+Scheduling is in ``scheduler``, one operation (a file slice merged into a new base file) in
+``operation``, the results in ``result``.
 
 Durable order of an execution at ``c``: ``c.compaction.requested`` -> ``c.compaction.inflight`` ->
 per operation a marker, then the new base file ``<fileId>_<token>_<c>.parquet`` -> ``c.commit``.
 Readers ignore base files of an instant that is not completed, so a crash before the commit leaves
 the table unchanged; the retry removes the partial output (named by markers) and runs again.
 
-``execute_operation`` and ``commit_compaction`` are the halves a distributed runner needs: tasks
+``operation.execute_operation`` and ``commit_compaction`` are the halves a distributed runner needs: tasks
 call the first once per operation, the driver commits their write stats with the second.
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import Enum
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     CompactionError,
-    CompactionScheduleConflictError,
-    CorruptDataFileError,
     InvalidStateTransitionError,
-    LakeError,
-    UnsafePathError,
 )
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.bloom_filter import BloomFilter, from_footer
-from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
-from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName, write_token
-from airflow_lake_provider.lake.format.instant import (
-    COMMIT_ACTIONS,
-    Action,
-    Instant,
-    State,
-    format_instant,
-    instant_to_datetime,
-    validate_instant_time,
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName
+from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
+from airflow_lake_provider.lake.services.compaction.operation import (
+    FaultHook,
+    OperationRunner,
+    _no_fault,
+    base_files,
+    load_plan,
+    output_schema,
+    run_operation,
 )
-from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY, CompactionConfig
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
-from airflow_lake_provider.lake.services.compaction.planner import plan_compaction, trigger_state
-from airflow_lake_provider.lake.table.data_files import store_base_parts
-from airflow_lake_provider.lake.table.fs_view import BaseFile, FileSlice, LogFile
-from airflow_lake_provider.lake.table.merge import DataItem, LogMerge
+from airflow_lake_provider.lake.services.compaction.result import CompactionResult, Outcome, ScheduleResult
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction, service_lock
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
-from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
-from airflow_lake_provider.lake.table.rollback.plan import in_table
+from airflow_lake_provider.lake.table.reader import check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat, join_partition
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, validate_instant_time
 
 log = logging.getLogger(__name__)
 
-FaultHook = Callable[[str], None]
-# Services each hold their own lock, so scheduling never waits for a long execution.
-SCHEDULE_LOCK = "compaction-schedule"
+
 EXECUTE_LOCK = "compaction"
-FILE_NAME_COLUMN = "_hoodie_file_name"
-# How far past the table's clock an explicit plan instant may be: clock skew between machines.
-MAX_CLOCK_SKEW = dt.timedelta(minutes=5)
-
-
-def _no_fault(_point: str) -> None:
-    return None
-
-
-class Outcome(str, Enum):
-    SCHEDULED = "SCHEDULED"
-    COMPLETED = "COMPLETED"
-    ALREADY_COMPLETED = "ALREADY_COMPLETED"
-    NO_WORK = "NO_WORK"
-    # A dry run (schedule or execute): what would be done; nothing written. Clean and partition
-    # commit use the same name (it was DRY_RUN, or SCHEDULED with dry_run true).
-    PLANNED = "PLANNED"
-
-
-@dataclass(frozen=True)
-class ScheduleResult:
-    """What ``schedule_compaction`` did; with ``dry_run`` the plan was computed but not written."""
-
-    outcome: Outcome
-    instant: str | None = None
-    plan: CompactionPlan | None = None
-    reason: str = ""
-    dry_run: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome.value,
-            "instant": self.instant,
-            "dry_run": self.dry_run,
-            "reason": self.reason,
-            "plan": self.plan.summary() if self.plan else None,
-        }
-
-
-@dataclass(frozen=True)
-class CompactionResult:
-    """What ``execute_compaction`` did at ``instant``."""
-
-    outcome: Outcome
-    instant: str | None = None
-    operations: int = 0
-    records_written: int = 0
-    log_records_merged: int = 0
-    bytes_written: int = 0
-    files: tuple[str, ...] = ()
-    recovered: bool = False
-    removed_files: tuple[str, ...] = ()
-    duration_seconds: float = 0.0
-    stats: tuple[WriteStat, ...] = field(default=(), repr=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "outcome": self.outcome.value,
-            "instant": self.instant,
-            "operations": self.operations,
-            "records_written": self.records_written,
-            "log_records_merged": self.log_records_merged,
-            "bytes_written": self.bytes_written,
-            "files": list(self.files),
-            "recovered": self.recovered,
-            "removed_files": list(self.removed_files),
-            "duration_seconds": round(self.duration_seconds, 3),
-        }
-
-
-# -- scheduling --------------------------------------------------------------------------------------
-def _config(table: LakeTable, options: Mapping[str, object] | CompactionConfig | None) -> CompactionConfig:
-    """The run's options over ``hoodie.properties`` (as every service reads them), or a built config."""
-    if isinstance(options, CompactionConfig):
-        return options
-    return CompactionConfig.from_options(table.config.properties, options or {})
-
-
-def check_requested_instant(table: LakeTable, requested: str) -> str:
-    """``requested`` if it is a valid time no later than now (plus ``MAX_CLOCK_SKEW``), else raise.
-
-    Every new instant must follow every instant on the timeline, so a plan at a future time (say
-    29991231235959999) would push every later write and service to after it.
-    """
-    validate_instant_time(requested)
-    now = table.clock.now()
-    if instant_to_datetime(requested) > now + MAX_CLOCK_SKEW:
-        raise CompactionScheduleConflictError(
-            f"cannot schedule a compaction at {requested}: it is later than now ({format_instant(now)}) "
-            f"by more than {MAX_CLOCK_SKEW.total_seconds() / 60:g} minutes, and every later instant "
-            "would have to follow it"
-        )
-    return requested
-
-
-def plan_instant(table: LakeTable, timeline: Timeline, requested: str | None = None) -> str:
-    """A time for a new plan: after every completed (and pending service) instant, before every pending write.
-
-    A write that is still pending may append to the slices being planned; a plan instant before it
-    keeps its log files in the new slice (Java's rule), so a later instant is refused.
-    """
-    writes = [i.timestamp for i in timeline.pending if i.action in COMMIT_ACTIONS]
-    others = [i.timestamp for i in timeline.instants if i.timestamp not in writes]
-    instant = (
-        check_requested_instant(table, requested)
-        if requested
-        else table.clock.next(after=max(others, default=None))
-    )
-    completed = [i.timestamp for i in timeline.instants if i.is_completed]
-    last_completed = max(completed, default=None)
-    if any(i.timestamp == instant for i in timeline.instants):
-        raise CompactionScheduleConflictError(f"cannot schedule a compaction at {instant}: the time is taken")
-    if last_completed is not None and instant <= last_completed:
-        raise CompactionScheduleConflictError(
-            f"cannot schedule a compaction at {instant}: it must be later than the last completed instant "
-            f"{last_completed}"
-        )
-    blocking = sorted(t for t in writes if t <= instant)
-    if blocking:
-        raise CompactionScheduleConflictError(
-            f"cannot schedule a compaction at {instant}: pending write(s) {', '.join(blocking)} started "
-            f"earlier, and a plan must be later than the last completed instant {last_completed or '-'} "
-            "but earlier than every pending write; finish those writes or, if they failed, roll them back "
-            f"(lake rollback {table.uri})"
-        )
-    return instant
-
-
-def schedule_compaction(
-    table: LakeTable,
-    options: Mapping[str, object] | CompactionConfig | None = None,
-    now: dt.datetime | None = None,
-    dry_run: bool = False,
-    *,
-    instant: str | None = None,
-    force: bool = False,
-) -> ScheduleResult:
-    """Write ``<c>.compaction.requested`` if the trigger is due and the strategy selects file groups.
-
-    ``now`` (aware) is the clock the trigger and partition-aware strategies read; ``instant`` asks
-    for a specific plan time; ``force`` skips the trigger (the strategy still selects).
-    """
-    config = _config(table, options)
-    if instant is not None:  # refused even when nothing is due: the caller asked for this time
-        check_requested_instant(table, instant)
-    now = now or dt.datetime.now(dt.timezone.utc)
-    if not table.config.is_mor:
-        return ScheduleResult(Outcome.NO_WORK, reason=f"{table.uri} is copy-on-write; nothing to compact")
-    guard_mutation(
-        table,
-        "compaction schedule",
-        None if isinstance(options, CompactionConfig) else options,
-        dry_run=dry_run,
-    )
-    with _lock(table, SCHEDULE_LOCK, dry_run):
-        checked = _check_base_files_unlocked(table, config, now, force)
-        # The write lock too: a writer between reading its file groups and committing would append
-        # logs to slices this plan takes over, and lose them (Hudi needs a lock provider here).
-        with _lock(table, WRITE_LOCK, dry_run):
-            return _schedule_locked(table, config, now, dry_run, instant, force, checked)
-
-
-def _lock(table: LakeTable, service: str, dry_run: bool) -> contextlib.AbstractContextManager[None]:
-    """The service's lock; none for a dry run, which writes nothing (not even a lock file) and
-    reports what a run would do on the timeline as it reads it."""
-    return contextlib.nullcontext() if dry_run else table.store.exclusive(service)
-
-
-def _check_base_files_unlocked(
-    table: LakeTable, config: CompactionConfig, now: dt.datetime, force: bool
-) -> set[str]:
-    """Check the base files a plan would take now, before the write lock is held: their footers
-    (one read each) are most of a schedule's I/O, and writers wait for that lock. Returns them."""
-    timeline = table.timeline()
-    if not (trigger_state(timeline, config, now).due or force):
-        return set()
-    plan = plan_compaction(timeline, table.file_system_view(timeline), config, now=now)
-    files = _base_files(plan) if plan else []
-    check_base_files(table, files)
-    return set(files)
-
-
-def _schedule_locked(
-    table: LakeTable,
-    config: CompactionConfig,
-    now: dt.datetime,
-    dry_run: bool,
-    instant: str | None,
-    force: bool,
-    checked: set[str],
-) -> ScheduleResult:
-    timeline = table.timeline()
-    trigger = trigger_state(timeline, config, now)
-    if not (trigger.due or force):
-        log.info("compaction of %s not due: %s", table.uri, trigger.reason)
-        return ScheduleResult(Outcome.NO_WORK, reason=f"not due: {trigger.reason}", dry_run=dry_run)
-    plan = plan_compaction(timeline, table.file_system_view(timeline), config, now=now)
-    if plan is None:
-        return ScheduleResult(
-            Outcome.NO_WORK, reason=f"no file slice selected by {config.strategy}", dry_run=dry_run
-        )
-    output_schema(table, timeline)  # a plan no run could execute is refused, not written
-    # A foreign parquet file in a base file's place is refused by name before a plan exists.
-    check_base_files(table, [f for f in _base_files(plan) if f not in checked])
-    c = plan_instant(table, timeline, instant)
-    plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
-    if dry_run:
-        return ScheduleResult(Outcome.PLANNED, c, plan, trigger.reason, dry_run=True)
-    body = timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan.to_avro())
-    table.store.create_requested(c, Action.COMPACTION, body)
-    log.info(
-        "compaction %s of %s scheduled: %d file groups, %.3f MB IO",
-        c,
-        table.uri,
-        len(plan.operations),
-        plan.total_io_mb,
-    )
-    return ScheduleResult(Outcome.SCHEDULED, c, plan, trigger.reason)
-
-
-# -- execution ---------------------------------------------------------------------------------------
-def load_plan(timeline: Timeline, instant: str) -> CompactionPlan:
-    source = str(timeline.path_of(Instant(instant, State.REQUESTED, Action.COMPACTION)))
-    return CompactionPlan.from_avro(timeline.compaction_plan(instant), source)
-
-
-def output_schema(table: LakeTable, timeline: Timeline) -> pa.Schema:
-    """The schema of compacted base files: meta columns then the table's data columns."""
-    schema = table.arrow_schema(timeline)
-    if schema is None:
-        raise CompactionError(f"{table.uri}: the table has no schema (no commit records one)")
-    if not table.config.populate_meta_fields or FILE_NAME_COLUMN not in schema.names:
-        raise CompactionError(f"{table.uri}: compacting tables without meta fields is not supported")
-    return schema
-
-
-def _base_files(plan: CompactionPlan) -> list[str]:
-    return [join_partition(op.partition, op.data_file_name) for op in plan.operations if op.data_file_name]
-
-
-def plan_slice(table: LakeTable, op: CompactionOperation, timeline: Timeline | None = None) -> FileSlice:
-    """The file slice an operation names, exactly (logs written later against the plan are not in it).
-
-    A planned log file that a completed rollback in ``timeline`` deleted is left out: it held only
-    the blocks of a write that never committed (a plan fitted before a failed write lists the log
-    files that write left, and its rollback deletes them); the plan must still run.
-    """
-
-    def size_of(name: str) -> int | None:
-        rel = join_partition(op.partition, name)
-        try:
-            return table.storage.size(rel)
-        except FileNotFoundError:
-            if LogFileName.parse(name) is not None and timeline is not None:
-                if rel in _deleted_by_rollbacks(table, timeline):
-                    log.info("compaction of file group %s: planned log %s was rolled back", op.file_id, rel)
-                    return None
-            raise CompactionError(
-                f"compaction of file group {op.file_id}: planned file {rel} is missing"
-            ) from None
-
-    base = None
-    if op.data_file_name:
-        parsed = BaseFileName.parse(op.data_file_name)
-        if parsed is None:
-            raise CompactionError(
-                f"compaction plan names {op.data_file_name!r}, which is not a base file name"
-            )
-        size = size_of(op.data_file_name)
-        assert size is not None  # only log files are left out
-        base = BaseFile(op.partition, parsed, size)
-    logs = []
-    for name in op.delta_file_names:
-        parsed_log = LogFileName.parse(name)
-        if parsed_log is None:
-            raise CompactionError(f"compaction plan names {name!r}, which is not a log file name")
-        log_size = size_of(name)
-        if log_size is not None:
-            logs.append(LogFile(op.partition, parsed_log, log_size))
-    logs.sort(key=lambda f: f.name.sort_key)
-    return FileSlice(op.partition, op.file_id, op.base_instant, base, tuple(logs))
-
-
-def _deleted_by_rollbacks(table: LakeTable, timeline: Timeline) -> frozenset[str]:
-    """Table-relative paths of the files the completed rollbacks of ``timeline`` deleted."""
-    found = set()
-    for rollback in timeline.filter([Action.ROLLBACK], [State.COMPLETED]):
-        record = timeline.avro_record(rollback)
-        for partition, meta in (record.get("partitionMetadata") or {}).items():
-            for path in meta.get("successDeleteFiles") or ():
-                try:
-                    found.add(in_table(table.storage, path, partition))
-                except UnsafePathError:
-                    continue  # names no file of this table
-    return frozenset(found)
-
-
-def execute_operation(
-    table: LakeTable,
-    timeline: Timeline,
-    schema: pa.Schema,
-    instant: str,
-    op: CompactionOperation,
-    *,
-    token: str | None = None,
-    fault: FaultHook = _no_fault,
-) -> WriteStat:
-    """Merge one planned slice into ``<fileId>_<token>_<instant>.parquet`` and return its write stat.
-
-    Merged rows keep their ``_hoodie_commit_time``/seqno; every row gets the new file name. Only
-    blocks of instants committed in ``timeline`` are merged. Touches no timeline file except its
-    marker, so a distributed task may call it; an error means this operation failed.
-    """
-    slice_ = plan_slice(table, op, timeline)
-    reader = SliceReader(table, timeline, schema, as_of=None)
-    items = reader.log_items(slice_.log_files)
-    config = table.config
-    merge = (
-        LogMerge(items, mode=config.merge_mode, ordering=config.precombine_field, schema=schema)
-        if items
-        else None
-    )
-    name = BaseFileName.create(op.file_id, token or write_token(), instant).name
-    # An empty result still gets a base file: it ends the old slice, so its rows stay deleted.
-    table.store.create_marker(
-        instant, op.partition, name, IOType.MERGE if slice_.base_file is not None else IOType.CREATE
-    )
-    relative = join_partition(op.partition, name)
-    log_keys = [i.keys for i in items if isinstance(i, DataItem)]
-    touched = pc.unique(pa.concat_arrays(log_keys)) if log_keys else pa.array([], pa.string())
-    footer: list[Mapping[bytes, bytes]] = []
-    counts = {"base": 0, "kept": 0, "updated": 0, "inserted": 0}
-    file_name = schema.get_field_index(FILE_NAME_COLUMN)
-
-    def named(rows: pa.Table) -> pa.Table:
-        return rows.set_column(
-            file_name, FILE_NAME_COLUMN, pa.repeat(pa.scalar(name, pa.string()), rows.num_rows)
-        )
-
-    def parts() -> Iterator[tuple[pa.Table, bool]]:
-        # One base row group at a time, merged in place (updated rows where their base rows were,
-        # as Hudi's merge handle writes them), then the inserted keys: the rows of a part are keys
-        # of the old base file, whose bloom filter the new file's starts from.
-        # The base file's keys matched against the log's at once (the key column alone): per row
-        # group the log's keys would be hashed again each time.
-        all_keys = reader.base_key_column(slice_) if merge is not None else None
-        match_all = merge.match(all_keys) if merge is not None and all_keys is not None else None
-        hit_all = pc.is_in(all_keys, value_set=touched) if all_keys is not None and len(touched) else None
-        offset = 0
-        for part in reader.base_parts(slice_, footer):
-            keys = reader.keys_of(part)
-            counts["base"] += len(keys)
-            if merge is None:
-                out = part
-            else:
-                match = match_all.slice(offset, len(keys)) if match_all is not None else None
-                out, written = merge.replacing_rows(part, keys, match)
-                if hit_all is not None:
-                    hit = pc.and_(hit_all.slice(offset, len(keys)), written)
-                    counts["updated"] += pc.sum(hit).as_py() or 0
-                elif len(touched) and out.num_rows:
-                    hit = pc.is_in(reader.keys_of(out), value_set=touched)
-                    counts["updated"] += pc.sum(hit).as_py() or 0
-            offset += len(keys)
-            counts["kept"] += out.num_rows
-            yield named(out), True
-        if merge is not None:
-            inserted = merge.inserted_rows()
-            counts["inserted"] = inserted.num_rows
-            yield named(inserted), False
-
-    def previous() -> BloomFilter | None:
-        if not footer:
-            return None
-        try:
-            return from_footer(footer[0], table.storage.uri(slice_.base_file.relative_path))
-        except CorruptDataFileError:
-            return None  # a damaged filter is not carried over: the new one is built from the keys
-
-    rows, size = store_base_parts(table.storage, relative, schema, parts(), config.bloom_settings, previous)
-    updated, inserted = counts["updated"], counts["inserted"]
-    deleted = counts["base"] - counts["kept"]
-    fault("file")
-    log.debug("compaction %s: %s -> %s (%d rows)", instant, op.file_id, relative, rows)
-    return WriteStat(
-        file_id=op.file_id,
-        partition_path=op.partition,
-        path=relative,
-        prev_commit=op.base_instant,
-        num_writes=rows,
-        num_deletes=deleted,
-        num_update_writes=updated,
-        num_inserts=inserted,
-        total_write_bytes=size,
-        file_size_in_bytes=size,
-        total_log_records=sum(len(i.keys) for i in items),
-        total_log_files_compacted=len(slice_.log_files),
-        total_log_size_compacted=slice_.total_log_size,
-        total_updated_records_compacted=updated,
-    )
 
 
 def _remove(table: LakeTable, relative: str) -> bool:
@@ -491,7 +78,7 @@ def remove_partial_output(table: LakeTable, instant: str, plan: CompactionPlan) 
     ]
     removed = sorted(t for t in targets if _remove(table, t))
     # The old attempt's markers name files that are gone now; the retry writes its own.
-    table.store.delete_markers(instant)
+    table.store.markers.delete(instant)
     if removed:
         log.info("compaction %s: removed %d files of an earlier attempt", instant, len(removed))
     return removed
@@ -523,7 +110,7 @@ def commit_compaction(
             f"{unexpected}, {len(reported)} stats for {len(plan.operations)} operations); not committing"
         )
     written = {s.path for s in stats}
-    for marker in table.store.read_markers(instant):
+    for marker in table.store.markers.read(instant):
         if marker.relative_path not in written and _own_output(
             instant, plan, marker.partition, marker.file_name
         ):
@@ -539,36 +126,8 @@ def commit_compaction(
         compacted=True,
     )
     table.store.transition_to_completed(current, metadata.to_json_bytes())
-    table.store.delete_markers(instant)
+    table.store.markers.delete(instant)
     return metadata
-
-
-# Runs a plan's operations: a write stat per operation that succeeded, an error text per failure.
-OperationRunner = Callable[
-    [LakeTable, Timeline, pa.Schema, str, Sequence[CompactionOperation]], list["WriteStat | str"]
-]
-
-
-def run_operation(
-    table: LakeTable,
-    timeline: Timeline,
-    schema: pa.Schema,
-    instant: str,
-    index: int,
-    op: CompactionOperation,
-    *,
-    attempt: int = 0,
-    fault: FaultHook = _no_fault,
-) -> WriteStat | str:
-    """One operation, its failure turned into a message (the token keeps retried attempts apart)."""
-    try:
-        return execute_operation(
-            table, timeline, schema, instant, op, token=write_token(index, 1, attempt), fault=fault
-        )
-    except (LakeError, OSError, pa.ArrowException) as exc:
-        # Info, not error: the CompactionError that ends the run names every failure, once.
-        log.info("compaction %s: file group %s/%s failed: %s", instant, op.partition, op.file_id, exc)
-        return f"{join_partition(op.partition, op.file_id)}: {exc}"
 
 
 def _local_runner(fault: FaultHook) -> OperationRunner:
@@ -621,7 +180,7 @@ def execute_compaction(
     """
     guard_mutation(table, "compaction execute", options, dry_run=dry_run)
     started = time.monotonic()
-    with _lock(table, EXECUTE_LOCK, dry_run):
+    with service_lock(table, EXECUTE_LOCK, dry_run):
         timeline = table.timeline()
         target = _pick(timeline, instant)
         if target is None:
@@ -641,7 +200,7 @@ def execute_compaction(
         # Before any step on disk: an unreadable schema (a corrupt commit file) or a planned base
         # file that is not one of the table's (a foreign parquet file) changes nothing.
         schema = output_schema(table, timeline)
-        check_base_files(table, _base_files(plan))
+        check_base_files(table, base_files(plan))
         removed: list[str] = []
         if target.is_inflight:
             removed = remove_partial_output(table, c, plan)
@@ -659,6 +218,13 @@ def execute_compaction(
             )
         fault("commit")
         commit_compaction(table, c, stats, table.timeline())
+    return _completed(table, c, stats, target.is_inflight, removed, started)
+
+
+def _completed(
+    table: LakeTable, c: str, stats: list[WriteStat], recovered: bool, removed: list[str], started: float
+) -> CompactionResult:
+    """The result of a committed run, logged."""
     result = CompactionResult(
         Outcome.COMPLETED,
         c,
@@ -667,7 +233,7 @@ def execute_compaction(
         log_records_merged=sum(s.total_log_records for s in stats),
         bytes_written=sum(s.total_write_bytes for s in stats),
         files=tuple(s.path for s in stats),
-        recovered=target.is_inflight,
+        recovered=recovered,
         removed_files=tuple(removed),
         duration_seconds=time.monotonic() - started,
         stats=tuple(stats),

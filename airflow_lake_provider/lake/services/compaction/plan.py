@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError
-from airflow_lake_provider.lake.format.commit_metadata import join_partition
-from airflow_lake_provider.lake.table.fs_view import FileSlice
+from airflow_lake_provider.lake.file_group.model import FileSlice
+from airflow_lake_provider.lake.timeline.commit_metadata import join_partition
 
 # Java's metric names (CompactionStrategy constants); values are doubles in the plan.
 TOTAL_LOG_FILES = "TOTAL_LOG_FILES"

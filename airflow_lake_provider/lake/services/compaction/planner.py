@@ -10,15 +10,12 @@ import logging
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError
-from airflow_lake_provider.lake.format.instant import Action, State, instant_to_datetime
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.services.compaction.config import CompactionConfig, TriggerStrategy
-from airflow_lake_provider.lake.services.compaction.plan import (  # noqa: F401  (re-exported: the planner's API)
-    CompactionOperation,
-    CompactionPlan,
-)
+from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan  # noqa: F401  (re-exported: the planner's API)
 from airflow_lake_provider.lake.services.compaction.strategy import strategy_for
-from airflow_lake_provider.lake.table.fs_view import FileSystemView
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, State, instant_to_datetime
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,8 @@
-"""Committing partitions: refresh the write index, plan, then apply the policies of each due
-partition in order, recording each applied policy so a crash never repeats one.
+"""Committing partitions of a Hudi table or a plain parquet directory (the ``target``): plan, then
+apply the policies of each due partition in order, recording each applied policy so a crash never
+repeats one.
 
-One run per table at a time (a lock under ``.hoodie/.aux/``). A partition is committed once; data
+One run per table or directory at a time (the target's lock). A partition is committed once; data
 that arrives in it afterwards is reported (``late_data``) and re-committed only when
 ``lake.partition-commit.late-data.recommit=true``.
 """
@@ -16,13 +17,12 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from airflow_lake_provider.lake.config.registry import PC_PARTITION_FIELDS
 from airflow_lake_provider.lake.errors import (
     PartitionCommitConfigError,
     PartitionCommitError,
     PartitionNotFoundError,
 )
-from airflow_lake_provider.lake.format.commit_metadata import join_partition
-from airflow_lake_provider.lake.format.instant import instant_to_datetime
 from airflow_lake_provider.lake.services.partition_commit.config import (
     PartitionCommitConfig,
     PolicyKind,
@@ -36,32 +36,30 @@ from airflow_lake_provider.lake.services.partition_commit.extractor import (
     partition_values,
 )
 from airflow_lake_provider.lake.services.partition_commit.folders import check_folder_inside
-from airflow_lake_provider.lake.services.partition_commit.planner import (
-    CommitPlan,
-    Decision,
-    PartitionDecision,
-    plan_commit,
-    table_watermark,
+from airflow_lake_provider.lake.services.partition_commit.plain import (
+    PARTITION_FIELDS_KEY,
+    check_partition,
+    check_plain_directory,
+    is_hidden,
 )
-from airflow_lake_provider.lake.services.partition_commit.state import (
-    COMMITTED,
-    COMMITTING,
-    PartitionState,
-    load_index,
-    load_state,
-    refresh_index,
-    save_index,
-    save_state,
+from airflow_lake_provider.lake.services.partition_commit.plan import CommitPlan, Decision, PartitionDecision
+from airflow_lake_provider.lake.services.partition_commit.state import COMMITTED, COMMITTING, PartitionState
+from airflow_lake_provider.lake.services.partition_commit.success_file import (
+    SUCCESS_FILE_KEY,
+    check_success_targets,
 )
-from airflow_lake_provider.lake.services.partition_commit.success_file import check_success_targets
+from airflow_lake_provider.lake.services.partition_commit.target import (
+    CommitTarget,
+    DirectoryTarget,
+    Extractor,
+    TableTarget,
+)
+from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import join_partition
 
 log = logging.getLogger(__name__)
-
-LOCK = "partition-commit"
-LOCK_WAIT_SECONDS = 60.0
 
 
 class Outcome(str, Enum):
@@ -186,11 +184,7 @@ def commit_partitions(
         check_folder_inside(table.storage, name, "the table")
     config = commit_config(table, options)
     fields = table.config.partition_fields if table.config.is_partitioned else ()
-    if config.trigger is Trigger.PARTITION_TIME or config.timestamp_pattern or config.extractor_class:
-        check_pattern(config, fields)
-        extractor = make_extractor(config)
-    else:
-        extractor = None
+    extractor = _extractor(config, fields)
     handlers: dict[PolicyKind, Callable[[CommitContext], Any]] = {}
     if PolicyKind.CUSTOM in config.policies:
         handlers[PolicyKind.CUSTOM] = custom_policy_handler(config, custom_policy)
@@ -208,119 +202,204 @@ def commit_partitions(
     def values_of(partition: str) -> PartitionValues:
         return partition_values(partition, fields)
 
-    with table.store.exclusive(LOCK, wait_seconds=LOCK_WAIT_SECONDS):
-        timeline = table.timeline()
-        moment = now or _now(table, timeline)
-        index, changed = refresh_index(timeline, load_index(timeline))
-        states = {p: load_state(timeline, p) for p in names}
-        wm = given_watermark
-        if wm is None and config.trigger is Trigger.PARTITION_TIME:
-            wm = table_watermark(index, config)
-        plan = plan_commit(config, names, index, states, moment, wm, values_of, extractor, force)
-        missing = plan.with_decision(Decision.MISSING)
-        if missing and require_existing:
-            raise PartitionNotFoundError(
-                f"{table.uri}: partition(s) {[d.partition for d in missing]} have no completed write; "
-                "nothing was committed"
+    run = _Run(config, handlers, extractor, given_watermark, values_of, now, force)
+    return run.commit(TableTarget(table), names, require_existing=require_existing, dry_run=dry_run)
+
+
+# What a plain directory's partition commit can apply (``metastore`` needs a table definition).
+PLAIN_POLICIES = (PolicyKind.SUCCESS_FILE, PolicyKind.MERGE_SMALL_FILES, PolicyKind.CUSTOM)
+
+
+def commit_plain_partitions(
+    storage: Storage,
+    partitions: Sequence[str],
+    options: Mapping[str, object] | None = None,
+    *,
+    watermark: object = None,
+    now: dt.datetime | None = None,
+    custom_policy: Callable[[Any], Any] | None = None,
+    require_existing: bool = True,
+    dry_run: bool = False,
+    force: bool = False,
+) -> CommitResult:
+    """Partition commit of a plain parquet directory: both triggers, policies ``success-file``,
+    ``merge-small-files`` and ``custom`` (``metastore`` needs a table definition: Hudi tables only).
+
+    A partition's writes are its visible data files; its first write is their earliest modification
+    time (``process-time``); ``partition-time`` needs the caller's watermark (no commits record event
+    times here). Late data: visible files the last commit did not cover.
+    """
+    if not partitions:
+        raise PartitionCommitError("no partition given to commit")
+    names = list(dict.fromkeys(check_partition(p) for p in partitions))  # dt=1 and dt=1/ are one
+    if not storage.exists(""):
+        raise PartitionCommitError(
+            f"{storage.root} does not exist: neither a Hudi table nor a parquet directory"
+        )
+    check_plain_directory(storage)
+    for name in names:  # before any policy (success-file wrote through such a link)
+        check_folder_inside(storage, name, "the directory")
+    config = _directory_config(storage, options)
+    raw_fields = PC_PARTITION_FIELDS.read(options or {})
+    fields = tuple(f.strip() for f in str(raw_fields).split(",") if f.strip()) if raw_fields else ()
+    if not fields:  # hive-style folders name their fields themselves (dt=2024-01-05/hour=03)
+        named = {tuple(s.partition("=")[0] for s in p.split("/")) for p in names if _hive_style(p)}
+        fields = next(iter(named)) if len(named) == 1 else ()
+    extractor = _extractor(config, fields)
+    handlers: dict[PolicyKind, Callable[[CommitContext], Any]] = {}
+    if PolicyKind.CUSTOM in config.policies:
+        handlers[PolicyKind.CUSTOM] = custom_policy_handler(config, custom_policy)
+    given = parse_watermark(watermark) if watermark is not None else None
+
+    def values_of(partition: str) -> PartitionValues:
+        if fields or _hive_style(partition):
+            return partition_values(partition, fields)
+        raise PartitionCommitConfigError(
+            f"partition {partition!r} is not hive-style (field=value): name its fields with "
+            f"{PARTITION_FIELDS_KEY}=f1,f2"
+        )
+
+    run = _Run(config, handlers, extractor, given, values_of, now, force)
+    return run.commit(DirectoryTarget(storage), names, require_existing=require_existing, dry_run=dry_run)
+
+
+def _directory_config(storage: Storage, options: Mapping[str, object] | None) -> PartitionCommitConfig:
+    """A plain directory's options (it has no table properties), refusing what needs a table."""
+    config = PartitionCommitConfig.from_options(options or {})
+    refused = [k.value for k in config.policies if k not in PLAIN_POLICIES]
+    if refused:
+        raise PartitionCommitConfigError(
+            f"{storage.root} is a plain parquet directory (no .hoodie/): policy {refused} needs a Hudi "
+            f"table; plain directories support {[k.value for k in PLAIN_POLICIES]}"
+        )
+    if PolicyKind.SUCCESS_FILE in config.policies and not is_hidden(config.success_file_name):
+        # Every visible file of a partition is data here: readers would read it as parquet, and the
+        # next commit would count it as a write (and merge-small-files as an input).
+        raise PartitionCommitConfigError(
+            f"{SUCCESS_FILE_KEY}={config.success_file_name!r}: in a plain parquet directory every file "
+            "whose name does not start with '_' or '.' is data; name the success file with a leading "
+            "'_' (e.g. _SUCCESS)"
+        )
+    return config
+
+
+def _hive_style(partition: str) -> bool:
+    return bool(partition) and all("=" in s for s in partition.split("/"))
+
+
+def _extractor(config: PartitionCommitConfig, fields: Sequence[str]) -> Extractor | None:
+    if config.trigger is Trigger.PARTITION_TIME or config.timestamp_pattern or config.extractor_class:
+        check_pattern(config, fields)
+        return make_extractor(config)
+    return None
+
+
+@dataclass(frozen=True)
+class _Run:
+    """One commit run's checked inputs, applied to a target (a table or a plain directory)."""
+
+    config: PartitionCommitConfig
+    handlers: Mapping[PolicyKind, Callable[[CommitContext], Any]]
+    extractor: Extractor | None
+    watermark: dt.datetime | None
+    values_of: Callable[[str], PartitionValues]
+    now: dt.datetime | None
+    force: bool
+
+    def commit(
+        self, target: CommitTarget, names: Sequence[str], *, require_existing: bool, dry_run: bool
+    ) -> CommitResult:
+        config = self.config
+        with target.lock():
+            target.prepare(dry_run)
+            plan, states = target.plan(
+                config, names, self.now, self.watermark, self.values_of, self.extractor, self.force
             )
-        due = plan.due()
-        if PolicyKind.SUCCESS_FILE in config.policies:
-            check_success_targets(table.storage, (d.partition for d in due), config.success_file_name)
-        if changed:  # a cache (dry runs and sensor pokes keep it fresh too), saved once input is good
-            save_index(table.store, index)
-        late = {d.partition: d.late_writes for d in plan.decisions if d.late_writes}
-        for partition, writes in late.items():
-            log.warning(
-                "late data in committed partition %s of %s: writes %s", partition, table.uri, list(writes)
+            missing = plan.with_decision(Decision.MISSING)
+            if missing and require_existing:
+                raise PartitionNotFoundError(
+                    f"{target.uri}: partition(s) {[d.partition for d in missing]} {target.missing_text}; "
+                    "nothing was committed"
+                )
+            due = plan.due()
+            if PolicyKind.SUCCESS_FILE in config.policies:
+                check_success_targets(target.storage, (d.partition for d in due), config.success_file_name)
+            target.keep_planning_inputs()  # saved once the input is good
+            late = {d.partition: d.late_writes for d in plan.decisions if d.late_writes}
+            for partition, writes in late.items():
+                log.warning(
+                    "late data in committed partition %s of %s: %s %s",
+                    partition,
+                    target.uri,
+                    target.late_noun,
+                    list(writes),
+                )
+            policies = tuple(k.value for k in config.policies)
+            if dry_run:
+                return CommitResult(Outcome.PLANNED if due else Outcome.NO_WORK, plan, (), policies, late)
+            committed = []
+            for decision in due:
+                self._commit_one(target, decision, states.get(decision.partition), plan.now)
+                committed.append(decision.partition)
+            return CommitResult(
+                Outcome.COMMITTED if committed else Outcome.NO_WORK, plan, tuple(committed), policies, late
             )
-        policies = tuple(k.value for k in config.policies)
-        if dry_run:
-            return CommitResult(Outcome.PLANNED if due else Outcome.NO_WORK, plan, (), policies, late)
-        committed = []
-        for decision in due:
-            _commit_one(table, config, decision, states.get(decision.partition), handlers, moment)
-            committed.append(decision.partition)
-        return CommitResult(
-            Outcome.COMMITTED if committed else Outcome.NO_WORK, plan, tuple(committed), policies, late
+
+    def _commit_one(
+        self,
+        target: CommitTarget,
+        decision: PartitionDecision,
+        state: PartitionState | None,
+        now: dt.datetime,
+    ) -> None:
+        config, partition = self.config, decision.partition
+        recommit = bool(decision.late_writes) and state is not None and state.status == COMMITTED
+        if state is None or state.status == COMMITTED:
+            # A new commit (or a re-commit of late data) starts with no policy applied.
+            state = PartitionState(partition, COMMITTING, (), (), state.commits if state else 0)
+            target.save_state(state)
+        for kind in config.policies:
+            if kind.value in state.applied:
+                continue  # applied before a crash: never twice
+            if kind is PolicyKind.SUCCESS_FILE:
+                # Written whole each time ("created with overwrite", as Flink does), never appended to.
+                target.storage.write(join_partition(partition, config.success_file_name), b"")
+            elif kind is PolicyKind.MERGE_SMALL_FILES:
+                target.merge_small_files(partition, config.target_file_size)
+            else:
+                try:
+                    self.handlers[kind](_context(target, decision, recommit))
+                except Exception as exc:
+                    raise PartitionCommitError(
+                        f"{target.uri}: policy {kind.value} failed for partition {partition!r}: {exc}; "
+                        f"policies already applied: {list(state.applied)}"
+                    ) from exc
+            state = state.with_(applied=(*state.applied, kind.value))
+            target.save_state(state)
+        done = state.with_(
+            status=COMMITTED,
+            covered=target.covered(decision),
+            commits=state.commits + 1,
+            committed_at=now.isoformat(),
+        )
+        target.save_state(done)
+        log.info(
+            "committed partition %s of %s (%s)%s",
+            partition,
+            target.uri,
+            decision.reason,
+            target.committed_note(config),
         )
 
 
-def _commit_one(
-    table: LakeTable,
-    config: PartitionCommitConfig,
-    decision: PartitionDecision,
-    state: PartitionState | None,
-    handlers: Mapping[PolicyKind, Callable[[CommitContext], Any]],
-    now: dt.datetime,
-) -> None:
-    partition = decision.partition
-    recommit = bool(decision.late_writes) and state is not None and state.status == COMMITTED
-    if state is None or state.status == COMMITTED:
-        # A new commit (or a re-commit of late data) starts with no policy applied.
-        state = PartitionState(partition, COMMITTING, (), (), state.commits if state else 0)
-        save_state(table.store, state)
-    context = CommitContext(
-        table_uri=table.uri,
-        table_name=table.config.name,
-        partition_path=partition,
+def _context(target: CommitTarget, decision: PartitionDecision, recommit: bool) -> CommitContext:
+    return CommitContext(
+        table_uri=target.uri,
+        table_name=target.name,
+        partition_path=decision.partition,
         partition_values=MappingProxyType(dict(decision.values)),
         partition_time=decision.partition_time,
-        committed_instants=decision.writes,
-        partition_uri=table.storage.uri(partition),
+        committed_instants=target.covered(decision),
+        partition_uri=target.storage.uri(decision.partition),
         recommit=recommit,
     )
-    for kind in config.policies:
-        if kind.value in state.applied:
-            continue  # applied before a crash: never twice
-        if kind is PolicyKind.SUCCESS_FILE:
-            # Written whole each time ("created with overwrite", as Flink does), never appended to.
-            table.storage.write(join_partition(partition, config.success_file_name), b"")
-        elif kind is PolicyKind.MERGE_SMALL_FILES:
-            # Imported here: it loads polars (the compaction merge), which planning and Airflow's
-            # triggerer never need (loading its native library holds the interpreter lock 0.1-0.5 s).
-            from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
-
-            merged = merge_small_files(table, partition, config.target_file_size)
-            if merged.instant:
-                log.info(
-                    "partition %s: %d small files merged at %s",
-                    partition,
-                    len(merged.replaced),
-                    merged.instant,
-                )
-        else:
-            try:
-                handlers[kind](context)
-            except Exception as exc:
-                raise PartitionCommitError(
-                    f"{table.uri}: policy {kind.value} failed for partition {partition!r}: {exc}; "
-                    f"policies already applied: {list(state.applied)}"
-                ) from exc
-        state = state.with_(applied=(*state.applied, kind.value))
-        save_state(table.store, state)
-    save_state(
-        table.store,
-        state.with_(
-            status=COMMITTED,
-            covered=decision.writes,
-            commits=state.commits + 1,
-            committed_at=now.isoformat(),
-        ),
-    )
-    log.info(
-        "committed partition %s of %s (%s) with %s",
-        partition,
-        table.uri,
-        decision.reason,
-        ", ".join(k.value for k in config.policies),
-    )
-
-
-def _now(table: LakeTable, timeline: Timeline) -> dt.datetime:
-    """The clock's time, never before the newest instant: instant times run a few milliseconds ahead
-    of the clock when many are handed out within one millisecond."""
-    moment = table.clock.now()
-    latest = timeline.latest_time
-    if latest is not None:
-        moment = max(moment, instant_to_datetime(latest if len(latest) == 17 else latest + "000"))
-    return moment

@@ -4,7 +4,7 @@ directory (a success file, merged files or a metastore location would land outsi
 from __future__ import annotations
 
 from airflow_lake_provider.lake.errors import UnsafePathError
-from airflow_lake_provider.lake.storage_base import Storage
+from airflow_lake_provider.lake.storage.base import Storage
 
 
 def check_folder_inside(storage: Storage, partition: str, what: str) -> None:

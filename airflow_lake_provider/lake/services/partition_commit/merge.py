@@ -21,18 +21,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_lake_provider.lake.errors import LakeError, PartitionCommitError
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.commit_metadata import CommitMetadata, WriteStat, join_partition
-from airflow_lake_provider.lake.format.file_names import BaseFileName, new_file_id, write_token
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.services.compaction.executor import FILE_NAME_COLUMN, output_schema
+from airflow_lake_provider.lake.file_group.data_files import store_base_file
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, new_file_id, write_token
+from airflow_lake_provider.lake.file_group.model import FileSlice
+from airflow_lake_provider.lake.services.compaction.operation import FILE_NAME_COLUMN, output_schema
 from airflow_lake_provider.lake.services.compaction.planner import pending_clustering_groups
-from airflow_lake_provider.lake.table.data_files import store_base_file
-from airflow_lake_provider.lake.table.fs_view import FileSlice
 from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK, IOType
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat, join_partition
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from airflow_lake_provider.lake.timeline.markers import IOType
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +72,9 @@ def recover_merges(table: LakeTable) -> list[str]:
     for instant in timeline.filter([Action.REPLACECOMMIT], [State.REQUESTED, State.INFLIGHT]):
         if not _is_ours(timeline, instant):
             continue
-        for marker in table.store.read_markers(instant.timestamp):
+        for marker in table.store.markers.read(instant.timestamp):
             table.storage.delete_data_file(marker.relative_path)
-        table.store.delete_markers(instant.timestamp)
+        table.store.markers.delete(instant.timestamp)
         table.store.remove_pending(instant.timestamp)
         rolled.append(instant.timestamp)
         log.warning("rolled back merge-small-files %s of %s left pending by a crash", instant, table.uri)
@@ -133,7 +134,47 @@ def _merge(
     bytes_in = sum(s.base_file.size for s in inputs if s.base_file)
     outputs = max(1, math.ceil(bytes_in / target_bytes))
     instant = table.clock.next(after=timeline.latest_time)
-    plan = {
+    plan = _clustering_plan(table, partition, inputs, bytes_in, outputs, target_bytes)
+    requested = table.store.create_requested(
+        instant,
+        Action.REPLACECOMMIT,
+        timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan),
+    )
+    fault("requested")
+    inflight = table.store.transition_to_inflight(requested)
+    fault("inflight")
+    reader = SliceReader(table, timeline, schema, as_of=None)
+    parts = [reader.read_base(s) for s in inputs]
+    rows = pa.concat_tables([p for p in parts if p is not None])
+    rows = rows.take(pc.sort_indices(rows, [("_hoodie_record_key", "ascending")]))
+    stats = _write_outputs(table, instant, partition, rows, outputs, fault)
+    replaced = tuple(s.file_id for s in inputs)
+    metadata = CommitMetadata(
+        operation_type="CLUSTER",
+        partition_to_write_stats={partition: tuple(stats)},
+        extra_metadata={"schema": _schema_text(timeline)},
+        partition_to_replace_file_ids={partition: replaced},
+    )
+    fault("commit")
+    table.store.transition_to_completed(inflight, metadata.to_json_bytes())
+    table.store.markers.delete(instant)
+    log.info(
+        "merged %d small files (%d bytes) of %s/%s into %d at %s",
+        len(inputs),
+        bytes_in,
+        table.uri,
+        partition,
+        len(stats),
+        instant,
+    )
+    return MergeResult(instant, replaced, tuple(s.path for s in stats), bytes_in, rows.num_rows, rolled)
+
+
+def _clustering_plan(
+    table: LakeTable, partition: str, inputs: list[FileSlice], bytes_in: int, outputs: int, target_bytes: int
+) -> dict:
+    """The requested replacecommit's clustering plan (Hudi's Avro record, as a dict)."""
+    return {
         "operationType": "CLUSTER",
         "clusteringPlan": {
             "inputGroups": [
@@ -168,18 +209,12 @@ def _merge(
         "extraMetadata": {"lake.strategy": STRATEGY},
         "version": 1,
     }
-    requested = table.store.create_requested(
-        instant,
-        Action.REPLACECOMMIT,
-        timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan),
-    )
-    fault("requested")
-    inflight = table.store.transition_to_inflight(requested)
-    fault("inflight")
-    reader = SliceReader(table, timeline, schema, as_of=None)
-    parts = [reader.read_base(s) for s in inputs]
-    rows = pa.concat_tables([p for p in parts if p is not None])
-    rows = rows.take(pc.sort_indices(rows, [("_hoodie_record_key", "ascending")]))
+
+
+def _write_outputs(
+    table: LakeTable, instant: str, partition: str, rows: pa.Table, outputs: int, fault: FaultHook
+) -> list[WriteStat]:
+    """The merged rows (sorted by key) as ``outputs`` new base files, each after its marker."""
     per_file = math.ceil(rows.num_rows / outputs) if rows.num_rows else 0
     stats = []
     for k in range(outputs):
@@ -187,7 +222,7 @@ def _merge(
         if chunk.num_rows == 0 and k > 0:
             continue
         name = BaseFileName.create(new_file_id(), write_token(k, 1, 0), instant).name
-        table.store.create_marker(instant, partition, name, IOType.CREATE)
+        table.store.markers.create(instant, partition, name, IOType.CREATE)
         # Rows keep their commit time and sequence number (Hudi's preserveHoodieMetadata); only the
         # file name column changes.
         out = chunk.set_column(
@@ -209,26 +244,7 @@ def _merge(
                 file_size_in_bytes=size,
             )
         )
-    replaced = tuple(s.file_id for s in inputs)
-    metadata = CommitMetadata(
-        operation_type="CLUSTER",
-        partition_to_write_stats={partition: tuple(stats)},
-        extra_metadata={"schema": _schema_text(timeline)},
-        partition_to_replace_file_ids={partition: replaced},
-    )
-    fault("commit")
-    table.store.transition_to_completed(inflight, metadata.to_json_bytes())
-    table.store.delete_markers(instant)
-    log.info(
-        "merged %d small files (%d bytes) of %s/%s into %d at %s",
-        len(inputs),
-        bytes_in,
-        table.uri,
-        partition,
-        len(stats),
-        instant,
-    )
-    return MergeResult(instant, replaced, tuple(s.path for s in stats), bytes_in, rows.num_rows, rolled)
+    return stats
 
 
 def _schema_text(timeline: Timeline) -> str:

@@ -1,4 +1,6 @@
-"""Partition commit for plain parquet directories written by other engines (no ``.hoodie/``).
+"""Plain parquet directories written by other engines (no ``.hoodie/``): what partition commit
+refuses there, and its merge-small-files protocol (the commit itself: ``executor`` over a
+``target.DirectoryTarget``).
 
 A plain directory has no timeline, so the Hudi clustering commit cannot make a merge atomic.
 ``merge-small-files`` follows the file lifecycle of Flink's bucketing sink instead, every step a
@@ -24,15 +26,13 @@ trigger's "first write" of a partition is the earliest modification time of its 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import math
 import re
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from airflow_lake_provider.lake.config.registry import PC_PARTITION_FIELDS
@@ -40,42 +40,10 @@ from airflow_lake_provider.lake.errors import (
     ObjectNotFoundError,
     PartitionCommitConfigError,
     PartitionCommitError,
-    PartitionNotFoundError,
     StorageAccessError,
     UnsafePathError,
 )
-from airflow_lake_provider.lake.services.partition_commit.config import (
-    PartitionCommitConfig,
-    PolicyKind,
-    Trigger,
-)
-from airflow_lake_provider.lake.services.partition_commit.extractor import (
-    PartitionValues,
-    check_pattern,
-    custom_policy_handler,
-    make_extractor,
-    partition_values,
-)
-from airflow_lake_provider.lake.services.partition_commit.folders import check_folder_inside
-from airflow_lake_provider.lake.services.partition_commit.planner import (
-    CommitPlan,
-    Decision,
-    PartitionDecision,
-    plan_commit,
-)
-from airflow_lake_provider.lake.services.partition_commit.state import (
-    COMMITTED,
-    COMMITTING,
-    PartitionState,
-    WriteIndex,
-    parse_state,
-    state_file_name,
-)
-from airflow_lake_provider.lake.services.partition_commit.success_file import (
-    SUCCESS_FILE_KEY,
-    check_success_targets,
-)
-from airflow_lake_provider.lake.storage_base import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.storage.base import HOODIE_DIR, Storage
 
 log = logging.getLogger(__name__)
 
@@ -487,232 +455,3 @@ def _delete_in_partition(storage: Storage, partition: str, name: str) -> bool:
     if folder != partition:
         raise UnsafePathError(f"refusing to delete {rel!r}: outside partition {storage.uri(partition)}")
     return storage.delete(rel)
-
-
-# -- partition commit of a plain directory ------------------------------------------------------------
-@dataclass(frozen=True)
-class PlainCommitContext:
-    """What a custom policy is told about a partition of a plain directory (no table name, no instants)."""
-
-    table_uri: str
-    table_name: str
-    partition_path: str
-    partition_values: Mapping[str, str]
-    partition_time: dt.datetime | None
-    committed_instants: tuple[str, ...]  # the partition's visible data files the commit covers
-    partition_uri: str
-    recommit: bool = False
-
-
-PLAIN_POLICIES = (PolicyKind.SUCCESS_FILE, PolicyKind.MERGE_SMALL_FILES, PolicyKind.CUSTOM)
-
-
-def _state_rel(partition: str) -> str:
-    return f"{STATE_DIR}/{state_file_name(partition)}"
-
-
-def load_plain_state(storage: Storage, partition: str) -> PartitionState | None:
-    rel = _state_rel(partition)
-    try:
-        data = storage.read(rel)
-    except ObjectNotFoundError:
-        return None
-    return parse_state(data, partition, storage.uri(rel))
-
-
-def _save_state(storage: Storage, state: PartitionState) -> None:
-    storage.write(_state_rel(state.partition), state.to_json())
-
-
-def commit_plain_partitions(
-    storage: Storage,
-    partitions: Sequence[str],
-    options: Mapping[str, object] | None = None,
-    *,
-    watermark: object = None,
-    now: dt.datetime | None = None,
-    custom_policy: Callable[[Any], Any] | None = None,
-    require_existing: bool = True,
-    dry_run: bool = False,
-    force: bool = False,
-) -> Any:
-    """Partition commit of a plain parquet directory: both triggers, policies ``success-file``,
-    ``merge-small-files`` and ``custom`` (``metastore`` needs a table definition: Hudi tables only).
-
-    A partition's writes are its visible data files; its first write is their earliest modification
-    time (``process-time``); ``partition-time`` needs the caller's watermark (no commits record event
-    times here). Late data: visible files the last commit did not cover.
-    """
-    from airflow_lake_provider.lake.services.partition_commit.executor import (
-        CommitResult,
-        Outcome,
-        parse_watermark,
-    )
-
-    if not partitions:
-        raise PartitionCommitError("no partition given to commit")
-    names = list(dict.fromkeys(check_partition(p) for p in partitions))  # dt=1 and dt=1/ are one
-    if not storage.exists(""):
-        raise PartitionCommitError(
-            f"{storage.root} does not exist: neither a Hudi table nor a parquet directory"
-        )
-    check_plain_directory(storage)
-    for name in names:  # before any policy (success-file wrote through such a link)
-        check_folder_inside(storage, name, "the directory")
-    config = PartitionCommitConfig.from_options(options or {})
-    refused = [k.value for k in config.policies if k not in PLAIN_POLICIES]
-    if refused:
-        raise PartitionCommitConfigError(
-            f"{storage.root} is a plain parquet directory (no .hoodie/): policy {refused} needs a Hudi "
-            f"table; plain directories support {[k.value for k in PLAIN_POLICIES]}"
-        )
-    if PolicyKind.SUCCESS_FILE in config.policies and not is_hidden(config.success_file_name):
-        # Every visible file of a partition is data here: readers would read it as parquet, and the
-        # next commit would count it as a write (and merge-small-files as an input).
-        raise PartitionCommitConfigError(
-            f"{SUCCESS_FILE_KEY}={config.success_file_name!r}: in a plain parquet directory every file "
-            "whose name does not start with '_' or '.' is data; name the success file with a leading "
-            "'_' (e.g. _SUCCESS)"
-        )
-    raw_fields = PC_PARTITION_FIELDS.read(options or {})
-    fields = tuple(f.strip() for f in str(raw_fields).split(",") if f.strip()) if raw_fields else ()
-    if not fields:  # hive-style folders name their fields themselves (dt=2024-01-05/hour=03)
-        named = {tuple(s.partition("=")[0] for s in p.split("/")) for p in names if _hive_style(p)}
-        fields = next(iter(named)) if len(named) == 1 else ()
-    extractor = None
-    if config.trigger is Trigger.PARTITION_TIME or config.timestamp_pattern or config.extractor_class:
-        check_pattern(config, fields)
-        extractor = make_extractor(config)
-    custom = custom_policy_handler(config, custom_policy) if PolicyKind.CUSTOM in config.policies else None
-    given = parse_watermark(watermark) if watermark is not None else None
-    moment = now or dt.datetime.now(dt.timezone.utc)
-
-    def values_of(partition: str) -> PartitionValues:
-        if fields or _hive_style(partition):
-            return partition_values(partition, fields)
-        raise PartitionCommitConfigError(
-            f"partition {partition!r} is not hive-style (field=value): name its fields with "
-            f"{PARTITION_FIELDS_KEY}=f1,f2"
-        )
-
-    with storage.lock(LOCK_FILE, "partition commit of a plain directory", LOCK_WAIT_SECONDS):
-        _check_outer(storage, hudi=False)  # again under the lock: a nested run holds its own by now
-        if not dry_run:  # a look (sensor poke, trigger) changes no data; the commit rolls forward
-            recover_plain_merges(storage)
-        writes: dict[str, tuple[str, ...]] = {}
-        for p in names:
-            found = tuple(sorted(n for n, _ in storage.list(p) if not is_hidden(n)))
-            if found:
-                writes[p] = found
-        states = {p: load_plain_state(storage, p) for p in names}
-
-        def write_time(partition: str) -> Callable[[Sequence[str]], dt.datetime]:
-            # Modification times only of the partitions whose trigger is asked (one stat/HEAD a file).
-            def earliest(files: Sequence[str]) -> dt.datetime:
-                ms = min(storage.modified_ms(_join(partition, f)) for f in files)
-                return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
-
-            return earliest
-
-        decisions: list[PartitionDecision] = []
-        for p in names:  # one partition at a time: modification times belong to its files
-            one = plan_commit(
-                config,
-                [p],
-                WriteIndex(partitions={p: writes[p]} if p in writes else {}),
-                states,
-                moment,
-                given,
-                values_of,
-                extractor,
-                force,
-                write_time(p),
-            )
-            decisions.extend(one.decisions)
-        plan = CommitPlan(config.trigger, moment, given, tuple(decisions))
-        missing = plan.with_decision(Decision.MISSING)
-        if missing and require_existing:
-            raise PartitionNotFoundError(
-                f"{storage.root}: partition(s) {[d.partition for d in missing]} hold no visible file; "
-                "nothing was committed"
-            )
-        late = {d.partition: d.late_writes for d in plan.decisions if d.late_writes}
-        for partition, files in late.items():
-            log.warning(
-                "late data in committed partition %s of %s: files %s", partition, storage.root, list(files)
-            )
-        policies = tuple(k.value for k in config.policies)
-        due = plan.due()
-        if PolicyKind.SUCCESS_FILE in config.policies:
-            check_success_targets(storage, (d.partition for d in due), config.success_file_name)
-        if dry_run:
-            return CommitResult(Outcome.PLANNED if due else Outcome.NO_WORK, plan, (), policies, late)
-        committed = []
-        for decision in due:
-            _commit_one(storage, config, decision, states.get(decision.partition), custom, moment)
-            committed.append(decision.partition)
-        return CommitResult(
-            Outcome.COMMITTED if committed else Outcome.NO_WORK, plan, tuple(committed), policies, late
-        )
-
-
-def _hive_style(partition: str) -> bool:
-    return bool(partition) and all("=" in s for s in partition.split("/"))
-
-
-def _commit_one(
-    storage: Storage,
-    config: PartitionCommitConfig,
-    decision: PartitionDecision,
-    state: PartitionState | None,
-    custom: Callable[[Any], Any] | None,
-    now: dt.datetime,
-) -> None:
-    partition = decision.partition
-    recommit = bool(decision.late_writes) and state is not None and state.status == COMMITTED
-    if state is None or state.status == COMMITTED:
-        state = PartitionState(partition, COMMITTING, (), (), state.commits if state else 0)
-        _save_state(storage, state)
-    for kind in config.policies:
-        if kind.value in state.applied:
-            continue  # applied before a crash: never twice
-        if kind is PolicyKind.SUCCESS_FILE:
-            storage.write(_join(partition, config.success_file_name), b"")
-        elif kind is PolicyKind.MERGE_SMALL_FILES:
-            _merge_locked(storage, partition, config.target_file_size, None)
-        else:
-            assert custom is not None
-            context = PlainCommitContext(
-                table_uri=storage.root,
-                table_name=storage.root.rstrip("/").rsplit("/", 1)[-1],
-                partition_path=partition,
-                partition_values=MappingProxyType(dict(decision.values)),
-                partition_time=decision.partition_time,
-                committed_instants=_visible(storage, partition),
-                partition_uri=storage.uri(partition),
-                recommit=recommit,
-            )
-            try:
-                custom(context)
-            except Exception as exc:
-                raise PartitionCommitError(
-                    f"{storage.root}: policy custom failed for partition {partition!r}: {exc}; "
-                    f"policies already applied: {list(state.applied)}"
-                ) from exc
-        state = state.with_(applied=(*state.applied, kind.value))
-        _save_state(storage, state)
-    # The files the commit covers are those there now (a merge replaced its inputs): later ones are late.
-    _save_state(
-        storage,
-        state.with_(
-            status=COMMITTED,
-            covered=_visible(storage, partition),
-            commits=state.commits + 1,
-            committed_at=now.isoformat(),
-        ),
-    )
-    log.info("committed partition %s of %s (%s)", partition, storage.root, decision.reason)
-
-
-def _visible(storage: Storage, partition: str) -> tuple[str, ...]:
-    return tuple(sorted(n for n, _ in storage.list(partition) if not is_hidden(n)))

@@ -25,16 +25,12 @@ from types import MappingProxyType
 from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError, ObjectNotFoundError
-from airflow_lake_provider.lake.format.archived_timeline import (
-    ARCHIVE_FOLDER,
-    archive_version,
-    decode_archive_block,
-)
-from airflow_lake_provider.lake.format.instant import COMMIT_ACTIONS, Action, State
-from airflow_lake_provider.lake.format.log_block import parse_log_bytes
+from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes
 from airflow_lake_provider.lake.storage import HOODIE_DIR
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import TimelineStore
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.archived import ARCHIVE_FOLDER, archive_version, decode_archive_block
+from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, State
+from airflow_lake_provider.lake.timeline.store import TimelineStore
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from airflow_lake_provider.lake.errors import (
     PartitionCommitError,
     StorageError,
 )
-from airflow_lake_provider.lake.format.commit_metadata import join_partition
-from airflow_lake_provider.lake.storage_base import Storage
+from airflow_lake_provider.lake.storage.base import Storage
+from airflow_lake_provider.lake.timeline.commit_metadata import join_partition
 
 SUCCESS_FILE_KEY = PC_SUCCESS_FILE.key
 # Hudi's base and log file formats, and parquet directories' files: data, whatever the rest of the name.

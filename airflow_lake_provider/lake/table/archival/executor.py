@@ -17,23 +17,23 @@ from enum import Enum
 from typing import Any
 
 from airflow_lake_provider.lake.errors import ArchivalError, StorageError, UnsafePathError
-from airflow_lake_provider.lake.format.archived_timeline import (
-    ARCHIVE_FOLDER,
-    archive_file_name,
-    archive_version,
-    commit_metadata_record,
-    encode_archive_block,
-)
-from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.planner import ArchivalPlan, plan_archival
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.archived import (
+    ARCHIVE_FOLDER,
+    archive_file_name,
+    archive_version,
+    commit_metadata_record,
+    encode_archive_block,
+)
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
 log = logging.getLogger(__name__)
 
@@ -186,7 +186,7 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
             if target >= keep_from:
                 continue
             paths = set()
-            for marker in table.store.read_markers(target):
+            for marker in table.store.markers.read(target):
                 try:
                     paths.add(storage.check_deletable(marker.relative_path))
                 except UnsafePathError as exc:  # a damaged marker: it names no file of this table
@@ -225,7 +225,7 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
                     log.warning("cannot delete %s of rolled-back %s: %s", storage.uri(rel), target, exc)
                     stuck.append(f"{storage.uri(rel)} (delete it, then archive)")
             if not stuck:
-                table.store.delete_markers(target)
+                table.store.markers.delete(target)
     return stuck
 
 

@@ -18,9 +18,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.config.registry import KEEP_MIN_COMMITS
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import ObjectNotFoundError, StorageError, UnsafePathError
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
-from airflow_lake_provider.lake.format.instant import Action, Instant, State
-from airflow_lake_provider.lake.format.log_block import parse_log_bytes, rollback_command_block
-from airflow_lake_provider.lake.table.fs_view import list_table
+from airflow_lake_provider.lake.file_group.builder import list_table
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.fallback import check_fallback
 from airflow_lake_provider.lake.table.rollback.plan import (
@@ -43,8 +41,10 @@ from airflow_lake_provider.lake.table.rollback.policy import (
     now_ms,
 )
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
-from airflow_lake_provider.lake.table.timeline_store import WRITE_LOCK
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 
 log = logging.getLogger(__name__)
 ROLLBACK_LOCK_WAIT_SECONDS = 60.0
@@ -189,15 +189,15 @@ def discard_failed_write(table: LakeTable, instant_time: str) -> bool:
     target = timeline.get(instant_time)
     if target is None or target.is_completed:
         return False
-    written = gather(table, timeline, target) if table.store.read_markers(instant_time) else []
+    written = gather(table, timeline, target) if table.store.markers.read(instant_time) else []
     rollback_plan = plan(target, written)
     if rollback_plan.logs_to_mark:
         return False
     for path in rollback_plan.files_to_delete:
         table.storage.delete_data_file(path)  # already gone counts as deleted
-    table.store.delete_markers(instant_time)
+    table.store.markers.delete(instant_time)
     table.store.remove_pending(instant_time)
-    table.store.delete_heartbeat(instant_time)
+    table.store.heartbeats.delete(instant_time)
     deleted = len(rollback_plan.files_to_delete)
     log.info("discarded failed write %s of %s: %d files deleted", instant_time, table.uri, deleted)
     return True
@@ -234,7 +234,7 @@ def gather(table: LakeTable, timeline: Timeline, target: Instant) -> list[Writte
     listing the table for files named with it and log files holding its blocks."""
     storage = table.storage
     t = target.timestamp
-    markers = table.store.read_markers(t)
+    markers = table.store.markers.read(t)
     if markers:
         paths = {m.relative_path for m in markers}
     elif target.is_completed:
@@ -300,8 +300,8 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
             storage.append(rel, rollback_command_block(r.timestamp, t))
         marked.append((rel, storage.size(rel)))
     store.remove_pending(t)
-    store.delete_markers(t)
-    store.delete_heartbeat(t)
+    store.markers.delete(t)
+    store.heartbeats.delete(t)
     outcome = RollbackOutcome(tuple(deleted), tuple(failed), tuple(marked))
     millis = int((time.monotonic() - started) * 1000)
     store.transition_to_completed(

@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from airflow_lake_provider.lake.errors import RollbackError
-from airflow_lake_provider.lake.format.instant import Instant
-from airflow_lake_provider.lake.table.fs_view import FileSystemView, slice_instant
+from airflow_lake_provider.lake.file_group.builder import slice_instant
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Instant
 
 
 def lost_fallback(table: LakeTable, timeline: Timeline, target: Instant) -> dict[tuple[str, str], str | None]:

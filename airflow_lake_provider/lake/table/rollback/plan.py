@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, UnsafePathError
-from airflow_lake_provider.lake.format import timeline_avro
-from airflow_lake_provider.lake.format.commit_metadata import join_partition
-from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
-from airflow_lake_provider.lake.format.instant import Action
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.storage import Storage
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.commit_metadata import join_partition
+from airflow_lake_provider.lake.timeline.instant import Action
 
 PLAN_VERSION = 1
 

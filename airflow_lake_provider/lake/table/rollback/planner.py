@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import RollbackError
-from airflow_lake_provider.lake.format.file_names import BaseFileName, LogFileName
-from airflow_lake_provider.lake.format.instant import Action, Instant
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.table.rollback.plan import RollbackPlan, RollbackRequest
-from airflow_lake_provider.lake.table.timeline import Timeline
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, Instant
 
 # Writes a rollback undoes; pending compactions are finished by their executor instead.
 ROLLBACK_ACTIONS = frozenset({Action.COMMIT, Action.DELTACOMMIT, Action.REPLACECOMMIT})

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from airflow_lake_provider.lake.config import registry as r
 from airflow_lake_provider.lake.config.values import FailedWritesPolicy
 from airflow_lake_provider.lake.errors import HeartbeatError
-from airflow_lake_provider.lake.table.timeline_store import TimelineStore
+from airflow_lake_provider.lake.timeline.store import TimelineStore
 
 POLICY_KEYS = r.FAILED_WRITES_POLICY.names
 INTERVAL_KEY = r.HEARTBEAT_INTERVAL_MS.key
@@ -51,7 +51,7 @@ def last_heartbeat_ms(store: TimelineStore, timestamp: str) -> int | None:
 
     Our files hold the time in milliseconds; Hudi's are empty and dated by their modification time.
     """
-    rel = store.heartbeat_path(timestamp)
+    rel = store.heartbeats.path(timestamp)
     if not store.storage.exists(rel):
         return None
     text = store.storage.read(rel).strip()
@@ -81,12 +81,12 @@ def heartbeat(store: TimelineStore, timestamp: str, config: FailedWritesConfig) 
         yield
         return
     stop = threading.Event()
-    store.beat(timestamp, now_ms())
+    store.heartbeats.beat(timestamp, now_ms())
 
     def loop() -> None:
         while not stop.wait(config.interval_ms / 1000):
             with contextlib.suppress(Exception):  # a missed beat is what the tolerance is for
-                store.beat(timestamp, now_ms())
+                store.heartbeats.beat(timestamp, now_ms())
 
     beater = threading.Thread(target=loop, name=f"lake-heartbeat-{timestamp}", daemon=True)
     beater.start()

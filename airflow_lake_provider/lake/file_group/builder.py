@@ -1,0 +1,180 @@
+"""Building file groups from a listing: which folders are partitions, which files are committed, and
+the slice index (plain tuples: a big table lists 100,000s of files) with groups built on demand."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.file_group.model import BaseFile, FileGroup, FileSlice, LogFile
+from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action
+
+_SKIPPED_TOP_LEVEL = {HOODIE_DIR, "_delta_log", "metadata"}
+Lister = Callable[[Sequence[str]], Mapping[str, Sequence[tuple[str, int]]]]
+
+
+def list_partitions(storage: Storage, config: TableConfig) -> list[str]:
+    """Relative paths of the folders holding data files (the root for non-partitioned tables)."""
+    if not config.is_partitioned:
+        return [""]
+    return sorted(list_table(storage, config))
+
+
+def list_table(storage: Storage, config: TableConfig) -> dict[str, list[tuple[str, int]]]:
+    """Every partition folder holding data files, with its files' names and sizes, in one walk."""
+    if not config.is_partitioned:
+        return {"": storage.list()}
+    found: dict[str, list[tuple[str, int]]] = {}
+    for rel, files in storage.walk("", _is_partition_folder):
+        if rel and any(BaseFileName.parse(n) or LogFileName.parse(n) for n, _ in files):
+            found[rel] = files
+    return found
+
+
+def _is_partition_folder(rel: str) -> bool:
+    """Folders a partition walk enters: all but ``.hoodie`` and other formats' metadata at the top.
+
+    Hidden folders are entered: a partition value may start with "." (``.x``), and Java Hudi and
+    hudi-rs list such partitions. Java skips a folder named ``.hoodie`` at any depth; so do we.
+    """
+    name = rel.rpartition("/")[2]
+    return name != HOODIE_DIR and ("/" in rel or name not in _SKIPPED_TOP_LEVEL)
+
+
+# BASE_FILE_RE's grammar, one name per line; group 1 the name, 2 the file id, 3 the instant.
+_BASE_LINES = re.compile(r"^(([A-Za-z0-9-]+)_[A-Za-z0-9-]+_(\d{14}(?:\d{3})?)\.parquet)$", re.MULTILINE)
+# The log grammar (file_names._LOG_RE) likewise: 1 the name, 2 the file id, 3 the base instant.
+_LOG_LINES = re.compile(r"^(\.([A-Za-z0-9-]+)_(\d{14}(?:\d{3})?)\.log\.\d+(?:_\d+-\d+-\d+)?)$", re.MULTILINE)
+
+
+# A size is None where the view was listed without sizes (``build(sizes=False)``).
+SlotEntry = tuple[tuple[str, int | None] | None, tuple[tuple[str, int | None], ...]]
+
+
+def index_slices(
+    timeline: Timeline, names: Sequence[str], listing: Mapping[str, Sequence[tuple[str, int | None]]]
+) -> tuple[dict[tuple[str, str], dict[str, SlotEntry]], dict[tuple[str, str], tuple[str, str]]]:
+    """The committed files of the listed partitions by (partition, file id) and base instant, and
+    the groups pending compactions rewrite (their instant and the base instant they read)."""
+    pending = {i.timestamp for i in timeline.pending_compactions()}
+    # Plain tuples and dicts here: a big table has 100,000s of files, and the clean planner walks
+    # this index directly; FileGroup objects are built only for the groups someone asks for.
+    index: dict[tuple[str, str], dict[str, SlotEntry]] = {}
+    committed: dict[str, bool] = {}  # few instants, many files: decide each instant once
+    for partition in names:
+        files = listing.get(partition)
+        if not files:
+            continue
+        sizes = dict(files)
+        blob = "\n".join(sizes)
+        # One regex pass over the partition's names (a C loop) instead of one match per file.
+        for name, file_id, at in _BASE_LINES.findall(blob):
+            ok = committed.get(at)
+            if ok is None:
+                ok = committed[at] = timeline.is_committed(at)
+            if ok:  # (the log files are added below)
+                index.setdefault((partition, file_id), {})[at] = ((name, sizes[name]), ())
+        logs: dict[tuple[str, str], list[tuple[str, int | None]]] = {}
+        for name, file_id, at in _LOG_LINES.findall(blob):
+            ok = committed.get(at)
+            if ok is None:
+                ok = committed[at] = timeline.is_committed(at)
+            if ok or at in pending:
+                logs.setdefault((file_id, at), []).append((name, sizes[name]))
+        for (file_id, at), found in logs.items():
+            slots = index.setdefault((partition, file_id), {})
+            entry = slots.get(at)
+            slots[at] = (entry[0] if entry else None, tuple(found))
+    compacting = _pending_compaction_groups(timeline)
+    for key, (c, _base) in compacting.items():
+        # Java adds an empty slice at a pending compaction's instant, so writers append their logs
+        # against it (named with that instant) and readers fold it into the slice before.
+        if key in index:
+            index[key].setdefault(c, (None, ()))
+    return index, compacting
+
+
+class _LazyGroups(Mapping[tuple[str, str], FileGroup]):
+    """File groups built from the view's index on first access (most services touch a few)."""
+
+    def __init__(self, index: dict[tuple[str, str], dict[str, SlotEntry]], storage: Storage) -> None:
+        self.index = index
+        self.storage = storage
+        self._built: dict[tuple[str, str], FileGroup] = {}
+
+    def __getitem__(self, key: tuple[str, str]) -> FileGroup:
+        group = self._built.get(key)
+        if group is None:
+            group = self._built[key] = _make_group(key, self.index[key], self.storage)
+        return group
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self.index)
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.index
+
+
+def _sized(storage: Storage, partition: str, name: str, size: int | None) -> int:
+    return size if size is not None else storage.size(f"{partition}/{name}" if partition else name)
+
+
+def _make_group(key: tuple[str, str], slots: Mapping[str, SlotEntry], storage: Storage) -> FileGroup:
+    slices = tuple(_make_slice(key, at, slots[at], storage) for at in sorted(slots))
+    return FileGroup(key[0], key[1], slices)
+
+
+def _make_slice(key: tuple[str, str], at: str, entry: SlotEntry, storage: Storage) -> FileSlice:
+    partition, file_id = key
+    base_entry, log_entries = entry
+    base = None
+    if base_entry is not None:
+        parsed = BaseFileName.parse(base_entry[0])
+        assert parsed is not None
+        base = BaseFile(partition, parsed, _sized(storage, partition, *base_entry))
+    logs = []
+    for name, size in log_entries:
+        parsed_log = LogFileName.parse(name)
+        assert parsed_log is not None
+        logs.append(LogFile(partition, parsed_log, _sized(storage, partition, name, size)))
+    logs.sort(key=lambda f: f.name.sort_key)
+    return FileSlice(partition, file_id, at, base, tuple(logs))
+
+
+def slice_instant(name: str) -> str | None:
+    """The base instant of the slice a data file belongs to (from its base or log file name)."""
+    base = BaseFileName.parse(name)
+    if base is not None:
+        return base.instant
+    log_name = LogFileName.parse(name)
+    return log_name.base_instant if log_name is not None else None
+
+
+def _replaced_file_groups(timeline: Timeline) -> dict[tuple[str, str], str]:
+    replaced: dict[tuple[str, str], str] = {}
+    for instant in timeline.completed_commits:
+        if instant.action is not Action.REPLACECOMMIT:
+            continue
+        meta = timeline.commit_metadata(instant)
+        for partition, ids in (meta.partition_to_replace_file_ids or {}).items():
+            for file_id in ids:
+                replaced.setdefault((partition, file_id), instant.timestamp)
+    return replaced
+
+
+def _pending_compaction_groups(timeline: Timeline) -> dict[tuple[str, str], tuple[str, str]]:
+    """(partition, file id) -> (pending compaction instant, base instant of the slice it rewrites)."""
+    groups: dict[tuple[str, str], tuple[str, str]] = {}
+    for instant in timeline.pending_compactions():
+        plan = timeline.compaction_plan(instant.timestamp)
+        for op in plan.get("operations") or []:
+            key = (op.get("partitionPath") or "", op["fileId"])
+            groups[key] = (instant.timestamp, op.get("baseInstantTime") or "")
+    return groups

@@ -1,0 +1,237 @@
+"""File system view: file groups and file slices of a table, as of an instant.
+
+Discovery is by listing, like every Hudi reader of table version 6. Only files of committed instants
+count. Following Java Hudi (hudi-rs is narrower here), log files written against a *pending*
+compaction's instant are merged into the slice that compaction is rewriting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from airflow_lake_provider.lake.file_group.builder import (
+    Lister,
+    SlotEntry,
+    _LazyGroups,
+    _make_slice,
+    _replaced_file_groups,
+    _sized,
+    index_slices,
+    list_partitions,
+    list_table,
+    slice_instant,
+)
+from airflow_lake_provider.lake.file_group.model import FileGroup, FileSlice
+from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, State
+
+
+@dataclass(frozen=True)
+class FileSystemView:
+    """Committed file groups of the listed partitions, plus what table services must respect."""
+
+    config: TableConfig
+    timeline: Timeline
+    groups: Mapping[tuple[str, str], FileGroup]
+    partitions: tuple[str, ...]
+    replaced: dict[tuple[str, str], str] = field(default_factory=dict)
+    pending_compaction: dict[tuple[str, str], str] = field(default_factory=dict)
+    # Base instant of the slice each pending compaction rewrites.
+    pending_compaction_base: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        config: TableConfig,
+        timeline: Timeline,
+        partitions: Iterable[str] | None = None,
+        lister: Lister | None = None,
+        sizes: bool = True,
+    ) -> FileSystemView:
+        """List ``partitions`` (default: all) and group their committed files.
+
+        ``lister`` may replace the local listing (e.g. to spread it over Spark executors): it maps
+        partition paths to ``(file name, size)`` pairs. ``sizes=False`` (with ``partitions``) lists
+        names only where sizes cost a call per file (a local disk) and sizes a file when a group or
+        base file holding it is asked for: a write lists every file of its partitions and uses few.
+        """
+        storage = timeline.storage
+        if partitions is not None:
+            names = sorted(set(partitions))
+            if lister is not None:
+                listing = lister(names)
+            elif sizes:
+                listing = {p: storage.list(p) for p in names}
+            else:
+                listing = {p: storage.list_known_sizes(p) for p in names}
+        elif lister is not None:
+            names = list_partitions(storage, config)
+            listing = lister(names)
+        else:
+            listing = list_table(storage, config)  # one walk finds partitions and lists them
+            names = sorted(listing)
+        return cls._group(config, timeline, names, listing)
+
+    @classmethod
+    def _group(
+        cls,
+        config: TableConfig,
+        timeline: Timeline,
+        names: list[str],
+        listing: Mapping[str, Sequence[tuple[str, int | None]]],
+    ) -> FileSystemView:
+        index, compacting = index_slices(timeline, names, listing)
+        return cls(
+            config=config,
+            timeline=timeline,
+            groups=_LazyGroups(index, storage=timeline.storage),
+            partitions=tuple(names),
+            replaced=_replaced_file_groups(timeline),
+            pending_compaction={k: v[0] for k, v in compacting.items()},
+            pending_compaction_base={k: v[1] for k, v in compacting.items()},
+        )
+
+    @property
+    def slice_index(self) -> Mapping[tuple[str, str], Mapping[str, SlotEntry]]:
+        """(partition, file id) -> base instant -> ((base name, size) or None, ((log name, size), ...))."""
+        return self.groups.index if isinstance(self.groups, _LazyGroups) else {}
+
+    def file_groups(self, partition: str | None = None) -> list[FileGroup]:
+        # Filter on the keys: building the other partitions' groups would parse all their files.
+        keys = sorted(k for k in self.groups if partition is None or k[0] == partition)
+        return [self.groups[k] for k in keys]
+
+    def snapshot_bases(self, partition: str) -> list[tuple[str, tuple[str, int] | None, bool]]:
+        """(file id, base file (name, size) or None, has log files) of the slice a snapshot read takes
+        in each live file group of ``partition``, by file id, chosen as :meth:`merged_latest_slice`
+        chooses. For the key lookup: it reads the index and builds no group (a write touches a few
+        groups of a partition, each of which may have many log files)."""
+        if not isinstance(self.groups, _LazyGroups):
+            out = []
+            for group in self.file_groups(partition):
+                merged = None if self.is_replaced(group) else self.merged_latest_slice(group)
+                if merged is not None:
+                    base = (merged.base_file.file_name, merged.base_file.size) if merged.base_file else None
+                    out.append((group.file_id, base, bool(merged.log_files)))
+            return out
+        found = []
+        for key in sorted(k for k in self.groups.index if k[0] == partition):
+            if key in self.replaced:
+                continue
+            slots = self.groups.index[key]
+            instants = sorted(slots)
+            base, logs = slots[instants[-1]]
+            if base is None and len(instants) > 1 and self._is_pending_compaction(instants[-1]):
+                previous_base, previous_logs = slots[instants[-2]]
+                base, logs = previous_base, previous_logs + logs
+            elif base is None and not logs:
+                continue
+            sized = None if base is None else (base[0], _sized(self.groups.storage, partition, *base))
+            found.append((key[1], sized, bool(logs)))
+        return found
+
+    def snapshot_logs(self, partition: str, file_id: str) -> list[str]:
+        """Relative paths of the log files of the slice a snapshot read takes in one file group (as
+        :meth:`snapshot_bases` chooses it), from the index: nothing is sized or parsed."""
+        if not isinstance(self.groups, _LazyGroups):
+            pair = self.latest_pair(partition, file_id)
+            return [] if pair is None else [f.relative_path for f in pair[0].log_files]
+        slots = self.groups.index[(partition, file_id)]
+        instants = sorted(slots)
+        names = [name for name, _ in slots[instants[-1]][1]]
+        if slots[instants[-1]][0] is None and len(instants) > 1 and self._is_pending_compaction(instants[-1]):
+            names = [name for name, _ in slots[instants[-2]][1]] + names
+        return [f"{partition}/{name}" if partition else name for name in names]
+
+    def latest_pair(self, partition: str, file_id: str) -> tuple[FileSlice, FileSlice] | None:
+        """(the slice a snapshot read takes, the newest slice) of one file group, as
+        :meth:`merged_latest_slice` and ``FileGroup.latest_slice`` give them (None: nothing to read).
+
+        Built from the index alone: only the files of those slices are sized, not the older
+        slices' files a concurrent clean may be deleting (a write must not fail on a slice it does
+        not read)."""
+        key = (partition, file_id)
+        if not isinstance(self.groups, _LazyGroups):
+            group = self.groups[key]
+            merged = self.merged_latest_slice(group)
+            return None if merged is None else (merged, group.latest_slice)
+        slots = self.groups.index[key]
+        instants = sorted(slots)
+        storage = self.groups.storage
+        newest = _make_slice(key, instants[-1], slots[instants[-1]], storage)
+        if newest.base_file is None and len(instants) > 1 and self._is_pending_compaction(instants[-1]):
+            previous = _make_slice(key, instants[-2], slots[instants[-2]], storage)
+            return replace(previous, log_files=previous.log_files + newest.log_files), newest
+        if newest.base_file is None and not newest.log_files:
+            return None
+        return newest, newest
+
+    def is_replaced(self, group: FileGroup, as_of: str | None = None) -> bool:
+        at = self.replaced.get((group.partition, group.file_id))
+        return at is not None and (as_of is None or at <= as_of)
+
+    def missing_slices(
+        self, instant: str, partitions: Iterable[str] | None = None
+    ) -> list[tuple[str, str, str]]:
+        """(partition, file id, slice instant) of every file slice that a read as of ``instant`` (of
+        ``partitions``, default all) needs but a clean removed, wholly or some of its files.
+
+        Commit write stats say which files each file group had at ``instant``: those of its newest
+        slice (base file and log files) written by commits up to ``instant``.
+        """
+        expected: dict[tuple[str, str], tuple[str, set[str]]] = {}
+        only = set(partitions) if partitions is not None else None
+        for commit in self.timeline.completed_commits:
+            if commit.timestamp > instant:
+                break
+            for stat in self.timeline.commit_metadata(commit).write_stats():
+                name = stat.path.rsplit("/", 1)[-1]
+                at = slice_instant(name)
+                if at is None or (only is not None and stat.partition_path not in only):
+                    continue
+                key = (stat.partition_path, stat.file_id)
+                known = expected.get(key)
+                if known is None or at > known[0]:
+                    expected[key] = (at, {name})
+                elif at == known[0]:
+                    known[1].add(name)
+        missing = []
+        for key, (at, names) in sorted(expected.items()):
+            replaced_at = self.replaced.get(key)
+            if replaced_at is not None and replaced_at <= instant:
+                continue  # replaced by then: the read does not need it, cleaned or not
+            group = self.groups.get(key)
+            present = next((s for s in group.slices if s.base_instant == at), None) if group else None
+            if present is None or not names <= {f.file_name for f in present.files}:
+                missing.append((key[0], key[1], at))
+        return missing
+
+    def latest_slices(self, as_of: str | None = None, partition: str | None = None) -> list[FileSlice]:
+        """The slice a snapshot query reads in every live file group (as of ``as_of`` if given)."""
+        out = []
+        for group in self.file_groups(partition):
+            if self.is_replaced(group, as_of):
+                continue
+            merged = self.merged_latest_slice(group, as_of)
+            if merged is not None:
+                out.append(merged)
+        return out
+
+    def merged_latest_slice(self, group: FileGroup, as_of: str | None = None) -> FileSlice | None:
+        """Latest slice at or before ``as_of``; a pending compaction's slice folds into the one before."""
+        visible = [s for s in group.slices if as_of is None or s.base_instant <= as_of]
+        if not visible:
+            return None
+        latest = visible[-1]
+        if latest.base_file is None and len(visible) > 1 and self._is_pending_compaction(latest.base_instant):
+            previous = visible[-2]
+            return replace(previous, log_files=previous.log_files + latest.log_files)
+        if latest.base_file is None and not latest.log_files:
+            return None
+        return latest
+
+    def _is_pending_compaction(self, instant: str) -> bool:
+        found = self.timeline.get(instant)
+        return found is not None and found.action is Action.COMPACTION and found.state is not State.COMPLETED

@@ -1,0 +1,1 @@
+"""Hudi log files: the block framing, the data and delete blocks, and reading them back."""

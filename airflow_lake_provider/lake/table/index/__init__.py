@@ -1,0 +1,1 @@
+"""Indexes: which file group holds a record key."""

@@ -1,0 +1,75 @@
+"""File-group planning of a write: its routed rows assigned to new and existing file groups with the
+bloom index. Reads only; nothing is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from airflow_lake_provider.lake.file_group.file_names import new_file_id
+from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, locate
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write.plan import (
+    _KEY,
+    _PART,
+    FileGroupWrite,
+    GroupKind,
+    Operation,
+    WriteContext,
+)
+
+
+def plan_file_groups(
+    table: LakeTable,
+    context: WriteContext,
+    rows: pa.Table,
+    max_rows_per_file: int,
+    reads: BaseFileReads,
+) -> list[FileGroupWrite]:
+    """Assign the routed ``rows`` to file groups (Hudi's bloom index, non-global): keys not in the
+    table go to new groups of at most ``max_rows_per_file`` rows, existing ones to their group.
+    Reads only; nothing is written. ``reads`` keeps the base files the lookup opened, for the
+    caller to hand to :func:`write_file_group`."""
+    partitions = sorted(set(rows.column(_PART).to_pylist()))
+    if not partitions:
+        return []
+    view = table.file_system_view(context.timeline, partitions, sizes=False)  # sized when used
+    units: list[FileGroupWrite] = []
+    seqno = 0
+
+    def add(partition: str, kind: GroupKind, file_id: str, group_rows: pa.Table, **more: Any) -> None:
+        nonlocal seqno
+        units.append(FileGroupWrite(len(units) + 1, partition, kind, file_id, seqno, group_rows, **more))
+        seqno += group_rows.num_rows
+
+    for partition in partitions:
+        part_rows = rows.filter(pc.equal(rows.column(_PART), partition))
+        groups, held = locate(table, context.timeline, view, partition, part_rows.column(_KEY), reads)
+        # A hash lookup of the keys, not a join: Arrow's joins cannot carry struct, list or map columns.
+        where = pc.index_in(part_rows.column(_KEY), value_set=held.column("key"))
+        located = part_rows.append_column("__lake_fid", held.column("__lake_fid").take(where))
+        found = pc.is_valid(located.column("__lake_fid"))
+        new_rows = located.filter(pc.invert(found)).drop_columns(["__lake_fid"])
+        old_rows = located.filter(found)
+        if context.operation is not Operation.DELETE:  # deleting an absent key does nothing
+            for start in range(0, new_rows.num_rows, max_rows_per_file):  # >= 1: _WriteJob clamps it
+                add(
+                    partition,
+                    GroupKind.INSERT,
+                    new_file_id(),
+                    new_rows.slice(start, max_rows_per_file),
+                    first_in_partition=start == 0,
+                )
+        for fid in sorted(set(old_rows.column("__lake_fid").to_pylist())):
+            group_rows = old_rows.filter(pc.equal(old_rows.column("__lake_fid"), fid)).drop_columns(
+                ["__lake_fid"]
+            )
+            merged, newest = groups[fid]
+            if table.config.is_mor:
+                add(partition, GroupKind.APPEND, fid, group_rows, merged=merged, newest=newest)
+            else:
+                add(partition, GroupKind.MERGE, fid, group_rows, merged=merged)
+    return units

@@ -1,0 +1,180 @@
+"""The active timeline of a v6 table (read side): which instants exist and what they hold."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from airflow_lake_provider.lake.errors import CorruptTimelineFileError, InvalidInstantError
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline import layout
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
+from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, Instant, State
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """Every instant in ``.hoodie/`` at its latest state, in timeline order.
+
+    A completed compaction shows as a completed ``commit``; ``compaction_times`` remembers which
+    commits were compactions (their requested/inflight files say so).
+    """
+
+    storage: Storage
+    instants: tuple[Instant, ...]
+    compaction_times: frozenset[str] = frozenset()
+
+    @classmethod
+    def load(cls, location: str | os.PathLike[str] | Storage) -> Timeline:
+        storage = open_storage(location)
+        # A savepoint shares its time with the commit it protects, so it is keyed apart.
+        latest: dict[tuple[str, bool], Instant] = {}
+        compactions: set[str] = set()
+        for name in storage.list_names(HOODIE_DIR):
+            instant = layout.parse_file_name(name)
+            if instant is None:
+                continue
+            if instant.action is Action.COMPACTION:
+                compactions.add(instant.timestamp)
+            key = (instant.timestamp, instant.action is Action.SAVEPOINT)
+            known = latest.get(key)
+            if known is None or instant.state > known.state:
+                latest[key] = instant
+        return cls(storage, tuple(sorted(latest.values())), frozenset(compactions))
+
+    # -- selections -------------------------------------------------------------------------
+    def filter(
+        self, actions: Iterable[Action] | None = None, states: Iterable[State] | None = None
+    ) -> list[Instant]:
+        acts = set(actions) if actions is not None else None
+        sts = set(states) if states is not None else None
+        return [
+            i for i in self.instants if (acts is None or i.action in acts) and (sts is None or i.state in sts)
+        ]
+
+    @cached_property
+    def completed_commits(self) -> tuple[Instant, ...]:
+        """The commit timeline: completed commit, deltacommit and replacecommit instants."""
+        return tuple(self.filter(COMMIT_ACTIONS, [State.COMPLETED]))
+
+    @cached_property
+    def _committed_times(self) -> frozenset[str]:
+        return frozenset(i.timestamp for i in self.completed_commits)
+
+    @cached_property
+    def _all_times(self) -> frozenset[str]:
+        return frozenset(i.timestamp for i in self.instants)
+
+    @property
+    def pending(self) -> list[Instant]:
+        return [i for i in self.instants if not i.is_completed]
+
+    @property
+    def last_completed_commit(self) -> Instant | None:
+        return self.completed_commits[-1] if self.completed_commits else None
+
+    @property
+    def latest_time(self) -> str | None:
+        """The newest instant time of any action or state (new instants must be later)."""
+        return self.instants[-1].timestamp if self.instants else None
+
+    def get(self, timestamp: str) -> Instant | None:
+        """The instant at ``timestamp`` (savepoints, which share a commit's time, are not returned)."""
+        for instant in self.instants:
+            if instant.timestamp == timestamp and instant.action is not Action.SAVEPOINT:
+                return instant
+        return None
+
+    def is_compaction(self, instant: Instant) -> bool:
+        return instant.timestamp in self.compaction_times
+
+    def is_committed(self, timestamp: str) -> bool:
+        """True if data stamped ``timestamp`` is visible: a completed write, or archived history.
+
+        Instants older than the whole active timeline were archived, and only completed instants are
+        ever archived; a missing time between active instants is a failed, removed write.
+        """
+        if timestamp in self._committed_times:
+            return True
+        if timestamp in self._all_times or not self.instants:
+            return False
+        return timestamp < self.instants[0].timestamp
+
+    def last_completed(self, action: Action) -> Instant | None:
+        done = self.filter([action], [State.COMPLETED])
+        return done[-1] if done else None
+
+    def pending_compactions(self) -> list[Instant]:
+        return self.filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT])
+
+    def savepoints(self) -> list[Instant]:
+        return self.filter([Action.SAVEPOINT], [State.COMPLETED])
+
+    # -- contents ---------------------------------------------------------------------------
+    @property
+    def base_path(self) -> str:
+        return self.storage.root
+
+    def path_of(self, instant: Instant) -> str:
+        """The full location of an instant's file, for messages."""
+        return self.storage.uri(layout.instant_path(instant))
+
+    def read_bytes(self, instant: Instant) -> bytes:
+        return self.storage.read(layout.instant_path(instant))
+
+    def commit_metadata(self, instant: Instant) -> CommitMetadata:
+        """The JSON metadata of a completed write instant."""
+        if instant.action not in COMMIT_ACTIONS or not instant.is_completed:
+            raise InvalidInstantError(f"{instant}: only completed commit actions carry commit metadata")
+        return CommitMetadata.from_json_bytes(self.read_bytes(instant), self.path_of(instant))
+
+    def avro_record(self, instant: Instant) -> dict[str, Any]:
+        """The Avro record of a plan or metadata file (clean, compaction, rollback, savepoint...)."""
+        path = self.path_of(instant)
+        data = self.read_bytes(instant)
+        if not data:
+            raise CorruptTimelineFileError(f"{path}: the Avro timeline file is empty")
+        return timeline_avro.read_avro(data, path)
+
+    def read_aux(self, name: str) -> bytes | None:
+        """A bookkeeping file under ``.hoodie/.aux/``, or ``None`` if there is none."""
+        try:
+            return self.storage.read(f"{HOODIE_DIR}/.aux/{name}")
+        except FileNotFoundError:
+            return None
+
+    def earliest_retained(self) -> str | None:
+        """The earliest commit the last completed clean retained (reads from it on are whole)."""
+        last = self.last_completed(Action.CLEAN)
+        if last is None:
+            return None
+        record = timeline_avro.read_avro_fields(
+            self.read_bytes(last),
+            self.path_of(last),
+            timeline_avro.CLEAN_METADATA,
+            ("partitionMetadata", "bootstrapPartitionMetadata"),
+        )
+        return record.get("earliestCommitToRetain") or None
+
+    def has_archive(self) -> bool:
+        """Whether instants were archived to ``.hoodie/archived/`` (Hudi's archived timeline)."""
+        return any(
+            n.startswith(".commits_.archive.") for n in self.storage.list_names(f"{HOODIE_DIR}/archived")
+        )
+
+    def compaction_plan(self, timestamp: str) -> dict[str, Any]:
+        """The ``HoodieCompactionPlan`` of a compaction instant, pending or completed."""
+        requested = Instant(timestamp, State.REQUESTED, Action.COMPACTION)
+        return self.avro_record(requested)
+
+    def latest_schema(self) -> str | None:
+        """The table schema recorded by the newest completed commit that carries one."""
+        for instant in reversed(self.completed_commits):
+            schema = self.commit_metadata(instant).schema
+            if schema:
+                return schema
+        return None

@@ -1,0 +1,278 @@
+"""The timeline store: the only code that writes under ``.hoodie/`` (with its ``markers`` and
+``heartbeats``, kept in modules of their own).
+
+Every file is written to a hidden temporary name and linked into place, so a reader never sees a
+half-written file and an existing file is never overwritten (a second writer gets
+``CommitConflictError``). Transitions are checked against the instant's current state.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator, Mapping
+
+from airflow_lake_provider.lake.errors import (
+    CommitConflictError,
+    InvalidStateTransitionError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    StorageError,
+    UnsafePathError,
+)
+from airflow_lake_provider.lake.format.properties import format_properties
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
+from airflow_lake_provider.lake.timeline import layout
+from airflow_lake_provider.lake.timeline.heartbeat import Heartbeats
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State, validate_instant_time
+from airflow_lake_provider.lake.timeline.markers import TEMP_DIR, Markers
+
+PROPERTIES_FILE = "hoodie.properties"
+# Hudi's update protocol keeps the old properties here while ``hoodie.properties`` is rewritten.
+PROPERTIES_BACKUP_FILE = "hoodie.properties.backup"
+# Hudi's metadata table: a Hudi table of its own under the data table's ``.hoodie/``.
+METADATA_DIR = "metadata"
+# Held only while an instant time is checked and its requested file created.
+INSTANT_LOCK_WAIT_SECONDS = 30.0
+# Writers and compaction scheduling share this lock (see ``writer.write``).
+WRITE_LOCK = "write"
+# Folders Java creates at init; hudi-rs ignores them.
+_INIT_DIRS = ("archived", TEMP_DIR, ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
+
+
+class TimelineStore:
+    """Writes timeline files and ``hoodie.properties`` of one table; ``markers`` and ``heartbeats``
+    write theirs."""
+
+    def __init__(self, location: str | os.PathLike[str] | Storage) -> None:
+        self.storage = open_storage(location)
+        self.base_path = self.storage.root
+        self.markers = Markers(self.storage)
+        self.heartbeats = Heartbeats(self.storage)
+
+    def _create(self, name: str, content: bytes) -> None:
+        """Create ``.hoodie/<name>`` once; a second writer of the same file loses loudly."""
+        try:
+            self.storage.create(f"{HOODIE_DIR}/{name}", content)
+        except ObjectExistsError:
+            raise CommitConflictError(
+                f"{self.storage.uri(HOODIE_DIR + '/' + name)} already exists; not overwriting it"
+            ) from None
+
+    # -- table config -----------------------------------------------------------------------
+    def initialize(self, props: Mapping[str, str]) -> None:
+        """Create ``.hoodie/`` with its folders and ``hoodie.properties`` (create-only)."""
+        for sub in _INIT_DIRS:
+            self.storage.make_folder(f"{HOODIE_DIR}/{sub}")
+        self._create(PROPERTIES_FILE, format_properties(props).encode())
+
+    def update_properties(self, props: Mapping[str, str]) -> None:
+        self.storage.write(f"{HOODIE_DIR}/{PROPERTIES_FILE}", format_properties(props).encode())
+
+    def read_properties_text(self) -> str:
+        """``hoodie.properties``, else (an update interrupted after its delete) the backup, as Hudi's
+        readers fall back to it; ``ObjectNotFoundError`` if neither exists."""
+        try:
+            return self.storage.read(f"{HOODIE_DIR}/{PROPERTIES_FILE}").decode("utf-8")
+        except FileNotFoundError:
+            try:
+                return self.storage.read(f"{HOODIE_DIR}/{PROPERTIES_BACKUP_FILE}").decode("utf-8")
+            except FileNotFoundError:
+                raise ObjectNotFoundError(self.storage.uri(f"{HOODIE_DIR}/{PROPERTIES_FILE}")) from None
+
+    def modify_properties(self, props: Mapping[str, str]) -> None:
+        """Replace ``hoodie.properties`` with ``props`` keeping Hudi's backup protocol
+        (``HoodieTableConfig.modify``): finish an interrupted update, copy the current file to the
+        backup, write the new one (checksum last), delete the backup. Hudi deletes the file before
+        writing the new one (HDFS has no atomic overwrite); our storages replace a file atomically,
+        so the delete is left out: a reader that does not know the backup (hudi-rs) finds a complete
+        ``hoodie.properties`` after a crash at any step, and Java's recovery still finds the backup."""
+        current = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
+        backup = f"{HOODIE_DIR}/{PROPERTIES_BACKUP_FILE}"
+        self.recover_properties()
+        self.storage.write(backup, self.storage.read(current))
+        self.storage.write(current, format_properties(props).encode())
+        self.storage.delete(backup)
+
+    def recover_properties(self) -> bool:
+        """Hudi's recovery of an interrupted update: no ``hoodie.properties`` -> copy the backup back;
+        then the backup goes. True if anything was changed."""
+        current = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
+        backup = f"{HOODIE_DIR}/{PROPERTIES_BACKUP_FILE}"
+        if not self.storage.exists(backup):
+            return False
+        if not self.storage.exists(current):
+            self.storage.create(current, self.storage.read(backup))
+        self.storage.delete(backup)
+        return True
+
+    def metadata_table_files(self) -> list[str]:
+        """Every file under ``.hoodie/metadata/`` (relative to the table), deepest folders first;
+        none when it is a link (its files are not the table's: only the link is deleted)."""
+        root = f"{HOODIE_DIR}/{METADATA_DIR}"
+        if self.storage.is_link(root):
+            return []
+        found = [f"{folder}/{name}" for folder, files in self.storage.walk(root) for name, _ in files]
+        return sorted(found, key=lambda rel: (-rel.count("/"), rel))
+
+    def delete_metadata_table(self) -> None:
+        """Delete ``.hoodie/metadata/`` (Hudi's ``deleteMetadataTable`` after the partitions are cleared):
+        file by file, so a crash leaves a smaller folder that the next drop finishes, then the folder."""
+        root = f"{HOODIE_DIR}/{METADATA_DIR}"
+        for rel in self.metadata_table_files():
+            self.storage.delete(rel)
+        self.storage.delete_tree(root)
+        if self.storage.exists(root):  # never report a drop that left something behind
+            raise StorageError(f"{self.storage.uri(root)} is still there after deleting it")
+
+    # -- instants ---------------------------------------------------------------------------
+    def _states_present(self, timestamp: str, savepoint: bool = False) -> dict[State, Instant]:
+        """States of the instant at ``timestamp``; savepoints (which reuse a commit's time) apart."""
+        found: dict[State, Instant] = {}
+        prefix = timestamp + "."
+        for name in self.storage.list_names(HOODIE_DIR):
+            if name.startswith(prefix):
+                instant = layout.parse_file_name(name)
+                if instant is not None and (instant.action is Action.SAVEPOINT) == savepoint:
+                    found[instant.state] = instant
+        return found
+
+    def create_requested(self, timestamp: str, action: Action, content: bytes = b"") -> Instant:
+        """Start a new instant; its time must not be used by any other timeline file."""
+        validate_instant_time(timestamp)
+        # Check and create under one lock: two processes starting different actions in the same
+        # millisecond would otherwise both see the time free (create-once only guards one name).
+        with self.exclusive("instant", INSTANT_LOCK_WAIT_SECONDS):
+            present = self._states_present(timestamp)
+            if present:
+                used = sorted(layout.file_name(i) for i in present.values())
+                raise CommitConflictError(f"instant time {timestamp} is already used by {used}")
+            instant = Instant(timestamp, State.REQUESTED, action)
+            self._create(layout.file_name(instant), content)
+        return instant
+
+    def transition_to_inflight(self, instant: Instant, content: bytes = b"") -> Instant:
+        """requested -> inflight; an instant without a requested file is refused (savepoints excepted)."""
+        present = self._states_present(instant.timestamp)
+        if State.INFLIGHT in present or State.COMPLETED in present:
+            raise InvalidStateTransitionError(
+                f"{instant.timestamp}: cannot move to inflight, it is already {max(present).name.lower()}"
+            )
+        requested = present.get(State.REQUESTED)
+        if requested is None or requested.action is not instant.action:
+            raise InvalidStateTransitionError(
+                f"{instant.timestamp}: no requested {instant.action.value} to move to inflight"
+            )
+        inflight = Instant(instant.timestamp, State.INFLIGHT, instant.action)
+        self._create(layout.file_name(inflight), content)
+        return inflight
+
+    def transition_to_completed(self, instant: Instant, content: bytes) -> Instant:
+        """inflight -> completed: the step that makes the instant's work visible; never overwrites."""
+        present = self._states_present(instant.timestamp)
+        inflight = present.get(State.INFLIGHT)
+        if inflight is None or inflight.action is not instant.action:
+            raise InvalidStateTransitionError(
+                f"{instant.timestamp}: no inflight {instant.action.value} to complete "
+                f"(found {sorted(layout.file_name(i) for i in present.values())})"
+            )
+        if State.COMPLETED in present:
+            raise CommitConflictError(f"{instant.timestamp}: already completed; a completed instant is final")
+        completed = inflight.with_state(State.COMPLETED)
+        self._create(layout.file_name(completed), content)
+        return completed
+
+    def update_pending(self, instant: Instant, content: bytes) -> None:
+        """Rewrite the content of a requested or inflight file (never a completed one)."""
+        if instant.is_completed:
+            raise InvalidStateTransitionError(f"{instant}: completed timeline files are never rewritten")
+        self.storage.write(layout.instant_path(instant), content)
+
+    def remove_pending(self, timestamp: str) -> list[str]:
+        """Delete the requested/inflight files of a pending instant (rollback); refuse a completed one."""
+        present = self._states_present(timestamp)
+        if State.COMPLETED in present:
+            raise InvalidStateTransitionError(f"{timestamp}: is completed; only pending instants are removed")
+        removed = []
+        # Inflight first, so a crash leaves a requested instant (still pending), never an orphan inflight.
+        for state in (State.INFLIGHT, State.REQUESTED):
+            if state in present:
+                self.storage.delete(layout.instant_path(present[state]))
+                removed.append(layout.file_name(present[state]))
+        return removed
+
+    def remove_completed(self, instant: Instant) -> None:
+        """Delete the completed file of a write being rolled back (forced): the instant turns
+        pending again (its inflight file stays), so its files stop being visible at once."""
+        if not instant.is_completed or instant.action not in (
+            Action.COMMIT,
+            Action.DELTACOMMIT,
+            Action.REPLACECOMMIT,
+        ):
+            raise InvalidStateTransitionError(f"{instant}: only a completed write is un-completed")
+        present = self._states_present(instant.timestamp)
+        if State.INFLIGHT not in present:  # keep it pending, never an orphan completed-less instant
+            self._create(layout.file_name(instant.with_state(State.INFLIGHT)), b"")
+        self.storage.delete(layout.instant_path(instant))
+
+    def create_savepoint(self, timestamp: str, content: bytes) -> Instant:
+        """Write ``<t>.savepoint.inflight`` then ``<t>.savepoint`` for the commit at ``timestamp``."""
+        present = self._states_present(timestamp, savepoint=True)
+        if State.COMPLETED in present:
+            raise CommitConflictError(f"{timestamp}: a savepoint already exists")
+        inflight = Instant(timestamp, State.INFLIGHT, Action.SAVEPOINT)
+        if State.INFLIGHT not in present:  # an interrupted create left it: finish it
+            self._create(layout.file_name(inflight), b"")
+        completed = inflight.with_state(State.COMPLETED)
+        self._create(layout.file_name(completed), content)
+        return completed
+
+    def remove_savepoint(self, timestamp: str) -> None:
+        """Delete a savepoint's files (savepoints are the one completed instant users may drop)."""
+        present = self._states_present(timestamp, savepoint=True)
+        if not present:
+            raise InvalidStateTransitionError(f"{timestamp}: there is no savepoint at this instant")
+        for state in (State.COMPLETED, State.INFLIGHT):
+            self.storage.delete(layout.instant_path(Instant(timestamp, state, Action.SAVEPOINT)))
+
+    def write_archive(self, name: str, data: bytes) -> None:
+        """Create one archived-timeline file under ``.hoodie/archived/`` (never overwritten)."""
+        if "/" in name or not name.startswith(".commits_.archive."):
+            raise UnsafePathError(f"archive file name {name!r} is not an archived-timeline file name")
+        self._create(f"archived/{name}", data)
+
+    def remove_archived(self, timestamps: list[str]) -> list[str]:
+        """Delete the active-timeline files of archived (completed) instants, oldest first; per instant
+        its requested and inflight files before the completed one, so it never looks pending."""
+        names = self.storage.list_names(HOODIE_DIR)
+        removed = []
+        for timestamp in sorted(timestamps):
+            files = [
+                i
+                for i in (layout.parse_file_name(n) for n in names if n.startswith(timestamp + "."))
+                if i is not None and i.action is not Action.SAVEPOINT
+            ]
+            if not any(i.state is State.COMPLETED for i in files):
+                raise InvalidStateTransitionError(f"{timestamp}: only completed instants are archived")
+            for instant in sorted(files, key=lambda i: i.state is State.COMPLETED):
+                self.storage.delete(layout.instant_path(instant))
+                removed.append(layout.file_name(instant))
+        return removed
+
+    def write_aux(self, name: str, data: bytes, folder: str = "") -> None:
+        """Replace a small bookkeeping file under ``.hoodie/.aux/`` (Hudi readers ignore the folder),
+        optionally in one sub-folder ``folder`` of it (a service's many small state files)."""
+        for part in (name, folder) if folder else (name,):
+            if "/" in part or part.startswith(".") or "\x00" in part or not part:
+                raise UnsafePathError(f"aux file name {part!r} must be a plain, visible file name")
+        self.storage.write(f"{HOODIE_DIR}/.aux/{folder + '/' if folder else ''}{name}", data)
+
+    @contextlib.contextmanager
+    def exclusive(self, service: str, wait_seconds: float = 0.0) -> Iterator[None]:
+        """Hold the table's lock for ``service`` (one clean, one compaction, one write at a time).
+
+        Waits up to ``wait_seconds`` for a holder to finish, then raises ``ServiceBusyError``.
+        """
+        busy = f"another {service} is running on this table"
+        with self.storage.lock(f"{HOODIE_DIR}/.aux/.lake-{service}.lock", busy, wait_seconds):
+            yield

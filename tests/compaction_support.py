@@ -1,0 +1,53 @@
+"""Shared by the exact compaction tests: a small MOR table on a ticking clock, batches, crash hooks."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+
+from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import InstantClock
+
+DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
+START = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
+
+
+def batch(ids: list[str], ts: int, partition: str) -> pa.Table:
+    return pa.table({"id": ids, "ts": pa.array([ts] * len(ids), pa.int64()), "p": [partition] * len(ids)})
+
+
+def empty_mor(tmp_path: Path, clock: InstantClock | None = None) -> LakeTable:
+    """A MOR table partitioned by ``p``, its clock one second further at every instant."""
+    ticks = iter(range(10**6))
+    return LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+        clock=clock or InstantClock(now=lambda: START + dt.timedelta(seconds=next(ticks))),
+    )
+
+
+def mor(tmp_path: Path) -> LakeTable:
+    """x (a, b) and y (c) with one file group each; x has a log file (a updated to ts 2), y not."""
+    table = empty_mor(tmp_path)
+    write(table, pa.concat_tables([batch(["a", "b"], 1, "x"), batch(["c"], 1, "y")]), "insert")
+    write(table, batch(["a"], 2, "x"), "upsert")
+    return table
+
+
+def crash_at(where: str) -> Callable[[str], None]:
+    """A fault hook that crashes at the point ``where``."""
+
+    def fault(point: str) -> None:
+        if point == where:
+            raise SimulatedCrash(point)
+
+    return fault

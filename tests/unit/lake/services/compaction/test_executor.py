@@ -1,0 +1,262 @@
+"""Execution and plan-time rules of the compaction service, exactly: which pending compaction a run
+picks, what each outcome reports, the lock, the log lines, and the plan instant's refusals."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from compaction_support import DUE, START, batch, crash_at, empty_mor, mor
+
+from airflow_lake_provider.lake.errors import CompactionScheduleConflictError, ServiceBusyError
+from airflow_lake_provider.lake.services.compaction import scheduler
+from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
+from airflow_lake_provider.lake.services.compaction.executor import (
+    EXECUTE_LOCK,
+    CompactionError,
+    execute_compaction,
+)
+from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import plan_instant, schedule_compaction
+from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, format_instant
+
+COMPACTION_LOG = "airflow_lake_provider.lake.services.compaction"  # the loggers of its modules
+
+
+def _quick(seconds: float) -> bool:
+    return 0 < seconds < 60  # measured, so never exactly 0
+
+
+def test_a_run_recovers_a_crashed_compaction_before_an_older_requested_one(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    older = schedule_compaction(table, DUE).instant  # x
+    write(table, batch(["c"], 2, "y"), "upsert")
+    crashed = schedule_compaction(table, DUE).instant  # y
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, crashed, fault=crash_at("inflight"))
+    done = execute_compaction(table)
+    assert (done.outcome, done.instant, done.recovered) == (Outcome.COMPLETED, crashed, True)
+    assert [i.timestamp for i in table.timeline().pending_compactions()] == [older]
+
+
+def test_a_run_asked_for_an_instant_that_is_no_compaction_is_refused(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    write_instant = table.timeline().completed_commits[-1].timestamp
+    for asked in (write_instant, "20250301000000500"):
+        with pytest.raises(
+            CompactionError,
+            match=f"^{re.escape(str(table.storage.root))}: there is no compaction at instant {asked}$",
+        ):
+            execute_compaction(table, asked)
+
+
+def test_every_outcome_reports_its_instant_and_duration(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    nothing = execute_compaction(table)
+    assert (nothing.outcome, nothing.instant) == (Outcome.NO_WORK, None) and _quick(nothing.duration_seconds)
+    c = schedule_compaction(table, DUE).instant
+    dry = execute_compaction(table, c, dry_run=True)
+    assert (dry.outcome, dry.instant, dry.operations, dry.recovered) == (Outcome.PLANNED, c, 1, False)
+    assert _quick(dry.duration_seconds) and table.timeline().get(c).is_requested
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, c, fault=crash_at("inflight"))
+    dry = execute_compaction(table, c, dry_run=True)
+    assert (dry.outcome, dry.instant, dry.operations, dry.recovered) == (Outcome.PLANNED, c, 1, True)
+    done = execute_compaction(table, c)
+    assert (done.outcome, done.instant) == (Outcome.COMPLETED, c) and _quick(done.duration_seconds)
+    again = execute_compaction(table, c)
+    assert (again.outcome, again.instant) == (Outcome.ALREADY_COMPLETED, c) and _quick(again.duration_seconds)
+
+
+def test_the_inflight_file_holds_the_plan(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+    hoodie = table.base_path / ".hoodie"
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, c, fault=crash_at("inflight"))
+    plan = (hoodie / f"{c}.compaction.requested").read_bytes()
+    assert plan and (hoodie / f"{c}.compaction.inflight").read_bytes() == plan
+
+
+def test_a_run_while_another_holds_the_compaction_lock_is_refused(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+    with table.store.exclusive(EXECUTE_LOCK), pytest.raises(ServiceBusyError):
+        execute_compaction(LakeTable.open(table.base_path), c)
+    assert table.timeline().get(c).is_requested
+
+
+def test_failed_operations_are_listed_one_after_another(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    write(table, batch(["c"], 2, "y"), "upsert")
+    scheduled = schedule_compaction(table, DUE)
+    for op in scheduled.plan.operations:
+        (table.base_path / op.partition / op.delta_file_names[0]).unlink()
+    with pytest.raises(CompactionError) as raised:
+        execute_compaction(table, scheduled.instant)
+    message = str(raised.value)
+    assert "2 of 2 operations failed" in message
+    x, y = sorted(scheduled.plan.operations, key=lambda op: op.partition)
+    assert re.search(f": x/{x.file_id}: [^;]+; y/{y.file_id}: ", message), message
+
+
+def test_the_log_lines_of_a_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    table = mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+    caplog.set_level(logging.DEBUG, logger=COMPACTION_LOG)
+    caplog.clear()
+    done = execute_compaction(table, c)
+    (stat,) = done.stats
+    assert [r.getMessage() for r in caplog.records if r.name.startswith(COMPACTION_LOG)] == [
+        f"compaction {c}: {stat.file_id} -> {stat.path} (2 rows)",
+        f"compaction {c} of {table.uri} completed: 1 file groups, 2 rows, {stat.total_write_bytes} bytes",
+    ]
+
+
+def test_a_delete_only_log_counts_no_insert(tmp_path: Path) -> None:
+    table = empty_mor(tmp_path)
+    write(table, batch(["a", "b"], 1, "x"), "insert")
+    write(table, batch(["b"], 2, "x"), "delete")
+    done = execute_compaction(table, schedule_compaction(table, DUE).instant)
+    (stat,) = done.stats
+    assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (1, 1, 0, 0)
+
+
+# -- plan_instant --------------------------------------------------------------------------------------
+def test_a_plan_instant_on_an_empty_timeline_is_the_clock_time(tmp_path: Path) -> None:
+    at = START + dt.timedelta(hours=1)
+    table = empty_mor(tmp_path, InstantClock(now=lambda: at))
+    assert plan_instant(table, table.timeline()) == format_instant(at)
+
+
+def test_a_plan_instant_follows_every_instant_even_with_a_clock_behind(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    latest = table.timeline().instants[-1].timestamp
+    table.clock = InstantClock(now=lambda: START - dt.timedelta(days=1))
+    instant = plan_instant(table, table.timeline())
+    assert instant > latest
+
+
+def test_a_plan_instant_refused_by_pending_writes_names_them(tmp_path: Path) -> None:
+    table = empty_mor(tmp_path, InstantClock(now=lambda: START + dt.timedelta(hours=1)))
+    first, second = format_instant(START), format_instant(START + dt.timedelta(minutes=1))
+    for t in (second, first):
+        table.store.create_requested(t, Action.DELTACOMMIT)
+    message = (
+        f"cannot schedule a compaction at {format_instant(START + dt.timedelta(hours=1))}: pending write(s) "
+        f"{first}, {second} started earlier, and a plan must be later than the last completed instant - "
+        "but earlier than every pending write; finish those writes or, if they failed, roll them back "
+        f"(lake rollback {table.uri})"
+    )
+    with pytest.raises(CompactionScheduleConflictError, match=f"^{re.escape(message)}$"):
+        plan_instant(table, table.timeline())
+
+
+def test_a_schedule_takes_a_config_object_and_logs_the_plan(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = mor(tmp_path)
+    caplog.set_level(logging.INFO, logger=scheduler.log.name)
+    caplog.clear()
+    scheduled = schedule_compaction(table, CompactionConfig.from_options(DUE))
+    assert scheduled.outcome is Outcome.SCHEDULED
+    assert [r.getMessage() for r in caplog.records if r.name == scheduler.log.name] == [
+        f"compaction {scheduled.instant} of {table.uri} scheduled: 1 file groups, "
+        f"{scheduled.plan.total_io_mb:.3f} MB IO"
+    ]
+
+
+def _set_properties(table: LakeTable, **props: str) -> LakeTable:
+    table.store.update_properties({**table.config.properties, **props})
+    return LakeTable.open(table.base_path)
+
+
+def test_a_table_without_a_schema_or_meta_fields_is_not_compacted(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    hoodie = table.base_path / ".hoodie"
+    for commit in hoodie.glob("*.deltacommit"):
+        body = json.loads(commit.read_text())
+        del body["extraMetadata"]["schema"]
+        commit.write_text(json.dumps(body))
+    with pytest.raises(
+        CompactionError,
+        match=f"^{re.escape(table.uri)}: the table has no schema \\(no commit records one\\)$",
+    ):
+        schedule_compaction(table, DUE)
+    table = _set_properties(mor(tmp_path / "2"), **{"hoodie.populate.meta.fields": "false"})
+    with pytest.raises(
+        CompactionError,
+        match=f"^{re.escape(table.uri)}: compacting tables without meta fields is not supported$",
+    ):
+        schedule_compaction(table, DUE)
+    assert table.timeline().pending_compactions() == []
+
+
+def test_what_a_schedule_reports_when_nothing_is_scheduled(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    cow = LakeTable.create(
+        tmp_path / "cow", name="c", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    assert schedule_compaction(cow, DUE).reason == f"{cow.uri} is copy-on-write; nothing to compact"
+    table = mor(tmp_path)
+    caplog.set_level(logging.INFO, logger=scheduler.log.name)
+    caplog.clear()
+    later = {"hoodie.compact.inline.max.delta.commits": "9"}
+    result = schedule_compaction(table, later, dry_run=True)
+    reason = result.reason.removeprefix("not due: ")
+    assert (result.outcome, result.dry_run) == (Outcome.NO_WORK, True) and reason != result.reason
+    assert [r.getMessage() for r in caplog.records if r.name == scheduler.log.name] == [
+        f"compaction of {table.uri} not due: {reason}"
+    ]
+    # A plan written reports the trigger's reason, as its dry run does.
+    dry = schedule_compaction(table, DUE, dry_run=True)
+    assert dry.instant is not None and dry.instant > table.timeline().instants[-1].timestamp
+    done = schedule_compaction(table, DUE)
+    assert done.reason == dry.reason and "delta commit" in done.reason
+
+
+def test_a_schedule_while_another_holds_the_schedule_lock_is_refused(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    with table.store.exclusive(scheduler.SCHEDULE_LOCK), pytest.raises(ServiceBusyError):
+        schedule_compaction(LakeTable.open(table.base_path), DUE)
+    assert table.timeline().pending_compactions() == []
+
+
+def test_a_partition_aware_strategy_reads_the_now_given(tmp_path: Path) -> None:
+    table = LakeTable.create(
+        tmp_path / "d",
+        name="d",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("y", "m", "d"),
+    )
+    for ts in (1, 2):
+        row = {"id": ["a"], "ts": pa.array([ts], pa.int64()), "y": ["2025"], "m": ["02"], "d": ["28"]}
+        write(table, pa.table(row), "insert" if ts == 1 else "upsert")
+    bounded = {**DUE, "hoodie.compaction.strategy": "BoundedPartitionAwareCompactionStrategy"}
+    # Within the last 10 days of the now given (today's date would leave it out).
+    scheduled = schedule_compaction(table, bounded, now=START + dt.timedelta(days=1))
+    assert [op.partition for op in scheduled.plan.operations] == ["2025/02/28"]
+    strategy = bounded["hoodie.compaction.strategy"]
+    requested = table.base_path / ".hoodie" / f"{scheduled.instant}.compaction.requested"
+    plan = timeline_avro.read_avro(requested.read_bytes(), str(requested))
+    assert plan["extraMetadata"] == {scheduler.STRATEGY_KEY: strategy}
+    # 100 days on, the partition is out of the window: nothing selected, and the reason says by what.
+    write(table, pa.table(row), "upsert")
+    late = schedule_compaction(table, bounded, now=START + dt.timedelta(days=100), dry_run=True)
+    assert (late.outcome, late.reason, late.dry_run) == (
+        Outcome.NO_WORK,
+        f"no file slice selected by {strategy}",
+        True,
+    )

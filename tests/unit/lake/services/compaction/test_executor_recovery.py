@@ -1,0 +1,336 @@
+"""What a compaction leaves after crashes and retried task attempts, exactly: the files an earlier
+attempt wrote are removed (named in the result and the log), markers do not outlive the attempt that
+wrote them, a failed task attempt's file is removed at the commit, and run_compaction executes the
+plan it scheduled even when an older plan is pending."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from compaction_support import DUE, batch, crash_at, mor
+
+from airflow_lake_provider.lake.errors import CompactionError, CorruptTimelineFileError
+from airflow_lake_provider.lake.format import bloom_filter
+from airflow_lake_provider.lake.services.compaction import executor, operation
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
+from airflow_lake_provider.lake.services.compaction.operation import run_operation
+from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
+from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
+
+
+def _rows(table: LakeTable) -> list[tuple[str, int, str]]:
+    snap = read_snapshot(table).select(["id", "ts", "p"])
+    return sorted(tuple(r.values()) for r in snap.to_pylist())
+
+
+def _at(table: LakeTable, instant: str) -> list[str]:
+    """Data files named with ``instant``, relative to the base path."""
+    return sorted(
+        p.relative_to(table.base_path).as_posix()
+        for p in table.base_path.rglob(f"*{instant}*")
+        if ".hoodie" not in p.parts
+    )
+
+
+def test_a_recovery_removes_the_earlier_attempts_file_and_its_markers(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, c, fault=crash_at("file"))
+    (partial,) = _at(table, c)
+    assert [m.relative_path for m in table.store.markers.read(c)] == [partial]
+    caplog.set_level(logging.INFO, logger=executor.log.name)
+    caplog.clear()  # what came before (the schedule, the crash) may be captured already
+    # The retry dies right after its cleanup, before it writes anything of its own.
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, c, fault=crash_at("inflight"))
+    assert _at(table, c) == [] and table.store.markers.read(c) == []
+    assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
+        f"compaction {c}: removed 1 files of an earlier attempt"
+    ]
+    caplog.clear()
+    done = execute_compaction(table, c)
+    assert (done.outcome, done.recovered, done.removed_files) == (Outcome.COMPLETED, True, ())
+    assert not any("earlier attempt" in r.getMessage() for r in caplog.records)
+    assert _at(table, c) == [done.files[0]]
+    assert _rows(table) == [("a", 2, "x"), ("b", 1, "x"), ("c", 1, "y")]
+
+
+def test_a_recovery_finds_a_partial_file_whose_marker_is_lost(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, c, fault=crash_at("file"))
+    (partial,) = _at(table, c)
+    table.store.markers.delete(c)
+    # Not ours: another instant's name in a planned group, and our instant in an unplanned group.
+    other_instant = table.base_path / partial.replace(c, "20250301000000999")
+    other_instant.write_bytes(b"")
+    (group_y,) = [p.name.split("_")[0] for p in (table.base_path / "y").glob("*.parquet")]
+    unplanned = table.base_path / "y" / f"{group_y}_0-1-0_{c}.parquet"
+    unplanned.write_bytes(b"")
+    done = execute_compaction(table, c)
+    assert (done.outcome, done.recovered, done.removed_files) == (Outcome.COMPLETED, True, (partial,))
+    assert other_instant.exists() and unplanned.exists()
+    assert sorted(set(_at(table, c)) - {unplanned.relative_to(table.base_path).as_posix()}) == [done.files[0]]
+
+
+def test_the_commit_removes_a_failed_task_attempts_file(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+
+    def two_attempts(
+        table: LakeTable,
+        timeline: Timeline,
+        schema: pa.Schema,
+        instant: str,
+        ops: Sequence[CompactionOperation],
+    ) -> list[WriteStat | str]:
+        # Like a Spark task retried after its executor died: the first attempt's file stays behind.
+        (op,) = ops
+        run_operation(table, timeline, schema, instant, 0, op, attempt=0)
+        return [run_operation(table, timeline, schema, instant, 0, op, attempt=1)]
+
+    done = execute_compaction(table, c, runner=two_attempts)
+    assert done.outcome is Outcome.COMPLETED and not done.recovered
+    assert _at(table, c) == [done.files[0]] and done.files[0].split("_")[1] == "0-1-1"
+    assert table.store.markers.read(c) == []
+    assert _rows(table) == [("a", 2, "x"), ("b", 1, "x"), ("c", 1, "y")]
+
+
+def test_run_compaction_executes_its_own_plan_not_an_older_pending_one(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    older = schedule_compaction(table, DUE).instant  # plans x: y has no log yet
+    write(table, batch(["c"], 5, "y"), "upsert")
+    scheduled, done = run_compaction(table, DUE)
+    assert scheduled.outcome is Outcome.SCHEDULED and scheduled.instant > older
+    assert [op.partition for op in scheduled.plan.operations] == ["y"]
+    assert (done.outcome, done.instant) == (Outcome.COMPLETED, scheduled.instant)
+    assert [i.timestamp for i in table.timeline().pending_compactions()] == [older]
+
+
+def test_a_compactions_write_stat_is_exact(tmp_path: Path) -> None:
+    table = mor(tmp_path)  # x: a, b in the base; a updated in a log
+    write(table, batch(["b"], 3, "x"), "delete")
+    scheduled = schedule_compaction(table, DUE)
+    (op,) = scheduled.plan.operations
+    done = execute_compaction(table, scheduled.instant)
+    (stat,) = done.stats
+    logs = [table.base_path / "x" / name for name in op.delta_file_names]
+    assert len(logs) >= 1 and all(p.is_file() for p in logs)
+    size = (table.base_path / stat.path).stat().st_size
+    assert (stat.file_id, stat.partition_path, stat.prev_commit) == (op.file_id, "x", op.base_instant)
+    assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (1, 1, 1, 0)
+    assert (stat.total_write_bytes, stat.file_size_in_bytes) == (size, size)
+    assert (stat.total_log_records, stat.total_updated_records_compacted) == (2, 1)
+    assert stat.total_log_files_compacted == len(logs)
+    assert stat.total_log_size_compacted == sum(p.stat().st_size for p in logs)
+    assert (done.records_written, done.log_records_merged, done.bytes_written) == (1, 2, size)
+    assert _rows(table) == [("a", 2, "x"), ("c", 1, "y")]
+
+
+def test_a_log_only_slice_counts_its_rows_as_inserts(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    scheduled = schedule_compaction(table, DUE)
+    (op,) = scheduled.plan.operations
+    log_only = CompactionOperation(op.partition, op.file_id, op.base_instant, None, op.delta_file_names)
+    timeline = table.timeline()
+    stat = operation.execute_operation(
+        table, timeline, operation.output_schema(table, timeline), scheduled.instant, log_only, token="9-9-9"
+    )
+    assert stat.path == f"x/{op.file_id}_9-9-9_{scheduled.instant}.parquet"
+    assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (1, 0, 0, 1)
+    assert (stat.total_log_records, stat.total_updated_records_compacted) == (1, 0)
+
+
+def test_a_failed_operation_is_named_in_the_log_and_the_error(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = mor(tmp_path)
+    write(table, batch(["c"], 2, "y"), "upsert")  # y gets a log too: two operations
+    scheduled = schedule_compaction(table, DUE)
+    c = scheduled.instant
+    ops = {op.partition: op for op in scheduled.plan.operations}
+    assert sorted(ops) == ["x", "y"]
+    (log_y,) = ops["y"].delta_file_names
+    (table.base_path / "y" / log_y).unlink()  # y's operation cannot read its slice
+    caplog.set_level(logging.INFO, logger=operation.log.name)
+    caplog.clear()
+    with pytest.raises(CompactionError) as raised:
+        execute_compaction(table, c)
+    group_y = f"y/{ops['y'].file_id}"
+    prefix = f"compaction {c}: 1 of 2 operations failed; the instant stays inflight for a retry: {group_y}: "
+    message = str(raised.value)
+    assert message.startswith(prefix) and len(message) > len(prefix)
+    reason = message[len(prefix) :]
+    assert [r.getMessage() for r in caplog.records if r.name == operation.log.name] == [
+        f"compaction {c}: file group {group_y} failed: {reason}"
+    ]
+    # x's operation ran (first attempt, task 0): its file stays until the retry removes it.
+    assert _at(table, c) == [f"x/{ops['x'].file_id}_0-1-0_{c}.parquet"]
+    assert table.timeline().get(c).is_inflight
+
+
+def test_a_plan_with_an_operation_lacking_its_file_id_is_named_by_path(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    scheduled = schedule_compaction(table, DUE)
+    requested = table.base_path / ".hoodie" / f"{scheduled.instant}.compaction.requested"
+    plan = timeline_avro.read_avro(requested.read_bytes(), str(requested))
+    plan["operations"][0]["fileId"] = ""
+    requested.write_bytes(timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan))
+    timeline_files = sorted(p.name for p in (table.base_path / ".hoodie").iterdir() if p.is_file())
+    data_files = _at(table, "")
+    with pytest.raises(
+        CorruptTimelineFileError,
+        match=f"^{re.escape(str(requested))}: a compaction operation lacks fileId or baseInstantTime$",
+    ):
+        execute_compaction(table, scheduled.instant)
+    assert sorted(p.name for p in (table.base_path / ".hoodie").iterdir() if p.is_file()) == timeline_files
+    assert _at(table, "") == data_files
+
+
+def test_a_compaction_keeps_a_base_row_with_the_larger_ordering_value(tmp_path: Path) -> None:
+    table = mor(tmp_path)  # x: a (ts 2 in a log), b (ts 1)
+    write(table, batch(["b"], 0, "x"), "upsert")  # arrives later with a smaller ts: loses
+    _, done = run_compaction(table, DUE)
+    assert done.outcome is Outcome.COMPLETED
+    assert _rows(table) == [("a", 2, "x"), ("b", 1, "x"), ("c", 1, "y")]
+    (stat,) = done.stats
+    assert (stat.num_writes, stat.num_update_writes, stat.total_log_records) == (2, 2, 2)  # both touched
+
+
+def test_an_operation_whose_logs_hold_no_committed_block_rewrites_the_base(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+
+    def die(point: str) -> None:
+        if point == "commit":
+            raise SimulatedCrash(point)
+
+    with pytest.raises(SimulatedCrash):
+        write(table, batch(["c"], 7, "y"), "upsert", fault=die)  # a log block of an uncommitted write
+    timeline = table.timeline()
+    (base,) = [p.name for p in (table.base_path / "y").glob("*.parquet")]
+    (log,) = [p.name for p in (table.base_path / "y").glob(".*.log.*")]
+    file_id = base.split("_")[0]
+    base_instant = timeline.completed_commits[0].timestamp
+    op = CompactionOperation("y", file_id, base_instant, base, (log,))
+    at = "20250301010000000"
+    schema = operation.output_schema(table, timeline)
+    stat = operation.execute_operation(table, timeline, schema, at, op, token="0-1-0")
+    written = pq.read_table(table.base_path / stat.path)
+    assert written.select(["id", "ts", "p"]).to_pylist() == [{"id": "c", "ts": 1, "p": "y"}]
+    assert written.column("_hoodie_file_name").to_pylist() == [stat.path.split("/")[1]]
+    assert (stat.num_writes, stat.num_update_writes, stat.num_deletes, stat.total_log_records) == (1, 0, 0, 0)
+    assert [(m.file_name, m.io_type) for m in table.store.markers.read(at)] == [(stat.path[2:], "MERGE")]
+    # Without a base file the marker says CREATE.
+    log_only = CompactionOperation("y", file_id, base_instant, None, (log,))
+    stat = operation.execute_operation(table, timeline, schema, at, log_only, token="0-1-1")
+    assert pq.read_table(table.base_path / stat.path).num_rows == 0
+    assert ("y", stat.path[2:], "CREATE") in {
+        (m.partition, m.file_name, m.io_type) for m in table.store.markers.read(at)
+    }
+
+
+def test_plan_slice_is_exactly_the_planned_files(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    write(table, batch(["a"], 3, "x"), "upsert")  # a second log file in x
+    scheduled = schedule_compaction(table, DUE)
+    (op,) = scheduled.plan.operations
+    write(table, batch(["a"], 4, "x"), "upsert")  # logged after the plan: not in the slice
+    slice_ = operation.plan_slice(table, op)
+    folder = table.base_path / "x"
+    assert (slice_.partition, slice_.file_id, slice_.base_instant) == ("x", op.file_id, op.base_instant)
+    assert slice_.base_file is not None and slice_.base_file.file_name == op.data_file_name
+    assert slice_.base_file.size == (folder / op.data_file_name).stat().st_size
+    assert [(f.partition, f.file_name, f.size) for f in slice_.log_files] == [
+        ("x", name, (folder / name).stat().st_size) for name in sorted(op.delta_file_names, key=_log_order)
+    ]
+    assert len(slice_.log_files) == 2
+
+
+def _log_order(name: str) -> tuple[int, str]:
+    return int(name.split(".log.")[1].split("_")[0]), name
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"data_file_name": "bogus.parquet"},
+            "compaction plan names 'bogus.parquet', which is not a base file name",
+        ),
+        (
+            {"delta_file_names": ("bogus.log",)},
+            "compaction plan names 'bogus.log', which is not a log file name",
+        ),
+    ],
+)
+def test_plan_slice_refuses_names_that_are_no_data_files(tmp_path: Path, change: dict, message: str) -> None:
+    table = mor(tmp_path)
+    (op,) = schedule_compaction(table, DUE).plan.operations
+    with pytest.raises(CompactionError, match=f"^{re.escape(message)}$"):
+        operation.plan_slice(table, replace(op, **change))
+
+
+def test_plan_slice_names_a_missing_planned_file(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    (op,) = schedule_compaction(table, DUE).plan.operations
+    for gone in (op.data_file_name, op.delta_file_names[0]):
+        (table.base_path / "x" / gone).rename(table.base_path / "x" / "moved")
+        message = f"compaction of file group {op.file_id}: planned file x/{gone} is missing"
+        with pytest.raises(CompactionError, match=f"^{re.escape(message)}$"):
+            operation.plan_slice(table, op)
+        (table.base_path / "x" / "moved").rename(table.base_path / "x" / gone)
+
+
+@pytest.fixture(params=[1, 2], ids=["one-core", "two-cores"])
+def arrow_cores(request: pytest.FixtureRequest) -> Iterator[int]:
+    # One core writes the file, then counts; more overlap the two: both must give the same file and stat.
+    before = pa.cpu_count()
+    pa.set_cpu_count(request.param)
+    try:
+        yield request.param
+    finally:
+        pa.set_cpu_count(before)
+
+
+def test_a_compacted_file_and_stat_on_one_core_and_on_more(tmp_path: Path, arrow_cores: int) -> None:
+    table = mor(tmp_path)
+    write(table, batch(["b"], 3, "x"), "delete")
+    scheduled = schedule_compaction(table, DUE)
+    done = execute_compaction(table, scheduled.instant)
+    (stat,) = done.stats
+    path = table.base_path / stat.path
+    assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (1, 1, 1, 0)
+    assert stat.total_write_bytes == stat.file_size_in_bytes == path.stat().st_size
+    written = pq.read_table(path)
+    assert written.select(["id", "ts"]).to_pylist() == [{"id": "a", "ts": 2}]
+    assert written.column("_hoodie_file_name").to_pylist() == [path.name]
+    # The footer carries the record-key bloom filter sized by the table's settings: the old base
+    # file's filter carried over (laid out as a new one of 1 key is), so the deleted key b is
+    # still set, a false positive only.
+    footer = pq.ParquetFile(path).metadata.metadata
+    got = bloom_filter.from_footer(footer)
+    expected = bloom_filter.build(pa.array(["a"]), table.config.bloom_settings)
+    layout = ("type_code", "vector_size", "num_hashes", "row_capacity", "active_count")
+    assert [getattr(got, f) for f in layout] == [getattr(expected, f) for f in layout]
+    assert len(got.rows) == len(expected.rows) == 1
+    assert got.might_contain(pa.array(["a", "b"])).tolist() == [True, True]
+    assert got.rows != expected.rows

@@ -1,0 +1,729 @@
+"""The writer's smaller rules, exactly: which batch types a table column accepts, what a failed
+write tells its caller, the delete blocks and log write stats of merge-on-read writes (on a table
+Spark wrote, too), and appends to a file group that has no base file."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from hudi import HudiTableBuilder
+from tree_digest import tree_digest
+
+from airflow_lake_provider.lake.errors import CorruptDataFileError, LakeError, RollbackError, StorageError
+from airflow_lake_provider.lake.file_group.file_names import LogFileName
+from airflow_lake_provider.lake.format.avro_schema import with_meta_fields
+from airflow_lake_provider.lake.log_file.data_block import avro_data_block
+from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, decode_delete_block
+from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes
+from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash
+from airflow_lake_provider.lake.table.index import bloom
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write import (
+    FileGroupWrite,
+    WriteContext,
+    checks,
+    write,
+    write_file_group,
+    writer,
+)
+from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
+
+FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+T1, T2, T3 = (format_instant(FROZEN + dt.timedelta(milliseconds=i)) for i in range(3))
+
+
+def _table(path: Path, kind: str = "cow", partitioned: bool = False) -> LakeTable:
+    return LakeTable.create(
+        path,
+        name="t",
+        table_type=kind,
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",) if partitioned else (),
+        clock=InstantClock(now=lambda: FROZEN),
+    )
+
+
+def _batch(ids: list[int], ts: int = 1, v: str = "x") -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array([ts] * len(ids), pa.int64()),
+            "v": pa.array([f"{v}{i}" for i in ids], pa.string()),
+        }
+    )
+
+
+def _stats(path: Path, instant: str, action: str) -> list[dict]:
+    metadata = json.loads((path / ".hoodie" / f"{instant}.{action}").read_text())
+    return [s for stats in metadata["partitionToWriteStats"].values() for s in stats]
+
+
+def _hudi_rows(path: Path, *columns: str) -> list[tuple]:
+    batches = HudiTableBuilder.from_base_uri(str(path)).build().read()
+    rows = pa.Table.from_batches(batches).select(list(columns)).to_pylist() if batches else []
+    return sorted(tuple(r.values()) for r in rows)
+
+
+def _our_rows(path: Path, *columns: str) -> list[tuple]:
+    return sorted(
+        tuple(r.values()) for r in read_snapshot(LakeTable.open(path)).select(list(columns)).to_pylist()
+    )
+
+
+# -- which batch types a column of the table accepts ------------------------------------------------
+TS_US, TS_MS = pa.timestamp("us"), pa.timestamp("ms")
+CASTABLE = [
+    # (batch type, table type, accepted)
+    (pa.string(), pa.string(), True),
+    (pa.string(), pa.large_string(), True),
+    (pa.large_string(), pa.string(), True),
+    (pa.binary(), pa.string(), False),
+    (pa.string(), pa.binary(), False),
+    (pa.int32(), pa.int64(), True),
+    (pa.int64(), pa.int32(), False),  # values are checked one by one only for types that may fit
+    (pa.uint32(), pa.int64(), True),
+    (pa.uint64(), pa.int64(), False),
+    (pa.int8(), pa.uint8(), False),
+    (pa.int64(), pa.float64(), False),
+    (pa.float64(), pa.int64(), False),
+    (pa.float32(), pa.float64(), True),
+    (pa.float64(), pa.float32(), True),
+    (TS_US, pa.timestamp("us", tz="UTC"), True),
+    (pa.timestamp("us", tz="UTC"), TS_US, True),
+    (TS_MS, TS_US, False),
+    (TS_US, pa.int64(), False),
+    (pa.int64(), TS_US, False),
+    (pa.date32(), pa.date32(), True),
+    (pa.date32(), TS_US, False),
+]
+
+
+@pytest.mark.parametrize(("got", "want", "accepted"), CASTABLE, ids=[f"{g}->{w}" for g, w, _ in CASTABLE])
+def test_which_batch_types_a_table_column_accepts(
+    got: pa.DataType, want: pa.DataType, accepted: bool
+) -> None:
+    assert checks._leaf_castable(got, want) is accepted
+
+
+@pytest.mark.parametrize(
+    ("got", "want", "fits"),
+    [
+        (pa.int64(), pa.int64(), True),
+        (pa.uint16(), pa.uint16(), True),
+        (pa.int16(), pa.int32(), True),
+        (pa.int32(), pa.int16(), False),
+        (pa.uint8(), pa.int16(), True),
+        (pa.uint16(), pa.int16(), False),
+        (pa.int8(), pa.uint64(), False),
+    ],
+)
+def test_an_integer_type_fits_another_when_all_its_values_do(
+    got: pa.DataType, want: pa.DataType, fits: bool
+) -> None:
+    assert checks._int_fits(got, want) is fits
+
+
+# -- what a failed write tells its caller ---------------------------------------------------------
+def _fail_at(point: str):
+    def fault(at: str) -> None:
+        if at == point:
+            raise RuntimeError(f"disk gone at {at}")
+
+    return fault
+
+
+def test_a_write_failing_after_its_instant_exists_is_undone_without_a_trace_and_says_so(
+    tmp_path: Path,
+) -> None:
+    table = _table(tmp_path / "t")
+    before = tree_digest(tmp_path / "t")
+    with pytest.raises(RuntimeError, match="disk gone at file") as caught:  # its base file was made
+        write(table, _batch([1]), "insert", fault=_fail_at("file"))
+    assert caught.value.__notes__ == [
+        f"the write's instant {T1} of {table.uri} was undone: nothing of it is left"
+    ]
+    assert LakeTable.open(tmp_path / "t").timeline().instants == ()
+    # Only the metadata of the partition it was the first to write stays (as Hudi's writers leave it).
+    after = tree_digest(tmp_path / "t")
+    locks = {".hoodie/.aux/.lake-write.lock", ".hoodie/.aux/.lake-instant.lock"}  # made once, kept
+    assert after.keys() - before.keys() == {".hoodie_partition_metadata", *locks}
+    assert {k: after[k] for k in before} == before
+
+
+def test_a_failed_rollback_of_the_write_is_logged_and_noted_and_the_write_error_is_raised(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = _table(tmp_path / "t")
+
+    def stuck(_table: LakeTable, instant: str) -> None:
+        raise RollbackError(f"rollback of {instant} is stuck")
+
+    monkeypatch.setattr(writer, "discard_failed_write", stuck)
+    caplog.set_level(logging.ERROR, logger=writer.log.name)
+    caplog.clear()
+    with pytest.raises(RuntimeError, match="disk gone at inflight") as caught:
+        write(table, _batch([1]), "insert", fault=_fail_at("inflight"))
+    assert caught.value.__notes__ == [
+        f"its instant {T1} is not rolled back yet: run lake rollback {table.uri}"
+    ]
+    assert [r.getMessage() for r in caplog.records if r.name == writer.log.name] == [
+        f"could not roll back failed write {T1} of {table.uri}: rollback of {T1} is stuck"
+    ]
+    # Left pending for the next writer (or lake rollback) to finish.
+    assert [
+        (i.timestamp, i.state.name.lower()) for i in LakeTable.open(tmp_path / "t").timeline().instants
+    ] == [(T1, "inflight")]
+
+
+def test_a_write_whose_instant_was_never_created_drops_its_heartbeat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    table = _table(tmp_path / "t")
+
+    def refused(*_args: object) -> None:
+        raise StorageError("the store refused the requested file")
+
+    monkeypatch.setattr(table.store, "create_requested", refused)
+    lazy = {"hoodie.cleaner.policy.failed.writes": "LAZY"}
+    with pytest.raises(StorageError, match="refused") as caught:
+        write(table, _batch([1]), "insert", options=lazy)
+    assert not hasattr(caught.value, "__notes__")  # nothing was created, so nothing to roll back
+    assert sorted(p.name for p in (tmp_path / "t" / ".hoodie" / ".heartbeat").iterdir()) == []
+    assert list(LakeTable.open(tmp_path / "t").timeline().instants) == []
+
+
+# -- merge-on-read: delete blocks and log write stats ---------------------------------------------
+SF = "city=san_francisco"
+RIDER_A = "334e26e9-8355-45cc-97c6-c31daf0df330"  # in the base file only: ts 1695159649087
+RIDER_D = "9909a8b1-2d15-4d3d-8ec9-efc48c536a00"  # updated in the log by Spark: ts 1695046462179
+RIDER_C = "e96c4396-3fad-413a-a942-4cb36106d721"
+
+
+def _delete_batch(keys: list[str], ts: int = 0) -> pa.Table:
+    return pa.table(
+        {
+            "uuid": pa.array(keys, pa.string()),
+            "ts": pa.array([ts] * len(keys), pa.int64()),
+            "city": pa.array(["san_francisco"] * len(keys), pa.string()),
+        }
+    )
+
+
+def _new_log(path: Path, before: set[str]) -> Path:
+    (log_file,) = [p for p in (path / SF).iterdir() if p.name not in before]
+    return log_file
+
+
+def _deletes(log_file: Path) -> list[DeleteRecord]:
+    (block,) = parse_log_bytes(log_file.read_bytes(), str(log_file))
+    return decode_delete_block(block)
+
+
+def test_deletes_from_a_commit_time_table_carry_the_stored_ordering_values(hudi_table_zip) -> None:
+    # Spark's table orders by commit time (OverwriteWithLatestAvroPayload) with ts as its ordering
+    # field: a delete block carries each key's current value (so Java deletes too), taken from the
+    # merged slice: rider-C's from our log (ts 2), not from its base row.
+    path = hudi_table_zip("moravro_v6_trips_8i1u")
+    table = LakeTable.open(path)
+    current = read_snapshot(table).filter(pc.equal(pc.field("uuid"), RIDER_C))
+    rider_c = current.drop_columns([c for c in current.column_names if c.startswith("_hoodie")])
+    write(
+        table,
+        rider_c.set_column(rider_c.schema.get_field_index("ts"), "ts", pa.array([2], pa.int64())),
+        "upsert",
+    )
+    before = {p.name for p in (path / SF).iterdir()}
+    done = write(table, _delete_batch([RIDER_D, RIDER_A, RIDER_C], ts=5), "delete")
+    log_file = _new_log(path, before)
+    group = "d0304c53-6fd2-4b7a-a9d6-5ff632f79224-0"
+    assert log_file.name == f".{group}_20250331030642808.log.3_1-1-0"
+    assert _deletes(log_file) == [
+        DeleteRecord(RIDER_A, SF, 1695159649087, "long"),
+        DeleteRecord(RIDER_D, SF, 1695046462179, "long"),
+        DeleteRecord(RIDER_C, SF, 2, "long"),
+    ]
+    (stat,) = _stats(path, done.instant, "deltacommit")
+    size = log_file.stat().st_size
+    assert (stat["baseFile"], stat["logFiles"], stat["logVersion"], stat["logOffset"]) == (
+        f"{group}_0-13-60_20250331030642808.parquet",
+        [log_file.name],
+        3,
+        0,
+    )
+    assert (stat["numDeletes"], stat["numWrites"], stat["totalWriteBytes"], stat["fileSizeInBytes"]) == (
+        3,
+        0,
+        size,
+        size,
+    )
+    left = [("rider-E",), ("rider-F",), ("rider-G",), ("rider-I",), ("rider-J",)]
+    assert _our_rows(path, "rider") == left
+    # hudi-rs 0.5.0 decodes a delete's long ordering value as a 32-bit varint: epoch milliseconds
+    # (valid Avro longs, as Spark writes them too) stop it (docs/compatibility.md).
+    with pytest.raises(Exception, match="varint overflow"):
+        _hudi_rows(path, "rider")
+
+    # A key deleted already is still in the base file, so it is routed to its group again: the
+    # delete carries no ordering value (the key has none left), beside one that still has its own.
+    before = {p.name for p in (path / SF).iterdir()}
+    write(LakeTable.open(path), _delete_batch([RIDER_A, "1dced545-862b-4ceb-8b43-d2a568f6616b"]), "delete")
+    assert _deletes(_new_log(path, before)) == [
+        DeleteRecord("1dced545-862b-4ceb-8b43-d2a568f6616b", SF, 1695332066204, "long"),
+        DeleteRecord(RIDER_A, SF, None, None),
+    ]
+    assert _our_rows(path, "rider") == left[1:]
+
+
+def test_deletes_from_an_event_time_table_carry_their_own_ordering_values(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t", "mor", partitioned=True)
+    rows = pa.table({"id": [1, 2, 3], "ts": [10, 10, 10], "v": ["a", "b", "c"], "p": ["x", "x", "x"]})
+    write(table, rows, "insert")
+    write(table, rows.slice(0, 2).set_column(1, "ts", pa.array([7, 12])), "delete")
+    (log_file,) = (tmp_path / "t" / "x").glob(".*.log.*")
+    assert _deletes(log_file) == [DeleteRecord("1", "x", 7, "long"), DeleteRecord("2", "x", 12, "long")]
+    # Event time: the delete of id 1 (ts 7) loses to the stored version (ts 10).
+    assert (
+        _our_rows(tmp_path / "t", "id", "v") == _hudi_rows(tmp_path / "t", "id", "v") == [(1, "a"), (3, "c")]
+    )
+
+
+# -- a file group with no base file ---------------------------------------------------------------
+def test_an_append_to_a_group_without_a_base_file_records_no_base_file(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path, "mor")
+    write(table, _batch([1]), "insert")
+    # Another writer (e.g. one whose index puts inserts into logs) made a group of logs only at T1.
+    avro = with_meta_fields(LakeTable.open(path).data_avro_schema(LakeTable.open(path).timeline()))
+    group = "0a0a0a0a-0000-4000-8000-000000000000-0"
+    rows = pa.table(
+        {
+            "_hoodie_commit_time": [T1],
+            "_hoodie_commit_seqno": [f"{T1}_0_9"],
+            "_hoodie_record_key": ["2"],
+            "_hoodie_partition_path": [""],
+            "_hoodie_file_name": [group],
+            "id": pa.array([2], pa.int64()),
+            "ts": pa.array([1], pa.int64()),
+            "v": ["x2"],
+        }
+    )
+    first_log = LogFileName.create(group, T1, 1, "0-0-0").name
+    (path / first_log).write_bytes(avro_data_block(rows, avro, T1))
+    assert _our_rows(path, "id", "v") == _hudi_rows(path, "id", "v") == [(1, "x1"), (2, "x2")]
+
+    done = write(table, _batch([2], ts=2, v="y"), "upsert")
+    assert done.instant == T2
+    (stat,) = _stats(path, T2, "deltacommit")
+    second_log = LogFileName.create(group, T1, 2, "1-1-0").name
+    assert (stat["fileId"], stat["baseFile"], stat["logFiles"], stat["prevCommit"]) == (
+        group,
+        "",
+        [second_log],
+        T1,
+    )
+    assert stat["totalWriteBytes"] == stat["fileSizeInBytes"] == (path / second_log).stat().st_size
+    assert _our_rows(path, "id", "v") == _hudi_rows(path, "id", "v") == [(1, "x1"), (2, "y2")]
+
+
+def test_deletes_from_a_table_without_an_ordering_field_carry_no_ordering_value(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = LakeTable.create(path, name="t", table_type="mor", record_key_fields=("id",), precombine_field="")
+    write(table, pa.table({"id": pa.array([1, 2], pa.int64()), "v": ["a", "b"]}), "insert")
+    write(table, pa.table({"id": pa.array([2, 1], pa.int64())}), "delete")
+    (log_file,) = path.glob(".*.log.*")
+    assert _deletes(log_file) == [DeleteRecord("1", "", None, None), DeleteRecord("2", "", None, None)]
+    assert _our_rows(path, "id") == _hudi_rows(path, "id") == []
+
+
+# -- copy-on-write rewrites: stats, markers, damaged and unusual base files -------------------------
+def _base_file(path: Path) -> Path:
+    (base,) = path.glob("*.parquet")
+    return base
+
+
+def _rewrite_parquet(base: Path, change) -> None:
+    """Rewrite ``base`` in place through ``change`` (rows -> rows), keeping its footer's key-values."""
+    rows = pq.read_table(base)
+    pq.write_table(change(rows).replace_schema_metadata(rows.schema.metadata), base)
+
+
+def test_a_rewrite_records_its_marker_and_exact_write_stat(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2, 3]), "insert")
+    markers: list[str] = []
+
+    def look(point: str) -> None:
+        if point == "file":
+            markers.extend(sorted(p.name for p in (path / ".hoodie" / ".temp" / T2).iterdir()))
+
+    write(table, _batch([2], ts=2, v="y"), "upsert", fault=look)
+    name = _base_file_at(path, T2).name
+    assert markers == [f"{name}.marker.MERGE"]
+    (stat,) = _stats(path, T2, "commit")
+    assert (stat["numWrites"], stat["numUpdateWrites"], stat["prevCommit"]) == (3, 1, T1)
+    assert stat["totalWriteBytes"] == stat["fileSizeInBytes"] == (path / name).stat().st_size
+
+
+def _base_file_at(path: Path, instant: str) -> Path:
+    (base,) = path.glob(f"*_{instant}.parquet")
+    return base
+
+
+def test_a_stored_null_ordering_value_loses_to_an_update(tmp_path: Path) -> None:
+    # Other writers may have stored a null ordering value (ours refuse one in a batch): an update of
+    # that key wins, as a version with no ordering value loses to one with a value when merging.
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    _rewrite_parquet(_base_file(path), lambda rows: rows.set_column(6, "ts", pa.array([None, 1], pa.int64())))
+    write(table, _batch([1, 2], ts=0, v="y"), "upsert")
+    assert (
+        _our_rows(path, "id", "ts", "v") == _hudi_rows(path, "id", "ts", "v") == [(1, 0, "y1"), (2, 1, "x2")]
+    )
+
+
+def test_an_unreadable_bloom_filter_is_logged_and_the_keys_are_read_instead(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    base = _base_file(path)
+    damaged = {**pq.read_schema(base).metadata, b"org.apache.hudi.bloomfilter": b"!!!!"}
+    pq.write_table(pq.read_table(base).replace_schema_metadata(damaged), base)
+    caplog.set_level(logging.WARNING, logger=bloom.log.name)
+    caplog.clear()
+    done = write(table, _batch([2], ts=2, v="y"), "upsert")
+    assert [r.getMessage() for r in caplog.records if r.name == bloom.log.name] == [
+        f"cannot decode the bloom filter of {table.storage.uri(base.name)}: Only base64 data is allowed; "
+        "reading its record keys instead"
+    ]
+    assert (done.lookup.bloom_pruned, done.lookup.keys_read) == (0, (base.name,))
+    assert _our_rows(path, "id", "v") == _hudi_rows(path, "id", "v") == [(1, "x1"), (2, "y2")]
+
+
+def _damage_column(base: Path, column: str) -> None:
+    """Overwrite the page header of ``column``'s first chunk: the footer still reads."""
+    meta = pq.ParquetFile(base).metadata
+    index = next(i for i in range(meta.num_columns) if meta.schema.column(i).path == column)
+    offset = meta.row_group(0).column(index).data_page_offset
+    raw = bytearray(base.read_bytes())
+    raw[offset : offset + 12] = b"\xff" * 12
+    base.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("column", ["_hoodie_record_key", "v"])
+def test_a_damaged_base_file_is_named_and_the_write_changes_nothing(tmp_path: Path, column: str) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    base = _base_file(path)
+    _damage_column(base, column)
+    with pytest.raises(CorruptDataFileError, match=f"^cannot read base file {base}: "):
+        write(table, _batch([2], ts=2, v="y"), "upsert")
+    assert sorted(p.name for p in path.glob("*.parquet")) == [base.name]
+
+
+def _log_rows(group: str, instant: str, ids: list[int], v: str) -> pa.Table:
+    """Rows of a data block as another writer logs them in a non-partitioned table."""
+    return pa.table(
+        {
+            "_hoodie_commit_time": [instant] * len(ids),
+            "_hoodie_commit_seqno": [f"{instant}_0_{i}" for i in ids],
+            "_hoodie_record_key": [str(i) for i in ids],
+            "_hoodie_partition_path": [""] * len(ids),
+            "_hoodie_file_name": [group] * len(ids),
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array([1] * len(ids), pa.int64()),
+            "v": [f"{v}{i}" for i in ids],
+        }
+    )
+
+
+def test_a_copy_on_write_group_with_a_log_is_rewritten_with_the_log_merged(tmp_path: Path) -> None:
+    # COW writers write no logs; a slice that has one anyway is read as a reader merges it.
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    group = _base_file(path).name.split("_")[0]
+    avro = with_meta_fields(table.data_avro_schema(table.timeline()))
+    log = LogFileName.create(group, T1, 1, "0-0-0").name
+    (path / log).write_bytes(avro_data_block(_log_rows(group, T1, [2], "L"), avro, T1))
+    write(table, _batch([1], ts=2, v="y"), "upsert")
+    rewritten = pq.read_table(_base_file_at(path, T2)).select(["id", "v"]).to_pylist()
+    assert sorted((r["id"], r["v"]) for r in rewritten) == [(1, "y1"), (2, "L2")]
+
+
+def test_an_append_marks_its_log_file_before_the_crash_point(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path, "mor")
+    write(table, _batch([1, 2]), "insert")
+    markers: list[str] = []
+
+    def crash(point: str) -> None:
+        if point == "file":
+            markers.extend(p.name for p in (path / ".hoodie" / ".temp" / T2).iterdir())
+            raise SimulatedCrash(point)
+
+    with pytest.raises(SimulatedCrash):
+        write(table, _batch([2], ts=2, v="y"), "upsert", fault=crash)
+    (log,) = path.glob(".*.log.*")
+    assert markers == [f"{log.name}.marker.APPEND"]
+
+
+def test_a_base_file_rewritten_in_place_is_looked_up_anew(tmp_path: Path) -> None:
+    # The footer summaries a table keeps are keyed by path and size: a file replaced under its
+    # name (a repair, a copy) is read again, so its new keys are found, not inserted twice.
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    write(table, _batch([9]), "insert")  # the lookup keeps the summary of T1's file (keys 1..2)
+    base = _base_file_at(path, T1)
+    rows = pq.read_table(base)
+    extra = rows.slice(0, 1).set_column(2, "_hoodie_record_key", pa.array(["5"]))
+    extra = extra.set_column(5, "id", pa.array([5]))
+    metadata = {k: v for k, v in rows.schema.metadata.items() if b"bloom" not in k}
+    metadata[b"hoodie_max_record_key"] = b"5"
+    pq.write_table(pa.concat_tables([rows, extra]).replace_schema_metadata(metadata), base)
+    write(table, _batch([5], ts=3, v="z"), "upsert")
+    assert (
+        _our_rows(path, "id", "v")
+        == _hudi_rows(path, "id", "v")
+        == [(1, "x1"), (2, "x2"), (5, "z5"), (9, "x9")]
+    )
+
+
+def test_a_footer_with_only_one_end_of_the_key_range_is_not_used_for_pruning(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    base = _base_file(path)
+    metadata = dict(pq.read_schema(base).metadata)
+    del metadata[b"hoodie_max_record_key"]
+    pq.write_table(pq.read_table(base).replace_schema_metadata(metadata), base)
+    done = write(table, _batch([2], ts=2, v="y"), "upsert")
+    assert (done.inserted, done.updated, done.lookup.range_pruned) == (0, 1, 0)
+
+
+def test_a_cow_upsert_reads_each_files_keys_once(tmp_path: Path) -> None:
+    # Two files, one key updated in each: the lookup reads both key columns, and each rewrite
+    # takes its file's keys from what the lookup read.
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2, 3, 4]), "insert", max_rows_per_file=2)
+    done = write(table, _batch([1, 3], ts=2, v="y"), "upsert")
+    assert (done.updated, len(done.lookup.keys_read), done.lookup.row_groups_read) == (2, 2, 2)
+
+
+def test_a_base_file_that_is_not_parquet_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    base = _base_file(path)
+    base.write_bytes(b"not a parquet file at all")
+    with pytest.raises(CorruptDataFileError, match=f"^cannot read base file {base}: "):
+        write(table, _batch([2], ts=2, v="y"), "upsert")
+
+
+def test_an_insert_marks_and_records_each_new_file_exactly(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    markers: list[str] = []
+
+    def look(point: str) -> None:
+        if point == "commit":
+            markers.extend(sorted(p.name for p in (path / ".hoodie" / ".temp" / T1).iterdir()))
+
+    done = write(table, _batch([1, 2, 3]), "insert", max_rows_per_file=1, fault=look)
+    names = sorted(p.name for p in path.glob("*.parquet"))
+    assert len(names) == 3 and done.inserted == 3
+    assert markers == [f"{name}.marker.CREATE" for name in names]
+    stats = sorted(_stats(path, T1, "commit"), key=lambda s: s["path"])
+    assert [(s["path"], s["prevCommit"], s["numInserts"], s["numWrites"]) for s in stats] == [
+        (name, "null", 1, 1) for name in names
+    ]
+    assert [s["totalWriteBytes"] for s in stats] == [(path / name).stat().st_size for name in names]
+    assert [s["fileSizeInBytes"] for s in stats] == [(path / name).stat().st_size for name in names]
+
+
+def test_a_failed_archival_after_a_write_is_logged_and_the_write_stands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    table = _table(tmp_path / "t")
+
+    def unavailable(*_args: object) -> None:
+        raise StorageError("the archive folder is read-only")
+
+    monkeypatch.setattr(writer, "run_archival", unavailable)
+    caplog.set_level(logging.WARNING, logger=writer.log.name)
+    caplog.clear()
+    done = write(table, _batch([1]), "insert")
+    assert (done.instant, done.archived) == (T1, ())
+    assert [r.getMessage() for r in caplog.records if r.name == writer.log.name] == [
+        f"automatic archival after a write to {table.uri} did not run: the archive folder is read-only"
+    ]
+    assert _our_rows(tmp_path / "t", "id") == [(1,)]
+
+
+def test_a_base_file_without_a_record_key_column_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    base = _base_file(path)
+    rows = pq.read_table(base)
+    pq.write_table(rows.drop_columns(["_hoodie_record_key"]), base)
+    with pytest.raises(CorruptDataFileError, match=f"^cannot read base file {base}: "):
+        write(table, _batch([2], ts=2, v="y"), "upsert")
+
+
+def test_keys_every_file_rules_out_are_counted_per_file(tmp_path: Path) -> None:
+    # Key 5 is inside both files' key ranges; both bloom filters rule it out.
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 9]), "insert")
+    write(table, _batch([2, 8]), "insert")
+    done = write(table, _batch([5]), "upsert")
+    assert (done.inserted, done.lookup.range_pruned, done.lookup.bloom_pruned, done.lookup.keys_read) == (
+        1,
+        0,
+        2,
+        (),
+    )
+
+
+def test_a_key_between_a_files_row_groups_is_not_found_there(tmp_path: Path) -> None:
+    # No bloom filter, two row groups (keys 1-2 and 8-9): key 5 is in the file's range but in no
+    # row group's, so no key column is read and the key is new.
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2, 8, 9]), "insert")
+    base = _base_file(path)
+    rows = pq.read_table(base).sort_by("_hoodie_record_key")
+    metadata = {k: v for k, v in rows.schema.metadata.items() if b"bloom" not in k}
+    pq.write_table(rows.replace_schema_metadata(metadata), base, row_group_size=2)
+    assert pq.ParquetFile(base).metadata.num_row_groups == 2
+    done = write(table, _batch([5]), "upsert")
+    assert (done.inserted, done.lookup.row_groups_read, done.lookup.keys_read) == (1, 0, ())
+    assert _our_rows(path, "id") == _hudi_rows(path, "id") == [(1,), (2,), (5,), (8,), (9,)]
+
+
+def test_commit_sequence_numbers_run_on_across_the_files_of_a_write(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2, 3, 4, 5]), "insert", max_rows_per_file=2)
+    seqnos = sorted(read_snapshot(LakeTable.open(path)).column("_hoodie_commit_seqno").to_pylist())
+    assert seqnos == [f"{T1}_1_0", f"{T1}_1_1", f"{T1}_2_2", f"{T1}_2_3", f"{T1}_3_4"]
+
+
+def test_a_runner_that_loses_file_groups_fails_the_write(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t")
+    with pytest.raises(LakeError, match=rf"^write {T1}: 0 results for 1 file groups\n"):
+        write(table, _batch([1]), "insert", runner=lambda *_args: [])
+    assert LakeTable.open(tmp_path / "t").timeline().instants == ()  # undone without a trace
+
+
+def test_a_runner_that_returns_some_file_groups_only_fails_the_write(tmp_path: Path) -> None:
+    """Two file groups (two rows a file), one result: the write fails rather than commit without the
+    lost group's row, and the file the runner did write goes with its instant."""
+    table = _table(tmp_path / "t")
+
+    def first_only(t: LakeTable, context: Any, units: Any) -> list[Any]:
+        return [write_file_group(t, context, unit) for unit in units[:1]]
+
+    with pytest.raises(LakeError, match=rf"^write {T1}: 1 results for 2 file groups\n"):
+        write(table, _batch([1, 2, 3]), "insert", max_rows_per_file=2, runner=first_only)
+    reopened = LakeTable.open(tmp_path / "t")
+    assert reopened.timeline().instants == ()  # undone without a trace
+    assert [k for k in tree_digest(tmp_path / "t") if k.endswith(".parquet")] == []
+    assert read_snapshot(reopened).num_rows == 0
+
+
+# -- open base files: each closed as soon as the write needs it no more -----------------------------
+class TrackingStorage(LocalStorage):
+    """A local table that knows which of its base files are open for reading right now."""
+
+    def __init__(self, root: str | Path) -> None:
+        super().__init__(root)
+        self.handles: list[tuple[str, Any]] = []
+
+    def open_input(self, rel: str) -> Any:
+        handle = super().open_input(rel)
+        self.handles.append((rel, handle))
+        return handle
+
+    def open_now(self) -> list[str]:
+        return sorted(rel for rel, handle in self.handles if not handle.closed)
+
+
+def _three_files(path: Path, kind: str) -> tuple[LakeTable, TrackingStorage, list[str]]:
+    """Files A (keys 1, 2), B (5, 6) and C (8, 9), and the table opened anew over a tracking storage
+    (so no footer summary is cached)."""
+    table = _table(path, kind)
+    for ids in ([1, 2], [5, 6], [8, 9]):
+        write(table, _batch(ids), "insert")
+    storage = TrackingStorage(path)
+    files = [_base_file_at(path, t).name for t in (T1, T2, T3)]
+    return LakeTable(storage, table.config, table.clock), storage, files
+
+
+def test_cow_rewrites_keep_only_the_file_being_rewritten_open(tmp_path: Path) -> None:
+    table, storage, (a, b, c) = _three_files(tmp_path / "t", "cow")
+    seen: list[list[str]] = []
+    write(
+        table,
+        _batch([2, 5], ts=2, v="y"),
+        "upsert",
+        fault=lambda p: seen.append(storage.open_now()) if p == "file" else None,
+    )
+    # C is ruled out by the lookup and closed at once; A and B stay open for their rewrites (which
+    # read them from the lookup's open file), each closed once rewritten.
+    first, second = seen
+    assert first == sorted([a, b]) and len(second) == 1 and second[0] in (a, b)
+    assert storage.open_now() == []
+    assert sorted(rel for rel, _ in storage.handles) == sorted([a, b, c])
+
+
+def test_mor_appends_keep_no_base_file_open(tmp_path: Path) -> None:
+    table, storage, (a, _b, _c) = _three_files(tmp_path / "t", "mor")
+    seen: list[list[str]] = []
+    write(
+        table,
+        _batch([2], ts=2, v="y"),
+        "upsert",
+        fault=lambda p: seen.append(storage.open_now()) if p == "file" else None,
+    )
+    assert seen == [[]]  # A held key 2, but a log append never reads the base file
+    assert storage.open_now() == []
+
+
+def test_a_footer_with_no_key_range_at_all_is_looked_up_by_its_keys(tmp_path: Path) -> None:
+    path = tmp_path / "t"
+    table = _table(path)
+    write(table, _batch([1, 2]), "insert")
+    base = _base_file(path)
+    metadata = {k: v for k, v in pq.read_schema(base).metadata.items() if not k.startswith(b"hoodie_m")}
+    pq.write_table(pq.read_table(base).replace_schema_metadata(metadata), base)
+    done = write(table, _batch([2], ts=2, v="y"), "upsert")
+    assert (done.inserted, done.updated) == (0, 1)
+
+
+def test_a_write_through_a_runner_closes_every_base_file(tmp_path: Path) -> None:
+    table, storage, _files = _three_files(tmp_path / "t", "cow")
+
+    def runner(t: LakeTable, context: WriteContext, units: Sequence[FileGroupWrite]) -> list:
+        return [write_file_group(t, context, unit) for unit in units]
+
+    done = write(table, _batch([2, 5], ts=2, v="y"), "upsert", runner=runner)
+    assert done.updated == 2 and storage.open_now() == []

@@ -2,8 +2,8 @@
 
 A ``Storage`` is rooted at a table's base path; every path given to it is relative to that root,
 ``/``-separated (``""`` is the root itself, ``.hoodie/x.commit``, ``2024/01/f.parquet``). Kept apart
-from the implementations so that ``storage`` (local disk, ``open_storage``) and ``storage_s3`` both
-build on it without importing each other in a circle.
+from the implementations so that ``storage.local`` (local disk, ``open_storage``) and ``storage.s3``
+both build on it without importing each other in a circle.
 """
 
 from __future__ import annotations

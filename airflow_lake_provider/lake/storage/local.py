@@ -3,8 +3,8 @@
 A ``Storage`` is rooted at a table's base path; every path given to it is relative to that root,
 ``/``-separated (``""`` is the root itself, ``.hoodie/x.commit``, ``2024/01/f.parquet``). The core
 never builds an absolute path or calls ``os``/``open``/``shutil`` itself, so a table can live where
-a ``Storage`` can reach: the local disk (here) or S3 (``storage_s3``, imported only for ``s3://``).
-The interface itself is in ``storage_base``.
+a ``Storage`` can reach: the local disk (here) or S3 (``storage.s3``, imported only for ``s3://``).
+The interface itself is in ``storage.base``.
 
 The primitives are the ones a Hudi table needs and an object store can give: whole and ranged
 reads, atomic writes of a new file, **create-only** writes (the timeline's completed instants rely

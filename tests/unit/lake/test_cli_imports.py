@@ -39,7 +39,7 @@ def _loaded(*argv: str) -> tuple[int, set[str]]:
 HEAVY = {
     "table.table",
     "table.reader",
-    "table.writer",
+    "table.write.writer",
     "table.archival.executor",
     "services.clean.executor",
     "services.compaction.executor",

@@ -7,37 +7,16 @@ import logging
 import time
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
+from clean_support import RETAIN_ONE, cow_table, upsert
 
 from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import delete_files, run_clean
 from airflow_lake_provider.lake.services.clean.result import DeleteOutcome, Outcome
 from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import Action
-
-RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}
-
-
-def _table(tmp_path: Path) -> LakeTable:
-    return LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="cow",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
-
-
-def _upsert(table: LakeTable, ts: int, parts: tuple[str, ...] = ("x",)) -> str:
-    batch = pa.table(
-        {"id": [f"k{p}" for p in parts], "ts": pa.array([ts] * len(parts), pa.int64()), "p": parts}
-    )
-    return write(table, batch, "upsert").instant
 
 
 def _data_files(table: LakeTable) -> set[str]:
@@ -57,7 +36,7 @@ def _clean_metadata(table: LakeTable) -> dict:
 def test_delete_files_counts_gone_files_as_deleted_and_keeps_the_order(
     tmp_path: Path, count: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     part = table.base_path / "x"
     part.mkdir()
     names = [f"x/f{i:03d}.parquet" for i in range(count)]
@@ -103,10 +82,10 @@ def test_bulk_delete_keeps_the_order_and_logs_each_failure_sorted(
 
 
 def test_a_failed_delete_is_recorded_in_the_clean_metadata_and_the_result(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    c0 = _upsert(table, 0, ("x", "y"))
-    _upsert(table, 1, ("x", "y"))
-    c2 = _upsert(table, 2, ("x", "y"))
+    table = cow_table(tmp_path)
+    c0 = upsert(table, 0, ("x", "y"))
+    upsert(table, 1, ("x", "y"))
+    c2 = upsert(table, 2, ("x", "y"))
     old = sorted(f for f in _data_files(table) if f.endswith(f"_{c0}.parquet"))
     assert [f.split("/")[0] for f in old] == ["x", "y"]
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
@@ -142,10 +121,10 @@ def test_a_failed_delete_is_recorded_in_the_clean_metadata_and_the_result(tmp_pa
 
 
 def test_result_summary_is_exact(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    c0 = _upsert(table, 0, ("x", "y"))
-    _upsert(table, 1, ("x", "y"))
-    c2 = _upsert(table, 2, ("x",))
+    table = cow_table(tmp_path)
+    c0 = upsert(table, 0, ("x", "y"))
+    upsert(table, 1, ("x", "y"))
+    c2 = upsert(table, 2, ("x",))
     sizes = {
         f: (table.base_path / f).stat().st_size for f in _data_files(table) if f.endswith(f"_{c0}.parquet")
     }
@@ -182,9 +161,9 @@ def test_result_summary_is_exact(tmp_path: Path) -> None:
 
 
 def test_unknown_mode_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     hoodie = sorted(p.name for p in (table.base_path / ".hoodie").iterdir())
     with pytest.raises(ValueError, match=r"^unknown clean mode 'clean'$"):
         run_clean(table, RETAIN_ONE, mode="clean")
@@ -192,10 +171,10 @@ def test_unknown_mode_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
 
 
 def test_schedule_then_execute_one_instant(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    c0 = _upsert(table, 0)
-    _upsert(table, 1)
-    _upsert(table, 2)
+    table = cow_table(tmp_path)
+    c0 = upsert(table, 0)
+    upsert(table, 1)
+    upsert(table, 2)
     files = _data_files(table)
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
     assert scheduled.outcome is Outcome.SCHEDULED and scheduled.deleted_files == 0
@@ -210,24 +189,24 @@ def test_schedule_then_execute_one_instant(tmp_path: Path) -> None:
 
 
 def test_schedule_and_execute_finishes_a_pending_clean_first(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
     result = run_clean(table, RETAIN_ONE)
     # The pending clean deleted the only cleanable slice: no new plan.
     assert result.outcome is Outcome.CLEANED and result.instant == scheduled.instant
     assert result.finished_pending == (scheduled.instant,)
     assert result.reason == "fewer than 1 commits since the last clean" and result.deleted_files == 1
-    _upsert(table, 3)  # a commit since: planned again; slice c1 is cleanable now
+    upsert(table, 3)  # a commit since: planned again; slice c1 is cleanable now
     again = run_clean(table, RETAIN_ONE)
     assert (again.outcome, again.deleted_files, again.finished_pending) == (Outcome.CLEANED, 1, ())
 
 
 def test_nothing_to_delete_writes_no_instant(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    _upsert(table, 0)
-    _upsert(table, 1)
+    table = cow_table(tmp_path)
+    upsert(table, 0)
+    upsert(table, 1)
     result = run_clean(table, RETAIN_ONE)
     assert (result.outcome, result.reason, result.instant) == (Outcome.NO_WORK, "nothing to delete", None)
     assert result.finished_pending == () and result.plan is None
@@ -238,11 +217,11 @@ def test_nothing_to_delete_writes_no_instant(tmp_path: Path) -> None:
 
 
 def test_allow_multiple_false_plans_nothing_while_a_clean_is_pending(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     first = run_clean(table, RETAIN_ONE, mode="schedule")
-    _upsert(table, 3)
+    upsert(table, 3)
     options = {**RETAIN_ONE, "hoodie.clean.allow.multiple": "false"}
     refused = run_clean(table, options, mode="schedule")
     assert refused.outcome is Outcome.NO_WORK
@@ -254,9 +233,9 @@ def test_allow_multiple_false_plans_nothing_while_a_clean_is_pending(tmp_path: P
 
 
 def test_max_commits_waits_for_enough_commits_since_the_last_clean(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     assert executor.commits_since_last_clean(table.timeline()) == 3
     options = {**RETAIN_ONE, "hoodie.clean.max.commits": "4"}
     early = run_clean(table, options)
@@ -264,7 +243,7 @@ def test_max_commits_waits_for_enough_commits_since_the_last_clean(tmp_path: Pat
     options["hoodie.clean.max.commits"] = "3"
     assert run_clean(table, options).outcome is Outcome.CLEANED  # exactly 3: due
     assert executor.commits_since_last_clean(table.timeline()) == 0
-    _upsert(table, 3)
+    upsert(table, 3)
     assert executor.commits_since_last_clean(table.timeline()) == 1
     again = run_clean(table, {**RETAIN_ONE, "hoodie.clean.max.commits": "2"})
     assert again.reason == "fewer than 2 commits since the last clean"
@@ -278,17 +257,17 @@ def test_clean_logs_what_it_scanned_planned_and_deleted(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger=executor.log.name)
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     uri = table.uri
-    _upsert(table, 0, ("x", "y"))
-    c1 = _upsert(table, 1, ("x", "y"))
+    upsert(table, 0, ("x", "y"))
+    c1 = upsert(table, 1, ("x", "y"))
     assert run_clean(table, RETAIN_ONE).outcome is Outcome.NO_WORK
     assert _log(caplog) == [
         f"clean of {uri}: scanned 2 partitions, 2 file groups",
         "clean: no new plan: nothing to delete",
     ]
     caplog.clear()
-    _upsert(table, 2, ("x",))
+    upsert(table, 2, ("x",))
     result = run_clean(table, RETAIN_ONE)
     t = result.instant
     assert _log(caplog) == [
@@ -303,7 +282,7 @@ def test_clean_logs_what_it_scanned_planned_and_deleted(
         "clean: no new plan: fewer than 1 commits since the last clean",
     ]
     caplog.clear()
-    _upsert(table, 3, ("y",))
+    upsert(table, 3, ("y",))
     assert run_clean(table, {"hoodie.cleaner.commits.retained": "5"}).outcome is Outcome.NO_WORK
     assert _log(caplog) == [
         f"clean of {uri}: nothing to scan (earliest commit to retain: None)",
@@ -317,11 +296,11 @@ def test_planned_files_a_later_savepoint_needs_are_kept_and_logged(
 ) -> None:
     from airflow_lake_provider.lake.services.savepoint import create_savepoint
 
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     parts = tuple(f"p{i:02d}" for i in range(11))
-    c0 = _upsert(table, 0, parts)
-    _upsert(table, 1, parts)
-    _upsert(table, 2, parts)
+    c0 = upsert(table, 0, parts)
+    upsert(table, 1, parts)
+    upsert(table, 2, parts)
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
     assert scheduled.plan.file_count == 11
     point = create_savepoint(table, c0)
@@ -344,10 +323,10 @@ def test_planned_files_a_later_savepoint_needs_are_kept_and_logged(
 def test_incremental_planning_reads_the_state_file_and_falls_back_to_the_clean_metadata(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     for ts in range(3):
-        _upsert(table, ts, ("one", "two"))
-    _upsert(table, 3, ("two",))
+        upsert(table, ts, ("one", "two"))
+    upsert(table, 3, ("two",))
     done = run_clean(table, RETAIN_ONE)  # retains from commit 3, which wrote "two" only
     state_path = table.base_path / ".hoodie" / ".aux" / executor.STATE_FILE
     state = json.loads(state_path.read_text())
@@ -357,7 +336,7 @@ def test_incremental_planning_reads_the_state_file_and_falls_back_to_the_clean_m
         "extraMetadata": {"lake.policy": "KEEP_LATEST_COMMITS", "lake.savepoints": ""},
     }
     for ts in range(4, 6):
-        _upsert(table, ts, ("two",))
+        upsert(table, ts, ("two",))
     config = executor.clean_config(table, RETAIN_ONE)
     caplog.set_level(logging.INFO, logger=executor.log.name)
 
@@ -381,8 +360,8 @@ def test_incremental_planning_reads_the_state_file_and_falls_back_to_the_clean_m
 
 
 def test_dry_run_results_are_exact(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    _upsert(table, 0)
+    table = cow_table(tmp_path)
+    upsert(table, 0)
     nothing = run_clean(table, RETAIN_ONE, dry_run=True)
     assert (nothing.outcome, nothing.instant, nothing.plan, nothing.reason) == (
         Outcome.NO_WORK,
@@ -390,7 +369,7 @@ def test_dry_run_results_are_exact(tmp_path: Path) -> None:
         None,
         "nothing to delete",
     )
-    c1, c2 = _upsert(table, 1), _upsert(table, 2)
+    c1, c2 = upsert(table, 1), upsert(table, 2)
     preview = run_clean(table, RETAIN_ONE, dry_run=True)
     assert (preview.outcome, preview.instant, preview.reason) == (Outcome.PLANNED, None, "")
     assert preview.plan.earliest_instant_to_retain.timestamp == c2 and preview.plan.file_count == 1
@@ -410,11 +389,11 @@ def test_dry_run_results_are_exact(tmp_path: Path) -> None:
 
 
 def test_duration_covers_the_whole_run_every_pending_clean_it_finished(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     first = run_clean(table, RETAIN_ONE, mode="schedule")
-    _upsert(table, 3)
+    upsert(table, 3)
     second = run_clean(table, RETAIN_ONE, mode="schedule")
 
     def slow_deleter(table: LakeTable, plan: executor.CleanPlan) -> dict[str, DeleteOutcome]:
@@ -430,10 +409,10 @@ def test_duration_covers_the_whole_run_every_pending_clean_it_finished(tmp_path:
 
 
 def test_a_partition_the_deleter_does_not_report_counts_as_failed(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    c0 = _upsert(table, 0, ("x", "y"))
-    _upsert(table, 1, ("x", "y"))
-    _upsert(table, 2, ("x", "y"))
+    table = cow_table(tmp_path)
+    c0 = upsert(table, 0, ("x", "y"))
+    upsert(table, 1, ("x", "y"))
+    upsert(table, 2, ("x", "y"))
     old = sorted(f for f in _data_files(table) if f.endswith(f"_{c0}.parquet"))
 
     def x_only(table: LakeTable, plan: executor.CleanPlan) -> dict[str, DeleteOutcome]:

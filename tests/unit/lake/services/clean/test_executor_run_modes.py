@@ -8,41 +8,20 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import pyarrow as pa
+from clean_support import RETAIN_ONE, cow_table, upsert
 
 from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock
-
-RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}
-
-
-def _table(tmp_path: Path) -> LakeTable:
-    return LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="cow",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
-
-
-def _upsert(table: LakeTable, ts: int, parts: tuple[str, ...] = ("x",)) -> str:
-    batch = pa.table(
-        {"id": [f"k{p}" for p in parts], "ts": pa.array([ts] * len(parts), pa.int64()), "p": parts}
-    )
-    return write(table, batch, "upsert").instant
 
 
 def _two_pending_cleans(table: LakeTable) -> tuple[str, str]:
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     first = run_clean(table, RETAIN_ONE, mode="schedule").instant
-    _upsert(table, 3)
+    upsert(table, 3)
     second = run_clean(table, RETAIN_ONE, mode="schedule").instant
     return first, second
 
@@ -52,7 +31,7 @@ def _pending(table: LakeTable) -> list[str]:
 
 
 def test_execute_finishes_the_named_clean_even_when_another_is_older(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     first, second = _two_pending_cleans(table)
     done = run_clean(table, RETAIN_ONE, mode="execute", instant=second)
     assert (done.outcome, done.instant, done.finished_pending) == (Outcome.CLEANED, second, (second,))
@@ -60,9 +39,9 @@ def test_execute_finishes_the_named_clean_even_when_another_is_older(tmp_path: P
 
 
 def test_pending_cleans_finished_before_an_allow_multiple_refusal_are_reported(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     first, second = _two_pending_cleans(table)
-    _upsert(table, 4)
+    upsert(table, 4)
     options = {**RETAIN_ONE, "hoodie.clean.allow.multiple": "false"}
     result = run_clean(table, options, instant=first)  # finishes the first; the second stays pending
     assert (result.outcome, result.instant, result.finished_pending) == (Outcome.CLEANED, first, (first,))
@@ -71,9 +50,9 @@ def test_pending_cleans_finished_before_an_allow_multiple_refusal_are_reported(t
 
 
 def test_pending_cleans_finished_before_finding_nothing_new_are_reported(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule").instant
     # No gate on the commits since the last clean: the run plans again after finishing, and finds
     # nothing (the pending clean deleted the only cleanable slice).
@@ -87,10 +66,10 @@ def test_pending_cleans_finished_before_finding_nothing_new_are_reported(tmp_pat
 
 
 def test_a_dry_run_lists_through_its_lister_and_reports_its_duration(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    c0 = _upsert(table, 0, ("x", "y"))
-    _upsert(table, 1, ("x", "y"))
-    _upsert(table, 2, ("x", "y"))
+    table = cow_table(tmp_path)
+    c0 = upsert(table, 0, ("x", "y"))
+    upsert(table, 1, ("x", "y"))
+    upsert(table, 2, ("x", "y"))
 
     def slow_x_only(partitions: Sequence[str]) -> Mapping[str, Sequence[tuple[str, int]]]:
         time.sleep(0.3)
@@ -103,9 +82,9 @@ def test_a_dry_run_lists_through_its_lister_and_reports_its_duration(tmp_path: P
 
 
 def test_a_schedule_reports_its_plan_alone_and_its_duration(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
     assert (scheduled.outcome, scheduled.finished_pending, scheduled.reason) == (Outcome.SCHEDULED, (), "")
     assert 0 < scheduled.duration_seconds < 60
@@ -124,22 +103,22 @@ def test_the_clean_instant_follows_a_commit_stamped_ahead_of_this_clock(tmp_path
         partition_fields=("p",),
         clock=InstantClock(now=lambda: ahead + dt.timedelta(seconds=next(ticks))),
     )
-    commits = [_upsert(writer, ts) for ts in range(3)]
+    commits = [upsert(writer, ts) for ts in range(3)]
     assert commits[-1].startswith("2099")
     cleaner = LakeTable.open(tmp_path / "t")  # this process's clock: today, behind the writer's
     for mode in ("schedule", "schedule_and_execute"):
-        _upsert(writer, 3 if mode == "schedule" else 4)
+        upsert(writer, 3 if mode == "schedule" else 4)
         result = run_clean(cleaner, RETAIN_ONE, mode=mode)
         latest = max(i.timestamp for i in cleaner.timeline().instants if i.timestamp != result.instant)
         assert result.instant > latest, mode
 
 
 def test_a_run_that_finishes_a_pending_clean_then_cleans_again_reports_both(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     pending = run_clean(table, RETAIN_ONE, mode="schedule").instant
-    _upsert(table, 3)  # a commit since: the run plans anew after finishing the pending clean
+    upsert(table, 3)  # a commit since: the run plans anew after finishing the pending clean
 
     def slow_deleter(table: LakeTable, plan: executor.CleanPlan) -> dict[str, executor.DeleteOutcome]:
         time.sleep(0.3)  # each clean takes at least this long

@@ -8,8 +8,8 @@ import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
+from clean_support import RETAIN_ONE, cow_table, upsert
 
 from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import run_clean
@@ -17,28 +17,7 @@ from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock, instant_to_datetime
-
-RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}
-
-
-def _table(tmp_path: Path) -> LakeTable:
-    return LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="cow",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
-
-
-def _upsert(table: LakeTable, ts: int, parts: tuple[str, ...] = ("x",)) -> str:
-    batch = pa.table(
-        {"id": [f"k{p}" for p in parts], "ts": pa.array([ts] * len(parts), pa.int64()), "p": parts}
-    )
-    return write(table, batch, "upsert").instant
 
 
 def _ending(plan: executor.CleanPlan) -> list[str]:
@@ -49,10 +28,10 @@ def _ending(plan: executor.CleanPlan) -> list[str]:
 
 
 def test_the_plan_reads_the_files_of_the_timeline_it_is_given(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    c = [_upsert(table, ts) for ts in range(3)]
+    table = cow_table(tmp_path)
+    c = [upsert(table, ts) for ts in range(3)]
     then = table.timeline()
-    c += [_upsert(table, ts) for ts in range(3, 5)]
+    c += [upsert(table, ts) for ts in range(3, 5)]
     config = executor.clean_config(table, RETAIN_ONE)
     # As of c2: c2 and the slice before it (c1) are retained, c0 goes; c3 and c4 are not in that
     # timeline.
@@ -64,10 +43,10 @@ def test_the_plan_reads_the_files_of_the_timeline_it_is_given(tmp_path: Path) ->
 
 
 def test_the_plan_lists_partitions_through_the_lister_given(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    c0 = _upsert(table, 0, ("x", "y"))
-    _upsert(table, 1, ("x", "y"))
-    _upsert(table, 2, ("x", "y"))
+    table = cow_table(tmp_path)
+    c0 = upsert(table, 0, ("x", "y"))
+    upsert(table, 1, ("x", "y"))
+    upsert(table, 2, ("x", "y"))
     asked: list[list[str]] = []
 
     def only_x(partitions: Sequence[str]) -> Mapping[str, Sequence[tuple[str, int]]]:
@@ -81,12 +60,12 @@ def test_the_plan_lists_partitions_through_the_lister_given(tmp_path: Path) -> N
 
 
 def test_the_tables_clean_properties_apply_without_options(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     table.store.update_properties({**table.config.properties, **RETAIN_ONE})
     table = LakeTable.open(tmp_path / "t")
-    c0 = _upsert(table, 0)
-    _upsert(table, 1)
-    _upsert(table, 2)
+    c0 = upsert(table, 0)
+    upsert(table, 1)
+    upsert(table, 2)
     planned = run_clean(table, dry_run=True).plan  # Hudi's default would retain 10 commits: no plan
     assert planned is not None and _ending(planned) == [c0]
     # The caller's options still win over the table's.
@@ -94,8 +73,8 @@ def test_the_tables_clean_properties_apply_without_options(tmp_path: Path) -> No
 
 
 def test_every_savepoint_is_recorded_in_the_plan(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    c = [_upsert(table, ts) for ts in range(5)]
+    table = cow_table(tmp_path)
+    c = [upsert(table, ts) for ts in range(5)]
     create_savepoint(table, c[1])
     create_savepoint(table, c[0])
     result = run_clean(table, RETAIN_ONE)
@@ -107,9 +86,9 @@ def test_every_savepoint_is_recorded_in_the_plan(tmp_path: Path) -> None:
 def test_nothing_to_scan_names_the_earliest_commit_to_retain(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    table = _table(tmp_path)
+    table = cow_table(tmp_path)
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     done = run_clean(table, RETAIN_ONE)
     assert done.outcome is Outcome.CLEANED
     earliest = done.plan.earliest_instant_to_retain
@@ -123,10 +102,10 @@ def test_nothing_to_scan_names_the_earliest_commit_to_retain(
 
 
 def test_a_run_lists_through_its_lister(tmp_path: Path) -> None:
-    table = _table(tmp_path)
-    c0 = _upsert(table, 0, ("x", "y"))
-    _upsert(table, 1, ("x", "y"))
-    _upsert(table, 2, ("x", "y"))
+    table = cow_table(tmp_path)
+    c0 = upsert(table, 0, ("x", "y"))
+    upsert(table, 1, ("x", "y"))
+    upsert(table, 2, ("x", "y"))
 
     def only_x(partitions: Sequence[str]) -> Mapping[str, Sequence[tuple[str, int]]]:
         return {p: table.storage.list(p) if p == "x" else [] for p in partitions}
@@ -153,11 +132,11 @@ def test_a_pending_write_before_the_retention_cutoff_at_the_given_now_is_reporte
     table.store.update_properties({**table.config.properties, **never})
     table = LakeTable.open(tmp_path / "t", clock=table.clock)
     for ts in range(3):
-        _upsert(table, ts)
+        upsert(table, ts)
     with pytest.raises(SimulatedCrash), inject_crash(1):  # a write that died
-        _upsert(table, 3)
+        upsert(table, 3)
     (failed,) = table.timeline().pending
-    c4 = _upsert(table, 4)  # an hour or more later (the clock moves an hour a call)
+    c4 = upsert(table, 4)  # an hour or more later (the clock moves an hour a call)
     assert instant_to_datetime(c4) - instant_to_datetime(failed.timestamp) >= dt.timedelta(hours=1)
     caplog.set_level(logging.WARNING, logger=executor.log.name)
     options = {"hoodie.cleaner.policy": "KEEP_LATEST_BY_HOURS", "hoodie.cleaner.hours.retained": "1"}

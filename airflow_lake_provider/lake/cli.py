@@ -227,7 +227,10 @@ def _key_values(pairs: Sequence[str], error: type[LakeError]) -> dict[str, str]:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
             raise error(f"--option {pair!r} is not K=V")
-        options[key.strip()] = value.strip()
+        key, value = key.strip(), value.strip()
+        if options.get(key, value) != value:  # which one was meant? (argparse would keep the last)
+            raise error(f"--option {key} is given twice, as {options[key]!r} and {value!r}: give it once")
+        options[key] = value
     check_options(options)
     return options
 
@@ -285,13 +288,7 @@ def _cmd_compact(args: argparse.Namespace) -> None:
 
 
 def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
-    options: dict[str, str] = {}
-    for pair in args.option:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise LakeError(f"--option {pair!r} is not K=V")
-        options[key.strip()] = value.strip()
-    check_options(options)
+    options = _key_values(args.option, LakeError)
     if args.policy is not None:
         parse_policies(args.policy)  # unknown names fail here, before Spark or the table is touched
         options[POLICY_KIND_KEY] = args.policy

@@ -292,6 +292,13 @@ def test_clean_errors_and_a_held_lock_change_nothing(tmp_path: Path) -> None:
         "hoodie.clean.max.commits=-1": ["--option", "hoodie.clean.max.commits=-1"],
         "hoodie.clean.allow.multiple='perhaps'": ["--option", "hoodie.clean.allow.multiple=perhaps"],
         "--option 'retained' is not K=V": ["--option", "retained"],
+        # Two values for one key: refused (argparse alone keeps the last one silently).
+        "--option hoodie.cleaner.commits.retained is given twice, as '5' and '1': give it once": [
+            "--option",
+            "hoodie.cleaner.commits.retained=5",
+            "--option",
+            "hoodie.cleaner.commits.retained=1",
+        ],
     }
     *errors, usage = lake_all(
         *(["clean", str(base), *argv] for argv in cases.values()),
@@ -567,10 +574,15 @@ def test_partition_commit(tmp_path: Path) -> None:
     assert (again["outcome"], again["committed"], again["already_committed"]) == ("NO_WORK", [], ["a"])
 
     before = _tree(base)
-    missing, delay, policy = lake_all(
+    missing, delay, policy, twice = lake_all(
         ["partition-commit", str(base), "--partition", "a", "--partition", "zz"],
         ["partition-commit", str(base), "--partition", "b", "--delay", "5 parsecs"],
         ["partition-commit", str(base), "--partition", "b", "--policy", "success-file,bogus"],
+        ["partition-commit", str(base), "--partition", "b"]
+        + ["--option", "sink.partition-commit.delay=1 d", "--option", "sink.partition-commit.delay=0 s"],
+    )
+    assert _error(twice) == (
+        "--option sink.partition-commit.delay is given twice, as '1 d' and '0 s': give it once"
     )
     assert _error(missing) == f"{base}: partition(s) ['zz'] have no completed write; nothing was committed"
     assert _error(delay) == (

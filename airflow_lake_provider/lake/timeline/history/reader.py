@@ -82,11 +82,15 @@ class History:
         return min(f.min_time for f in files), max(f.max_time for f in files)
 
     def instants(self, start: str | None = None, end: str | None = None) -> list[ArchivedInstant]:
-        """The archived instants with requested times in ``[start, end]`` (inclusive), in time order."""
-        found: list[ArchivedInstant] = []
+        """The archived instants with requested times in ``[start, end]`` (inclusive), in time order.
+
+        An instant found in two files counts once (an archival retried after its first attempt
+        had published would hold it twice; Hudi's archiver avoids that, readers need not trust it).
+        """
+        found: set[ArchivedInstant] = set()
         for data_file in self.files(start, end):
             table = self.read_file(data_file, records.TIME_COLUMNS)
-            found.extend(i for i in records.instants_of(table) if _within(i.instant_time, start, end))
+            found.update(i for i in records.instants_of(table) if _within(i.instant_time, start, end))
         return sorted(found)
 
     def entries(self, instant_time: str) -> list[ArchivedEntry]:

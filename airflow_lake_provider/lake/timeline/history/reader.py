@@ -8,8 +8,9 @@ asked for (and of those only the columns needed).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cached_property
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -87,23 +88,25 @@ class History:
         An instant found in two files counts once (an archival retried after its first attempt
         had published would hold it twice; Hudi's archiver avoids that, readers need not trust it).
         """
-        found: set[ArchivedInstant] = set()
+        found: dict[tuple[str, str, str], ArchivedInstant] = {}
         for data_file in self.files(start, end):
             table = self.read_file(data_file, records.TIME_COLUMNS)
-            found.update(i for i in records.instants_of(table) if _within(i.instant_time, start, end))
-        return sorted(found)
+            for instant in records.instants_of(table):
+                if _within(instant.instant_time, start, end):
+                    found.setdefault(instant.sort_key, instant)
+        return [found[key] for key in sorted(found)]
 
     def entries(self, instant_time: str) -> list[ArchivedEntry]:
         """Every archived record with requested time ``instant_time`` (one per action archived at
         that time), with its metadata and plan bytes."""
-        out: list[ArchivedEntry] = []
+        out: dict[tuple[str, str, str], ArchivedEntry] = {}
         for data_file in self.files(instant_time, instant_time):
-            table = self.read_file(data_file)
+            table = self._read(data_file, lambda source: records.read_time(source, instant_time))
             rows = table.filter(pc.equal(table.column("instantTime"), instant_time))
             metadata, plans = rows.column("metadata").to_pylist(), rows.column("plan").to_pylist()
             for i, instant in enumerate(records.instants_of(rows)):
-                out.append(ArchivedEntry(instant, metadata[i], plans[i]))
-        return sorted(out, key=lambda e: e.instant)
+                out.setdefault(instant.sort_key, ArchivedEntry(instant, metadata[i], plans[i]))
+        return [out[key] for key in sorted(out)]
 
     def entry(self, instant_time: str, action: str | None = None) -> ArchivedEntry | None:
         """The archived record of ``instant_time`` (of ``action`` if given), or ``None``."""
@@ -114,10 +117,13 @@ class History:
 
     def read_file(self, data_file: DataFile, columns: Sequence[str] | None = None) -> pa.Table:
         """The rows of one of the snapshot's files (``columns`` only, all if None)."""
+        return self._read(data_file, lambda source: records.read_table(source, columns))
+
+    def _read(self, data_file: DataFile, read: Callable[[Any], pa.Table]) -> pa.Table:
         rel = f"{self.folder}/{data_file.name}"
         try:
             with self.storage.open_input(rel) as source:
-                return records.read_table(source, columns)
+                return read(source)
         except ObjectNotFoundError:
             raise CorruptTimelineFileError(
                 f"{self.storage.uri(rel)}: named by LSM timeline snapshot {self.snapshot.version} "

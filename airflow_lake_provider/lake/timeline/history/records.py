@@ -33,6 +33,9 @@ MODEL_KEY = "writer.model.name"
 # Hudi's LSM_TIMELINE_INSTANT_VERSION_1: the version every record is written with.
 RECORD_VERSION = 1
 COMPRESSION = "gzip"
+# Rows per row group: a lookup of one instant in a compacted file reads the group whose instantTime
+# statistics hold it, not the whole file (Java writes one group per 120 MB and reads either).
+ROW_GROUP_ROWS = 1024
 
 ARROW_SCHEMA = pa.schema(
     [
@@ -47,13 +50,18 @@ ARROW_SCHEMA = pa.schema(
 TIME_COLUMNS = ("instantTime", "completionTime", "action")
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class ArchivedInstant:
     """One completed instant of the archived timeline: its requested and completion times, action."""
 
     instant_time: str
     completion_time: str | None
     action: str
+
+    @property
+    def sort_key(self) -> tuple[str, str, str]:
+        """Timeline order (requested time, then action; a missing completion time sorts first)."""
+        return self.instant_time, self.action, self.completion_time or ""
 
 
 @dataclass(frozen=True)
@@ -116,12 +124,25 @@ def write_table(sink: IO[bytes], table: pa.Table) -> None:
     # Footer keys only: Arrow's own schema copy (ARROW:schema) is not something Java writes.
     with pq.ParquetWriter(sink, ARROW_SCHEMA, compression=COMPRESSION, store_schema=False) as writer:
         writer.add_key_value_metadata({AVRO_SCHEMA_KEY: footer_schema_json(), MODEL_KEY: "avro"})
-        writer.write_table(table.cast(ARROW_SCHEMA), row_group_size=max(table.num_rows, 1))
+        writer.write_table(table.cast(ARROW_SCHEMA), row_group_size=ROW_GROUP_ROWS)
 
 
 def read_table(source: Any, columns: Sequence[str] | None = None) -> pa.Table:
     """The rows of one history file (``columns`` only), as a table in ``ARROW_SCHEMA``'s names."""
     return pq.ParquetFile(source).read(columns=list(columns) if columns is not None else None)
+
+
+def read_time(source: Any, instant_time: str) -> pa.Table:
+    """The rows of one history file that may have requested time ``instant_time``: the row groups
+    whose ``instantTime`` statistics hold it (every group where statistics are missing)."""
+    parquet_file = pq.ParquetFile(source)
+    column = parquet_file.schema_arrow.get_field_index("instantTime")
+    groups = []
+    for g in range(parquet_file.metadata.num_row_groups):
+        stats = parquet_file.metadata.row_group(g).column(column).statistics
+        if stats is None or not stats.has_min_max or stats.min <= instant_time <= stats.max:
+            groups.append(g)
+    return parquet_file.read_row_groups(groups)
 
 
 def instants_of(table: pa.Table) -> list[ArchivedInstant]:

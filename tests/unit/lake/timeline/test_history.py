@@ -250,3 +250,12 @@ def test_a_damaged_parquet_file_is_named_in_the_error(storage: CountingStorage) 
     storage.delete(f"{H}/{name}")
     with pytest.raises(CorruptTimelineFileError, match=rf"{name}: named by LSM timeline snapshot 1"):
         History(storage).instants()
+
+
+def test_an_instant_found_in_two_files_counts_once(storage: CountingStorage) -> None:
+    writer = HistoryWriter(storage)
+    writer.append([entry(1), entry(2)])
+    writer.append([entry(2), entry(3)])  # a retried archival that had already published entry 2
+    history = History(storage)
+    assert history.instants() == [completed(1), completed(2), completed(3)]
+    assert history.entries(t(2)) == [entry(2)]

@@ -114,3 +114,16 @@ def test_rows_round_trip_and_are_valid_hoodie_lsm_timeline_instants() -> None:
     for row in table.to_pylist():
         assert fastavro.validation.validate(row, parsed)
     assert records.instants_of(table) == [e.instant for e in ENTRIES]
+
+
+def test_a_lookup_reads_only_the_row_group_holding_the_instant() -> None:
+    many = [
+        ArchivedEntry(ArchivedInstant(f"20250101{n:09d}", None, "commit"), b"m", None)
+        for n in range(3 * records.ROW_GROUP_ROWS)
+    ]
+    data = written(many)
+    assert pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups == 3
+    wanted = f"20250101{records.ROW_GROUP_ROWS + 5:09d}"
+    rows = records.read_time(io.BytesIO(data), wanted)
+    assert rows.num_rows == records.ROW_GROUP_ROWS
+    assert rows.column("instantTime")[0].as_py() == f"20250101{records.ROW_GROUP_ROWS:09d}"

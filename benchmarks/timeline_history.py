@@ -32,12 +32,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from airflow_lake_provider.lake.storage import LocalStorage, Storage  # noqa: E402
-from airflow_lake_provider.lake.timeline.history import (  # noqa: E402
-    ArchivedEntry,
-    ArchivedInstant,
-    History,
-    HistoryWriter,
-)
+from airflow_lake_provider.lake.timeline.history.reader import History  # noqa: E402
+from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry, ArchivedInstant  # noqa: E402
+from airflow_lake_provider.lake.timeline.history.writer import HistoryWriter  # noqa: E402
 
 TIMELINE = ".hoodie/timeline"
 ACTIVE = 30

@@ -9,13 +9,10 @@ import pytest
 
 from airflow_lake_provider.lake.errors import ArchivalError, CorruptTimelineFileError
 from airflow_lake_provider.lake.storage import LocalStorage
-from airflow_lake_provider.lake.timeline.history import (
-    HISTORY_DIR,
-    ArchivedEntry,
-    ArchivedInstant,
-    History,
-    HistoryWriter,
-)
+from airflow_lake_provider.lake.timeline.history.layout import HISTORY_DIR
+from airflow_lake_provider.lake.timeline.history.reader import History
+from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry, ArchivedInstant
+from airflow_lake_provider.lake.timeline.history.writer import HistoryWriter
 
 H = HISTORY_DIR
 

@@ -12,14 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash, inject_crash
-from airflow_lake_provider.lake.timeline.history import (
-    HISTORY_DIR,
-    ArchivedEntry,
-    ArchivedInstant,
-    History,
-    HistoryWriter,
-)
-from airflow_lake_provider.lake.timeline.history.layout import parse_data_file
+from airflow_lake_provider.lake.timeline.history.layout import HISTORY_DIR, parse_data_file
+from airflow_lake_provider.lake.timeline.history.reader import History
+from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry, ArchivedInstant
+from airflow_lake_provider.lake.timeline.history.writer import HistoryWriter
 
 
 def t(n: int) -> str:

@@ -8,7 +8,8 @@ import json
 import fastavro
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.timeline.history import ArchivedEntry, ArchivedInstant, records
+from airflow_lake_provider.lake.timeline.history import records
+from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry, ArchivedInstant
 
 # hudi-common/src/main/avro/HoodieLSMTimelineInstant.avsc of Hudi 1.0/1.1.
 HUDI_SCHEMA = {

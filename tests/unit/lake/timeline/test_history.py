@@ -256,3 +256,25 @@ def test_an_instant_found_in_two_files_counts_once(storage: CountingStorage) -> 
     history = History(storage)
     assert history.instants() == [completed(1), completed(2), completed(3)]
     assert history.entries(t(2)) == [entry(2)]
+
+
+def test_the_history_works_through_an_s3_storage(s3_bucket: str) -> None:
+    from airflow_lake_provider.lake.storage.s3 import S3Storage
+
+    storage = S3Storage(f"s3://{s3_bucket}/t")
+    writer = HistoryWriter(storage, batch=3)
+    for n in range(4):
+        writer.append([entry(2 * n), entry(2 * n + 1, "clean")])
+        writer.compact()
+    history = History(storage)
+    assert sorted(f.name for f in history.snapshot.files) == [
+        f"{t(0)}_{t(5)}_1.parquet",
+        f"{t(6)}_{t(7)}_0.parquet",
+    ]
+    assert history.instants(t(3), t(6)) == [
+        completed(3, "clean"),
+        completed(4),
+        completed(5, "clean"),
+        completed(6),
+    ]
+    assert history.entry(t(5)) == entry(5, "clean")

@@ -90,7 +90,9 @@ class History:
         """
         found: dict[tuple[str, str, str], ArchivedInstant] = {}
         for data_file in self.files(start, end):
-            table = self.read_file(data_file, records.TIME_COLUMNS)
+            table = self._read(
+                data_file, lambda src: records.read_range(src, start, end, records.TIME_COLUMNS)
+            )
             for instant in records.instants_of(table):
                 if _within(instant.instant_time, start, end):
                     found.setdefault(instant.sort_key, instant)
@@ -101,7 +103,7 @@ class History:
         that time), with its metadata and plan bytes."""
         out: dict[tuple[str, str, str], ArchivedEntry] = {}
         for data_file in self.files(instant_time, instant_time):
-            table = self._read(data_file, lambda source: records.read_time(source, instant_time))
+            table = self._read(data_file, lambda src: records.read_range(src, instant_time, instant_time))
             rows = table.filter(pc.equal(table.column("instantTime"), instant_time))
             metadata, plans = rows.column("metadata").to_pylist(), rows.column("plan").to_pylist()
             for i, instant in enumerate(records.instants_of(rows)):

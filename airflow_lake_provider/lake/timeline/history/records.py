@@ -132,17 +132,23 @@ def read_table(source: Any, columns: Sequence[str] | None = None) -> pa.Table:
     return pq.ParquetFile(source).read(columns=list(columns) if columns is not None else None)
 
 
-def read_time(source: Any, instant_time: str) -> pa.Table:
-    """The rows of one history file that may have requested time ``instant_time``: the row groups
-    whose ``instantTime`` statistics hold it (every group where statistics are missing)."""
+def read_range(
+    source: Any, start: str | None, end: str | None, columns: Sequence[str] | None = None
+) -> pa.Table:
+    """The rows (``columns`` only) of one history file's row groups whose ``instantTime``
+    statistics overlap ``[start, end]`` (every group where statistics are missing)."""
     parquet_file = pq.ParquetFile(source)
     column = parquet_file.schema_arrow.get_field_index("instantTime")
     groups = []
     for g in range(parquet_file.metadata.num_row_groups):
         stats = parquet_file.metadata.row_group(g).column(column).statistics
-        if stats is None or not stats.has_min_max or stats.min <= instant_time <= stats.max:
+        if (
+            stats is None
+            or not stats.has_min_max
+            or ((start is None or stats.max >= start) and (end is None or stats.min <= end))
+        ):
             groups.append(g)
-    return parquet_file.read_row_groups(groups)
+    return parquet_file.read_row_groups(groups, columns=list(columns) if columns is not None else None)
 
 
 def instants_of(table: pa.Table) -> list[ArchivedInstant]:

@@ -117,7 +117,7 @@ def test_rows_round_trip_and_are_valid_hoodie_lsm_timeline_instants() -> None:
     assert records.instants_of(table) == [e.instant for e in ENTRIES]
 
 
-def test_a_lookup_reads_only_the_row_group_holding_the_instant() -> None:
+def test_a_lookup_reads_only_the_row_groups_that_can_hold_its_times() -> None:
     many = [
         ArchivedEntry(ArchivedInstant(f"20250101{n:09d}", None, "commit"), b"m", None)
         for n in range(3 * records.ROW_GROUP_ROWS)
@@ -125,6 +125,11 @@ def test_a_lookup_reads_only_the_row_group_holding_the_instant() -> None:
     data = written(many)
     assert pq.ParquetFile(io.BytesIO(data)).metadata.num_row_groups == 3
     wanted = f"20250101{records.ROW_GROUP_ROWS + 5:09d}"
-    rows = records.read_time(io.BytesIO(data), wanted)
+    rows = records.read_range(io.BytesIO(data), wanted, wanted)
     assert rows.num_rows == records.ROW_GROUP_ROWS
     assert rows.column("instantTime")[0].as_py() == f"20250101{records.ROW_GROUP_ROWS:09d}"
+    # A range over the end of the first group and the start of the second reads those two.
+    first_end = f"20250101{records.ROW_GROUP_ROWS - 1:09d}"
+    two = records.read_range(io.BytesIO(data), first_end, wanted, ["instantTime"])
+    assert (two.num_rows, two.column_names) == (2 * records.ROW_GROUP_ROWS, ["instantTime"])
+    assert records.read_range(io.BytesIO(data), None, None).num_rows == 3 * records.ROW_GROUP_ROWS

@@ -73,6 +73,35 @@ class ArchivedEntry:
     plan: bytes | None = None
 
 
+# The pending actions whose requested file is the plan archived with the instant.
+_PLAN_IN_REQUESTED = frozenset({"compaction", "logcompaction"})
+# Those whose inflight file (when not empty) is archived as the plan, else the requested file.
+_PLAN_IN_INFLIGHT = frozenset({"replacecommit", "clustering"})
+
+
+def archived_entry(
+    instant: ArchivedInstant,
+    pending_action: str,
+    completed: bytes,
+    requested: bytes | None = None,
+    inflight: bytes | None = None,
+) -> ArchivedEntry:
+    """The record Hudi archives for one completed instant, from its active timeline files' bytes.
+
+    ``instant.action`` is the completed file's action and ``pending_action`` the requested file's
+    (``compaction`` for a compaction completed as ``commit``, ``clustering`` for a clustering
+    completed as ``replacecommit``); ``requested`` and ``inflight`` are None where the file is gone.
+    """
+    plan: bytes | None = None
+    if pending_action == "clean":
+        plan = requested if requested is not None else inflight  # the first pending file's
+    elif pending_action in _PLAN_IN_REQUESTED:
+        plan = requested
+    elif pending_action in _PLAN_IN_INFLIGHT:
+        plan = inflight or requested or None
+    return ArchivedEntry(instant, completed or None, plan)
+
+
 @cache
 def avro_schema() -> dict[str, Any]:
     """The ``HoodieLSMTimelineInstant`` schema as shipped (Hudi's own ``.avsc``)."""
@@ -148,7 +177,10 @@ def read_range(
             or ((start is None or stats.max >= start) and (end is None or stats.min <= end))
         ):
             groups.append(g)
-    return parquet_file.read_row_groups(groups, columns=list(columns) if columns is not None else None)
+    wanted = list(columns) if columns is not None else None
+    if len(groups) == parquet_file.metadata.num_row_groups:
+        return parquet_file.read(columns=wanted)
+    return parquet_file.read_row_groups(groups, columns=wanted)
 
 
 def instants_of(table: pa.Table) -> list[ArchivedInstant]:

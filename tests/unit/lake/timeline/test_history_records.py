@@ -133,3 +133,28 @@ def test_a_lookup_reads_only_the_row_groups_that_can_hold_its_times() -> None:
     two = records.read_range(io.BytesIO(data), first_end, wanted, ["instantTime"])
     assert (two.num_rows, two.column_names) == (2 * records.ROW_GROUP_ROWS, ["instantTime"])
     assert records.read_range(io.BytesIO(data), None, None).num_rows == 3 * records.ROW_GROUP_ROWS
+
+
+def test_what_an_archived_record_holds_per_action() -> None:
+    def archived(action: str, pending: str, **files: bytes | None) -> tuple[bytes | None, bytes | None]:
+        instant = ArchivedInstant("20250101000000001", "20250101000000002", action)
+        found = records.archived_entry(instant, pending, files.pop("completed", b"done"), **files)
+        assert found.instant == instant
+        return found.metadata, found.plan
+
+    assert archived("deltacommit", "deltacommit", requested=b"", inflight=b"w") == (b"done", None)
+    assert archived("commit", "commit", completed=b"") == (None, None)
+    assert archived("clean", "clean", requested=b"cleaner plan") == (b"done", b"cleaner plan")
+    assert archived("clean", "clean", inflight=b"cleaner plan") == (b"done", b"cleaner plan")
+    assert archived("commit", "compaction", requested=b"compaction plan", inflight=b"") == (
+        b"done",
+        b"compaction plan",
+    )
+    assert archived("logcompaction", "logcompaction", requested=b"plan") == (b"done", b"plan")
+    assert archived("replacecommit", "replacecommit", requested=b"req", inflight=b"infl") == (
+        b"done",
+        b"infl",
+    )
+    assert archived("replacecommit", "clustering", requested=b"req", inflight=b"") == (b"done", b"req")
+    assert archived("replacecommit", "replacecommit", requested=b"", inflight=None) == (b"done", None)
+    assert archived("rollback", "rollback", requested=b"rollback plan") == (b"done", None)

@@ -15,8 +15,7 @@ import pytest
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.config import check_options
-from airflow_lake_provider.lake.config.known import BY_NAME, HUDI_KEYS_FILE, hudi_keys, is_hudi_key
+from airflow_lake_provider.lake.config import check_options, known
 from airflow_lake_provider.lake.errors import ConfigError
 from airflow_lake_provider.lake.table.table import LakeTable
 
@@ -63,20 +62,20 @@ def _table(tmp_path: Path) -> Path:
 
 # -- the key list ----------------------------------------------------------------------------------
 def test_the_shipped_key_list_is_sorted_unique_hoodie_names_under_a_header_saying_where_from() -> None:
-    text = resources.files("airflow_lake_provider.lake.config").joinpath(HUDI_KEYS_FILE).read_text("utf-8")
+    text = resources.files("airflow_lake_provider.lake.config").joinpath("hudi_keys.txt").read_text("utf-8")
     header = [line for line in text.splitlines() if line.startswith("#")]
     names = [line for line in text.splitlines() if not line.startswith("#")]
     assert "website/docs/configurations.md" in " ".join(header)
     assert "website/versioned_docs/version-0.15.0/configurations.md" in " ".join(header)
     assert names == sorted(set(names)) and len(names) > 900
     assert all(n.startswith("hoodie.") and " " not in n for n in names)
-    keys, families = hudi_keys()
+    keys, families = known.hudi_keys()
     assert (len(keys), families) == (len(names) - 1, ("hoodie.streamer.jdbc.extra.options.",))
     # Both spellings of the clean retention (1.x's and 0.15's), and every hoodie. name the registry reads.
     assert {"hoodie.clean.commits.retained", "hoodie.cleaner.commits.retained"} <= keys
-    assert {n for n in BY_NAME if n.startswith("hoodie.") and n not in keys} == set()
-    assert is_hudi_key("hoodie.streamer.jdbc.extra.options.fetchsize")
-    assert not is_hudi_key("hoodie.cleaner.commits.retaned")
+    assert {n for n in known.BY_NAME if n.startswith("hoodie.") and n not in keys} == set()
+    assert known.is_hudi_key("hoodie.streamer.jdbc.extra.options.fetchsize")
+    assert not known.is_hudi_key("hoodie.cleaner.commits.retaned")
 
 
 def test_importing_operators_and_the_cli_does_not_read_the_key_list() -> None:
@@ -115,11 +114,6 @@ def test_other_engines_keys_are_not_judged_nor_named_as_ignored(logged: list[tup
     assert logged == [
         (logging.WARNING, "ignoring Hudi options this provider does not use: hoodie.clustering.inline")
     ]
-
-
-def test_registered_keys_alone_log_nothing(logged: list[tuple[int, str]]) -> None:
-    check_options({"hoodie.cleaner.commits.retained": "3", "clean.retain_commits": "3", "write.tasks": "4"})
-    assert logged == []
 
 
 @pytest.mark.parametrize(

@@ -61,10 +61,15 @@ def hudi_keys() -> tuple[frozenset[str], tuple[str, ...]]:
     """Hudi's documented key names, and the families with a variable last part (``....``).
 
     Read once, the first time options are checked: importing an operator does not pay for it.
+    (Through the package's loader with ``pkgutil``: importing ``importlib.resources`` alone costs
+    more than reading the file.)
     """
-    from importlib import resources
+    import pkgutil
 
-    text = resources.files(__package__).joinpath(HUDI_KEYS_FILE).read_text("utf-8")
+    data = pkgutil.get_data(__package__, HUDI_KEYS_FILE)
+    if data is None:  # pragma: no cover - a loader that cannot read package data
+        raise ConfigError(f"{HUDI_KEYS_FILE} is missing from {__package__}")
+    text = data.decode("utf-8")
     names = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     return frozenset(n for n in names if not n.endswith(".")), tuple(n for n in names if n.endswith("."))
 

@@ -1,0 +1,205 @@
+"""Unknown option keys: Hudi's own keys (``hudi_keys.txt``) are accepted and ignored with one
+warning, a typo of a key the provider reads is refused naming the nearest; in the core, at the CLI
+and through an operator."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+
+import pytest
+from tree_digest import tree_digest
+
+from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.config import check_options, known
+from airflow_lake_provider.lake.errors import ConfigError
+from airflow_lake_provider.lake.table.table import LakeTable
+
+LOGGER = "airflow_lake_provider.lake.config.known"
+# Keys Spark and Flink jobs pass that no option of this provider reads (Hudi 1.x and 0.15 names).
+REAL = {
+    "hoodie.auto.commit": "false",  # 0.15's page only
+    "hoodie.compaction.payload.class": "org.apache.hudi.common.model.DefaultHoodieRecordPayload",
+    "hoodie.clustering.inline": "true",
+    "hoodie.avro.schema.validate": "false",
+    "hoodie.merge.allow.duplicate.on.inserts": "true",
+    "hoodie.rollback.parallelism": "10",
+    "hoodie.write.markers.type": "DIRECT",
+}
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[tuple[int, str]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append((record.levelno, record.getMessage()))
+
+
+@pytest.fixture
+def logged() -> Iterator[list[tuple[int, str]]]:
+    """What the check logs, caught on its own logger: once Airflow is imported (the operator test,
+    or any earlier test of the session), its logging set-up keeps records from pytest's caplog."""
+    logger, handler = logging.getLogger(LOGGER), _Records()
+    level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    yield handler.lines
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+
+
+def _table(tmp_path: Path) -> Path:
+    path = tmp_path / "t"
+    LakeTable.create(path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts")
+    return path
+
+
+# -- the key list ----------------------------------------------------------------------------------
+def test_the_shipped_key_list_is_sorted_unique_hoodie_names_under_a_header_saying_where_from() -> None:
+    text = resources.files("airflow_lake_provider.lake.config").joinpath("hudi_keys.txt").read_text("utf-8")
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    names = [line for line in text.splitlines() if not line.startswith("#")]
+    assert "website/docs/configurations.md" in " ".join(header)
+    assert "website/versioned_docs/version-0.15.0/configurations.md" in " ".join(header)
+    assert names == sorted(set(names)) and len(names) > 900
+    assert all(n.startswith("hoodie.") and " " not in n for n in names)
+    keys, families = known.hudi_keys()
+    assert (len(keys), families) == (len(names) - 1, ("hoodie.streamer.jdbc.extra.options.",))
+    # Both spellings of the clean retention (1.x's and 0.15's), and every hoodie. name the registry reads.
+    assert {"hoodie.clean.commits.retained", "hoodie.cleaner.commits.retained"} <= keys
+    assert {n for n in known.BY_NAME if n.startswith("hoodie.") and n not in keys} == set()
+    assert known.is_hudi_key("hoodie.streamer.jdbc.extra.options.fetchsize")
+    assert not known.is_hudi_key("hoodie.cleaner.commits.retaned")
+
+
+def test_importing_operators_and_the_cli_does_not_read_the_key_list() -> None:
+    code = (
+        "import airflow_lake_provider.operators.clean, airflow_lake_provider.operators.rollback\n"
+        "import airflow_lake_provider.lake.cli\n"
+        "from airflow_lake_provider.lake.config.known import hudi_keys\n"
+        "print('misses', hudi_keys.cache_info().misses)\n"
+        "from airflow_lake_provider.lake.config import check_options\n"
+        "check_options({'hoodie.auto.commit': 'false'})\n"
+        "print('misses', hudi_keys.cache_info().misses)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    # (Airflow's own log lines may come first: its operators' import configures logging.)
+    assert [line for line in out.splitlines() if line.startswith("misses ")] == ["misses 0", "misses 1"]
+
+
+# -- check_options ---------------------------------------------------------------------------------
+def test_real_hudi_keys_are_accepted_and_one_warning_names_them_not_the_registered_ones(
+    logged: list[tuple[int, str]],
+) -> None:
+    check_options({"hoodie.cleaner.commits.retained": "3", **REAL, "hoodie.metadata.enable": "false"})
+    assert logged == [
+        (
+            logging.WARNING,
+            "ignoring Hudi options this provider does not use: hoodie.auto.commit, "
+            "hoodie.compaction.payload.class, hoodie.clustering.inline, hoodie.avro.schema.validate, "
+            "hoodie.merge.allow.duplicate.on.inserts, hoodie.rollback.parallelism, "
+            "hoodie.write.markers.type",
+        )
+    ]
+
+
+def test_other_engines_keys_are_not_judged_nor_named_as_ignored(logged: list[tuple[int, str]]) -> None:
+    check_options({"write.tasks": "4", "compaction.async.enabled": "false", "hoodie.clustering.inline": "1"})
+    assert logged == [
+        (logging.WARNING, "ignoring Hudi options this provider does not use: hoodie.clustering.inline")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (
+            "hoodie.cleaner.commits.retaned",
+            "unknown option hoodie.cleaner.commits.retaned='3'; "
+            "did you mean hoodie.cleaner.commits.retained?",
+        ),
+        (
+            "hoodie.clean.commits.retaind",
+            "unknown option hoodie.clean.commits.retaind='3'; did you mean hoodie.clean.commits.retained?",
+        ),
+        (
+            "hoodie.keep.min.comits",
+            "unknown option hoodie.keep.min.comits='3'; did you mean hoodie.keep.min.commits?",
+        ),
+        (
+            "lake.partition-commit.late-data.recomit",
+            "unknown option lake.partition-commit.late-data.recomit='3'; "
+            "did you mean lake.partition-commit.late-data.recommit?",
+        ),
+        ("lake.nothing.like.it", "unknown option lake.nothing.like.it='3' (every option: docs/options.md)"),
+    ],
+)
+def test_a_typo_beside_real_hudi_keys_is_refused_naming_the_nearest_registered_key(
+    key: str, message: str, logged: list[tuple[int, str]]
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_options({**REAL, key: "3"})
+    assert str(caught.value) == message
+    assert logged == []  # refused: nothing was ignored
+
+
+@pytest.mark.parametrize(
+    ("key", "near"),
+    [("hoodie.markers.type", "hoodie.write.markers.type"), ("hoodie.auto.comit", "hoodie.auto.commit")],
+)
+def test_a_key_nearer_to_a_hudi_key_than_to_ours_names_that_key_as_ignored(key: str, near: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_options({key: "1"})
+    assert str(caught.value) == (
+        f"unknown option {key}='1'; did you mean {near} (a Hudi option this provider ignores)?"
+    )
+
+
+# -- through the CLI and an operator -------------------------------------------------------------
+def test_the_cli_accepts_a_copied_hudi_option_and_warns_that_it_is_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], logged: list[tuple[int, str]]
+) -> None:
+    path = _table(tmp_path)
+    code = main(["clean", str(path), "--option", "hoodie.precombine.field=ts"])
+    out = capsys.readouterr()
+    assert code == 0 and "error" not in out.err
+    assert '"outcome": "NO_WORK"' in out.out
+    assert logged == [
+        (logging.WARNING, "ignoring Hudi options this provider does not use: hoodie.precombine.field")
+    ]
+
+
+def test_the_cli_refuses_a_misspelt_retention_beside_real_keys_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _table(tmp_path)
+    before = tree_digest(path)
+    argv = ["clean", str(path), "--option", "hoodie.auto.commit=false"]
+    code = main([*argv, "--option", "hoodie.cleaner.commits.retaned=3"])
+    assert (code, capsys.readouterr().err) == (
+        1,
+        "lake: error: unknown option hoodie.cleaner.commits.retaned='3'; "
+        "did you mean hoodie.cleaner.commits.retained?\n",
+    )
+    assert tree_digest(path) == before
+
+
+def test_an_operator_runs_with_copied_hudi_options_and_logs_them_as_ignored(
+    tmp_path: Path, logged: list[tuple[int, str]]
+) -> None:
+    from airflow_lake_provider.operators.rollback import RollbackFailedWritesOperator
+
+    path = _table(tmp_path)
+    task = RollbackFailedWritesOperator(
+        task_id="rollback", table_path=str(path), options={"hoodie.rollback.parallelism": "10"}
+    )
+    assert task.execute({}) == {"outcome": "NO_WORK", "instant": None, "rollbacks": []}
+    assert logged == [
+        (logging.WARNING, "ignoring Hudi options this provider does not use: hoodie.rollback.parallelism")
+    ]

@@ -68,6 +68,11 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
+def _partition_fields(value: str | None) -> tuple[str, ...]:
+    """The field names (version 8 may add a custom key generator's part type: ``field:SIMPLE``)."""
+    return tuple(f.partition(":")[0] for f in _split(value))
+
+
 def _bool(value: str | None, default: bool) -> bool:
     return default if value is None or value == "" else value.strip().lower() == "true"
 
@@ -150,8 +155,7 @@ class TableConfig:
             table_type=TableType.parse(props["hoodie.table.type"]),
             record_key_fields=_split(props.get("hoodie.table.recordkey.fields")),
             precombine_field=precombine or None,
-            # Version 8 may add a custom key generator's part type: ``field:SIMPLE``.
-            partition_fields=tuple(f.split(":", 1)[0] for f in _split(props.get("hoodie.table.partition.fields"))),
+            partition_fields=_partition_fields(props.get("hoodie.table.partition.fields")),
             hive_style=_bool(props.get("hoodie.datasource.write.hive_style_partitioning"), False),
             populate_meta_fields=_bool(props.get("hoodie.populate.meta.fields"), True),
             payload_class=props.get("hoodie.compaction.payload.class") or None,

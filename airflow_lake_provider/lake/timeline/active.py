@@ -15,8 +15,8 @@ from airflow_lake_provider.lake.errors import CorruptTimelineFileError, InvalidI
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
-from airflow_lake_provider.lake.timeline.layouts import LAYOUT_V1, TimelineLayout
 from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, Instant, State
+from airflow_lake_provider.lake.timeline.layouts import LAYOUT_V1, TimelineLayout
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,10 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
 
 # Hudi 1.x's commit metadata schemas (table versions 8 and 9), as the writer schemas of Spark-written
 # tables carry them: self-contained, so they are parsed apart from the 0.x set above.
-_SCHEMAS_1X = {COMMIT_METADATA: "HoodieCommitMetadata.1x", REPLACE_COMMIT_METADATA: "HoodieReplaceCommitMetadata.1x"}
+_SCHEMAS_1X = {
+    COMMIT_METADATA: "HoodieCommitMetadata.1x",
+    REPLACE_COMMIT_METADATA: "HoodieReplaceCommitMetadata.1x",
+}
 
 
 @cache
@@ -155,7 +158,9 @@ def read_commit_metadata(data: bytes, source: str) -> dict[str, Any]:
         name = str(reader.writer_schema.get("name", "")) if isinstance(reader.writer_schema, dict) else ""
         full_name = name if "." in name else f"org.apache.hudi.avro.model.{name}"
         if full_name not in _SCHEMAS_1X:
-            raise CorruptTimelineFileError(f"{source}: holds a {name or 'nameless'} record, not commit metadata")
+            raise CorruptTimelineFileError(
+                f"{source}: holds a {name or 'nameless'} record, not commit metadata"
+            )
         records = list(fastavro.reader(io.BytesIO(data), reader_schema=schema_1x(full_name)))
     except CorruptTimelineFileError:
         raise

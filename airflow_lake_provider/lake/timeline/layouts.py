@@ -10,17 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from airflow_lake_provider.lake.errors import LakeError, UnsupportedTableVersionError
+from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.format.properties import parse_properties
+from airflow_lake_provider.lake.format.table_config import timeline_location
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.timeline import layout, layout_v2
 from airflow_lake_provider.lake.timeline.instant import Instant
-
-LAYOUT_VERSION_KEY = "hoodie.timeline.layout.version"
-TIMELINE_PATH_KEY = "hoodie.timeline.path"
-HISTORY_PATH_KEY = "hoodie.timeline.history.path"
-DEFAULT_TIMELINE_PATH = "timeline"
-DEFAULT_HISTORY_PATH = "history"
 
 
 @dataclass(frozen=True)
@@ -52,13 +47,9 @@ class TimelineLayout:
     @classmethod
     def from_properties(cls, props: Mapping[str, str], source: str = "hoodie.properties") -> TimelineLayout:
         """The layout ``props`` declare (layout 1 when the key is absent, as in a folder with none)."""
-        version = (props.get(LAYOUT_VERSION_KEY) or "1").strip()
-        if version == str(layout.VERSION):
+        version, folder, history = timeline_location(props, source)
+        if version == layout.VERSION:
             return LAYOUT_V1
-        if version != str(layout_v2.VERSION):
-            raise UnsupportedTableVersionError(f"{source}: {LAYOUT_VERSION_KEY}={version} is not 1 or 2")
-        folder = _folder_name(props, TIMELINE_PATH_KEY, DEFAULT_TIMELINE_PATH, source)
-        history = _folder_name(props, HISTORY_PATH_KEY, DEFAULT_HISTORY_PATH, source)
         return cls(layout_v2.VERSION, f"{HOODIE_DIR}/{folder}", f"{HOODIE_DIR}/{folder}/{history}")
 
     @classmethod
@@ -75,11 +66,3 @@ class TimelineLayout:
 
 
 LAYOUT_V1 = TimelineLayout(layout.VERSION)
-
-
-def _folder_name(props: Mapping[str, str], key: str, default: str, source: str) -> str:
-    """One folder name below ``.hoodie/`` (never a path that climbs out of it)."""
-    value = (props.get(key) or default).strip()
-    if not value or "/" in value or "\\" in value or value in (".", ".."):
-        raise UnsupportedTableVersionError(f"{source}: {key}={value!r} is not a folder name")
-    return value

@@ -40,6 +40,17 @@ def _commands(table: Path, instant: str, source: Path) -> dict[str, list[str]]:
         "compact-execute": ["compact", t, "--mode", "execute"],
         "archive": ["archive", t],
         "partition-commit": ["partition-commit", t, "--partition", "region=us", "--policy", "success-file"],
+        "partition-commit-merge": [
+            "partition-commit",
+            t,
+            "--partition",
+            "region=us",
+            "--policy",
+            "merge-small-files",
+        ],
+        "clean-spark": ["clean", t, "--spark"],
+        "clean-dry-run": ["clean", t, "--dry-run"],
+        "compact-spark": ["compact", t, "--mode", "run", "--force", "--spark"],
         "savepoint-create": ["savepoint", "create", t, "--instant", instant],
         "savepoint-delete": ["savepoint", "delete", t, "--instant", instant],
         "rollback-failed": ["rollback", t],
@@ -105,4 +116,27 @@ def test_timeline_and_show_work_on_v8_v9(
     )
     assert main(["show", str(table), instant]) == 0
     assert capsys.readouterr().out.startswith(f"instant {instant} deltacommit COMPLETED\n")
+    assert tree_digest(table) == before
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_init_over_a_v8_v9_table_refused_and_table_unchanged(
+    name: str, hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = hudi_table_zip(name)
+    before = tree_digest(table)
+    argv = [
+        "init",
+        str(table),
+        "--table-type",
+        "mor",
+        "--name",
+        "t",
+        "--record-key",
+        "id",
+        "--precombine",
+        "ts",
+    ]
+    assert main(argv) == 1
+    assert "already holds a table" in capsys.readouterr().err
     assert tree_digest(table) == before

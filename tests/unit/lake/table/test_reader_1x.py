@@ -8,6 +8,7 @@ list storage: on these tables both listings agree.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,10 +18,12 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.errors import InstantArchivedError, TableConfigError, UnsupportedLogBlockError
+from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, encode_block, parse_log_bytes
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from tests.conftest import HUDI_TABLES_1X
+from tests.tree_digest import tree_digest
 
 ZIPS = sorted(p.stem for p in HUDI_TABLES_1X.glob("*.zip"))
 # Lance base files (table version 9): hudi-rs reads them, we refuse the table by name.
@@ -95,3 +98,39 @@ def test_lake_read_cli_1x_table_equals_hudi_rs(
         argv = ["read", str(path), "--output", str(out)] + (["--as-of", as_of] if as_of else [])
         assert main(argv) == 0, capsys.readouterr().err
         _assert_same(pq.read_table(out), _hudi_rs(path, as_of), name, table, as_of)
+
+
+def test_partial_update_log_block_refused_naming_the_log_file(hudi_table_zip: Callable[[str], Path]) -> None:
+    """A block with header IS_PARTIAL=true holds some columns only: refused by name, never read as
+    whole records (the others would come out null)."""
+    path = hudi_table_zip("mor_avro_v9_txns_simple_nometa")
+    log = path / "region=us" / ".db2fca8f-03b7-4da7-b042-4b617ab79b9d-0_20260307135830801.log.1_0-10-23"
+    blocks = parse_log_bytes(log.read_bytes(), str(log))
+    assert [b.block_type for b in blocks] == [BlockType.AVRO_DATA]
+    header = {**blocks[0].header, HeaderKey.IS_PARTIAL: "true"}
+    log.write_bytes(encode_block(blocks[0].block_type, header, blocks[0].content))
+    table = LakeTable.open(path)
+    with pytest.raises(UnsupportedLogBlockError, match=rf"{re.escape(str(log))} offset 0: a partial-update"):
+        read_snapshot(table, "20260307135832616")
+    # The read that no longer reaches that slice is unaffected (the group was replaced since).
+    assert read_snapshot(table).num_rows == 12
+
+
+def test_as_of_before_the_active_timeline_with_lsm_history_refused(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    path = hudi_table_zip("cow_v9_txns_simple_nometa")
+    table = LakeTable.open(path)
+    first = table.timeline().instants[0].timestamp
+    history = path / ".hoodie" / "timeline" / "history"
+    assert read_snapshot(table, "20200101000000000").num_rows == 0  # an empty history: nothing archived
+    (history / "20200101000000000_20200102000000000_0.parquet").write_bytes(b"PAR1")
+    before = tree_digest(path)
+    with pytest.raises(InstantArchivedError, match="LSM archived timeline") as info:
+        read_snapshot(table, "20200101000000000")
+    assert str(info.value) == (
+        f"{path}: cannot read as of 20200101000000000: the instants up to it are in the LSM archived "
+        f"timeline ({history}), which is not read yet; the earliest instant that can be read is {first}"
+    )
+    assert read_snapshot(table, first).num_rows > 0  # the active timeline still reads
+    assert tree_digest(path) == before

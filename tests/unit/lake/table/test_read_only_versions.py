@@ -115,7 +115,10 @@ def test_timeline_and_show_work_on_v8_v9(
         f"{first.timestamp}  {first.completion_time}  {first.action.value:<14} {first.state.name}"
     )
     assert main(["show", str(table), instant]) == 0
-    assert capsys.readouterr().out.startswith(f"instant {instant} deltacommit COMPLETED\n")
+    completion = timeline.completion_time(instant)
+    assert capsys.readouterr().out.startswith(
+        f"instant {instant} deltacommit COMPLETED\ncompleted at {completion}\noperation: "
+    )
     assert tree_digest(table) == before
 
 

@@ -9,6 +9,7 @@ from types import MappingProxyType
 
 from airflow_lake_provider.lake.errors import TableConfigError, UnsupportedTableVersionError
 from airflow_lake_provider.lake.format.bloom_filter import BloomSettings
+from airflow_lake_provider.lake.format.timeline_paths import timeline_location
 
 SUPPORTED_TABLE_VERSION = 6  # the version this core creates and writes
 SUPPORTED_LAYOUT_VERSION = 1
@@ -257,29 +258,3 @@ def _check_v8_features(props: Mapping[str, str], source: str) -> None:
 def _keygen_of_type(props: Mapping[str, str]) -> str | None:
     keygen_type = (props.get("hoodie.table.keygenerator.type") or "").strip().upper()
     return KEYGEN_CLASSES_BY_TYPE.get(keygen_type)
-
-
-def timeline_location(props: Mapping[str, str], source: str = "hoodie.properties") -> tuple[int, str, str]:
-    """(timeline layout version, timeline folder, history folder): the folders are names below
-    ``.hoodie/`` (layout 2: ``hoodie.timeline.path``, ``hoodie.timeline.history.path`` inside it);
-    layout 1 (and a folder without ``hoodie.properties``) keeps its instants in ``.hoodie/`` itself."""
-    version = (props.get("hoodie.timeline.layout.version") or "1").strip()
-    if version == "1":
-        return 1, "", ""
-    if version != "2":
-        raise UnsupportedTableVersionError(
-            f"{source}: hoodie.timeline.layout.version={version} is not 1 or 2"
-        )
-    return (
-        2,
-        _folder_name(props, "hoodie.timeline.path", "timeline", source),
-        _folder_name(props, "hoodie.timeline.history.path", "history", source),
-    )
-
-
-def _folder_name(props: Mapping[str, str], key: str, default: str, source: str) -> str:
-    """One folder name (never a path that climbs out of ``.hoodie/``)."""
-    value = (props.get(key) or default).strip()
-    if not value or "/" in value or "\\" in value or value in (".", ".."):
-        raise TableConfigError(f"{source}: {key}={value!r} is not a folder name")
-    return value

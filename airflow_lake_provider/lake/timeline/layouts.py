@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.format.properties import parse_properties
-from airflow_lake_provider.lake.format.table_config import timeline_location
+from airflow_lake_provider.lake.format.timeline_paths import timeline_location
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.timeline import layout, layout_v2
 from airflow_lake_provider.lake.timeline.instant import Instant

@@ -154,6 +154,9 @@ def _cmd_timeline(args: argparse.Namespace) -> None:
 
     timeline = LakeTable.open(args.path).timeline()
     rows = [{"time": i.timestamp, "action": i.action.value, "state": i.state.name} for i in timeline.instants]
+    if timeline.layout.has_completion_times:  # table versions 8 and 9: when each instant completed
+        for row, instant in zip(rows, timeline.instants, strict=True):
+            row["completion_time"] = instant.completion_time
     if args.verbose:
         from airflow_lake_provider.lake.services.inspect import instant_stats, stats_line
     stats = [instant_stats(timeline, i) for i in timeline.instants] if args.verbose else []
@@ -162,10 +165,13 @@ def _cmd_timeline(args: argparse.Namespace) -> None:
         print(json.dumps(merged, indent=2))
         return
     for n, row in enumerate(rows):
+        time = row["time"]
+        if "completion_time" in row:
+            time = f"{time}  {row['completion_time'] or '-':<17}"
         if stats:
-            print(f"{row['time']}  {row['action']:<14} {row['state']:<9} {stats_line(stats[n])}")
+            print(f"{time}  {row['action']:<14} {row['state']:<9} {stats_line(stats[n])}")
         else:
-            print(f"{row['time']}  {row['action']:<14} {row['state']}")
+            print(f"{time}  {row['action']:<14} {row['state']}")
 
 
 def _cmd_show(args: argparse.Namespace) -> None:

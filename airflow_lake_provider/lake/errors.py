@@ -28,6 +28,10 @@ class UnsupportedTableVersionError(TableConfigError):
     """The table version (or timeline layout) is not one this core reads and writes."""
 
 
+class ReadOnlyTableVersionError(UnsupportedTableVersionError):
+    """The table's version is one this core reads but does not write yet (Hudi 1.x: 8 and 9)."""
+
+
 class InvalidInstantError(LakeError, ValueError):
     """An instant time or timeline file name does not follow the Hudi grammar."""
 
@@ -50,6 +54,10 @@ class InvalidFileNameError(LakeError, ValueError):
 
 class CorruptLogBlockError(LakeError):
     """A log block cannot be decoded (raised only where skipping it is not safe)."""
+
+
+class UnsupportedLogBlockError(LakeError):
+    """A log block uses a feature this core does not merge (e.g. a partial-update block)."""
 
 
 class CorruptDataFileError(LakeError):

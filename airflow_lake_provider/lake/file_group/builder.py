@@ -3,6 +3,7 @@ the slice index (plain tuples: a big table lists 100,000s of files) with groups 
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -59,8 +60,14 @@ def index_slices(
     timeline: Timeline, names: Sequence[str], listing: Mapping[str, Sequence[tuple[str, int | None]]]
 ) -> tuple[dict[tuple[str, str], dict[str, SlotEntry]], dict[tuple[str, str], tuple[str, str]]]:
     """The committed files of the listed partitions by (partition, file id) and base instant, and
-    the groups pending compactions rewrite (their instant and the base instant they read)."""
+    the groups pending compactions rewrite (their instant and the base instant they read).
+
+    Timeline layout 1 names each log file after its slice's base instant. In layout 2 (table
+    versions 8 and 9) a log file is named after the deltacommit that wrote it and belongs to the
+    slice with the greatest base instant not after that deltacommit's completion time."""
     pending = {i.timestamp for i in timeline.pending_compactions()}
+    compacting = _pending_compaction_groups(timeline)
+    by_completion = timeline.layout.has_completion_times
     # Plain tuples and dicts here: a big table has 100,000s of files, and the clean planner walks
     # this index directly; FileGroup objects are built only for the groups someone asks for.
     index: dict[tuple[str, str], dict[str, SlotEntry]] = {}
@@ -85,17 +92,54 @@ def index_slices(
                 ok = committed[at] = timeline.is_committed(at)
             if ok or at in pending:
                 logs.setdefault((file_id, at), []).append((name, sizes[name]))
+        if by_completion:
+            logs = _slot_by_completion(logs, partition, index, compacting, timeline)
         for (file_id, at), found in logs.items():
             slots = index.setdefault((partition, file_id), {})
             entry = slots.get(at)
             slots[at] = (entry[0] if entry else None, tuple(found))
-    compacting = _pending_compaction_groups(timeline)
     for key, (c, _base) in compacting.items():
         # Java adds an empty slice at a pending compaction's instant, so writers append their logs
         # against it (named with that instant) and readers fold it into the slice before.
         if key in index:
             index[key].setdefault(c, (None, ()))
     return index, compacting
+
+
+def _slot_by_completion(
+    logs: Mapping[tuple[str, str], list[tuple[str, int | None]]],
+    partition: str,
+    index: Mapping[tuple[str, str], Mapping[str, SlotEntry]],
+    compacting: Mapping[tuple[str, str], tuple[str, str]],
+    timeline: Timeline,
+) -> dict[tuple[str, str], list[tuple[str, int | None]]]:
+    """Layout 2: the committed log files of one partition by (file id, slice instant), each slice's
+    logs in Hudi's log order (deltacommit time, version, write token). A pending compaction's
+    instant is a slice too (as in layout 1, folded into the slice before it by the view)."""
+    slotted: dict[tuple[str, str], list[tuple[str, int | None]]] = {}
+    for (file_id, at), found in logs.items():
+        key = (partition, file_id)
+        bases = sorted(index.get(key, {}))
+        if key in compacting:
+            bases = sorted({*bases, compacting[key][0]})
+        slot = slot_for_log(bases, timeline.completion_time(at) or at, at)
+        slotted.setdefault((file_id, slot), []).extend(found)
+    for found in slotted.values():
+        found.sort(key=lambda entry: _log_order(entry[0]))
+    return slotted
+
+
+def slot_for_log(bases: Sequence[str], completion: str, own: str) -> str:
+    """The slice (base instant) a layout-2 log completed at ``completion`` belongs to: the greatest
+    of the sorted ``bases`` not after it; a log before every base file starts a slice of its own."""
+    at = bisect.bisect_right(bases, completion)
+    return bases[at - 1] if at else own
+
+
+def _log_order(name: str) -> tuple[str, int, str]:
+    parsed = LogFileName.parse(name)
+    assert parsed is not None  # the names come from the log grammar
+    return (parsed.base_instant, parsed.version, parsed.write_token)
 
 
 class _LazyGroups(Mapping[tuple[str, str], FileGroup]):
@@ -144,7 +188,8 @@ def _make_slice(key: tuple[str, str], at: str, entry: SlotEntry, storage: Storag
         parsed_log = LogFileName.parse(name)
         assert parsed_log is not None
         logs.append(LogFile(partition, parsed_log, _sized(storage, partition, name, size)))
-    logs.sort(key=lambda f: f.name.sort_key)
+    # Layout 1's logs of a slice share its base instant; layout 2's are named after their writes.
+    logs.sort(key=lambda f: (f.name.base_instant, *f.name.sort_key))
     return FileSlice(partition, file_id, at, base, tuple(logs))
 
 

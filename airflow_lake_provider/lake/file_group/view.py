@@ -21,7 +21,9 @@ from airflow_lake_provider.lake.file_group.builder import (
     list_partitions,
     list_table,
     slice_instant,
+    slot_for_log,
 )
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName
 from airflow_lake_provider.lake.file_group.model import FileGroup, FileSlice
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -181,7 +183,7 @@ class FileSystemView:
         Commit write stats say which files each file group had at ``instant``: those of its newest
         slice (base file and log files) written by commits up to ``instant``.
         """
-        expected: dict[tuple[str, str], tuple[str, set[str]]] = {}
+        files: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (name, slice instant) per group
         only = set(partitions) if partitions is not None else None
         for commit in self.timeline.completed_commits:
             if commit.timestamp > instant:
@@ -191,12 +193,13 @@ class FileSystemView:
                 at = slice_instant(name)
                 if at is None or (only is not None and stat.partition_path not in only):
                     continue
-                key = (stat.partition_path, stat.file_id)
-                known = expected.get(key)
-                if known is None or at > known[0]:
-                    expected[key] = (at, {name})
-                elif at == known[0]:
-                    known[1].add(name)
+                files.setdefault((stat.partition_path, stat.file_id), []).append((name, at))
+        expected: dict[tuple[str, str], tuple[str, set[str]]] = {}
+        for key, named in files.items():
+            if self.timeline.layout.has_completion_times:
+                named = _slotted_by_completion(named, self.timeline)
+            newest = max(at for _, at in named)
+            expected[key] = (newest, {name for name, at in named if at == newest})
         missing = []
         for key, (at, names) in sorted(expected.items()):
             replaced_at = self.replaced.get(key)
@@ -235,3 +238,15 @@ class FileSystemView:
     def _is_pending_compaction(self, instant: str) -> bool:
         found = self.timeline.get(instant)
         return found is not None and found.action is Action.COMPACTION and found.state is not State.COMPLETED
+
+
+def _slotted_by_completion(named: list[tuple[str, str]], timeline: Timeline) -> list[tuple[str, str]]:
+    """Layout 2: (name, slice instant) of one group's files, each log placed by its completion time
+    among the group's base files (a layout-2 log name carries its own write's time)."""
+    bases = sorted({at for name, at in named if BaseFileName.parse(name) is not None})
+    return [
+        (name, at)
+        if BaseFileName.parse(name) is not None
+        else (name, slot_for_log(bases, timeline.completion_time(at) or at, at))
+        for name, at in named
+    ]

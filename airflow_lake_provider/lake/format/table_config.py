@@ -9,9 +9,13 @@ from types import MappingProxyType
 
 from airflow_lake_provider.lake.errors import TableConfigError, UnsupportedTableVersionError
 from airflow_lake_provider.lake.format.bloom_filter import BloomSettings
+from airflow_lake_provider.lake.format.timeline_paths import timeline_location
 
-SUPPORTED_TABLE_VERSION = 6
+SUPPORTED_TABLE_VERSION = 6  # the version this core creates and writes
 SUPPORTED_LAYOUT_VERSION = 1
+# Table versions opened, with the timeline layout each has: Hudi 1.0 (8) and 1.1 (9) are read only.
+READABLE_TABLE_VERSIONS = {6: 1, 8: 2, 9: 2}
+WRITABLE_TABLE_VERSIONS = frozenset({6})
 
 DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 OVERWRITE_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
@@ -19,6 +23,20 @@ AVRO_MERGER_STRATEGY = "eeb8d96f-b1e4-49fd-bbf8-28ac514178e5"
 SIMPLE_KEYGEN = "org.apache.hudi.keygen.SimpleKeyGenerator"
 COMPLEX_KEYGEN = "org.apache.hudi.keygen.ComplexKeyGenerator"
 NONPARTITIONED_KEYGEN = "org.apache.hudi.keygen.NonpartitionedKeyGenerator"
+# Table version 8 names the key generator by type (``hoodie.table.keygenerator.type``) where 6 gave
+# the class; the classes Hudi's ``KeyGeneratorType`` stands for.
+KEYGEN_CLASSES_BY_TYPE = {
+    "SIMPLE": SIMPLE_KEYGEN,
+    "COMPLEX": COMPLEX_KEYGEN,
+    "NON_PARTITION": NONPARTITIONED_KEYGEN,
+    "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+    "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
+    "SIMPLE_AVRO": "org.apache.hudi.keygen.SimpleAvroKeyGenerator",
+    "COMPLEX_AVRO": "org.apache.hudi.keygen.ComplexAvroKeyGenerator",
+    "NON_PARTITION_AVRO": "org.apache.hudi.keygen.NonpartitionedAvroKeyGenerator",
+    "TIMESTAMP_AVRO": "org.apache.hudi.keygen.TimestampBasedAvroKeyGenerator",
+    "CUSTOM_AVRO": "org.apache.hudi.keygen.CustomAvroKeyGenerator",
+}
 
 
 class TableType(str, Enum):
@@ -51,6 +69,11 @@ def _split(value: str | None) -> tuple[str, ...]:
     return tuple(part.strip() for part in (value or "").split(",") if part.strip())
 
 
+def _partition_fields(value: str | None) -> tuple[str, ...]:
+    """The field names (version 8 may add a custom key generator's part type: ``field:SIMPLE``)."""
+    return tuple(f.partition(":")[0] for f in _split(value))
+
+
 def _bool(value: str | None, default: bool) -> bool:
     return default if value is None or value == "" else value.strip().lower() == "true"
 
@@ -72,6 +95,12 @@ class TableConfig:
     create_schema: str | None
     properties: Mapping[str, str] = field(repr=False, compare=False)
     source: str = field(default="hoodie.properties", repr=False, compare=False)  # named in errors
+    table_version: int = SUPPORTED_TABLE_VERSION
+
+    @property
+    def is_writable_version(self) -> bool:
+        """Whether this core writes tables of this version (it reads 8 and 9, writes only 6)."""
+        return self.table_version in WRITABLE_TABLE_VERSIONS
 
     @property
     def is_mor(self) -> bool:
@@ -101,17 +130,7 @@ class TableConfig:
         for key in ("hoodie.table.name", "hoodie.table.type", "hoodie.table.version"):
             if not props.get(key):
                 raise TableConfigError(f"{source}: required property {key} is missing")
-        version = props["hoodie.table.version"].strip()
-        if version != str(SUPPORTED_TABLE_VERSION):
-            raise UnsupportedTableVersionError(
-                f"{source}: hoodie.table.version={version} is not supported (only table version 6)"
-            )
-        layout = props.get("hoodie.timeline.layout.version", "").strip()
-        if layout != str(SUPPORTED_LAYOUT_VERSION):
-            raise UnsupportedTableVersionError(
-                f"{source}: hoodie.timeline.layout.version={layout or '<missing>'} "
-                "must be 1 for table version 6"
-            )
+        version = _check_version(props, source)
         if props.get("hoodie.datasource.write.drop.partition.columns", "false").lower() == "true":
             raise TableConfigError(
                 f"{source}: hoodie.datasource.write.drop.partition.columns=true is not supported"
@@ -120,8 +139,14 @@ class TableConfig:
         if precombine and "," in precombine:
             raise TableConfigError(f"{source}: more than one ordering field ({precombine}) is not supported")
         mode = props.get("hoodie.record.merge.mode") or None
+        if mode and mode.upper() == "CUSTOM":
+            raise TableConfigError(
+                f"{source}: hoodie.record.merge.mode={mode} is not supported (a custom record merger "
+                "runs Java code; only EVENT_TIME_ORDERING and COMMIT_TIME_ORDERING are merged here)"
+            )
         if mode and mode.upper() not in MergeMode.__members__:
             raise TableConfigError(f"{source}: hoodie.record.merge.mode={mode} is not supported")
+        _check_v8_features(props, source)
         try:
             BloomSettings.from_options(props)
         except TableConfigError as exc:
@@ -131,15 +156,16 @@ class TableConfig:
             table_type=TableType.parse(props["hoodie.table.type"]),
             record_key_fields=_split(props.get("hoodie.table.recordkey.fields")),
             precombine_field=precombine or None,
-            partition_fields=_split(props.get("hoodie.table.partition.fields")),
+            partition_fields=_partition_fields(props.get("hoodie.table.partition.fields")),
             hive_style=_bool(props.get("hoodie.datasource.write.hive_style_partitioning"), False),
             populate_meta_fields=_bool(props.get("hoodie.populate.meta.fields"), True),
             payload_class=props.get("hoodie.compaction.payload.class") or None,
             merge_mode_setting=mode,
-            keygen_class=props.get("hoodie.table.keygenerator.class") or None,
+            keygen_class=props.get("hoodie.table.keygenerator.class") or _keygen_of_type(props),
             create_schema=props.get("hoodie.table.create.schema") or None,
             properties=MappingProxyType(dict(props)),
             source=source,
+            table_version=version,
         )
 
     @staticmethod
@@ -190,3 +216,45 @@ class TableConfig:
         if database:
             props["hoodie.database.name"] = database
         return props
+
+
+def _check_version(props: Mapping[str, str], source: str) -> int:
+    """The table version, if readable, with the timeline layout that version has."""
+    version = props["hoodie.table.version"].strip()
+    if not version.isdigit() or int(version) not in READABLE_TABLE_VERSIONS:
+        raise UnsupportedTableVersionError(
+            f"{source}: hoodie.table.version={version} is not supported (only table versions 6, 8 and 9)"
+        )
+    number = int(version)
+    layout = props.get("hoodie.timeline.layout.version", "").strip()
+    if layout != str(READABLE_TABLE_VERSIONS[number]):
+        raise UnsupportedTableVersionError(
+            f"{source}: hoodie.timeline.layout.version={layout or '<missing>'} "
+            f"must be {READABLE_TABLE_VERSIONS[number]} for table version {number}"
+        )
+    timeline_location(props, source)  # layout 2's folder names
+    return number
+
+
+def _check_v8_features(props: Mapping[str, str], source: str) -> None:
+    """Refuse, by name, the Hudi 1.x table features this core would otherwise misread."""
+    base_format = (props.get("hoodie.table.base.file.format") or "PARQUET").strip()
+    if base_format.upper() != "PARQUET":
+        raise TableConfigError(
+            f"{source}: hoodie.table.base.file.format={base_format} is not supported (only PARQUET "
+            "base files are read)"
+        )
+    partial = (props.get("hoodie.table.partial.update.mode") or "NONE").strip()
+    if partial.upper() != "NONE":
+        raise TableConfigError(
+            f"{source}: hoodie.table.partial.update.mode={partial} is not supported (partial-update "
+            "merging is not implemented)"
+        )
+    keygen_type = (props.get("hoodie.table.keygenerator.type") or "").strip()
+    if keygen_type and keygen_type.upper() not in KEYGEN_CLASSES_BY_TYPE:
+        raise TableConfigError(f"{source}: hoodie.table.keygenerator.type={keygen_type} is not supported")
+
+
+def _keygen_of_type(props: Mapping[str, str]) -> str | None:
+    keygen_type = (props.get("hoodie.table.keygenerator.type") or "").strip().upper()
+    return KEYGEN_CLASSES_BY_TYPE.get(keygen_type)

@@ -11,8 +11,9 @@ from airflow_lake_provider.lake.errors import (
     LakeError,
     StorageAccessError,
     StorageUnavailableError,
+    UnsupportedLogBlockError,
 )
-from airflow_lake_provider.lake.log_file.log_format import BlockType, LogBlock, parse_log_bytes
+from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, LogBlock, parse_log_bytes
 from airflow_lake_provider.lake.storage import Storage
 
 
@@ -53,5 +54,12 @@ def visible_blocks(
             continue
         if as_of is not None and instant > as_of:
             continue
+        if block.header.get(HeaderKey.IS_PARTIAL, "").strip().lower() == "true":
+            # Table version 8+: the block holds only some columns of each record, to be merged into
+            # the previous version field by field; read as whole records it would null the rest.
+            raise UnsupportedLogBlockError(
+                f"{block.location}: a partial-update log block (header IS_PARTIAL=true, instant "
+                f"{instant}) is not supported"
+            )
         out.append(block)
     return out

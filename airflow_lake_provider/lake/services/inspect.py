@@ -181,6 +181,8 @@ def instant_details(table: LakeTable, timestamp: str) -> dict[str, Any]:
         "action": instant.action.value,
         "state": instant.state.name,
     }
+    if instant.completion_time is not None:  # table versions 8 and 9
+        out["completion_time"] = instant.completion_time
     completed = instant.is_completed
     if instant.action in COMMIT_ACTIONS and completed:
         out.update(_commit_details(timeline, instant))
@@ -241,6 +243,8 @@ def stats_line(stats: Mapping[str, Any]) -> str:
 def details_text(details: Mapping[str, Any]) -> list[str]:
     """``lake show``'s readable text: one fact a line, files indented under their partition."""
     lines = [f"instant {details['instant']} {details['action']} {details['state']}"]
+    if details.get("completion_time"):
+        lines.append(f"completed at {details['completion_time']}")
     if "operation" in details and "partitions" in details:
         lines.append(
             f"operation: {details['operation']}" + (" (compaction)" if details["compaction"] else "")

@@ -128,6 +128,7 @@ def _pending_cleans_needing(table: LakeTable, timeline: Timeline, files: frozens
 def delete_savepoint(table: LakeTable, instant: str) -> None:
     """Drop the savepoint at ``instant``; its files become cleanable by the next clean."""
     validate_instant_time(instant)
+    table.require_writable()  # (``table.store`` would refuse too, after the check below)
     if not any(i.timestamp == instant for i in table.timeline().savepoints()):
         raise SavepointError(f"{table.uri}: there is no completed savepoint at {instant}")
     table.store.remove_savepoint(instant)

@@ -140,7 +140,10 @@ def guard_mutation(
 
     No MDT, or a dry run: nothing. Policy ``refuse``: raise ``TableConfigError`` (nothing written).
     Policy ``drop``: drop the MDT (see :func:`drop_metadata_table`) and return what was dropped.
+    First of all, a table of a version this core does not write (8, 9) is refused, dry run or not
+    (its plans would follow version 6's rules); ``table.store`` refuses it again as a backstop.
     """
+    table.require_writable()
     # Parsed first: a bad value fails the same way whether or not the table has an MDT today.
     policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
     state = detect(table)

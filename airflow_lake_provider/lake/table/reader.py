@@ -371,6 +371,12 @@ def _check_not_archived(table: LakeTable, timeline: Timeline, as_of: str) -> Non
     those instants wrote is no longer known from the active timeline."""
     first = timeline.instants[0].timestamp if timeline.instants else None
     if first is not None and as_of < first and timeline.has_archive():
+        if timeline.layout.history_folder is not None:
+            raise InstantArchivedError(
+                f"{table.uri}: cannot read as of {as_of}: the instants up to it are in the LSM archived "
+                f"timeline ({table.storage.uri(timeline.layout.history_folder)}), which is not read yet; "
+                f"the earliest instant that can be read is {first}"
+            )
         raise InstantArchivedError(
             f"{table.uri}: cannot read as of {as_of}: the timeline up to it is archived; the earliest "
             f"instant that can still be read is {first}"

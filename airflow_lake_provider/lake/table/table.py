@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import (
     LakeError,
+    ReadOnlyTableVersionError,
     SchemaError,
     StorageAccessError,
     StorageUnavailableError,
@@ -26,6 +27,7 @@ from airflow_lake_provider.lake.format.table_config import TableConfig, TableTyp
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, local_path, open_storage
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import DEFAULT_CLOCK, InstantClock
+from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
 from airflow_lake_provider.lake.timeline.store import PROPERTIES_FILE, TimelineStore
 
 if TYPE_CHECKING:
@@ -35,13 +37,18 @@ Location = str | os.PathLike[str] | Storage
 
 
 class LakeTable:
-    """A Hudi v6 table wherever its ``Storage`` reaches; every file access goes through ``storage``."""
+    """A Hudi table wherever its ``Storage`` reaches; every file access goes through ``storage``.
+
+    Versions 6, 8 and 9 are read; only version 6 is written: every mutating action gets the
+    timeline store through :attr:`store`, which refuses the others before anything is written.
+    """
 
     def __init__(self, storage: Storage, config: TableConfig, clock: InstantClock = DEFAULT_CLOCK) -> None:
         self.storage = storage
         self.config = config
         self.clock = clock
-        self.store = TimelineStore(storage)
+        self.layout = TimelineLayout.from_properties(config.properties, config.source)
+        self._store = TimelineStore(storage)
         # Options the caller's environment sets for every action on this table (the lake
         # connection's extra, e.g. hoodie.metadata.enable); an action's own options win over them.
         self.option_defaults: dict[str, str] = {}
@@ -51,6 +58,21 @@ class LakeTable:
         # Key-lookup summaries of base file footers, by (relative path, size): base files are never
         # changed once written, so writes through this object skip re-reading footers they ruled out.
         self.footer_summaries: dict[tuple[str, int], Any] = {}
+
+    @property
+    def store(self) -> TimelineStore:
+        """The timeline store, for actions that change the table (see :meth:`require_writable`)."""
+        self.require_writable()
+        return self._store
+
+    def require_writable(self) -> None:
+        """Raise unless this core writes tables of this one's version. Every write, table service,
+        lock and heartbeat goes through :attr:`store`, so this runs before anything is written."""
+        if not self.config.is_writable_version:
+            raise ReadOnlyTableVersionError(
+                f"{self.uri}: table version {self.config.table_version} (Hudi 1.x) is read only here: "
+                f"writing tables of version 8 or 9 is not supported yet"
+            )
 
     @property
     def uri(self) -> str:
@@ -127,7 +149,7 @@ class LakeTable:
 
     # -- views --------------------------------------------------------------------------------
     def timeline(self) -> Timeline:
-        return Timeline.load(self.storage)
+        return Timeline.load(self.storage, self.layout)
 
     def file_system_view(
         self,

@@ -1,4 +1,7 @@
-"""The active timeline of a v6 table (read side): which instants exist and what they hold."""
+"""The active timeline of a table (read side): which instants exist and what they hold.
+
+Timeline layout 1 (table version 6) and layout 2 (8 and 9: completion times, Avro commit metadata).
+"""
 
 from __future__ import annotations
 
@@ -11,30 +14,37 @@ from typing import Any
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, InvalidInstantError
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
-from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
 from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, Instant, State
+from airflow_lake_provider.lake.timeline.layouts import LAYOUT_V1, TimelineLayout
 
 
 @dataclass(frozen=True)
 class Timeline:
-    """Every instant in ``.hoodie/`` at its latest state, in timeline order.
+    """Every instant of the active timeline at its latest state, in timeline order.
 
     A completed compaction shows as a completed ``commit``; ``compaction_times`` remembers which
-    commits were compactions (their requested/inflight files say so).
+    commits were compactions (their requested/inflight files say so). In layout 2 a completed
+    instant carries its completion time.
     """
 
     storage: Storage
     instants: tuple[Instant, ...]
     compaction_times: frozenset[str] = frozenset()
+    layout: TimelineLayout = LAYOUT_V1
 
     @classmethod
-    def load(cls, location: str | os.PathLike[str] | Storage) -> Timeline:
+    def load(
+        cls, location: str | os.PathLike[str] | Storage, layout: TimelineLayout | None = None
+    ) -> Timeline:
+        """Load the active timeline; ``layout`` (default: what ``hoodie.properties`` declares)."""
         storage = open_storage(location)
+        if layout is None:
+            layout = TimelineLayout.detect(storage)
         # A savepoint shares its time with the commit it protects, so it is keyed apart.
         latest: dict[tuple[str, bool], Instant] = {}
         compactions: set[str] = set()
-        for name in storage.list_names(HOODIE_DIR):
+        for name in storage.list_names(layout.folder):
             instant = layout.parse_file_name(name)
             if instant is None:
                 continue
@@ -44,7 +54,7 @@ class Timeline:
             known = latest.get(key)
             if known is None or instant.state > known.state:
                 latest[key] = instant
-        return cls(storage, tuple(sorted(latest.values())), frozenset(compactions))
+        return cls(storage, tuple(sorted(latest.values())), frozenset(compactions), layout)
 
     # -- selections -------------------------------------------------------------------------
     def filter(
@@ -79,8 +89,21 @@ class Timeline:
 
     @property
     def latest_time(self) -> str | None:
-        """The newest instant time of any action or state (new instants must be later)."""
-        return self.instants[-1].timestamp if self.instants else None
+        """The newest instant time of any action or state (new instants must be later); in layout 2
+        completion times count too (Hudi 1.x keeps both monotonic)."""
+        if not self.instants:
+            return None
+        if not self.layout.has_completion_times:
+            return self.instants[-1].timestamp
+        return max(self.instants[-1].timestamp, *(i.completion_time or "" for i in self.instants))
+
+    @cached_property
+    def _completion_times(self) -> dict[str, str]:
+        return {i.timestamp: i.completion_time for i in self.completed_commits if i.completion_time}
+
+    def completion_time(self, timestamp: str) -> str | None:
+        """When the completed write requested at ``timestamp`` completed (layout 2; else None)."""
+        return self._completion_times.get(timestamp)
 
     def get(self, timestamp: str) -> Instant | None:
         """The instant at ``timestamp`` (savepoints, which share a commit's time, are not returned)."""
@@ -121,16 +144,31 @@ class Timeline:
 
     def path_of(self, instant: Instant) -> str:
         """The full location of an instant's file, for messages."""
-        return self.storage.uri(layout.instant_path(instant))
+        return self.storage.uri(self.layout.instant_path(instant))
 
     def read_bytes(self, instant: Instant) -> bytes:
-        return self.storage.read(layout.instant_path(instant))
+        return self.storage.read(self.layout.instant_path(instant))
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
-        """The JSON metadata of a completed write instant."""
+        """The metadata of a completed write instant (JSON in layout 1, Avro in layout 2)."""
         if instant.action not in COMMIT_ACTIONS or not instant.is_completed:
             raise InvalidInstantError(f"{instant}: only completed commit actions carry commit metadata")
-        return CommitMetadata.from_json_bytes(self.read_bytes(instant), self.path_of(instant))
+        return self._decode_commit(instant)
+
+    def inflight_commit_metadata(self, instant: Instant) -> CommitMetadata | None:
+        """The metadata an inflight write instant holds (what it planned to write), or None when
+        its file is empty."""
+        if instant.action not in COMMIT_ACTIONS or not instant.is_inflight:
+            raise InvalidInstantError(f"{instant}: only inflight commit actions carry inflight metadata")
+        if not self.read_bytes(instant):
+            return None
+        return self._decode_commit(instant)
+
+    def _decode_commit(self, instant: Instant) -> CommitMetadata:
+        data, source = self.read_bytes(instant), self.path_of(instant)
+        if self.layout.has_completion_times:
+            return CommitMetadata.from_avro_bytes(data, source)
+        return CommitMetadata.from_json_bytes(data, source)
 
     def avro_record(self, instant: Instant) -> dict[str, Any]:
         """The Avro record of a plan or metadata file (clean, compaction, rollback, savepoint...)."""
@@ -161,7 +199,10 @@ class Timeline:
         return record.get("earliestCommitToRetain") or None
 
     def has_archive(self) -> bool:
-        """Whether instants were archived to ``.hoodie/archived/`` (Hudi's archived timeline)."""
+        """Whether instants were archived: to ``.hoodie/archived/`` (layout 1), or to the LSM
+        history's parquet files (layout 2; an empty history holds a version file at most)."""
+        if self.layout.history_folder is not None:
+            return any(n.endswith(".parquet") for n in self.storage.list_names(self.layout.history_folder))
         return any(
             n.startswith(".commits_.archive.") for n in self.storage.list_names(f"{HOODIE_DIR}/archived")
         )

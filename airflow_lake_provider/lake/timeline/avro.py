@@ -134,6 +134,43 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
+# Hudi 1.x's commit metadata schemas (table versions 8 and 9), as the writer schemas of Spark-written
+# tables carry them: self-contained, so they are parsed apart from the 0.x set above.
+_SCHEMAS_1X = {
+    COMMIT_METADATA: "HoodieCommitMetadata.1x",
+    REPLACE_COMMIT_METADATA: "HoodieReplaceCommitMetadata.1x",
+}
+
+
+@cache
+def schema_1x(full_name: str) -> dict[str, Any]:
+    """The parsed Hudi 1.x schema of :data:`COMMIT_METADATA` or :data:`REPLACE_COMMIT_METADATA`."""
+    return fastavro.parse_schema(load_schema_text(_SCHEMAS_1X[full_name]), _write_hint=True)
+
+
+def read_commit_metadata(data: bytes, source: str) -> dict[str, Any]:
+    """The record of a layout-2 commit metadata file, resolved to Hudi 1.x's schema of its record
+    type (``HoodieCommitMetadata``, or ``HoodieReplaceCommitMetadata`` for a completed replace)."""
+    if not data:
+        raise CorruptTimelineFileError(f"{source}: the Avro commit metadata file is empty")
+    try:
+        reader = fastavro.reader(io.BytesIO(data))
+        name = str(reader.writer_schema.get("name", "")) if isinstance(reader.writer_schema, dict) else ""
+        full_name = name if "." in name else f"org.apache.hudi.avro.model.{name}"
+        if full_name not in _SCHEMAS_1X:
+            raise CorruptTimelineFileError(
+                f"{source}: holds a {name or 'nameless'} record, not commit metadata"
+            )
+        records = list(fastavro.reader(io.BytesIO(data), reader_schema=schema_1x(full_name)))
+    except CorruptTimelineFileError:
+        raise
+    except Exception as exc:  # fastavro raises many types for garbage input
+        raise CorruptTimelineFileError(f"{source}: not a readable Avro container file ({exc})") from exc
+    if len(records) != 1 or not isinstance(records[0], dict):
+        raise CorruptTimelineFileError(f"{source}: expected one Avro record, found {len(records)}")
+    return records[0]
+
+
 def read_avro_fields(data: bytes, source: str, full_name: str, skip: tuple[str, ...]) -> dict[str, Any]:
     """Read the single record without decoding the fields in ``skip`` (large maps of file names)."""
     reader_schema = {k: v for k, v in schema(full_name).items() if not k.startswith("__")}

@@ -1,4 +1,5 @@
-"""Commit metadata JSON of completed ``commit``/``deltacommit``/``replacecommit`` instants (v6)."""
+"""Commit metadata of ``commit``/``deltacommit``/``replacecommit`` instants: JSON in table version 6,
+Avro (``HoodieCommitMetadata``/``HoodieReplaceCommitMetadata``, same field names) in 8 and 9."""
 
 from __future__ import annotations
 
@@ -156,6 +157,18 @@ class CommitMetadata:
             raise CorruptTimelineFileError(f"{source}: commit metadata is not JSON ({exc})") from None
         if not isinstance(body, dict):
             raise CorruptTimelineFileError(f"{source}: commit metadata is not a JSON object")
+        return cls.from_mapping(body, source)
+
+    @classmethod
+    def from_avro_bytes(cls, data: bytes, source: str) -> CommitMetadata:
+        """Parse the Avro commit metadata of timeline layout 2; ``source`` is named in errors."""
+        from airflow_lake_provider.lake.timeline import avro as timeline_avro
+
+        return cls.from_mapping(timeline_avro.read_commit_metadata(data, source), source)
+
+    @classmethod
+    def from_mapping(cls, body: Mapping[str, Any], source: str) -> CommitMetadata:
+        """Build from the decoded fields (JSON object or Avro record: Hudi names them alike)."""
         stats: dict[str, tuple[WriteStat, ...]] = {}
         for part, entries in _object(body, "partitionToWriteStats", source).items():
             where = f"partitionToWriteStats[{part!r}]"

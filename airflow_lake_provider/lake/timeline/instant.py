@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from airflow_lake_provider.lake.errors import InvalidInstantError
@@ -17,7 +17,7 @@ _FIELDS = ((0, 4), (4, 6), (6, 8), (8, 10), (10, 12), (12, 14))  # yyyy MM dd HH
 
 
 class Action(str, Enum):
-    """Timeline actions of table version 6."""
+    """Timeline actions of table versions 6, 8 and 9 (``clustering``: layout 2 only)."""
 
     COMMIT = "commit"
     DELTACOMMIT = "deltacommit"
@@ -29,6 +29,7 @@ class Action(str, Enum):
     SAVEPOINT = "savepoint"
     RESTORE = "restore"
     INDEXING = "indexing"
+    CLUSTERING = "clustering"
 
 
 class State(int, Enum):
@@ -43,7 +44,11 @@ class State(int, Enum):
 COMMIT_ACTIONS = frozenset({Action.COMMIT, Action.DELTACOMMIT, Action.REPLACECOMMIT})
 # Pending table services whose completed form is another action.
 # Actions whose completed instant is stored as another action (a compaction completes as a commit).
-COMPLETES_AS = {Action.COMPACTION: Action.COMMIT, Action.LOGCOMPACTION: Action.DELTACOMMIT}
+COMPLETES_AS = {
+    Action.COMPACTION: Action.COMMIT,
+    Action.LOGCOMPACTION: Action.DELTACOMMIT,
+    Action.CLUSTERING: Action.REPLACECOMMIT,  # layout 2: a clustering completes as a replacecommit
+}
 
 
 def validate_instant_time(value: str) -> str:
@@ -106,14 +111,22 @@ DEFAULT_CLOCK = InstantClock()
 
 @dataclass(frozen=True, order=True)
 class Instant:
-    """One instant: time, state and action. Orders by time, then state, like Hudi's timeline."""
+    """One instant: time, state and action. Orders by time, then state, like Hudi's timeline.
+
+    ``completion_time``: when a completed instant of timeline layout 2 (table versions 8 and 9)
+    completed, from its file name; ``None`` otherwise. It takes no part in equality or order: an
+    instant is named by its (requested) time, as in Hudi.
+    """
 
     timestamp: str
     state: State
     action: Action
+    completion_time: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         validate_instant_time(self.timestamp)
+        if self.completion_time is not None:
+            validate_instant_time(self.completion_time)
 
     @property
     def is_completed(self) -> bool:

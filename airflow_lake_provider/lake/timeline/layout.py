@@ -46,6 +46,8 @@ def parse_file_name(name: str) -> Instant | None:
         if rest == ["inflight"]:
             return Instant(time, State.INFLIGHT, Action.COMMIT)
         action = Action(rest[0])
+        if action is Action.CLUSTERING:
+            return None  # an action of layout 2 only
         if len(rest) == 1:
             if action in COMPLETES_AS:
                 return None

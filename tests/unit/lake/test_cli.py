@@ -318,12 +318,12 @@ def test_cli_unsupported_table_version_exit_1(tmp_path: Path, capsys: pytest.Cap
     table = tmp_path / "t"
     _init(capsys, table)
     props = table / ".hoodie" / "hoodie.properties"
-    props.write_text(props.read_text().replace("hoodie.table.version=6\n", "hoodie.table.version=8\n"))
+    props.write_text(props.read_text().replace("hoodie.table.version=6\n", "hoodie.table.version=7\n"))
     before = _tree(tmp_path)
     code, out, err = _run(capsys, "timeline", str(table))
     assert (code, out) == (1, "")
     assert _error_line(err) == (
-        f"lake: error: {props}: hoodie.table.version=8 is not supported (only table version 6)"
+        f"lake: error: {props}: hoodie.table.version=7 is not supported (only table versions 6, 8 and 9)"
     )
     assert _tree(tmp_path) == before
 

@@ -115,6 +115,7 @@ def write(
     commit, the timeline is archived (``hoodie.archive.automatic``, default true); a failed
     archival is logged and the write stands.
     """
+    table.require_writable()  # before the index checks, which read what a v8/v9 table holds otherwise
     try:
         operation = Operation(operation)
     except ValueError:

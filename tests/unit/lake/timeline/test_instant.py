@@ -428,7 +428,7 @@ def _props(**overrides: str | None) -> dict[str, str]:
     return props
 
 
-@pytest.mark.parametrize("version", ["5", "7", "8"])
+@pytest.mark.parametrize("version", ["5", "7", "10", "x"])
 def test_table_config_unsupported_version_raises_naming_value(version: str) -> None:
     with pytest.raises(
         UnsupportedTableVersionError, match=f"hoodie.table.version={version} is not supported"

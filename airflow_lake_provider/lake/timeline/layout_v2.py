@@ -1,0 +1,58 @@
+"""Layout version 2 of the timeline (Hudi 1.x, table versions 8 and 9): instant file names.
+
+Instant files live under ``.hoodie/<hoodie.timeline.path>/`` (``timeline`` by default). Requested
+and inflight files are named as in layout 1 (a COW commit's inflight file is ``<time>.inflight``);
+a completed instant carries its completion time too: ``<requested>_<completion>.<action>``. A
+``clustering`` completes as a ``replacecommit``, a compaction as a ``commit``. The archived timeline
+(an LSM tree of parquet files) lies under ``<timeline>/<hoodie.timeline.history.path>/``.
+"""
+
+from __future__ import annotations
+
+from airflow_lake_provider.lake.errors import InvalidInstantError
+from airflow_lake_provider.lake.timeline.instant import COMPLETES_AS, INSTANT_TIME_RE, Action, Instant, State
+
+VERSION = 2
+
+
+def file_name(instant: Instant) -> str:
+    """The file name of ``instant`` in the timeline folder."""
+    t, a = instant.timestamp, instant.action.value
+    if instant.state is State.COMPLETED:
+        if instant.action in COMPLETES_AS:
+            raise InvalidInstantError(
+                f"{t}: a completed {a} is stored as {COMPLETES_AS[instant.action].value}"
+            )
+        if instant.completion_time is None:
+            raise InvalidInstantError(f"{t}: a completed {a} of timeline layout 2 needs its completion time")
+        return f"{t}_{instant.completion_time}.{a}"
+    if instant.state is State.INFLIGHT:
+        return f"{t}.inflight" if instant.action is Action.COMMIT else f"{t}.{a}.inflight"
+    return f"{t}.{a}.requested"
+
+
+def parse_file_name(name: str) -> Instant | None:
+    """The instant a timeline file name names; ``None`` for files that are not instants."""
+    parts = name.split(".")
+    if len(parts) not in (2, 3):
+        return None
+    time, _, completion = parts[0].partition("_")
+    if not INSTANT_TIME_RE.fullmatch(time):
+        return None
+    rest = parts[1:]
+    try:
+        if completion:  # only a completed instant carries a completion time
+            if len(rest) != 1 or not INSTANT_TIME_RE.fullmatch(completion):
+                return None
+            action = Action(rest[0])
+            if action in COMPLETES_AS:
+                return None
+            return Instant(time, State.COMPLETED, action, completion)
+        if rest == ["inflight"]:
+            return Instant(time, State.INFLIGHT, Action.COMMIT)
+        if len(rest) == 2 and rest[1] in ("requested", "inflight"):
+            state = State.REQUESTED if rest[1] == "requested" else State.INFLIGHT
+            return Instant(time, state, Action(rest[0]))
+    except (ValueError, InvalidInstantError):
+        return None
+    return None

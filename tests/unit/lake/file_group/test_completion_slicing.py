@@ -1,0 +1,92 @@
+"""File slicing of table versions 8 and 9: a log file is named after the deltacommit that wrote it
+and belongs to the slice with the greatest base instant not after that deltacommit's completion."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from airflow_lake_provider.lake.file_group.builder import slot_for_log
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+
+MOR_V9 = "mor_avro_v9_txns_simple_nometa"
+APAC_GROUP = ("region=apac", "9c6ed25b-6c9d-4793-ad27-1c8518086b6a-0")
+APAC_LOG = ".9c6ed25b-6c9d-4793-ad27-1c8518086b6a-0_20260307135835748.log.1_0-38-83"
+FIRST_BASE, COMPACTION = "20260307135827749", "20260307135839895"
+DELTA = "20260307135835748"  # wrote APAC_LOG; completed at 20260307135836076, before the compaction
+
+
+def _slices(path: Path, key: tuple[str, str]) -> list[tuple[str, str | None, list[str]]]:
+    table = LakeTable.open(path)
+    group = table.file_system_view().groups[key]
+    return [
+        (s.base_instant, s.base_file.file_name if s.base_file else None, [f.file_name for f in s.log_files])
+        for s in group.slices
+    ]
+
+
+@pytest.mark.parametrize(
+    ("completion", "expected"),
+    [
+        ("20260101000000000", "own"),
+        ("20260102000000000", "b1"),
+        ("20260102500000000", "b1"),
+        ("20260103", "b2"),
+    ],
+)
+def test_slot_for_log_greatest_base_not_after_completion(completion: str, expected: str) -> None:
+    bases = ["20260102000000000", "20260103000000000"]
+    named = {"own": "20251231000000000", "b1": bases[0], "b2": bases[1]}
+    assert slot_for_log(bases, completion.ljust(17, "0"), named["own"]) == named[expected]
+
+
+def test_log_belongs_to_the_slice_before_a_compaction_it_completed_before(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    path = hudi_table_zip(MOR_V9)
+    assert [(at, logs) for at, _, logs in _slices(path, APAC_GROUP)] == [
+        (FIRST_BASE, [APAC_LOG]),
+        (COMPACTION, []),
+    ]
+
+
+def test_log_completed_after_a_compaction_was_requested_belongs_to_its_slice(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """Same log file name, later completion: the slice changes (layout 1's naming rule would keep it
+    with the base instant its name carries)."""
+    path = hudi_table_zip(MOR_V9)
+    timeline = path / ".hoodie" / "timeline"
+    (timeline / f"{DELTA}_20260307135836076.deltacommit").rename(
+        timeline / f"{DELTA}_20260307135839900.deltacommit"
+    )
+    assert [(at, logs) for at, _, logs in _slices(path, APAC_GROUP)] == [
+        (FIRST_BASE, []),
+        (COMPACTION, [APAC_LOG]),
+    ]
+
+
+def test_logs_of_a_slice_in_deltacommit_order_and_uncommitted_logs_left_out(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    path = hudi_table_zip(MOR_V9)
+    eu = "region=eu"
+    group = "c06fe141-9f11-46fb-aa70-d7f9d2dcca2f-0"
+    # A failed write's log (its deltacommit only requested/inflight) and a stray log of no instant.
+    pending = "20260307135841500"
+    (path / ".hoodie" / "timeline" / f"{pending}.deltacommit.requested").write_bytes(b"")
+    (path / ".hoodie" / "timeline" / f"{pending}.deltacommit.inflight").write_bytes(b"")
+    (path / eu / f".{group}_{pending}.log.1_0-1-1").write_bytes(b"#HUDI#")
+    (path / eu / f".{group}_20260307135841600.log.1_0-1-1").write_bytes(b"#HUDI#")
+    assert _slices(path, (eu, group)) == [
+        (
+            FIRST_BASE,
+            f"{group}_0-3-6_{FIRST_BASE}.parquet",
+            [f".{group}_20260307135833781.log.1_0-24-53", f".{group}_20260307135834808.log.1_0-31-68"],
+        )
+    ]
+    # The uncommitted files change no read (a later instant exists, so the stray one is not archived).
+    assert read_snapshot(LakeTable.open(path)).num_rows == 12

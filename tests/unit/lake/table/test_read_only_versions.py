@@ -1,0 +1,145 @@
+"""Tables of versions 8 and 9 (Hudi 1.x) are read only for now: every mutating action is refused
+before anything is written, and read-only inspection works."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.errors import LakeError, ReadOnlyTableVersionError
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write.writer import write
+from tests.tree_digest import tree_digest
+
+# (zip, a completed commit of it): a v8 MOR table with Hudi's metadata table, a v9 MOR table without.
+TABLES = {
+    "mdt_basic_mor_avro_v8_nonpartitioned": ("8", "20260101054316354"),
+    "mor_avro_v9_txns_simple_nometa": ("9", "20260307135827749"),
+}
+
+
+def _input(tmp_path: Path) -> Path:
+    path = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"id": ["x"], "txn_id": ["x"], "ts": [1], "txn_ts": [1], "region": ["us"]}), path)
+    return path
+
+
+def _commands(table: Path, instant: str, source: Path) -> dict[str, list[str]]:
+    """Every mutating CLI command on ``table``."""
+    t = str(table)
+    return {
+        "write": ["write", t, "--input", str(source), "--operation", "upsert"],
+        "clean": ["clean", t],
+        "compact-schedule": ["compact", t, "--mode", "schedule", "--force"],
+        "compact-run": ["compact", t, "--mode", "run", "--force"],
+        "compact-execute": ["compact", t, "--mode", "execute"],
+        "archive": ["archive", t],
+        "partition-commit": ["partition-commit", t, "--partition", "region=us", "--policy", "success-file"],
+        "partition-commit-merge": [
+            "partition-commit",
+            t,
+            "--partition",
+            "region=us",
+            "--policy",
+            "merge-small-files",
+        ],
+        "clean-spark": ["clean", t, "--spark"],
+        "clean-dry-run": ["clean", t, "--dry-run"],
+        "compact-spark": ["compact", t, "--mode", "run", "--force", "--spark"],
+        "savepoint-create": ["savepoint", "create", t, "--instant", instant],
+        "savepoint-delete": ["savepoint", "delete", t, "--instant", instant],
+        "rollback-failed": ["rollback", t],
+        "rollback-instant": ["rollback", t, "--instant", instant, "--force"],
+        "restore": ["restore", t, "--savepoint", instant],
+        "metadata-table-drop": ["metadata-table", t, "--drop"],
+    }
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+@pytest.mark.parametrize("command", sorted(_commands(Path("t"), "1", Path("i"))))
+def test_cli_mutation_on_v8_v9_refused_and_table_unchanged(
+    name: str,
+    command: str,
+    hudi_table_zip: Callable[[str], Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    version, instant = TABLES[name]
+    table = hudi_table_zip(name)
+    argv = _commands(table, instant, _input(tmp_path))[command]
+    before = tree_digest(table)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 1, (out, err)
+    assert err == (
+        f"lake: error: {table}: table version {version} (Hudi 1.x) is read only here: writing tables "
+        "of version 8 or 9 is not supported yet\n"
+    )
+    assert tree_digest(table) == before
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_write_api_on_v8_v9_refused_before_anything_is_written(
+    name: str, hudi_table_zip: Callable[[str], Path]
+) -> None:
+    """The path of ``LakeWriteOperator`` and the Spark write job: ``writer.write``."""
+    table_dir = hudi_table_zip(name)
+    table = LakeTable.open(table_dir)
+    before = tree_digest(table_dir)
+    rows = pa.table({"id": ["x"], "txn_id": ["x"], "txn_ts": [1], "region": ["us"]})
+    with pytest.raises(ReadOnlyTableVersionError, match=f"table version {TABLES[name][0]} ") as info:
+        write(table, rows, "upsert")
+    assert isinstance(info.value, LakeError)
+    assert str(table_dir) in str(info.value)
+    assert tree_digest(table_dir) == before
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_timeline_and_show_work_on_v8_v9(
+    name: str, hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = hudi_table_zip(name)
+    before = tree_digest(table)
+    _, instant = TABLES[name]
+    assert main(["timeline", str(table)]) == 0
+    out = capsys.readouterr().out
+    timeline = LakeTable.open(table).timeline()
+    first = timeline.instants[0]
+    assert first.completion_time is not None
+    assert out.splitlines()[0] == (
+        f"{first.timestamp}  {first.completion_time}  {first.action.value:<14} {first.state.name}"
+    )
+    assert main(["show", str(table), instant]) == 0
+    completion = timeline.completion_time(instant)
+    assert capsys.readouterr().out.startswith(
+        f"instant {instant} deltacommit COMPLETED\ncompleted at {completion}\noperation: "
+    )
+    assert tree_digest(table) == before
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_init_over_a_v8_v9_table_refused_and_table_unchanged(
+    name: str, hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    table = hudi_table_zip(name)
+    before = tree_digest(table)
+    argv = [
+        "init",
+        str(table),
+        "--table-type",
+        "mor",
+        "--name",
+        "t",
+        "--record-key",
+        "id",
+        "--precombine",
+        "ts",
+    ]
+    assert main(argv) == 1
+    assert "already holds a table" in capsys.readouterr().err
+    assert tree_digest(table) == before

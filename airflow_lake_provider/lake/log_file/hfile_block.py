@@ -56,12 +56,23 @@ def decode_hfile_block(block: LogBlock) -> list[tuple[str, dict[str, Any]]]:
     """
     hfile = hfile_of_block(block)
     text = block.header.get(HeaderKey.SCHEMA)
-    if text is None:
-        raw = hfile.content.info(SCHEMA_INFO)
-        text = raw.decode("utf-8", errors="replace") if raw is not None else None
-    if text is None:
-        raise CorruptLogBlockError(f"{block.location}: HFile block without a schema")
-    schema = _parse(text, block.location)
+    schema = text if text is not None else hfile.content.info(SCHEMA_INFO)
+    return decode_hfile_cells(hfile, schema, block.location)
+
+
+def decode_hfile_cells(
+    hfile: HFile, schema_text: str | bytes | None, where: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """(record key, record) of every cell of an HFile whose values are Avro records of ``schema_text``
+    (a log block's, or a metadata table base file's: its ``schema`` file info).
+
+    :raises CorruptLogBlockError: if the schema is missing or unusable, or a record is malformed.
+    """
+    if schema_text is None:
+        raise CorruptLogBlockError(f"{where}: HFile records without a schema")
+    if isinstance(schema_text, bytes):
+        schema_text = schema_text.decode("utf-8", errors="replace")
+    schema = _parse(schema_text, where)
     out = []
     for row, value in hfile.content.cells:
         try:
@@ -70,9 +81,9 @@ def decode_hfile_block(block: LogBlock) -> list[tuple[str, dict[str, Any]]]:
                 io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
             )
         except (UnicodeDecodeError, ValueError, EOFError, IndexError, TypeError) as exc:
-            raise CorruptLogBlockError(f"{block.location}: record {row!r} does not decode: {exc}") from exc
+            raise CorruptLogBlockError(f"{where}: record {row!r} does not decode: {exc}") from exc
         if not isinstance(record, dict):
-            raise CorruptLogBlockError(f"{block.location}: record {row!r} is not an Avro record")
+            raise CorruptLogBlockError(f"{where}: record {row!r} is not an Avro record")
         out.append((key, record))
     return out
 

@@ -24,7 +24,6 @@ from airflow_lake_provider.lake.format.hfile.codec import (
     TRAILER_MAGIC,
     TRAILER_SIZE,
     Checksum,
-    Compression,
     encode_block,
     hadoop_vint,
     kv_key,

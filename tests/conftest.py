@@ -22,6 +22,7 @@ from hypothesis import HealthCheck, settings
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "tests" / "data"  # test data lives in the repository (tests/data/README.md)
 HUDI_TABLES = DATA_DIR / "hudi-tables"
+HUDI_TABLES_1X = DATA_DIR / "hudi-tables-1x"  # table versions 8 and 9 (tests/data/hudi-tables-1x/README.md)
 
 # --- Environment, before any Airflow import ---------------------------------------------------------
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="lake-airflow-home-"))
@@ -114,7 +115,8 @@ def repo_root() -> Path:
 
 @pytest.fixture
 def hudi_table_zip(tmp_path: Path) -> Callable[[str], Path]:
-    """Factory: ``hudi_table_zip("cow_v6_nonpartitioned")`` unzips that table and returns its dir.
+    """Factory: ``hudi_table_zip("cow_v6_nonpartitioned")`` unzips that table and returns its dir
+    (from ``hudi-tables/``, or ``hudi-tables-1x/`` for the v8/v9 tables).
 
     Each zip holds one top-level table directory, and COW/MOR zips reuse the same inner names, so
     every table goes into its own ``tmp_path/<name>/`` folder. ``__MACOSX/`` entries are skipped.
@@ -122,6 +124,8 @@ def hudi_table_zip(tmp_path: Path) -> Callable[[str], Path]:
 
     def extract(name: str) -> Path:
         archive = HUDI_TABLES / f"{name.removesuffix('.zip')}.zip"
+        if not archive.is_file():
+            archive = HUDI_TABLES_1X / archive.name
         if not archive.is_file():
             raise FileNotFoundError(f"no such test table: {archive}")
         dest = tmp_path / archive.stem

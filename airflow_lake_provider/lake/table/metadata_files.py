@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError
+from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError, TableNotFoundError
 from airflow_lake_provider.lake.file_group.file_names import PARTITION_METADATA_FILE, LogFileName
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
@@ -49,8 +49,8 @@ class FilesListing:
 
     :param partitions: ``__all_partitions__`` (``.`` for a non-partitioned table), sorted.
     :param files: partition -> file name -> size, for every partition with a file record.
-    :param base_file: the slice's HFile base file (MDT-relative), if any.
-    :param log_files: the slice's log files merged, in merge order.
+    :param base_file: the slice's HFile base file (table-relative), if any.
+    :param log_files: the slice's log files merged (table-relative), in merge order.
     """
 
     partitions: tuple[str, ...]
@@ -82,7 +82,9 @@ def _read_timeline(storage: Storage, base: str) -> _Timeline:
     try:
         props = parse_properties(storage.read(f"{hoodie}/hoodie.properties").decode("utf-8"))
     except FileNotFoundError:
-        raise TableConfigError(f"{storage.uri(hoodie)}: no hoodie.properties") from None
+        if base:
+            raise TableConfigError(f"{storage.root} has no metadata table ({storage.uri(base)})") from None
+        raise TableNotFoundError(f"{storage.root} is not a Hudi table: no {storage.uri(hoodie)}") from None
     layout = int(props.get("hoodie.timeline.layout.version", "1") or 1)
     folder = f"{hoodie}/{props.get('hoodie.timeline.path', 'timeline')}" if layout >= 2 else hoodie
     completed = []
@@ -161,7 +163,7 @@ def read_files_partition(storage: Storage) -> FilesListing:
             raise CorruptDataFileError(
                 f"{block.location}: a {block.block_type.name} block in the files partition"
             )
-    return _listing(merged, f"{folder}/{base_name}" if base_name else None, tuple(n for *_, n in logs))
+    return _listing(merged, f"{folder}/{base_name}" if base_name else None, tuple(f"{folder}/{n}" for *_, n in logs))
 
 
 def _file_map(record: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -228,3 +230,89 @@ def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
                 kept[name] = size
         out[folder or NON_PARTITIONED] = dict(sorted(kept.items()))
     return dict(sorted(out.items()))
+
+
+# ---------------------------------------------------------------------------------------------
+# The check (Hudi's HoodieMetadataTableValidator role, files partition)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FilesCheck:
+    """How the MDT ``files`` partition differs from the data table's storage.
+
+    Files are ``<partition>/<name>`` (``<name>`` alone at the root of a non-partitioned table).
+    ``missing_*``: in storage, not in the MDT; ``extra_*``: in the MDT, not in storage.
+    """
+
+    table: str
+    listing: FilesListing
+    missing_files: tuple[tuple[str, int], ...]
+    extra_files: tuple[tuple[str, int], ...]
+    size_mismatches: tuple[tuple[str, int, int], ...]  # (file, MDT size, storage size)
+    missing_partitions: tuple[str, ...]
+    extra_partitions: tuple[str, ...]
+
+    @property
+    def consistent(self) -> bool:
+        return not (
+            self.missing_files
+            or self.extra_files
+            or self.size_mismatches
+            or self.missing_partitions
+            or self.extra_partitions
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "table": self.table,
+            "consistent": self.consistent,
+            "base_file": self.listing.base_file,
+            "log_files": list(self.listing.log_files),
+            "partitions": len(self.listing.partitions),
+            "files": sum(len(f) for f in self.listing.files.values()),
+            "missing_files": [{"file": f, "size": s} for f, s in self.missing_files],
+            "extra_files": [{"file": f, "size": s} for f, s in self.extra_files],
+            "size_mismatches": [
+                {"file": f, "metadata_size": m, "storage_size": s} for f, m, s in self.size_mismatches
+            ],
+            "missing_partitions": list(self.missing_partitions),
+            "extra_partitions": list(self.extra_partitions),
+        }
+
+
+def _path(partition: str, name: str) -> str:
+    return name if partition == NON_PARTITIONED else f"{partition}/{name}"
+
+
+def check_files_partition(storage: Storage) -> FilesCheck:
+    """Compare the MDT ``files`` partition with a full listing of the data table's storage (files of
+    completed instants). Read-only.
+
+    :raises TableNotFoundError: if there is no table at ``storage``.
+    :raises TableConfigError: if the table has no MDT ``files`` partition.
+    """
+    listing = read_files_partition(storage)
+    actual = list_table_files(storage)
+    missing, extra, sizes = [], [], []
+    for partition in sorted(set(actual) | set(listing.files)):
+        have = listing.files.get(partition, {})
+        want = actual.get(partition, {})
+        for name in sorted(set(have) | set(want)):
+            path = _path(partition, name)
+            if name not in have:
+                missing.append((path, want[name]))
+            elif name not in want:
+                extra.append((path, have[name]))
+            elif have[name] != want[name]:
+                sizes.append((path, have[name], want[name]))
+    listed = set(listing.partitions)
+    return FilesCheck(
+        table=storage.root,
+        listing=listing,
+        missing_files=tuple(missing),
+        extra_files=tuple(extra),
+        size_mismatches=tuple(sizes),
+        missing_partitions=tuple(sorted(set(actual) - listed)),
+        extra_partitions=tuple(sorted(listed - set(actual))),
+    )

@@ -21,6 +21,7 @@ from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigE
 from airflow_lake_provider.lake.file_group.file_names import PARTITION_METADATA_FILE, LogFileName
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
+from airflow_lake_provider.lake.format.timeline_folder import timeline_folder, timeline_layout
 from airflow_lake_provider.lake.log_file.delete_block import decode_delete_block
 from airflow_lake_provider.lake.log_file.hfile_block import (
     SCHEMA_INFO,
@@ -85,8 +86,8 @@ def _read_timeline(storage: Storage, base: str) -> _Timeline:
         if base:
             raise TableConfigError(f"{storage.root} has no metadata table ({storage.uri(base)})") from None
         raise TableNotFoundError(f"{storage.root} is not a Hudi table: no {storage.uri(hoodie)}") from None
-    layout = int(props.get("hoodie.timeline.layout.version", "1") or 1)
-    folder = f"{hoodie}/{props.get('hoodie.timeline.path', 'timeline')}" if layout >= 2 else hoodie
+    layout = timeline_layout(props)
+    folder = timeline_folder(props, hoodie)
     completed = []
     pending = set()
     for name in storage.list_names(folder):
@@ -163,7 +164,8 @@ def read_files_partition(storage: Storage) -> FilesListing:
             raise CorruptDataFileError(
                 f"{block.location}: a {block.block_type.name} block in the files partition"
             )
-    return _listing(merged, f"{folder}/{base_name}" if base_name else None, tuple(f"{folder}/{n}" for *_, n in logs))
+    base_rel = f"{folder}/{base_name}" if base_name else None
+    return _listing(merged, base_rel, tuple(f"{folder}/{n}" for *_, n in logs))
 
 
 def _file_map(record: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:

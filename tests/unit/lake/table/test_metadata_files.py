@@ -13,6 +13,13 @@ from lake_processes import lake_all
 from mdt_tables import MDT_TABLES
 
 from airflow_lake_provider.lake.errors import TableConfigError, TableNotFoundError
+from airflow_lake_provider.lake.format.hfile import Dialect, HFileContent, HFileSettings, write_hfile
+from airflow_lake_provider.lake.log_file.hfile_block import (
+    decode_hfile_block,
+    encode_records,
+    hfile_data_block,
+)
+from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.metadata_files import (
     _combine,
@@ -157,3 +164,83 @@ def test_cli_check_errors(hudi_table_zip) -> None:
     assert (none.returncode, none.stdout) == (1, "")
     assert none.stderr == f"lake: error: {nometa} has no metadata table ({nometa}/.hoodie/metadata)\n"
     assert (both.returncode, both.stderr) == (1, "lake: error: --check and --drop cannot be combined\n")
+
+
+def test_v6_layout_1_slice_by_base_instant_and_suffixed_instants(hudi_table_zip) -> None:
+    """A v6 table (timeline layout 1) with an MDT built by our writers: the slice is the latest
+    completed base instant's (a log names it), blocks count for completed data instants and the
+    MDT's own (initialisation, or a data time plus a 3-digit suffix), not for others."""
+
+    v8 = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    sample = v8 / ".hoodie/metadata/files/.files-0000-0_20260101054337037.log.1_4-175-537"
+    (block,) = [
+        b for b in parse_log_bytes(sample.read_bytes(), str(sample)) if b.block_type == BlockType.HFILE_DATA
+    ]
+    schema = block.header[HeaderKey.SCHEMA]
+    template = decode_hfile_block(block)[0][1]
+
+    def record(kind: int, files: dict[str, int | None]) -> dict:
+        listing = {n: {"size": s or 0, "isDeleted": s is None} for n, s in files.items()}
+        return {**template, "type": kind, "filesystemMetadata": listing}
+
+    table = hudi_table_zip("moravro_v6_trips_8i1u")
+    storage = open_storage(table)
+    actual = list_table_files(storage)
+    assert set(actual) == {"city=chennai", "city=san_francisco", "city=sao_paulo"}
+    init, first, second = "00000000000000010", "20250331030642808", "20250331030645735"
+    mdt = table / ".hoodie" / "metadata"
+    (mdt / ".hoodie").mkdir(parents=True)
+    (mdt / ".hoodie" / "hoodie.properties").write_text("hoodie.table.name=t_metadata\n")
+    for instant in (init, "00000000000000005", first, f"{second}002", second, "20991231000000000"):
+        (mdt / ".hoodie" / f"{instant}.deltacommit").write_text("{}")
+    (mdt / "files").mkdir()
+    chennai = sorted(actual["city=chennai"].items())
+    base = [
+        ("__all_partitions__", record(1, {"city=chennai": 0, "city=gone": 0})),
+        ("city=chennai", record(2, {"ghost.parquet": 5, **dict(chennai[:1])})),
+    ]
+    settings = HFileSettings(dialect=Dialect.HBASE)
+    content = HFileContent(tuple(encode_records(base, schema)), ((b"schema", schema.encode()),), ())
+    (mdt / "files" / f"files-0000-0_0-0-0_{init}.hfile").write_bytes(write_hfile(content, settings))
+    # An older slice, whose records must not count.
+    stale = HFileContent(
+        tuple(encode_records([("city=old", record(2, {"x": 1}))], schema)), content.file_info, ()
+    )
+    (mdt / "files" / "files-0000-0_0-0-0_00000000000000005.hfile").write_bytes(write_hfile(stale, settings))
+    others = {p: f for p, f in actual.items() if p != "city=chennai"}
+    blocks = [
+        hfile_data_block(
+            [
+                ("__all_partitions__", record(1, dict.fromkeys(others, 0))),
+                *((p, record(2, f)) for p, f in others.items()),
+            ],
+            schema,
+            first,
+            settings,
+        ),
+        hfile_data_block([("city=chennai", record(2, dict(chennai[1:])))], schema, second, settings),
+        # the MDT's own instant (a suffix on a data time): deletes the ghost and the gone partition
+        hfile_data_block(
+            [
+                ("__all_partitions__", record(1, {"city=gone": None})),
+                ("city=chennai", record(2, {"ghost.parquet": None})),
+            ],
+            schema,
+            f"{second}002",
+            settings,
+        ),
+        # a data instant that never completed
+        hfile_data_block(
+            [("city=chennai", record(2, {"late.parquet": 9}))], schema, "20991231000000000", settings
+        ),
+    ]
+    (mdt / "files" / f".files-0000-0_{init}.log.1_0-0-0").write_bytes(b"".join(blocks))
+    stale_block = hfile_data_block(
+        [("city=chennai", record(2, {"stale.parquet": 3}))], schema, first, settings
+    )
+    (mdt / "files" / ".files-0000-0_00000000000000005.log.1_0-0-0").write_bytes(stale_block)
+    listing = read_files_partition(storage)
+    assert listing.files == actual
+    assert listing.partitions == ("city=chennai", "city=san_francisco", "city=sao_paulo")
+    assert listing.base_file == f".hoodie/metadata/files/files-0000-0_0-0-0_{init}.hfile"
+    assert check_files_partition(storage).consistent

@@ -360,23 +360,27 @@ def _cmd_savepoint(args: argparse.Namespace) -> None:
         print(f"savepoint {args.instant} deleted")
 
 
-def _cmd_metadata_table(args: argparse.Namespace) -> None:
+def _cmd_metadata_table(args: argparse.Namespace) -> int:
     from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table
     from airflow_lake_provider.lake.table.metadata_table import report as metadata_report
     from airflow_lake_provider.lake.table.table import LakeTable
 
-    table = LakeTable.open(args.path)
     if args.force and not args.drop:
         raise LakeError("--force needs --drop")
+    if args.check:
+        if args.drop:
+            raise LakeError("--check and --drop cannot be combined")
+        return _check_metadata_table(args.path)
+    table = LakeTable.open(args.path)
     if args.drop:
         dropped = drop_metadata_table(table, force=args.force)
         print(dropped.notice if dropped else f"{table.uri} has no metadata table; nothing to drop")
-        return
+        return 0
     found = metadata_report(table)
     state = found.state
     if not state.present:
         print(f"{table.uri}: no metadata table")
-        return
+        return 0
     print(f"partitions: {', '.join(state.partitions) or '-'}")
     print(f"inflight partitions: {', '.join(state.inflight_partitions) or '-'}")
     print(f"folder {table.uri}/.hoodie/metadata: {'present' if state.folder_exists else 'absent'}")
@@ -385,6 +389,18 @@ def _cmd_metadata_table(args: argparse.Namespace) -> None:
         print(f"  {name}")
     print(f"latest metadata instant: {found.latest_instant or '-'}")
     print(f"latest data instant: {found.latest_data_instant or '-'}")
+    return 0
+
+
+def _check_metadata_table(path: str) -> int:
+    """``--check``: the files partition against a full listing, as JSON; 1 when they differ.
+    Read-only, on the storage alone (no table version check: it reads v6 and v8/v9 tables)."""
+    from airflow_lake_provider.lake.storage import open_storage
+    from airflow_lake_provider.lake.table.metadata_files import check_files_partition
+
+    found = check_files_partition(open_storage(path))
+    print(json.dumps(found.to_dict(), indent=2))
+    return 0 if found.consistent else 1
 
 
 _COMMANDS = {
@@ -428,7 +444,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        _COMMANDS[args.command](args)
+        code = _COMMANDS[args.command](args)
         sys.stdout.flush()  # here, not at exit: a closed pipe is then caught below
     except BrokenPipeError:
         return _closed_pipe()
@@ -438,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         message = " ".join(str(exc).split())
         print(f"lake: error: {message}", file=sys.stderr)
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -171,8 +171,13 @@ def _add_recovery_commands(add: Callable[[str, str], argparse.ArgumentParser]) -
     p.add_argument("--savepoint", required=True, help="the savepoint instant to restore")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="hoodie.* options")
 
-    p = add("metadata-table", "show (or drop) Hudi's metadata table of a table")
+    p = add("metadata-table", "show, check (or drop) Hudi's metadata table of a table")
     p.add_argument("path")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="compare its files partition with a full listing; JSON, exit 1 on any difference",
+    )
     p.add_argument(
         "--drop", action="store_true", help="drop it as Hudi does with hoodie.metadata.enable=false"
     )

@@ -1,0 +1,147 @@
+"""HFILE_DATA blocks: the records of Hudi's metadata table in its log files.
+
+The block content is a whole HFile: one cell per record, the cell's row the record key (UTF-8), its
+value the Avro binary of the record under the block's SCHEMA header (which the HFile's file info
+repeats as ``schema``). Java writes the record's own ``key`` field empty: the key lives in the cell.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import fastavro
+
+from airflow_lake_provider.lake.errors import CorruptDataFileError, CorruptLogBlockError, SchemaError
+from airflow_lake_provider.lake.format.hfile import (
+    HFile,
+    HFileContent,
+    HFileSettings,
+    read_hfile,
+    write_hfile,
+)
+from airflow_lake_provider.lake.log_file.log_format import (
+    BlockType,
+    HeaderKey,
+    LogBlock,
+    encode_block,
+    expect_type,
+)
+
+SCHEMA_INFO = b"schema"  # the file info entry holding the writer schema
+
+
+def hfile_of_block(block: LogBlock) -> HFile:
+    """The HFile an HFILE_DATA block carries.
+
+    :raises CorruptLogBlockError: if the content is not a readable HFile.
+    """
+    expect_type(block, BlockType.HFILE_DATA)
+    try:
+        return read_hfile(block.content, block.location)
+    except CorruptDataFileError as exc:
+        raise CorruptLogBlockError(f"{block.location}: HFile block unreadable: {exc}") from exc
+
+
+def decode_hfile_block(block: LogBlock) -> list[tuple[str, dict[str, Any]]]:
+    """(record key, record) of every cell of an HFILE_DATA block, in key order.
+
+    The writer schema is the block's SCHEMA header, else the HFile's ``schema`` file info. A value
+    of a union of several records (column stats' value wrappers) comes as ``(record name, value)``,
+    the form :func:`encode_records` takes back, so the branch survives a round trip.
+
+    :raises CorruptLogBlockError: if the HFile, the schema or a record is malformed.
+    """
+    hfile = hfile_of_block(block)
+    text = block.header.get(HeaderKey.SCHEMA)
+    schema = text if text is not None else hfile.content.info(SCHEMA_INFO)
+    return decode_hfile_cells(hfile, schema, block.location)
+
+
+def decode_hfile_cells(
+    hfile: HFile, schema_text: str | bytes | None, where: str
+) -> list[tuple[str, dict[str, Any]]]:
+    """(record key, record) of every cell of an HFile whose values are Avro records of ``schema_text``
+    (a log block's, or a metadata table base file's: its ``schema`` file info).
+
+    :raises CorruptLogBlockError: if the schema is missing or unusable, or a record is malformed.
+    """
+    if schema_text is None:
+        raise CorruptLogBlockError(f"{where}: HFile records without a schema")
+    if isinstance(schema_text, bytes):
+        schema_text = schema_text.decode("utf-8", errors="replace")
+    schema = _parse(schema_text, where)
+    out = []
+    for row, value in hfile.content.cells:
+        try:
+            key = row.decode("utf-8")
+            record = fastavro.schemaless_reader(
+                io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
+            )
+        except (UnicodeDecodeError, ValueError, EOFError, IndexError, TypeError) as exc:
+            raise CorruptLogBlockError(f"{where}: record {row!r} does not decode: {exc}") from exc
+        if not isinstance(record, dict):
+            raise CorruptLogBlockError(f"{where}: record {row!r} is not an Avro record")
+        out.append((key, record))
+    return out
+
+
+def _parse(text: str, where: str) -> Any:
+    try:
+        return fastavro.parse_schema(json.loads(text))
+    except (json.JSONDecodeError, RecursionError, fastavro.schema.SchemaParseException, TypeError) as exc:
+        raise CorruptLogBlockError(f"{where}: block schema unusable: {exc}") from exc
+
+
+def encode_records(
+    records: Sequence[tuple[str, Mapping[str, Any]]], schema_text: str
+) -> list[tuple[bytes, bytes]]:
+    """HFile cells (UTF-8 key, Avro binary) of ``records``, sorted by key.
+
+    :raises SchemaError: if a record does not fit the schema or a key repeats.
+    """
+    schema = fastavro.parse_schema(json.loads(schema_text))
+    cells = []
+    for key, record in records:
+        buf = io.BytesIO()
+        try:
+            fastavro.schemaless_writer(buf, schema, dict(record))
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:
+            raise SchemaError(f"metadata record {key!r} does not fit its schema: {exc}") from exc
+        cells.append((key.encode("utf-8"), buf.getvalue()))
+    cells.sort(key=lambda cell: cell[0])
+    for before, after in zip(cells, cells[1:], strict=False):
+        if before[0] == after[0]:
+            raise SchemaError(f"metadata record key {before[0].decode()!r} given twice in one block")
+    return cells
+
+
+def hfile_data_block(
+    records: Sequence[tuple[str, Mapping[str, Any]]],
+    schema_text: str,
+    instant_time: str,
+    settings: HFileSettings,
+    *,
+    schema_first: bool = False,
+) -> bytes:
+    """Encode an HFILE_DATA block holding ``records`` (key, Avro record), as Hudi's Java writer does.
+
+    :param schema_text: the writer schema's JSON text exactly as the SCHEMA header carries it.
+    :param schema_first: header order (Java's header map iterates in an order that varies per run;
+        both are seen in Hudi's files).
+    :returns: the framed block bytes.
+    """
+    cells = encode_records(records, schema_text)
+    content = HFileContent(tuple(cells), ((SCHEMA_INFO, schema_text.encode("utf-8")),), ())
+    return hfile_block_bytes(content, schema_text, instant_time, settings, schema_first=schema_first)
+
+
+def hfile_block_bytes(
+    content: HFileContent, schema_text: str, instant_time: str, settings: HFileSettings, *, schema_first: bool
+) -> bytes:
+    """Frame an HFile of ``content`` as an HFILE_DATA block (header INSTANT_TIME and SCHEMA)."""
+    entries = [(HeaderKey.INSTANT_TIME, instant_time), (HeaderKey.SCHEMA, schema_text)]
+    header = dict(reversed(entries) if schema_first else entries)
+    return encode_block(BlockType.HFILE_DATA, header, write_hfile(content, settings))

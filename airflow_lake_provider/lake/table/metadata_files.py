@@ -1,0 +1,320 @@
+"""The ``files`` partition of Hudi's metadata table (MDT), read as Hudi's readers merge it.
+
+The partition is one file group, ``files-0000-0``: an HFile base file plus log files of HFILE_DATA
+blocks, each record a ``HoodieMetadataRecord`` keyed by a partition path (``.`` for a
+non-partitioned table) or ``__all_partitions__``. The latest slice's base records are merged with
+those of its log blocks whose instant is valid (Hudi's ``getValidInstantTimestamps``): a completed MDT
+deltacommit whose data instant completed too, or one of the MDT's own initialisation instants.
+Each record's file map merges as ``HoodieMetadataPayload.combineFileSystemMetadata`` does: a newer
+deletion removes the file (kept as a tombstone only when the older record lacked it), otherwise the
+larger size wins; tombstones are dropped from the result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError, TableNotFoundError
+from airflow_lake_provider.lake.file_group.file_names import PARTITION_METADATA_FILE, LogFileName
+from airflow_lake_provider.lake.format.hfile import read_hfile
+from airflow_lake_provider.lake.format.properties import parse_properties
+from airflow_lake_provider.lake.format.timeline_folder import timeline_folder, timeline_layout
+from airflow_lake_provider.lake.log_file.delete_block import decode_delete_block
+from airflow_lake_provider.lake.log_file.hfile_block import (
+    SCHEMA_INFO,
+    decode_hfile_block,
+    decode_hfile_cells,
+)
+from airflow_lake_provider.lake.log_file.log_format import BlockType
+from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+
+MDT_DIR = f"{HOODIE_DIR}/metadata"
+FILES_PARTITION = "files"
+FILES_GROUP = "files-0000-0"
+ALL_PARTITIONS = "__all_partitions__"
+NON_PARTITIONED = "."
+PARTITION_LIST, FILE_LIST = 1, 2  # HoodieMetadataRecord.type
+# Hudi's SOLO_COMMIT_TIMESTAMP: the MDT's own initialisation instants start with it.
+_SOLO = "00000000000000"
+
+_BASE_RE = re.compile(r"^([A-Za-z0-9-]+)_(\d+-\d+-\d+)_(\d{14}(?:\d{3})?)\.[A-Za-z0-9]+$")
+
+
+@dataclass(frozen=True)
+class FilesListing:
+    """What the MDT ``files`` partition lists.
+
+    :param partitions: ``__all_partitions__`` (``.`` for a non-partitioned table), sorted.
+    :param files: partition -> file name -> size, for every partition with a file record.
+    :param base_file: the slice's HFile base file (table-relative), if any.
+    :param log_files: the slice's log files merged (table-relative), in merge order.
+    """
+
+    partitions: tuple[str, ...]
+    files: Mapping[str, Mapping[str, int]]
+    base_file: str | None = None
+    log_files: tuple[str, ...] = field(default=())
+
+
+# ---------------------------------------------------------------------------------------------
+# LOCAL timeline reading (until timeline/ reads layout 2; to be replaced by the shared timeline):
+# completed instants of a table's active timeline as (requested time, completion time, action).
+# ---------------------------------------------------------------------------------------------
+
+_COMPLETED_RE = re.compile(r"^(\d{14}(?:\d{3})?(?:\d{3})?)(?:_(\d{14}(?:\d{3})?))?\.([a-z]+)$")
+
+
+@dataclass(frozen=True)
+class _Timeline:
+    layout: int
+    completed: tuple[tuple[str, str, str], ...]  # (requested, completion, action)
+    pending: frozenset[tuple[str, str]]  # (requested, action) of requested/inflight instants
+
+
+def _read_timeline(storage: Storage, base: str) -> _Timeline:
+    """The active timeline of the table at ``base`` (``""`` or the MDT folder): layout 2 keeps it in
+    ``.hoodie/timeline/`` with ``<requested>_<completion>.<action>`` names, layout 1 in ``.hoodie/``
+    (completion time unknown: the requested time stands in)."""
+    hoodie = f"{base}/{HOODIE_DIR}" if base else HOODIE_DIR
+    try:
+        props = parse_properties(storage.read(f"{hoodie}/hoodie.properties").decode("utf-8"))
+    except FileNotFoundError:
+        if base:
+            raise TableConfigError(f"{storage.root} has no metadata table ({storage.uri(base)})") from None
+        raise TableNotFoundError(f"{storage.root} is not a Hudi table: no {storage.uri(hoodie)}") from None
+    layout = timeline_layout(props)
+    folder = timeline_folder(props, hoodie)
+    completed = []
+    pending = set()
+    for name in storage.list_names(folder):
+        m = _COMPLETED_RE.match(name)
+        if m:
+            completed.append((m.group(1), m.group(2) or m.group(1), m.group(3)))
+            continue
+        parts = name.split(".")
+        if len(parts) >= 2 and parts[0].isdigit() and parts[-1] in ("requested", "inflight"):
+            pending.add((parts[0], parts[1]))
+    return _Timeline(layout, tuple(sorted(completed)), frozenset(pending))
+
+
+# ---------------------------------------------------------------------------------------------
+# The files partition
+# ---------------------------------------------------------------------------------------------
+
+
+def read_files_partition(storage: Storage) -> FilesListing:
+    """Merge the latest slice of the MDT ``files`` partition of the table at ``storage``.
+
+    :raises TableConfigError: if the table has no MDT ``files`` partition.
+    :raises CorruptDataFileError: if a base file or log block is unreadable.
+    """
+    data = _read_timeline(storage, "")
+    mdt = _read_timeline(storage, MDT_DIR)
+    folder = f"{MDT_DIR}/{FILES_PARTITION}"
+    names = storage.list_names(folder)
+    if not names:
+        raise TableConfigError(f"{storage.uri(folder)}: the metadata table has no files partition")
+    done = {requested: completion for requested, completion, _ in mdt.completed}
+    deltacommits = {r for r, _, action in mdt.completed if action == "deltacommit"}
+    valid = {r for r, _, _ in data.completed} | {r for r in deltacommits if r.startswith(_SOLO)}
+    if data.layout < 2:  # v6: MDT-only instants carry a 3-digit suffix on a data instant time
+        valid |= {r for r in deltacommits if len(r) == 20}
+    bases = sorted(
+        (m.group(3), name)
+        for name in names
+        if (m := _BASE_RE.match(name)) and m.group(1) == FILES_GROUP and m.group(3) in done
+    )
+    base_instant, base_name = bases[-1] if bases else ("", None)
+    logs = []
+    for name in names:
+        log = LogFileName.parse(name)
+        if log is None or log.file_id != FILES_GROUP:
+            continue
+        if mdt.layout >= 2:  # a log joins the slice whose base instant its completion time passed
+            completion = done.get(log.base_instant)
+            if completion is None or completion < base_instant:
+                continue
+        elif log.base_instant != base_instant:
+            continue
+        logs.append((log.base_instant, log.version, log.write_token, name))
+    logs.sort()
+    merged: dict[str, dict[str, Any] | None] = {}
+    if base_name is not None:
+        rel = f"{folder}/{base_name}"
+        hfile = read_hfile(storage.read(rel), storage.uri(rel))
+        for key, record in decode_hfile_cells(hfile, hfile.content.info(SCHEMA_INFO), storage.uri(rel)):
+            merged[key] = record
+    blocks = [b for *_, name in logs for b in read_log_blocks(storage, f"{folder}/{name}")]
+
+    def committed(instant: str) -> bool:
+        return instant in deltacommits and instant in valid
+
+    for block in visible_blocks(blocks, committed):
+        if block.block_type == BlockType.HFILE_DATA:
+            for key, record in decode_hfile_block(block):
+                merged[key] = _combine(merged.get(key), record, key)
+        elif block.block_type == BlockType.DELETE:
+            for entry in decode_delete_block(block):
+                merged[entry.record_key] = None
+        else:
+            raise CorruptDataFileError(
+                f"{block.location}: a {block.block_type.name} block in the files partition"
+            )
+    base_rel = f"{folder}/{base_name}" if base_name else None
+    return _listing(merged, base_rel, tuple(f"{folder}/{n}" for *_, n in logs))
+
+
+def _file_map(record: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    files = (record or {}).get("filesystemMetadata") or {}
+    return {name: dict(info) for name, info in files.items()}
+
+
+def _combine(older: Mapping[str, Any] | None, newer: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """``HoodieMetadataPayload.combineFileSystemMetadata``: the newer record with merged file maps."""
+    combined = _file_map(older)
+    for name, info in _file_map(newer).items():
+        old = combined.get(name)
+        if old is None:
+            combined[name] = info  # a tombstone for a file the older record lacks is kept
+        elif info.get("isDeleted"):
+            del combined[name]
+        else:
+            combined[name] = {"size": max(int(info["size"]), int(old["size"])), "isDeleted": False}
+    return {**newer, "filesystemMetadata": combined}
+
+
+def _listing(
+    merged: Mapping[str, Mapping[str, Any] | None], base: str | None, logs: tuple[str, ...]
+) -> FilesListing:
+    partitions: tuple[str, ...] = ()
+    files: dict[str, dict[str, int]] = {}
+    for key, record in merged.items():
+        if record is None:
+            continue
+        live = {n: int(i["size"]) for n, i in _file_map(record).items() if not i.get("isDeleted")}
+        if record.get("type") == PARTITION_LIST and key == ALL_PARTITIONS:
+            partitions = tuple(sorted(live))
+        elif record.get("type") == FILE_LIST:
+            files[key] = dict(sorted(live.items()))
+    return FilesListing(partitions, dict(sorted(files.items())), base, logs)
+
+
+# ---------------------------------------------------------------------------------------------
+# The listing the MDT should equal: the data table's storage, files of completed instants only
+# ---------------------------------------------------------------------------------------------
+
+
+def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
+    """partition (``.`` for the table's root) -> base and log file name -> size, for the files of
+    completed data instants (a log of layout 2 by its deltacommit, of layout 1 by its slice's base
+    instant, which may also be a pending compaction's)."""
+    timeline = _read_timeline(storage, "")
+    completed = {r for r, _, _ in timeline.completed}
+    if timeline.layout < 2:
+        completed |= {r for r, action in timeline.pending if action == "compaction"}
+    out: dict[str, dict[str, int]] = {}
+    for folder, listing in storage.walk("", lambda rel: not rel.rsplit("/", 1)[-1].startswith(".")):
+        names = {name for name, _ in listing}
+        if PARTITION_METADATA_FILE not in names and not any(
+            n.startswith(PARTITION_METADATA_FILE) for n in names
+        ):
+            continue
+        kept = {}
+        for name, size in listing:
+            base = _BASE_RE.match(name)
+            log = LogFileName.parse(name)
+            instant = base.group(3) if base else log.base_instant if log else None
+            if instant is not None and instant in completed:
+                kept[name] = size
+        out[folder or NON_PARTITIONED] = dict(sorted(kept.items()))
+    return dict(sorted(out.items()))
+
+
+# ---------------------------------------------------------------------------------------------
+# The check (Hudi's HoodieMetadataTableValidator role, files partition)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FilesCheck:
+    """How the MDT ``files`` partition differs from the data table's storage.
+
+    Files are ``<partition>/<name>`` (``<name>`` alone at the root of a non-partitioned table).
+    ``missing_*``: in storage, not in the MDT; ``extra_*``: in the MDT, not in storage.
+    """
+
+    table: str
+    listing: FilesListing
+    missing_files: tuple[tuple[str, int], ...]
+    extra_files: tuple[tuple[str, int], ...]
+    size_mismatches: tuple[tuple[str, int, int], ...]  # (file, MDT size, storage size)
+    missing_partitions: tuple[str, ...]
+    extra_partitions: tuple[str, ...]
+
+    @property
+    def consistent(self) -> bool:
+        return not (
+            self.missing_files
+            or self.extra_files
+            or self.size_mismatches
+            or self.missing_partitions
+            or self.extra_partitions
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "table": self.table,
+            "consistent": self.consistent,
+            "base_file": self.listing.base_file,
+            "log_files": list(self.listing.log_files),
+            "partitions": len(self.listing.partitions),
+            "files": sum(len(f) for f in self.listing.files.values()),
+            "missing_files": [{"file": f, "size": s} for f, s in self.missing_files],
+            "extra_files": [{"file": f, "size": s} for f, s in self.extra_files],
+            "size_mismatches": [
+                {"file": f, "metadata_size": m, "storage_size": s} for f, m, s in self.size_mismatches
+            ],
+            "missing_partitions": list(self.missing_partitions),
+            "extra_partitions": list(self.extra_partitions),
+        }
+
+
+def _path(partition: str, name: str) -> str:
+    return name if partition == NON_PARTITIONED else f"{partition}/{name}"
+
+
+def check_files_partition(storage: Storage) -> FilesCheck:
+    """Compare the MDT ``files`` partition with a full listing of the data table's storage (files of
+    completed instants). Read-only.
+
+    :raises TableNotFoundError: if there is no table at ``storage``.
+    :raises TableConfigError: if the table has no MDT ``files`` partition.
+    """
+    listing = read_files_partition(storage)
+    actual = list_table_files(storage)
+    missing, extra, sizes = [], [], []
+    for partition in sorted(set(actual) | set(listing.files)):
+        have = listing.files.get(partition, {})
+        want = actual.get(partition, {})
+        for name in sorted(set(have) | set(want)):
+            path = _path(partition, name)
+            if name not in have:
+                missing.append((path, want[name]))
+            elif name not in want:
+                extra.append((path, have[name]))
+            elif have[name] != want[name]:
+                sizes.append((path, have[name], want[name]))
+    listed = set(listing.partitions)
+    return FilesCheck(
+        table=storage.root,
+        listing=listing,
+        missing_files=tuple(missing),
+        extra_files=tuple(extra),
+        size_mismatches=tuple(sizes),
+        missing_partitions=tuple(sorted(set(actual) - listed)),
+        extra_partitions=tuple(sorted(listed - set(actual))),
+    )

@@ -1,0 +1,38 @@
+"""The Hudi 1.x test tables that have a metadata table (``tests/data/hudi-tables-1x``), and the
+HFiles and HFILE_DATA log blocks in them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+DATA_1X = Path(__file__).parent / "data" / "hudi-tables-1x"
+# Every zip of hudi-tables-1x whose table has .hoodie/metadata/files (all but the v8 COW tables and
+# the *_nometa ones).
+MDT_TABLES = (
+    "cow_v9_lance_nonpartitioned",
+    "cow_v9_lance_txns_nonpart",
+    "cow_v9_lance_txns_simple",
+    "cow_v9_timebasedkeygen_epochmillis",
+    "cow_v9_timebasedkeygen_nonhivestyle",
+    "cow_v9_timebasedkeygen_unixtimestamp",
+    "cow_v9_txns_complex_meta",
+    "cow_v9_txns_nonpart_meta",
+    "cow_v9_txns_simple_meta",
+    "cow_v9_txns_simple_overwrite",
+    "mdt_basic_mor_avro_v8_nonpartitioned",
+    "mor_avro_v9_lance_nonhivestyle",
+    "mor_avro_v9_nonpartitioned_rollback",
+    "mor_avro_v9_timebasedkeygen_nonhivestyle",
+    "mor_avro_v9_txns_complex_meta",
+    "mor_avro_v9_txns_nonpart_meta",
+    "mor_avro_v9_txns_simple_meta",
+    "mor_avro_v9_txns_simple_overwrite",
+)
+
+
+def mdt_files(table: Path, suffix: str) -> Iterator[Path]:
+    """Files under the table's .hoodie/metadata/ whose names end with / contain ``suffix``."""
+    for path in sorted((table / ".hoodie" / "metadata").rglob("*")):
+        if path.is_file() and suffix in path.name and "/.hoodie/metadata/.hoodie/" not in str(path):
+            yield path

@@ -21,7 +21,7 @@ from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigE
 from airflow_lake_provider.lake.file_group.file_names import PARTITION_METADATA_FILE, LogFileName
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
-from airflow_lake_provider.lake.format.timeline_folder import timeline_folder, timeline_layout
+from airflow_lake_provider.lake.format.timeline_paths import timeline_location
 from airflow_lake_provider.lake.log_file.delete_block import decode_delete_block
 from airflow_lake_provider.lake.log_file.hfile_block import (
     SCHEMA_INFO,
@@ -86,8 +86,8 @@ def _read_timeline(storage: Storage, base: str) -> _Timeline:
         if base:
             raise TableConfigError(f"{storage.root} has no metadata table ({storage.uri(base)})") from None
         raise TableNotFoundError(f"{storage.root} is not a Hudi table: no {storage.uri(hoodie)}") from None
-    layout = timeline_layout(props)
-    folder = timeline_folder(props, hoodie)
+    layout, folder_name, _ = timeline_location(props, storage.uri(f"{hoodie}/hoodie.properties"))
+    folder = f"{hoodie}/{folder_name}" if folder_name else hoodie
     completed = []
     pending = set()
     for name in storage.list_names(folder):

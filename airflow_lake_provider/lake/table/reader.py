@@ -145,10 +145,14 @@ class SliceReader:
         return keys.combine_chunks().cast(pa.string())
 
     def base_parts(
-        self, slice_: FileSlice, footer: list[Mapping[bytes, bytes]] | None = None
+        self,
+        slice_: FileSlice,
+        footer: list[Mapping[bytes, bytes]] | None = None,
+        keys: pa.Array | None = None,
     ) -> Iterator[pa.Table]:
         """The base file's rows one row group at a time (none without a base file), shaped as the
-        schema; ``footer`` (if given) receives the file's footer key-value metadata first."""
+        schema; ``footer`` (if given) receives the file's footer key-value metadata first. ``keys``:
+        the file's :meth:`base_key_column`, if already read: its record keys are not decoded again."""
         if slice_.base_file is None:
             return
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import pulls in
@@ -161,14 +165,19 @@ class SliceReader:
             if footer is not None:
                 footer.append(parquet.metadata.metadata or {})
             present = set(names)
-            columns = [n for n in self.schema.names if n in present]
+            reuse = keys is not None and RECORD_KEY in present
+            columns = [n for n in self.schema.names if n in present and not (reuse and n == RECORD_KEY)]
             groups = range(parquet.metadata.num_row_groups) or [None]
+            offset = 0
             for index in groups:
                 rows = (
                     parquet.read_row_group(index, columns=columns)
                     if index is not None
                     else parquet.schema_arrow.empty_table().select(columns)
                 )
+                if reuse:
+                    rows = rows.append_column(RECORD_KEY, keys.slice(offset, rows.num_rows))
+                    offset += rows.num_rows
                 if RECORD_KEY in rows.column_names and rows.column(RECORD_KEY).null_count:
                     raise CorruptDataFileError(
                         f"{self.table.storage.uri(rel)}: {rows.column(RECORD_KEY).null_count} rows have "
@@ -305,15 +314,14 @@ class SliceReader:
         # The base file's keys matched against the log's at once: per row group the log's keys
         # would be hashed again each time.
         match_all = merge.match(all_keys) if all_keys is not None else None
-        del all_keys
         offset = 0
-        for part in self.base_parts(slice_):
+        for part in self.base_parts(slice_, keys=all_keys):
             match = match_all.slice(offset, part.num_rows) if match_all is not None else None
             offset += part.num_rows
             kept = merge.kept_base(part, self.keys_of(part), match)
             if kept.num_rows:
                 yield kept
-        del match_all
+        del match_all, all_keys
         yield merge.log_rows()
 
     def _log_merge(self, items: Sequence[LogItem]) -> LogMerge | None:

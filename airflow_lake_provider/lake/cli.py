@@ -113,20 +113,14 @@ def _cmd_write(args: argparse.Namespace) -> None:
 
 
 def _cmd_read(args: argparse.Namespace) -> None:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from airflow_lake_provider.lake.table.reader import read_snapshot
+    from airflow_lake_provider.lake.table.export import export_parquet
     from airflow_lake_provider.lake.table.table import LakeTable
 
     table = LakeTable.open(args.path)
     folder, name = _split(args.output)
     _check_outside(table.storage, folder, name)
-    snapshot = read_snapshot(table, as_of=args.as_of)
-    sink = pa.BufferOutputStream()
-    pq.write_table(snapshot if snapshot.num_columns else pa.table({}), sink)
-    folder.write(name, sink.getvalue().to_pybytes())  # atomic: no half-written output file
-    print(f"{snapshot.num_rows} rows -> {folder.uri(name)}")
+    rows = export_parquet(table, folder, name, as_of=args.as_of)  # atomic: no half-written output file
+    print(f"{rows} rows -> {folder.uri(name)}")
 
 
 def _check_outside(base: Storage, folder: Storage, name: str) -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import struct
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -177,12 +179,13 @@ def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> 
         )
     )
     del payload
-    import polars as pl  # deferred: only the Avro decode path needs polars' runtime
+    pl = _polars()
 
     try:
         frame = pl.read_avro(io.BytesIO(container))
     except pl.exceptions.PolarsError as exc:
         raise CorruptLogBlockError(f"{where}: data block does not decode: {exc}") from exc
+    del container  # a copy of the block: not held through the conversions below (peak memory)
     if frame.height != count:
         raise CorruptLogBlockError(f"{where}: decoded {frame.height} records, header says {count}")
     lengths = frame.get_column(len_field).to_arrow().cast(pa.binary(4))
@@ -197,6 +200,7 @@ def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> 
         return None
     target = avro_to_arrow(schema)
     table = frame.drop(len_field).to_arrow()
+    del frame
     try:
         # First to the decoded layout (maps still lists of entries), then relabel as maps.
         decoded = pa.schema([pa.field(f.name, _map_entries_type(f.type), f.nullable) for f in target])
@@ -208,6 +212,17 @@ def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> 
         return pa.Table.from_arrays(columns, schema=target)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:
         raise CorruptLogBlockError(f"{where}: decoded data does not fit the block schema: {exc}") from exc
+
+
+def _polars() -> Any:
+    """polars, loaded on first use (only the Avro decode path needs its runtime). Unless the process
+    loaded it already or says otherwise, its allocator (jemalloc) is told to return freed memory at
+    once: it would keep the decode's garbage, about twice the decoded block, for the whole read."""
+    if "polars" not in sys.modules:
+        os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
+    import polars
+
+    return polars
 
 
 def _maps_as_arrays(t: Any, counter: list[int]) -> Any:

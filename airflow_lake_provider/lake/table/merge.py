@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -47,8 +46,9 @@ LogItem = DataItem | DeleteItem
 
 
 def _arange(start: int, n: int) -> pa.Array:
-    """int64 ``start, start + 1, ...`` (n values), built natively (``pa.array(range(...))`` is slow)."""
-    return pl.int_range(start, start + n, dtype=pl.Int64, eager=True).to_arrow()
+    """int64 ``start, start + 1, ...`` (n values), built natively (``pa.array(range(...))`` is slow):
+    numpy's buffer, not copied (polars is loaded only where a log block is Avro-decoded)."""
+    return pa.array(np.arange(start, start + n, dtype=np.int64))
 
 
 def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:

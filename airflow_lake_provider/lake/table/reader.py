@@ -35,6 +35,7 @@ from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, decod
 from airflow_lake_provider.lake.log_file.log_format import BlockType, LogBlock
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, LogItem, LogMerge
+from airflow_lake_provider.lake.table.stream import stream_slices
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import validate_instant_time
@@ -144,10 +145,14 @@ class SliceReader:
         return keys.combine_chunks().cast(pa.string())
 
     def base_parts(
-        self, slice_: FileSlice, footer: list[Mapping[bytes, bytes]] | None = None
+        self,
+        slice_: FileSlice,
+        footer: list[Mapping[bytes, bytes]] | None = None,
+        keys: pa.Array | None = None,
     ) -> Iterator[pa.Table]:
         """The base file's rows one row group at a time (none without a base file), shaped as the
-        schema; ``footer`` (if given) receives the file's footer key-value metadata first."""
+        schema; ``footer`` (if given) receives the file's footer key-value metadata first. ``keys``:
+        the file's :meth:`base_key_column`, if already read: its record keys are not decoded again."""
         if slice_.base_file is None:
             return
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import pulls in
@@ -160,14 +165,19 @@ class SliceReader:
             if footer is not None:
                 footer.append(parquet.metadata.metadata or {})
             present = set(names)
-            columns = [n for n in self.schema.names if n in present]
+            reuse = keys is not None and RECORD_KEY in present
+            columns = [n for n in self.schema.names if n in present and not (reuse and n == RECORD_KEY)]
             groups = range(parquet.metadata.num_row_groups) or [None]
+            offset = 0
             for index in groups:
                 rows = (
                     parquet.read_row_group(index, columns=columns)
                     if index is not None
                     else parquet.schema_arrow.empty_table().select(columns)
                 )
+                if reuse:
+                    rows = rows.append_column(RECORD_KEY, keys.slice(offset, rows.num_rows))
+                    offset += rows.num_rows
                 if RECORD_KEY in rows.column_names and rows.column(RECORD_KEY).null_count:
                     raise CorruptDataFileError(
                         f"{self.table.storage.uri(rel)}: {rows.column(RECORD_KEY).null_count} rows have "
@@ -280,33 +290,39 @@ class SliceReader:
         return DeleteItem(pa.array([r.record_key for r in records], pa.string()), ords)
 
     def read_slice(self, slice_: FileSlice) -> pa.Table:
-        """The slice's live rows: the base file streamed a row group at a time through the merge
-        with the log (only one row group of the base is held beside the output)."""
+        """The slice's live rows (:meth:`slice_parts` concatenated)."""
+        parts = list(self.slice_parts(slice_))
+        if not parts:
+            return self.schema.empty_table()
+        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+    def slice_parts(self, slice_: FileSlice) -> Iterator[pa.Table]:
+        """The slice's live rows, a part at a time: the base file streamed a row group at a time
+        through the merge with the log (surviving rows in base order), then the log's rows. Only the
+        log's merged records and one row group of the base are held while parts are produced."""
         if not slice_.log_files:
-            base = self.read_base(slice_)
-            return base if base is not None else self.schema.empty_table()
+            yield from self.base_parts(slice_)
+            return
         with ThreadPoolExecutor(max_workers=1) as pool:
             # The log decoding and the parquet read of the base file's keys both release the GIL.
             pending = pool.submit(self.log_items, slice_.log_files)
             all_keys = self.base_key_column(slice_)
             merge = self._log_merge(pending.result())
+        if merge is None:
+            yield from self.base_parts(slice_)
+            return
         # The base file's keys matched against the log's at once: per row group the log's keys
         # would be hashed again each time.
-        match_all = merge.match(all_keys) if merge is not None and all_keys is not None else None
-        parts: list[pa.Table] = []
+        match_all = merge.match(all_keys) if all_keys is not None else None
         offset = 0
-        for part in self.base_parts(slice_):
-            if merge is None:
-                parts.append(part)
-                continue
+        for part in self.base_parts(slice_, keys=all_keys):
             match = match_all.slice(offset, part.num_rows) if match_all is not None else None
-            parts.append(merge.kept_base(part, self.keys_of(part), match))
             offset += part.num_rows
-        if merge is not None:
-            parts.append(merge.log_rows())
-        if not parts:
-            return self.schema.empty_table()
-        return pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+            kept = merge.kept_base(part, self.keys_of(part), match)
+            if kept.num_rows:
+                yield kept
+        del match_all, all_keys
+        yield merge.log_rows()
 
     def _log_merge(self, items: Sequence[LogItem]) -> LogMerge | None:
         if not items:
@@ -344,26 +360,49 @@ def read_snapshot(
     max_workers: int = 4,
 ) -> pa.Table:
     """The table's rows as of ``as_of`` (default: latest), meta columns first."""
+    reader, slices = _snapshot(table, as_of, partitions)
+    if reader is None:
+        return pa.table({})
+    if not slices:
+        return reader.schema.empty_table()
+    # Arrow and the Avro decoder release the GIL, so slices read in parallel threads.
+    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(slices)))) as pool:
+        parts = list(pool.map(reader.read_slice, slices))
+    result = pa.concat_tables(parts)
+    return result.combine_chunks() if result.num_rows < 1_000_000 else result
+
+
+def snapshot_parts(
+    table: LakeTable,
+    as_of: str | None = None,
+    partitions: Iterable[str] | None = None,
+    max_workers: int = 4,
+) -> tuple[pa.Schema, Iterator[pa.Table]]:
+    """:func:`read_snapshot`'s rows as a stream of parts (the same rows in the same order), with
+    their schema (no columns when the table has no commit yet): to write them out while reading,
+    holding a few parts instead of the table. Errors surface from the iterator, in slice order."""
+    reader, slices = _snapshot(table, as_of, partitions)
+    if reader is None:
+        return pa.schema([]), iter(())
+    return reader.schema, stream_slices(reader.slice_parts, slices, max_workers)
+
+
+def _snapshot(
+    table: LakeTable, as_of: str | None, partitions: Iterable[str] | None
+) -> tuple[SliceReader | None, list[FileSlice]]:
+    """The reader and latest slices of a snapshot (no reader while the table has no schema)."""
     timeline = table.timeline()
     if as_of is not None:
         validate_instant_time(as_of)
         _check_not_archived(table, timeline, as_of)
     schema = table.arrow_schema(timeline, as_of)
     if schema is None:
-        return pa.table({})
+        return None, []
     wanted = list(partitions) if partitions is not None else None
     view = table.file_system_view(timeline, wanted)
     if as_of is not None:
         _check_readable(table, view, as_of, wanted)
-    reader = SliceReader(table, timeline, schema, as_of)
-    slices = view.latest_slices(as_of)
-    if not slices:
-        return schema.empty_table()
-    # Arrow and the Avro decoder release the GIL, so slices read in parallel threads.
-    with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(slices)))) as pool:
-        parts = list(pool.map(reader.read_slice, slices))
-    result = pa.concat_tables(parts)
-    return result.combine_chunks() if result.num_rows < 1_000_000 else result
+    return SliceReader(table, timeline, schema, as_of), view.latest_slices(as_of)
 
 
 def _check_not_archived(table: LakeTable, timeline: Timeline, as_of: str) -> None:

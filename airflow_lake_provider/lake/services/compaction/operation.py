@@ -210,7 +210,7 @@ class _SliceMerge:
         match_all = merge.match(all_keys) if merge is not None and all_keys is not None else None
         hit_all = pc.is_in(all_keys, value_set=touched) if all_keys is not None and len(touched) else None
         offset = 0
-        for part in reader.base_parts(self.slice_, self.footer):
+        for part in reader.base_parts(self.slice_, self.footer, keys=all_keys):
             keys = reader.keys_of(part)
             self.base += len(keys)
             if merge is None:

@@ -90,7 +90,7 @@ def _spark_path(table: LakeTable, rows: int, master: str) -> None:
     """The upsert in process (baseline), then through Spark tasks: whole, and killed before its commit."""
     from pyspark.sql import SparkSession
 
-    from spark_jobs.write import spark_runner
+    from airflow_lake_provider.spark_jobs.write import spark_runner
 
     # The Python workers must run this interpreter (it has pyarrow), and import this checkout.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -20,7 +20,6 @@ ENV AIRFLOW_HOME=/opt/airflow \
 WORKDIR /opt/lake-provider
 COPY pyproject.toml constraints.txt ./
 COPY airflow_lake_provider ./airflow_lake_provider
-COPY spark_jobs ./spark_jobs
 # psycopg: the PostgreSQL driver of the metadata DB. pyspark is installed again without its
 # dependencies afterwards: pyspark-client (pulled in by the Spark provider) writes into the same
 # folder (see the Makefile).

@@ -26,7 +26,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from airflow_lake_provider.lake import LakeTable, write  # noqa: E402
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash  # noqa: E402
+from airflow_lake_provider.lake.storage import CrashingStorage, SimulatedCrash  # noqa: E402
 from airflow_lake_provider.lake.table.rollback.executor import rollback  # noqa: E402
 
 
@@ -58,14 +58,14 @@ def main() -> None:
         )
         write(table, _batch(args.rows, 1), "insert")
         upsert = _batch(args.rows, 2)
-        with inject_crash(None) as probe:  # how many durable steps a whole upsert takes
-            write(table, upsert, "upsert")
+        probe = CrashingStorage(table.storage)  # how many durable steps a whole upsert takes
+        write(LakeTable(probe, table.config, table.clock), upsert, "upsert")
         steps = len(probe.steps)
         last = probe.steps[-1]
         started = time.perf_counter()
         try:  # dies after writing every data file, before the completed instant file
-            with inject_crash(steps - 3):
-                write(table, _batch(args.rows, 3), "upsert")
+            crashing = CrashingStorage(table.storage, after=steps - 3)
+            write(LakeTable(crashing, table.config, table.clock), _batch(args.rows, 3), "upsert")
         except SimulatedCrash:
             pass
         failed_write = time.perf_counter() - started
@@ -90,7 +90,7 @@ def _spark_path(table: LakeTable, rows: int, master: str) -> None:
     """The upsert in process (baseline), then through Spark tasks: whole, and killed before its commit."""
     from pyspark.sql import SparkSession
 
-    from spark_jobs.write import spark_runner
+    from airflow_lake_provider.spark_jobs.write import spark_runner
 
     # The Python workers must run this interpreter (it has pyarrow), and import this checkout.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)

@@ -56,20 +56,19 @@ KILLED_WRITER = """
 import os, signal, sys
 import pyarrow.parquet as pq
 from airflow_lake_provider.lake import LakeTable, open_storage, write
-from airflow_lake_provider.lake.storage.crash import inject_crash
+from airflow_lake_provider.lake.storage.crash import CrashInjector
 
-table = LakeTable.open(open_storage(sys.argv[1], environ=os.environ))
-with inject_crash(None) as hook:
-    count = hook.step
 
-    def step(kind, rel):
-        count(kind, rel)
+class KillAtFirstDataFile(CrashInjector):
+    def step(self, kind, rel):
+        super().step(kind, rel)
         if not rel.startswith(".hoodie"):
             print(f"killed after {kind} {rel}", flush=True)
             os.kill(os.getpid(), signal.SIGKILL)
 
-    hook.step = step
-    write(table, pq.read_table(sys.argv[2]), "upsert")
+
+table = LakeTable.open(KillAtFirstDataFile().wrap(open_storage(sys.argv[1], environ=os.environ)))
+write(table, pq.read_table(sys.argv[2]), "upsert")
 """
 
 with DAG(

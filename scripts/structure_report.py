@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("airflow_lake_provider", "spark_jobs")
+PACKAGES = ("airflow_lake_provider",)
 CORE = "airflow_lake_provider.lake"
 MODULE_LINES = 500
 FUNCTION_LINES = 80

@@ -112,6 +112,49 @@ def test_the_install_leaves_pyspark_client_out() -> None:
         metadata.version("pyspark-client")
 
 
+def test_the_wheel_installs_one_package_with_the_spark_jobs_inside(repo_root: Path, tmp_path: Path) -> None:
+    """The wheel puts nothing but ``airflow_lake_provider`` into site-packages: the Spark job scripts
+    (and the driver's log4j2 settings) ship in its ``spark_jobs/``, where ``spark_submit`` finds them."""
+    import zipfile
+
+    from airflow_lake_provider.lake.spark_submit import JOBS_DIR
+
+    source = tmp_path / "src"  # a copy: building in the checkout would leave build/ and egg-info there
+    for name in ("pyproject.toml", "README.md"):
+        source.mkdir(exist_ok=True)
+        shutil.copy(repo_root / name, source / name)
+    shutil.copytree(
+        repo_root / "airflow_lake_provider",
+        source / "airflow_lake_provider",
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    uv = Path(sys.executable).parent / "uv"
+    subprocess.run(
+        [
+            str(uv) if uv.exists() else "uv",
+            "build",
+            "-q",
+            "--wheel",
+            "--out-dir",
+            str(tmp_path / "dist"),
+            str(source),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    [wheel] = (tmp_path / "dist").glob("airflow_lake_provider-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/", 1)[0] for n in names if not n.split("/", 1)[0].endswith(".dist-info")} == {
+        "airflow_lake_provider"
+    }
+    jobs = sorted(n.rsplit("/", 1)[1] for n in names if n.startswith("airflow_lake_provider/spark_jobs/"))
+    shipped = sorted(p.name for p in JOBS_DIR.iterdir() if p.suffix in (".py", ".properties"))
+    assert jobs == shipped and {"clean.py", "compact.py", "write.py", "log4j2.properties"} <= set(jobs)
+    top_level = next(n for n in names if n.endswith(".dist-info/top_level.txt"))
+    assert zipfile.ZipFile(wheel).read(top_level).decode().split() == ["airflow_lake_provider"]
+
+
 @pytest.mark.spark
 def test_spark_local_job(spark) -> None:
     assert spark.sparkContext.master == "local[2]"

@@ -30,18 +30,14 @@ def spark_job_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment for ``spark-submit`` so the driver and Python workers use this interpreter.
 
     The pip ``pyspark`` puts ``spark-submit`` beside the interpreter and looks for ``python3`` on
-    ``PATH``; the job imports ``airflow_lake_provider`` and ``spark_jobs``, so their parent folders
-    go on ``PYTHONPATH``.
+    ``PATH``; the job imports ``airflow_lake_provider`` (its scripts live in the package's
+    ``spark_jobs/``), so the package's parent folder goes on ``PYTHONPATH``.
     """
     import airflow_lake_provider
-    import spark_jobs
 
     bin_dir = str(Path(sys.executable).parent)
-    roots = {
-        str(Path(airflow_lake_provider.__file__).resolve().parent.parent),
-        str(Path(spark_jobs.__file__).resolve().parent.parent),
-    }
-    python_path = [*sorted(roots), *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
+    root = str(Path(airflow_lake_provider.__file__).resolve().parent.parent)
+    python_path = [root, *(p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p)]
     path = [bin_dir, *(p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != bin_dir)]
     env = {
         "PYSPARK_PYTHON": sys.executable,

@@ -1,4 +1,5 @@
-"""Running a ``spark_jobs`` script with ``spark-submit`` (a subprocess: the core never imports Spark)."""
+"""Running a job script of ``airflow_lake_provider/spark_jobs/`` with ``spark-submit`` (a subprocess:
+the core never imports Spark)."""
 
 from __future__ import annotations
 
@@ -38,11 +39,14 @@ class SparkJobError(LakeError):
     """``spark-submit`` could not run the job, or the job reported no result."""
 
 
-def job_script(name: str) -> Path:
-    """The path of ``spark_jobs/<name>`` in this installation."""
-    import spark_jobs
+# The job scripts ship inside the provider package (``airflow_lake_provider/spark_jobs/``), found by
+# path: the core does not import them (they import PySpark).
+JOBS_DIR = Path(__file__).resolve().parent.parent / "spark_jobs"
 
-    path = Path(spark_jobs.__file__).resolve().parent / name
+
+def job_script(name: str) -> Path:
+    """The path of ``airflow_lake_provider/spark_jobs/<name>`` in this installation."""
+    path = JOBS_DIR / name
     if not path.is_file():
         raise SparkJobError(f"no Spark job script {path}")
     return path
@@ -54,7 +58,7 @@ _CORE_ZIP: Path | None = None
 def core_zip() -> Path:
     """A zip of the table core and the job scripts, for ``--py-files`` (built once per process).
 
-    Executors on a cluster import ``airflow_lake_provider.lake`` and ``spark_jobs`` from it instead of
+    Executors on a cluster import ``airflow_lake_provider.lake`` and ``.spark_jobs`` from it instead of
     needing this package installed: the core needs only pyarrow, fastavro, polars and obstore there.
     The Airflow layer is left out (executors never import it).
     """
@@ -64,19 +68,15 @@ def core_zip() -> Path:
     import tempfile
     import zipfile
 
-    import airflow_lake_provider
-    import spark_jobs
-
-    package = Path(airflow_lake_provider.__file__).resolve().parent
-    jobs = Path(spark_jobs.__file__).resolve().parent
+    package = JOBS_DIR.parent
     target = Path(tempfile.mkdtemp(prefix="lake-py-files-")) / "lake-core.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.write(package / "__init__.py", "airflow_lake_provider/__init__.py")
         for path in sorted((package / "lake").rglob("*")):
             if path.suffix in (".py", ".avsc") and "__pycache__" not in path.parts:
                 archive.write(path, f"airflow_lake_provider/{path.relative_to(package).as_posix()}")
-        for path in sorted(jobs.glob("*.py")):
-            archive.write(path, f"spark_jobs/{path.name}")
+        for path in sorted(JOBS_DIR.glob("*.py")):
+            archive.write(path, f"airflow_lake_provider/spark_jobs/{path.name}")
     _CORE_ZIP = target
     return target
 

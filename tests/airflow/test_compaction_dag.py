@@ -358,7 +358,7 @@ def test_hook_raises_on_a_failed_job_and_the_retry_recovers(
 ) -> None:
     """A job that dies mid-way leaves the instant inflight: the task fails (and is retried), the
     retry's job removes the partial output and completes it. Judged from the timeline only."""
-    from spark_jobs import compact
+    from airflow_lake_provider.spark_jobs import compact
 
     table = _mor_table(tmp_path / "trips")
     expected = _rows(read_snapshot(table))

@@ -27,7 +27,7 @@ from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.active import HOODIE_DIR
 from airflow_lake_provider.lake.timeline.instant import Action, State
-from spark_jobs._common import KILL_ONCE_ENV
+from airflow_lake_provider.spark_jobs._common import KILL_ONCE_ENV
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 # The failed try's exception in on_retry_callback's context: Airflow 3.3 passes it, 3.2.0 passes

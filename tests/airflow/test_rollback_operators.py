@@ -12,9 +12,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from crash_support import crashing, crashing_hook_tables
 from dag_helpers import load_example_dag, task_states, xcom_value
 
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
@@ -67,17 +68,19 @@ def _context(run_id: str, try_number: int) -> dict[str, Any]:
     return {"ti": ti}
 
 
-def test_write_retry_rolls_back_its_failed_attempt_then_writes(tmp_path: Path) -> None:
+def test_write_retry_rolls_back_its_failed_attempt_then_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "t"
     _table(path)
     source = tmp_path / "in.parquet"
     pq.write_table(_batch([1, 3], 5, "b"), source)
     op = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
-    with pytest.raises(SimulatedCrash), inject_crash(5):  # the attempt dies after writing files
+    with pytest.raises(SimulatedCrash), crashing_hook_tables(monkeypatch, 5):  # dies after writing files
         op.execute(_context("run-1", 1))
     # Another run's failed write is not this task's to roll back.
     other = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
-    with pytest.raises(SimulatedCrash), inject_crash(5):
+    with pytest.raises(SimulatedCrash), crashing_hook_tables(monkeypatch, 5):
         other.execute(_context("run-2", 1))
     table = LakeTable.open(path)
     mine, theirs = (i.timestamp for i in table.timeline().pending)
@@ -103,8 +106,8 @@ def test_write_retry_rolls_back_its_failed_attempt_then_writes(tmp_path: Path) -
 def test_example_rollback_dag(repo_root: Path, tmp_path: Path, airflow_db: Path) -> None:
     path = tmp_path / "t"
     table = _table(path)
-    with pytest.raises(SimulatedCrash), inject_crash(4):  # its log file written, no commit
-        write(table, _batch([2], 9, "lost"), "upsert")
+    with pytest.raises(SimulatedCrash):  # its log file written, no commit
+        write(crashing(table, 4), _batch([2], 9, "lost"), "upsert")
     [failed] = table.timeline().pending
     source = tmp_path / "in.parquet"
     pq.write_table(_batch([2, 4], 3, "c"), source)
@@ -145,8 +148,8 @@ def test_example_dag_write_task_rolls_back_what_its_earlier_attempt_left(
         "lake.airflow.run_id": run_id,
         "lake.airflow.try_number": "1",
     }
-    with pytest.raises(SimulatedCrash), inject_crash(4):  # killed after its log file, before its commit
-        write(LakeTable.open(path), _batch([2], 9, "killed"), "upsert", extra_metadata=attempt)
+    with pytest.raises(SimulatedCrash):  # killed after its log file, before its commit
+        write(crashing(LakeTable.open(path), 4), _batch([2], 9, "killed"), "upsert", extra_metadata=attempt)
     [killed] = LakeTable.open(path).timeline().pending
     source = tmp_path / "in.parquet"
     pq.write_table(_batch([2, 4], 3, "c"), source)
@@ -163,7 +166,9 @@ def test_example_dag_write_task_rolls_back_what_its_earlier_attempt_left(
     assert LakeTable.open(path).timeline().pending == []
 
 
-def test_a_mapped_write_retry_rolls_back_only_its_own_map_index(tmp_path: Path) -> None:
+def test_a_mapped_write_retry_rolls_back_only_its_own_map_index(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Instances of a mapped task share DAG, task and run and run side by side: the retry of map
     index 1 must leave map index 0's pending write alone (it may still be running)."""
     path = tmp_path / "t"
@@ -176,9 +181,9 @@ def test_a_mapped_write_retry_rolls_back_only_its_own_map_index(tmp_path: Path) 
         return {"ti": ti}
 
     op = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
-    with pytest.raises(SimulatedCrash), inject_crash(5):
+    with pytest.raises(SimulatedCrash), crashing_hook_tables(monkeypatch, 5):
         op.execute(mapped(0, 1))
-    with pytest.raises(SimulatedCrash), inject_crash(5):
+    with pytest.raises(SimulatedCrash), crashing_hook_tables(monkeypatch, 5):
         op.execute(mapped(1, 1))
     sibling, mine = (i.timestamp for i in LakeTable.open(path).timeline().pending)
     result = op.execute(mapped(1, 2))

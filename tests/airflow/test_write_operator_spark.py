@@ -16,7 +16,7 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import Action, State
-from spark_jobs.write import KILL_AT_ENV, KILL_ONCE_ENV
+from airflow_lake_provider.spark_jobs.write import KILL_AT_ENV, KILL_ONCE_ENV
 
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 

@@ -26,6 +26,7 @@ from pathlib import Path
 import fastavro
 import pyarrow as pa
 import pytest
+from crash_support import crashing
 from hudi import HudiReadOptions, HudiTableBuilder
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -38,7 +39,7 @@ from airflow_lake_provider.lake.services.compaction.executor import execute_comp
 from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -388,9 +389,8 @@ def _clean_history(
             if any(r[2] for r in rows):
                 stats["writes with a lagging precombine value"] += 1
             try:
-                with inject_crash(crash):
-                    never = {"hoodie.cleaner.policy.failed.writes": "NEVER"} if keep_pending else None
-                    instant = write(table, batch, op, options=never).instant
+                never = {"hoodie.cleaner.policy.failed.writes": "NEVER"} if keep_pending else None
+                instant = write(crashing(table, crash), batch, op, options=never).instant
             except SimulatedCrash:
                 stats["writes killed half way"] += 1
                 continue
@@ -559,8 +559,7 @@ def _clean_and_check(
     by_policy = _by_policy(timeline.commits, policy[0], policy[1], now)
     held = [p for p in timeline.pending_writes if by_policy and p < by_policy]
     try:
-        with inject_crash(crash):
-            result = run_clean(table, options, mode=mode, now=now)
+        result = run_clean(crashing(table, crash), options, mode=mode, now=now)
     except SimulatedCrash:
         result = None
         stats["cleans killed half way"] += 1

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from crash_support import crashing
 from hudi import HudiTableBuilder
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -28,7 +29,7 @@ from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -146,10 +147,9 @@ def test_crashes_anywhere_recover_to_exactly_one_outcome(tmp_path_factory, kind:
             previous = at_commit[commits[-2].timestamp] if len(commits) > 1 else ({}, frozenset())
             after = dict(previous[0])
             gone = sorted(f for f in previous[1] if not (path / f).exists())
-        action = _action(table, op, keys, ts, snapshots)
+        action = _action(crashing(table, crash), op, keys, ts, snapshots)
         try:
-            with inject_crash(crash):
-                action()
+            action()
             crashed = False
         except SimulatedCrash:
             crashed = True

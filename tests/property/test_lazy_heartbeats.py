@@ -22,11 +22,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from crash_support import crashing, steps_of
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.services.clean.executor import run_clean
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.rollback.policy import (
@@ -107,9 +108,9 @@ NEXT = [(3, 9, "n3")]  # what the next writer writes
 
 def _steps(tmp_path: Path, kind: str, op: str) -> int:
     table, _ = _seed(tmp_path / f"count-{kind}-{op}", kind)
-    with inject_crash(None) as probe:
-        write(table, _batch(OPS[op][0]), op, options=FRESH)
-    return len(probe.steps)
+    probe = crashing(table)
+    write(probe, _batch(OPS[op][0]), op, options=FRESH)
+    return len(steps_of(probe))
 
 
 @pytest.mark.parametrize("recover", ["next-writer", "clean"])
@@ -123,8 +124,8 @@ def test_lazy_crash_at_every_step(tmp_path: Path, kind: str, op: str, recover: s
     for k in range(1, total + 1):
         path = tmp_path / f"k{k}"
         table, model = _seed(path, kind)
-        with pytest.raises(SimulatedCrash), inject_crash(k):
-            write(table, _batch(rows), op, options=FRESH)
+        with pytest.raises(SimulatedCrash):
+            write(crashing(table, k), _batch(rows), op, options=FRESH)
         timeline = table.timeline()
         pending = [i.timestamp for i in timeline.pending]
         after = apply(model, rows)
@@ -185,8 +186,8 @@ def _lazy_table_with_a_live_write(path: Path, kind: str) -> tuple[LakeTable, Mod
         }
     )
     table = LakeTable.open(path, clock=table.clock)
-    with pytest.raises(SimulatedCrash), inject_crash(3):  # its first beat, requested, inflight
-        write(table, _batch([(1, 5, "live")]), "upsert")
+    with pytest.raises(SimulatedCrash):  # its first beat, requested, inflight
+        write(crashing(table, 3), _batch([(1, 5, "live")]), "upsert")
     [pending] = table.timeline().pending
     return table, model, path / ".hoodie" / ".heartbeat" / pending.timestamp
 

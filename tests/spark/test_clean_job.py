@@ -51,7 +51,7 @@ def _written_at(files: set[str], instant: str) -> set[str]:
 
 
 def test_run_in_local_session_deletes_exactly_the_oldest_slices(spark, tmp_path: Path) -> None:
-    from spark_jobs.clean import parse_args, run
+    from airflow_lake_provider.spark_jobs.clean import parse_args, run
 
     table, commits = _build_table(tmp_path / "trips")
     before = _data_files(table.base_path)

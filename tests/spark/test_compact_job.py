@@ -15,7 +15,7 @@ from airflow_lake_provider.lake.services.compaction.scheduler import schedule_co
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
-from spark_jobs import compact
+from airflow_lake_provider.spark_jobs import compact
 
 pytestmark = pytest.mark.spark
 DUE = {"hoodie.compact.inline.max.delta.commits": "1"}

@@ -23,7 +23,7 @@ MOR = "morparquet_v6_simplekeygen_nonhivestyle"
 
 
 def _job(name: str, table: Path, source: Path, *extra: str) -> tuple[Any, list[str]]:
-    from spark_jobs import clean, compact, write
+    from airflow_lake_provider.spark_jobs import clean, compact, write
 
     if name == "write":
         return write, ["--table", str(table), "--input", str(source), "--operation", "upsert", *extra]

@@ -14,7 +14,7 @@ from hudi import HudiTableBuilder
 from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
-from spark_jobs.partition_commit import SparkMetastorePolicy, parse_args, run
+from airflow_lake_provider.spark_jobs.partition_commit import SparkMetastorePolicy, parse_args, run
 
 pytestmark = pytest.mark.spark
 

@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake import spark_submit
 from airflow_lake_provider.lake.format.base_file import DICTIONARY_PAGE_LIMIT, write_base_file
-from spark_jobs.worker_process import WORKER_ENV, prime_merge
+from airflow_lake_provider.spark_jobs.worker_process import WORKER_ENV, prime_merge
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -42,7 +42,7 @@ def test_retained_memory_is_reused_without_faulting_it_in_again() -> None:
         """
 import json, resource
 import numpy as np, pyarrow as pa
-from spark_jobs.worker_process import retain_freed_memory
+from airflow_lake_provider.spark_jobs.worker_process import retain_freed_memory
 def merge_like_pass():  # many column-sized buffers, alive together, then all freed
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     buffers = [pa.allocate_buffer(4 << 20) for _ in range(64)]
@@ -66,7 +66,7 @@ print(json.dumps({"on": on, "again": retain_freed_memory(), "backend": pa.defaul
 
 ARENAS = """
 import ctypes, json, os, sys, tempfile, threading
-from spark_jobs.worker_process import retain_freed_memory
+from airflow_lake_provider.spark_jobs.worker_process import retain_freed_memory
 if sys.argv[1] == "retain":
     retain_freed_memory()
 libc = ctypes.CDLL(None)
@@ -120,7 +120,7 @@ def test_retained_memory_puts_threads_started_later_on_existing_heaps() -> None:
 
 def test_worker_env_in_effect_needs_every_setting() -> None:
     # polars is imported first, as in a worker: it rewrites _RJEM_MALLOC_CONF on import
-    code = "import polars\nfrom spark_jobs.worker_process import worker_env_in_effect\n"
+    code = "import polars\nfrom airflow_lake_provider.spark_jobs.worker_process import worker_env_in_effect\n"
     code += "print(worker_env_in_effect())"
     base = {k: v for k, v in os.environ.items() if k not in WORKER_ENV}
 
@@ -143,7 +143,7 @@ def test_prepare_merge_worker_primes_once_and_freezes_the_heap() -> None:
         """
 import gc, json, sys
 import pyarrow as pa
-from spark_jobs.worker_process import prepare_merge_worker
+from airflow_lake_provider.spark_jobs.worker_process import prepare_merge_worker
 first = prepare_merge_worker(1)
 frozen = gc.get_freeze_count()
 second = prepare_merge_worker(3)

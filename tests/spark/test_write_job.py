@@ -61,7 +61,7 @@ def _hudi(path: Path) -> dict[int, tuple[str, str]]:
 
 
 def _run(spark, table: Path, source: Path, operation: str, *extra: str) -> dict:
-    from spark_jobs.write import parse_args, run
+    from airflow_lake_provider.spark_jobs.write import parse_args, run
 
     args = ["--table", str(table), "--input", str(source), "--operation", operation, *extra]
     return run(parse_args(args), spark)

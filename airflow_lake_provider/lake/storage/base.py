@@ -46,6 +46,10 @@ class Storage(ABC):
         """A storage rooted at ``rel`` below this one (e.g. one table under a lake's root)."""
         raise NotImplementedError
 
+    def local_folder(self) -> str | None:
+        """The local folder this storage is rooted at, or ``None`` off the local file system."""
+        return None
+
     # -- reads --------------------------------------------------------------------------------
     @abstractmethod
     def read(self, rel: str) -> bytes:

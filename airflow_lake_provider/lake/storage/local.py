@@ -39,7 +39,6 @@ from airflow_lake_provider.lake.errors import (
     missing_extra,
 )
 from airflow_lake_provider.lake.storage.base import HOODIE_DIR, Listing, Storage
-from airflow_lake_provider.lake.storage.crash import durable_step
 
 __all__ = ["HOODIE_DIR", "Listing", "LocalStorage", "Storage", "local_path", "open_storage", "resolved_uri"]
 
@@ -58,6 +57,9 @@ class LocalStorage(Storage):
 
     def _path(self, rel: str) -> str:
         return self._prefix + rel if rel else self.root
+
+    def local_folder(self) -> str | None:
+        return self.root
 
     # -- reads --------------------------------------------------------------------------------
     def read(self, rel: str) -> bytes:
@@ -149,7 +151,6 @@ class LocalStorage(Storage):
             _unlink_quietly(tmp)
             raise
         _fsync_dir(os.path.dirname(path))
-        durable_step("write", rel)
 
     def create(self, rel: str, data: bytes) -> None:
         path = self._path(rel)
@@ -163,7 +164,6 @@ class LocalStorage(Storage):
         finally:
             _unlink_quietly(tmp)
         _fsync_dir(os.path.dirname(path))
-        durable_step("create", rel)
 
     def check_path(self, rel: str, what: str | None = None) -> None:
         super().check_path(rel, what)
@@ -187,7 +187,6 @@ class LocalStorage(Storage):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "ab"):  # an empty marker needs neither a temp file nor fsync
             pass
-        durable_step("create", rel)
 
     def append(self, rel: str, data: bytes) -> tuple[int, int]:
         path = self._path(rel)
@@ -205,7 +204,6 @@ class LocalStorage(Storage):
             os.close(fd)
         if created:  # make the new directory entry durable too, not just the bytes
             _fsync_dir(os.path.dirname(path))
-        durable_step("append", rel)
         return before, after
 
     @contextlib.contextmanager
@@ -221,7 +219,6 @@ class LocalStorage(Storage):
             _unlink_quietly(path)  # never leave half a data file behind
             raise
         _fsync_dir(os.path.dirname(path))
-        durable_step("create", rel)
 
     def copy(self, src: str, dst: str) -> None:
         source, target = self._path(src), self._path(dst)
@@ -241,7 +238,6 @@ class LocalStorage(Storage):
             _unlink_quietly(tmp)
             raise
         _fsync_dir(os.path.dirname(target))
-        durable_step("copy", dst)
 
     def parent(self) -> LocalStorage | None:
         above = os.path.dirname(self.root)
@@ -253,17 +249,14 @@ class LocalStorage(Storage):
             os.unlink(self._path(rel))
         except FileNotFoundError:
             return False
-        durable_step("delete", rel)
         return True
 
     def delete_tree(self, rel: str) -> None:
         path = self._path(self._inside(rel))
         if os.path.islink(path) or os.path.isfile(path):
             os.unlink(path)  # rmtree refuses a link (and a file): remove the entry, not its target
-            durable_step("delete", rel)
         elif os.path.exists(path):
             shutil.rmtree(path, ignore_errors=True)
-            durable_step("delete", rel)
 
     def modified_ms(self, rel: str) -> int:
         try:
@@ -361,15 +354,15 @@ def _file_uri_path(uri: str) -> str:
 
 def local_path(location: str | os.PathLike[str] | Storage) -> Path | None:
     """The local folder behind a location, or ``None`` if it is not on the local file system."""
-    storage = open_storage(location)
-    return Path(storage.root) if isinstance(storage, LocalStorage) else None
+    folder = open_storage(location).local_folder()
+    return None if folder is None else Path(folder)
 
 
 def resolved_uri(storage: Storage, rel: str = "") -> str:
     """``storage.uri(rel)`` with links and ``..`` resolved on a local disk (S3 keys are as they are):
     two locations compare equal when they name the same file."""
     uri = storage.uri(rel)
-    return os.path.realpath(uri) if isinstance(storage, LocalStorage) else uri
+    return os.path.realpath(uri) if storage.local_folder() is not None else uri
 
 
 def _path_limit(folder: str, name: str, default: int) -> int:

@@ -54,7 +54,6 @@ from airflow_lake_provider.lake.errors import (
     StorageUnavailableError,
 )
 from airflow_lake_provider.lake.storage.base import Listing, Storage
-from airflow_lake_provider.lake.storage.crash import durable_step
 from airflow_lake_provider.lake.storage.ranged import RangedReader
 
 log = logging.getLogger(__name__)
@@ -293,12 +292,10 @@ class S3Storage(Storage):
     def write(self, rel: str, data: bytes) -> None:
         with self._mapped(rel, "write"):
             obstore.put(self.store, self._key(rel), data, mode="overwrite")
-        durable_step("write", rel)
 
     def create(self, rel: str, data: bytes) -> None:
         with self._mapped(rel, "create"):
             obstore.put(self.store, self._key(rel), data, mode="create")
-        durable_step("create", rel)
 
     def check_path(self, rel: str, what: str | None = None) -> None:
         super().check_path(rel, what)
@@ -320,13 +317,11 @@ class S3Storage(Storage):
             buffer.seek(0)
             with self._mapped(rel, "write"):
                 obstore.put(self.store, self._key(rel), buffer, mode="overwrite")
-        durable_step("create", rel)
 
     def copy(self, src: str, dst: str) -> None:
         # A server-side CopyObject: the bytes never pass through this process; dst appears whole.
         with self._mapped(src, "copy"):
             obstore.copy(self.store, self._key(src), self._key(dst), overwrite=True)
-        durable_step("copy", dst)
 
     def parent(self) -> S3Storage | None:
         if not self.prefix:
@@ -345,7 +340,6 @@ class S3Storage(Storage):
             except FileNotFoundError:
                 return False
             obstore.delete(self.store, key)
-        durable_step("delete", rel)
         return True
 
     supports_bulk_delete = True

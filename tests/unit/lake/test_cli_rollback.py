@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from crash_support import crashing
 from hudi import HudiTableBuilder
 from tree_digest import tree_digest
 
@@ -21,7 +22,7 @@ from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
@@ -79,8 +80,8 @@ def test_cli_rollback_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str
     path = tmp_path / "t"
     table = _table(path)
     first = write(table, _batch([1, 2], 1, "a"), "insert").instant
-    with pytest.raises(SimulatedCrash), inject_crash(7):  # two base files made, no commit
-        write(table, _batch([1, 3], 2, "b"), "upsert")
+    with pytest.raises(SimulatedCrash):  # two base files made, no commit
+        write(crashing(table, 7), _batch([1, 3], 2, "b"), "upsert")
     [failed] = table.timeline().pending
     # Errors: one line naming the path or instant, exit 1, nothing changed.
     before = _hoodie(path)

@@ -18,11 +18,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from crash_support import crashing
 from hudi import HudiTableBuilder
 from lake_processes import lake_all
 
 from airflow_lake_provider.lake.services.clean.executor import run_clean
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
@@ -597,8 +598,8 @@ def test_rollback_and_restore(tmp_path: Path) -> None:
     base = tmp_path / "t"
     table, (c1, c2) = _cow(base, 2)
     files = _data_files(base)
-    with pytest.raises(SimulatedCrash), inject_crash(6):  # base files of both partitions made, no commit
-        write(table, _batch(["k1", "k3"], 5, ["a", "b"]), "upsert")
+    with pytest.raises(SimulatedCrash):  # base files of both partitions made, no commit
+        write(crashing(table, 6), _batch(["k1", "k3"], 5, ["a", "b"]), "upsert")
     [failed] = table.timeline().pending
     left = _data_files(base) - files
     assert left == _written_at(_data_files(base), failed.timestamp) and len(left) == 2

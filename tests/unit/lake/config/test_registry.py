@@ -37,7 +37,7 @@ from airflow_lake_provider.lake.table.metadata_table import MetadataTablePolicy
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
-from spark_jobs._common import option_values
+from airflow_lake_provider.spark_jobs._common import option_values
 
 
 def test_every_configuration_error_is_a_config_error_and_keeps_its_old_parents() -> None:

@@ -25,10 +25,10 @@ from airflow_lake_provider.lake.errors import (
     UnsafePathError,
 )
 from airflow_lake_provider.lake.storage import (
+    CrashingStorage,
     LocalStorage,
     SimulatedCrash,
     Storage,
-    inject_crash,
     local_path,
     open_storage,
 )
@@ -214,8 +214,8 @@ def test_delete_and_delete_tree(storage: Storage) -> None:
 def test_copy_publishes_a_whole_file_and_keeps_the_source(storage: Storage) -> None:
     storage.write("p/.f.parquet.inprogress", b"PAR1 new")
     storage.write("p/f.parquet", b"old")
-    with inject_crash(None) as probe:
-        storage.copy("p/.f.parquet.inprogress", "p/f.parquet")  # replaces the old one
+    probe = CrashingStorage(storage)
+    probe.copy("p/.f.parquet.inprogress", "p/f.parquet")  # replaces the old one
     assert probe.steps == ["copy p/f.parquet"]  # one durable step, on both storages
     assert contents(storage) == {"p/.f.parquet.inprogress": b"PAR1 new", "p/f.parquet": b"PAR1 new"}
     with pytest.raises(ObjectNotFoundError):
@@ -224,16 +224,16 @@ def test_copy_publishes_a_whole_file_and_keeps_the_source(storage: Storage) -> N
 
 
 def test_durable_steps_are_counted_on_both_storages(storage: Storage) -> None:
-    with inject_crash(None) as probe:
-        storage.write("a", b"1")
-        storage.create("b", b"2")
-        with storage.open_output("c") as fh:
-            fh.write(b"3")
-        storage.delete("a")
-        storage.delete("a")  # already gone: no step
+    probe = CrashingStorage(storage)
+    probe.write("a", b"1")
+    probe.create("b", b"2")
+    with probe.open_output("c") as fh:
+        fh.write(b"3")
+    probe.delete("a")
+    probe.delete("a")  # already gone: no step
     assert probe.steps == ["write a", "create b", "create c", "delete a"]
-    with pytest.raises(SimulatedCrash), inject_crash(1):
-        storage.write("d", b"4")
+    with pytest.raises(SimulatedCrash):
+        CrashingStorage(storage, after=1).write("d", b"4")
     assert contents(storage)["d"] == b"4"  # the crash comes right after the durable step
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from crash_support import crashing, steps_of
 from hudi import HudiTableBuilder
 from lake_processes import lake_all
 from metadata_table_support import MDT_FILES, SPARK_TABLES, add_metadata_table, tree_digest
@@ -25,7 +26,7 @@ from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.format.properties import parse_properties, table_checksum
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.metadata_table import (
     MetadataTablePolicy,
@@ -341,9 +342,9 @@ def test_hoodie_properties_wins_over_a_leftover_backup(hudi_table_zip: Callable[
 
 # -- crash at every durable step of the drop ------------------------------------------------------
 def _drop_steps(path: Path) -> list[str]:
-    with inject_crash(None) as counter:
-        drop_metadata_table(LakeTable.open(path))
-    return counter.steps
+    counter = crashing(LakeTable.open(path))
+    drop_metadata_table(counter)
+    return steps_of(counter)
 
 
 def test_drop_steps_follow_hudis_protocol(hudi_table_zip: Callable[[str], Path]) -> None:
@@ -374,8 +375,8 @@ def test_crash_at_every_durable_step_of_the_drop_on_local_disk(
     assert len(steps) == 3 + len(MDT_FILES) + 1
     for step in range(1, len(steps) + 1):
         path = _copy(template, tmp_path / f"crash{step}")
-        with pytest.raises(SimulatedCrash), inject_crash(step):
-            drop_metadata_table(LakeTable.open(path))
+        with pytest.raises(SimulatedCrash):
+            drop_metadata_table(crashing(LakeTable.open(path), step))
         assert (path / ".hoodie" / "hoodie.properties").exists()  # replaced atomically, never deleted
         _check_after_crash(str(path), rows, None)
         left = (path / ".hoodie" / "metadata").exists()
@@ -419,9 +420,9 @@ def test_crash_at_every_durable_step_of_the_drop_on_s3(
     rows = _ours(template)
     options = hudi_s3_options(s3_endpoint)
     count_uri = _upload(template, s3_endpoint, s3_bucket, "count")
-    with inject_crash(None) as counter:
-        drop_metadata_table(LakeTable.open(count_uri))
-    steps = counter.steps
+    counter = crashing(LakeTable.open(count_uri))
+    drop_metadata_table(counter)
+    steps = steps_of(counter)
     assert steps[:3] == [
         "write .hoodie/hoodie.properties.backup",
         "write .hoodie/hoodie.properties",
@@ -431,8 +432,8 @@ def test_crash_at_every_durable_step_of_the_drop_on_s3(
     for step in range(1, len(steps) + 1):
         prefix = f"crash{step}"
         uri = _upload(template, s3_endpoint, s3_bucket, prefix)
-        with pytest.raises(SimulatedCrash), inject_crash(step):
-            drop_metadata_table(LakeTable.open(uri))
+        with pytest.raises(SimulatedCrash):
+            drop_metadata_table(crashing(LakeTable.open(uri), step))
         objects = s3_objects(s3_endpoint, s3_bucket, prefix + "/")
         assert ".hoodie/hoodie.properties" in objects  # replaced atomically, never deleted
         _check_after_crash(uri, rows, options)

@@ -8,8 +8,10 @@ import pyarrow as pa
 import pytest
 from hudi import HudiTableBuilder
 
-from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.errors import SchemaError
+from airflow_lake_provider.lake.table.reader import conform, read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write import write
 
 HUDI_TABLES = Path(__file__).resolve().parents[3] / "data" / "hudi-tables"  # see tests/data/README.md
 
@@ -89,7 +91,6 @@ def test_upserting_existing_keys_into_a_spark_written_table_updates_them_in_plac
     """The key lookup (names-only listing, the view's index, the bloom probe on Spark's filters)
     finds every existing key of a table Spark wrote: an upsert of all its rows keeps the key count,
     and hudi-rs reads what we read."""
-    from airflow_lake_provider.lake.table.write import write
 
     path = hudi_table_zip(name)
     table = LakeTable.open(path)
@@ -109,7 +110,6 @@ def test_a_table_of_a_key_generator_we_do_not_derive_is_refused_and_left_unchang
     """TimestampBasedKeyGenerator formats a time field into the path (2023/04/01/12): writing the raw
     value instead would put each row into a new partition beside its old version."""
     from airflow_lake_provider.lake.errors import TableConfigError
-    from airflow_lake_provider.lake.table.write import write
 
     path = hudi_table_zip("cow_v6_timebasedkeygen_nonhivestyle")
     files = sorted(p.relative_to(path) for p in path.rglob("*"))
@@ -162,3 +162,10 @@ LOG_BLOCKS = {
     "morparquet_v6_simplekeygen_nonhivestyle": {"PARQUET_DATA"},
     "morparquet_v6_simplekeygen_nonhivestyle_overwritetable": {"PARQUET_DATA"},
 }
+
+
+def test_reader_conform_refuses_lossy_cast_of_stored_values() -> None:
+    schema = pa.schema([("f", pa.float32()), ("g", pa.int64())])
+    assert conform(pa.table({"f": [0.25]}), schema).to_pylist() == [{"f": 0.25, "g": None}]
+    with pytest.raises(SchemaError, match=r"column 'f': value 0.1 does not fit float exactly"):
+        conform(pa.table({"f": [0.25, 0.1]}), schema)

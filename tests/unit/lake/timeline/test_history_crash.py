@@ -8,10 +8,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from crash_support import crashing, steps_of
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import CrashInjector, LocalStorage, SimulatedCrash, Storage
 from airflow_lake_provider.lake.timeline.history.layout import HISTORY_DIR, parse_data_file
 from airflow_lake_provider.lake.timeline.history.reader import History
 from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry, ArchivedInstant
@@ -34,7 +35,7 @@ class Archiver:
     the active timeline (here: forget them), then compact and clean. A run after a crash appends
     only the instants still on the active timeline."""
 
-    def __init__(self, storage: LocalStorage, batch: int = 10) -> None:
+    def __init__(self, storage: Storage, batch: int = 10) -> None:
         self.writer = HistoryWriter(storage, batch=batch)
         self.active: list[ArchivedEntry] = []
 
@@ -47,7 +48,7 @@ class Archiver:
         self.writer.compact()
 
 
-def archive(storage: LocalStorage, batch: list[ArchivedEntry]) -> Archiver:
+def archive(storage: Storage, batch: list[ArchivedEntry]) -> Archiver:
     archiver = Archiver(storage)
     archiver.run(batch)
     return archiver
@@ -77,10 +78,10 @@ def test_a_crash_at_each_durable_step_of_an_archival_leaves_the_old_or_the_new_i
         archive(base, entries(3 * n, 3))
     old = readable(base)
     new = old + [t(n) for n in range(27, 30)]
-    with inject_crash(None) as probe:
-        shutil.copytree(tmp_path / "base", tmp_path / "probe")
-        archive(LocalStorage(tmp_path / "probe"), entries(27, 3))
-    steps = probe.steps
+    shutil.copytree(tmp_path / "base", tmp_path / "probe")
+    probe = crashing(LocalStorage(tmp_path / "probe"))
+    archive(probe, entries(27, 3))
+    steps = steps_of(probe)
     assert steps[:3] == [
         f"create {HISTORY_DIR}/{t(27)}_{t(29)}_0.parquet",
         f"create {HISTORY_DIR}/manifest_10",
@@ -91,8 +92,8 @@ def test_a_crash_at_each_durable_step_of_an_archival_leaves_the_old_or_the_new_i
     for k in range(1, len(steps) + 1):
         shutil.copytree(tmp_path / "base", tmp_path / f"crash{k}")
         storage = LocalStorage(tmp_path / f"crash{k}")
-        archiver = Archiver(storage)
-        with pytest.raises(SimulatedCrash), inject_crash(k):
+        archiver = Archiver(crashing(storage, k))  # a retry runs past step k: no second crash
+        with pytest.raises(SimulatedCrash):
             archiver.run(entries(27, 3))
         after_crash = readable(storage)
         assert after_crash in (old, new), steps[k - 1]
@@ -110,15 +111,16 @@ def test_a_crash_during_a_compaction_changes_no_instant(tmp_path: Path) -> None:
     for n in range(4):
         HistoryWriter(base, batch=4).append(entries(2 * n, 2))  # four level-0 files
     old = readable(base)
-    with inject_crash(None) as probe:
-        shutil.copytree(tmp_path / "base", tmp_path / "probe")
-        HistoryWriter(LocalStorage(tmp_path / "probe"), batch=4).compact()
-    for k in range(1, len(probe.steps) + 1):
+    shutil.copytree(tmp_path / "base", tmp_path / "probe")
+    probe = crashing(LocalStorage(tmp_path / "probe"))
+    HistoryWriter(probe, batch=4).compact()
+    probe_steps = steps_of(probe)
+    for k in range(1, len(probe_steps) + 1):
         shutil.copytree(tmp_path / "base", tmp_path / f"crash{k}")
         storage = LocalStorage(tmp_path / f"crash{k}")
-        with pytest.raises(SimulatedCrash), inject_crash(k):
-            HistoryWriter(storage, batch=4).compact()
-        assert readable(storage) == old, probe.steps[k - 1]
+        with pytest.raises(SimulatedCrash):
+            HistoryWriter(crashing(storage, k), batch=4).compact()
+        assert readable(storage) == old, probe_steps[k - 1]
         HistoryWriter(storage, batch=4).compact()
         assert readable(storage) == old
         assert [f.name for f in History(storage).snapshot.files] == [f"{t(0)}_{t(7)}_1.parquet"]
@@ -139,14 +141,15 @@ def test_the_readable_instants_are_always_exactly_the_archived_ones(
 ) -> None:
     with tempfile.TemporaryDirectory() as root:
         storage = LocalStorage(root)
-        archiver = Archiver(storage, batch=batch)
+        injector = CrashInjector()  # one count over the whole history; each step may crash anew
+        archiver = Archiver(injector.wrap(storage), batch=batch)
         archived: list[str] = []
         for kind, count, crash_at in steps:
             todo = entries(len(archived), count) if kind == "archive" else None
             new = archived + [e.instant.instant_time for e in todo or ()]
+            injector.after = len(injector.steps) + crash_at if crash_at else None
             try:
-                with inject_crash(crash_at):
-                    archiver.run(todo)
+                archiver.run(todo)
             except SimulatedCrash:
                 assert readable(storage) in (archived, new)
                 archiver.run()  # the next run finishes the job
@@ -155,6 +158,7 @@ def test_the_readable_instants_are_always_exactly_the_archived_ones(
             assert _no_instant_twice(storage)
         # Cleaning down to the latest snapshot leaves no parquet file that it does not name.
         writer = archiver.writer
+        injector.after = None
         assert readable(storage) == archived
         writer.clean()
         writer.retained = 1

@@ -17,7 +17,7 @@ from airflow_lake_provider.lake.errors import (
     UnsafePathError,
 )
 from airflow_lake_provider.lake.format.properties import format_properties, parse_properties
-from airflow_lake_provider.lake.storage import inject_crash
+from airflow_lake_provider.lake.storage import CrashingStorage
 from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 from airflow_lake_provider.lake.timeline.markers import Marker
@@ -203,8 +203,8 @@ def test_remove_archived_deletes_pending_files_first_and_keeps_savepoints(store:
     # Oldest first whatever the order given; per instant its requested and inflight files (in
     # listing order) before the completed one, so a crash between two deletes never leaves an
     # instant looking pending.
-    with inject_crash(None) as probe:
-        removed = store.remove_archived([T2, T1])
+    probe = CrashingStorage(store.storage)
+    removed = TimelineStore(probe).remove_archived([T2, T1])
     assert probe.steps == [f"delete .hoodie/{n}" for n in removed]
     assert sorted(removed[:2]) == [f"{T1}.clean.inflight", f"{T1}.clean.requested"]
     assert removed[2] == f"{T1}.clean"
@@ -229,10 +229,10 @@ def test_remove_archived_refuses_a_pending_instant_before_deleting_it(store: Tim
 
 
 def test_aux_files_plain_names_only_optionally_in_one_folder(store: TimelineStore) -> None:
-    with inject_crash(None) as probe:
-        store.write_aux("state.json", b"1")
-        store.write_aux("state.json", b"2")  # replaced
-        store.write_aux("p1", b"x", folder="partition-commit")
+    probe = CrashingStorage(store.storage)
+    TimelineStore(probe).write_aux("state.json", b"1")
+    TimelineStore(probe).write_aux("state.json", b"2")  # replaced
+    TimelineStore(probe).write_aux("p1", b"x", folder="partition-commit")
     # The exact keys written (an object store would take ".aux//state.json" as another key).
     assert probe.steps == [
         "write .hoodie/.aux/state.json",
@@ -320,9 +320,10 @@ def test_markers_round_trip_names_holding_the_marker_word_and_undecodable_bytes(
 
 def test_markers_are_made_at_the_exact_keys(store: TimelineStore) -> None:
     name = "f_1-0-1_20250101000000001.parquet"
-    with inject_crash(None) as probe:
-        store.markers.create(T1, "", name, "CREATE")  # unpartitioned: right under the instant's folder
-        store.markers.create(T1, "a/b", name, "MERGE")
+    probe = CrashingStorage(store.storage)
+    markers = TimelineStore(probe).markers
+    markers.create(T1, "", name, "CREATE")  # unpartitioned: right under the instant's folder
+    markers.create(T1, "a/b", name, "MERGE")
     assert probe.steps == [
         f"create .hoodie/.temp/{T1}/{name}.marker.CREATE",
         f"create .hoodie/.temp/{T1}/a/b/{name}.marker.MERGE",

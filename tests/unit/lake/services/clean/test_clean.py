@@ -9,6 +9,7 @@ from pathlib import Path
 import fastavro
 import pyarrow as pa
 import pytest
+from crash_support import crashing
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from airflow_lake_provider.lake.errors import (
@@ -25,7 +26,7 @@ from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
@@ -410,8 +411,8 @@ def test_files_a_killed_clean_already_deleted_count_as_deleted_when_it_is_finish
     file counts as deleted (the one already gone too), none as failed."""
     table = _table(tmp_path)
     commits = [_upsert(table, ["a"], i) for i in range(5)]
-    with pytest.raises(SimulatedCrash), inject_crash(3):  # requested, inflight, the first delete
-        run_clean(table, {"hoodie.cleaner.commits.retained": "1"})
+    with pytest.raises(SimulatedCrash):  # requested, inflight, the first delete
+        run_clean(crashing(table, 3), {"hoodie.cleaner.commits.retained": "1"})
     assert len(_base_instants(table)) == 4
     (pending,) = pending_cleans(table.timeline())
     result = run_clean(table, mode="execute")

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import pytest
 from clean_support import RETAIN_ONE, cow_table, upsert
+from crash_support import crashing
 
 from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.instant import InstantClock, instant_to_datetime
 
@@ -133,8 +134,8 @@ def test_a_pending_write_before_the_retention_cutoff_at_the_given_now_is_reporte
     table = LakeTable.open(tmp_path / "t", clock=table.clock)
     for ts in range(3):
         upsert(table, ts)
-    with pytest.raises(SimulatedCrash), inject_crash(1):  # a write that died
-        upsert(table, 3)
+    with pytest.raises(SimulatedCrash):  # a write that died
+        upsert(crashing(table, 1), 3)
     (failed,) = table.timeline().pending
     c4 = upsert(table, 4)  # an hour or more later (the clock moves an hour a call)
     assert instant_to_datetime(c4) - instant_to_datetime(failed.timestamp) >= dt.timedelta(hours=1)

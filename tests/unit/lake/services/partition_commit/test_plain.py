@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
+from crash_support import crashing, steps_of
 from s3_helpers import S3_KEYS
 
 from airflow_lake_provider.lake.cli import main
@@ -30,7 +31,7 @@ from airflow_lake_provider.lake.services.partition_commit.plain import (
     PlainMergePlan,
     merge_plain_partition,
 )
-from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash, Storage, inject_crash
+from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash, Storage
 from airflow_lake_provider.lake.storage.s3 import S3Storage
 from airflow_lake_provider.lake.table.table import LakeTable
 
@@ -150,13 +151,12 @@ def test_files_at_or_over_the_target_are_left_alone_and_no_merge_keeps_the_count
 
 def _pending_record_window(storage: Storage, target: int) -> tuple[int, int, list[str]]:
     """Steps of one merge; the step that writes its record; the first step that publishes."""
-    with inject_crash(None) as probe:
-        merge_plain_partition(storage, P, target, merge_id="0" * 32)
-    record = next(
-        i for i, s in enumerate(probe.steps, 1) if s.startswith("create .lake-partition-commit/merges/")
-    )
-    first_copy = next(i for i, s in enumerate(probe.steps, 1) if s.startswith("copy "))
-    return record, first_copy, probe.steps
+    probe = crashing(storage)
+    merge_plain_partition(probe, P, target, merge_id="0" * 32)
+    steps = steps_of(probe)
+    record = next(i for i, s in enumerate(steps, 1) if s.startswith("create .lake-partition-commit/merges/"))
+    first_copy = next(i for i, s in enumerate(steps, 1) if s.startswith("copy "))
+    return record, first_copy, steps
 
 
 @pytest.mark.parametrize("where", ["local", "s3"])
@@ -181,8 +181,8 @@ def test_every_crash_point_recovers_with_no_row_lost_or_doubled(
     assert _rows(probe_storage) == expected
     for k in range(1, len(steps) + 1):
         s = fresh(k)
-        with pytest.raises(SimulatedCrash), inject_crash(k):
-            merge_plain_partition(s, P, target, merge_id=f"{k:032x}")
+        with pytest.raises(SimulatedCrash):
+            merge_plain_partition(crashing(s, k), P, target, merge_id=f"{k:032x}")
         seen = _rows(s)
         assert all(seen[row] >= 1 for row in expected), f"crash after step {k}: a row was lost"
         if k < first_copy or k >= len(steps) - 1:
@@ -202,8 +202,8 @@ def test_a_pending_merge_is_rolled_forward_by_a_commit_of_another_partition(tmp_
     _fill(storage, files=4, rows=50)
     expected = _rows(storage)
     target = sum(_visible(storage).values()) // 2 + 1
-    with pytest.raises(SimulatedCrash), inject_crash(5):  # pending, one output published
-        merge_plain_partition(storage, P, target)
+    with pytest.raises(SimulatedCrash):  # pending, one output published
+        merge_plain_partition(crashing(storage, 5), P, target)
     assert sum(_rows(storage).values()) > sum(expected.values())  # the window: doubles until recovery
     look = commit_plain_partitions(storage, [OTHER], {}, dry_run=True)  # a sensor's look changes no data
     assert look.outcome.value == "PLANNED" and len(storage.list(MERGE_DIR)) == 1

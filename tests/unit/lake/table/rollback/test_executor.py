@@ -11,13 +11,14 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from crash_support import crashing, steps_of
 from hudi import HudiTableBuilder
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.errors import HeartbeatError, RollbackError, StorageError, UnsafePathError
 from airflow_lake_provider.lake.file_group.file_names import LogFileName
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
-from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
@@ -109,19 +110,20 @@ def _seed(path: Path, kind: str) -> tuple[LakeTable, dict]:
     return table, model
 
 
-def _count_steps(operation: Callable[[], object]) -> int:
-    with inject_crash(None) as probe:
-        operation()
-    return len(probe.steps)
+def _count_steps(table: LakeTable, operation: Callable[[LakeTable], object]) -> int:
+    probe = crashing(table)
+    operation(probe)
+    return len(steps_of(probe))
 
 
 def _crashed_write(table: LakeTable, rows: list, op: str, after: int) -> tuple[bool, list[str]]:
     """Run a write with a crash after step ``after``: (committed before the crash, data files made)."""
-    with pytest.raises(SimulatedCrash), inject_crash(after) as injector:
-        write(table, _batch(rows), op)
+    crashed = crashing(table, after)
+    with pytest.raises(SimulatedCrash):
+        write(crashed, _batch(rows), op)
     t = table.timeline()
     committed = bool(t.completed_commits) and t.completed_commits[-1].timestamp == t.instants[-1].timestamp
-    made = [s.split(" ", 1)[1] for s in injector.steps if s.startswith("create ") and ".hoodie" not in s]
+    made = [s.split(" ", 1)[1] for s in steps_of(crashed) if s.startswith("create ") and ".hoodie" not in s]
     return committed, [m for m in made if not m.endswith(".hoodie_partition_metadata")]
 
 
@@ -139,7 +141,7 @@ def test_write_crash_at_every_step_then_recover(
     tmp_path: Path, kind: str, op: str, rows: list, recover: str
 ) -> None:
     probe_table, model = _seed(tmp_path / "probe", kind)
-    steps = _count_steps(lambda: write(probe_table, _batch(rows), op))
+    steps = _count_steps(probe_table, lambda t: write(t, _batch(rows), op))
     assert steps >= 6
     for k in range(1, steps + 1):
         path = tmp_path / f"k{k}"
@@ -196,20 +198,20 @@ def _visible_or_old(table: LakeTable, rel: str) -> bool:
 def test_rollback_crash_at_every_step_then_next_run_finishes(tmp_path: Path, kind: str) -> None:
     def failed_table(path: Path) -> tuple[LakeTable, dict]:
         table, model = _seed(path, kind)
-        with pytest.raises(SimulatedCrash), inject_crash(4):  # a marker and its file written, no commit
-            write(table, _batch([(1, 40, "z"), (9, 40, "z9")]), "upsert")
+        with pytest.raises(SimulatedCrash):  # a marker and its file written, no commit
+            write(crashing(table, 4), _batch([(1, 40, "z"), (9, 40, "z9")]), "upsert")
         return LakeTable.open(path, clock=_clock()), model
 
     probe, _ = failed_table(tmp_path / "probe")
     probe.clock.next(after=probe.timeline().latest_time)
-    steps = _count_steps(lambda: rollback(probe))
+    steps = _count_steps(probe, rollback)
     assert steps >= 5
     for k in range(1, steps + 1):
         path = tmp_path / f"k{k}"
         table, model = failed_table(path)
         table.clock.next(after=table.timeline().latest_time)
-        with pytest.raises(SimulatedCrash), inject_crash(k):
-            rollback(table)
+        with pytest.raises(SimulatedCrash):
+            rollback(crashing(table, k))
         assert _rows(read_snapshot(LakeTable.open(path))) == model  # readable mid-rollback
         rollbacks_before = len(list((path / ".hoodie").glob("*.rollback.requested")))
         done_before = len(list((path / ".hoodie").glob("*.rollback")))
@@ -255,15 +257,17 @@ def test_a_crash_while_a_failed_write_is_undone_leaves_it_for_the_next_rollback(
             raise ValueError("disk on fire")
 
     table, _ = _seed(tmp_path / "probe", kind)
-    with inject_crash(None) as probe, pytest.raises(ValueError):
-        write(table, batch, "upsert", fault=boom)
-    undo = [s for s in probe.steps if s.startswith("delete")]
-    assert len(undo) >= 5 and not [s for s in probe.steps if ".rollback" in s], probe.steps
-    for k in range(1, len(probe.steps) + 1):
+    probe = crashing(table)
+    with pytest.raises(ValueError):
+        write(probe, batch, "upsert", fault=boom)
+    steps = steps_of(probe)
+    undo = [s for s in steps if s.startswith("delete")]
+    assert len(undo) >= 5 and not [s for s in steps if ".rollback" in s], steps
+    for k in range(1, len(steps) + 1):
         path = tmp_path / f"k{k}"
         table, model = _seed(path, kind)
-        with pytest.raises(SimulatedCrash), inject_crash(k):
-            write(table, batch, "upsert", fault=boom)
+        with pytest.raises(SimulatedCrash):
+            write(crashing(table, k), batch, "upsert", fault=boom)
         rollback(table)
         _check(path, model)
         COVERAGE.setdefault(f"failed-write-undo-{kind}", set()).add(k)
@@ -303,15 +307,15 @@ def test_forced_rollback_crash_at_every_step_reads_before_or_with_the_commit(
         return table, model, table.timeline().last_completed_commit.timestamp
 
     probe, _, last = committed(tmp_path / "probe")
-    steps = _count_steps(lambda: rollback(probe, last, force=True))
+    steps = _count_steps(probe, lambda t: rollback(t, last, force=True))
     assert steps >= 4
     reads_with = reads_before = 0
     for k in range(1, steps + 1):
         path = tmp_path / f"k{k}"
         table, before, last = committed(path)
         with_t = _apply(before, rows)
-        with pytest.raises(SimulatedCrash), inject_crash(k):
-            rollback(table, last, force=True)
+        with pytest.raises(SimulatedCrash):
+            rollback(crashing(table, k), last, force=True)
         now = _rows(read_snapshot(LakeTable.open(path)))
         assert now in (with_t, before), f"crash at step {k} of {steps}: {now}"
         reads_with += now == with_t
@@ -328,8 +332,8 @@ def test_lazy_policy_rolls_back_only_expired_heartbeats_and_names_garbage(tmp_pa
     path = tmp_path / "t"
     table, model = _seed(path, "cow")
     lazy = {"hoodie.cleaner.policy.failed.writes": "LAZY"}
-    with pytest.raises(SimulatedCrash), inject_crash(3):
-        write(table, _batch([(1, 60, "lazy")]), "upsert", options=lazy)
+    with pytest.raises(SimulatedCrash):
+        write(crashing(table, 3), _batch([(1, 60, "lazy")]), "upsert", options=lazy)
     [pending] = table.timeline().pending
     beat = path / ".hoodie" / ".heartbeat" / pending.timestamp
     assert beat.read_text().isdigit()  # a live heartbeat: not rolled back
@@ -344,9 +348,9 @@ def test_lazy_policy_rolls_back_only_expired_heartbeats_and_names_garbage(tmp_pa
     assert not beat.exists()
     _check(path, model)
     # NEVER: nothing is rolled back without naming the instant.
-    with pytest.raises(SimulatedCrash), inject_crash(3):
+    with pytest.raises(SimulatedCrash):
         write(
-            table,
+            crashing(table, 3),
             _batch([(1, 61, "never")]),
             "upsert",
             options={"hoodie.cleaner.policy.failed.writes": "NEVER"},
@@ -359,8 +363,8 @@ def test_plan_naming_a_path_outside_the_table_is_refused_and_changes_nothing(tmp
     table, model = _seed(path, "cow")
     outside = tmp_path / "precious.parquet"
     outside.write_bytes(b"keep")
-    with pytest.raises(SimulatedCrash), inject_crash(3):
-        write(table, _batch([(1, 60, "x")]), "upsert")
+    with pytest.raises(SimulatedCrash):
+        write(crashing(table, 3), _batch([(1, 60, "x")]), "upsert")
     [pending] = table.timeline().pending
     plan = {
         "instantToRollback": {"commitTime": pending.timestamp, "action": "commit"},
@@ -389,8 +393,8 @@ def test_timeline_server_markers_and_no_markers_fallback(tmp_path: Path) -> None
     for variant in ("server", "none"):
         path = tmp_path / variant
         table, model = _seed(path, "mor")
-        with pytest.raises(SimulatedCrash), inject_crash(6):  # both files written, no commit
-            write(table, _batch([(1, 70, "m"), (11, 70, "n")]), "upsert")
+        with pytest.raises(SimulatedCrash):  # both files written, no commit
+            write(crashing(table, 6), _batch([(1, 70, "m"), (11, 70, "n")]), "upsert")
         [pending] = table.timeline().pending
         temp = path / ".hoodie" / ".temp" / pending.timestamp
         markers = sorted(str(p.relative_to(temp)) for p in temp.rglob("*.marker.*"))
@@ -484,13 +488,13 @@ def test_clean_crash_at_every_step_then_next_run_finishes(tmp_path: Path, kind: 
         return table, model
 
     probe, _ = cleanable(tmp_path / "probe")
-    steps = _count_steps(lambda: run_clean(probe, options))
+    steps = _count_steps(probe, lambda t: run_clean(t, options))
     assert steps >= 4
     for k in range(1, steps + 1):
         path = tmp_path / f"k{k}"
         table, model = cleanable(path)
-        with pytest.raises(SimulatedCrash), inject_crash(k):
-            run_clean(table, options)
+        with pytest.raises(SimulatedCrash):
+            run_clean(crashing(table, k), options)
         _check_allow_pending(path, model)
         run_clean(LakeTable.open(path, clock=_clock()), options)
         _check(path, model)
@@ -509,13 +513,13 @@ def test_compaction_execution_crash_at_every_step_then_next_run_finishes(tmp_pat
         return table, model
 
     probe, _ = scheduled(tmp_path / "probe")
-    steps = _count_steps(lambda: execute_compaction(probe))
+    steps = _count_steps(probe, execute_compaction)
     assert steps >= 4
     for k in range(1, steps + 1):
         path = tmp_path / f"k{k}"
         table, model = scheduled(path)
-        with pytest.raises(SimulatedCrash), inject_crash(k):
-            execute_compaction(table)
+        with pytest.raises(SimulatedCrash):
+            execute_compaction(crashing(table, k))
         assert _rows(read_snapshot(LakeTable.open(path))) == model
         again = LakeTable.open(path, clock=_clock())
         if again.timeline().pending_compactions():
@@ -542,18 +546,18 @@ def test_restore_crash_at_every_step_then_next_run_finishes(tmp_path: Path, kind
             schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"})
             execute_compaction(table)
         write(table, _batch([(2, 60, "x")]), "delete")
-        with pytest.raises(SimulatedCrash), inject_crash(3):  # and a failed write
-            write(table, _batch([(9, 70, "a9")]), "upsert")
+        with pytest.raises(SimulatedCrash):  # and a failed write
+            write(crashing(table, 3), _batch([(9, 70, "a9")]), "upsert")
         return LakeTable.open(path, clock=_clock()), model, point
 
     probe, _, point = restorable(tmp_path / "probe")
-    steps = _count_steps(lambda: restore(probe, point))
+    steps = _count_steps(probe, lambda t: restore(t, point))
     assert steps >= 10
     for k in range(1, steps + 1):
         path = tmp_path / f"k{k}"
         table, model, point = restorable(path)
-        with pytest.raises(SimulatedCrash), inject_crash(k):
-            restore(table, point)
+        with pytest.raises(SimulatedCrash):
+            restore(crashing(table, k), point)
         again = LakeTable.open(path, clock=_clock())
         result = restore(again, point)
         assert result.resumed or result.instant is None
@@ -580,8 +584,8 @@ def test_restore_refusals_change_nothing(tmp_path: Path) -> None:
     first = table.timeline().completed_commits[0].timestamp
     create_savepoint(table, first)
     write(table, _batch(SECOND), "upsert")
-    with pytest.raises(SimulatedCrash), inject_crash(2):
-        restore(table, first)
+    with pytest.raises(SimulatedCrash):
+        restore(crashing(table, 2), first)
     before = sorted(os.listdir(path / ".hoodie"))
     with pytest.raises(RollbackError, match=r"restore \d+ is pending; finish it before writing"):
         write(LakeTable.open(path), _batch([(1, 99, "no")]), "upsert")
@@ -603,8 +607,8 @@ def test_clean_names_the_failed_write_holding_it_back(tmp_path: Path) -> None:
     table = _make(path, "cow")
     never = {"hoodie.cleaner.policy.failed.writes": "NEVER"}
     write(table, _batch(FIRST), "insert")
-    with pytest.raises(SimulatedCrash), inject_crash(3):
-        write(table, _batch([(1, 11, "failed")]), "upsert")
+    with pytest.raises(SimulatedCrash):
+        write(crashing(table, 3), _batch([(1, 11, "failed")]), "upsert")
     [failed] = table.timeline().pending
     for n in range(3):
         write(table, _batch([(1, 20 + n, f"v{n}")]), "upsert", options=never)
@@ -627,8 +631,8 @@ def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path
     blocks) and appends a command block; ours and hudi-rs then skip the failed instant's block."""
     path = tmp_path / "t"
     table, model = _seed(path, "mor")  # insert, then an upsert: log files of a committed instant
-    with pytest.raises(SimulatedCrash), inject_crash(4):  # its one log file written, no commit
-        write(table, _batch([(1, 90, "failed")]), "upsert")
+    with pytest.raises(SimulatedCrash):  # its one log file written, no commit
+        write(crashing(table, 4), _batch([(1, 90, "failed")]), "upsert")
     [pending] = table.timeline().pending
     temp = path / ".hoodie" / ".temp" / pending.timestamp
     [marker] = list(temp.rglob("*.marker.APPEND"))
@@ -645,13 +649,13 @@ def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path
     # A crash right after the rollback block is appended: finishing the plan does not append twice.
     again = tmp_path / "again"
     shutil.copytree(path, again)
-    with inject_crash(None) as probe:
-        rollback(LakeTable.open(tmp_path / "again", clock=_clock()))
-    append_step = next(n for n, step in enumerate(probe.steps, 1) if step.startswith("append "))
+    probe = crashing(LakeTable.open(tmp_path / "again", clock=_clock()))
+    rollback(probe)
+    append_step = next(n for n, step in enumerate(steps_of(probe), 1) if step.startswith("append "))
     shutil.rmtree(again)
     shutil.copytree(path, again)
-    with pytest.raises(SimulatedCrash), inject_crash(append_step):
-        rollback(LakeTable.open(again, clock=_clock()))
+    with pytest.raises(SimulatedCrash):
+        rollback(crashing(LakeTable.open(again, clock=_clock()), append_step))
     [resumed] = rollback(LakeTable.open(again, clock=_clock()))
     assert resumed.resumed
     again_shared = again / shared.relative_to(path)
@@ -831,8 +835,8 @@ def test_archival_that_cannot_mark_a_shared_log_waits_and_says_not_to_delete_it(
 def _rolled_back_append_to(case: dict, path: Path, row: tuple[int, int, str]) -> dict:
     """Another write of ``case``'s table crashed and rolled back, as in :func:`_rolled_back_append`."""
     table = case["table"]
-    with pytest.raises(SimulatedCrash), inject_crash(4):
-        write(table, _batch([row]), "upsert")
+    with pytest.raises(SimulatedCrash):
+        write(crashing(table, 4), _batch([row]), "upsert")
     [pending] = table.timeline().pending
     temp = path / ".hoodie" / ".temp" / pending.timestamp
     [marker] = list(temp.rglob("*.marker.APPEND"))
@@ -858,9 +862,9 @@ def test_completed_compaction_later_writes_depend_on_is_refused(tmp_path: Path) 
     table, model = _seed(path, "mor")
     c = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"}).instant
     execute_compaction(table)
-    with pytest.raises(SimulatedCrash), inject_crash(4):  # a write against the compacted slice, pending
+    with pytest.raises(SimulatedCrash):  # a write against the compacted slice, pending
         write(
-            table,
+            crashing(table, 4),
             _batch([(1, 90, "later")]),
             "upsert",
             options={"hoodie.cleaner.policy.failed.writes": "NEVER"},
@@ -890,10 +894,10 @@ def test_a_stored_plan_with_hudi_file_uris_deletes_exactly_its_files(tmp_path: P
     """Hudi's plans spell local paths ``file:/abs/...``: they name the table's own files."""
     path = tmp_path / "t"
     table, model = _seed(path, "cow")
-    with pytest.raises(SimulatedCrash), inject_crash(4):
-        write(table, _batch(SECOND), "upsert")
-    with pytest.raises(SimulatedCrash), inject_crash(1):  # the plan is stored, nothing else done
-        rollback(table)
+    with pytest.raises(SimulatedCrash):
+        write(crashing(table, 4), _batch(SECOND), "upsert")
+    with pytest.raises(SimulatedCrash):  # the plan is stored, nothing else done
+        rollback(crashing(table, 1))
     [requested] = [i for i in table.timeline().pending if i.action.value == "rollback"]
     plan_file = path / ".hoodie" / layout.file_name(requested)
     record = timeline_avro.read_avro(plan_file.read_bytes(), "plan")
@@ -945,8 +949,8 @@ def test_failed_deletes_are_named_in_the_rollback_metadata(tmp_path: Path, kind:
     os.remove(path / stuck)
     os.mkdir(path / stuck)  # unlink of a folder fails: not "already gone"
     (path / stuck / "keep").write_text("x")
-    with pytest.raises(SimulatedCrash), inject_crash(1):  # the plan is stored, nothing deleted yet
-        rollback(table)
+    with pytest.raises(SimulatedCrash):  # the plan is stored, nothing deleted yet
+        rollback(crashing(table, 1))
     os.remove(path / gone)  # gone before the resumed run deletes it
     [result] = rollback(table)
     assert result.resumed and result.failed == (stuck,) and result.deleted == (gone,)

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from crash_support import crashing, steps_of
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, RollbackError
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.rollback.executor import (
     RollbackResult,
     describe_failed_writes,
@@ -71,12 +72,17 @@ def test_rollback_of_a_crashed_write_reports_exactly_what_it_undid(
     before = _data_files(path)
     probe_table = _table(tmp_path / "probe")  # the same writes, counting the second one's steps
     write(probe_table, _batch([1, 2], 10), "insert")
-    with inject_crash(None) as probe:
-        write(probe_table, _batch([3, 4], 20), "insert")
+    probe = crashing(probe_table)
+    write(probe, _batch([3, 4], 20), "insert")
     # Crash the second write just before its completed file: its data files exist, it stays pending.
-    completing = next(i for i, step in enumerate(probe.steps) if step.endswith(".commit"))
-    with pytest.raises(SimulatedCrash), inject_crash(completing):
-        write(table, _batch([3, 4], 20), "insert", options={"hoodie.cleaner.policy.failed.writes": "NEVER"})
+    completing = next(i for i, step in enumerate(steps_of(probe)) if step.endswith(".commit"))
+    with pytest.raises(SimulatedCrash):
+        write(
+            crashing(table, completing),
+            _batch([3, 4], 20),
+            "insert",
+            options={"hoodie.cleaner.policy.failed.writes": "NEVER"},
+        )
     [failed] = table.timeline().pending
     made = sorted(_data_files(path) - before)
     assert len(made) == 2  # one base file per partition
@@ -177,15 +183,15 @@ def _two_failed_writes(tmp_path: Path) -> tuple[LakeTable, list[str]]:
     table = _table(tmp_path / "t")
     write(table, _batch([1, 2], 10), "insert")
     for ids in ([3], [4]):  # each crashes after its requested file: two pending writes
-        with pytest.raises(SimulatedCrash), inject_crash(1):
-            write(table, _batch(ids, 20), "insert", options=NEVER)
+        with pytest.raises(SimulatedCrash):
+            write(crashing(table, 1), _batch(ids, 20), "insert", options=NEVER)
     return table, [i.timestamp for i in table.timeline().pending]
 
 
 def test_a_finished_pending_rollback_does_not_stop_the_other_failed_writes(tmp_path: Path) -> None:
     table, (a, b) = _two_failed_writes(tmp_path)
-    with pytest.raises(SimulatedCrash), inject_crash(1):  # a rollback of a, stored but not finished
-        rollback(table, a)
+    with pytest.raises(SimulatedCrash):  # a rollback of a, stored but not finished
+        rollback(crashing(table, 1), a)
     done = rollback(table)
     assert [(r.target, r.resumed) for r in done] == [(a, True), (b, False)]
     assert table.timeline().pending == []
@@ -235,8 +241,8 @@ def test_locked_rollback_refuses_a_completed_write_unless_forced_and_names_a_cor
 
 def test_rolling_back_a_named_write_first_finishes_pending_rollbacks(tmp_path: Path) -> None:
     table, (a, b) = _two_failed_writes(tmp_path)
-    with pytest.raises(SimulatedCrash), inject_crash(1):  # a rollback of a, stored but not finished
-        rollback(table, a)
+    with pytest.raises(SimulatedCrash):  # a rollback of a, stored but not finished
+        rollback(crashing(table, 1), a)
     # Naming a again finishes the stored rollback only.
     assert [(r.target, r.resumed) for r in rollback(table, a)] == [(a, True)]
     assert [i.timestamp for i in table.timeline().pending] == [b]
@@ -247,8 +253,8 @@ def test_rolling_back_a_named_write_first_finishes_pending_rollbacks(tmp_path: P
 
 def test_a_refused_target_leaves_a_stored_rollback_unfinished(tmp_path: Path) -> None:
     table, (a, b) = _two_failed_writes(tmp_path)
-    with pytest.raises(SimulatedCrash), inject_crash(1):
-        rollback(table, a)
+    with pytest.raises(SimulatedCrash):
+        rollback(crashing(table, 1), a)
     before = sorted(os.listdir(tmp_path / "t" / ".hoodie"))
     with pytest.raises(RollbackError, match="there is no instant 20990101000000000"):
         rollback(table, "20990101000000000")

@@ -15,10 +15,11 @@ from typing import Any
 import fastavro
 import pyarrow as pa
 import pytest
+from crash_support import crashing
 
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
-from airflow_lake_provider.lake.storage import SimulatedCrash, inject_crash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
@@ -78,8 +79,8 @@ def test_rollback_and_restore_files_read_with_hudis_schemas(tmp_path: Path, sche
     with pytest.raises(SimulatedCrash):
         write(table, _batch([1, 4], 3), "upsert", fault=die_before_commit)
     [failed] = table.timeline().pending
-    with pytest.raises(SimulatedCrash), inject_crash(2):  # leave a requested and an inflight rollback
-        rollback(table)
+    with pytest.raises(SimulatedCrash):  # leave a requested and an inflight rollback
+        rollback(crashing(table, 2))
     hoodie = path / ".hoodie"
     [pending_plan] = hoodie.glob("*.rollback.requested")
     plan = _read(pending_plan, schemas["HoodieRollbackPlan"])

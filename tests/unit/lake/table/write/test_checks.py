@@ -11,11 +11,18 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_lake_provider.lake.errors import LakeError, SchemaError, TableConfigError
+from airflow_lake_provider.lake.errors import (
+    LakeError,
+    SchemaError,
+    TableConfigError,
+)
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.table.write import (
+    checks,
+    write,
+)
 from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
@@ -293,3 +300,58 @@ def test_numbers_past_a_java_int_are_refused_before_the_instant_exists(
 
     assert _refused(table, ONE, LakeError, options=options) == message
     assert sorted(p.name for p in (tmp_path / "t").iterdir()) == [".hoodie"]
+
+
+# -- which batch types a column of the table accepts ------------------------------------------------
+TS_US, TS_MS = pa.timestamp("us"), pa.timestamp("ms")
+
+
+CASTABLE = [
+    # (batch type, table type, accepted)
+    (pa.string(), pa.string(), True),
+    (pa.string(), pa.large_string(), True),
+    (pa.large_string(), pa.string(), True),
+    (pa.binary(), pa.string(), False),
+    (pa.string(), pa.binary(), False),
+    (pa.int32(), pa.int64(), True),
+    (pa.int64(), pa.int32(), False),  # values are checked one by one only for types that may fit
+    (pa.uint32(), pa.int64(), True),
+    (pa.uint64(), pa.int64(), False),
+    (pa.int8(), pa.uint8(), False),
+    (pa.int64(), pa.float64(), False),
+    (pa.float64(), pa.int64(), False),
+    (pa.float32(), pa.float64(), True),
+    (pa.float64(), pa.float32(), True),
+    (TS_US, pa.timestamp("us", tz="UTC"), True),
+    (pa.timestamp("us", tz="UTC"), TS_US, True),
+    (TS_MS, TS_US, False),
+    (TS_US, pa.int64(), False),
+    (pa.int64(), TS_US, False),
+    (pa.date32(), pa.date32(), True),
+    (pa.date32(), TS_US, False),
+]
+
+
+@pytest.mark.parametrize(("got", "want", "accepted"), CASTABLE, ids=[f"{g}->{w}" for g, w, _ in CASTABLE])
+def test_which_batch_types_a_table_column_accepts(
+    got: pa.DataType, want: pa.DataType, accepted: bool
+) -> None:
+    assert checks._leaf_castable(got, want) is accepted
+
+
+@pytest.mark.parametrize(
+    ("got", "want", "fits"),
+    [
+        (pa.int64(), pa.int64(), True),
+        (pa.uint16(), pa.uint16(), True),
+        (pa.int16(), pa.int32(), True),
+        (pa.int32(), pa.int16(), False),
+        (pa.uint8(), pa.int16(), True),
+        (pa.uint16(), pa.int16(), False),
+        (pa.int8(), pa.uint64(), False),
+    ],
+)
+def test_an_integer_type_fits_another_when_all_its_values_do(
+    got: pa.DataType, want: pa.DataType, fits: bool
+) -> None:
+    assert checks._int_fits(got, want) is fits

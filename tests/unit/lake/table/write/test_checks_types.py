@@ -17,12 +17,9 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.errors import LakeError, SchemaError
-from airflow_lake_provider.lake.format.avro_schema import arrow_to_avro, with_meta_fields
-from airflow_lake_provider.lake.format.casting import cast_exact
-from airflow_lake_provider.lake.log_file.data_block import avro_data_block
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome
-from airflow_lake_provider.lake.table.reader import conform, read_snapshot
+from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock
@@ -141,37 +138,6 @@ def test_float64_values_exact_in_float32_are_written(tmp_path: Path, kind: str) 
         ],
     )
     assert read_snapshot(table).schema.field("f").type == pa.float32()
-
-
-def test_cast_exact_nested_sliced_and_null_parents() -> None:
-    struct = pa.array([{"a": 1.5}, None, {"a": 1e300}], pa.struct([("a", pa.float64())])).slice(0, 2)
-    out = cast_exact(struct, pa.struct([pa.field("a", pa.float32(), False)]), "s")
-    assert out.to_pylist() == [{"a": 1.5}, None]
-    lists = pa.array([[0.1], None, [], [0.5, None]], pa.list_(pa.float64())).slice(1)
-    assert cast_exact(lists, pa.large_list(pa.float32()), "l").to_pylist() == [None, [], [0.5, None]]
-    maps = pa.array([[("x", 0.1)], [("y", 2.0)]], pa.map_(pa.string(), pa.float64()))
-    assert cast_exact(maps.slice(1), pa.map_(pa.string(), pa.float32()), "m").to_pylist() == [[("y", 2.0)]]
-    with pytest.raises(SchemaError, match=r"column 'm.value': value 0.1 does not fit float"):
-        cast_exact(maps, pa.map_(pa.string(), pa.float32()), "m")
-    with pytest.raises(SchemaError, match=r"column 'i': value 2147483648 does not fit int32"):
-        cast_exact(pa.array([1, 2**31], pa.int64()), pa.int32(), "i")
-    with pytest.raises(SchemaError, match=r"column 't': value .* does not fit timestamp\[us"):
-        cast_exact(pa.array([1_001], pa.timestamp("ns")), pa.timestamp("us"), "t")
-
-
-def test_avro_data_block_refuses_lossy_cast_naming_field_and_value() -> None:
-    schema = with_meta_fields(arrow_to_avro(pa.schema([("f", pa.float32())]), "r", "hoodie.r"))
-    meta = {name: ["x"] for name in ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key")}
-    meta |= {"_hoodie_partition_path": [""], "_hoodie_file_name": ["x"]}
-    with pytest.raises(SchemaError, match=r"column 'f': value 0.1 does not fit float exactly"):
-        avro_data_block(pa.table({**meta, "f": pa.array([0.1])}), schema, "20250601120000000")
-
-
-def test_reader_conform_refuses_lossy_cast_of_stored_values() -> None:
-    schema = pa.schema([("f", pa.float32()), ("g", pa.int64())])
-    assert conform(pa.table({"f": [0.25]}), schema).to_pylist() == [{"f": 0.25, "g": None}]
-    with pytest.raises(SchemaError, match=r"column 'f': value 0.1 does not fit float exactly"):
-        conform(pa.table({"f": [0.25, 0.1]}), schema)
 
 
 # -- 4: struct, list and map columns ---------------------------------------------------------------

@@ -4,7 +4,6 @@ Spark wrote, too), and appends to a file group that has no base file."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 from collections.abc import Sequence
@@ -15,8 +14,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from hudi import HudiTableBuilder
 from tree_digest import tree_digest
+from write_support import T1, T2, T3
+from write_support import base_file as _base_file
+from write_support import base_file_at as _base_file_at
+from write_support import batch as _batch
+from write_support import hudi_rows as _hudi_rows
+from write_support import our_rows as _our_rows
+from write_support import table as _table
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError, LakeError, RollbackError, StorageError
 from airflow_lake_provider.lake.file_group.file_names import LogFileName
@@ -25,113 +30,20 @@ from airflow_lake_provider.lake.log_file.data_block import avro_data_block
 from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, decode_delete_block
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes
 from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash
-from airflow_lake_provider.lake.table.index import bloom
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import (
     FileGroupWrite,
     WriteContext,
-    checks,
     write,
     write_file_group,
     writer,
 )
-from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
-
-FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
-T1, T2, T3 = (format_instant(FROZEN + dt.timedelta(milliseconds=i)) for i in range(3))
-
-
-def _table(path: Path, kind: str = "cow", partitioned: bool = False) -> LakeTable:
-    return LakeTable.create(
-        path,
-        name="t",
-        table_type=kind,
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",) if partitioned else (),
-        clock=InstantClock(now=lambda: FROZEN),
-    )
-
-
-def _batch(ids: list[int], ts: int = 1, v: str = "x") -> pa.Table:
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "ts": pa.array([ts] * len(ids), pa.int64()),
-            "v": pa.array([f"{v}{i}" for i in ids], pa.string()),
-        }
-    )
 
 
 def _stats(path: Path, instant: str, action: str) -> list[dict]:
     metadata = json.loads((path / ".hoodie" / f"{instant}.{action}").read_text())
     return [s for stats in metadata["partitionToWriteStats"].values() for s in stats]
-
-
-def _hudi_rows(path: Path, *columns: str) -> list[tuple]:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read()
-    rows = pa.Table.from_batches(batches).select(list(columns)).to_pylist() if batches else []
-    return sorted(tuple(r.values()) for r in rows)
-
-
-def _our_rows(path: Path, *columns: str) -> list[tuple]:
-    return sorted(
-        tuple(r.values()) for r in read_snapshot(LakeTable.open(path)).select(list(columns)).to_pylist()
-    )
-
-
-# -- which batch types a column of the table accepts ------------------------------------------------
-TS_US, TS_MS = pa.timestamp("us"), pa.timestamp("ms")
-CASTABLE = [
-    # (batch type, table type, accepted)
-    (pa.string(), pa.string(), True),
-    (pa.string(), pa.large_string(), True),
-    (pa.large_string(), pa.string(), True),
-    (pa.binary(), pa.string(), False),
-    (pa.string(), pa.binary(), False),
-    (pa.int32(), pa.int64(), True),
-    (pa.int64(), pa.int32(), False),  # values are checked one by one only for types that may fit
-    (pa.uint32(), pa.int64(), True),
-    (pa.uint64(), pa.int64(), False),
-    (pa.int8(), pa.uint8(), False),
-    (pa.int64(), pa.float64(), False),
-    (pa.float64(), pa.int64(), False),
-    (pa.float32(), pa.float64(), True),
-    (pa.float64(), pa.float32(), True),
-    (TS_US, pa.timestamp("us", tz="UTC"), True),
-    (pa.timestamp("us", tz="UTC"), TS_US, True),
-    (TS_MS, TS_US, False),
-    (TS_US, pa.int64(), False),
-    (pa.int64(), TS_US, False),
-    (pa.date32(), pa.date32(), True),
-    (pa.date32(), TS_US, False),
-]
-
-
-@pytest.mark.parametrize(("got", "want", "accepted"), CASTABLE, ids=[f"{g}->{w}" for g, w, _ in CASTABLE])
-def test_which_batch_types_a_table_column_accepts(
-    got: pa.DataType, want: pa.DataType, accepted: bool
-) -> None:
-    assert checks._leaf_castable(got, want) is accepted
-
-
-@pytest.mark.parametrize(
-    ("got", "want", "fits"),
-    [
-        (pa.int64(), pa.int64(), True),
-        (pa.uint16(), pa.uint16(), True),
-        (pa.int16(), pa.int32(), True),
-        (pa.int32(), pa.int16(), False),
-        (pa.uint8(), pa.int16(), True),
-        (pa.uint16(), pa.int16(), False),
-        (pa.int8(), pa.uint64(), False),
-    ],
-)
-def test_an_integer_type_fits_another_when_all_its_values_do(
-    got: pa.DataType, want: pa.DataType, fits: bool
-) -> None:
-    assert checks._int_fits(got, want) is fits
 
 
 # -- what a failed write tells its caller ---------------------------------------------------------
@@ -347,11 +259,6 @@ def test_deletes_from_a_table_without_an_ordering_field_carry_no_ordering_value(
 
 
 # -- copy-on-write rewrites: stats, markers, damaged and unusual base files -------------------------
-def _base_file(path: Path) -> Path:
-    (base,) = path.glob("*.parquet")
-    return base
-
-
 def _rewrite_parquet(base: Path, change) -> None:
     """Rewrite ``base`` in place through ``change`` (rows -> rows), keeping its footer's key-values."""
     rows = pq.read_table(base)
@@ -376,11 +283,6 @@ def test_a_rewrite_records_its_marker_and_exact_write_stat(tmp_path: Path) -> No
     assert stat["totalWriteBytes"] == stat["fileSizeInBytes"] == (path / name).stat().st_size
 
 
-def _base_file_at(path: Path, instant: str) -> Path:
-    (base,) = path.glob(f"*_{instant}.parquet")
-    return base
-
-
 def test_a_stored_null_ordering_value_loses_to_an_update(tmp_path: Path) -> None:
     # Other writers may have stored a null ordering value (ours refuse one in a batch): an update of
     # that key wins, as a version with no ordering value loses to one with a value when merging.
@@ -392,26 +294,6 @@ def test_a_stored_null_ordering_value_loses_to_an_update(tmp_path: Path) -> None
     assert (
         _our_rows(path, "id", "ts", "v") == _hudi_rows(path, "id", "ts", "v") == [(1, 0, "y1"), (2, 1, "x2")]
     )
-
-
-def test_an_unreadable_bloom_filter_is_logged_and_the_keys_are_read_instead(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    path = tmp_path / "t"
-    table = _table(path)
-    write(table, _batch([1, 2]), "insert")
-    base = _base_file(path)
-    damaged = {**pq.read_schema(base).metadata, b"org.apache.hudi.bloomfilter": b"!!!!"}
-    pq.write_table(pq.read_table(base).replace_schema_metadata(damaged), base)
-    caplog.set_level(logging.WARNING, logger=bloom.log.name)
-    caplog.clear()
-    done = write(table, _batch([2], ts=2, v="y"), "upsert")
-    assert [r.getMessage() for r in caplog.records if r.name == bloom.log.name] == [
-        f"cannot decode the bloom filter of {table.storage.uri(base.name)}: Only base64 data is allowed; "
-        "reading its record keys instead"
-    ]
-    assert (done.lookup.bloom_pruned, done.lookup.keys_read) == (0, (base.name,))
-    assert _our_rows(path, "id", "v") == _hudi_rows(path, "id", "v") == [(1, "x1"), (2, "y2")]
 
 
 def _damage_column(base: Path, column: str) -> None:
@@ -483,50 +365,6 @@ def test_an_append_marks_its_log_file_before_the_crash_point(tmp_path: Path) -> 
     assert markers == [f"{log.name}.marker.APPEND"]
 
 
-def test_a_base_file_rewritten_in_place_is_looked_up_anew(tmp_path: Path) -> None:
-    # The footer summaries a table keeps are keyed by path and size: a file replaced under its
-    # name (a repair, a copy) is read again, so its new keys are found, not inserted twice.
-    path = tmp_path / "t"
-    table = _table(path)
-    write(table, _batch([1, 2]), "insert")
-    write(table, _batch([9]), "insert")  # the lookup keeps the summary of T1's file (keys 1..2)
-    base = _base_file_at(path, T1)
-    rows = pq.read_table(base)
-    extra = rows.slice(0, 1).set_column(2, "_hoodie_record_key", pa.array(["5"]))
-    extra = extra.set_column(5, "id", pa.array([5]))
-    metadata = {k: v for k, v in rows.schema.metadata.items() if b"bloom" not in k}
-    metadata[b"hoodie_max_record_key"] = b"5"
-    pq.write_table(pa.concat_tables([rows, extra]).replace_schema_metadata(metadata), base)
-    write(table, _batch([5], ts=3, v="z"), "upsert")
-    assert (
-        _our_rows(path, "id", "v")
-        == _hudi_rows(path, "id", "v")
-        == [(1, "x1"), (2, "x2"), (5, "z5"), (9, "x9")]
-    )
-
-
-def test_a_footer_with_only_one_end_of_the_key_range_is_not_used_for_pruning(tmp_path: Path) -> None:
-    path = tmp_path / "t"
-    table = _table(path)
-    write(table, _batch([1, 2]), "insert")
-    base = _base_file(path)
-    metadata = dict(pq.read_schema(base).metadata)
-    del metadata[b"hoodie_max_record_key"]
-    pq.write_table(pq.read_table(base).replace_schema_metadata(metadata), base)
-    done = write(table, _batch([2], ts=2, v="y"), "upsert")
-    assert (done.inserted, done.updated, done.lookup.range_pruned) == (0, 1, 0)
-
-
-def test_a_cow_upsert_reads_each_files_keys_once(tmp_path: Path) -> None:
-    # Two files, one key updated in each: the lookup reads both key columns, and each rewrite
-    # takes its file's keys from what the lookup read.
-    path = tmp_path / "t"
-    table = _table(path)
-    write(table, _batch([1, 2, 3, 4]), "insert", max_rows_per_file=2)
-    done = write(table, _batch([1, 3], ts=2, v="y"), "upsert")
-    assert (done.updated, len(done.lookup.keys_read), done.lookup.row_groups_read) == (2, 2, 2)
-
-
 def test_a_base_file_that_is_not_parquet_is_named(tmp_path: Path) -> None:
     path = tmp_path / "t"
     table = _table(path)
@@ -586,37 +424,6 @@ def test_a_base_file_without_a_record_key_column_is_named(tmp_path: Path) -> Non
     pq.write_table(rows.drop_columns(["_hoodie_record_key"]), base)
     with pytest.raises(CorruptDataFileError, match=f"^cannot read base file {base}: "):
         write(table, _batch([2], ts=2, v="y"), "upsert")
-
-
-def test_keys_every_file_rules_out_are_counted_per_file(tmp_path: Path) -> None:
-    # Key 5 is inside both files' key ranges; both bloom filters rule it out.
-    path = tmp_path / "t"
-    table = _table(path)
-    write(table, _batch([1, 9]), "insert")
-    write(table, _batch([2, 8]), "insert")
-    done = write(table, _batch([5]), "upsert")
-    assert (done.inserted, done.lookup.range_pruned, done.lookup.bloom_pruned, done.lookup.keys_read) == (
-        1,
-        0,
-        2,
-        (),
-    )
-
-
-def test_a_key_between_a_files_row_groups_is_not_found_there(tmp_path: Path) -> None:
-    # No bloom filter, two row groups (keys 1-2 and 8-9): key 5 is in the file's range but in no
-    # row group's, so no key column is read and the key is new.
-    path = tmp_path / "t"
-    table = _table(path)
-    write(table, _batch([1, 2, 8, 9]), "insert")
-    base = _base_file(path)
-    rows = pq.read_table(base).sort_by("_hoodie_record_key")
-    metadata = {k: v for k, v in rows.schema.metadata.items() if b"bloom" not in k}
-    pq.write_table(rows.replace_schema_metadata(metadata), base, row_group_size=2)
-    assert pq.ParquetFile(base).metadata.num_row_groups == 2
-    done = write(table, _batch([5]), "upsert")
-    assert (done.inserted, done.lookup.row_groups_read, done.lookup.keys_read) == (1, 0, ())
-    assert _our_rows(path, "id") == _hudi_rows(path, "id") == [(1,), (2,), (5,), (8,), (9,)]
 
 
 def test_commit_sequence_numbers_run_on_across_the_files_of_a_write(tmp_path: Path) -> None:
@@ -706,17 +513,6 @@ def test_mor_appends_keep_no_base_file_open(tmp_path: Path) -> None:
     )
     assert seen == [[]]  # A held key 2, but a log append never reads the base file
     assert storage.open_now() == []
-
-
-def test_a_footer_with_no_key_range_at_all_is_looked_up_by_its_keys(tmp_path: Path) -> None:
-    path = tmp_path / "t"
-    table = _table(path)
-    write(table, _batch([1, 2]), "insert")
-    base = _base_file(path)
-    metadata = {k: v for k, v in pq.read_schema(base).metadata.items() if not k.startswith(b"hoodie_m")}
-    pq.write_table(pq.read_table(base).replace_schema_metadata(metadata), base)
-    done = write(table, _batch([2], ts=2, v="y"), "upsert")
-    assert (done.inserted, done.updated) == (0, 1)
 
 
 def test_a_write_through_a_runner_closes_every_base_file(tmp_path: Path) -> None:

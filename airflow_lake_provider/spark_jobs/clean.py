@@ -22,7 +22,13 @@ from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 from airflow_lake_provider.lake.services.clean.result import DeleteOutcome
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.table import LakeTable
-from spark_jobs._common import KillSwitch, kill_point, kill_switch, option_values, run_job
+from airflow_lake_provider.spark_jobs._common import (
+    KillSwitch,
+    kill_point,
+    kill_switch,
+    option_values,
+    run_job,
+)
 
 
 def _delete(base: str, paths: Sequence[str], switch: KillSwitch | None) -> DeleteOutcome:

@@ -26,7 +26,7 @@ from airflow_lake_provider.lake.config.registry import PC_HIVE_DATABASE, PC_HIVE
 from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.services.partition_commit.executor import CommitContext, commit_partitions
 from airflow_lake_provider.lake.table.table import LakeTable
-from spark_jobs._common import emit_result, option_values, setup_logging
+from airflow_lake_provider.spark_jobs._common import emit_result, option_values, setup_logging
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from airflow_lake_provider.lake.table.write import (
     write_file_group,
 )
 from airflow_lake_provider.lake.table.write.input import find_input, read_input
-from spark_jobs._common import key_values, option_values, run_job
+from airflow_lake_provider.spark_jobs._common import key_values, option_values, run_job
 
 log = logging.getLogger("lake.write")
 KILL_AT_ENV = "LAKE_TEST_KILL_WRITE_AT"

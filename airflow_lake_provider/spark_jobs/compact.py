@@ -34,8 +34,14 @@ from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
-from spark_jobs._common import KillSwitch, kill_point, kill_switch, option_values, run_job
-from spark_jobs.worker_process import WORKER_ENV
+from airflow_lake_provider.spark_jobs._common import (
+    KillSwitch,
+    kill_point,
+    kill_switch,
+    option_values,
+    run_job,
+)
+from airflow_lake_provider.spark_jobs.worker_process import WORKER_ENV
 
 log = logging.getLogger("lake.compact")
 
@@ -77,7 +83,7 @@ def _prepare_worker(context: Any) -> float:
 
     Arrow (and polars, through POLARS_MAX_THREADS, see main) get the task's cores, no more.
     """
-    from spark_jobs.worker_process import prepare_merge_worker
+    from airflow_lake_provider.spark_jobs.worker_process import prepare_merge_worker
 
     return prepare_merge_worker(context.cpus() if context is not None else 1)
 
@@ -130,7 +136,7 @@ def _warm_worker(_slot: int) -> dict[str, Any]:
 
     from pyspark import TaskContext
 
-    from spark_jobs.worker_process import worker_env_in_effect
+    from airflow_lake_provider.spark_jobs.worker_process import worker_env_in_effect
 
     seconds = _prepare_worker(TaskContext.get())
     return {"pid": os.getpid(), "prime_seconds": round(seconds, 3), "allocator_env": worker_env_in_effect()}

@@ -1,0 +1,61 @@
+"""Shared by the writer's tests (``table/write``, ``table/index``): a small non-partitioned table on a
+frozen clock, batches of ``id``/``ts``/``v``, its base files, and its rows as ours and hudi-rs read them."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import pyarrow as pa
+from hudi import HudiTableBuilder
+
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
+
+FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+T1, T2, T3 = (format_instant(FROZEN + dt.timedelta(milliseconds=i)) for i in range(3))
+
+
+def table(path: Path, kind: str = "cow", partitioned: bool = False) -> LakeTable:
+    return LakeTable.create(
+        path,
+        name="t",
+        table_type=kind,
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",) if partitioned else (),
+        clock=InstantClock(now=lambda: FROZEN),
+    )
+
+
+def batch(ids: list[int], ts: int = 1, v: str = "x") -> pa.Table:
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array([ts] * len(ids), pa.int64()),
+            "v": pa.array([f"{v}{i}" for i in ids], pa.string()),
+        }
+    )
+
+
+def hudi_rows(path: Path, *columns: str) -> list[tuple]:
+    batches = HudiTableBuilder.from_base_uri(str(path)).build().read()
+    rows = pa.Table.from_batches(batches).select(list(columns)).to_pylist() if batches else []
+    return sorted(tuple(r.values()) for r in rows)
+
+
+def our_rows(path: Path, *columns: str) -> list[tuple]:
+    return sorted(
+        tuple(r.values()) for r in read_snapshot(LakeTable.open(path)).select(list(columns)).to_pylist()
+    )
+
+
+def base_file(path: Path) -> Path:
+    (base,) = path.glob("*.parquet")
+    return base
+
+
+def base_file_at(path: Path, instant: str) -> Path:
+    (base,) = path.glob(f"*_{instant}.parquet")
+    return base

@@ -86,15 +86,51 @@ def _open_timeline(storage: Storage, mdt: bool) -> tuple[dict[str, str], Timelin
     return props, Timeline.load(storage, TimelineLayout.from_properties(props, source))
 
 
-def _latest_files_slice(mdt: Storage) -> FileSlice | None:
-    """The latest slice of the MDT's ``files-0000-0`` file group, built as the data table's views
-    are (committed files only; layout 2 places each log by its deltacommit's completion time)."""
+def _latest_slices(mdt: Storage, partition: str) -> dict[str, FileSlice]:
+    """file id -> the latest slice of each file group of an MDT partition, built as the data table's
+    views are (committed files only; layout 2 places each log by its deltacommit's completion time)."""
     props, timeline = _open_timeline(mdt, mdt=True)
     config = TableConfig.of_metadata_table(props, mdt.uri(f"{HOODIE_DIR}/hoodie.properties"))
-    view = FileSystemView.build(config, timeline, partitions=[FILES_PARTITION], base_extension="hfile")
-    if (FILES_PARTITION, FILES_GROUP) not in view.groups:
-        return None
-    return view.merged_latest_slice(view.groups[FILES_PARTITION, FILES_GROUP])
+    view = FileSystemView.build(config, timeline, partitions=[partition], base_extension="hfile")
+    slices = (view.merged_latest_slice(group) for group in view.file_groups(partition))
+    return {s.file_id: s for s in slices if s is not None}
+
+
+def _latest_files_slice(mdt: Storage) -> FileSlice | None:
+    return _latest_slices(mdt, FILES_PARTITION).get(FILES_GROUP)
+
+
+def read_partition_records(storage: Storage, partition: str) -> dict[str, dict[str, Any]]:
+    """Every record of an MDT partition (e.g. ``column_stats``), by key: the latest slice of each
+    file group, its base file's records replaced by those of its valid log blocks in order (a later
+    record of a key replaces an earlier one; a delete block removes it).
+
+    :raises TableConfigError: if the table has no MDT.
+    :raises CorruptDataFileError: if a base file or log block is unreadable.
+    """
+    _, data = _open_timeline(storage, mdt=False)
+    mdt_storage = storage.child(MDT_DIR)
+    _, mdt = _open_timeline(mdt_storage, mdt=True)
+    deltacommits, valid = _valid_instants(data, mdt)
+
+    def committed(instant: str) -> bool:
+        return instant in deltacommits and instant in valid
+
+    merged: dict[str, dict[str, Any] | None] = {}
+    for piece in _latest_slices(mdt_storage, partition).values():
+        if piece.base_file is not None:
+            rel = f"{MDT_DIR}/{piece.base_file.relative_path}"
+            hfile = read_hfile(storage.read(rel), storage.uri(rel))
+            merged.update(decode_hfile_cells(hfile, hfile.content.info(SCHEMA_INFO), storage.uri(rel)))
+        blocks = [
+            b for f in piece.log_files for b in read_log_blocks(storage, f"{MDT_DIR}/{f.relative_path}")
+        ]
+        for block in visible_blocks(blocks, committed):
+            if block.block_type == BlockType.HFILE_DATA:
+                merged.update(decode_hfile_block(block))
+            elif block.block_type == BlockType.DELETE:
+                merged.update((entry.record_key, None) for entry in decode_delete_block(block))
+    return {key: record for key, record in merged.items() if record is not None}
 
 
 # Hudi's v6 MDT stamps its own actions with a data instant time plus a 3-digit operation suffix

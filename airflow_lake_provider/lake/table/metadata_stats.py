@@ -24,18 +24,23 @@ and uncompressed sizes. Where this differs from a naive reading of the values:
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import decimal
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from enum import IntEnum
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError
 from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hash_id import column_stats_key, partition_stats_key
+from airflow_lake_provider.lake.log_file.avro_decode import decode_avro_data_block
+from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey
+from airflow_lake_provider.lake.log_file.scanner import read_log_blocks
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 
 COLUMN_STATS, PARTITION_STATS = 3, 6  # HoodieMetadataRecord.type
@@ -253,6 +258,137 @@ def _chunk_stats(meta: pq.FileMetaData, at: int, file_name: str, name: str, v1: 
     if not v1:
         stats["valueType"] = {"typeOrdinal": int(kind), "additionalInfo": info}
     return stats
+
+
+_AVRO_LOGICAL = {
+    "date": ValueType.DATE,
+    "uuid": ValueType.UUID,
+    "time-millis": ValueType.TIME_MILLIS,
+    "time-micros": ValueType.TIME_MICROS,
+    "timestamp-millis": ValueType.TIMESTAMP_MILLIS,
+    "timestamp-micros": ValueType.TIMESTAMP_MICROS,
+    "timestamp-nanos": ValueType.TIMESTAMP_NANOS,
+    "local-timestamp-millis": ValueType.LOCAL_TIMESTAMP_MILLIS,
+    "local-timestamp-micros": ValueType.LOCAL_TIMESTAMP_MICROS,
+    "local-timestamp-nanos": ValueType.LOCAL_TIMESTAMP_NANOS,
+}
+_AVRO_PRIMITIVE = {
+    "boolean": ValueType.BOOLEAN,
+    "int": ValueType.INT,
+    "long": ValueType.LONG,
+    "float": ValueType.FLOAT,
+    "double": ValueType.DOUBLE,
+    "string": ValueType.STRING,
+    "enum": ValueType.STRING,
+    "bytes": ValueType.BYTES,
+    "fixed": ValueType.FIXED,
+}
+
+
+def _avro_value_type(field_type: Any) -> tuple[ValueType, str | None]:
+    """The value type of an Avro field (``ValueType.fromSchema``: the non-null branch of a union)."""
+    if isinstance(field_type, list):
+        field_type = next(t for t in field_type if t != "null")
+    if isinstance(field_type, str):
+        return _AVRO_PRIMITIVE.get(field_type, ValueType.BYTES), None
+    logical = field_type.get("logicalType")
+    if logical == "decimal":
+        return ValueType.DECIMAL, f"{field_type['precision']},{field_type.get('scale', 0)}"
+    if logical in _AVRO_LOGICAL:
+        return _AVRO_LOGICAL[logical], None
+    return _AVRO_PRIMITIVE.get(field_type.get("type"), ValueType.BYTES), None
+
+
+def log_column_stats(
+    storage: Storage, partition: str, file_name: str, columns: Iterable[str] | None = None
+) -> dict[str, Stats]:
+    """key -> ``HoodieMetadataColumnStats`` of each indexed column of a log file, from the records of
+    its data blocks, as Hudi's append handle collects them while writing: the record count (nulls
+    included) as ``valueCount``, min/max over the values (Java compares strings by UTF-16 units,
+    which orders like code points for every character outside the surrogate range), and sizes 0 (a
+    log file has no column chunks). A log file with no data records (deletes only) gives a record
+    without values whose value type is ``NULL``.
+
+    :raises CorruptDataFileError: if a block cannot be decoded.
+    """
+    rel = f"{partition}/{file_name}" if partition else file_name
+    tables, schema = [], None
+    for block in read_log_blocks(storage, rel):
+        if block.block_type is BlockType.AVRO_DATA:
+            tables.append(decode_avro_data_block(block))
+            schema = json.loads(block.header[HeaderKey.SCHEMA])
+        elif block.block_type is BlockType.PARQUET_DATA:
+            raise CorruptDataFileError(
+                f"{storage.uri(rel)}: column stats of parquet log blocks are not computed"
+            )
+    rows = pa.concat_tables(tables, promote_options="permissive") if tables else None
+    types = {f["name"]: f["type"] for f in (schema or {}).get("fields", [])}
+    wanted = columns if columns is not None else columns_to_index(storage, list(types))
+    v1 = index_version(storage) == 1
+    out = {}
+    for name in wanted:
+        if rows is None:
+            stats = _empty_stats(file_name, name, v1)
+        elif name in types and name in rows.column_names:
+            stats = _values_stats(rows.column(name), *_avro_value_type(types[name]), file_name, name, v1)
+        else:
+            continue
+        out[column_stats_key(name, partition or ".", file_name)] = stats
+    return out
+
+
+def _empty_stats(file_name: str, name: str, v1: bool) -> Stats:
+    stats: Stats = {
+        "fileName": file_name,
+        "columnName": name,
+        "minValue": None,
+        "maxValue": None,
+        "valueCount": 0,
+        "nullCount": 0,
+        "totalSize": 0,
+        "totalUncompressedSize": 0,
+        "isDeleted": False,
+        "isTightBound": False,
+    }
+    if not v1:
+        stats["valueType"] = {"typeOrdinal": int(ValueType.NULL), "additionalInfo": None}
+    return stats
+
+
+def _values_stats(
+    values: pa.ChunkedArray, kind: ValueType, info: str | None, file_name: str, name: str, v1: bool
+) -> Stats:
+    present = [_log_primitive(v, kind) for v in values.to_pylist() if v is not None]
+    low = min(present, key=lambda v: _order(kind, v)) if present else None
+    high = max(present, key=lambda v: _order(kind, v)) if present else None
+    scale = int(info.split(",")[1]) if info else 0
+    stats = _empty_stats(file_name, name, v1)
+    stats.update(
+        minValue=_wrap(low, kind, v1, scale),
+        maxValue=_wrap(high, kind, v1, scale),
+        valueCount=len(values),
+        nullCount=values.null_count,
+    )
+    if not v1:
+        stats["valueType"] = {"typeOrdinal": int(kind), "additionalInfo": info}
+    return stats
+
+
+def _log_primitive(value: Any, kind: ValueType) -> Any:
+    """A decoded log value in the physical form the wrappers store."""
+    if isinstance(value, decimal.Decimal):
+        sign, digits, exponent = value.as_tuple()
+        unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
+        return _java_big_integer_bytes(unscaled)
+    if isinstance(value, dt.datetime):
+        unit = {ValueType.TIMESTAMP_MILLIS: 1000, ValueType.LOCAL_TIMESTAMP_MILLIS: 1000}.get(kind, 1)
+        naive = value.replace(tzinfo=None) if value.tzinfo is None else value.astimezone(dt.timezone.utc)
+        delta = naive.replace(tzinfo=None) - dt.datetime(1970, 1, 1)
+        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        return micros // unit
+    if isinstance(value, dt.date):
+        return (value - dt.date(1970, 1, 1)).days
+    return value
 
 
 def _order(kind: ValueType, value: Any) -> Any:

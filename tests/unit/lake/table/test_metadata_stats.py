@@ -6,6 +6,7 @@ the last writer of the partition saw them, from our own file records)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,7 @@ from airflow_lake_provider.lake.storage import Storage, open_storage
 from airflow_lake_provider.lake.table.metadata_files import list_table_files, read_partition_records
 from airflow_lake_provider.lake.table.metadata_stats import (
     _java_big_integer_bytes,
+    columns_to_index,
     log_column_stats,
     parquet_column_stats,
     partition_stats,
@@ -108,3 +110,18 @@ def test_decimals_are_stored_as_javas_shortest_unscaled_bytes() -> None:
         -128: b"\x80",
     }
     assert {v: _java_big_integer_bytes(v) for v in cases} == cases
+
+
+def test_columns_to_index_without_an_index_definition(tmp_path: Path) -> None:
+    """Hudi 1.x's index definition names the columns; without one (Hudi 1.0 tables written before
+    it), the meta columns Hudi always indexes, then the configured list or the first 32 others."""
+    storage = open_storage(tmp_path)
+    data = [f"c{i}" for i in range(40)]
+    schema = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", *data]
+    meta = ("_hoodie_commit_time", "_hoodie_record_key")
+    assert columns_to_index(storage, schema) == (*meta, *data[:32])
+    assert columns_to_index(storage, schema, ["c7", "c3"]) == (*meta, "c7", "c3")
+    (tmp_path / ".hoodie" / ".index_defs").mkdir(parents=True)
+    defs = {"indexDefinitions": {"column_stats": {"sourceFields": ["c1"], "version": "V2"}}}
+    (tmp_path / ".hoodie" / ".index_defs" / "index.json").write_text(json.dumps(defs))
+    assert columns_to_index(storage, schema) == ("c1",)

@@ -48,6 +48,9 @@ def _is_partition_folder(rel: str) -> bool:
 
 # BASE_FILE_RE's grammar, one name per line; group 1 the name, 2 the file id, 3 the instant.
 _BASE_LINES = re.compile(r"^(([A-Za-z0-9-]+)_[A-Za-z0-9-]+_(\d{14}(?:\d{3})?)\.parquet)$", re.MULTILINE)
+# The same for a metadata table, whose base files are HFiles.
+_HFILE_BASE_LINES = re.compile(r"^(([A-Za-z0-9-]+)_[A-Za-z0-9-]+_(\d{14}(?:\d{3})?)\.hfile)$", re.MULTILINE)
+_BASE_GRAMMARS = {"parquet": _BASE_LINES, "hfile": _HFILE_BASE_LINES}
 # The log grammar (file_names._LOG_RE) likewise: 1 the name, 2 the file id, 3 the base instant.
 _LOG_LINES = re.compile(r"^(\.([A-Za-z0-9-]+)_(\d{14}(?:\d{3})?)\.log\.\d+(?:_\d+-\d+-\d+)?)$", re.MULTILINE)
 
@@ -57,7 +60,10 @@ SlotEntry = tuple[tuple[str, int | None] | None, tuple[tuple[str, int | None], .
 
 
 def index_slices(
-    timeline: Timeline, names: Sequence[str], listing: Mapping[str, Sequence[tuple[str, int | None]]]
+    timeline: Timeline,
+    names: Sequence[str],
+    listing: Mapping[str, Sequence[tuple[str, int | None]]],
+    base_extension: str = "parquet",
 ) -> tuple[dict[tuple[str, str], dict[str, SlotEntry]], dict[tuple[str, str], tuple[str, str]]]:
     """The committed files of the listed partitions by (partition, file id) and base instant, and
     the groups pending compactions rewrite (their instant and the base instant they read).
@@ -79,7 +85,7 @@ def index_slices(
         sizes = dict(files)
         blob = "\n".join(sizes)
         # One regex pass over the partition's names (a C loop) instead of one match per file.
-        for name, file_id, at in _BASE_LINES.findall(blob):
+        for name, file_id, at in _BASE_GRAMMARS[base_extension].findall(blob):
             ok = committed.get(at)
             if ok is None:
                 ok = committed[at] = timeline.is_committed(at)
@@ -180,7 +186,7 @@ def _make_slice(key: tuple[str, str], at: str, entry: SlotEntry, storage: Storag
     base_entry, log_entries = entry
     base = None
     if base_entry is not None:
-        parsed = BaseFileName.parse(base_entry[0])
+        parsed = BaseFileName.parse(base_entry[0], base_entry[0].rpartition(".")[2])
         assert parsed is not None
         base = BaseFile(partition, parsed, _sized(storage, partition, *base_entry))
     logs = []

@@ -41,14 +41,21 @@ class BaseFileName:
     file_id: str
     write_token: str
     instant: str
+    # ``hfile`` for a metadata table's base files (its ``hoodie.table.base.file.format=HFILE``).
+    extension: str = "parquet"
 
     @property
     def name(self) -> str:
-        return f"{self.file_id}_{self.write_token}_{self.instant}.parquet"
+        return f"{self.file_id}_{self.write_token}_{self.instant}.{self.extension}"
 
     @classmethod
-    def parse(cls, name: str) -> BaseFileName | None:
-        return _parse_base(name)
+    def parse(cls, name: str, extension: str = "parquet") -> BaseFileName | None:
+        """The parts of a base file name with ``extension`` (None for any other name)."""
+        if extension == "parquet":
+            return _parse_base(name)
+        stem, dot, ext = name.rpartition(".")
+        parsed = _parse_base(f"{stem}.parquet") if dot and ext == extension else None
+        return cls(parsed.file_id, parsed.write_token, parsed.instant, extension) if parsed else None
 
     @classmethod
     def create(cls, file_id: str, token: str, instant: str) -> BaseFileName:

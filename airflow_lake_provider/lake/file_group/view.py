@@ -51,6 +51,7 @@ class FileSystemView:
         partitions: Iterable[str] | None = None,
         lister: Lister | None = None,
         sizes: bool = True,
+        base_extension: str = "parquet",
     ) -> FileSystemView:
         """List ``partitions`` (default: all) and group their committed files.
 
@@ -58,6 +59,7 @@ class FileSystemView:
         partition paths to ``(file name, size)`` pairs. ``sizes=False`` (with ``partitions``) lists
         names only where sizes cost a call per file (a local disk) and sizes a file when a group or
         base file holding it is asked for: a write lists every file of its partitions and uses few.
+        ``base_extension`` is ``hfile`` for a metadata table.
         """
         storage = timeline.storage
         if partitions is not None:
@@ -74,7 +76,7 @@ class FileSystemView:
         else:
             listing = list_table(storage, config)  # one walk finds partitions and lists them
             names = sorted(listing)
-        return cls._group(config, timeline, names, listing)
+        return cls._group(config, timeline, names, listing, base_extension)
 
     @classmethod
     def _group(
@@ -83,8 +85,9 @@ class FileSystemView:
         timeline: Timeline,
         names: list[str],
         listing: Mapping[str, Sequence[tuple[str, int | None]]],
+        base_extension: str = "parquet",
     ) -> FileSystemView:
-        index, compacting = index_slices(timeline, names, listing)
+        index, compacting = index_slices(timeline, names, listing, base_extension)
         return cls(
             config=config,
             timeline=timeline,

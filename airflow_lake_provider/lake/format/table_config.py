@@ -168,6 +168,28 @@ class TableConfig:
             table_version=version,
         )
 
+    @classmethod
+    def of_metadata_table(cls, props: Mapping[str, str], source: str) -> TableConfig:
+        """A metadata table's config: MOR, keyed by ``key``, no meta fields. Not validated as a data
+        table's: ``from_properties`` refuses its HFILE base file format, which only a data table's
+        readers must refuse (the MDT's are read by the metadata readers)."""
+        return cls(
+            name=props.get("hoodie.table.name", ""),
+            table_type=TableType.MERGE_ON_READ,
+            record_key_fields=("key",),
+            precombine_field=None,
+            partition_fields=(),
+            hive_style=False,
+            populate_meta_fields=False,
+            payload_class=props.get("hoodie.compaction.payload.class") or None,
+            merge_mode_setting=None,
+            keygen_class=props.get("hoodie.table.keygenerator.class") or None,
+            create_schema=None,
+            properties=MappingProxyType(dict(props)),
+            source=source,
+            table_version=int(props.get("hoodie.table.version") or SUPPORTED_TABLE_VERSION),
+        )
+
     @staticmethod
     def new_properties(
         *,

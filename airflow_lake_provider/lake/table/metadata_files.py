@@ -19,9 +19,11 @@ from typing import Any
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError, TableNotFoundError
 from airflow_lake_provider.lake.file_group.file_names import PARTITION_METADATA_FILE, LogFileName
+from airflow_lake_provider.lake.file_group.model import FileSlice
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
-from airflow_lake_provider.lake.format.timeline_paths import timeline_location
+from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.delete_block import decode_delete_block
 from airflow_lake_provider.lake.log_file.hfile_block import (
     SCHEMA_INFO,
@@ -31,6 +33,9 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
 from airflow_lake_provider.lake.log_file.log_format import BlockType
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Action, State
+from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
 
 MDT_DIR = f"{HOODIE_DIR}/metadata"
 FILES_PARTITION = "files"
@@ -61,49 +66,93 @@ class FilesListing:
 
 
 # ---------------------------------------------------------------------------------------------
-# LOCAL timeline reading (until timeline/ reads layout 2; to be replaced by the shared timeline):
-# completed instants of a table's active timeline as (requested time, completion time, action).
-# ---------------------------------------------------------------------------------------------
-
-_COMPLETED_RE = re.compile(r"^(\d{14}(?:\d{3})?(?:\d{3})?)(?:_(\d{14}(?:\d{3})?))?\.([a-z]+)$")
-
-
-@dataclass(frozen=True)
-class _Timeline:
-    layout: int
-    completed: tuple[tuple[str, str, str], ...]  # (requested, completion, action)
-    pending: frozenset[tuple[str, str]]  # (requested, action) of requested/inflight instants
-
-
-def _read_timeline(storage: Storage, base: str) -> _Timeline:
-    """The active timeline of the table at ``base`` (``""`` or the MDT folder): layout 2 keeps it in
-    ``.hoodie/timeline/`` with ``<requested>_<completion>.<action>`` names, layout 1 in ``.hoodie/``
-    (completion time unknown: the requested time stands in)."""
-    hoodie = f"{base}/{HOODIE_DIR}" if base else HOODIE_DIR
-    try:
-        props = parse_properties(storage.read(f"{hoodie}/hoodie.properties").decode("utf-8"))
-    except FileNotFoundError:
-        if base:
-            raise TableConfigError(f"{storage.root} has no metadata table ({storage.uri(base)})") from None
-        raise TableNotFoundError(f"{storage.root} is not a Hudi table: no {storage.uri(hoodie)}") from None
-    layout, folder_name, _ = timeline_location(props, storage.uri(f"{hoodie}/hoodie.properties"))
-    folder = f"{hoodie}/{folder_name}" if folder_name else hoodie
-    completed = []
-    pending = set()
-    for name in storage.list_names(folder):
-        m = _COMPLETED_RE.match(name)
-        if m:
-            completed.append((m.group(1), m.group(2) or m.group(1), m.group(3)))
-            continue
-        parts = name.split(".")
-        if len(parts) >= 2 and parts[0].isdigit() and parts[-1] in ("requested", "inflight"):
-            pending.add((parts[0], parts[1]))
-    return _Timeline(layout, tuple(sorted(completed)), frozenset(pending))
-
-
-# ---------------------------------------------------------------------------------------------
 # The files partition
 # ---------------------------------------------------------------------------------------------
+
+
+def _open_timeline(storage: Storage, mdt: bool) -> tuple[dict[str, str], Timeline]:
+    """The ``hoodie.properties`` and active timeline of the data table at ``storage`` or of its MDT."""
+    props_rel = f"{HOODIE_DIR}/hoodie.properties"
+    try:
+        text = storage.read(props_rel).decode("utf-8")
+    except FileNotFoundError:
+        if mdt:
+            table = storage.root.rstrip("/").removesuffix(f"/{MDT_DIR}")
+            raise TableConfigError(f"{table} has no metadata table ({storage.root})") from None
+        missing = storage.uri(HOODIE_DIR)
+        raise TableNotFoundError(f"{storage.root} is not a Hudi table: no {missing}") from None
+    source = storage.uri(props_rel)
+    props = parse_properties(text, source)
+    return props, Timeline.load(storage, TimelineLayout.from_properties(props, source))
+
+
+def _latest_slices(mdt: Storage, partition: str) -> dict[str, FileSlice]:
+    """file id -> the latest slice of each file group of an MDT partition, built as the data table's
+    views are (committed files only; layout 2 places each log by its deltacommit's completion time)."""
+    props, timeline = _open_timeline(mdt, mdt=True)
+    config = TableConfig.of_metadata_table(props, mdt.uri(f"{HOODIE_DIR}/hoodie.properties"))
+    view = FileSystemView.build(config, timeline, partitions=[partition], base_extension="hfile")
+    slices = (view.merged_latest_slice(group) for group in view.file_groups(partition))
+    return {s.file_id: s for s in slices if s is not None}
+
+
+def _latest_files_slice(mdt: Storage) -> FileSlice | None:
+    return _latest_slices(mdt, FILES_PARTITION).get(FILES_GROUP)
+
+
+def read_partition_records(storage: Storage, partition: str) -> dict[str, dict[str, Any]]:
+    """Every record of an MDT partition (e.g. ``column_stats``), by key: the latest slice of each
+    file group, its base file's records replaced by those of its valid log blocks in order (a later
+    record of a key replaces an earlier one; a delete block removes it).
+
+    :raises TableConfigError: if the table has no MDT.
+    :raises CorruptDataFileError: if a base file or log block is unreadable.
+    """
+    _, data = _open_timeline(storage, mdt=False)
+    mdt_storage = storage.child(MDT_DIR)
+    _, mdt = _open_timeline(mdt_storage, mdt=True)
+    deltacommits, valid = _valid_instants(data, mdt)
+
+    def committed(instant: str) -> bool:
+        return instant in deltacommits and instant in valid
+
+    merged: dict[str, dict[str, Any] | None] = {}
+    for piece in _latest_slices(mdt_storage, partition).values():
+        if piece.base_file is not None:
+            rel = f"{MDT_DIR}/{piece.base_file.relative_path}"
+            hfile = read_hfile(storage.read(rel), storage.uri(rel))
+            merged.update(decode_hfile_cells(hfile, hfile.content.info(SCHEMA_INFO), storage.uri(rel)))
+        blocks = [
+            b for f in piece.log_files for b in read_log_blocks(storage, f"{MDT_DIR}/{f.relative_path}")
+        ]
+        for block in visible_blocks(blocks, committed):
+            if block.block_type == BlockType.HFILE_DATA:
+                merged.update(decode_hfile_block(block))
+            elif block.block_type == BlockType.DELETE:
+                merged.update((entry.record_key, None) for entry in decode_delete_block(block))
+    return {key: record for key, record in merged.items() if record is not None}
+
+
+# Hudi's v6 MDT stamps its own actions with a data instant time plus a 3-digit operation suffix
+# (``OperationSuffix``): 20 digits, which the shared timeline (14/17-digit instants) does not hold.
+_SUFFIXED_DELTACOMMIT = re.compile(r"^([0-9]{20})\.deltacommit$")
+
+
+def _valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
+    """(completed MDT deltacommits, the instants whose MDT blocks readers merge): Hudi's
+    ``getValidInstantTimestamps``, a data instant that completed or one of the MDT's own."""
+    deltacommits = {i.timestamp for i in mdt.filter([Action.DELTACOMMIT], [State.COMPLETED])}
+    valid = {i.timestamp for i in data.filter(states=[State.COMPLETED])}
+    valid |= {r for r in deltacommits if r.startswith(_SOLO)}
+    if not data.layout.has_completion_times:
+        suffixed = {
+            m.group(1)
+            for name in mdt.storage.list_names(mdt.layout.folder)
+            if (m := _SUFFIXED_DELTACOMMIT.match(name))
+        }
+        deltacommits |= suffixed
+        valid |= suffixed
+    return deltacommits, valid
 
 
 def read_files_partition(storage: Storage) -> FilesListing:
@@ -112,43 +161,23 @@ def read_files_partition(storage: Storage) -> FilesListing:
     :raises TableConfigError: if the table has no MDT ``files`` partition.
     :raises CorruptDataFileError: if a base file or log block is unreadable.
     """
-    data = _read_timeline(storage, "")
-    mdt = _read_timeline(storage, MDT_DIR)
+    _, data = _open_timeline(storage, mdt=False)
+    mdt_storage = storage.child(MDT_DIR)
+    _, mdt = _open_timeline(mdt_storage, mdt=True)
     folder = f"{MDT_DIR}/{FILES_PARTITION}"
-    names = storage.list_names(folder)
-    if not names:
+    if not storage.list_names(folder):
         raise TableConfigError(f"{storage.uri(folder)}: the metadata table has no files partition")
-    done = {requested: completion for requested, completion, _ in mdt.completed}
-    deltacommits = {r for r, _, action in mdt.completed if action == "deltacommit"}
-    valid = {r for r, _, _ in data.completed} | {r for r in deltacommits if r.startswith(_SOLO)}
-    if data.layout < 2:  # v6: MDT-only instants carry a 3-digit suffix on a data instant time
-        valid |= {r for r in deltacommits if len(r) == 20}
-    bases = sorted(
-        (m.group(3), name)
-        for name in names
-        if (m := _BASE_RE.match(name)) and m.group(1) == FILES_GROUP and m.group(3) in done
-    )
-    base_instant, base_name = bases[-1] if bases else ("", None)
-    logs = []
-    for name in names:
-        log = LogFileName.parse(name)
-        if log is None or log.file_id != FILES_GROUP:
-            continue
-        if mdt.layout >= 2:  # a log joins the slice whose base instant its completion time passed
-            completion = done.get(log.base_instant)
-            if completion is None or completion < base_instant:
-                continue
-        elif log.base_instant != base_instant:
-            continue
-        logs.append((log.base_instant, log.version, log.write_token, name))
-    logs.sort()
+    latest = _latest_files_slice(mdt_storage)
+    base_name = latest.base_file.file_name if latest and latest.base_file else None
+    logs = tuple(f.file_name for f in latest.log_files) if latest else ()
     merged: dict[str, dict[str, Any] | None] = {}
     if base_name is not None:
         rel = f"{folder}/{base_name}"
         hfile = read_hfile(storage.read(rel), storage.uri(rel))
         for key, record in decode_hfile_cells(hfile, hfile.content.info(SCHEMA_INFO), storage.uri(rel)):
             merged[key] = record
-    blocks = [b for *_, name in logs for b in read_log_blocks(storage, f"{folder}/{name}")]
+    blocks = [b for name in logs for b in read_log_blocks(storage, f"{folder}/{name}")]
+    deltacommits, valid = _valid_instants(data, mdt)
 
     def committed(instant: str) -> bool:
         return instant in deltacommits and instant in valid
@@ -165,7 +194,7 @@ def read_files_partition(storage: Storage) -> FilesListing:
                 f"{block.location}: a {block.block_type.name} block in the files partition"
             )
     base_rel = f"{folder}/{base_name}" if base_name else None
-    return _listing(merged, base_rel, tuple(f"{folder}/{n}" for *_, n in logs))
+    return _listing(merged, base_rel, tuple(f"{folder}/{n}" for n in logs))
 
 
 def _file_map(record: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -212,10 +241,10 @@ def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
     """partition (``.`` for the table's root) -> base and log file name -> size, for the files of
     completed data instants (a log of layout 2 by its deltacommit, of layout 1 by its slice's base
     instant, which may also be a pending compaction's)."""
-    timeline = _read_timeline(storage, "")
-    completed = {r for r, _, _ in timeline.completed}
-    if timeline.layout < 2:
-        completed |= {r for r, action in timeline.pending if action == "compaction"}
+    _, timeline = _open_timeline(storage, mdt=False)
+    completed = {i.timestamp for i in timeline.filter(states=[State.COMPLETED])}
+    if not timeline.layout.has_completion_times:
+        completed |= {i.timestamp for i in timeline.pending_compactions()}
     out: dict[str, dict[str, int]] = {}
     for folder, listing in storage.walk("", lambda rel: not rel.rsplit("/", 1)[-1].startswith(".")):
         names = {name for name, _ in listing}

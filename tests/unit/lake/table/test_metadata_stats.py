@@ -1,0 +1,127 @@
+"""``column_stats`` and ``partition_stats`` records computed as Hudi 1.x computes them, compared by
+key with every record Hudi wrote in the MDT test tables (``tests/data/hudi-tables-1x``): for each
+parquet base file and log file the ``column_stats`` partition lists (and storage still holds), and
+for each partition the ``partition_stats`` partition holds (over the partition's latest slices as
+the last writer of the partition saw them, from our own file records)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from mdt_tables import MDT_TABLES
+
+from airflow_lake_provider.lake.file_group.view import FileSystemView
+from airflow_lake_provider.lake.storage import Storage, open_storage
+from airflow_lake_provider.lake.table.metadata_files import list_table_files, read_partition_records
+from airflow_lake_provider.lake.table.metadata_stats import (
+    _java_big_integer_bytes,
+    columns_to_index,
+    log_column_stats,
+    parquet_column_stats,
+    partition_stats,
+    slices_seen_by,
+)
+from airflow_lake_provider.lake.table.table import LakeTable
+
+# Lance base files are not parquet; these tables' MDTs have no column_stats or partition_stats.
+WITH_STATS = [n for n in MDT_TABLES if "_lance_" not in n]
+NO_PARTITION_STATS = {
+    "cow_v9_txns_nonpart_meta",
+    "mdt_basic_mor_avro_v8_nonpartitioned",
+    "mor_avro_v9_nonpartitioned_rollback",
+    "mor_avro_v9_txns_nonpart_meta",
+}
+
+
+def _by_file(storage: Storage) -> dict[str, dict[str, dict]]:
+    """file name -> key -> Hudi's ``HoodieMetadataColumnStats``."""
+    out: dict[str, dict[str, dict]] = {}
+    for key, record in read_partition_records(storage, "column_stats").items():
+        stats = record["ColumnStatsMetadata"]
+        assert record["type"] == 3
+        out.setdefault(stats["fileName"], {})[key] = stats
+    return out
+
+
+# MOR tables whose column_stats list log files still in storage, and how many.
+LOGS_LISTED = {
+    "mdt_basic_mor_avro_v8_nonpartitioned": 5,
+    "mor_avro_v9_txns_complex_meta": 5,
+    "mor_avro_v9_txns_nonpart_meta": 5,
+    "mor_avro_v9_txns_simple_meta": 5,
+}
+
+
+def _file_stats(storage: Storage, partition: str, file: str) -> dict[str, dict]:
+    rel = "" if partition == "." else partition
+    if file.endswith(".parquet"):
+        return parquet_column_stats(storage, rel, file)
+    return log_column_stats(storage, rel, file)
+
+
+@pytest.mark.parametrize("name", WITH_STATS)
+def test_column_stats_of_every_base_and_log_file_equal_hudis(hudi_table_zip, name: str) -> None:
+    storage = open_storage(hudi_table_zip(name))
+    where = {file: part for part, files in list_table_files(storage).items() for file in files}
+    checked = {"base": 0, "log": 0}
+    for file, theirs in _by_file(storage).items():
+        if file not in where:
+            continue  # a file a clean or rollback removed since
+        assert _file_stats(storage, where[file], file) == theirs, file
+        checked["base" if file.endswith(".parquet") else "log"] += 1
+    assert checked["base"] >= 1
+    assert checked["log"] == LOGS_LISTED.get(name, 0)
+
+
+@pytest.mark.parametrize("name", sorted(set(WITH_STATS) - NO_PARTITION_STATS))
+def test_partition_stats_equal_hudis(hudi_table_zip, name: str) -> None:
+    path: Path = hudi_table_zip(name)
+    storage = open_storage(path)
+    theirs = {
+        k: r["ColumnStatsMetadata"] for k, r in read_partition_records(storage, "partition_stats").items()
+    }
+    table = LakeTable.open(path)
+    timeline = table.timeline()
+    view = FileSystemView.build(table.config, timeline)
+    last_write = {
+        p: i.timestamp for i in timeline.completed_commits for p in timeline.commit_metadata(i).partitions
+    }
+    ours = {}
+    for partition in {stats["fileName"] for stats in theirs.values()}:
+        rel = "" if partition == "." else partition
+        files = []
+        for piece in slices_seen_by(view, rel, last_write.get(rel)):
+            for file in piece.files:
+                files += _file_stats(storage, partition, file.file_name).values()
+        ours.update(partition_stats(partition, files))
+    assert ours == theirs
+
+
+def test_decimals_are_stored_as_javas_shortest_unscaled_bytes() -> None:
+    cases = {
+        0: b"\x00",
+        1: b"\x01",
+        127: b"\x7f",
+        128: b"\x00\x80",
+        19999: b"N\x1f",
+        -1: b"\xff",
+        -128: b"\x80",
+    }
+    assert {v: _java_big_integer_bytes(v) for v in cases} == cases
+
+
+def test_columns_to_index_without_an_index_definition(tmp_path: Path) -> None:
+    """Hudi 1.x's index definition names the columns; without one (Hudi 1.0 tables written before
+    it), the meta columns Hudi always indexes, then the configured list or the first 32 others."""
+    storage = open_storage(tmp_path)
+    data = [f"c{i}" for i in range(40)]
+    schema = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", *data]
+    meta = ("_hoodie_commit_time", "_hoodie_record_key")
+    assert columns_to_index(storage, schema) == (*meta, *data[:32])
+    assert columns_to_index(storage, schema, ["c7", "c3"]) == (*meta, "c7", "c3")
+    (tmp_path / ".hoodie" / ".index_defs").mkdir(parents=True)
+    defs = {"indexDefinitions": {"column_stats": {"sourceFields": ["c1"], "version": "V2"}}}
+    (tmp_path / ".hoodie" / ".index_defs" / "index.json").write_text(json.dumps(defs))
+    assert columns_to_index(storage, schema) == ("c1",)

@@ -153,7 +153,12 @@ def main() -> None:
         rows = []
         for label, short_fn, long_fn, runs in (
             ("timeline load (LakeTable loader)", lambda: load(short), lambda: load(long), args.runs * 3),
-            ("lake timeline", lambda: cli("timeline", str(short)), lambda: cli("timeline", str(long)), args.runs * 3),
+            (
+                "lake timeline",
+                lambda: cli("timeline", str(short)),
+                lambda: cli("timeline", str(long)),
+                args.runs * 3,
+            ),
             (
                 "lake timeline --archived",
                 lambda: cli("timeline", str(short), "--archived"),

@@ -60,7 +60,8 @@ def archive_oldest(path: Path, count: int) -> list[str]:
 def _pending_files(names: list[str], layout: TimelineLayout, time: str) -> list[tuple[Instant, str]]:
     """The requested and inflight files of the instant at ``time``, requested first."""
     found = [(layout.parse_file_name(n), n) for n in names if n.startswith(f"{time}.")]
-    return sorted(((i, n) for i, n in found if i is not None and not i.is_completed), key=lambda p: p[0].state)
+    pending = [(i, n) for i, n in found if i is not None and not i.is_completed]
+    return sorted(pending, key=lambda p: p[0].state)
 
 
 def _check_replaced_gone(path: Path, timeline: Timeline, instant: Instant) -> None:

@@ -199,10 +199,15 @@ class Timeline:
         return found
 
     def _archived_entry(self, instant: Instant) -> ArchivedEntry | None:
+        """The history's entry of an archived instant: of its action once completed; for a pending
+        state (a compaction's plan), the instant's at that time (not a savepoint's)."""
         for entry in self._archived_by_time.get(instant.timestamp, ()):
             known = completed_instant(entry)
-            same = known is not None and known.action is instant.action
-            if same or (not instant.is_completed and known is not None and known.action is not Action.SAVEPOINT):
+            if known is None:
+                continue
+            if known.action is instant.action or (
+                not instant.is_completed and known.action is not Action.SAVEPOINT
+            ):
                 return entry
         return None
 

@@ -157,7 +157,7 @@ def _cmd_timeline(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     timeline = table.timeline()
     archived = _archived_instants(table, timeline) if args.archived else []
-    if archived:  # the history's commit metadata serves `-v` for them
+    if archived and args.verbose:  # their commit metadata, from the history
         timeline = timeline.with_history(archived[-1].timestamp)
     shown = archived + list(timeline.instants[len(timeline.archived) :])
     rows: list[dict[str, object]] = [

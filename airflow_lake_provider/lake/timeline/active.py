@@ -192,22 +192,20 @@ class Timeline:
         return self.storage.read(self.layout.instant_path(instant))
 
     @cached_property
-    def _archived_by_time(self) -> Mapping[str, tuple[ArchivedEntry, ...]]:
-        found: dict[str, tuple[ArchivedEntry, ...]] = {}
-        for entry in self.archived:
-            found[entry.instant.instant_time] = (*found.get(entry.instant.instant_time, ()), entry)
+    def _archived_by_time(self) -> Mapping[str, tuple[tuple[Action, ArchivedEntry], ...]]:
+        # The first len(archived) instants are the archived entries' (see with_history).
+        found: dict[str, tuple[tuple[Action, ArchivedEntry], ...]] = {}
+        for instant, entry in zip(self.instants, self.archived, strict=False):
+            found[instant.timestamp] = (*found.get(instant.timestamp, ()), (instant.action, entry))
         return found
 
     def _archived_entry(self, instant: Instant) -> ArchivedEntry | None:
         """The history's entry of an archived instant: of its action once completed; for a pending
         state (a compaction's plan), the instant's at that time (not a savepoint's)."""
-        for entry in self._archived_by_time.get(instant.timestamp, ()):
-            known = completed_instant(entry)
-            if known is None:
-                continue
-            if known.action is instant.action or (
-                not instant.is_completed and known.action is not Action.SAVEPOINT
-            ):
+        if not self.archived:
+            return None
+        for action, entry in self._archived_by_time.get(instant.timestamp, ()):
+            if action is instant.action or (not instant.is_completed and action is not Action.SAVEPOINT):
                 return entry
         return None
 

@@ -9,17 +9,18 @@ import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, InvalidInstantError
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
 from airflow_lake_provider.lake.timeline.history.lookup import ArchivedLookup, completed_instant
-from airflow_lake_provider.lake.timeline.history.reader import History
-from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry
 from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, Instant, State
 from airflow_lake_provider.lake.timeline.layouts import LAYOUT_V1, TimelineLayout
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class Timeline:
         history = None
         if layout.history_folder is not None:  # opening it reads nothing
             first = instants[0].timestamp if instants else None
-            history = ArchivedLookup(History(storage, layout.history_folder), first)
+            history = ArchivedLookup(storage, first, layout.history_folder)
         return cls(storage, instants, frozenset(compactions), layout, history)
 
     def with_history(self, until: str) -> Timeline:
@@ -75,7 +76,7 @@ class Timeline:
         instant needs (layout 2; the same timeline when the history holds none of them)."""
         if self.history is None or self.archived or not self.history.holds(until):
             return self
-        pairs = [(e, completed_instant(e)) for e in self.history.entries_until(until)]
+        pairs = [(e, completed_instant(e.instant)) for e in self.history.entries_until(until)]
         known = [(e, i) for e, i in pairs if i is not None]
         if not known:
             return self

@@ -91,3 +91,17 @@ def test_timeline_archived_on_a_v6_table_is_refused_naming_it(
         "is version 6, whose archived timeline (.hoodie/archived/) is not listed\n"
     )
     assert tree_digest(path) == before
+
+
+def test_lake_timeline_without_archived_does_not_even_load_the_history_reader(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    from tests.unit.lake.test_cli_imports import _loaded
+
+    path = hudi_table_zip(MOR_V9)
+    archive_oldest(path, 3)
+    reader = "airflow_lake_provider.lake.timeline.history.reader"
+    code, loaded = _loaded("timeline", str(path))
+    assert code == 0 and reader not in loaded
+    code, loaded = _loaded("timeline", str(path), "--archived")
+    assert code == 0 and reader in loaded

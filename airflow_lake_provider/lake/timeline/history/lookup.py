@@ -9,10 +9,16 @@ an ``as_of`` older than the active timeline (the archived commits up to it and t
 from __future__ import annotations
 
 import threading
+from functools import cached_property
+from typing import TYPE_CHECKING
 
-from airflow_lake_provider.lake.timeline.history.reader import History
-from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry
+from airflow_lake_provider.lake.storage import Storage
+from airflow_lake_provider.lake.timeline.history.layout import HISTORY_DIR
 from airflow_lake_provider.lake.timeline.instant import COMPLETES_AS, Action, Instant, State
+
+if TYPE_CHECKING:  # pyarrow: imported once the history is asked something, not with the timeline
+    from airflow_lake_provider.lake.timeline.history.reader import History
+    from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry, ArchivedInstant
 
 _ACTIONS = {a.value: a for a in Action}
 
@@ -21,8 +27,9 @@ class ArchivedLookup:
     """Completion times and entries of the instants a table's LSM history holds (older than
     ``before``, the first instant of the active timeline; all of them when it is None)."""
 
-    def __init__(self, history: History, before: str | None) -> None:
-        self.history = history
+    def __init__(self, storage: Storage, before: str | None, folder: str = HISTORY_DIR) -> None:
+        self.storage = storage
+        self.folder = folder
         self.before = before
         self._lock = threading.Lock()
         self._completions: dict[str, str] = {}
@@ -30,9 +37,15 @@ class ArchivedLookup:
         self._entries: list[ArchivedEntry] | None = None
         self._entries_until: str | None = None
 
+    @cached_property
+    def history(self) -> History:
+        from airflow_lake_provider.lake.timeline.history.reader import History
+
+        return History(self.storage, self.folder)
+
     @property
     def where(self) -> str:
-        return self.history.storage.uri(self.history.folder)
+        return self.storage.uri(self.folder)
 
     def holds(self, timestamp: str) -> bool:
         """Whether ``timestamp`` is older than the active timeline (so only the history can know it)."""
@@ -59,7 +72,7 @@ class ArchivedLookup:
 
     def instants(self) -> list[Instant]:
         """Every completed instant the history holds, oldest first (reads the time columns only)."""
-        found = (completed_instant(ArchivedEntry(i)) for i in self.history.instants(None, None))
+        found = map(completed_instant, self.history.instants(None, None))
         return [i for i in found if i is not None and self.holds(i.timestamp)]
 
     def entries_until(self, until: str) -> list[ArchivedEntry]:
@@ -73,10 +86,10 @@ class ArchivedLookup:
             return [e for e in self._entries if e.instant.instant_time <= until]
 
 
-def completed_instant(entry: ArchivedEntry) -> Instant | None:
-    """The completed instant an archived entry records (None for an action this core does not know)."""
-    action = _ACTIONS.get(entry.instant.action)
+def completed_instant(archived: ArchivedInstant) -> Instant | None:
+    """The completed instant an archived record names (None for an action this core does not know)."""
+    action = _ACTIONS.get(archived.action)
     if action is None:
         return None
     action = COMPLETES_AS.get(action, action)  # a compaction is known as the commit it completed as
-    return Instant(entry.instant.instant_time, State.COMPLETED, action, entry.instant.completion_time)
+    return Instant(archived.instant_time, State.COMPLETED, action, archived.completion_time)

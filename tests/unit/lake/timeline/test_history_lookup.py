@@ -46,7 +46,7 @@ def test_entries_between_is_inclusive_and_reads_only_overlapping_files(storage: 
 
 
 def test_completion_times_are_read_downward_from_the_first_miss_and_kept(storage: CountingStorage) -> None:
-    lookup = ArchivedLookup(History(storage), before=t(30))
+    lookup = ArchivedLookup(storage, before=t(30))
     assert storage.reads == []  # opening it reads nothing
     assert lookup.completion_time(t(21)) == done(21)
     assert _parquet(storage) == [f"{t(20)}_{t(24)}_0.parquet"]
@@ -64,14 +64,14 @@ def test_completion_times_are_read_downward_from_the_first_miss_and_kept(storage
 
 
 def test_entries_until_and_the_instants_they_record(storage: CountingStorage) -> None:
-    lookup = ArchivedLookup(History(storage), before=t(22))
+    lookup = ArchivedLookup(storage, before=t(22))
     assert lookup.entries_until(t(2)) == [delta(0), delta(1), delta(2)]
     assert [e.instant.instant_time for e in lookup.entries_until(t(30))] == [
         t(n) for n in (0, 1, 2, 3, 4, 10, 11, 12, 13, 14, 20, 21)
     ]  # what is older than the active timeline only
     assert [i.timestamp for i in lookup.instants()][-2:] == [t(20), t(21)]
-    assert completed_instant(delta(3)) == Instant(t(3), State.COMPLETED, Action.DELTACOMMIT)
-    assert completed_instant(delta(3)).completion_time == done(3)  # type: ignore[union-attr]
+    assert completed_instant(delta(3).instant) == Instant(t(3), State.COMPLETED, Action.DELTACOMMIT)
+    assert completed_instant(delta(3).instant).completion_time == done(3)  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -81,12 +81,12 @@ def test_entries_until_and_the_instants_they_record(storage: CountingStorage) ->
 def test_an_archived_pending_action_name_is_the_action_it_completed_as(
     action: str, expected: Action | None
 ) -> None:
-    found = completed_instant(ArchivedEntry(ArchivedInstant(t(1), t(2), action)))
+    found = completed_instant(ArchivedInstant(t(1), t(2), action))
     assert (found.action if found else None) is expected
 
 
 def test_the_history_folder_is_the_one_given(tmp_path: Path) -> None:
     storage = CountingStorage(tmp_path)
     HistoryWriter(storage, "elsewhere").append([entry(1)])
-    assert ArchivedLookup(History(storage, "elsewhere"), None).instants()[0].timestamp == t(1)
-    assert ArchivedLookup(History(storage), None).instants() == []
+    assert ArchivedLookup(storage, None, "elsewhere").instants()[0].timestamp == t(1)
+    assert ArchivedLookup(storage, None).instants() == []

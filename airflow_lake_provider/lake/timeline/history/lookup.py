@@ -51,10 +51,6 @@ class ArchivedLookup:
         """Whether ``timestamp`` is older than the active timeline (so only the history can know it)."""
         return self.before is None or timestamp < self.before
 
-    def has_files(self) -> bool:
-        """Whether the history's latest snapshot names any file (reads ``_version_`` and a manifest)."""
-        return bool(self.history.snapshot.files)
-
     def completion_time(self, timestamp: str) -> str | None:
         """When the archived instant requested at ``timestamp`` completed, or None if the history
         does not hold it. The first miss reads the history's time columns from ``timestamp`` up

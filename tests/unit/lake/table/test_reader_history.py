@@ -24,13 +24,20 @@ from tests.tree_digest import tree_digest
 from tests.unit.lake.table.test_reader_1x import _assert_same, _hudi_rs
 from tests.unit.lake.timeline.test_history import CountingStorage
 
-# (table, how many of its oldest instants to archive): MOR and COW, v8 and v9. Archival stops before
-# the first replacecommit, whose replaced file groups still have files (Hudi's archiver does too).
+# (table, how many of its oldest instants to archive): MOR and COW, v8 and v9, with and without a
+# metadata table, a rollback archived too. Archival stops before the first replacecommit, whose
+# replaced file groups still have files (Hudi's archiver does too).
 ARCHIVED = [
     ("mdt_basic_mor_avro_v8_nonpartitioned", 6),
     ("cow_v8_nonpartitioned", 1),
     ("cow_v9_txns_simple_nometa", 7),
     ("mor_avro_v9_txns_simple_nometa", 7),
+    ("mor_avro_v9_txns_simple_meta", 7),
+    ("cow_v9_txns_complex_nometa", 7),
+    ("mor_avro_v9_txns_complex_nometa", 7),
+    ("cow_v9_timebasedkeygen_nonhivestyle", 3),
+    ("mor_avro_v9_timebasedkeygen_nonhivestyle", 4),
+    ("mor_avro_v9_nonpartitioned_rollback", 2),
 ]
 HISTORY = Path(".hoodie/timeline/history")
 

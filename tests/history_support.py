@@ -6,6 +6,8 @@ from its active files (the completed file's bytes as metadata, the plan of a cle
 clustering), written as one level-0 file of the history with ``LSMTimelineWriter`` (then compacted
 and cleaned), and only then the instant's files deleted from the active timeline (pending files
 before the completed one, so that a crash leaves an instant that still reads as completed).
+Not applied: Hudi's gate that keeps data instants newer than the metadata table's last compaction
+active (our reads list storage, not the metadata table).
 """
 
 from __future__ import annotations

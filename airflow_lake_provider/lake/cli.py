@@ -35,6 +35,8 @@ from airflow_lake_provider.lake.storage import Storage, open_storage, resolved_u
 
 if TYPE_CHECKING:
     from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.timeline.active import Timeline
+    from airflow_lake_provider.lake.timeline.instant import Instant
 
 # Each command imports what it uses when it runs (pyarrow, the table core, a service): `lake
 # timeline` need not load the writer, `lake read` not the services (benchmarks/read_slice.py).
@@ -146,14 +148,24 @@ def _split(location: str) -> tuple[Storage, str]:
 def _cmd_timeline(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake.table.table import LakeTable
 
-    timeline = LakeTable.open(args.path).timeline()
-    rows = [{"time": i.timestamp, "action": i.action.value, "state": i.state.name} for i in timeline.instants]
+    table = LakeTable.open(args.path)
+    timeline = table.timeline()
+    archived = _archived_instants(table, timeline) if args.archived else []
+    if archived and args.verbose:  # their commit metadata, from the history
+        timeline = timeline.with_history(archived[-1].timestamp)
+    shown = archived + list(timeline.instants[len(timeline.archived) :])
+    rows: list[dict[str, object]] = [
+        {"time": i.timestamp, "action": i.action.value, "state": i.state.name} for i in shown
+    ]
     if timeline.layout.has_completion_times:  # table versions 8 and 9: when each instant completed
-        for row, instant in zip(rows, timeline.instants, strict=True):
+        for row, instant in zip(rows, shown, strict=True):
             row["completion_time"] = instant.completion_time
+    if args.archived:
+        for n, row in enumerate(rows):
+            row["archived"] = n < len(archived)
     if args.verbose:
         from airflow_lake_provider.lake.services.inspect import instant_stats, stats_line
-    stats = [instant_stats(timeline, i) for i in timeline.instants] if args.verbose else []
+    stats = [instant_stats(timeline, i) for i in shown] if args.verbose else []
     if args.json:
         merged = [{**row, **more} for row, more in zip(rows, stats, strict=True)] if stats else rows
         print(json.dumps(merged, indent=2))
@@ -162,10 +174,21 @@ def _cmd_timeline(args: argparse.Namespace) -> None:
         time = row["time"]
         if "completion_time" in row:
             time = f"{time}  {row['completion_time'] or '-':<17}"
+        state = "ARCHIVED" if row.get("archived") else row["state"]
         if stats:
-            print(f"{time}  {row['action']:<14} {row['state']:<9} {stats_line(stats[n])}")
+            print(f"{time}  {row['action']:<14} {state:<9} {stats_line(stats[n])}")
         else:
-            print(f"{time}  {row['action']:<14} {row['state']}")
+            print(f"{time}  {row['action']:<14} {state}")
+
+
+def _archived_instants(table: LakeTable, timeline: Timeline) -> list[Instant]:
+    """The instants of the table's LSM history (table versions 8 and 9), oldest first."""
+    if timeline.history is None:
+        raise LakeError(
+            f"{table.uri}: --archived lists the LSM history of table versions 8 and 9; this table is "
+            f"version {table.config.table_version}, whose archived timeline (.hoodie/archived/) is not listed"
+        )
+    return timeline.history.instants()
 
 
 def _cmd_show(args: argparse.Namespace) -> None:

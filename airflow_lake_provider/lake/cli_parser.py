@@ -87,6 +87,9 @@ def _add_table_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> N
     p = add("timeline", "list instants (time, action, state)")
     p.add_argument("path")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--archived", action="store_true", help="also the instants of the LSM history (table versions 8, 9)"
+    )
 
     p = add("show", "print an instant's plan or commit metadata")
     p.add_argument("path")

@@ -394,7 +394,7 @@ def _snapshot(
     timeline = table.timeline()
     if as_of is not None:
         validate_instant_time(as_of)
-        _check_not_archived(table, timeline, as_of)
+        timeline = _timeline_as_of(table, timeline, as_of)
     schema = table.arrow_schema(timeline, as_of)
     if schema is None:
         return None, []
@@ -405,21 +405,21 @@ def _snapshot(
     return SliceReader(table, timeline, schema, as_of), view.latest_slices(as_of)
 
 
-def _check_not_archived(table: LakeTable, timeline: Timeline, as_of: str) -> None:
-    """Refuse time travel to before the active timeline once instants were archived: which files
-    those instants wrote is no longer known from the active timeline."""
+def _timeline_as_of(table: LakeTable, timeline: Timeline, as_of: str) -> Timeline:
+    """The timeline a read as of ``as_of`` needs. Older than the active timeline: in layout 2 the
+    archived commits up to it from the LSM history (their metadata says which files they wrote);
+    in layout 1 refused once instants were archived (``.hoodie/archived/`` is not read for it)."""
     first = timeline.instants[0].timestamp if timeline.instants else None
-    if first is not None and as_of < first and timeline.has_archive():
-        if timeline.layout.history_folder is not None:
-            raise InstantArchivedError(
-                f"{table.uri}: cannot read as of {as_of}: the instants up to it are in the LSM archived "
-                f"timeline ({table.storage.uri(timeline.layout.history_folder)}), which is not read yet; "
-                f"the earliest instant that can be read is {first}"
-            )
+    if first is None or as_of >= first:
+        return timeline
+    if timeline.history is not None:
+        return timeline.with_history(as_of)
+    if timeline.has_archive():
         raise InstantArchivedError(
             f"{table.uri}: cannot read as of {as_of}: the timeline up to it is archived; the earliest "
             f"instant that can still be read is {first}"
         )
+    return timeline
 
 
 def _check_readable(table: LakeTable, view: FileSystemView, as_of: str, partitions: list[str] | None) -> None:

@@ -6,17 +6,21 @@ Timeline layout 1 (table version 6) and layout 2 (8 and 9: completion times, Avr
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, InvalidInstantError
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
+from airflow_lake_provider.lake.timeline.history.lookup import ArchivedLookup, completed_instant
 from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, Instant, State
 from airflow_lake_provider.lake.timeline.layouts import LAYOUT_V1, TimelineLayout
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry
 
 
 @dataclass(frozen=True)
@@ -25,13 +29,18 @@ class Timeline:
 
     A completed compaction shows as a completed ``commit``; ``compaction_times`` remembers which
     commits were compactions (their requested/inflight files say so). In layout 2 a completed
-    instant carries its completion time.
+    instant carries its completion time, and ``history`` answers for the instants the LSM history
+    holds (nothing is read from it until a reader asks about an instant older than the active
+    timeline); :meth:`with_history` puts the archived instants up to a time in front.
     """
 
     storage: Storage
     instants: tuple[Instant, ...]
     compaction_times: frozenset[str] = frozenset()
     layout: TimelineLayout = LAYOUT_V1
+    history: ArchivedLookup | None = field(default=None, compare=False, repr=False)
+    # The archived entries of the first ``len(archived)`` instants (set by ``with_history`` only).
+    archived: tuple[ArchivedEntry, ...] = field(default=(), compare=False, repr=False)
 
     @classmethod
     def load(
@@ -54,7 +63,30 @@ class Timeline:
             known = latest.get(key)
             if known is None or instant.state > known.state:
                 latest[key] = instant
-        return cls(storage, tuple(sorted(latest.values())), frozenset(compactions), layout)
+        instants = tuple(sorted(latest.values()))
+        history = None
+        if layout.history_folder is not None:  # opening it reads nothing
+            first = instants[0].timestamp if instants else None
+            history = ArchivedLookup(storage, first, layout.history_folder)
+        return cls(storage, instants, frozenset(compactions), layout, history)
+
+    def with_history(self, until: str) -> Timeline:
+        """This timeline with the completed instants of the LSM history requested at or before
+        ``until`` in front, their metadata read from the history: what a read as of an archived
+        instant needs (layout 2; the same timeline when the history holds none of them)."""
+        if self.history is None or self.archived or not self.history.holds(until):
+            return self
+        pairs = [(e, completed_instant(e.instant)) for e in self.history.entries_until(until)]
+        known = [(e, i) for e, i in pairs if i is not None]
+        if not known:
+            return self
+        compactions = {i.timestamp for e, i in known if i.action is Action.COMMIT and e.plan}
+        return replace(
+            self,
+            instants=tuple(i for _, i in known) + self.instants,
+            compaction_times=self.compaction_times | compactions,
+            archived=tuple(e for e, _ in known),
+        )
 
     # -- selections -------------------------------------------------------------------------
     def filter(
@@ -102,8 +134,12 @@ class Timeline:
         return {i.timestamp: i.completion_time for i in self.completed_commits if i.completion_time}
 
     def completion_time(self, timestamp: str) -> str | None:
-        """When the completed write requested at ``timestamp`` completed (layout 2; else None)."""
-        return self._completion_times.get(timestamp)
+        """When the completed write requested at ``timestamp`` completed (layout 2; else None);
+        for an instant older than the active timeline, as the LSM history records it."""
+        found = self._completion_times.get(timestamp)
+        if found is None and self.history is not None and self.history.holds(timestamp):
+            return self.history.completion_time(timestamp)
+        return found
 
     def get(self, timestamp: str) -> Instant | None:
         """The instant at ``timestamp`` (savepoints, which share a commit's time, are not returned)."""
@@ -123,9 +159,9 @@ class Timeline:
         """
         if timestamp in self._committed_times:
             return True
-        if timestamp in self._all_times or not self.instants:
+        if timestamp in self._all_times or len(self.instants) <= len(self.archived):
             return False
-        return timestamp < self.instants[0].timestamp
+        return timestamp < self.instants[len(self.archived)].timestamp
 
     def last_completed(self, action: Action) -> Instant | None:
         done = self.filter([action], [State.COMPLETED])
@@ -144,10 +180,35 @@ class Timeline:
 
     def path_of(self, instant: Instant) -> str:
         """The full location of an instant's file, for messages."""
+        if self.history is not None and self._archived_entry(instant) is not None:
+            return f"{self.history.where} (archived {instant.timestamp} {instant.action.value})"
         return self.storage.uri(self.layout.instant_path(instant))
 
     def read_bytes(self, instant: Instant) -> bytes:
+        """The bytes of an instant's file; of an archived one (see :meth:`with_history`), what the
+        history kept: a completed instant's metadata, a pending state's plan."""
+        entry = self._archived_entry(instant)
+        if entry is not None:
+            return (entry.metadata if instant.is_completed else entry.plan) or b""
         return self.storage.read(self.layout.instant_path(instant))
+
+    @cached_property
+    def _archived_by_time(self) -> Mapping[str, tuple[tuple[Action, ArchivedEntry], ...]]:
+        # The first len(archived) instants are the archived entries' (see with_history).
+        found: dict[str, tuple[tuple[Action, ArchivedEntry], ...]] = {}
+        for instant, entry in zip(self.instants, self.archived, strict=False):
+            found[instant.timestamp] = (*found.get(instant.timestamp, ()), (instant.action, entry))
+        return found
+
+    def _archived_entry(self, instant: Instant) -> ArchivedEntry | None:
+        """The history's entry of an archived instant: of its action once completed; for a pending
+        state (a compaction's plan), the instant's at that time (not a savepoint's)."""
+        if not self.archived:
+            return None
+        for action, entry in self._archived_by_time.get(instant.timestamp, ()):
+            if action is instant.action or (not instant.is_completed and action is not Action.SAVEPOINT):
+                return entry
+        return None
 
     def commit_metadata(self, instant: Instant) -> CommitMetadata:
         """The metadata of a completed write instant (JSON in layout 1, Avro in layout 2)."""

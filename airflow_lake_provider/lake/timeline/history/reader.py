@@ -101,12 +101,21 @@ class History:
     def entries(self, instant_time: str) -> list[ArchivedEntry]:
         """Every archived record with requested time ``instant_time`` (one per action archived at
         that time), with its metadata and plan bytes."""
+        return self.entries_between(instant_time, instant_time)
+
+    def entries_between(self, start: str | None, end: str | None) -> list[ArchivedEntry]:
+        """Every archived record with a requested time in ``[start, end]`` (inclusive, open where
+        None), with its metadata and plan bytes, in time order (each instant once)."""
         out: dict[tuple[str, str, str], ArchivedEntry] = {}
-        for data_file in self.files(instant_time, instant_time):
-            table = self._read(data_file, lambda src: records.read_range(src, instant_time, instant_time))
-            rows = table.filter(pc.equal(table.column("instantTime"), instant_time))
-            metadata, plans = rows.column("metadata").to_pylist(), rows.column("plan").to_pylist()
-            for i, instant in enumerate(records.instants_of(rows)):
+        for data_file in self.files(start, end):
+            table = self._read(data_file, lambda src: records.read_range(src, start, end))
+            times = table.column("instantTime")
+            if start is not None:
+                table = table.filter(pc.greater_equal(times, start))
+            if end is not None:
+                table = table.filter(pc.less_equal(table.column("instantTime"), end))
+            metadata, plans = table.column("metadata").to_pylist(), table.column("plan").to_pylist()
+            for i, instant in enumerate(records.instants_of(table)):
                 out.setdefault(instant.sort_key, ArchivedEntry(instant, metadata[i], plans[i]))
         return [out[key] for key in sorted(out)]
 

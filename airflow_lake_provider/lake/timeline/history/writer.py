@@ -153,12 +153,18 @@ class HistoryWriter:
         """Delete the manifests of all but the newest ``retained + compacted_levels`` snapshots,
         then every parquet file none of the kept manifests names; returns the deleted names."""
         names = self.storage.list_names(self.folder)
-        versions = sorted((v for v in map(manifest_version, names) if v is not None), reverse=True)
+        current = latest_version(self.storage, self.folder)
+        found = sorted((v for v in map(manifest_version, names) if v is not None), reverse=True)
+        # A manifest newer than the one in force is a crashed change's, never published: it does
+        # not count among the kept ones (keeping it instead of the one in force would leave
+        # ``_version_`` naming a deleted manifest).
+        versions = [v for v in found if v <= current]
         keep = versions[: self.retained + compacted_levels]
-        if len(versions) <= len(keep):
+        unpublished = [v for v in found if v > current]
+        if len(versions) <= len(keep) and not unpublished:
             return []
         kept_files = {f.name for v in keep for f in read_snapshot(self.storage, v, self.folder).files}
-        doomed = [manifest_name(v) for v in versions[len(keep) :]]
+        doomed = [manifest_name(v) for v in unpublished + versions[len(keep) :]]
         # Manifests first: a crash midway leaves no manifest naming a deleted file.
         doomed += sorted(n for n in names if parse_data_file(n) is not None and n not in kept_files)
         for name in doomed:

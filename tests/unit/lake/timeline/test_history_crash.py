@@ -165,3 +165,28 @@ def test_the_readable_instants_are_always_exactly_the_archived_ones(
         writer.clean()
         assert unreferenced_parquet(storage) == set()
         assert readable(storage) == archived
+
+
+def test_clean_after_a_crashed_cascade_keeps_the_manifest_in_force(tmp_path: Path) -> None:
+    """A crash after a level-1 compaction wrote ``manifest_14`` but before ``_version_`` named it:
+    the retry does not redo it (level 0 no longer fills up), so the unpublished manifest stays.
+    Cleaning must not count it among the newest manifests and delete ``manifest_13``, the one in
+    force (found by the property test above)."""
+    storage = LocalStorage(tmp_path)
+    archiver = Archiver(storage, batch=2)
+    for n in range(7):
+        archiver.run(entries(n, 1))
+    with pytest.raises(SimulatedCrash), inject_crash(8):
+        archiver.run(entries(7, 1))
+    folder = tmp_path / HISTORY_DIR
+    assert (folder / "_version_").read_text() == "13" and (folder / "manifest_14").exists()
+    archiver.run()
+    assert (folder / "_version_").read_text() == "13"
+    archiver.writer.retained = 1
+    archiver.writer.clean()
+    assert sorted(p.name for p in folder.iterdir() if not p.name.endswith(".parquet")) == [
+        "_version_",
+        "manifest_13",
+    ]
+    assert readable(storage) == [t(n) for n in range(8)]
+    assert unreferenced_parquet(storage) == set()

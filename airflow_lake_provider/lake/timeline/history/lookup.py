@@ -1,0 +1,91 @@
+"""What readers of a layout-2 table ask the LSM history, read when first asked and then kept.
+
+The active timeline holds the instants from ``before`` on; the history holds the completed ones
+that are older. Loading the active timeline reads nothing here: a read reaches the history only
+for a log file whose deltacommit was archived (its completion time decides its file slice) or for
+an ``as_of`` older than the active timeline (the archived commits up to it and their metadata).
+"""
+
+from __future__ import annotations
+
+import threading
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from airflow_lake_provider.lake.storage import Storage
+from airflow_lake_provider.lake.timeline.history.layout import HISTORY_DIR
+from airflow_lake_provider.lake.timeline.instant import COMPLETES_AS, Action, Instant, State
+
+if TYPE_CHECKING:  # pyarrow: imported once the history is asked something, not with the timeline
+    from airflow_lake_provider.lake.timeline.history.reader import History
+    from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry, ArchivedInstant
+
+_ACTIONS = {a.value: a for a in Action}
+
+
+class ArchivedLookup:
+    """Completion times and entries of the instants a table's LSM history holds (older than
+    ``before``, the first instant of the active timeline; all of them when it is None)."""
+
+    def __init__(self, storage: Storage, before: str | None, folder: str = HISTORY_DIR) -> None:
+        self.storage = storage
+        self.folder = folder
+        self.before = before
+        self._lock = threading.Lock()
+        self._completions: dict[str, str] = {}
+        self._loaded_from: str | None = None  # completion times are known for [_loaded_from, before)
+        self._entries: list[ArchivedEntry] | None = None
+        self._entries_until: str | None = None
+
+    @cached_property
+    def history(self) -> History:
+        from airflow_lake_provider.lake.timeline.history.reader import History
+
+        return History(self.storage, self.folder)
+
+    @property
+    def where(self) -> str:
+        return self.storage.uri(self.folder)
+
+    def holds(self, timestamp: str) -> bool:
+        """Whether ``timestamp`` is older than the active timeline (so only the history can know it)."""
+        return self.before is None or timestamp < self.before
+
+    def completion_time(self, timestamp: str) -> str | None:
+        """When the archived instant requested at ``timestamp`` completed, or None if the history
+        does not hold it. The first miss reads the history's time columns from ``timestamp`` up
+        to the active timeline; later misses only what lies below what was read."""
+        if not self.holds(timestamp):
+            return None
+        with self._lock:
+            if self._loaded_from is None or timestamp < self._loaded_from:
+                end = self._loaded_from or self.before
+                for instant in self.history.instants(timestamp, end):
+                    if instant.completion_time and (end is None or instant.instant_time < end):
+                        self._completions.setdefault(instant.instant_time, instant.completion_time)
+                self._loaded_from = timestamp
+            return self._completions.get(timestamp)
+
+    def instants(self) -> list[Instant]:
+        """Every completed instant the history holds, oldest first (reads the time columns only)."""
+        found = map(completed_instant, self.history.instants(None, None))
+        return [i for i in found if i is not None and self.holds(i.timestamp)]
+
+    def entries_until(self, until: str) -> list[ArchivedEntry]:
+        """The archived entries (metadata and plan bytes) requested at or before ``until``."""
+        with self._lock:
+            if self._entries is None or self._entries_until is None or until > self._entries_until:
+                end = until if self.before is None or until < self.before else None
+                found = self.history.entries_between(None, end)
+                self._entries = [e for e in found if self.holds(e.instant.instant_time)]
+                self._entries_until = until
+            return [e for e in self._entries if e.instant.instant_time <= until]
+
+
+def completed_instant(archived: ArchivedInstant) -> Instant | None:
+    """The completed instant an archived record names (None for an action this core does not know)."""
+    action = _ACTIONS.get(archived.action)
+    if action is None:
+        return None
+    action = COMPLETES_AS.get(action, action)  # a compaction is known as the commit it completed as
+    return Instant(archived.instant_time, State.COMPLETED, action, archived.completion_time)

@@ -173,11 +173,14 @@ def test_clean_after_a_crashed_cascade_keeps_the_manifest_in_force(tmp_path: Pat
     Cleaning must not count it among the newest manifests and delete ``manifest_13``, the one in
     force (found by the property test above)."""
     storage = LocalStorage(tmp_path)
-    archiver = Archiver(storage, batch=2)
+    injector = CrashInjector()
+    archiver = Archiver(injector.wrap(storage), batch=2)
     for n in range(7):
         archiver.run(entries(n, 1))
-    with pytest.raises(SimulatedCrash), inject_crash(8):
+    injector.after = len(injector.steps) + 8  # the 8th durable step of the next run
+    with pytest.raises(SimulatedCrash):
         archiver.run(entries(7, 1))
+    injector.after = None
     folder = tmp_path / HISTORY_DIR
     assert (folder / "_version_").read_text() == "13" and (folder / "manifest_14").exists()
     archiver.run()

@@ -23,7 +23,7 @@ from airflow_lake_provider.lake.file_group.builder import Lister
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.avro_schema import avro_to_arrow, meta_arrow_fields
 from airflow_lake_provider.lake.format.properties import parse_properties
-from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
+from airflow_lake_provider.lake.format.table_config import SUPPORTED_TABLE_VERSION, TableConfig, TableType
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, local_path, open_storage
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import DEFAULT_CLOCK, InstantClock
@@ -48,7 +48,7 @@ class LakeTable:
         self.config = config
         self.clock = clock
         self.layout = TimelineLayout.from_properties(config.properties, config.source)
-        self._store = TimelineStore(storage)
+        self._store = TimelineStore(storage, self.layout, clock)
         # Options the caller's environment sets for every action on this table (the lake
         # connection's extra, e.g. hoodie.metadata.enable); an action's own options win over them.
         self.option_defaults: dict[str, str] = {}
@@ -119,8 +119,11 @@ class LakeTable:
         partition_fields: tuple[str, ...] = (),
         hive_style: bool = False,
         clock: InstantClock = DEFAULT_CLOCK,
+        table_version: int = SUPPORTED_TABLE_VERSION,
+        database: str | None = None,
     ) -> LakeTable:
-        """Create an empty table at ``path`` (which must not hold a table already)."""
+        """Create an empty table of ``table_version`` (6, 8 or 9) at ``path`` (which must not hold a
+        table already)."""
         for what, fields in (("record key", record_key_fields), ("partition", partition_fields)):
             repeated = sorted({f for f in fields if list(fields).count(f) > 1})
             if repeated:
@@ -140,11 +143,13 @@ class LakeTable:
             precombine_field=precombine_field,
             partition_fields=tuple(partition_fields),
             hive_style=hive_style,
+            table_version=table_version,
+            database=database,
         )
         config = TableConfig.from_properties(props)  # validate before touching the disk
         if precombine_field in record_key_fields:
             raise TableConfigError(f"precombine field {precombine_field!r} cannot also be a record key field")
-        TimelineStore(storage).initialize(props)
+        TimelineStore(storage, TimelineLayout.from_properties(props)).initialize(props)
         return cls(storage, config, clock)
 
     # -- views --------------------------------------------------------------------------------

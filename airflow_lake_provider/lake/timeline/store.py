@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import replace
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,

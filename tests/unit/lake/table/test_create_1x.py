@@ -16,23 +16,14 @@ from airflow_lake_provider.lake.table.table import LakeTable
 
 # Spark-written tables without a metadata table (nometa) or with only the v8 COW defaults, and
 # how each was declared, so that we create the same table.
-SAME_TABLES = {
-    "cow_v8_nonpartitioned": dict(table_type="cow", key=("id",), order="longField", parts=(), hive=True),
-    "cow_v8_simplekeygen_nonhivestyle": dict(
-        table_type="cow", key=("id",), order="longField", parts=("byteField",), hive=False
-    ),
-    "cow_v9_txns_simple_nometa": dict(
-        table_type="cow", key=("txn_id",), order="txn_ts", parts=("region",), hive=True
-    ),
-    "cow_v9_txns_nonpart_nometa": dict(
-        table_type="cow", key=("txn_id",), order="txn_ts", parts=(), hive=True
-    ),
-    "mor_avro_v9_txns_simple_nometa": dict(
-        table_type="mor", key=("txn_id",), order="txn_ts", parts=("region",), hive=True
-    ),
-    "mor_avro_v9_txns_nonpart_nometa": dict(
-        table_type="mor", key=("txn_id",), order="txn_ts", parts=(), hive=True
-    ),
+SAME_TABLES: dict[str, tuple[str, str, str, tuple[str, ...], bool]] = {
+    # name: (table type, record key, ordering field, partition fields, hive-style)
+    "cow_v8_nonpartitioned": ("cow", "id", "longField", (), True),
+    "cow_v8_simplekeygen_nonhivestyle": ("cow", "id", "longField", ("byteField",), False),
+    "cow_v9_txns_simple_nometa": ("cow", "txn_id", "txn_ts", ("region",), True),
+    "cow_v9_txns_nonpart_nometa": ("cow", "txn_id", "txn_ts", (), True),
+    "mor_avro_v9_txns_simple_nometa": ("mor", "txn_id", "txn_ts", ("region",), True),
+    "mor_avro_v9_txns_nonpart_nometa": ("mor", "txn_id", "txn_ts", (), True),
 }
 # Keys in which ours may differ, each for a reason the table's options explain:
 # - the schema: Spark knows it when its first write creates the table, ``init`` does not (the
@@ -58,17 +49,17 @@ def test_init_writes_the_keys_and_values_of_a_spark_written_table(
 ) -> None:
     spark = hudi_table_zip(name)
     theirs = _props(spark)
-    spec = SAME_TABLES[name]
+    table_type, key, order, parts, hive = SAME_TABLES[name]
     version = int(theirs["hoodie.table.version"])
     ours_path = tmp_path / "ours"
     LakeTable.create(
         ours_path,
         name=theirs["hoodie.table.name"],
-        table_type=str(spec["table_type"]),
-        record_key_fields=tuple(spec["key"]),  # type: ignore[arg-type]
-        precombine_field=str(spec["order"]),
-        partition_fields=tuple(spec["parts"]),  # type: ignore[arg-type]
-        hive_style=bool(spec["hive"]),
+        table_type=table_type,
+        record_key_fields=(key,),
+        precombine_field=order,
+        partition_fields=parts,
+        hive_style=hive,
         table_version=version,
         database="default",
     )

@@ -63,6 +63,7 @@ class LakeTable:
     def store(self) -> TimelineStore:
         """The timeline store, for actions that change the table (see :meth:`require_writable`)."""
         self.require_writable()
+        self._store.clock = self.clock  # callers may swap the table's clock
         return self._store
 
     def require_writable(self) -> None:

@@ -187,7 +187,8 @@ def _write_locked(
         with heartbeat(table.store, instant, config):
             fault("requested")
             inflight_body = CommitMetadata(operation_type=operation.name, extra_metadata=extra)
-            inflight = table.store.transition_to_inflight(requested, inflight_body.to_json_bytes())
+            as_avro = table.layout.has_completion_times  # layout 2 (v8/v9): Avro commit metadata
+            inflight = table.store.transition_to_inflight(requested, inflight_body.to_bytes(as_avro))
             fault("inflight")
 
             context = WriteContext(instant, timeline, full_schema, avro, operation, bloom)
@@ -199,7 +200,7 @@ def _write_locked(
                 extra_metadata={**extra, **event_times},
             )
             fault("commit")
-            table.store.transition_to_completed(inflight, metadata.to_json_bytes())
+            table.store.transition_to_completed(inflight, metadata.to_bytes(as_avro))
     except Exception as exc:
         _roll_back_own(table, instant, exc)
         raise

@@ -13,9 +13,11 @@ from airflow_lake_provider.lake.format.timeline_paths import timeline_location
 
 SUPPORTED_TABLE_VERSION = 6  # the version this core creates and writes
 SUPPORTED_LAYOUT_VERSION = 1
-# Table versions opened, with the timeline layout each has: Hudi 1.0 (8) and 1.1 (9) are read only.
+# Table versions opened, with the timeline layout each has: Hudi 1.0 (8) and 1.1 (9).
 READABLE_TABLE_VERSIONS = {6: 1, 8: 2, 9: 2}
 WRITABLE_TABLE_VERSIONS = frozenset({6})
+# Versions written (insert, upsert, delete) but not yet served by the table services.
+WRITE_ONLY_TABLE_VERSIONS = frozenset({8, 9})
 # Versions ``LakeTable.create`` makes (6 stays the default).
 CREATABLE_TABLE_VERSIONS = frozenset({6, 8, 9})
 

@@ -175,8 +175,14 @@ class _GroupWriter:
         assert newest is not None
         partition, file_id = self.unit.partition, self.unit.file_id
         base_name = merged.base_file.file_name if merged is not None and merged.base_file else ""
-        version = max((f.name.version for f in newest.log_files), default=0) + 1
-        name = LogFileName.create(file_id, newest.base_instant, version, self.token).name
+        if self.table.layout.has_completion_times:
+            # Hudi 1.x: a new log file per deltacommit, named by its (requested) time; readers put it
+            # in the slice its completion time falls into. Its write stat names that time as prevCommit.
+            version, log_instant, prev_commit = 1, self.instant, self.instant
+        else:
+            version = max((f.name.version for f in newest.log_files), default=0) + 1
+            log_instant = prev_commit = newest.base_instant
+        name = LogFileName.create(file_id, log_instant, version, self.token).name
         self.table.store.markers.create(self.instant, partition, name, IOType.APPEND)
         if self.operation is Operation.DELETE:
             block = self._delete_block(changes, partition, merged)
@@ -199,7 +205,7 @@ class _GroupWriter:
             file_id,
             partition,
             rel,
-            newest.base_instant,
+            prev_commit,
             num_writes=updated,
             num_deletes=deleted,
             num_update_writes=updated,

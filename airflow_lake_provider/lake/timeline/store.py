@@ -60,13 +60,19 @@ class TimelineStore:
         clock: InstantClock = DEFAULT_CLOCK,
     ) -> None:
         self.storage = open_storage(location)
-        # The table's timeline layout (read from ``hoodie.properties`` when not given).
-        self.layout = timeline_layout or TimelineLayout.detect(self.storage)
+        self._layout = timeline_layout
         # Layout 2's completion times come from the same clock as the table's instant times.
         self.clock = clock
         self.base_path = self.storage.root
         self.markers = Markers(self.storage)
         self.heartbeats = Heartbeats(self.storage)
+
+    @property
+    def layout(self) -> TimelineLayout:
+        """The table's timeline layout (read from ``hoodie.properties`` on first use when not given)."""
+        if self._layout is None:
+            self._layout = TimelineLayout.detect(self.storage)
+        return self._layout
 
     def _create(self, name: str, content: bytes, folder: str = HOODIE_DIR) -> None:
         """Create ``<folder>/<name>`` once; a second writer of the same file loses loudly."""

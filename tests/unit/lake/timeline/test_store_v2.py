@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pytest
@@ -174,3 +176,52 @@ def test_commit_metadata_decodes_like_sparks_field_by_field(
     inflight_schema, _ = _record((timeline / inflight).read_bytes())
     body = CommitMetadata("UPSERT", extra_metadata={}).to_avro_bytes()
     assert _record(body)[0] == inflight_schema
+
+
+def test_java_avro_reads_our_commit_files_under_hudi_1x_schema(tmp_path: Path, spark: Any) -> None:
+    """Java's Avro (in Spark's JVM) opens each commit file of a real v8 MOR write, resolving it to the
+    shipped Hudi 1.x schema, and reads the fields we wrote."""
+    import pyarrow as pa
+
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.write import write
+
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path, name="t", table_type="mor", record_key_fields=("id",), precombine_field="ts", table_version=8
+    )
+    write(table, pa.table({"id": ["a", "b"], "ts": [1, 1]}), "insert")
+    done = write(table, pa.table({"id": ["a"], "ts": [2]}), "upsert")
+    timeline = LakeTable.open(path).timeline()
+    completed = timeline.get(done.instant)
+    assert completed is not None and completed.completion_time is not None
+    files = {
+        "completed": path / ".hoodie/timeline" / f"{done.instant}_{completed.completion_time}.deltacommit",
+        "inflight": path / ".hoodie/timeline" / f"{done.instant}.deltacommit.inflight",
+    }
+    jvm = spark.sparkContext._jvm
+    shipped = jvm.org.apache.avro.Schema.Parser().parse(
+        json.dumps(timeline_avro.load_schema_text("HoodieCommitMetadata.1x"))
+    )
+    read: dict[str, Any] = {}
+    for what, file in files.items():
+        reader = jvm.org.apache.avro.file.DataFileReader(
+            jvm.java.io.File(str(file)), jvm.org.apache.avro.generic.GenericDatumReader(None, shipped)
+        )
+        record = reader.next()
+        assert not reader.hasNext()
+        reader.close()
+        read[what] = json.loads(record.toString())
+    assert read["inflight"]["operationType"] == "UPSERT"
+    assert read["inflight"]["partitionToWriteStats"] == {}
+    ours = timeline.commit_metadata(completed)
+    (stat,) = ours.write_stats()
+    (java_stat,) = read["completed"]["partitionToWriteStats"][""]
+    assert read["completed"]["operationType"] == "UPSERT"
+    assert read["completed"]["extraMetadata"]["schema"] == ours.extra_metadata["schema"]
+    assert (java_stat["fileId"], java_stat["path"], java_stat["logFiles"]) == (
+        stat.file_id,
+        stat.path,
+        [f".{stat.file_id}_{done.instant}.log.1_{stat.path.rsplit('_', 1)[1]}"],
+    )
+    assert (java_stat["numUpdateWrites"], java_stat["prevCommit"]) == (1, done.instant)

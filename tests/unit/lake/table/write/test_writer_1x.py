@@ -221,3 +221,52 @@ def test_a_write_that_needs_a_rollback_first_is_refused_by_name(tmp_path: Path) 
     )
     assert tree_digest(path) == before
     assert LakeTable.open(path).timeline().get(failed).state is State.INFLIGHT  # type: ignore[union-attr]
+
+
+def test_a_log_requested_before_a_new_base_but_completed_after_it_belongs_to_the_new_slice(
+    tmp_path: Path,
+) -> None:
+    """Slicing by completion time, our log against another writer's base: while our upsert W is
+    inflight (its log written), another writer commits C, a new base file of the same file group
+    (rows as before). W completes after C, so W's log (named by W, before C) belongs to C's slice:
+    ours and hudi-rs both read W's update; sliced by requested time it would be lost."""
+    import shutil
+
+    from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
+
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path, name="t", table_type="mor", record_key_fields=("id",), precombine_field="ts", table_version=8
+    )
+    write(table, pa.table({"id": ["a", "b"], "ts": [1, 1], "v": [1, 2]}), "insert")
+    (base,) = sorted(path.glob("*.parquet"))
+    file_id = base.name.split("_")[0]
+    timeline = table.timeline()
+    schema = timeline.commit_metadata(timeline.completed_commits[0]).extra_metadata["schema"]
+    other: dict[str, str] = {}
+
+    def commit_other_base_while_inflight(point: str) -> None:
+        if point != "commit":
+            return
+        c = table.clock.next(after=table.timeline().latest_time)
+        name = f"{file_id}_0-9-9_{c}.parquet"
+        shutil.copyfile(base, path / name)
+        stat = WriteStat(file_id, "", name, "null", num_writes=2, total_write_bytes=1, file_size_in_bytes=1)
+        body = CommitMetadata("INSERT", {"": (stat,)}, {"schema": schema})
+        store = table.store
+        inflight = store.transition_to_inflight(store.create_requested(c, Action.COMMIT), b"")
+        other["instant"] = c
+        other["completion"] = (
+            store.transition_to_completed(inflight, body.to_avro_bytes()).completion_time or ""
+        )
+
+    done = write(
+        table, pa.table({"id": ["a"], "ts": [2], "v": [10]}), "upsert", fault=commit_other_base_while_inflight
+    )
+    timeline = LakeTable.open(path).timeline()
+    w_completion = timeline.completion_time(done.instant)
+    assert done.instant < other["instant"] < other["completion"] < (w_completion or "")
+    (log,) = _logs(path)
+    assert LOG_RE.match(log.name)["instant"] == done.instant  # type: ignore[index]
+    snapshot = _assert_hudi_rs_reads_what_we_read(path)
+    assert _values(snapshot, "id", "v") == {"a": 10, "b": 2}

@@ -270,3 +270,28 @@ def test_a_log_requested_before_a_new_base_but_completed_after_it_belongs_to_the
     assert LOG_RE.match(log.name)["instant"] == done.instant  # type: ignore[index]
     snapshot = _assert_hudi_rs_reads_what_we_read(path)
     assert _values(snapshot, "id", "v") == {"a": 10, "b": 2}
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_a_failed_write_on_v8_is_undone_without_a_rollback_instant(table_type: str, tmp_path: Path) -> None:
+    """Its new files simply go (a v8 log file is the write's own), so no rollback is needed."""
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path,
+        name="t",
+        table_type=table_type,
+        record_key_fields=("id",),
+        precombine_field="ts",
+        table_version=8,
+    )
+    write(table, pa.table({"id": ["a"], "ts": [1]}), "insert")
+    before = tree_digest(path)
+
+    def boom(point: str) -> None:
+        if point == "commit":
+            raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom") as info:
+        write(table, pa.table({"id": ["a", "b"], "ts": [2, 2]}), "upsert", fault=boom)
+    assert "was undone: nothing of it is left" in "".join(getattr(info.value, "__notes__", []))
+    assert tree_digest(path) == before

@@ -22,7 +22,7 @@ from airflow_lake_provider.lake.errors import (
     RollbackError,
     WriteInputError,
 )
-from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro, avro_to_arrow
+from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro
 from airflow_lake_provider.lake.format.bloom_filter import DEFAULT_SETTINGS, BloomSettings
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
@@ -211,8 +211,6 @@ def _write_locked(
     instant = table.clock.next(after=timeline.latest_time)
     # The avro schema of the table (data fields only), as recorded in every commit.
     avro = arrow_to_avro(data_schema, f"{table.config.name}_record", f"hoodie.{table.config.name}")
-    if table.layout.has_completion_times:
-        avro = _table_avro(table, timeline, data_schema) or avro
     full_schema = pa.schema([pa.field(m, pa.string()) for m in META_FIELDS] + list(data_schema))
     extra = {**extra, "schema": json.dumps(avro)}
 
@@ -239,18 +237,6 @@ def _write_locked(
         _roll_back_own(table, instant, exc)
         raise
     return _finish(table, instant, action, operation, metadata, job)
-
-
-def _table_avro(table: LakeTable, timeline: Timeline, data_schema: pa.Schema) -> dict | None:
-    """The table's own Avro schema when it describes ``data_schema`` (a Spark-written table keeps
-    e.g. decimals as ``fixed``): log blocks and commits then carry the types the table's other files
-    have, so a reader that decodes a slice's logs with one schema (hudi-rs) reads ours too."""
-    existing = table.data_avro_schema(timeline)
-    if existing is None:
-        return None
-    fields = [f for f in existing.get("fields", []) if not str(f.get("name", "")).startswith("_hoodie_")]
-    kept = {**existing, "fields": fields}
-    return kept if avro_to_arrow(kept) == data_schema else None
 
 
 def _ready_timeline(table: LakeTable, timeline: Timeline, config: FailedWritesConfig) -> Timeline:

@@ -23,6 +23,9 @@ from airflow_lake_provider.lake.table.write.writer import write
 from airflow_lake_provider.lake.timeline.instant import Action, State
 from tests.tree_digest import tree_digest
 
+BASE_RE = re.compile(
+    r"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}-0_\d+-\d+-\d+_(?P<instant>\d{17})\.parquet$"
+)
 LOG_RE = re.compile(r"^\.(?P<fid>.+)_(?P<instant>\d{17})\.log\.(?P<version>\d+)_(?P<token>.+)$")
 
 
@@ -98,6 +101,11 @@ def test_writes_on_a_table_we_create_read_the_same_in_hudi_rs(
     assert times == sorted(times) and len(set(times)) == 8  # requested < completed < next requested
     # Every timeline file in .hoodie/timeline/, none in layout 1's place.
     assert not [p.name for p in (path / ".hoodie").iterdir() if p.name[:1].isdigit()]
+    # Base files named as Hudi 1.x names them: <uuid>-0_<token>_<requested time of their commit>.
+    requested = {i.timestamp for i in commits}
+    for base in path.rglob("*.parquet"):
+        m = BASE_RE.match(base.name)
+        assert m is not None and m["instant"] in requested, base.name
     logs = _logs(path)
     if table_type == "cow":
         assert logs == []

@@ -40,7 +40,6 @@ DEFAULT_WRITE_SPARK_THRESHOLD = 5_000_000
 
 def earlier_attempts(table: Any, me: Mapping[str, str]) -> list[str]:
     """Pending writes whose inflight metadata names this DAG, task and run (any try)."""
-    from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
     from airflow_lake_provider.lake.timeline.instant import Action
 
     timeline = table.timeline()
@@ -49,10 +48,10 @@ def earlier_attempts(table: Any, me: Mapping[str, str]) -> list[str]:
         if instant.action not in (Action.COMMIT, Action.DELTACOMMIT) or not instant.is_inflight:
             continue
         try:
-            meta = CommitMetadata.from_json_bytes(timeline.read_bytes(instant), timeline.path_of(instant))
+            meta = timeline.inflight_commit_metadata(instant)  # JSON (v6) or Avro (v8/v9)
         except LakeError:
             continue  # not ours to judge: the failed-writes policy handles it
-        extra = meta.extra_metadata or {}
+        extra = (meta.extra_metadata if meta is not None else None) or {}
         if all(extra.get(k) == v for k, v in me.items()):
             found.append(instant.timestamp)
     return found
@@ -141,7 +140,8 @@ class WriteHookMixin(SparkJobMixin):
         run_keys = {k: v for k, v in attempt.items() if k != META_TRY}
         with core_errors(what):
             # Here, not only in the core's write: the rollback below and a Spark write come first.
-            guard_mutation(table, f"write ({operation})", opts)
+            with table.writing():  # a write's check (versions 8/9 take writes, not services)
+                guard_mutation(table, f"write ({operation})", opts)
             source = find_input(input_path, environ={**os.environ, **self.storage_env()})  # type: ignore[attr-defined]
             rows = input_rows(source)
             rolled_back = self._roll_back_earlier_attempts(table, run_keys, opts)

@@ -88,6 +88,7 @@ def _cmd_init(args: argparse.Namespace) -> None:
         precombine_field=args.precombine,
         partition_fields=args.partition_fields,
         hive_style=args.hive_style,
+        table_version=args.table_version,
     )
     print(f"created {table.config.table_type.value} table {table.config.name} at {table.uri}")
 

@@ -72,6 +72,13 @@ def _add_table_commands(add: Callable[[str, str], argparse.ArgumentParser]) -> N
     p.add_argument("--precombine", required=True, help="ordering field: the larger value wins")
     p.add_argument("--partition-fields", type=_fields, default=(), help="F[,F]")
     p.add_argument("--hive-style", action="store_true", help="partition folders named field=value")
+    p.add_argument(
+        "--table-version",
+        type=int,
+        choices=[6, 8, 9],
+        default=6,
+        help="Hudi table version: 6 (0.14/0.15, default), 8 (1.0) or 9 (1.1)",
+    )
 
     p = add("write", "commit a parquet file of records as one instant")
     p.add_argument("path")

@@ -20,6 +20,7 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.operators.rollback import LakeWriteOperator, earlier_attempts
+from tests.tree_digest import tree_digest
 
 pytestmark = pytest.mark.airflow
 NEVER = {"hoodie.cleaner.policy.failed.writes": "NEVER"}
@@ -205,3 +206,45 @@ def test_write_operator_refuses_an_unknown_operation_when_the_dag_is_parsed(tmp_
         task_id="w", table_path=str(tmp_path), input_path="in.parquet", operation=templated
     )
     assert op.operation == templated
+
+
+def test_write_operator_on_a_v8_table_writes_and_a_retry_needing_rollback_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Table version 8: the operator writes (hudi-rs reads it as we do); a retry whose earlier
+    attempt left its instant pending would need a rollback, which v8 does not have yet: refused
+    by name, the table unchanged."""
+    from hudi import HudiTableBuilder
+
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path,
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+        table_version=8,
+    )
+    write(table, _batch([1, 2], 1, "a"), "insert")
+    source = tmp_path / "in.parquet"
+    pq.write_table(_batch([1, 3], 5, "b"), source)
+    op = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
+    result = op.execute(_context("run-1", 1))
+    assert result["outcome"] == "COMMITTED" and (result["inserted"], result["updated"]) == (1, 1)
+    assert _rows(path) == {1: "b1", 2: "a2", 3: "b3"}
+    hudi = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read())
+    assert dict(zip(hudi.column("id").to_pylist(), hudi.column("v").to_pylist(), strict=True)) == _rows(path)
+
+    retry = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
+    with pytest.raises(SimulatedCrash), crashing_hook_tables(monkeypatch, 5):  # dies after writing files
+        retry.execute(_context("run-2", 1))
+    (failed,) = (i.timestamp for i in LakeTable.open(path).timeline().pending)
+    assert earlier_attempts(
+        LakeTable.open(path),
+        {"lake.airflow.dag_id": "d", "lake.airflow.task_id": "w", "lake.airflow.run_id": "run-2"},
+    ) == [failed]
+    before = tree_digest(path)
+    with pytest.raises(Exception, match="table version 8 \\(Hudi 1.x\\): table services are not supported"):
+        retry.execute(_context("run-2", 2))
+    assert tree_digest(path) == before

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.spark
 N = 3_000
 
 
-def _table(path: Path, kind: str) -> LakeTable:
+def _table(path: Path, kind: str, version: int = 6) -> LakeTable:
     return LakeTable.create(
         path,
         name="w",
@@ -34,6 +34,7 @@ def _table(path: Path, kind: str) -> LakeTable:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",),
+        table_version=version,
     )
 
 
@@ -67,10 +68,14 @@ def _run(spark, table: Path, source: Path, operation: str, *extra: str) -> dict:
     return run(parse_args(args), spark)
 
 
+@pytest.mark.parametrize("version", [6, 8])
 @pytest.mark.parametrize("kind", ["cow", "mor"])
-def test_job_writes_insert_upsert_delete_as_one_instant_each(spark, tmp_path: Path, kind: str) -> None:
+def test_job_writes_insert_upsert_delete_as_one_instant_each(
+    spark, tmp_path: Path, kind: str, version: int
+) -> None:
+    """Also on table version 8 (Hudi 1.x): the file groups written on executors too."""
     path = tmp_path / "t"
-    table = _table(path, kind)
+    table = _table(path, kind, version)
     folder = tmp_path / "in1"
     folder.mkdir()
     # Three files plus what Spark writers leave beside them (skipped).

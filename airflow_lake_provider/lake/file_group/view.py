@@ -200,7 +200,16 @@ class FileSystemView:
         expected: dict[tuple[str, str], tuple[str, set[str]]] = {}
         for key, named in files.items():
             if self.timeline.layout.has_completion_times:
-                named = _slotted_by_completion(named, self.timeline)
+                # Among every base of the group: a log that completed after a later base (another
+                # writer's, requested after it) belongs to that slice, which a read as of
+                # ``instant`` does not reach.
+                group = self.groups.get(key)
+                later = sorted({s.base_instant for s in group.slices if s.base_file}) if group else []
+                named = [
+                    (n, at) for n, at in _slotted_by_completion(named, self.timeline, later) if at <= instant
+                ]
+                if not named:
+                    continue
             newest = max(at for _, at in named)
             expected[key] = (newest, {name for name, at in named if at == newest})
         missing = []
@@ -243,10 +252,12 @@ class FileSystemView:
         return found is not None and found.action is Action.COMPACTION and found.state is not State.COMPLETED
 
 
-def _slotted_by_completion(named: list[tuple[str, str]], timeline: Timeline) -> list[tuple[str, str]]:
+def _slotted_by_completion(
+    named: list[tuple[str, str]], timeline: Timeline, other_bases: Sequence[str] = ()
+) -> list[tuple[str, str]]:
     """Layout 2: (name, slice instant) of one group's files, each log placed by its completion time
-    among the group's base files (a layout-2 log name carries its own write's time)."""
-    bases = sorted({at for name, at in named if BaseFileName.parse(name) is not None})
+    among the group's base files and ``other_bases`` (a layout-2 log name carries its own write's time)."""
+    bases = sorted({at for name, at in named if BaseFileName.parse(name) is not None} | set(other_bases))
     return [
         (name, at)
         if BaseFileName.parse(name) is not None

@@ -13,9 +13,13 @@ from airflow_lake_provider.lake.format.timeline_paths import timeline_location
 
 SUPPORTED_TABLE_VERSION = 6  # the version this core creates and writes
 SUPPORTED_LAYOUT_VERSION = 1
-# Table versions opened, with the timeline layout each has: Hudi 1.0 (8) and 1.1 (9) are read only.
+# Table versions opened, with the timeline layout each has: Hudi 1.0 (8) and 1.1 (9).
 READABLE_TABLE_VERSIONS = {6: 1, 8: 2, 9: 2}
 WRITABLE_TABLE_VERSIONS = frozenset({6})
+# Versions written (insert, upsert, delete) but not yet served by the table services.
+WRITE_ONLY_TABLE_VERSIONS = frozenset({8, 9})
+# Versions ``LakeTable.create`` makes (6 stays the default).
+CREATABLE_TABLE_VERSIONS = frozenset({6, 8, 9})
 
 DEFAULT_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
 OVERWRITE_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
@@ -201,8 +205,15 @@ class TableConfig:
         hive_style: bool = False,
         payload_class: str = DEFAULT_PAYLOAD,
         database: str | None = None,
+        table_version: int = SUPPORTED_TABLE_VERSION,
     ) -> dict[str, str]:
-        """The full v6 property set a Java 0.14 reader expects of a new table."""
+        """The full property set a Java reader expects of a new table of ``table_version``: 0.14's
+        for version 6, Hudi 1.x Spark's for 8 and 9 (:func:`_properties_1x`)."""
+        if table_version not in CREATABLE_TABLE_VERSIONS:
+            raise UnsupportedTableVersionError(
+                f"table version {table_version} cannot be created (only "
+                f"{', '.join(str(v) for v in sorted(CREATABLE_TABLE_VERSIONS))})"
+            )
         if not name or any(c in name for c in "=:\n/\\"):
             raise TableConfigError(f"table name {name!r} is empty or has one of = : / \\ or a newline")
         if not record_key_fields:
@@ -235,9 +246,54 @@ class TableConfig:
             "hoodie.compaction.payload.class": payload_class,
             "hoodie.compaction.record.merger.strategy": AVRO_MERGER_STRATEGY,
         }
+        if table_version != SUPPORTED_TABLE_VERSION:
+            props = _properties_1x(props, table_version)
         if database:
             props["hoodie.database.name"] = database
         return props
+
+
+def _properties_1x(v6: Mapping[str, str], version: int) -> dict[str, str]:
+    """The keys a Hudi 1.x Spark writer puts in a new table's ``hoodie.properties`` (as in the
+    Spark-written tables of ``tests/data/hudi-tables-1x``), from the v6 set of the same table.
+
+    Hudi 1.x names the key generator by type, keeps the timeline in ``.hoodie/timeline/`` (layout 2),
+    records the merge mode, leaves defaults unwritten (base/log file format, populated meta fields,
+    an empty partition-field list) and, in version 9, names the ordering field
+    ``hoodie.table.ordering.fields`` and drops the payload class and merger strategy. One key is
+    ours: ``hoodie.table.timeline.timezone=UTC``, which a Hudi writer also writes when told so,
+    because our instant times are UTC and a Java writer must not make earlier ones (its default is
+    the local time zone)."""
+    keygen_type = {v: k for k, v in KEYGEN_CLASSES_BY_TYPE.items()}[v6["hoodie.table.keygenerator.class"]]
+    props = {
+        "hoodie.table.name": v6["hoodie.table.name"],
+        "hoodie.table.type": v6["hoodie.table.type"],
+        "hoodie.table.version": str(version),
+        "hoodie.table.initial.version": str(version),
+        "hoodie.timeline.layout.version": str(READABLE_TABLE_VERSIONS[version]),
+        "hoodie.timeline.path": "timeline",
+        "hoodie.timeline.history.path": "history",
+        "hoodie.table.recordkey.fields": v6["hoodie.table.recordkey.fields"],
+        "hoodie.table.keygenerator.type": keygen_type,
+        "hoodie.datasource.write.hive_style_partitioning": v6[
+            "hoodie.datasource.write.hive_style_partitioning"
+        ],
+        "hoodie.datasource.write.partitionpath.urlencode": "false",
+        "hoodie.datasource.write.drop.partition.columns": "false",
+        "hoodie.archivelog.folder": "archived",
+        "hoodie.record.merge.mode": MergeMode.EVENT_TIME_ORDERING.value,
+        "hoodie.table.timeline.timezone": "UTC",
+    }
+    if v6["hoodie.table.partition.fields"]:
+        props["hoodie.table.partition.fields"] = v6["hoodie.table.partition.fields"]
+    if version == 8:
+        props["hoodie.table.precombine.field"] = v6["hoodie.table.precombine.field"]
+        props["hoodie.compaction.payload.class"] = v6["hoodie.compaction.payload.class"]
+        props["hoodie.record.merge.strategy.id"] = AVRO_MERGER_STRATEGY
+    else:
+        props["hoodie.table.ordering.fields"] = v6["hoodie.table.precombine.field"]
+        props["hoodie.table.format"] = "native"
+    return props
 
 
 def _check_version(props: Mapping[str, str], source: str) -> int:

@@ -27,7 +27,6 @@ from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import HOODIE_DIR
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat_expired, now_ms
-from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Instant
 from airflow_lake_provider.lake.timeline.store import METADATA_DIR, PROPERTIES_FILE, WRITE_LOCK
@@ -184,7 +183,8 @@ def drop_metadata_table(
     """
     # Read under the locks below; parsed now, so a bad value changes nothing (not even a lock file).
     FailedWritesConfig.from_options(table.config.properties, dict(options or {}))
-    with contextlib.ExitStack() as stack:
+    # Versions 8 and 9 too: Hudi 1.x drops its metadata table the same way.
+    with contextlib.ExitStack() as stack, table.writing():
         for name in ALL_SERVICE_LOCKS:
             stack.enter_context(table.store.exclusive(name, DROP_LOCK_WAIT_SECONDS))
         # Read again under the locks: another process may have dropped it (or rewritten the file).
@@ -199,7 +199,7 @@ def drop_metadata_table(
         if force:
             busy = [i for i in busy if i.action in ROLLBACK_ACTIONS]
         if busy:
-            names = ", ".join(layout.file_name(i) for i in busy)
+            names = ", ".join(table.layout.file_name(i) for i in busy)
             services = [i for i in busy if i.action not in ROLLBACK_ACTIONS]
             way_out = (
                 "; a table service that crashed stays inflight for good (a heartbeat never expires "

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -23,7 +25,12 @@ from airflow_lake_provider.lake.file_group.builder import Lister
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.avro_schema import avro_to_arrow, meta_arrow_fields
 from airflow_lake_provider.lake.format.properties import parse_properties
-from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
+from airflow_lake_provider.lake.format.table_config import (
+    SUPPORTED_TABLE_VERSION,
+    WRITE_ONLY_TABLE_VERSIONS,
+    TableConfig,
+    TableType,
+)
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, local_path, open_storage
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import DEFAULT_CLOCK, InstantClock
@@ -39,8 +46,9 @@ Location = str | os.PathLike[str] | Storage
 class LakeTable:
     """A Hudi table wherever its ``Storage`` reaches; every file access goes through ``storage``.
 
-    Versions 6, 8 and 9 are read; only version 6 is written: every mutating action gets the
-    timeline store through :attr:`store`, which refuses the others before anything is written.
+    Versions 6, 8 and 9 are read and written; table services run on version 6 only: every mutating
+    action gets the timeline store through :attr:`store`, which refuses them before anything is
+    written (see :meth:`require_writable`).
     """
 
     def __init__(self, storage: Storage, config: TableConfig, clock: InstantClock = DEFAULT_CLOCK) -> None:
@@ -48,7 +56,7 @@ class LakeTable:
         self.config = config
         self.clock = clock
         self.layout = TimelineLayout.from_properties(config.properties, config.source)
-        self._store = TimelineStore(storage)
+        self._store = TimelineStore(storage, self.layout, clock)
         # Options the caller's environment sets for every action on this table (the lake
         # connection's extra, e.g. hoodie.metadata.enable); an action's own options win over them.
         self.option_defaults: dict[str, str] = {}
@@ -58,21 +66,38 @@ class LakeTable:
         # Key-lookup summaries of base file footers, by (relative path, size): base files are never
         # changed once written, so writes through this object skip re-reading footers they ruled out.
         self.footer_summaries: dict[tuple[str, int], Any] = {}
+        self._writing = 0  # depth of :meth:`writing` scopes
 
     @property
     def store(self) -> TimelineStore:
         """The timeline store, for actions that change the table (see :meth:`require_writable`)."""
         self.require_writable()
+        self._store.clock = self.clock  # callers may swap the table's clock
         return self._store
 
     def require_writable(self) -> None:
-        """Raise unless this core writes tables of this one's version. Every write, table service,
-        lock and heartbeat goes through :attr:`store`, so this runs before anything is written."""
-        if not self.config.is_writable_version:
-            raise ReadOnlyTableVersionError(
-                f"{self.uri}: table version {self.config.table_version} (Hudi 1.x) is read only here: "
-                f"writing tables of version 8 or 9 is not supported yet"
-            )
+        """Raise unless this core may change this table now. Every write, table service, lock and
+        heartbeat goes through :attr:`store`, so this runs before anything is written.
+
+        Version 6: anything. Versions 8 and 9: only inside :meth:`writing` (an insert, upsert or
+        delete, and the metadata-table drop it may need); table services stay refused."""
+        if self.config.is_writable_version:
+            return
+        if self._writing and self.config.table_version in WRITE_ONLY_TABLE_VERSIONS:
+            return
+        raise ReadOnlyTableVersionError(
+            f"{self.uri}: table version {self.config.table_version} (Hudi 1.x): table services are not "
+            "supported on it yet (only writes: insert, upsert and delete)"
+        )
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """The scope of one write (or metadata-table drop): what versions 8 and 9 allow so far."""
+        self._writing += 1
+        try:
+            yield
+        finally:
+            self._writing -= 1
 
     @property
     def uri(self) -> str:
@@ -119,8 +144,11 @@ class LakeTable:
         partition_fields: tuple[str, ...] = (),
         hive_style: bool = False,
         clock: InstantClock = DEFAULT_CLOCK,
+        table_version: int = SUPPORTED_TABLE_VERSION,
+        database: str | None = None,
     ) -> LakeTable:
-        """Create an empty table at ``path`` (which must not hold a table already)."""
+        """Create an empty table of ``table_version`` (6, 8 or 9) at ``path`` (which must not hold a
+        table already)."""
         for what, fields in (("record key", record_key_fields), ("partition", partition_fields)):
             repeated = sorted({f for f in fields if list(fields).count(f) > 1})
             if repeated:
@@ -140,11 +168,13 @@ class LakeTable:
             precombine_field=precombine_field,
             partition_fields=tuple(partition_fields),
             hive_style=hive_style,
+            table_version=table_version,
+            database=database,
         )
         config = TableConfig.from_properties(props)  # validate before touching the disk
         if precombine_field in record_key_fields:
             raise TableConfigError(f"precombine field {precombine_field!r} cannot also be a record key field")
-        TimelineStore(storage).initialize(props)
+        TimelineStore(storage, TimelineLayout.from_properties(props)).initialize(props)
         return cls(storage, config, clock)
 
     # -- views --------------------------------------------------------------------------------

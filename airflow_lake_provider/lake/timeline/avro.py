@@ -148,6 +148,14 @@ def schema_1x(full_name: str) -> dict[str, Any]:
     return fastavro.parse_schema(load_schema_text(_SCHEMAS_1X[full_name]), _write_hint=True)
 
 
+def write_avro_1x(full_name: str, record: Mapping[str, Any]) -> bytes:
+    """Serialise one commit metadata record under Hudi 1.x's schema (codec null), as Hudi 1.x writes
+    completed and inflight commit files."""
+    buf = io.BytesIO()
+    fastavro.writer(buf, schema_1x(full_name), [dict(record)], codec="null", validator=True)
+    return buf.getvalue()
+
+
 def read_commit_metadata(data: bytes, source: str) -> dict[str, Any]:
     """The record of a layout-2 commit metadata file, resolved to Hudi 1.x's schema of its record
     type (``HoodieCommitMetadata``, or ``HoodieReplaceCommitMetadata`` for a completed replace)."""

@@ -75,6 +75,15 @@ class WriteStat:
             )
         return out
 
+    def to_avro(self) -> dict[str, Any]:
+        """The ``HoodieWriteStat`` record of Hudi 1.x; what we do not track stays null (or 0 where
+        Spark writes 0), as Spark leaves it for such files."""
+        out = self.to_json()
+        for key in ("recordsStats", "prevBaseFile", "totalLogFiles"):
+            out.pop(key, None)
+        out.update(numUpdates=0, totalLogReadTimeMs=0)
+        return out
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any], partition: str) -> WriteStat:
         """Parse one stat; ``TypeError``/``ValueError`` if a field has the wrong type."""
@@ -146,6 +155,33 @@ class CommitMetadata:
                 part: list(ids) for part, ids in self.partition_to_replace_file_ids.items()
             }
         return json.dumps(body, indent=2).encode("utf-8")
+
+    def to_avro_bytes(self) -> bytes:
+        """The Avro commit metadata of timeline layout 2 (``HoodieCommitMetadata``, or
+        ``HoodieReplaceCommitMetadata`` when file groups are replaced), Hudi 1.x's schemas."""
+        from airflow_lake_provider.lake.timeline import avro as timeline_avro
+
+        record: dict[str, Any] = {
+            "partitionToWriteStats": {
+                part: [stat.to_avro() for stat in stats]
+                for part, stats in self.partition_to_write_stats.items()
+            },
+            "compacted": self.compacted,
+            "extraMetadata": dict(self.extra_metadata),
+            "version": None,
+            "operationType": self.operation_type,
+        }
+        name = timeline_avro.COMMIT_METADATA
+        if self.partition_to_replace_file_ids is not None:
+            name = timeline_avro.REPLACE_COMMIT_METADATA
+            record["partitionToReplaceFileIds"] = {
+                part: list(ids) for part, ids in self.partition_to_replace_file_ids.items()
+            }
+        return timeline_avro.write_avro_1x(name, record)
+
+    def to_bytes(self, avro: bool) -> bytes:
+        """Avro (timeline layout 2, table versions 8 and 9) or JSON (layout 1, version 6)."""
+        return self.to_avro_bytes() if avro else self.to_json_bytes()
 
     @classmethod
     def from_json_bytes(cls, data: bytes, source: str) -> CommitMetadata:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
@@ -24,7 +25,15 @@ from airflow_lake_provider.lake.format.properties import format_properties
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
 from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.heartbeat import Heartbeats
-from airflow_lake_provider.lake.timeline.instant import Action, Instant, State, validate_instant_time
+from airflow_lake_provider.lake.timeline.instant import (
+    DEFAULT_CLOCK,
+    Action,
+    Instant,
+    InstantClock,
+    State,
+    validate_instant_time,
+)
+from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
 from airflow_lake_provider.lake.timeline.markers import TEMP_DIR, Markers
 
 PROPERTIES_FILE = "hoodie.properties"
@@ -36,34 +45,66 @@ METADATA_DIR = "metadata"
 INSTANT_LOCK_WAIT_SECONDS = 30.0
 # Writers and compaction scheduling share this lock (see ``writer.write``).
 WRITE_LOCK = "write"
-# Folders Java creates at init; hudi-rs ignores them.
-_INIT_DIRS = ("archived", TEMP_DIR, ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
+# Folders Java creates at init; hudi-rs ignores them (layout 2 adds its timeline folders).
+_INIT_DIRS = (TEMP_DIR, ".aux/.bootstrap/.partitions", ".aux/.bootstrap/.fileids", ".schema")
 
 
 class TimelineStore:
     """Writes timeline files and ``hoodie.properties`` of one table; ``markers`` and ``heartbeats``
     write theirs."""
 
-    def __init__(self, location: str | os.PathLike[str] | Storage) -> None:
+    def __init__(
+        self,
+        location: str | os.PathLike[str] | Storage,
+        timeline_layout: TimelineLayout | None = None,
+        clock: InstantClock = DEFAULT_CLOCK,
+    ) -> None:
         self.storage = open_storage(location)
+        self._layout = timeline_layout
+        # Layout 2's completion times come from the same clock as the table's instant times.
+        self.clock = clock
         self.base_path = self.storage.root
         self.markers = Markers(self.storage)
         self.heartbeats = Heartbeats(self.storage)
 
-    def _create(self, name: str, content: bytes) -> None:
-        """Create ``.hoodie/<name>`` once; a second writer of the same file loses loudly."""
+    @property
+    def layout(self) -> TimelineLayout:
+        """The table's timeline layout (read from ``hoodie.properties`` on first use when not given)."""
+        if self._layout is None:
+            self._layout = TimelineLayout.detect(self.storage)
+        return self._layout
+
+    def _create(self, name: str, content: bytes, folder: str = HOODIE_DIR) -> None:
+        """Create ``<folder>/<name>`` once; a second writer of the same file loses loudly."""
         try:
-            self.storage.create(f"{HOODIE_DIR}/{name}", content)
+            self.storage.create(f"{folder}/{name}", content)
         except ObjectExistsError:
             raise CommitConflictError(
-                f"{self.storage.uri(HOODIE_DIR + '/' + name)} already exists; not overwriting it"
+                f"{self.storage.uri(folder + '/' + name)} already exists; not overwriting it"
             ) from None
+
+    def _create_instant(self, instant: Instant, content: bytes) -> None:
+        self._create(self.layout.file_name(instant), content, self.layout.folder)
+
+    def _instant_files(self, timestamp: str | None = None) -> list[Instant]:
+        """The instants the timeline folder's files name (those of ``timestamp`` only, if given)."""
+        found = []
+        for name in self.storage.list_names(self.layout.folder):
+            if timestamp is None or name[len(timestamp) : len(timestamp) + 1] in (".", "_"):
+                instant = self.layout.parse_file_name(name)
+                if instant is not None and (timestamp is None or instant.timestamp == timestamp):
+                    found.append(instant)
+        return found
 
     # -- table config -----------------------------------------------------------------------
     def initialize(self, props: Mapping[str, str]) -> None:
         """Create ``.hoodie/`` with its folders and ``hoodie.properties`` (create-only)."""
-        for sub in _INIT_DIRS:
-            self.storage.make_folder(f"{HOODIE_DIR}/{sub}")
+        if self.layout.history_folder is None:
+            folders = ["archived", *_INIT_DIRS]
+        else:
+            folders = [*_INIT_DIRS, self.layout.folder, self.layout.history_folder]
+        for sub in folders:
+            self.storage.make_folder(sub if sub.startswith(HOODIE_DIR + "/") else f"{HOODIE_DIR}/{sub}")
         self._create(PROPERTIES_FILE, format_properties(props).encode())
 
     def update_properties(self, props: Mapping[str, str]) -> None:
@@ -129,12 +170,9 @@ class TimelineStore:
     def _states_present(self, timestamp: str, savepoint: bool = False) -> dict[State, Instant]:
         """States of the instant at ``timestamp``; savepoints (which reuse a commit's time) apart."""
         found: dict[State, Instant] = {}
-        prefix = timestamp + "."
-        for name in self.storage.list_names(HOODIE_DIR):
-            if name.startswith(prefix):
-                instant = layout.parse_file_name(name)
-                if instant is not None and (instant.action is Action.SAVEPOINT) == savepoint:
-                    found[instant.state] = instant
+        for instant in self._instant_files(timestamp):
+            if (instant.action is Action.SAVEPOINT) == savepoint:
+                found[instant.state] = instant
         return found
 
     def create_requested(self, timestamp: str, action: Action, content: bytes = b"") -> Instant:
@@ -145,10 +183,10 @@ class TimelineStore:
         with self.exclusive("instant", INSTANT_LOCK_WAIT_SECONDS):
             present = self._states_present(timestamp)
             if present:
-                used = sorted(layout.file_name(i) for i in present.values())
+                used = sorted(self.layout.file_name(i) for i in present.values())
                 raise CommitConflictError(f"instant time {timestamp} is already used by {used}")
             instant = Instant(timestamp, State.REQUESTED, action)
-            self._create(layout.file_name(instant), content)
+            self._create_instant(instant, content)
         return instant
 
     def transition_to_inflight(self, instant: Instant, content: bytes = b"") -> Instant:
@@ -164,29 +202,44 @@ class TimelineStore:
                 f"{instant.timestamp}: no requested {instant.action.value} to move to inflight"
             )
         inflight = Instant(instant.timestamp, State.INFLIGHT, instant.action)
-        self._create(layout.file_name(inflight), content)
+        self._create_instant(inflight, content)
         return inflight
 
     def transition_to_completed(self, instant: Instant, content: bytes) -> Instant:
-        """inflight -> completed: the step that makes the instant's work visible; never overwrites."""
-        present = self._states_present(instant.timestamp)
+        """inflight -> completed: the step that makes the instant's work visible; never overwrites.
+
+        In layout 2 the completed file also carries the completion time: a new time from the clock,
+        later than every requested and completion time on the timeline (Hudi 1.x keeps both
+        monotonic), taken under the instant lock so no other instant starts or completes at it."""
+        if not self.layout.has_completion_times:
+            completed = self._completed(instant, self._states_present(instant.timestamp))
+            self._create_instant(completed, content)
+            return completed
+        with self.exclusive("instant", INSTANT_LOCK_WAIT_SECONDS):
+            on_timeline = self._instant_files()
+            present = {i.state: i for i in on_timeline if i.timestamp == instant.timestamp}
+            completed = self._completed(instant, present)
+            latest = max(t for i in on_timeline for t in (i.timestamp, i.completion_time or ""))
+            completed = replace(completed, completion_time=self.clock.next(after=latest))
+            self._create_instant(completed, content)
+        return completed
+
+    def _completed(self, instant: Instant, present: Mapping[State, Instant]) -> Instant:
         inflight = present.get(State.INFLIGHT)
         if inflight is None or inflight.action is not instant.action:
             raise InvalidStateTransitionError(
                 f"{instant.timestamp}: no inflight {instant.action.value} to complete "
-                f"(found {sorted(layout.file_name(i) for i in present.values())})"
+                f"(found {sorted(self.layout.file_name(i) for i in present.values())})"
             )
         if State.COMPLETED in present:
             raise CommitConflictError(f"{instant.timestamp}: already completed; a completed instant is final")
-        completed = inflight.with_state(State.COMPLETED)
-        self._create(layout.file_name(completed), content)
-        return completed
+        return inflight.with_state(State.COMPLETED)
 
     def update_pending(self, instant: Instant, content: bytes) -> None:
         """Rewrite the content of a requested or inflight file (never a completed one)."""
         if instant.is_completed:
             raise InvalidStateTransitionError(f"{instant}: completed timeline files are never rewritten")
-        self.storage.write(layout.instant_path(instant), content)
+        self.storage.write(self.layout.instant_path(instant), content)
 
     def remove_pending(self, timestamp: str) -> list[str]:
         """Delete the requested/inflight files of a pending instant (rollback); refuse a completed one."""
@@ -197,8 +250,8 @@ class TimelineStore:
         # Inflight first, so a crash leaves a requested instant (still pending), never an orphan inflight.
         for state in (State.INFLIGHT, State.REQUESTED):
             if state in present:
-                self.storage.delete(layout.instant_path(present[state]))
-                removed.append(layout.file_name(present[state]))
+                self.storage.delete(self.layout.instant_path(present[state]))
+                removed.append(self.layout.file_name(present[state]))
         return removed
 
     def remove_completed(self, instant: Instant) -> None:
@@ -212,8 +265,8 @@ class TimelineStore:
             raise InvalidStateTransitionError(f"{instant}: only a completed write is un-completed")
         present = self._states_present(instant.timestamp)
         if State.INFLIGHT not in present:  # keep it pending, never an orphan completed-less instant
-            self._create(layout.file_name(instant.with_state(State.INFLIGHT)), b"")
-        self.storage.delete(layout.instant_path(instant))
+            self._create_instant(instant.with_state(State.INFLIGHT), b"")
+        self.storage.delete(self.layout.instant_path(present.get(State.COMPLETED, instant)))
 
     def create_savepoint(self, timestamp: str, content: bytes) -> Instant:
         """Write ``<t>.savepoint.inflight`` then ``<t>.savepoint`` for the commit at ``timestamp``."""
@@ -222,9 +275,9 @@ class TimelineStore:
             raise CommitConflictError(f"{timestamp}: a savepoint already exists")
         inflight = Instant(timestamp, State.INFLIGHT, Action.SAVEPOINT)
         if State.INFLIGHT not in present:  # an interrupted create left it: finish it
-            self._create(layout.file_name(inflight), b"")
+            self._create_instant(inflight, b"")
         completed = inflight.with_state(State.COMPLETED)
-        self._create(layout.file_name(completed), content)
+        self._create_instant(completed, content)
         return completed
 
     def remove_savepoint(self, timestamp: str) -> None:

@@ -46,10 +46,11 @@ def write_file_group(
 
     ``reads``: the planning lookup's open base files (same process only), so a COW rewrite reads
     no part of its base file twice; without it the base file is opened here, once."""
-    if reads is not None:
-        return _GroupWriter(table, context, unit, fault, reads).run()
-    with BaseFileReads(table) as own:
-        return _GroupWriter(table, context, unit, fault, own).run()
+    with table.writing():  # a part of a write, also on v8/v9 (e.g. on a Spark executor)
+        if reads is not None:
+            return _GroupWriter(table, context, unit, fault, reads).run()
+        with BaseFileReads(table) as own:
+            return _GroupWriter(table, context, unit, fault, own).run()
 
 
 class _GroupWriter:
@@ -175,8 +176,14 @@ class _GroupWriter:
         assert newest is not None
         partition, file_id = self.unit.partition, self.unit.file_id
         base_name = merged.base_file.file_name if merged is not None and merged.base_file else ""
-        version = max((f.name.version for f in newest.log_files), default=0) + 1
-        name = LogFileName.create(file_id, newest.base_instant, version, self.token).name
+        if self.table.layout.has_completion_times:
+            # Hudi 1.x: a new log file per deltacommit, named by its (requested) time; readers put it
+            # in the slice its completion time falls into. Its write stat names that time as prevCommit.
+            version, log_instant, prev_commit = 1, self.instant, self.instant
+        else:
+            version = max((f.name.version for f in newest.log_files), default=0) + 1
+            log_instant = prev_commit = newest.base_instant
+        name = LogFileName.create(file_id, log_instant, version, self.token).name
         self.table.store.markers.create(self.instant, partition, name, IOType.APPEND)
         if self.operation is Operation.DELETE:
             block = self._delete_block(changes, partition, merged)
@@ -199,7 +206,7 @@ class _GroupWriter:
             file_id,
             partition,
             rel,
-            newest.base_instant,
+            prev_commit,
             num_writes=updated,
             num_deletes=deleted,
             num_update_writes=updated,

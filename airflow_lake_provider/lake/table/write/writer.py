@@ -18,6 +18,7 @@ from airflow_lake_provider.lake.config import registry
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     LakeError,
+    ReadOnlyTableVersionError,
     RollbackError,
     WriteInputError,
 )
@@ -115,6 +116,39 @@ def write(
     commit, the timeline is archived (``hoodie.archive.automatic``, default true); a failed
     archival is logged and the write stands.
     """
+    with table.writing():  # versions 8 and 9: writes only, no table service
+        result, archive = _write_checked(
+            table,
+            batch,
+            operation,
+            max_rows_per_file=max_rows_per_file,
+            fault=fault,
+            event_time_field=event_time_field,
+            options=options,
+            extra_metadata=extra_metadata,
+            runner=runner,
+        )
+    if not archive:
+        return result
+    if not table.config.is_writable_version:  # archival of v8/v9 (the LSM history) is not ours yet
+        log.info("no automatic archival on %s: table version %s", table.uri, table.config.table_version)
+        return result
+    return replace(result, archived=_archive_after_write(table, dict(options or {})))
+
+
+def _write_checked(
+    table: LakeTable,
+    batch: pa.Table,
+    operation: Operation | str,
+    *,
+    max_rows_per_file: int,
+    fault: FaultHook,
+    event_time_field: str | None,
+    options: Mapping[str, str] | None,
+    extra_metadata: Mapping[str, str] | None,
+    runner: GroupRunner | None,
+) -> tuple[WriteResult, bool]:
+    """:func:`write` up to its commit; also whether automatic archival is on."""
     table.require_writable()  # before the index checks, which read what a v8/v9 table holds otherwise
     try:
         operation = Operation(operation)
@@ -145,9 +179,7 @@ def write(
             runner,
             bloom,
         )
-    if not archive:
-        return result
-    return replace(result, archived=_archive_after_write(table, dict(options or {})))
+    return result, archive
 
 
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
@@ -187,7 +219,8 @@ def _write_locked(
         with heartbeat(table.store, instant, config):
             fault("requested")
             inflight_body = CommitMetadata(operation_type=operation.name, extra_metadata=extra)
-            inflight = table.store.transition_to_inflight(requested, inflight_body.to_json_bytes())
+            as_avro = table.layout.has_completion_times  # layout 2 (v8/v9): Avro commit metadata
+            inflight = table.store.transition_to_inflight(requested, inflight_body.to_bytes(as_avro))
             fault("inflight")
 
             context = WriteContext(instant, timeline, full_schema, avro, operation, bloom)
@@ -199,7 +232,7 @@ def _write_locked(
                 extra_metadata={**extra, **event_times},
             )
             fault("commit")
-            table.store.transition_to_completed(inflight, metadata.to_json_bytes())
+            table.store.transition_to_completed(inflight, metadata.to_bytes(as_avro))
     except Exception as exc:
         _roll_back_own(table, instant, exc)
         raise
@@ -215,9 +248,16 @@ def _ready_timeline(table: LakeTable, timeline: Timeline, config: FailedWritesCo
             f"{table.uri}: restore {restoring[0].timestamp} is pending; finish it before writing "
             f"(lake restore {table.uri} --savepoint ...)"
         )
-    if eligible_failed_writes(table, timeline, config) or timeline.filter(
-        [Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]
-    ):
+    failed = eligible_failed_writes(table, timeline, config)
+    rolling = timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT])
+    if (failed or rolling) and not table.config.is_writable_version:
+        names = ", ".join(sorted({i.timestamp for i in [*failed, *rolling]}))
+        raise ReadOnlyTableVersionError(
+            f"{table.uri}: write refused: failed write(s) or rollback(s) {names} must be rolled back "
+            f"first, and rollback on table version {table.config.table_version} (Hudi 1.x) is not "
+            "supported yet; nothing was changed"
+        )
+    if failed or rolling:
         rollback_failed_writes_locked(table, config)
         timeline = table.timeline()
     return timeline
@@ -295,6 +335,12 @@ def _roll_back_own(table: LakeTable, instant: str, error: Exception) -> None:
     try:
         if discard_failed_write(table, instant):
             _note(error, f"the write's instant {instant} of {table.uri} was undone: nothing of it is left")
+            return
+        if not table.config.is_writable_version:  # no rollback instants on v8/v9 yet
+            _note(
+                error,
+                f"its instant {instant} is left pending: rollback on table version 8/9 is not supported yet",
+            )
             return
         rollback_instant_locked(table, instant)
     except Exception as rollback_error:  # the write's own error is the one the caller must see

@@ -307,7 +307,7 @@ def test_clean_errors_and_a_held_lock_change_nothing(tmp_path: Path) -> None:
             "--option",
             "hoodie.cleaner.commits.retained=5",
         ],
-        "--policy KEEP_LATEST_FILE_VERSIONS and --option hoodie.cleaner.policy=KEEP_LATEST_COMMITS disagree": [
+        "--policy KEEP_LATEST_FILE_VERSIONS and --option hoodie.cleaner.policy=KEEP_LATEST_COMMITS di": [
             "--policy",
             "KEEP_LATEST_FILE_VERSIONS",
             "--option",

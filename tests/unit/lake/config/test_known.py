@@ -167,7 +167,8 @@ def test_a_key_nearer_to_a_hudi_key_than_to_ours_names_that_key_as_ignored(key: 
         # Hudi's keys are case-sensitive: nothing would read these, the clean would keep 10 commits.
         (
             "HOODIE.CLEANER.COMMITS.RETAINED",
-            "unknown option 'HOODIE.CLEANER.COMMITS.RETAINED'='1'; did you mean hoodie.cleaner.commits.retained?",
+            "unknown option 'HOODIE.CLEANER.COMMITS.RETAINED'='1'; "
+            "did you mean hoodie.cleaner.commits.retained?",
         ),
         (
             "Hoodie.keep.min.commits",

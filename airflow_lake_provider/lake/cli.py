@@ -206,10 +206,21 @@ def _cmd_show(args: argparse.Namespace) -> None:
 def _clean_options(args: argparse.Namespace, properties: Mapping[str, str]) -> dict[str, str]:
     options = _key_values(args.option, CleanConfigError)
     if args.policy:
-        options[POLICY_KEYS[0]] = args.policy
+        _set_flag(options, POLICY_KEYS[0], args.policy, "--policy", CleanConfigError)
     if args.retained is not None:  # the count of the policy in effect, hoodie.properties' included
-        options.update(CleanConfig.from_options(properties, options).retention_option(args.retained))
+        retention = CleanConfig.from_options(properties, options).retention_option(args.retained)
+        for key, value in retention.items():
+            _set_flag(options, key, value, "--retained", CleanConfigError)
     return options
+
+
+def _set_flag(options: dict[str, str], key: str, value: str, flag: str, error: type[LakeError]) -> None:
+    """Set ``key`` from its own flag; refused when an ``--option`` gave it another value (as an
+    ``--option`` given twice is): which one was meant?"""
+    given = options.get(key)
+    if given is not None and given != str(value):
+        raise error(f"{flag} {value} and --option {key}={given} disagree: give one of them")
+    options[key] = str(value)
 
 
 def _cmd_clean(args: argparse.Namespace) -> None:
@@ -271,7 +282,7 @@ def _cmd_archive(args: argparse.Namespace) -> None:
 def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
     options = _key_values(args.option, CompactionConfigError)
     if args.strategy:
-        options[STRATEGY_KEY] = args.strategy
+        _set_flag(options, STRATEGY_KEY, args.strategy, "--strategy", CompactionConfigError)
     return options
 
 

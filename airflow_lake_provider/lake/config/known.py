@@ -101,6 +101,17 @@ def _ignored(name: str) -> bool:
     return name.startswith(IGNORED_PREFIXES) and not any(_one_slip(name, known) for known in _REGISTERED)
 
 
+def _variant_of_ours(name: str) -> bool:
+    """A key outside the checked prefixes that is still meant as one of ours: a checked key in
+    another case or with spaces around it (``HOODIE.CLEANER.COMMITS.RETAINED``: Hudi's keys are
+    case-sensitive, so nothing would read it), or one slip from a registered Flink name
+    (``clean.retain_commit``). Passed over, the clean would run with the default retention."""
+    folded = name.strip().lower()
+    if folded.startswith(CHECKED_PREFIXES) or folded in BY_NAME:
+        return True
+    return any(_one_slip(folded, known) for known in _REGISTERED)
+
+
 def _nearest(name: str, names: list[str]) -> tuple[str, float] | None:
     near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
     return (near[0], difflib.SequenceMatcher(None, name, near[0]).ratio()) if near else None
@@ -122,7 +133,11 @@ def check_options(options: Mapping[str, object]) -> None:
     ignored = []
     for key in options:
         name = str(key)
-        if name in BY_NAME or not name.startswith(CHECKED_PREFIXES):
+        if name in BY_NAME:
+            continue
+        if not name.startswith(CHECKED_PREFIXES):
+            if _variant_of_ours(name):
+                raise ConfigError(f"unknown option {name!r}={options[key]!r}{_hint(name.strip().lower())}")
             continue
         if _ignored(name):
             ignored.append(name)

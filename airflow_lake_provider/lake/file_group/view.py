@@ -63,7 +63,7 @@ class FileSystemView:
         """
         storage = timeline.storage
         if partitions is not None:
-            names = sorted(set(partitions))
+            names = sorted({_partition_key(p) for p in partitions})
             if lister is not None:
                 listing = lister(names)
             elif sizes:
@@ -264,3 +264,10 @@ def _slotted_by_completion(
         else (name, slot_for_log(bases, timeline.completion_time(at) or at, at))
         for name, at in named
     ]
+
+
+def _partition_key(path: str) -> str:
+    """A partition path as the timeline and the listing key it (``region=eu``, ``""`` at the root):
+    ``region=eu/`` or ``/region=eu`` would list the same files under another key, so that the file
+    groups a replacecommit replaced there, keyed ``region=eu``, were read as live."""
+    return "/".join(part for part in path.split("/") if part not in ("", "."))

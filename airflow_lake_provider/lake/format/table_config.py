@@ -296,6 +296,15 @@ def _properties_1x(v6: Mapping[str, str], version: int) -> dict[str, str]:
     return props
 
 
+def check_table_version(props: Mapping[str, str], source: str) -> int:
+    """The readable table version ``props`` declare, its timeline layout checked against it: for
+    readers that take no other table setting (``lake metadata-table --check``), which would read the
+    timeline in the wrong place under a layout the version does not have."""
+    if not props.get("hoodie.table.version"):
+        raise TableConfigError(f"{source}: required property hoodie.table.version is missing")
+    return _check_version(props, source)
+
+
 def _check_version(props: Mapping[str, str], source: str) -> int:
     """The table version, if readable, with the timeline layout that version has."""
     version = props["hoodie.table.version"].strip()

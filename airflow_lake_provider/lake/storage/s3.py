@@ -112,6 +112,10 @@ class S3Storage(Storage):
         if parsed.scheme.lower() != "s3" or not parsed.netloc:
             raise StorageError(f"{uri}: not an s3://bucket/prefix location")
         self.bucket = parsed.netloc
+        if any(p in (".", "..") for p in parsed.path.split("/")):
+            # Not folders on S3 but literal key parts, which the S3 client refuses at the first
+            # request (a ValueError, not a storage error): refuse the location itself, named.
+            raise StorageError(f"{uri}: an S3 key has no . or .. folders: name the key as it is")
         self.prefix = "/".join(p for p in parsed.path.split("/") if p)
         self.root = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
         self.lock_ttl_seconds = lock_ttl_seconds

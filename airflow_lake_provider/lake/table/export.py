@@ -17,6 +17,8 @@ from airflow_lake_provider.lake.table.table import LakeTable
 # Parts smaller than this are gathered into one row group (a table of many small slices would
 # otherwise get a row group per slice).
 MIN_ROW_GROUP_ROWS = 65_536
+HIDDEN_SUFFIX = ".lake-inprogress"
+NAME_MAX_BYTES = 255
 
 
 def export_parquet(table: LakeTable, folder: Storage, name: str, as_of: str | None = None) -> int:
@@ -24,7 +26,7 @@ def export_parquet(table: LakeTable, folder: Storage, name: str, as_of: str | No
     returns its row count. The file appears whole or not at all: it is written under a hidden name
     beside it, then published under ``name`` (replacing a file there), and the hidden one removed."""
     schema, parts = snapshot_parts(table, as_of)
-    hidden = f".{name}.lake-inprogress"
+    hidden = hidden_name(name)
     try:
         with folder.open_output(hidden) as sink:
             rows = _write_parts(sink, schema, parts)
@@ -32,6 +34,15 @@ def export_parquet(table: LakeTable, folder: Storage, name: str, as_of: str | No
     finally:
         folder.delete(hidden)
     return rows
+
+
+def hidden_name(name: str) -> str:
+    """``.NAME.lake-inprogress``, ``NAME`` cut so that the hidden name fits where ``name`` fits
+    (255 bytes a name on most file systems): a long output name failed with "File name too long"
+    on a name the user never gave."""
+    room = NAME_MAX_BYTES - len(f".{HIDDEN_SUFFIX}")
+    cut = name.encode("utf-8")[:room].decode("utf-8", "ignore")
+    return f".{cut}{HIDDEN_SUFFIX}"
 
 
 def _write_parts(sink: object, schema: pa.Schema, parts: Iterator[pa.Table]) -> int:

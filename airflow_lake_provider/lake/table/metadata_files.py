@@ -23,7 +23,7 @@ from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
-from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.format.table_config import TableConfig, check_table_version
 from airflow_lake_provider.lake.log_file.delete_block import decode_delete_block
 from airflow_lake_provider.lake.log_file.hfile_block import (
     SCHEMA_INFO,
@@ -83,6 +83,8 @@ def _open_timeline(storage: Storage, mdt: bool) -> tuple[dict[str, str], Timelin
         raise TableNotFoundError(f"{storage.root} is not a Hudi table: no {missing}") from None
     source = storage.uri(props_rel)
     props = parse_properties(text, source)
+    if not mdt:
+        check_table_version(props, source)
     return props, Timeline.load(storage, TimelineLayout.from_properties(props, source))
 
 

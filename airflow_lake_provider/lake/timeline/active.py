@@ -54,7 +54,10 @@ class Timeline:
         latest: dict[tuple[str, bool], Instant] = {}
         compactions: set[str] = set()
         for name in storage.list_names(layout.folder):
-            instant = layout.parse_file_name(name)
+            try:
+                instant = layout.parse_file_name(name)
+            except InvalidInstantError as exc:
+                raise CorruptTimelineFileError(f"{storage.uri(f'{layout.folder}/{name}')}: {exc}") from None
             if instant is None:
                 continue
             if instant.action is Action.COMPACTION:

@@ -10,9 +10,17 @@ a completed instant carries its completion time too: ``<requested>_<completion>.
 from __future__ import annotations
 
 from airflow_lake_provider.lake.errors import InvalidInstantError
-from airflow_lake_provider.lake.timeline.instant import COMPLETES_AS, INSTANT_TIME_RE, Action, Instant, State
+from airflow_lake_provider.lake.timeline.instant import (
+    COMPLETES_AS,
+    INSTANT_TIME_RE,
+    Action,
+    Instant,
+    State,
+    validate_instant_time,
+)
 
 VERSION = 2
+_ACTIONS = frozenset(a.value for a in Action)
 
 
 def file_name(instant: Instant) -> str:
@@ -32,16 +40,25 @@ def file_name(instant: Instant) -> str:
 
 
 def parse_file_name(name: str) -> Instant | None:
-    """The instant a timeline file name names; ``None`` for files that are not instants."""
+    """The instant a timeline file name names; ``None`` for files that are not instants.
+
+    ``InvalidInstantError`` for a completed instant's name (``<time>_<completion>.<action>``) whose
+    completion time is not one: ignored, the instant would look pending and a read would leave out
+    its rows (Hudi fails on such a name too)."""
     parts = name.split(".")
     if len(parts) not in (2, 3):
         return None
-    time, _, completion = parts[0].partition("_")
+    time, completed, completion = parts[0].partition("_")
     if not INSTANT_TIME_RE.fullmatch(time):
         return None
     rest = parts[1:]
+    if completed and len(rest) == 1 and rest[0] in _ACTIONS:
+        try:
+            validate_instant_time(completion)
+        except InvalidInstantError as exc:
+            raise InvalidInstantError(f"a completed instant file with a bad completion time: {exc}") from None
     try:
-        if completion:  # only a completed instant carries a completion time
+        if completed:  # only a completed instant carries a completion time
             if len(rest) != 1 or not INSTANT_TIME_RE.fullmatch(completion):
                 return None
             action = Action(rest[0])

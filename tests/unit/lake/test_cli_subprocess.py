@@ -300,10 +300,29 @@ def test_clean_errors_and_a_held_lock_change_nothing(tmp_path: Path) -> None:
             "--option",
             "hoodie.cleaner.commits.retained=1",
         ],
+        # A flag and an --option setting one key to two values: refused too (the flag won silently).
+        "--retained 1 and --option hoodie.cleaner.commits.retained=5 disagree: give one of them": [
+            "--retained",
+            "1",
+            "--option",
+            "hoodie.cleaner.commits.retained=5",
+        ],
+        "--policy KEEP_LATEST_FILE_VERSIONS and --option hoodie.cleaner.policy=KEEP_LATEST_COMMITS di": [
+            "--policy",
+            "KEEP_LATEST_FILE_VERSIONS",
+            "--option",
+            "hoodie.cleaner.policy=KEEP_LATEST_COMMITS",
+        ],
     }
-    *errors, usage = lake_all(
+    strategy = ["--strategy", "LogFileNumBasedCompactionStrategy"]
+    *errors, usage, compact = lake_all(
         *(["clean", str(base), *argv] for argv in cases.values()),
         ["clean", str(base), "--policy", "KEEP_ALL"],
+        ["compact", str(base), "--mode", "schedule", *strategy, "--option", "hoodie.compaction.strategy=x"],
+    )
+    assert _error(compact) == (
+        "--strategy LogFileNumBasedCompactionStrategy and --option hoodie.compaction.strategy=x disagree: "
+        "give one of them"
     )
     for message, done in zip(cases, errors, strict=True):
         assert _error(done).startswith(message), (message, done.stderr)

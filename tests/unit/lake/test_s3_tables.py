@@ -392,3 +392,19 @@ def test_cli_read_refuses_an_output_inside_an_s3_table(
     assert s3_objects(s3_endpoint, s3_bucket) == before
     code, out, _ = _run(capsys, "read", uri, "--output", f"s3://{s3_bucket}/t2/x.parquet")  # a sibling prefix
     assert (code, out) == (0, f"0 rows -> s3://{s3_bucket}/t2/x.parquet\n")
+
+
+def test_cli_read_refuses_an_s3_output_with_dot_folders_in_one_line(
+    s3_bucket: str, s3_endpoint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``.`` and ``..`` are literal key parts on S3, which the S3 client refuses with a ValueError:
+    a traceback before, whether the output then lay inside the table's prefix or not."""
+    uri = f"s3://{s3_bucket}/t"
+    init = ["init", uri, "--table-type", "cow", "--name", "x", "--record-key", "id", "--precombine", "ts"]
+    assert _run(capsys, *init)[0] == 0
+    before = s3_objects(s3_endpoint, s3_bucket)
+    for folder in (f"{uri}/.", f"{uri}/../t", f"s3://{s3_bucket}/o/.."):
+        code, out, err = _run(capsys, "read", uri, "--output", f"{folder}/x.parquet")
+        assert (code, out) == (1, "")
+        assert err == f"lake: error: {folder}: an S3 key has no . or .. folders: name the key as it is\n"
+    assert s3_objects(s3_endpoint, s3_bucket) == before

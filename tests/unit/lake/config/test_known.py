@@ -161,6 +161,56 @@ def test_a_key_nearer_to_a_hudi_key_than_to_ours_names_that_key_as_ignored(key: 
     )
 
 
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        # Hudi's keys are case-sensitive: nothing would read these, the clean would keep 10 commits.
+        (
+            "HOODIE.CLEANER.COMMITS.RETAINED",
+            "unknown option 'HOODIE.CLEANER.COMMITS.RETAINED'='1'; "
+            "did you mean hoodie.cleaner.commits.retained?",
+        ),
+        (
+            "Hoodie.keep.min.commits",
+            "unknown option 'Hoodie.keep.min.commits'='1'; did you mean hoodie.keep.min.commits?",
+        ),
+        # An operator's options= dict is not stripped as the CLI's --option is.
+        (
+            " hoodie.cleaner.policy",
+            "unknown option ' hoodie.cleaner.policy'='1'; did you mean hoodie.cleaner.policy?",
+        ),
+        # One slip from a registered Flink name.
+        (
+            "clean.retain_commit",
+            "unknown option 'clean.retain_commit'='1'; did you mean clean.retain_commits?",
+        ),
+        ("archive.min_commit", "unknown option 'archive.min_commit'='1'; did you mean archive.min_commits?"),
+        (
+            "clean.retain_commits ",
+            "unknown option 'clean.retain_commits '='1'; did you mean clean.retain_commits?",
+        ),
+    ],
+)
+def test_a_case_or_space_variant_or_a_flink_name_slip_of_ours_is_refused(key: str, message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        check_options({key: "1"})
+    assert str(caught.value) == message
+
+
+def test_the_cli_refuses_an_upper_case_retention_and_changes_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _table(tmp_path)
+    before = tree_digest(path)
+    code = main(["clean", str(path), "--option", "HOODIE.CLEANER.COMMITS.RETAINED=1"])
+    assert (code, capsys.readouterr().err) == (
+        1,
+        "lake: error: unknown option 'HOODIE.CLEANER.COMMITS.RETAINED'='1'; "
+        "did you mean hoodie.cleaner.commits.retained?\n",
+    )
+    assert tree_digest(path) == before
+
+
 # -- through the CLI and an operator -------------------------------------------------------------
 def test_the_cli_accepts_a_copied_hudi_option_and_warns_that_it_is_ignored(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], logged: list[tuple[int, str]]

@@ -103,3 +103,15 @@ def test_export_failing_mid_stream_leaves_no_file_and_keeps_the_old_one(tmp_path
         export_parquet(table, open_storage(str(out)), "x.parquet")
     assert sorted(os.listdir(out)) == ["x.parquet"]
     assert (out / "x.parquet").read_bytes() == b"previous"
+
+
+def test_export_under_the_longest_file_name_publishes_it_and_leaves_no_hidden_file(tmp_path: Path) -> None:
+    """The hidden ``.NAME.lake-inprogress`` of a 255-byte name was 272 bytes: "File name too long"
+    (exit 1) on a name the file system takes."""
+    table = _mor_table(tmp_path / "t", rows=300)
+    name = "é" * 100 + "a" * 47 + ".parquet"  # 255 bytes of UTF-8
+    assert len(name.encode()) == 255
+    out = tmp_path / "out"
+    assert export_parquet(table, open_storage(str(out)), name) == 299  # one of 300 deleted
+    assert os.listdir(out) == [name]
+    assert pq.read_table(out / name).equals(read_snapshot(table))

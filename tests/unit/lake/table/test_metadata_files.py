@@ -244,3 +244,36 @@ def test_v6_layout_1_slice_by_base_instant_and_suffixed_instants(hudi_table_zip)
     assert listing.partitions == ("city=chennai", "city=san_francisco", "city=sao_paulo")
     assert listing.base_file == f".hoodie/metadata/files/files-0000-0_0-0-0_{init}.hfile"
     assert check_files_partition(storage).consistent
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (
+            ("hoodie.timeline.layout.version=2", "hoodie.timeline.layout.version=1"),
+            "hoodie.timeline.layout.version=1 must be 2 for table version 9",
+        ),
+        (
+            ("hoodie.table.version=9", "hoodie.table.version=6"),
+            "hoodie.timeline.layout.version=2 must be 1 for table version 6",
+        ),
+        (
+            ("hoodie.table.version=9", "hoodie.table.version=10"),
+            "hoodie.table.version=10 is not supported (only table versions 6, 8 and 9)",
+        ),
+    ],
+)
+def test_cli_check_refuses_a_version_and_layout_that_do_not_go_together(
+    hudi_table_zip, edit: tuple[str, str], message: str
+) -> None:
+    """Before, layout 1 on a version 9 table read the timeline from ``.hoodie/``: no completed
+    instant, so every file was dropped and the check reported the MDT inconsistent (exit 1, no
+    error); the others checked a table no other command opens and said it was consistent."""
+    table = hudi_table_zip(SIMPLE)
+    props = table / ".hoodie" / "hoodie.properties"
+    text = props.read_text()
+    assert edit[0] in text
+    props.write_text(text.replace(edit[0], edit[1]))
+    (found,) = lake_all(["metadata-table", str(table), "--check"])
+    assert (found.returncode, found.stdout) == (1, "")
+    assert found.stderr == f"lake: error: {props}: {message}\n"

@@ -131,3 +131,18 @@ def test_as_of_before_the_active_timeline_with_an_unpublished_history_file_reads
     assert read_snapshot(table, "20200101000000000").num_rows == 0
     assert read_snapshot(table, first).num_rows > 0  # the active timeline still reads
     assert tree_digest(path) == before
+
+
+@pytest.mark.parametrize("given", ["region=eu", "region=eu/", "/region=eu", "./region=eu"])
+def test_a_partition_given_with_slashes_reads_what_hudi_rs_reads_of_it(
+    given: str, hudi_table_zip: Callable[[str], Path]
+) -> None:
+    """Before, ``region=eu/`` listed the partition under another key than the replacecommit's
+    replaced file groups: 9 rows (stale copies of TXN-011 and TXN-012 among them) instead of 3."""
+    name = "mor_avro_v9_txns_simple_meta"
+    path = hudi_table_zip(name)
+    table = LakeTable.open(path)
+    theirs = _hudi_rs(path, None).filter(pa.compute.equal(pa.compute.field("region"), "eu"))
+    ours = read_snapshot(table, partitions=[given])
+    assert sorted(ours.column("_hoodie_record_key").to_pylist()) == ["TXN-011", "TXN-012", "TXN-018"]
+    _assert_same(ours, theirs, name, table, None)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, InvalidInstantError
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import layout, layout_v2
@@ -46,13 +47,45 @@ def test_layout_v2_parses_names_with_completion_times(name: str, expected: Insta
         f"{T}_{C}.clustering",  # a clustering completes as a replacecommit
         f"{T}_{C}.compaction",
         f"{T}_{C}.deltacommit.requested",
-        f"{T}_x.commit",
         f"{T}_{C}.nothing",
+        f"{T}_x.nothing",
         "history",
     ],
 )
 def test_layout_v2_ignores_names_that_are_not_its_instants(name: str) -> None:
     assert layout_v2.parse_file_name(name) is None
+
+
+@pytest.mark.parametrize("completion", ["x", "", "2026040318424192X", "20261403184241921", "2026040318424"])
+def test_a_completed_name_with_a_bad_completion_time_is_refused_not_taken_as_pending(completion: str) -> None:
+    with pytest.raises(InvalidInstantError, match="a completed instant file with a bad completion time"):
+        layout_v2.parse_file_name(f"{T}_{completion}.deltacommit")
+
+
+@pytest.mark.parametrize("command", [["timeline"], ["timeline", "-v"], ["read"]])
+def test_a_bad_completion_time_on_disk_is_one_error_line_naming_the_file(
+    command: list[str],
+    hudi_table_zip: Callable[[str], Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Before, the file was skipped: the deltacommit looked inflight and ``lake read`` wrote 1 row
+    of the table's 4, exit 0."""
+    path = hudi_table_zip("mor_avro_v9_nonpartitioned_rollback")
+    folder = path / ".hoodie" / "timeline"
+    bad = folder / "20260403184238571_2026040318424192X.deltacommit"
+    (folder / "20260403184238571_20260403184241921.deltacommit").rename(bad)
+    out = tmp_path / "out.parquet"
+    argv = [command[0], str(path), *command[1:]] + (["--output", str(out)] if command[0] == "read" else [])
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    assert captured.err == (
+        f"lake: error: {bad}: a completed instant file with a bad completion time: "
+        "instant time '2026040318424192X' is not 14 or 17 digits (yyyyMMddHHmmss[SSS])\n"
+    )
+    assert captured.out == "" and not out.exists()
+    with pytest.raises(CorruptTimelineFileError, match=str(bad)):
+        LakeTable.open(path).timeline()
 
 
 def test_layout_v1_unchanged_by_layout_2_names() -> None:

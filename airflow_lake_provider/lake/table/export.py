@@ -3,6 +3,8 @@ stream from the merge into the file, so the table is never held whole."""
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
@@ -19,14 +21,21 @@ from airflow_lake_provider.lake.table.table import LakeTable
 MIN_ROW_GROUP_ROWS = 65_536
 HIDDEN_SUFFIX = ".lake-inprogress"
 NAME_MAX_BYTES = 255
+RUN_ID_CHARS = 8
+# A hidden file of another run untouched this long is a killed run's leftover (a live run writes a
+# row group every 65,536 rows or more, far more often).
+STALE_AFTER_MS = 3_600_000
 
 
 def export_parquet(table: LakeTable, folder: Storage, name: str, as_of: str | None = None) -> int:
     """Write the snapshot of ``table`` (as of ``as_of``) as the parquet file ``name`` of ``folder``;
     returns its row count. The file appears whole or not at all: it is written under a hidden name
-    beside it, then published under ``name`` (replacing a file there), and the hidden one removed."""
+    of its own beside it (runs to the same output at the same time each write their own, and the last
+    to finish publishes), then published under ``name`` (replacing a file there), and the hidden one
+    removed; hidden files of killed runs older than an hour are removed too."""
     schema, parts = snapshot_parts(table, as_of)
-    hidden = hidden_name(name)
+    hidden = hidden_name(name, secrets.token_hex(RUN_ID_CHARS // 2))
+    _remove_stale(folder, name, hidden)
     try:
         with folder.open_output(hidden) as sink:
             rows = _write_parts(sink, schema, parts)
@@ -36,13 +45,38 @@ def export_parquet(table: LakeTable, folder: Storage, name: str, as_of: str | No
     return rows
 
 
-def hidden_name(name: str) -> str:
-    """``.NAME.lake-inprogress``, ``NAME`` cut so that the hidden name fits where ``name`` fits
+def hidden_name(name: str, run_id: str) -> str:
+    """``.NAME.RUN.lake-inprogress``, ``NAME`` cut so that the hidden name fits where ``name`` fits
     (255 bytes a name on most file systems): a long output name failed with "File name too long"
     on a name the user never gave."""
-    room = NAME_MAX_BYTES - len(f".{HIDDEN_SUFFIX}")
+    return f"{_hidden_prefix(name)}{run_id}{HIDDEN_SUFFIX}"
+
+
+def _hidden_prefix(name: str) -> str:
+    room = NAME_MAX_BYTES - len(f"..{'0' * RUN_ID_CHARS}{HIDDEN_SUFFIX}")
     cut = name.encode("utf-8")[:room].decode("utf-8", "ignore")
-    return f".{cut}{HIDDEN_SUFFIX}"
+    return f".{cut}."
+
+
+def _remove_stale(folder: Storage, name: str, own: str) -> None:
+    """Delete the hidden files of earlier runs to ``name`` that nothing wrote for an hour."""
+    prefix = _hidden_prefix(name)
+    now_ms = time.time() * 1000
+    try:
+        names = folder.list_names()
+    except FileNotFoundError:
+        return
+    for other in names:
+        if other == own or not (other.startswith(prefix) and other.endswith(HIDDEN_SUFFIX)):
+            continue
+        run_id = other[len(prefix) : -len(HIDDEN_SUFFIX)]
+        if len(run_id) != RUN_ID_CHARS or not all(c in "0123456789abcdef" for c in run_id):
+            continue
+        try:
+            if now_ms - folder.modified_ms(other) > STALE_AFTER_MS:
+                folder.delete(other)
+        except FileNotFoundError:
+            continue  # its run finished meanwhile
 
 
 def _write_parts(sink: object, schema: pa.Schema, parts: Iterator[pa.Table]) -> int:

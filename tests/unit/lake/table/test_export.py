@@ -5,6 +5,7 @@ where values repeat, and appears whole or not at all."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -115,3 +116,47 @@ def test_export_under_the_longest_file_name_publishes_it_and_leaves_no_hidden_fi
     assert export_parquet(table, open_storage(str(out)), name) == 299  # one of 300 deleted
     assert os.listdir(out) == [name]
     assert pq.read_table(out / name).equals(read_snapshot(table))
+
+
+def test_runs_to_the_same_output_at_once_each_write_their_own_hidden_file(tmp_path: Path) -> None:
+    """Three `lake read`s to one output at the same time: every run used `.NAME.lake-inprogress`,
+    so runs wrote into one file and two failed ("... does not exist") once the first had published
+    and removed it; a run could publish another's half-written file. Each run now has its own."""
+    import threading
+
+    table = _mor_table(tmp_path / "t", rows=300)
+    out = tmp_path / "out"
+    out.mkdir()
+    errors: list[BaseException] = []
+    start = threading.Barrier(3)
+
+    def run() -> None:
+        start.wait()
+        try:
+            export_parquet(table, open_storage(str(out)), "x.parquet")
+        except BaseException as exc:  # noqa: BLE001 (collected for the assertion)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert os.listdir(out) == ["x.parquet"]
+    assert pq.read_table(out / "x.parquet").equals(read_snapshot(table))
+
+
+def test_a_killed_runs_hidden_file_is_removed_once_stale_and_only_then(tmp_path: Path) -> None:
+    table = _mor_table(tmp_path / "t", rows=300)
+    out = tmp_path / "out"
+    out.mkdir()
+    stale, fresh = out / ".x.parquet.0123abcd.lake-inprogress", out / ".x.parquet.89abcdef.lake-inprogress"
+    foreign = out / ".x.parquet.notours.lake-inprogress"
+    for leftover in (stale, fresh, foreign):
+        leftover.write_bytes(b"half a parquet file")
+    two_hours_ago = time.time() - 7200
+    os.utime(stale, (two_hours_ago, two_hours_ago))
+    os.utime(foreign, (two_hours_ago, two_hours_ago))
+    export_parquet(table, open_storage(str(out)), "x.parquet")
+    assert sorted(os.listdir(out)) == sorted(["x.parquet", fresh.name, foreign.name])

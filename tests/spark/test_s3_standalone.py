@@ -228,10 +228,15 @@ def test_compaction_and_clean_of_s3_tables_on_two_workers(
     assert left == sorted([commits[2], commits[3]] * 2)
     assert cow.timeline().last_completed(Action.CLEAN).timestamp == cleaned["instant"]  # type: ignore[union-attr]
 
-    # Both workers ran executors of both jobs, each from the shipped zip, with no secret on disk logs.
+    # Both workers ran executors of both jobs from the shipped zip, with no secret on disk logs. (An
+    # executor a loaded machine starts late, or again after losing one, may get no task and so fetch
+    # no zip: each job needs one executor with the zip per worker, not every executor directory.)
     executors = _executor_dirs(work_dirs)
     assert all(len(dirs) >= 2 for dirs in executors), executors
     for dirs in executors:
+        apps = {d.parent for d in dirs}
+        assert len(apps) >= 2, dirs
+        for app in apps:
+            assert any((d / "lake-core.zip").is_file() for d in dirs if d.parent == app), (app, dirs)
         for d in dirs:
-            assert (d / "lake-core.zip").is_file()
             assert SECRET not in (d / "stderr").read_text(errors="replace")

@@ -69,7 +69,7 @@ def _make_rows(n: int, ids, ts, rng):  # noqa: ANN001, ANN202 - numpy/pyarrow ty
     )
 
 
-def build_table(path: Path, rows: int, updates: int) -> None:
+def build_table(path: Path, rows: int, updates: int, table_version: int = 6) -> None:
     """Create the MOR table: one insert into a single base file, one upsert into one log file."""
     import numpy as np
     import pyarrow as pa
@@ -81,7 +81,12 @@ def build_table(path: Path, rows: int, updates: int) -> None:
     ids = pa.array([f"key{i:09d}" for i in range(rows)], pa.string())
     base = _make_rows(rows, ids, rng.integers(1, 1_000_000, rows), rng)
     table = LakeTable.create(
-        path, name="read_slice_bench", table_type="mor", record_key_fields=("id",), precombine_field="ts"
+        path,
+        name="read_slice_bench",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        table_version=table_version,
     )
     writer.write(table, base, "insert", max_rows_per_file=max(rows, 1_000_000))
     picked = np.sort(rng.choice(rows, size=updates, replace=False))

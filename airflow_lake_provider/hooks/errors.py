@@ -60,6 +60,9 @@ def check_options(options: Mapping[str, Any] | None, what: str) -> dict[str, str
     """An operator's ``options`` as strings, unknown ``hoodie.``/``lake.`` keys refused (no retry)."""
     from airflow_lake_provider.lake.config import check_options as check
 
+    odd = [k for k in (options or {}) if not isinstance(k, str)]
+    if odd:  # str() would make a name no option reads, and the value would be dropped without a word
+        raise LakeConfigError(f"{what}: option names are strings: {odd[0]!r}")
     given = {str(k): str(v) for k, v in (options or {}).items() if v is not None}
     with core_errors(what):
         check(given)

@@ -149,3 +149,13 @@ def test_a_typo_in_any_option_family_fails_at_once_naming_key_and_value(
     for _, message in TASKS.values():
         assert message.format(table=table.uri, input=source) in out
     assert tree_digest(tmp_path / "trips") == before  # every refusal came before any change
+
+
+@pytest.mark.parametrize("key", [3, None])
+def test_an_option_name_that_is_not_a_string_fails_at_once(key: object) -> None:
+    """Before, ``options={3: "x"}`` became the name "3", which no option reads: the value was
+    dropped without a word and the task ran on defaults."""
+    from airflow_lake_provider.hooks.errors import LakeConfigError, check_options
+
+    with pytest.raises(LakeConfigError, match=f"clean of t: option names are strings: {key!r}"):
+        check_options({"hoodie.cleaner.commits.retained": "1", key: "x"}, "clean of t")  # type: ignore[dict-item]

@@ -132,7 +132,9 @@ def check_options(options: Mapping[str, object]) -> None:
     warning) the Hudi keys accepted that no option here reads."""
     ignored = []
     for key in options:
-        name = str(key)
+        if not isinstance(key, str):  # no option reads it: its value would be dropped without a word
+            raise ConfigError(f"option names are strings: {key!r}={options[key]!r}")
+        name = key
         if name in BY_NAME:
             continue
         if not name.startswith(CHECKED_PREFIXES):

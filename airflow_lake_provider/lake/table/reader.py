@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import (
+    ConfigError,
     CorruptDataFileError,
     CorruptLogBlockError,
     InstantArchivedError,
@@ -391,6 +392,10 @@ def _snapshot(
     table: LakeTable, as_of: str | None, partitions: Iterable[str] | None
 ) -> tuple[SliceReader | None, list[FileSlice]]:
     """The reader and latest slices of a snapshot (no reader while the table has no schema)."""
+    if isinstance(partitions, str):  # iterated, a string is its letters: no partition, no rows
+        raise ConfigError(
+            f"{table.uri}: partitions must be a list of partition paths, not the string {partitions!r}"
+        )
     timeline = table.timeline()
     if as_of is not None:
         validate_instant_time(as_of)

@@ -43,8 +43,8 @@ def parse_file_name(name: str) -> Instant | None:
     """The instant a timeline file name names; ``None`` for files that are not instants.
 
     ``InvalidInstantError`` for a completed instant's name (``<time>_<completion>.<action>``) whose
-    completion time is not one: ignored, the instant would look pending and a read would leave out
-    its rows (Hudi fails on such a name too)."""
+    completion time is not one, or is before the instant's own time: ignored, the instant would look
+    pending and a read would leave out its rows (Hudi fails on such a name too)."""
     parts = name.split(".")
     if len(parts) not in (2, 3):
         return None
@@ -57,6 +57,13 @@ def parse_file_name(name: str) -> Instant | None:
             validate_instant_time(completion)
         except InvalidInstantError as exc:
             raise InvalidInstantError(f"a completed instant file with a bad completion time: {exc}") from None
+        if completion.ljust(17, "0") < time.ljust(17, "0"):  # (14-digit times are whole seconds)
+            # A writer takes the completion time after the requested one: slicing by it would put
+            # the instant's logs in a slice older than the write.
+            raise InvalidInstantError(
+                f"a completed instant file with a bad completion time: {completion} is before the "
+                f"instant's own time {time}"
+            )
     try:
         if completed:  # only a completed instant carries a completion time
             if len(rest) != 1 or not INSTANT_TIME_RE.fullmatch(completion):

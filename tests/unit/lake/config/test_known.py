@@ -253,3 +253,10 @@ def test_an_operator_runs_with_copied_hudi_options_and_logs_them_as_ignored(
     assert logged == [
         (logging.WARNING, "ignoring Hudi options this provider does not use: hoodie.rollback.parallelism")
     ]
+
+
+@pytest.mark.parametrize("key", [3, None, ("hoodie.cleaner.commits.retained",)])
+def test_an_option_name_that_is_not_a_string_is_refused(key: object) -> None:
+    """Before, ``options={3: "x"}`` was passed over: no option reads a key that is not a string."""
+    with pytest.raises(ConfigError, match=r"option names are strings: "):
+        check_options({"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS", key: "x"})  # type: ignore[dict-item]

@@ -18,7 +18,7 @@ import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.errors import TableConfigError, UnsupportedLogBlockError
+from airflow_lake_provider.lake.errors import ConfigError, TableConfigError, UnsupportedLogBlockError
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, encode_block, parse_log_bytes
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -146,3 +146,12 @@ def test_a_partition_given_with_slashes_reads_what_hudi_rs_reads_of_it(
     ours = read_snapshot(table, partitions=[given])
     assert sorted(ours.column("_hoodie_record_key").to_pylist()) == ["TXN-011", "TXN-012", "TXN-018"]
     _assert_same(ours, theirs, name, table, None)
+
+
+def test_partitions_given_as_one_string_are_refused_by_name(hudi_table_zip: Callable[[str], Path]) -> None:
+    """Before, ``partitions="region=eu"`` was read as the partitions "r", "e", "g"...: 0 rows, no error."""
+    table = LakeTable.open(hudi_table_zip("mor_avro_v9_txns_simple_meta"))
+    with pytest.raises(
+        ConfigError, match="partitions must be a list of partition paths, not the string 'region=eu'"
+    ):
+        read_snapshot(table, partitions="region=eu")

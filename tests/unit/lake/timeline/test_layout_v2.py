@@ -56,7 +56,13 @@ def test_layout_v2_ignores_names_that_are_not_its_instants(name: str) -> None:
     assert layout_v2.parse_file_name(name) is None
 
 
-@pytest.mark.parametrize("completion", ["x", "", "2026040318424192X", "20261403184241921", "2026040318424"])
+@pytest.mark.parametrize(
+    "completion",
+    [
+        *("x", "", "2026040318424192X", "20261403184241921", "2026040318424"),
+        *("20260307135840453", "20260307135839"),  # before the instant's own time
+    ],
+)
 def test_a_completed_name_with_a_bad_completion_time_is_refused_not_taken_as_pending(completion: str) -> None:
     with pytest.raises(InvalidInstantError, match="a completed instant file with a bad completion time"):
         layout_v2.parse_file_name(f"{T}_{completion}.deltacommit")

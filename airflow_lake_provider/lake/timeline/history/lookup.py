@@ -37,6 +37,14 @@ class ArchivedLookup:
         self._entries: list[ArchivedEntry] | None = None
         self._entries_until: str | None = None
 
+    def __getstate__(self) -> dict[str, object]:
+        # Shipped with its timeline to Spark tasks (a write's plan): the location only; the lock
+        # cannot be pickled, and the caches are rebuilt where they are needed.
+        return {"storage": self.storage, "folder": self.folder, "before": self.before}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__(state["storage"], state["before"], state["folder"])  # type: ignore[misc, arg-type]
+
     @cached_property
     def history(self) -> History:
         from airflow_lake_provider.lake.timeline.history.reader import History

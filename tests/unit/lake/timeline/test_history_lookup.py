@@ -90,3 +90,19 @@ def test_the_history_folder_is_the_one_given(tmp_path: Path) -> None:
     HistoryWriter(storage, "elsewhere").append([entry(1)])
     assert ArchivedLookup(storage, None, "elsewhere").instants()[0].timestamp == t(1)
     assert ArchivedLookup(storage, None).instants() == []
+
+
+def test_a_lookup_pickles_as_its_location_and_answers_on_the_other_side(tmp_path: Path) -> None:
+    """A v8 write's plan ships the timeline (and so its lookup) to Spark tasks: the lock in it
+    failed the Spark write job with "cannot pickle '_thread.lock' object"."""
+    import pickle
+
+    from airflow_lake_provider.lake.storage import LocalStorage
+
+    storage = LocalStorage(tmp_path)
+    HistoryWriter(storage).append([delta(i) for i in range(3)])
+    lookup = ArchivedLookup(storage, before=t(30))
+    assert lookup.completion_time(t(1)) == done(1)  # its caches filled: they do not travel
+    copy = pickle.loads(pickle.dumps(lookup))
+    assert (copy.storage.root, copy.folder, copy.before) == (storage.root, lookup.folder, t(30))
+    assert copy.completion_time(t(2)) == done(2)

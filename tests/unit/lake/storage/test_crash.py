@@ -15,15 +15,6 @@ from airflow_lake_provider.lake.storage import (
     Storage,
     local_path,
 )
-from airflow_lake_provider.lake.storage.s3 import S3Storage
-
-
-@pytest.fixture(params=["local", "s3"])
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    if request.param == "local":
-        return LocalStorage(tmp_path / "t")
-    bucket = request.getfixturevalue("s3_bucket")
-    return S3Storage(f"s3://{bucket}/tables/t")
 
 
 def test_every_durable_step_is_counted_once_and_reads_are_not(storage: Storage) -> None:
@@ -48,6 +39,20 @@ def test_every_durable_step_is_counted_once_and_reads_are_not(storage: Storage) 
         assert probe.steps == common
     else:  # a local disk deletes, and counts, file by file
         assert probe.steps == [*common, "delete q", "delete p/a", "delete p/m"]
+
+
+def test_a_step_counts_once_it_is_done_and_the_crash_comes_right_after(storage: Storage) -> None:
+    probe = CrashingStorage(storage)
+    probe.write("a", b"1")
+    probe.create("b", b"2")
+    with probe.open_output("c") as fh:
+        fh.write(b"3")
+    probe.delete("a")
+    probe.delete("a")  # already gone: no step
+    assert probe.steps == ["write a", "create b", "create c", "delete a"]
+    with pytest.raises(SimulatedCrash):
+        CrashingStorage(storage, after=1).write("d", b"4")
+    assert storage.read("d") == b"4"  # the crash comes right after the durable step
 
 
 def test_children_and_parent_share_the_count_and_the_crash(storage: Storage) -> None:

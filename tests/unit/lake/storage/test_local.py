@@ -27,20 +27,11 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.storage import (
     CrashingStorage,
     LocalStorage,
-    SimulatedCrash,
     Storage,
     local_path,
     open_storage,
 )
 from airflow_lake_provider.lake.storage.s3 import S3Storage
-
-
-@pytest.fixture(params=["local", "s3"])
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Storage:
-    if request.param == "local":
-        return LocalStorage(tmp_path / "t")
-    bucket = request.getfixturevalue("s3_bucket")
-    return S3Storage(f"s3://{bucket}/tables/t")
 
 
 @pytest.fixture
@@ -221,20 +212,6 @@ def test_copy_publishes_a_whole_file_and_keeps_the_source(storage: Storage) -> N
     with pytest.raises(ObjectNotFoundError):
         storage.copy("p/missing", "p/g.parquet")
     assert contents(storage) == {"p/.f.parquet.inprogress": b"PAR1 new", "p/f.parquet": b"PAR1 new"}
-
-
-def test_durable_steps_are_counted_on_both_storages(storage: Storage) -> None:
-    probe = CrashingStorage(storage)
-    probe.write("a", b"1")
-    probe.create("b", b"2")
-    with probe.open_output("c") as fh:
-        fh.write(b"3")
-    probe.delete("a")
-    probe.delete("a")  # already gone: no step
-    assert probe.steps == ["write a", "create b", "create c", "delete a"]
-    with pytest.raises(SimulatedCrash):
-        CrashingStorage(storage, after=1).write("d", b"4")
-    assert contents(storage)["d"] == b"4"  # the crash comes right after the durable step
 
 
 def test_parent_is_the_folder_above(storage: Storage) -> None:

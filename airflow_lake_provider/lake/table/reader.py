@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -36,7 +37,7 @@ from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, decod
 from airflow_lake_provider.lake.log_file.log_format import BlockType, LogBlock
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, LogItem, LogMerge
-from airflow_lake_provider.lake.table.stream import stream_slices
+from airflow_lake_provider.lake.table.stream import read_ahead, stream_slices
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import validate_instant_time
@@ -300,28 +301,31 @@ class SliceReader:
     def slice_parts(self, slice_: FileSlice) -> Iterator[pa.Table]:
         """The slice's live rows, a part at a time: the base file streamed a row group at a time
         through the merge with the log (surviving rows in base order), then the log's rows. Only the
-        log's merged records and one row group of the base are held while parts are produced."""
+        log's merged records and a few row groups of the base (one being merged, two read ahead while the
+        log is decoded and merged) are held while parts are produced."""
         if not slice_.log_files:
             yield from self.base_parts(slice_)
             return
         with ThreadPoolExecutor(max_workers=1) as pool:
-            # The log decoding and the parquet read of the base file's keys both release the GIL.
+            # The log decoding and the parquet reads of the base file (its keys, then its row groups,
+            # a few ahead) release the GIL: the base is decoded while the log is.
             pending = pool.submit(self.log_items, slice_.log_files)
             all_keys = self.base_key_column(slice_)
-            merge = self._log_merge(pending.result())
-        if merge is None:
-            yield from self.base_parts(slice_)
-            return
-        # The base file's keys matched against the log's at once: per row group the log's keys
-        # would be hashed again each time.
-        match_all = merge.match(all_keys) if all_keys is not None else None
-        offset = 0
-        for part in self.base_parts(slice_, keys=all_keys):
-            match = match_all.slice(offset, part.num_rows) if match_all is not None else None
-            offset += part.num_rows
-            kept = merge.kept_base(part, self.keys_of(part), match)
-            if kept.num_rows:
-                yield kept
+            with read_ahead(functools.partial(self.base_parts, slice_, keys=all_keys)) as parts:
+                merge = self._log_merge(pending.result())
+                if merge is None:
+                    yield from parts
+                    return
+                # The base file's keys matched against the log's at once: per row group the log's
+                # keys would be hashed again each time.
+                match_all = merge.match(all_keys) if all_keys is not None else None
+                offset = 0
+                for part in parts:
+                    match = match_all.slice(offset, part.num_rows) if match_all is not None else None
+                    offset += part.num_rows
+                    kept = merge.kept_base(part, self.keys_of(part), match)
+                    if kept.num_rows:
+                        yield kept
         del match_all, all_keys
         yield merge.log_rows()
 

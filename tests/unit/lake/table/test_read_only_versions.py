@@ -53,9 +53,6 @@ def _commands(table: Path, instant: str, source: Path) -> dict[str, list[str]]:
         "compact-spark": ["compact", t, "--mode", "run", "--force", "--spark"],
         "savepoint-create": ["savepoint", "create", t, "--instant", instant],
         "savepoint-delete": ["savepoint", "delete", t, "--instant", instant],
-        "rollback-failed": ["rollback", t],
-        "rollback-instant": ["rollback", t, "--instant", instant, "--force"],
-        "restore": ["restore", t, "--savepoint", instant],
     }
 
 

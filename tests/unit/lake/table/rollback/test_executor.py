@@ -92,7 +92,13 @@ def _savepoint(table: LakeTable, instant: str) -> None:
                 raise
     folder = table.base_path / table.layout.folder
     (folder / f"{instant}.savepoint.inflight").unlink()  # what the failed attempt left
-    record = {"savepointedBy": "test", "savepointedAt": 0, "comments": "", "partitionMetadata": {}, "version": 1}
+    record = {
+        "savepointedBy": "test",
+        "savepointedAt": 0,
+        "comments": "",
+        "partitionMetadata": {},
+        "version": 1,
+    }
     completion = table.clock.next(after=table.timeline().latest_time)
     (folder / f"{instant}.savepoint.inflight").write_bytes(b"")
     (folder / f"{instant}_{completion}.savepoint").write_bytes(
@@ -373,7 +379,9 @@ def test_forced_rollback_crash_at_every_step_reads_before_or_with_the_commit(
 
 
 @pytest.mark.parametrize("version", VERSIONS)
-def test_lazy_policy_rolls_back_only_expired_heartbeats_and_names_garbage(tmp_path: Path, version: int) -> None:
+def test_lazy_policy_rolls_back_only_expired_heartbeats_and_names_garbage(
+    tmp_path: Path, version: int
+) -> None:
     path = tmp_path / "t"
     table, model = _seed(path, "cow", version)
     lazy = {"hoodie.cleaner.policy.failed.writes": "LAZY"}

@@ -1,0 +1,147 @@
+"""Rollback and restore on copies of the Spark-written Hudi 1.x tables (versions 8 and 9), hudi-rs
+the judge: a write whose completed file is gone (its writer died before completing) is rolled back
+from a listing of its files, the latest completed write is rolled back with ``--force``; the tables
+with Hudi's metadata table are refused with nothing changed, or dropped first when the caller sets
+``hoodie.metadata.enable=false``. What we write decodes under Hudi 1.x's schemas."""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import fastavro
+import pyarrow as pa
+import pytest
+from hudi import HudiTableBuilder
+
+from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.rollback.executor import rollback
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from tests.tree_digest import tree_digest
+
+# Spark-written tables without a metadata table, of both types and versions.
+NO_MDT = [
+    "cow_v8_complexkeygen_hivestyle",
+    "cow_v8_nonpartitioned",
+    "cow_v8_simplekeygen_nonhivestyle",
+    "cow_v9_txns_complex_nometa",
+    "cow_v9_txns_nonpart_nometa",
+    "cow_v9_txns_simple_nometa",
+    "mor_avro_v9_txns_complex_nometa",
+    "mor_avro_v9_txns_nonpart_nometa",
+    "mor_avro_v9_txns_simple_nometa",
+]
+# With Hudi's metadata table (hudi-rs lists through its ``files`` partition).
+WITH_MDT = ["cow_v9_txns_simple_meta", "mor_avro_v9_txns_simple_meta", "mor_avro_v9_nonpartitioned_rollback"]
+
+
+def _rows(table: pa.Table) -> list[str]:
+    cols = sorted(c for c in table.column_names if c != "_hoodie_file_name")
+    return sorted(repr(r) for r in table.select(cols).to_pylist())
+
+
+def _hudi_rs(path: Path) -> pa.Table:
+    batches = HudiTableBuilder.from_base_uri(str(path)).build().read()
+    return pa.Table.from_batches(batches) if batches else pa.table({})
+
+
+def _assert_reads(path: Path, expected: list[str]) -> None:
+    """Ours == hudi-rs == ``expected`` (rows, every column but the file name), none pending."""
+    table = LakeTable.open(path)
+    assert _rows(read_snapshot(table)) == expected
+    theirs = _hudi_rs(path)
+    assert (_rows(theirs) if theirs.num_rows else []) == expected
+    assert [i for i in table.timeline().pending if i.action is not Action.CLUSTERING] == []
+
+
+def _files_of(path: Path, instant: str) -> list[Path]:
+    """Data files named with ``instant`` (base files it wrote, v8/v9 log files of its deltacommit)."""
+    out = []
+    for p in path.rglob("*"):
+        if ".hoodie" in p.parts or not p.is_file():
+            continue
+        base, log = BaseFileName.parse(p.name), LogFileName.parse(p.name)
+        named = base.instant if base else log.base_instant if log else None
+        if named == instant:
+            out.append(p)
+    return sorted(out)
+
+
+def _last_write(table: LakeTable) -> Instant:
+    return max(table.timeline().completed_commits, key=lambda i: i.completion_time or "")
+
+
+def _decodes_as_hudi_1x(path: Path, table: LakeTable, rb: Instant) -> dict:
+    """The completed rollback file decodes under Hudi 1.x's rollback metadata schema."""
+    data = (path / table.layout.instant_path(rb)).read_bytes()
+    schema = timeline_avro.schema_1x(timeline_avro.ROLLBACK_METADATA)
+    (record,) = fastavro.reader(io.BytesIO(data), reader_schema=schema)
+    return record
+
+
+@pytest.mark.parametrize("name", NO_MDT)
+def test_a_dead_spark_write_is_rolled_back_from_a_listing(
+    name: str, hudi_table_zip: Callable[[str], Path]
+) -> None:
+    """The latest Spark write loses its completed file (its writer "died" before completing; Spark
+    removed its markers): the rollback finds its files by name, deletes exactly them, and the table
+    reads as before the write, in hudi-rs too."""
+    path = hudi_table_zip(name)
+    table = LakeTable.open(path)
+    last = _last_write(table)
+    before = [i for i in table.timeline().completed_commits if i.timestamp != last.timestamp]
+    expected = _rows(read_snapshot(table, before[-1].timestamp)) if before else []
+    made = _files_of(path, last.timestamp)
+    assert made, f"{name}: the latest write {last.timestamp} named no file"
+    (path / table.layout.instant_path(last)).unlink()
+    [result] = rollback(LakeTable.open(path))
+    assert result.target == last.timestamp
+    assert sorted(result.deleted) == sorted(str(p.relative_to(path)) for p in made)
+    assert result.marked == ()
+    assert [p for p in made if p.exists()] == []
+    _assert_reads(path, expected)
+    timeline = LakeTable.open(path).timeline()
+    (rb,) = [i for i in timeline.filter([Action.ROLLBACK], [State.COMPLETED]) if i.timestamp > last.timestamp]
+    record = _decodes_as_hudi_1x(path, table, rb)
+    assert record["commitsRollback"] == [last.timestamp] and record["totalFilesDeleted"] == len(made)
+
+
+@pytest.mark.parametrize("name", NO_MDT)
+def test_forced_rollback_of_the_latest_spark_write(name: str, hudi_table_zip: Callable[[str], Path]) -> None:
+    path = hudi_table_zip(name)
+    table = LakeTable.open(path)
+    last = _last_write(table)
+    earlier = [i.timestamp for i in table.timeline().completed_commits if i.timestamp != last.timestamp]
+    expected = _rows(read_snapshot(table, earlier[-1])) if earlier else []
+    [result] = rollback(table, last.timestamp, force=True)
+    assert result.target == last.timestamp and result.marked == ()
+    _assert_reads(path, expected)
+    assert LakeTable.open(path).timeline().get(last.timestamp) is None
+
+
+@pytest.mark.parametrize("name", WITH_MDT)
+def test_rollback_on_a_table_with_a_metadata_table_refused_or_dropped_first(
+    name: str, hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before anything is written (hudi-rs would list through a stale MDT), unless the caller
+    drops it (``hoodie.metadata.enable=false``, as a Hudi 1.x writer does); then hudi-rs lists files
+    and reads what we read."""
+    path = hudi_table_zip(name)
+    table = LakeTable.open(path)
+    last = _last_write(table)
+    earlier = [i.timestamp for i in table.timeline().completed_commits if i.timestamp != last.timestamp]
+    expected = _rows(read_snapshot(table, earlier[-1])) if earlier else []
+    (path / table.layout.instant_path(last)).unlink()  # a dead writer's instant
+    before = tree_digest(path)
+    assert main(["rollback", str(path)]) == 1
+    assert "metadata" in capsys.readouterr().err
+    assert tree_digest(path) == before
+    code = main(["rollback", str(path), "--option", "hoodie.metadata.enable=false"])
+    assert code == 0, capsys.readouterr().err
+    assert not (path / ".hoodie" / "metadata").exists()
+    _assert_reads(path, expected)

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from crash_support import crashing, steps_of
 from hudi import HudiTableBuilder
+from savepoint_support import savepoint
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.errors import HeartbeatError, RollbackError, StorageError, UnsafePathError
@@ -73,37 +74,6 @@ def _timeline_dir(path: Path) -> Path:
     """Where the table's instant files are: ``.hoodie/`` (v6) or ``.hoodie/timeline/`` (v8/v9)."""
     v2 = path / ".hoodie" / "timeline"
     return v2 if v2.is_dir() else path / ".hoodie"
-
-
-def _savepoint(table: LakeTable, instant: str) -> None:
-    """A savepoint of ``instant`` through the savepoint service, inside a write scope (savepoints on
-    v8 are not this module's subject). Until the timeline store writes a layout-2 savepoint (its
-    completed file carries a completion time), a v8 savepoint's two files are written here as Hudi
-    1.x names them: ``<t>.savepoint.inflight`` (empty), ``<t>_<completion>.savepoint``."""
-    from airflow_lake_provider.lake.errors import InvalidInstantError
-    from airflow_lake_provider.lake.services.savepoint import create_savepoint
-
-    with table.writing():
-        try:
-            create_savepoint(table, instant)
-            return
-        except InvalidInstantError:
-            if not table.layout.has_completion_times:
-                raise
-    folder = table.base_path / table.layout.folder
-    (folder / f"{instant}.savepoint.inflight").unlink()  # what the failed attempt left
-    record = {
-        "savepointedBy": "test",
-        "savepointedAt": 0,
-        "comments": "",
-        "partitionMetadata": {},
-        "version": 1,
-    }
-    completion = table.clock.next(after=table.timeline().latest_time)
-    (folder / f"{instant}.savepoint.inflight").write_bytes(b"")
-    (folder / f"{instant}_{completion}.savepoint").write_bytes(
-        timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record)
-    )
 
 
 def _rows(table: pa.Table) -> dict[int, tuple[int, str]]:
@@ -596,7 +566,7 @@ def test_restore_crash_at_every_step_then_next_run_finishes(tmp_path: Path, kind
         table = _make(path, kind, version)
         write(table, _batch(FIRST), "insert")
         point = write(table, _batch(SECOND), "upsert").instant
-        _savepoint(table, point)
+        savepoint(table, point)
         model = _apply(_apply({}, FIRST), SECOND)
         write(table, _batch([(1, 50, "after"), (7, 50, "a7")]), "upsert")
         # A completed compaction after the savepoint is undone too (v8: compaction is another
@@ -640,7 +610,7 @@ def test_restore_refusals_change_nothing(tmp_path: Path, version: int) -> None:
     assert sorted(os.listdir(_timeline_dir(path))) == before
     # A restore killed half way: writers refuse until it is finished; another savepoint's restore too.
     first = table.timeline().completed_commits[0].timestamp
-    _savepoint(table, first)
+    savepoint(table, first)
     write(table, _batch(SECOND), "upsert")
     with pytest.raises(SimulatedCrash):
         restore(crashing(table, 2), first)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pyarrow as pa
@@ -145,3 +146,79 @@ def test_rollback_on_a_table_with_a_metadata_table_refused_or_dropped_first(
     assert code == 0, capsys.readouterr().err
     assert not (path / ".hoodie" / "metadata").exists()
     _assert_reads(path, expected)
+
+
+def _plain(node: object) -> object:
+    """A parsed fastavro schema as plain Avro JSON (without fastavro's own keys)."""
+    if isinstance(node, dict):
+        return {k: _plain(v) for k, v in node.items() if not k.startswith("__")}
+    if isinstance(node, list):
+        return [_plain(n) for n in node]
+    return node
+
+
+def test_java_avro_reads_our_rollback_and_restore_files_under_hudi_1x_schemas(
+    tmp_path: Path, hudi_table_zip: Callable[[str], Path], spark: Any
+) -> None:
+    """Java's Avro (in Spark's JVM) opens the plan and metadata files of a v8 rollback and restore,
+    resolving each to Hudi 1.x's schema of its record: the rollback plan's as a Spark-written v9
+    plan carries it, the shipped 1.x rollback and restore metadata, the restore plan (unchanged)."""
+    import json
+
+    from savepoint_support import savepoint
+
+    from airflow_lake_provider.lake.services.restore import restore
+    from airflow_lake_provider.lake.table.write import write
+
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path, name="t", table_type="mor", record_key_fields=("id",), precombine_field="ts", table_version=8
+    )
+    point = write(table, pa.table({"id": ["a", "b"], "ts": [1, 1]}), "insert").instant
+    savepoint(table, point)
+    write(table, pa.table({"id": ["a"], "ts": [2]}), "upsert")
+
+    def die(at: str) -> None:
+        if at == "commit":
+            raise SystemExit("killed")
+
+    with pytest.raises(SystemExit):
+        write(table, pa.table({"id": ["b"], "ts": [3]}), "upsert", fault=die)
+    rollback(table)
+    restore(table, point)
+    timeline = LakeTable.open(path).timeline()
+    spark_plan = hudi_table_zip("mor_avro_v9_nonpartitioned_rollback") / ".hoodie/timeline"
+    with (spark_plan / "20260403184259077.rollback.requested").open("rb") as f:
+        plan_1x = fastavro.reader(f).writer_schema
+    schemas = {
+        Action.ROLLBACK: (plan_1x, timeline_avro.load_schema_text("HoodieRollbackMetadata.1x")),
+        Action.RESTORE: (
+            _plain(timeline_avro.schema(timeline_avro.RESTORE_PLAN)),
+            timeline_avro.load_schema_text("HoodieRestoreMetadata.1x"),
+        ),
+    }
+    jvm = spark.sparkContext._jvm
+    read: dict[tuple[str, str], Any] = {}
+    for action, (plan_schema, metadata_schema) in schemas.items():
+        for done in timeline.filter([action], [State.COMPLETED]):
+            for instant, schema in ((done.with_state(State.REQUESTED), plan_schema), (done, metadata_schema)):
+                parsed = jvm.org.apache.avro.Schema.Parser().parse(json.dumps(schema))
+                file = path / table.layout.instant_path(instant)
+                reader = jvm.org.apache.avro.file.DataFileReader(
+                    jvm.java.io.File(str(file)), jvm.org.apache.avro.generic.GenericDatumReader(None, parsed)
+                )
+                record = reader.next()
+                assert not reader.hasNext()
+                reader.close()
+                read[(done.timestamp, instant.state.name)] = json.loads(record.toString())
+    rollbacks = timeline.filter([Action.ROLLBACK], [State.COMPLETED])
+    assert len(rollbacks) == 2  # the failed write, then the restore's, of the upsert after the savepoint
+    (restored,) = timeline.filter([Action.RESTORE], [State.COMPLETED])
+    plan = read[(restored.timestamp, "REQUESTED")]
+    metadata = read[(restored.timestamp, "COMPLETED")]
+    assert plan["savepointToRestoreTimestamp"] == point
+    assert metadata["instantsToRollback"] == [i["commitTime"] for i in plan["instantsToRollback"]]
+    for r in rollbacks:
+        meta = read[(r.timestamp, "COMPLETED")]
+        assert meta["startRollbackTime"] == r.timestamp
+        assert all(m["logFilesFromFailedCommit"] == {} for m in meta["partitionMetadata"].values())

@@ -157,21 +157,31 @@ def rollback_instant_locked(
     pending = _pending_rollbacks(table, timeline)
     resumed = [p for p in pending if p[1].target_time == instant_time]
     if not resumed:  # refuse before finishing anything else
-        _check(table, timeline, instant_time, force, compaction, fallback=not restoring)
+        _check(table, timeline, instant_time, force, compaction, fallback=not restoring, restoring=restoring)
     done = finish_pending_locked(table)
     if resumed:
         return done
     timeline = table.timeline()
     # The fallback is looked at again only if finishing pending rollbacks changed the table.
     fallback = bool(done) and not restoring
-    target = _check(table, timeline, instant_time, force, compaction, fallback=fallback)
+    target = _check(table, timeline, instant_time, force, compaction, fallback=fallback, restoring=restoring)
     return [*done, _rollback_one(table, timeline, target)]
 
 
 def _check(
-    table: LakeTable, timeline: Timeline, instant_time: str, force: bool, compaction: bool, *, fallback: bool
+    table: LakeTable,
+    timeline: Timeline,
+    instant_time: str,
+    force: bool,
+    compaction: bool,
+    *,
+    fallback: bool,
+    restoring: bool = False,
 ) -> Instant:
-    target = check_target(timeline, instant_time, force, compaction)
+    # A restore's plan orders its rollbacks; on v8/9 by Hudi 1.x's rules, under which a kept MOR
+    # compaction may have completed after a write the restore undoes (not "the latest" then).
+    any_order = restoring and table.layout.has_completion_times
+    target = check_target(timeline, instant_time, force, compaction, any_order=any_order)
     if fallback and target.is_completed:
         check_fallback(table, timeline, target)
     return target

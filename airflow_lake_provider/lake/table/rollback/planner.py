@@ -42,11 +42,17 @@ def failed_writes(timeline: Timeline) -> list[Instant]:
 
 
 def check_target(
-    timeline: Timeline, instant_time: str, force: bool = False, compaction: bool = False
+    timeline: Timeline,
+    instant_time: str,
+    force: bool = False,
+    compaction: bool = False,
+    *,
+    any_order: bool = False,
 ) -> Instant:
     """The instant to roll back, or ``RollbackError`` saying why it may not be.
 
     ``compaction``: a pending compaction may be rolled back too (restore, newest first, does).
+    ``any_order``: a completed commit need not be the latest (a v8/v9 restore's plan orders them).
     """
     instant = timeline.get(instant_time)
     where = timeline.base_path
@@ -71,7 +77,7 @@ def check_target(
             "to roll back the latest completed commit"
         )
     latest = latest_completed_commit(timeline)
-    if latest is None or latest.timestamp != instant_time:
+    if not any_order and (latest is None or latest.timestamp != instant_time):
         raise RollbackError(
             f"{where}: {instant_time} is not the latest completed commit "
             f"({latest.timestamp if latest else 'none'}); only that one may be rolled back"

@@ -87,6 +87,15 @@ def _compaction_plan() -> bytes:
             4,
             [12, 7, 8],
         ),
+        # MOR: the compaction kept (requested before the savepoint) completed last of all: the
+        # deltacommit after the savepoint is still undone (a forced rollback alone would refuse it:
+        # it is not the commit completed last).
+        (
+            "mor",
+            [("deltacommit", 1, 2), ("compaction", 3, 8), ("deltacommit", 4, 5), ("deltacommit", 6, 7)],
+            4,
+            [6],
+        ),
     ],
 )
 def test_restore_rolls_back_in_hudi_1x_order(

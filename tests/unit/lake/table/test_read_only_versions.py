@@ -1,6 +1,6 @@
-"""Tables of versions 8 and 9 (Hudi 1.x) take writes (insert, upsert, delete) and the metadata-table
-drop, but no table service yet: every service is refused before anything is written, and read-only
-inspection works."""
+"""Tables of versions 8 and 9 (Hudi 1.x) take writes (insert, upsert, delete), the metadata-table
+drop, rollback and restore (tested in ``rollback/test_executor_1x.py``), but no other table service
+yet: every other service is refused before anything is written, and read-only inspection works."""
 
 from __future__ import annotations
 

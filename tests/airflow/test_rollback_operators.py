@@ -20,13 +20,17 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.operators.rollback import LakeWriteOperator, earlier_attempts
-from tests.tree_digest import tree_digest
 
 pytestmark = pytest.mark.airflow
 NEVER = {"hoodie.cleaner.policy.failed.writes": "NEVER"}
 
 
-def _table(path: Path) -> LakeTable:
+# Table versions these tests run on: 6, and 8 (Hudi 1.x), where a retry's rollback deletes the
+# failed attempt's log files.
+VERSIONS = [6, 8]
+
+
+def _table(path: Path, version: int = 6) -> LakeTable:
     table = LakeTable.create(
         path,
         name="t",
@@ -34,6 +38,7 @@ def _table(path: Path) -> LakeTable:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",),
+        table_version=version,
     )
     write(table, _batch([1, 2], 1, "a"), "insert")
     return table
@@ -69,11 +74,12 @@ def _context(run_id: str, try_number: int) -> dict[str, Any]:
     return {"ti": ti}
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 def test_write_retry_rolls_back_its_failed_attempt_then_writes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
 ) -> None:
     path = tmp_path / "t"
-    _table(path)
+    _table(path, version)
     source = tmp_path / "in.parquet"
     pq.write_table(_batch([1, 3], 5, "b"), source)
     op = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
@@ -104,9 +110,10 @@ def test_write_retry_rolls_back_its_failed_attempt_then_writes(
     }
 
 
-def test_example_rollback_dag(repo_root: Path, tmp_path: Path, airflow_db: Path) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_example_rollback_dag(repo_root: Path, tmp_path: Path, airflow_db: Path, version: int) -> None:
     path = tmp_path / "t"
-    table = _table(path)
+    table = _table(path, version)
     with pytest.raises(SimulatedCrash):  # its log file written, no commit
         write(crashing(table, 4), _batch([2], 9, "lost"), "upsert")
     [failed] = table.timeline().pending
@@ -130,15 +137,16 @@ def test_example_rollback_dag(repo_root: Path, tmp_path: Path, airflow_db: Path)
     }
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 def test_example_dag_write_task_rolls_back_what_its_earlier_attempt_left(
-    repo_root: Path, tmp_path: Path, airflow_db: Path
+    repo_root: Path, tmp_path: Path, airflow_db: Path, version: int
 ) -> None:
     """Under ``dag.test()``: an earlier attempt of ``write`` in this run was killed after writing
     files. The table's policy is NEVER, so only the write task's own retry logic can undo it."""
     import pendulum
 
     path = tmp_path / "t"
-    _table(path)
+    _table(path, version)
     with (path / ".hoodie" / "hoodie.properties").open("a") as props:
         props.write("hoodie.cleaner.policy.failed.writes=NEVER\n")
     when = pendulum.datetime(2025, 1, 2, tz="UTC")
@@ -167,13 +175,14 @@ def test_example_dag_write_task_rolls_back_what_its_earlier_attempt_left(
     assert LakeTable.open(path).timeline().pending == []
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 def test_a_mapped_write_retry_rolls_back_only_its_own_map_index(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, version: int
 ) -> None:
     """Instances of a mapped task share DAG, task and run and run side by side: the retry of map
     index 1 must leave map index 0's pending write alone (it may still be running)."""
     path = tmp_path / "t"
-    _table(path)
+    _table(path, version)
     source = tmp_path / "in.parquet"
     pq.write_table(_batch([1, 3], 5, "b"), source)
 
@@ -208,43 +217,30 @@ def test_write_operator_refuses_an_unknown_operation_when_the_dag_is_parsed(tmp_
     assert op.operation == templated
 
 
-def test_write_operator_on_a_v8_table_writes_and_a_retry_needing_rollback_is_refused(
+def test_write_operator_retry_on_a_v8_table_deletes_the_failed_attempts_log_files(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Table version 8: the operator writes (hudi-rs reads it as we do); a retry whose earlier
-    attempt left its instant pending would need a rollback, which v8 does not have yet: refused
-    by name, the table unchanged."""
+    """Table version 8: a retry whose earlier attempt left its instant pending rolls it back (its
+    own log files deleted, no log file marked: v8 logs are one per deltacommit), then writes;
+    hudi-rs reads what we read."""
     from hudi import HudiTableBuilder
 
     path = tmp_path / "t"
-    table = LakeTable.create(
-        path,
-        name="t",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-        table_version=8,
-    )
-    write(table, _batch([1, 2], 1, "a"), "insert")
+    _table(path, 8)
     source = tmp_path / "in.parquet"
     pq.write_table(_batch([1, 3], 5, "b"), source)
     op = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
-    result = op.execute(_context("run-1", 1))
-    assert result["outcome"] == "COMMITTED" and (result["inserted"], result["updated"]) == (1, 1)
+    with pytest.raises(SimulatedCrash), crashing_hook_tables(monkeypatch, 5):  # dies after writing files
+        op.execute(_context("run-1", 1))
+    (failed,) = (i.timestamp for i in LakeTable.open(path).timeline().pending)
+    left = sorted(p.name for p in path.rglob(f".*_{failed}.log.*"))
+    assert left, "the killed attempt wrote no log file of its own"
+    result = op.execute(_context("run-1", 2))
+    assert result["rolled_back"] == [failed] and result["outcome"] == "COMMITTED"
+    assert sorted(p.name for p in path.rglob(f".*_{failed}.log.*")) == []
+    timeline = LakeTable.open(path).timeline()
+    (rb,) = [i for i in timeline.instants if i.action.value == "rollback"]
+    assert rb.completion_time is not None and timeline.avro_record(rb)["commitsRollback"] == [failed]
     assert _rows(path) == {1: "b1", 2: "a2", 3: "b3"}
     hudi = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read())
     assert dict(zip(hudi.column("id").to_pylist(), hudi.column("v").to_pylist(), strict=True)) == _rows(path)
-
-    retry = LakeWriteOperator(task_id="w", table_path=str(path), input_path=str(source), options=NEVER)
-    with pytest.raises(SimulatedCrash), crashing_hook_tables(monkeypatch, 5):  # dies after writing files
-        retry.execute(_context("run-2", 1))
-    (failed,) = (i.timestamp for i in LakeTable.open(path).timeline().pending)
-    assert earlier_attempts(
-        LakeTable.open(path),
-        {"lake.airflow.dag_id": "d", "lake.airflow.task_id": "w", "lake.airflow.run_id": "run-2"},
-    ) == [failed]
-    before = tree_digest(path)
-    with pytest.raises(Exception, match="table version 8 \\(Hudi 1.x\\): table services are not supported"):
-        retry.execute(_context("run-2", 2))
-    assert tree_digest(path) == before

@@ -146,11 +146,12 @@ def test_job_refuses_bad_input_before_any_instant(spark, tmp_path: Path) -> None
     assert not LakeTable.open(path).timeline().instants
 
 
-def test_task_failure_undoes_the_instant(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [6, 8])
+def test_task_failure_undoes_the_instant(spark, tmp_path: Path, version: int) -> None:
     """A Spark task failing after the instant is inflight: the instant is undone, nothing stays (not
     even a rollback instant)."""
     path = tmp_path / "t"
-    _table(path, "cow")
+    _table(path, "cow", version)
     pq.write_table(_batch(range(10), 1, "a"), tmp_path / "a.parquet")
     _run(spark, path, tmp_path / "a.parquet", "insert")
     # The driver's key lookup reads only the record-key column; the executor rewriting the group

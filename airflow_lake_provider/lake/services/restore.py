@@ -40,14 +40,33 @@ class RestoreResult:
     resumed: bool = False
 
 
-def _to_undo(timeline: Timeline, savepoint: str) -> list[Instant]:
-    """Writes and compactions after the savepoint, newest first."""
-    return [
+def _to_undo(timeline: Timeline, savepoint: str, is_mor: bool) -> list[Instant]:
+    """Writes and compactions after the savepoint, newest first.
+
+    Versions 8/9 (as Hudi 1.x's restore planner): "after" and "newest" by completion time, pending
+    instants (no completion time) newest of all; on a merge-on-read table a compaction compares by
+    requested time (completing after a later deltacommit, it still came before it: that
+    deltacommit's logs belong to its slice)."""
+    writes = [
         i
-        for i in reversed(timeline.instants)
-        if i.timestamp > savepoint
-        and (i.action in ROLLBACK_ACTIONS or i.action is Action.COMPACTION or timeline.is_compaction(i))
+        for i in timeline.instants
+        if i.action in ROLLBACK_ACTIONS or i.action is Action.COMPACTION or timeline.is_compaction(i)
     ]
+    if not timeline.layout.has_completion_times:
+        return [i for i in reversed(writes) if i.timestamp > savepoint]
+    point = timeline.completion_time(savepoint) or savepoint
+
+    def after(i: Instant) -> bool:
+        if i.completion_time is None or (is_mor and timeline.is_compaction(i)):
+            return i.timestamp > savepoint
+        return i.completion_time > point
+
+    pending = [i for i in writes if i.completion_time is None]
+    completed = [i for i in writes if i.completion_time is not None]
+    ordered = sorted(completed, key=lambda i: (i.completion_time or "", i.timestamp)) + sorted(
+        pending, key=lambda i: i.timestamp
+    )
+    return [i for i in reversed(ordered) if after(i)]
 
 
 def _check(table: LakeTable, timeline: Timeline, savepoint: str) -> list[Instant]:
@@ -60,7 +79,7 @@ def _check(table: LakeTable, timeline: Timeline, savepoint: str) -> list[Instant
             f"{table.uri}: savepoint(s) {', '.join(later)} are later than {savepoint}; delete them first "
             "(lake savepoint delete)"
         )
-    return _to_undo(timeline, savepoint)
+    return _to_undo(timeline, savepoint, table.config.is_mor)
 
 
 def pending_restore(timeline: Timeline) -> tuple[Instant, dict[str, Any]] | None:
@@ -74,6 +93,11 @@ def pending_restore(timeline: Timeline) -> tuple[Instant, dict[str, Any]] | None
 def restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None = None) -> RestoreResult:
     """Roll back every instant after ``savepoint`` (newest first); finish a pending restore first.
     ``options`` are read only for ``hoodie.metadata.enable`` (see ``metadata_table``)."""
+    with table.writing():  # versions 8/9 too
+        return _restore(table, savepoint, options)
+
+
+def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None) -> RestoreResult:
     guard_mutation(table, "restore", options)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         started = time.monotonic()
@@ -116,8 +140,9 @@ def restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | No
                 table, target, force=current.is_completed, compaction=True, restoring=True
             )
         metadata = _metadata(table, r.timestamp, targets, int((time.monotonic() - started) * 1000))
+        hudi_1x = table.layout.has_completion_times  # its rollback metadata has 1.x's schema
         table.store.transition_to_completed(
-            r, timeline_avro.write_avro(timeline_avro.RESTORE_METADATA, metadata)
+            r, timeline_avro.write_avro_for(timeline_avro.RESTORE_METADATA, metadata, hudi_1x)
         )
         log.info("restored %s to savepoint %s: rolled back %s", table.uri, savepoint, targets)
         return RestoreResult(r.timestamp, savepoint, tuple(targets), resumed)

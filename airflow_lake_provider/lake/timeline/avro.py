@@ -134,23 +134,37 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-# Hudi 1.x's commit metadata schemas (table versions 8 and 9), as the writer schemas of Spark-written
-# tables carry them: self-contained, so they are parsed apart from the 0.x set above.
+# Hudi 1.x's schemas (table versions 8 and 9) where they differ from the 0.x set above, as the writer
+# schemas of Spark-written tables carry them: self-contained, so they are parsed apart. The rollback
+# metadata gained ``logFilesFromFailedCommit`` per partition (restore metadata embeds it); the
+# rollback and restore plans are unchanged.
 _SCHEMAS_1X = {
     COMMIT_METADATA: "HoodieCommitMetadata.1x",
     REPLACE_COMMIT_METADATA: "HoodieReplaceCommitMetadata.1x",
+    ROLLBACK_METADATA: "HoodieRollbackMetadata.1x",
+    RESTORE_METADATA: "HoodieRestoreMetadata.1x",
 }
+# Commit metadata records (``read_commit_metadata`` reads only these).
+_COMMIT_RECORDS_1X = frozenset({COMMIT_METADATA, REPLACE_COMMIT_METADATA})
 
 
 @cache
 def schema_1x(full_name: str) -> dict[str, Any]:
-    """The parsed Hudi 1.x schema of :data:`COMMIT_METADATA` or :data:`REPLACE_COMMIT_METADATA`."""
+    """The parsed Hudi 1.x schema of a record whose schema changed in 1.x (see ``_SCHEMAS_1X``)."""
     return fastavro.parse_schema(load_schema_text(_SCHEMAS_1X[full_name]), _write_hint=True)
 
 
+def write_avro_for(full_name: str, record: Mapping[str, Any], hudi_1x: bool) -> bytes:
+    """Serialise one plan or metadata record as the table's Hudi line writes it: under the 1.x schema
+    when ``hudi_1x`` (layout 2) and the record changed in 1.x, else under the 0.x one."""
+    if hudi_1x and full_name in _SCHEMAS_1X:
+        return write_avro_1x(full_name, record)
+    return write_avro(full_name, record)
+
+
 def write_avro_1x(full_name: str, record: Mapping[str, Any]) -> bytes:
-    """Serialise one commit metadata record under Hudi 1.x's schema (codec null), as Hudi 1.x writes
-    completed and inflight commit files."""
+    """Serialise one record under Hudi 1.x's schema (codec null), as Hudi 1.x writes completed and
+    inflight commit files and rollback/restore metadata."""
     buf = io.BytesIO()
     fastavro.writer(buf, schema_1x(full_name), [dict(record)], codec="null", validator=True)
     return buf.getvalue()
@@ -165,7 +179,7 @@ def read_commit_metadata(data: bytes, source: str) -> dict[str, Any]:
         reader = fastavro.reader(io.BytesIO(data))
         name = str(reader.writer_schema.get("name", "")) if isinstance(reader.writer_schema, dict) else ""
         full_name = name if "." in name else f"org.apache.hudi.avro.model.{name}"
-        if full_name not in _SCHEMAS_1X:
+        if full_name not in _COMMIT_RECORDS_1X:
             raise CorruptTimelineFileError(
                 f"{source}: holds a {name or 'nameless'} record, not commit metadata"
             )

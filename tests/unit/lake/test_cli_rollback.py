@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from crash_support import crashing
 from hudi import HudiTableBuilder
+from savepoint_support import savepoint
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
@@ -42,7 +43,7 @@ def _batch(ids: range | list[int], ts: int, v: str) -> pa.Table:
     )
 
 
-def _table(path: Path, kind: str = "cow") -> LakeTable:
+def _table(path: Path, kind: str = "cow", version: int = 6) -> LakeTable:
     return LakeTable.create(
         path,
         name="orders",
@@ -50,6 +51,7 @@ def _table(path: Path, kind: str = "cow") -> LakeTable:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("city",),
+        table_version=version,
     )
 
 
@@ -73,12 +75,19 @@ def _rows(path: Path) -> dict[int, str]:
 
 
 def _hoodie(path: Path) -> list[str]:
-    return sorted(os.listdir(path / ".hoodie"))
+    """The timeline folder's files (``.hoodie/``, or ``.hoodie/timeline/`` on v8/v9)."""
+    v2 = path / ".hoodie" / "timeline"
+    return sorted(os.listdir(v2 if v2.is_dir() else path / ".hoodie"))
 
 
-def test_cli_rollback_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+# Table versions of the contract tests: 6, and 8 (Hudi 1.x).
+VERSIONS = [6, 8]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_cli_rollback_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int) -> None:
     path = tmp_path / "t"
-    table = _table(path)
+    table = _table(path, version=version)
     first = write(table, _batch([1, 2], 1, "a"), "insert").instant
     with pytest.raises(SimulatedCrash):  # two base files made, no commit
         write(crashing(table, 7), _batch([1, 3], 2, "b"), "upsert")
@@ -109,12 +118,13 @@ def test_cli_rollback_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert _rows(path) == {}
 
 
-def test_cli_restore_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_cli_restore_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int) -> None:
     path = tmp_path / "t"
-    table = _table(path, "mor")
+    table = _table(path, "mor", version)
     write(table, _batch([1, 2], 1, "a"), "insert")
     point = write(table, _batch([2], 2, "b"), "upsert").instant
-    create_savepoint(table, point)
+    savepoint(table, point)
     later = [
         write(table, _batch([1, 5], 3, "c"), "upsert").instant,
         write(table, _batch([2], 4, "d"), "delete").instant,
@@ -396,10 +406,13 @@ def _lake(*argv: str) -> subprocess.Popen[str]:
     )
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("kind", ["cow", "mor"])
-def test_lake_write_killed_at_random_moments_then_lake_rollback(tmp_path: Path, kind: str) -> None:
+def test_lake_write_killed_at_random_moments_then_lake_rollback(
+    tmp_path: Path, kind: str, version: int
+) -> None:
     path = tmp_path / "t"
-    table = _table(path, kind)
+    table = _table(path, kind, version)
     write(table, _batch(range(20000), 1, "a"), "insert")
     model = {i: f"a{i}" for i in range(20000)}
 
@@ -439,4 +452,4 @@ def test_lake_write_killed_at_random_moments_then_lake_rollback(tmp_path: Path, 
         )
         assert _rows(path) == model
         assert LakeTable.open(path).timeline().pending == []
-    print(f"\nSIGKILL during lake write ({kind}, a write takes {duration:.1f} s): {outcomes}")
+    print(f"\nSIGKILL during lake write (v{version} {kind}, a write takes {duration:.1f} s): {outcomes}")

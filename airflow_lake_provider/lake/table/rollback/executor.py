@@ -5,7 +5,8 @@ Durable order of one rollback ``r`` of instant ``t``:
 1. ``<r>.rollback.requested`` holding the plan (from here on the plan is never made again),
 2. ``<r>.rollback.inflight``,
 3. forced rollback of a completed ``t``: its completed file goes (its files stop being visible),
-4. ``t``'s files deleted, rollback command blocks appended to log files other instants share,
+4. ``t``'s files deleted, rollback command blocks appended to log files other instants share
+   (versions 8/9: none, ``t``'s log files are its own and deleted),
 5. ``t``'s inflight and requested files, markers and heartbeat removed,
 6. ``<r>.rollback`` (``HoodieRollbackMetadata``).
 
@@ -87,11 +88,12 @@ def rollback(
     """
     # Parsed first: a bad value changes nothing (no lock file, no metadata table dropped).
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
-    guard_mutation(table, "rollback", options)
-    with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
-        if instant is not None:
-            return rollback_instant_locked(table, instant, force=force)
-        return rollback_failed_writes_locked(table, config)
+    with table.writing():  # versions 8/9 too: what a write's own rollback does
+        guard_mutation(table, "rollback", options)
+        with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
+            if instant is not None:
+                return rollback_instant_locked(table, instant, force=force)
+            return rollback_failed_writes_locked(table, config)
 
 
 def eligible_failed_writes(table: LakeTable, timeline: Timeline, config: FailedWritesConfig) -> list[Instant]:
@@ -155,21 +157,31 @@ def rollback_instant_locked(
     pending = _pending_rollbacks(table, timeline)
     resumed = [p for p in pending if p[1].target_time == instant_time]
     if not resumed:  # refuse before finishing anything else
-        _check(table, timeline, instant_time, force, compaction, fallback=not restoring)
+        _check(table, timeline, instant_time, force, compaction, fallback=not restoring, restoring=restoring)
     done = finish_pending_locked(table)
     if resumed:
         return done
     timeline = table.timeline()
     # The fallback is looked at again only if finishing pending rollbacks changed the table.
     fallback = bool(done) and not restoring
-    target = _check(table, timeline, instant_time, force, compaction, fallback=fallback)
+    target = _check(table, timeline, instant_time, force, compaction, fallback=fallback, restoring=restoring)
     return [*done, _rollback_one(table, timeline, target)]
 
 
 def _check(
-    table: LakeTable, timeline: Timeline, instant_time: str, force: bool, compaction: bool, *, fallback: bool
+    table: LakeTable,
+    timeline: Timeline,
+    instant_time: str,
+    force: bool,
+    compaction: bool,
+    *,
+    fallback: bool,
+    restoring: bool = False,
 ) -> Instant:
-    target = check_target(timeline, instant_time, force, compaction)
+    # A restore's plan orders its rollbacks; on v8/9 by Hudi 1.x's rules, under which a kept MOR
+    # compaction may have completed after a write the restore undoes (not "the latest" then).
+    any_order = restoring and table.layout.has_completion_times
+    target = check_target(timeline, instant_time, force, compaction, any_order=any_order)
     if fallback and target.is_completed:
         check_fallback(table, timeline, target)
     return target
@@ -190,7 +202,7 @@ def discard_failed_write(table: LakeTable, instant_time: str) -> bool:
     if target is None or target.is_completed:
         return False
     written = gather(table, timeline, target) if table.store.markers.read(instant_time) else []
-    rollback_plan = plan(target, written)
+    rollback_plan = plan(target, written, logs_per_instant(table))
     if rollback_plan.logs_to_mark:
         return False
     for path in rollback_plan.files_to_delete:
@@ -218,9 +230,14 @@ def _pending_rollbacks(table: LakeTable, timeline: Timeline) -> list[tuple[Insta
     return out
 
 
+def logs_per_instant(table: LakeTable) -> bool:
+    """Whether each deltacommit writes log files of its own (versions 8/9, timeline layout 2)."""
+    return table.layout.has_completion_times
+
+
 def _rollback_one(table: LakeTable, timeline: Timeline, target: Instant) -> RollbackResult:
     written = gather(table, timeline, target)
-    rollback_plan = plan(target, written)
+    rollback_plan = plan(target, written, logs_per_instant(table))
     # The plan as stored must be readable back: every path inside the table, outside .hoodie/.
     for path in (*rollback_plan.files_to_delete, *rollback_plan.logs_to_mark):
         table.storage.check_deletable(path)
@@ -234,6 +251,7 @@ def gather(table: LakeTable, timeline: Timeline, target: Instant) -> list[Writte
     listing the table for files named with it and log files holding its blocks."""
     storage = table.storage
     t = target.timestamp
+    per_instant = logs_per_instant(table)
     markers = table.store.markers.read(t)
     if markers:
         paths = {m.relative_path for m in markers}
@@ -245,8 +263,10 @@ def gather(table: LakeTable, timeline: Timeline, target: Instant) -> list[Writte
             for name, _size in files:
                 base = BaseFileName.parse(name)
                 log_name = LogFileName.parse(name) if base is None else None
+                # v6: an older slice's log may hold t's blocks; v8/9: only logs named with t are t's.
                 if (base is not None and base.instant == t) or (
-                    log_name is not None and log_name.base_instant <= t
+                    log_name is not None
+                    and (log_name.base_instant == t if per_instant else log_name.base_instant <= t)
                 ):
                     paths.add(f"{partition}/{name}" if partition else name)
     written = []
@@ -258,7 +278,7 @@ def gather(table: LakeTable, timeline: Timeline, target: Instant) -> list[Writte
             continue
         log_name = LogFileName.parse(rel.rpartition("/")[2])
         instants: frozenset[str] = frozenset()
-        if log_name is not None:
+        if log_name is not None and not per_instant:  # (v8/9: the plan goes by the log's name)
             blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
             instants = frozenset(b.instant_time for b in blocks if b.instant_time and not b.is_rollback)
             if not markers and not target.is_completed and log_name.base_instant != t and t not in instants:
@@ -304,8 +324,9 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
     store.heartbeats.delete(t)
     outcome = RollbackOutcome(tuple(deleted), tuple(failed), tuple(marked))
     millis = int((time.monotonic() - started) * 1000)
+    hudi_1x = table.layout.has_completion_times
     store.transition_to_completed(
-        inflight, rollback_metadata(r.timestamp, rollback_plan, outcome, millis, storage)
+        inflight, rollback_metadata(r.timestamp, rollback_plan, outcome, millis, storage, hudi_1x)
     )
     log.info(
         "rolled back %s %s at %s: %d deleted, %d marked",

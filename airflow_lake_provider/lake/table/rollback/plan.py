@@ -115,10 +115,20 @@ class RollbackOutcome:
 
 
 def rollback_metadata(
-    rollback_time: str, plan: RollbackPlan, outcome: RollbackOutcome, millis: int, storage: Storage
+    rollback_time: str,
+    plan: RollbackPlan,
+    outcome: RollbackOutcome,
+    millis: int,
+    storage: Storage,
+    hudi_1x: bool = False,
 ) -> bytes:
-    """``HoodieRollbackMetadata`` (absolute paths, as Hudi writes them)."""
+    """``HoodieRollbackMetadata`` (absolute paths, as Hudi writes them). ``hudi_1x`` (versions 8/9):
+    under Hudi 1.x's schema, with empty ``rollbackLogFiles``/``logFilesFromFailedCommit`` maps as a
+    Hudi 1.x rollback that deleted the failed write's files writes them (no log is ever marked)."""
     partitions: dict[str, dict[str, Any]] = {}
+    empty_maps: dict[str, Any] = (
+        {"rollbackLogFiles": {}, "logFilesFromFailedCommit": {}} if hudi_1x else {"rollbackLogFiles": None}
+    )
 
     def entry(partition: str) -> dict[str, Any]:
         return partitions.setdefault(
@@ -127,7 +137,7 @@ def rollback_metadata(
                 "partitionPath": partition,
                 "successDeleteFiles": [],
                 "failedDeleteFiles": [],
-                "rollbackLogFiles": None,
+                **empty_maps,
             },
         )
 
@@ -152,4 +162,4 @@ def rollback_metadata(
         "version": PLAN_VERSION,
         "instantsRollback": [{"commitTime": plan.target_time, "action": plan.target_action.value}],
     }
-    return timeline_avro.write_avro(timeline_avro.ROLLBACK_METADATA, record)
+    return timeline_avro.write_avro_for(timeline_avro.ROLLBACK_METADATA, record, hudi_1x)

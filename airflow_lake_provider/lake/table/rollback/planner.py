@@ -5,6 +5,10 @@ A base file named with the instant is its own output: deleted. A log file holdin
 instant's blocks was created by it (our writer makes a new log version per write): deleted. A log
 file also holding other instants' blocks was appended to (Hudi's writers append): it keeps them,
 and a rollback command block hides the instant's blocks from every reader, even after archival.
+
+Table versions 8 and 9 (Hudi 1.x) write one new log file per deltacommit, named by its instant, and
+never append across commits: a rollback deletes the instant's log files and marks none (Hudi 1.x's
+rollback helper makes append requests only for table version 6 and below).
 """
 
 from __future__ import annotations
@@ -38,11 +42,17 @@ def failed_writes(timeline: Timeline) -> list[Instant]:
 
 
 def check_target(
-    timeline: Timeline, instant_time: str, force: bool = False, compaction: bool = False
+    timeline: Timeline,
+    instant_time: str,
+    force: bool = False,
+    compaction: bool = False,
+    *,
+    any_order: bool = False,
 ) -> Instant:
     """The instant to roll back, or ``RollbackError`` saying why it may not be.
 
     ``compaction``: a pending compaction may be rolled back too (restore, newest first, does).
+    ``any_order``: a completed commit need not be the latest (a v8/v9 restore's plan orders them).
     """
     instant = timeline.get(instant_time)
     where = timeline.base_path
@@ -66,8 +76,8 @@ def check_target(
             f"{where}: {instant_time} is a completed {instant.action.value}; pass --force (force=True) "
             "to roll back the latest completed commit"
         )
-    latest = timeline.last_completed_commit
-    if latest is None or latest.timestamp != instant_time:
+    latest = latest_completed_commit(timeline)
+    if not any_order and (latest is None or latest.timestamp != instant_time):
         raise RollbackError(
             f"{where}: {instant_time} is not the latest completed commit "
             f"({latest.timestamp if latest else 'none'}); only that one may be rolled back"
@@ -94,8 +104,20 @@ def check_target(
     return instant
 
 
-def plan(target: Instant, written: Iterable[WrittenFile]) -> RollbackPlan:
-    """The plan undoing ``target``: per file group, files to delete and log files to mark."""
+def latest_completed_commit(timeline: Timeline) -> Instant | None:
+    """The completed commit a forced rollback may take: the last one made visible. Versions 8/9 order
+    by completion time (a compaction scheduled before a deltacommit may complete after it)."""
+    commits = timeline.completed_commits
+    if not commits:
+        return None
+    if timeline.layout.has_completion_times:
+        return max(commits, key=lambda i: (i.completion_time or "", i.timestamp))
+    return commits[-1]
+
+
+def plan(target: Instant, written: Iterable[WrittenFile], logs_per_instant: bool = False) -> RollbackPlan:
+    """The plan undoing ``target``: per file group, files to delete and log files to mark.
+    ``logs_per_instant`` (versions 8/9): the log files named with ``target`` are deleted, no other."""
     deletes: dict[tuple[str, str | None], list[str]] = {}
     marks: dict[tuple[str, str | None], list[tuple[str, int]]] = {}
     base_of: dict[tuple[str, str | None], str | None] = {}
@@ -114,6 +136,11 @@ def plan(target: Instant, written: Iterable[WrittenFile]) -> RollbackPlan:
         if log is None:
             continue
         key = (partition, log.file_id)
+        if logs_per_instant:
+            if log.base_instant == t:  # (in 1.x the name's instant is the deltacommit's)
+                deletes.setdefault(key, []).append(f.path)
+                base_of.setdefault(key, t)
+            continue
         base_of.setdefault(key, log.base_instant)
         others = f.block_instants - {t}
         if not others:

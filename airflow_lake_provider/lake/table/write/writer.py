@@ -18,7 +18,6 @@ from airflow_lake_provider.lake.config import registry
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     LakeError,
-    ReadOnlyTableVersionError,
     RollbackError,
     WriteInputError,
 )
@@ -250,13 +249,6 @@ def _ready_timeline(table: LakeTable, timeline: Timeline, config: FailedWritesCo
         )
     failed = eligible_failed_writes(table, timeline, config)
     rolling = timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT])
-    if (failed or rolling) and not table.config.is_writable_version:
-        names = ", ".join(sorted({i.timestamp for i in [*failed, *rolling]}))
-        raise ReadOnlyTableVersionError(
-            f"{table.uri}: write refused: failed write(s) or rollback(s) {names} must be rolled back "
-            f"first, and rollback on table version {table.config.table_version} (Hudi 1.x) is not "
-            "supported yet; nothing was changed"
-        )
     if failed or rolling:
         rollback_failed_writes_locked(table, config)
         timeline = table.timeline()
@@ -335,12 +327,6 @@ def _roll_back_own(table: LakeTable, instant: str, error: Exception) -> None:
     try:
         if discard_failed_write(table, instant):
             _note(error, f"the write's instant {instant} of {table.uri} was undone: nothing of it is left")
-            return
-        if not table.config.is_writable_version:  # no rollback instants on v8/v9 yet
-            _note(
-                error,
-                f"its instant {instant} is left pending: rollback on table version 8/9 is not supported yet",
-            )
             return
         rollback_instant_locked(table, instant)
     except Exception as rollback_error:  # the write's own error is the one the caller must see

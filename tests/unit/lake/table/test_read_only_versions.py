@@ -1,6 +1,6 @@
-"""Tables of versions 8 and 9 (Hudi 1.x) take writes (insert, upsert, delete) and the metadata-table
-drop, but no table service yet: every service is refused before anything is written, and read-only
-inspection works."""
+"""Tables of versions 8 and 9 (Hudi 1.x) take writes (insert, upsert, delete), the metadata-table
+drop, rollback and restore (tested in ``rollback/test_executor_1x.py``), but no other table service
+yet: every other service is refused before anything is written, and read-only inspection works."""
 
 from __future__ import annotations
 
@@ -53,9 +53,6 @@ def _commands(table: Path, instant: str, source: Path) -> dict[str, list[str]]:
         "compact-spark": ["compact", t, "--mode", "run", "--force", "--spark"],
         "savepoint-create": ["savepoint", "create", t, "--instant", instant],
         "savepoint-delete": ["savepoint", "delete", t, "--instant", instant],
-        "rollback-failed": ["rollback", t],
-        "rollback-instant": ["rollback", t, "--instant", instant, "--force"],
-        "restore": ["restore", t, "--savepoint", instant],
     }
 
 

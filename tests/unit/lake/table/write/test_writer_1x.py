@@ -5,21 +5,23 @@ refused by name with nothing changed."""
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Callable
 from pathlib import Path
 
+import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.errors import ReadOnlyTableVersionError
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import Action, State
 from tests.tree_digest import tree_digest
 
@@ -204,31 +206,42 @@ def test_metadata_table_drop_on_a_v8_table_then_write_hudi_rs_reads_by_listing(
     assert after.num_rows == before.num_rows - 1
 
 
-def test_a_write_that_needs_a_rollback_first_is_refused_by_name(tmp_path: Path) -> None:
+def test_a_write_after_a_dead_writer_rolls_it_back_first_as_on_v6(tmp_path: Path) -> None:
+    """EAGER: the dead writer's instant and its log file go by a layout-2 rollback instant
+    (``<r>_<completion>.rollback``, Hudi 1.x's metadata schema), then the write commits; hudi-rs
+    reads what we read."""
     path = tmp_path / "t"
     table = LakeTable.create(
         path, name="t", table_type="mor", record_key_fields=("id",), precombine_field="ts", table_version=8
     )
     write(table, pa.table({"id": ["a"], "ts": [1]}), "insert")
-    # A dead writer's instant: requested and inflight, no heartbeat (policy EAGER rolls it back).
-    failed = table.clock.next(after=table.timeline().latest_time)
-    with table.writing():
-        requested = table.store.create_requested(failed, Action.DELTACOMMIT)
-        table.store.transition_to_inflight(requested, b"")
-    before = tree_digest(path)
-    with pytest.raises(ReadOnlyTableVersionError) as info:
-        write(
-            table,
-            pa.table({"id": ["b"], "ts": [1]}),
-            "insert",
-            options={"hoodie.cleaner.policy.failed.writes": "EAGER"},
-        )
-    assert str(info.value) == (
-        f"{path}: write refused: failed write(s) or rollback(s) {failed} must be rolled back first, and "
-        "rollback on table version 8 (Hudi 1.x) is not supported yet; nothing was changed"
+
+    def die(point: str) -> None:
+        if point == "commit":
+            raise SystemExit("killed")  # not an Exception: the writer's own undo does not run
+
+    with pytest.raises(SystemExit):
+        write(table, pa.table({"id": ["a"], "ts": [2]}), "upsert", fault=die)
+    (failed,) = table.timeline().pending
+    (dead_log,) = _logs(path)
+    assert LOG_RE.match(dead_log.name)["instant"] == failed.timestamp  # type: ignore[index]
+    done = write(
+        table,
+        pa.table({"id": ["b"], "ts": [1]}),
+        "insert",
+        options={"hoodie.cleaner.policy.failed.writes": "EAGER"},
     )
-    assert tree_digest(path) == before
-    assert LakeTable.open(path).timeline().get(failed).state is State.INFLIGHT  # type: ignore[union-attr]
+    timeline = LakeTable.open(path).timeline()
+    assert timeline.get(failed.timestamp) is None and not dead_log.exists()
+    (rb,) = timeline.filter([Action.ROLLBACK], [State.COMPLETED])
+    assert failed.timestamp < rb.timestamp < (rb.completion_time or "") < done.instant
+    data = (path / table.layout.instant_path(rb)).read_bytes()
+    (record,) = fastavro.reader(io.BytesIO(data), timeline_avro.schema_1x(timeline_avro.ROLLBACK_METADATA))
+    assert record["commitsRollback"] == [failed.timestamp]
+    assert record["partitionMetadata"][""]["successDeleteFiles"] == [table.storage.uri(dead_log.name)]
+    assert record["partitionMetadata"][""]["logFilesFromFailedCommit"] == {}
+    snapshot = _assert_hudi_rs_reads_what_we_read(path)
+    assert _values(snapshot, "id", "ts") == {"a": 1, "b": 1}
 
 
 def test_a_log_requested_before_a_new_base_but_completed_after_it_belongs_to_the_new_slice(

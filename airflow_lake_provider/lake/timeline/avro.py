@@ -134,23 +134,27 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-# Hudi 1.x's commit metadata schemas (table versions 8 and 9), as the writer schemas of Spark-written
-# tables carry them: self-contained, so they are parsed apart from the 0.x set above.
-_SCHEMAS_1X = {
+# Hudi 1.x's schemas (table versions 8 and 9) where they differ from 0.x's, as the writer schemas of
+# Spark-written tables carry them: self-contained, so they are parsed apart from the 0.x set above.
+# The compaction plan gained ``strategy``, ``preserveHoodieMetadata`` and ``missingSchedulePartitions``.
+SCHEMAS_1X = {
     COMMIT_METADATA: "HoodieCommitMetadata.1x",
     REPLACE_COMMIT_METADATA: "HoodieReplaceCommitMetadata.1x",
+    COMPACTION_PLAN: "HoodieCompactionPlan.1x",
 }
+_COMMIT_METADATA_1X = (COMMIT_METADATA, REPLACE_COMMIT_METADATA)
 
 
 @cache
 def schema_1x(full_name: str) -> dict[str, Any]:
-    """The parsed Hudi 1.x schema of :data:`COMMIT_METADATA` or :data:`REPLACE_COMMIT_METADATA`."""
-    return fastavro.parse_schema(load_schema_text(_SCHEMAS_1X[full_name]), _write_hint=True)
+    """The parsed Hudi 1.x schema of :data:`COMMIT_METADATA`, :data:`REPLACE_COMMIT_METADATA` or
+    :data:`COMPACTION_PLAN`."""
+    return fastavro.parse_schema(load_schema_text(SCHEMAS_1X[full_name]), _write_hint=True)
 
 
 def write_avro_1x(full_name: str, record: Mapping[str, Any]) -> bytes:
-    """Serialise one commit metadata record under Hudi 1.x's schema (codec null), as Hudi 1.x writes
-    completed and inflight commit files."""
+    """Serialise one record under Hudi 1.x's schema (codec null), as Hudi 1.x writes completed and
+    inflight commit files and compaction plans."""
     buf = io.BytesIO()
     fastavro.writer(buf, schema_1x(full_name), [dict(record)], codec="null", validator=True)
     return buf.getvalue()
@@ -165,7 +169,7 @@ def read_commit_metadata(data: bytes, source: str) -> dict[str, Any]:
         reader = fastavro.reader(io.BytesIO(data))
         name = str(reader.writer_schema.get("name", "")) if isinstance(reader.writer_schema, dict) else ""
         full_name = name if "." in name else f"org.apache.hudi.avro.model.{name}"
-        if full_name not in _SCHEMAS_1X:
+        if full_name not in _COMMIT_METADATA_1X:
             raise CorruptTimelineFileError(
                 f"{source}: holds a {name or 'nameless'} record, not commit metadata"
             )

@@ -15,7 +15,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from compaction_support import DUE, commit_record, mor, timeline_file
+from compaction_support import DUE, batch, commit_record, mor, timeline_file
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.errors import TableConfigError
@@ -200,3 +200,25 @@ def test_spark_written_1x_tables_with_a_metadata_table_follow_its_policy(
     assert all(op.delta_file_names for op in scheduled.plan.operations)
     assert _hudi_rs(path) == before
     assert _rows(read_snapshot(LakeTable.open(path))) == before
+
+
+@pytest.mark.parametrize("table_version", [6, 8])
+def test_a_plan_records_the_partitions_it_leaves_out_on_v8_only(tmp_path: Path, table_version: int) -> None:
+    """Version 8 plans carry Hudi 1.x's ``missingSchedulePartitions`` (so Java's incremental
+    scheduling plans y next); version 6 plans keep 0.x's three fields, as before."""
+    table = mor(tmp_path, table_version=table_version)  # x has a log file
+    write(table, batch(["c"], 2, "y"), "upsert")  # y too
+    only_x = {
+        **DUE,
+        "hoodie.compaction.strategy": "PartitionRegexBasedCompactionStrategy",
+        "hoodie.compaction.partition.path.regex": "x",
+    }
+    scheduled = schedule_compaction(table, only_x)
+    assert [op.partition for op in scheduled.plan.operations] == ["x"]
+    data = timeline_file(table, scheduled.instant, State.REQUESTED).read_bytes()
+    (record,) = fastavro.reader(io.BytesIO(data))
+    if table_version == 8:
+        assert record["missingSchedulePartitions"] == ["y"] and scheduled.plan.missing_partitions == ("y",)
+    else:
+        assert list(record) == ["operations", "extraMetadata", "version"]
+        assert scheduled.plan.missing_partitions == ()

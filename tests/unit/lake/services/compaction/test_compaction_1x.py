@@ -17,6 +17,7 @@ import pyarrow.compute as pc
 import pytest
 from compaction_support import DUE, batch, commit_record, mor, timeline_file
 from hudi import HudiTableBuilder
+from write_support import hudi_rows
 
 from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
@@ -202,10 +203,10 @@ def test_spark_written_1x_tables_with_a_metadata_table_follow_its_policy(
     assert _rows(read_snapshot(LakeTable.open(path))) == before
 
 
-@pytest.mark.parametrize("table_version", [6, 8])
+@pytest.mark.parametrize("table_version", [6, 8, 9])
 def test_a_plan_records_the_partitions_it_leaves_out_on_v8_only(tmp_path: Path, table_version: int) -> None:
-    """Version 8 plans carry Hudi 1.x's ``missingSchedulePartitions`` (so Java's incremental
-    scheduling plans y next); version 6 plans keep 0.x's three fields, as before."""
+    """Version 8 and 9 plans carry Hudi 1.x's ``missingSchedulePartitions`` (so Java's incremental
+    scheduling plans y next); version 6 plans keep 0.x's three fields, as before. The plan runs."""
     table = mor(tmp_path, table_version=table_version)  # x has a log file
     write(table, batch(["c"], 2, "y"), "upsert")  # y too
     only_x = {
@@ -217,8 +218,15 @@ def test_a_plan_records_the_partitions_it_leaves_out_on_v8_only(tmp_path: Path, 
     assert [op.partition for op in scheduled.plan.operations] == ["x"]
     data = timeline_file(table, scheduled.instant, State.REQUESTED).read_bytes()
     (record,) = fastavro.reader(io.BytesIO(data))
-    if table_version == 8:
+    if table_version >= 8:
         assert record["missingSchedulePartitions"] == ["y"] and scheduled.plan.missing_partitions == ("y",)
     else:
         assert list(record) == ["operations", "extraMetadata", "version"]
         assert scheduled.plan.missing_partitions == ()
+    expected = hudi_rows(table.base_path, "id", "ts", "p")
+    assert execute_compaction(table).outcome is Outcome.COMPLETED
+    assert (
+        hudi_rows(table.base_path, "id", "ts", "p")
+        == expected
+        == [("a", 2, "x"), ("b", 1, "x"), ("c", 2, "y")]
+    )

@@ -4,7 +4,9 @@ Scheduling is in ``scheduler``, one operation (a file slice merged into a new ba
 ``operation``, the results in ``result``.
 
 Durable order of an execution at ``c``: ``c.compaction.requested`` -> ``c.compaction.inflight`` ->
-per operation a marker, then the new base file ``<fileId>_<token>_<c>.parquet`` -> ``c.commit``.
+per operation a marker, then the new base file ``<fileId>_<token>_<c>.parquet`` -> ``c.commit``
+(table versions 8 and 9, timeline layout 2: the inflight file is empty and the completed one is
+``<c>_<completion>.commit`` with Avro metadata, as Hudi 1.x writes them; the store knows which).
 Readers ignore base files of an instant that is not completed, so a crash before the commit leaves
 the table unchanged; the retry removes the partial output (named by markers) and runs again.
 

@@ -110,6 +110,7 @@ class MorModel:
     log: dict[Ident, tuple] = field(default_factory=dict)
     frozen: dict[Ident, tuple] | None = None  # the log a pending compaction merges
     since: dict[Ident, tuple] = field(default_factory=dict)  # logged after it was scheduled
+    stats: Counter[str] = field(default_factory=lambda: STATS)  # the tally of the test using it
 
     def apply(self, op: str, latest: dict[Ident, Row], instant: str) -> None:
         for ident, row in latest.items():
@@ -119,15 +120,15 @@ class MorModel:
                     self.base[ident] = (ts, value, instant)
                 continue
             if ident not in self.base:
-                STATS["writes to keys living only in logs"] += 1
+                self.stats["writes to keys living only in logs"] += 1
             if self.frozen is not None:
-                STATS["writes while a compaction was pending"] += 1
+                self.stats["writes while a compaction was pending"] += 1
                 if (
                     op != "delete"
                     and ident in self.frozen
                     and _merged(self.base, self.frozen).get(ident) is None
                 ):
-                    STATS["re-inserts on top of a pending compaction of their delete"] += 1
+                    self.stats["re-inserts on top of a pending compaction of their delete"] += 1
             if op == "delete":
                 record: tuple = ("natural",) if ts == 0 else ("delete", ts)
             else:
@@ -375,7 +376,7 @@ def _history(
     )
     if table_version != 6:  # clean does not run on versions 8 and 9 yet
         steps = [step for step in steps if step[0] != "clean"]
-    model: Model | MorModel = MorModel() if table_type == "mor" else Model()
+    model: Model | MorModel = MorModel(stats=stats) if table_type == "mor" else Model()
     history: list[tuple[str, list]] = []
     floor = ""  # instants before it may have lost files to a clean: time travel may refuse them
     pending: str | None = None  # a compaction scheduled alone, not executed yet
@@ -521,6 +522,10 @@ def test_write_histories_on_v8_exercised_compaction() -> None:
     executed after writes on top of their plan."""
     if STATS_V8["inserts"] + STATS_V8["upserts"] + STATS_V8["deletes"] < 40:
         pytest.skip("the version 8 history test did not run (or ran too few examples) in this session")
-    for what in ("compactions", "compactions scheduled alone, executed after writes on their plan"):
+    for what in (
+        "compactions",
+        "compactions scheduled alone, executed after writes on their plan",
+        "writes while a compaction was pending",
+    ):
         SUMMARY.append(f"write model, table version 8: {what}: {STATS_V8[what]}")
         assert STATS_V8[what], f"never happened on table version 8: {what}"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,7 +13,9 @@ import pyarrow as pa
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
-from airflow_lake_provider.lake.timeline.instant import InstantClock
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, State
+from airflow_lake_provider.lake.timeline.store import TimelineStore
 
 DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
 START = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
@@ -21,8 +25,9 @@ def batch(ids: list[str], ts: int, partition: str) -> pa.Table:
     return pa.table({"id": ids, "ts": pa.array([ts] * len(ids), pa.int64()), "p": [partition] * len(ids)})
 
 
-def empty_mor(tmp_path: Path, clock: InstantClock | None = None) -> LakeTable:
-    """A MOR table partitioned by ``p``, its clock one second further at every instant."""
+def empty_mor(tmp_path: Path, clock: InstantClock | None = None, table_version: int = 6) -> LakeTable:
+    """A MOR table of ``table_version`` partitioned by ``p``, its clock one second further at every
+    instant."""
     ticks = iter(range(10**6))
     return LakeTable.create(
         tmp_path / "t",
@@ -32,12 +37,13 @@ def empty_mor(tmp_path: Path, clock: InstantClock | None = None) -> LakeTable:
         precombine_field="ts",
         partition_fields=("p",),
         clock=clock or InstantClock(now=lambda: START + dt.timedelta(seconds=next(ticks))),
+        table_version=table_version,
     )
 
 
-def mor(tmp_path: Path) -> LakeTable:
+def mor(tmp_path: Path, table_version: int = 6) -> LakeTable:
     """x (a, b) and y (c) with one file group each; x has a log file (a updated to ts 2), y not."""
-    table = empty_mor(tmp_path)
+    table = empty_mor(tmp_path, table_version=table_version)
     write(table, pa.concat_tables([batch(["a", "b"], 1, "x"), batch(["c"], 1, "y")]), "insert")
     write(table, batch(["a"], 2, "x"), "upsert")
     return table
@@ -51,3 +57,36 @@ def crash_at(where: str) -> Callable[[str], None]:
             raise SimulatedCrash(point)
 
     return fault
+
+
+def store(table: LakeTable) -> TimelineStore:
+    """A timeline store of ``table`` as another process has one (a lock holder, a marker reader), on
+    every table version: the table's own refuses use outside an action's scope on versions 8 and 9."""
+    return TimelineStore(table.storage, table.layout, table.clock)
+
+
+def timeline_file(table: LakeTable, c: str, state: State, action: Action = Action.COMPACTION) -> Path:
+    """The timeline file of ``c`` in ``state``: under ``.hoodie/`` (v6) or ``.hoodie/timeline/`` (v8);
+    a completed one found by name (layout 2 adds the completion time)."""
+    if state is State.COMPLETED:
+        (found,) = [i for i in table.timeline().instants if i.timestamp == c and i.is_completed]
+        return table.base_path / table.layout.instant_path(found)
+    return table.base_path / table.layout.instant_path(Instant(c, state, action))
+
+
+def commit_record(table: LakeTable, c: str) -> dict:
+    """The completed commit at ``c`` as its file holds it: JSON (v6), Avro under Hudi 1.x's schema (v8)."""
+    data = timeline_file(table, c, State.COMPLETED).read_bytes()
+    if table.layout.has_completion_times:
+        return timeline_avro.read_commit_metadata(data, c)
+    return json.loads(data)
+
+
+def drop_commit_schemas(table: LakeTable) -> None:
+    """Rewrite every completed commit without the schema in its extra metadata (JSON or Avro)."""
+    timeline = table.timeline()
+    for commit in timeline.completed_commits:
+        meta = timeline.commit_metadata(commit)
+        extra = {k: v for k, v in meta.extra_metadata.items() if k != "schema"}
+        body = dataclasses.replace(meta, extra_metadata=extra).to_bytes(table.layout.has_completion_times)
+        timeline_file(table, commit.timestamp, State.COMPLETED).write_bytes(body)

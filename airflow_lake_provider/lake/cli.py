@@ -300,7 +300,8 @@ def _cmd_compact(args: argparse.Namespace) -> None:
 
     def execute(instant: str | None) -> None:
         if args.spark and not args.dry_run:
-            guard_mutation(table, "compaction execute", options)  # the job reads no options
+            with table.writing():  # compaction runs on table versions 6, 8 and 9
+                guard_mutation(table, "compaction execute", options)  # the job reads no options
             job_args = ["--table", table.uri] + (["--instant", instant] if instant else [])
             result = spark_submit.submit("compact.py", job_args, master=args.master)
             if result.get("outcome") == "FAILED":

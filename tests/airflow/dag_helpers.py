@@ -70,10 +70,12 @@ def expected_pipeline_trips() -> list[tuple]:
     )
 
 
-def new_trips_table(path: Path, rows: int = 40, per_file: int = 10, width: int = 2) -> tuple[Any, list[str]]:
-    """A MOR table ``trips`` (key ``id``, precombine ``ts``, partition ``p``) with ``rows`` rows
-    inserted at ts 0 in files of ``per_file`` rows, partitions a and b alternating. Returns the table
-    and its keys (``k`` + the row number, ``width`` digits)."""
+def new_trips_table(
+    path: Path, rows: int = 40, per_file: int = 10, width: int = 2, table_version: int = 6
+) -> tuple[Any, list[str]]:
+    """A MOR table ``trips`` of ``table_version`` (key ``id``, precombine ``ts``, partition ``p``) with
+    ``rows`` rows inserted at ts 0 in files of ``per_file`` rows, partitions a and b alternating.
+    Returns the table and its keys (``k`` + the row number, ``width`` digits)."""
     import pyarrow as pa
 
     from airflow_lake_provider.lake.table.table import LakeTable
@@ -86,6 +88,7 @@ def new_trips_table(path: Path, rows: int = 40, per_file: int = 10, width: int =
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",),
+        table_version=table_version,
     )
     ids = [f"k{i:0{width}d}" for i in range(rows)]
     batch = {

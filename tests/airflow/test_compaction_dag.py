@@ -41,9 +41,15 @@ DAG_ID = "example_lake_compaction"
 DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
 
 
-def _mor_table(path: Path, deltas: int = 5) -> LakeTable:
-    """A MOR table: 4 file groups of 10 rows, then ``deltas`` upserts/deletes as log files."""
-    table, ids = new_trips_table(path)
+@pytest.fixture(params=[6, 8], ids=["v6", "v8"])
+def table_version(request: pytest.FixtureRequest) -> int:
+    return request.param
+
+
+def _mor_table(path: Path, deltas: int = 5, table_version: int = 6) -> LakeTable:
+    """A MOR table of ``table_version``: 4 file groups of 10 rows, then ``deltas`` upserts/deletes
+    as log files."""
+    table, ids = new_trips_table(path, table_version=table_version)
     for d in range(1, deltas + 1):
         upsert_trips(table, ids[d::7], ts=d, value=1000 * d, op="delete" if d == deltas else "upsert")
     return table
@@ -224,16 +230,17 @@ def _durations(dag_id: str, run_id: str) -> dict[str, float]:
         return {task_id: float(duration or 0) for task_id, duration in rows}
 
 
-def test_sensor_poke_finds_a_plan_an_external_writer_requested(tmp_path: Path) -> None:
-    table = _mor_table(tmp_path / "trips", deltas=1)
+def test_sensor_poke_finds_a_plan_an_external_writer_requested(tmp_path: Path, table_version: int) -> None:
+    table = _mor_table(tmp_path / "trips", deltas=1, table_version=table_version)
     sensor = CompactionPlanSensor(task_id="wait", table_path=str(table.base_path))
     first = sensor.poke({})  # type: ignore[arg-type]
     assert first.is_done is False and first.xcom_value is None
     # An external writer (e.g. Spark Hudi with inline scheduling) writes a requested plan itself.
     preview = schedule_compaction(table, DUE, dry_run=True)
     assert preview.instant is not None and preview.plan is not None
-    body = timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, preview.plan.to_avro())
-    table.store.create_requested(preview.instant, Action.COMPACTION, body)
+    with table.writing():  # as the external writer of a v6 or v8 table writes its plan
+        body = table.store.encode_plan(timeline_avro.COMPACTION_PLAN, preview.plan.to_avro())
+        table.store.create_requested(preview.instant, Action.COMPACTION, body)
     found = sensor.poke({})  # type: ignore[arg-type]
     assert found.is_done is True and found.xcom_value == preview.instant
     assert LakeHook().find_requested_compaction(str(table.base_path)) == preview.instant
@@ -282,8 +289,10 @@ def test_trigger_times_out_and_sensor_soft_fail_skips(tmp_path: Path) -> None:
         hard.execute_complete({}, {"status": "timeout"})
 
 
-def test_schedule_with_nothing_due_is_no_work_and_run_without_plan_is_no_work(tmp_path: Path) -> None:
-    table = _mor_table(tmp_path / "trips", deltas=1)
+def test_schedule_with_nothing_due_is_no_work_and_run_without_plan_is_no_work(
+    tmp_path: Path, table_version: int
+) -> None:
+    table = _mor_table(tmp_path / "trips", deltas=1, table_version=table_version)
     hook = LakeHook()
     scheduled = hook.schedule_compaction(str(table.base_path))  # 1 delta commit < 5 (the default)
     assert scheduled["outcome"] == "NO_WORK" and "not due" in scheduled["reason"]
@@ -307,8 +316,10 @@ class _TaskInstance:
         return self.pulled.get((task_ids, key))
 
 
-def test_schedule_operator_no_work_succeeds_and_due_plan_reports_partitions(tmp_path: Path) -> None:
-    table = _mor_table(tmp_path / "trips", deltas=1)
+def test_schedule_operator_no_work_succeeds_and_due_plan_reports_partitions(
+    tmp_path: Path, table_version: int
+) -> None:
+    table = _mor_table(tmp_path / "trips", deltas=1, table_version=table_version)
     ti = _TaskInstance()
     op = ScheduleCompactionOperator(task_id="schedule", table_path=str(table.base_path))
     result = op.execute({"ti": ti})  # type: ignore[arg-type]
@@ -341,8 +352,8 @@ def test_run_operator_takes_the_instant_from_an_upstream_task(tmp_path: Path, mo
     assert [c[1] for c in calls] == ["20240101000000000", "20240102000000000", None]
 
 
-def test_hook_rejects_an_instant_that_is_not_a_compaction(tmp_path: Path) -> None:
-    table = _mor_table(tmp_path / "trips", deltas=1)
+def test_hook_rejects_an_instant_that_is_not_a_compaction(tmp_path: Path, table_version: int) -> None:
+    table = _mor_table(tmp_path / "trips", deltas=1, table_version=table_version)
     delta = table.timeline().instants[-1].timestamp
     with pytest.raises(LakeConfigError, match="no compaction at instant"):
         LakeHook().run_compaction(str(table.base_path), delta)
@@ -354,13 +365,13 @@ def test_hook_rejects_an_instant_that_is_not_a_compaction(tmp_path: Path) -> Non
 
 @pytest.mark.spark
 def test_hook_raises_on_a_failed_job_and_the_retry_recovers(
-    spark: Any, tmp_path: Path, monkeypatch: Any
+    spark: Any, tmp_path: Path, monkeypatch: Any, table_version: int
 ) -> None:
     """A job that dies mid-way leaves the instant inflight: the task fails (and is retried), the
     retry's job removes the partial output and completes it. Judged from the timeline only."""
     from airflow_lake_provider.spark_jobs import compact
 
-    table = _mor_table(tmp_path / "trips")
+    table = _mor_table(tmp_path / "trips", table_version=table_version)
     expected = _rows(read_snapshot(table))
     c = schedule_compaction(table, DUE).instant
 

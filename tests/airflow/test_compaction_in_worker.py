@@ -1,6 +1,7 @@
-"""Compaction chooses its executor by plan size: plans reading at most ``spark_threshold_mb`` MB merge
-in the worker (no JVM), larger ones run ``spark_jobs/compact.py`` through ``spark-submit``; the
-threshold and the choice are logged, and both give the same rows (ours and hudi-rs)."""
+"""Compaction (table versions 6 and 8) chooses its executor by plan size: plans reading at most
+``spark_threshold_mb`` MB merge in the worker (no JVM), larger ones run ``spark_jobs/compact.py``
+through ``spark-submit``; the threshold and the choice are logged, and both give the same rows (ours
+and hudi-rs)."""
 
 from __future__ import annotations
 
@@ -28,9 +29,14 @@ class _TaskInstance:
         self.pushed[key] = value
 
 
-def _planned(path: Path) -> tuple[LakeTable, str, float, list[tuple]]:
+@pytest.fixture(params=[6, 8], ids=["v6", "v8"])
+def table_version(request: pytest.FixtureRequest) -> int:
+    return request.param
+
+
+def _planned(path: Path, table_version: int) -> tuple[LakeTable, str, float, list[tuple]]:
     """A MOR table with a requested compaction plan: the table, the instant, the plan's IO in MB, the rows."""
-    table, ids = new_trips_table(path, rows=200, per_file=50, width=3)
+    table, ids = new_trips_table(path, rows=200, per_file=50, width=3, table_version=table_version)
     upsert_trips(table, ids[::4])
     c = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"}).instant
     assert c is not None
@@ -59,9 +65,9 @@ def _check_compacted(table: LakeTable, c: str, expected: list[tuple]) -> None:
 
 
 def test_a_plan_at_the_threshold_merges_in_the_worker_and_logs_why(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, table_version: int
 ) -> None:
-    table, c, io_mb, expected = _planned(tmp_path / "trips")
+    table, c, io_mb, expected = _planned(tmp_path / "trips", table_version)
     # No Spark connection at all: the worker branch must not need one.
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
     ti = _TaskInstance()
@@ -77,10 +83,12 @@ def test_a_plan_at_the_threshold_merges_in_the_worker_and_logs_why(
 
 
 @pytest.mark.spark
-def test_a_plan_above_the_threshold_runs_on_spark(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_plan_above_the_threshold_runs_on_spark(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], table_version: int
+) -> None:
     """Through the real ``spark-submit`` (the session's ``spark_default``: local[2]); the driver's
     start-up INFO lines and PySpark's pandas FutureWarning stay out of the task log."""
-    table, c, io_mb, expected = _planned(tmp_path / "trips")
+    table, c, io_mb, expected = _planned(tmp_path / "trips", table_version)
     op = RunCompactionOperator(task_id="compact", table_path=table.uri, spark_threshold_mb=io_mb - 0.001)
     result = op.execute({"ti": _TaskInstance()})  # type: ignore[arg-type]
     log = capsys.readouterr().out

@@ -21,7 +21,14 @@ pytestmark = pytest.mark.spark
 DUE = {"hoodie.compact.inline.max.delta.commits": "1"}
 
 
-def _table(path: Path) -> LakeTable:
+@pytest.fixture(params=[6, 8], ids=["v6", "v8"])
+def table_version(request: pytest.FixtureRequest) -> int:
+    """The job runs on table version 6 and on 8 (Hudi 1.x: its executors' tasks run in the
+    compaction's scope, the driver commits Avro metadata)."""
+    return request.param
+
+
+def _table(path: Path, table_version: int = 6) -> LakeTable:
     table = LakeTable.create(
         path,
         name="t",
@@ -29,6 +36,7 @@ def _table(path: Path) -> LakeTable:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",),
+        table_version=table_version,
     )
     ids = [f"k{i:02d}" for i in range(48)]
     write(
@@ -56,8 +64,8 @@ def _args(table: LakeTable, *extra: str) -> Any:
     return compact.parse_args(["--table", str(table.base_path), *extra])
 
 
-def test_job_compacts_every_group_in_its_own_task(spark: Any, tmp_path: Path) -> None:
-    table = _table(tmp_path / "t")
+def test_job_compacts_every_group_in_its_own_task(spark: Any, tmp_path: Path, table_version: int) -> None:
+    table = _table(tmp_path / "t", table_version)
     expected = _rows(read_snapshot(table))
     c = schedule_compaction(table, DUE).instant
     result = compact.run(_args(table, "--parallelism", "8"), spark)
@@ -74,8 +82,8 @@ def test_job_compacts_every_group_in_its_own_task(spark: Any, tmp_path: Path) ->
     assert compact.run(_args(table), spark)["outcome"] == "NO_WORK"
 
 
-def test_job_recovers_a_crashed_inflight_compaction(spark: Any, tmp_path: Path) -> None:
-    table = _table(tmp_path / "t")
+def test_job_recovers_a_crashed_inflight_compaction(spark: Any, tmp_path: Path, table_version: int) -> None:
+    table = _table(tmp_path / "t", table_version)
     expected = _rows(read_snapshot(table))
     c = schedule_compaction(table, DUE).instant
     calls = []
@@ -97,8 +105,10 @@ def test_job_recovers_a_crashed_inflight_compaction(spark: Any, tmp_path: Path) 
     assert _rows(read_snapshot(table)) == expected
 
 
-def test_job_failed_task_leaves_instant_inflight_and_rerun_recovers(spark: Any, tmp_path: Path) -> None:
-    table = _table(tmp_path / "t")
+def test_job_failed_task_leaves_instant_inflight_and_rerun_recovers(
+    spark: Any, tmp_path: Path, table_version: int
+) -> None:
+    table = _table(tmp_path / "t", table_version)
     expected = _rows(read_snapshot(table))
     c = schedule_compaction(table, DUE).instant
     assert c is not None

@@ -195,7 +195,7 @@ def _make_slice(key: tuple[str, str], at: str, entry: SlotEntry, storage: Storag
         assert parsed_log is not None
         logs.append(LogFile(partition, parsed_log, _sized(storage, partition, name, size)))
     # Layout 1's logs of a slice share its base instant; layout 2's are named after their writes.
-    logs.sort(key=lambda f: (f.name.base_instant, *f.name.sort_key))
+    logs.sort(key=lambda f: f.name.sort_key)
     return FileSlice(partition, file_id, at, base, tuple(logs))
 
 

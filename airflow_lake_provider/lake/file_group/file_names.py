@@ -77,9 +77,11 @@ class LogFileName:
         return f".{self.file_id}_{self.base_instant}.log.{self.version}_{self.write_token}"
 
     @property
-    def sort_key(self) -> tuple[int, str]:
-        """Order of log files within a slice: version, then write token."""
-        return (self.version, self.write_token)
+    def sort_key(self) -> tuple[str, int, str]:
+        """Order of log files within a slice (Hudi's): the instant in the name, version, write token.
+        A slice's logs share the instant in table version 6; in 8 and 9 each deltacommit writes its
+        own, named after it, and their write tokens say nothing of their order."""
+        return (self.base_instant, self.version, self.write_token)
 
     @classmethod
     def parse(cls, name: str) -> LogFileName | None:

@@ -134,15 +134,17 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
     return buf.getvalue()
 
 
-# Hudi 1.x's schemas (table versions 8 and 9) where they differ from the 0.x set above, as the writer
-# schemas of Spark-written tables carry them: self-contained, so they are parsed apart. The rollback
-# metadata gained ``logFilesFromFailedCommit`` per partition (restore metadata embeds it); the
-# rollback and restore plans are unchanged.
-_SCHEMAS_1X = {
+# Hudi 1.x's schemas (table versions 8 and 9) where they differ from 0.x's, as the writer schemas of
+# Spark-written tables carry them: self-contained, so they are parsed apart from the 0.x set above.
+# The rollback metadata gained ``logFilesFromFailedCommit`` per partition (restore metadata embeds
+# it); the compaction plan ``strategy``, ``preserveHoodieMetadata`` and ``missingSchedulePartitions``;
+# the rollback and restore plans are unchanged.
+SCHEMAS_1X = {
     COMMIT_METADATA: "HoodieCommitMetadata.1x",
     REPLACE_COMMIT_METADATA: "HoodieReplaceCommitMetadata.1x",
     ROLLBACK_METADATA: "HoodieRollbackMetadata.1x",
     RESTORE_METADATA: "HoodieRestoreMetadata.1x",
+    COMPACTION_PLAN: "HoodieCompactionPlan.1x",
 }
 # Commit metadata records (``read_commit_metadata`` reads only these).
 _COMMIT_RECORDS_1X = frozenset({COMMIT_METADATA, REPLACE_COMMIT_METADATA})
@@ -150,21 +152,21 @@ _COMMIT_RECORDS_1X = frozenset({COMMIT_METADATA, REPLACE_COMMIT_METADATA})
 
 @cache
 def schema_1x(full_name: str) -> dict[str, Any]:
-    """The parsed Hudi 1.x schema of a record whose schema changed in 1.x (see ``_SCHEMAS_1X``)."""
-    return fastavro.parse_schema(load_schema_text(_SCHEMAS_1X[full_name]), _write_hint=True)
+    """The parsed Hudi 1.x schema of a record whose schema changed in 1.x (see :data:`SCHEMAS_1X`)."""
+    return fastavro.parse_schema(load_schema_text(SCHEMAS_1X[full_name]), _write_hint=True)
 
 
 def write_avro_for(full_name: str, record: Mapping[str, Any], hudi_1x: bool) -> bytes:
     """Serialise one plan or metadata record as the table's Hudi line writes it: under the 1.x schema
     when ``hudi_1x`` (layout 2) and the record changed in 1.x, else under the 0.x one."""
-    if hudi_1x and full_name in _SCHEMAS_1X:
+    if hudi_1x and full_name in SCHEMAS_1X:
         return write_avro_1x(full_name, record)
     return write_avro(full_name, record)
 
 
 def write_avro_1x(full_name: str, record: Mapping[str, Any]) -> bytes:
     """Serialise one record under Hudi 1.x's schema (codec null), as Hudi 1.x writes completed and
-    inflight commit files and rollback/restore metadata."""
+    inflight commit files, compaction plans and rollback/restore metadata."""
     buf = io.BytesIO()
     fastavro.writer(buf, schema_1x(full_name), [dict(record)], codec="null", validator=True)
     return buf.getvalue()

@@ -12,6 +12,7 @@ import contextlib
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
+from typing import Any
 
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
@@ -204,6 +205,22 @@ class TimelineStore:
         inflight = Instant(instant.timestamp, State.INFLIGHT, instant.action)
         self._create_instant(inflight, content)
         return inflight
+
+    def encode_plan(self, full_name: str, record: Mapping[str, Any]) -> bytes:
+        """A plan record (e.g. ``avro.COMPACTION_PLAN``) as this table's timeline holds it: under Hudi
+        1.x's schema in layout 2 where it differs from 0.x's (a ``*.1x.avsc`` is shipped), else under
+        0.x's. Fields a schema does not have are left out."""
+        from airflow_lake_provider.lake.timeline import avro as timeline_avro  # fastavro: on use only
+
+        if self.layout.has_completion_times and full_name in timeline_avro.SCHEMAS_1X:
+            return timeline_avro.write_avro_1x(full_name, record)
+        return timeline_avro.write_avro(full_name, record)
+
+    def start_planned(self, requested: Instant, plan: bytes) -> Instant:
+        """requested -> inflight of an action whose requested file is its plan (a compaction): layout
+        1 copies the plan into the inflight file (as this package always has), layout 2 leaves it
+        empty as Hudi 1.x does (its readers, like ours, take the plan from the requested file)."""
+        return self.transition_to_inflight(requested, b"" if self.layout.has_completion_times else plan)
 
     def transition_to_completed(self, instant: Instant, content: bytes) -> Instant:
         """inflight -> completed: the step that makes the instant's work visible; never overwrites.

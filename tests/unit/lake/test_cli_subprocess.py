@@ -369,7 +369,7 @@ def test_savepoint_overrides_a_pending_clean_which_then_keeps_its_files(tmp_path
 
 
 # -- compaction -----------------------------------------------------------------------------------
-def _mor(path: Path, deltas: int) -> LakeTable:
+def _mor(path: Path, deltas: int, table_version: int = 6) -> LakeTable:
     """MOR: an insert of k0..k7 (two file groups per partition), then ``deltas`` upserts of k0 and k5."""
     table = LakeTable.create(
         path,
@@ -378,6 +378,7 @@ def _mor(path: Path, deltas: int) -> LakeTable:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",),
+        table_version=table_version,
     )
     keys = [f"k{i}" for i in range(8)]
     write(table, _batch(keys, 0, ["a", "b"] * 4), "insert", max_rows_per_file=2)
@@ -476,10 +477,12 @@ def test_compact_schedule_execute_run_and_no_work(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_compact_on_spark_with_work_to_do(tmp_path: Path) -> None:
-    """``lake compact --mode run --spark``: the plan made here, executed by spark-submit (local[2])."""
+@pytest.mark.parametrize("table_version", [6, 8])
+def test_compact_on_spark_with_work_to_do(tmp_path: Path, table_version: int) -> None:
+    """``lake compact --mode run --spark``: the plan made here, executed by spark-submit (local[2]);
+    on version 8 the timeline files are Hudi 1.x's (``.hoodie/timeline/``, completion time)."""
     base = tmp_path / "t"
-    table = _mor(base, 3)
+    table = _mor(base, 3, table_version)
     files = _data_files(base)
     due = "hoodie.compact.inline.max.delta.commits=3"
     run = _lake("compact", str(base), "--mode", "run", "--spark", "--option", due)
@@ -492,11 +495,19 @@ def test_compact_on_spark_with_work_to_do(tmp_path: Path) -> None:
     assert (job["recovered"], job["removed_files"]) == (False, [])
     assert len(job["tasks"]) == 2 and all(t["ok"] for t in job["tasks"])
     assert set(job["files"]) == _data_files(base) - files == _written_at(_data_files(base), c)
-    assert [n for n in _timeline(base) if n.startswith(c)] == [
-        f"{c}.commit",
-        f"{c}.compaction.inflight",
-        f"{c}.compaction.requested",
-    ]
+    if table_version == 6:
+        assert [n for n in _timeline(base) if n.startswith(c)] == [
+            f"{c}.commit",
+            f"{c}.compaction.inflight",
+            f"{c}.compaction.requested",
+        ]
+    else:
+        completion = LakeTable.open(base).timeline().get(c).completion_time  # type: ignore[union-attr]
+        assert sorted(n for n in os.listdir(base / HOODIE / "timeline") if n.startswith(c)) == [
+            f"{c}.compaction.inflight",
+            f"{c}.compaction.requested",
+            f"{c}_{completion}.commit",
+        ]
     assert _rows(read_snapshot(table)) == _hudi_rs(base) == _expected_mor(3)
 
 

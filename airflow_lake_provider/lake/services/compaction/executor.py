@@ -4,7 +4,9 @@ Scheduling is in ``scheduler``, one operation (a file slice merged into a new ba
 ``operation``, the results in ``result``.
 
 Durable order of an execution at ``c``: ``c.compaction.requested`` -> ``c.compaction.inflight`` ->
-per operation a marker, then the new base file ``<fileId>_<token>_<c>.parquet`` -> ``c.commit``.
+per operation a marker, then the new base file ``<fileId>_<token>_<c>.parquet`` -> ``c.commit``
+(table versions 8 and 9, timeline layout 2: the inflight file is empty and the completed one is
+``<c>_<completion>.commit`` with Avro metadata, as Hudi 1.x writes them; the store knows which).
 Readers ignore base files of an instant that is not completed, so a crash before the commit leaves
 the table unchanged; the retry removes the partial output (named by markers) and runs again.
 
@@ -92,7 +94,11 @@ def commit_compaction(
     Files an instant's markers name but no stat reports (failed task attempts) are removed first.
     A second committer gets ``CommitConflictError``: the completed file is create-only.
     """
-    timeline = timeline or table.timeline()
+    with table.writing():  # compaction runs on table versions 6, 8 and 9
+        return _commit(table, instant, stats, timeline or table.timeline())
+
+
+def _commit(table: LakeTable, instant: str, stats: Sequence[WriteStat], timeline: Timeline) -> CommitMetadata:
     current = timeline.get(instant)
     if current is None or current.action is not Action.COMPACTION or not current.is_inflight:
         if current is not None and current.is_completed and timeline.is_compaction(current):
@@ -125,7 +131,8 @@ def commit_compaction(
         extra_metadata={"schema": schema} if schema else {},
         compacted=True,
     )
-    table.store.transition_to_completed(current, metadata.to_json_bytes())
+    # JSON in table version 6, Avro (Hudi 1.x's schema) in 8 and 9, as every commit of the table.
+    table.store.transition_to_completed(current, metadata.to_bytes(table.layout.has_completion_times))
     table.store.markers.delete(instant)
     return metadata
 
@@ -178,6 +185,18 @@ def execute_compaction(
     ``inflight``, after each operation's ``file`` and before the ``commit`` (crash tests).
     ``options`` are read only for ``hoodie.metadata.enable`` (see ``metadata_table``).
     """
+    with table.writing():  # compaction runs on table versions 6, 8 and 9
+        return _execute(table, instant, dry_run, fault, runner, options)
+
+
+def _execute(
+    table: LakeTable,
+    instant: str | None,
+    dry_run: bool,
+    fault: FaultHook,
+    runner: OperationRunner | None,
+    options: Mapping[str, object] | None,
+) -> CompactionResult:
     guard_mutation(table, "compaction execute", options, dry_run=dry_run)
     started = time.monotonic()
     with service_lock(table, EXECUTE_LOCK, dry_run):
@@ -205,7 +224,7 @@ def execute_compaction(
         if target.is_inflight:
             removed = remove_partial_output(table, c, plan)
         else:
-            table.store.transition_to_inflight(target, timeline.read_bytes(target))
+            table.store.start_planned(target, timeline.read_bytes(target))
         fault("inflight")
         outcomes = (runner or _local_runner(fault))(table, timeline, schema, c, plan.operations)
         stats = [o for o in outcomes if isinstance(o, WriteStat)]

@@ -119,6 +119,9 @@ class CompactionPlan:
     operations: tuple[CompactionOperation, ...]
     extra_metadata: Mapping[str, str] = field(default_factory=dict)
     version: int = PLAN_VERSION
+    # Partitions with file slices to compact that this plan leaves out (its strategy's partition
+    # filter or bound): Hudi 1.x's incremental scheduling plans them next (table versions 8 and 9).
+    missing_partitions: tuple[str, ...] = ()
 
     @property
     def groups(self) -> frozenset[tuple[str, str]]:
@@ -129,16 +132,21 @@ class CompactionPlan:
         return sum(op.io_mb for op in self.operations)
 
     def to_avro(self) -> dict[str, Any]:
+        """The record under Hudi 1.x's schema; 0.x's (table version 6) has the first three fields."""
         return {
             "operations": [op.to_avro() for op in self.operations],
             "extraMetadata": dict(self.extra_metadata),
             "version": self.version,
+            "strategy": None,
+            "preserveHoodieMetadata": False,  # as Hudi 1.x's compaction planner leaves it
+            "missingSchedulePartitions": list(self.missing_partitions),
         }
 
     @classmethod
     def from_avro(cls, record: Mapping[str, Any], source: str = "compaction plan") -> CompactionPlan:
         ops = tuple(CompactionOperation.from_avro(op, source) for op in record.get("operations") or ())
-        return cls(ops, dict(record.get("extraMetadata") or {}), int(record.get("version") or 1))
+        missing = tuple(record.get("missingSchedulePartitions") or ())
+        return cls(ops, dict(record.get("extraMetadata") or {}), int(record.get("version") or 1), missing)
 
     def summary(self) -> dict[str, Any]:
         """A JSON-friendly description (CLI output, Airflow XCom)."""

@@ -130,4 +130,11 @@ def plan_compaction(
         len(operations),
         config.strategy,
     )
-    return CompactionPlan(tuple(operations)) if operations else None
+    if not operations:
+        return None
+    # As Hudi 1.x records them for its incremental scheduling: the partitions the strategy's filter
+    # left out, and those of candidates it did not select.
+    selected = {op.group for op in operations}
+    missing = {p for p in view.partitions if p not in allowed}
+    missing.update(op.partition for op in candidates if op.group not in selected)
+    return CompactionPlan(tuple(operations), missing_partitions=tuple(sorted(missing)))

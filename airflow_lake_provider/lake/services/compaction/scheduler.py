@@ -72,13 +72,17 @@ def plan_instant(table: LakeTable, timeline: Timeline, requested: str | None = N
     keeps its log files in the new slice (Java's rule), so a later instant is refused.
     """
     writes = [i.timestamp for i in timeline.pending if i.action in COMMIT_ACTIONS]
-    others = [i.timestamp for i in timeline.instants if i.timestamp not in writes]
+    # Layout 2 (table versions 8 and 9): completion times too. A log belongs to the slice of the
+    # greatest base instant not after its write's completion time, so each log the plan takes must
+    # have completed before the plan's instant (or it would fall into the slice being created).
+    completions = [i.completion_time for i in timeline.instants if i.completion_time]
+    others = [i.timestamp for i in timeline.instants if i.timestamp not in writes] + completions
     instant = (
         check_requested_instant(table, requested)
         if requested
         else table.clock.next(after=max(others, default=None))
     )
-    completed = [i.timestamp for i in timeline.instants if i.is_completed]
+    completed = [i.timestamp for i in timeline.instants if i.is_completed] + completions
     last_completed = max(completed, default=None)
     if any(i.timestamp == instant for i in timeline.instants):
         raise CompactionScheduleConflictError(f"cannot schedule a compaction at {instant}: the time is taken")
@@ -118,18 +122,19 @@ def schedule_compaction(
     now = now or dt.datetime.now(dt.timezone.utc)
     if not table.config.is_mor:
         return ScheduleResult(Outcome.NO_WORK, reason=f"{table.uri} is copy-on-write; nothing to compact")
-    guard_mutation(
-        table,
-        "compaction schedule",
-        None if isinstance(options, CompactionConfig) else options,
-        dry_run=dry_run,
-    )
-    with service_lock(table, SCHEDULE_LOCK, dry_run):
-        checked = _check_base_files_unlocked(table, config, now, force)
-        # The write lock too: a writer between reading its file groups and committing would append
-        # logs to slices this plan takes over, and lose them (Hudi needs a lock provider here).
-        with service_lock(table, WRITE_LOCK, dry_run):
-            return _schedule_locked(table, config, now, dry_run, instant, force, checked)
+    with table.writing():  # compaction runs on table versions 6, 8 and 9
+        guard_mutation(
+            table,
+            "compaction schedule",
+            None if isinstance(options, CompactionConfig) else options,
+            dry_run=dry_run,
+        )
+        with service_lock(table, SCHEDULE_LOCK, dry_run):
+            checked = _check_base_files_unlocked(table, config, now, force)
+            # The write lock too: a writer between reading its file groups and committing would
+            # append logs to slices this plan takes over, and lose them (Hudi needs a lock provider).
+            with service_lock(table, WRITE_LOCK, dry_run):
+                return _schedule_locked(table, config, now, dry_run, instant, force, checked)
 
 
 def service_lock(table: LakeTable, service: str, dry_run: bool) -> contextlib.AbstractContextManager[None]:
@@ -175,10 +180,12 @@ def _schedule_locked(
     # A foreign parquet file in a base file's place is refused by name before a plan exists.
     check_base_files(table, [f for f in base_files(plan) if f not in checked])
     c = plan_instant(table, timeline, instant)
-    plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy})
+    # The partitions it leaves out are recorded in Hudi 1.x's plans only (0.x's schema has no field).
+    missing = plan.missing_partitions if table.layout.has_completion_times else ()
+    plan = CompactionPlan(plan.operations, {STRATEGY_KEY: config.strategy}, missing_partitions=missing)
     if dry_run:
         return ScheduleResult(Outcome.PLANNED, c, plan, trigger.reason, dry_run=True)
-    body = timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan.to_avro())
+    body = table.store.encode_plan(timeline_avro.COMPACTION_PLAN, plan.to_avro())
     table.store.create_requested(c, Action.COMPACTION, body)
     log.info(
         "compaction %s of %s scheduled: %d file groups, %.3f MB IO",

@@ -1,5 +1,5 @@
 """Tables of versions 8 and 9 (Hudi 1.x) take writes (insert, upsert, delete), the metadata-table
-drop, rollback and restore (tested in ``rollback/test_executor_1x.py``), but no other table service
+drop, compaction, rollback and restore (tested in their own modules), but no other table service
 yet: every other service is refused before anything is written, and read-only inspection works."""
 
 from __future__ import annotations
@@ -35,9 +35,6 @@ def _commands(table: Path, instant: str, source: Path) -> dict[str, list[str]]:
     t = str(table)
     return {
         "clean": ["clean", t],
-        "compact-schedule": ["compact", t, "--mode", "schedule", "--force"],
-        "compact-run": ["compact", t, "--mode", "run", "--force"],
-        "compact-execute": ["compact", t, "--mode", "execute"],
         "archive": ["archive", t],
         "partition-commit": ["partition-commit", t, "--partition", "region=us", "--policy", "success-file"],
         "partition-commit-merge": [
@@ -50,7 +47,6 @@ def _commands(table: Path, instant: str, source: Path) -> dict[str, list[str]]:
         ],
         "clean-spark": ["clean", t, "--spark"],
         "clean-dry-run": ["clean", t, "--dry-run"],
-        "compact-spark": ["compact", t, "--mode", "run", "--force", "--spark"],
         "savepoint-create": ["savepoint", "create", t, "--instant", instant],
         "savepoint-delete": ["savepoint", "delete", t, "--instant", instant],
     }

@@ -37,10 +37,12 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
-from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
+from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import (
     Action,
+    Instant,
     InstantClock,
+    State,
     format_instant,
     instant_to_datetime,
 )
@@ -94,8 +96,10 @@ def _batch(ids: list[int], ts: int, tag: str) -> pa.Table:
     )
 
 
-@pytest.fixture
-def mor(tmp_path: Path) -> tuple[LakeTable, Model]:
+@pytest.fixture(params=[6, 8], ids=["v6", "v8"])
+def mor(tmp_path: Path, request: pytest.FixtureRequest) -> tuple[LakeTable, Model]:
+    """A MOR table of table version 6 and one of 8 (Hudi 1.x: timeline layout 2, a log file per
+    deltacommit, slices by completion time, Avro plans and commit metadata)."""
     table = LakeTable.create(
         tmp_path / "trips",
         name="trips",
@@ -103,6 +107,7 @@ def mor(tmp_path: Path) -> tuple[LakeTable, Model]:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("city",),
+        table_version=request.param,
     )
     model = Model()
     for batch, op in [
@@ -125,6 +130,23 @@ def _check(table: LakeTable, model: Model, *, hudi: bool = True) -> pa.Table:
     return ours
 
 
+def _instant_file(table: LakeTable, c: str, state: State, action: Action = Action.COMPACTION) -> Path:
+    """The timeline file of ``c`` in ``state`` (a completed one found by name: layout 2 adds the
+    completion time)."""
+    if state is State.COMPLETED:
+        (found,) = [i for i in table.timeline().instants if i.timestamp == c and i.is_completed]
+        return table.base_path / table.layout.instant_path(found)
+    return table.base_path / table.layout.instant_path(Instant(c, state, action))
+
+
+def _compaction_commit(table: LakeTable, c: str) -> dict:
+    """The completed compaction's metadata record: JSON in version 6, Avro under Hudi 1.x's schema in 8."""
+    data = _instant_file(table, c, State.COMPLETED).read_bytes()
+    if not table.layout.has_completion_times:
+        return json.loads(data)
+    return timeline_avro.read_commit_metadata(data, "commit")
+
+
 def _files(table: LakeTable) -> set[str]:
     return {
         str(p.relative_to(table.base_path))
@@ -142,7 +164,7 @@ def test_schedule_execute_then_both_readers_agree_and_files_are_exact(mor: tuple
     c = scheduled.instant
     plan_groups = sorted(op.group for op in scheduled.plan.operations)
     assert len(plan_groups) == 3  # every partition's group has logs
-    assert (table.base_path / ".hoodie" / f"{c}.compaction.requested").is_file()
+    assert _instant_file(table, c, State.REQUESTED).is_file()
     _check(table, model, hudi=False)  # hudi-rs ignores nothing yet, but only compare when settled
 
     result = execute_compaction(table)
@@ -162,8 +184,10 @@ def test_schedule_execute_then_both_readers_agree_and_files_are_exact(mor: tuple
     # Completed as <c>.commit: compacted, COMPACT, compaction write stats.
     hoodie = table.base_path / ".hoodie"
     assert not (hoodie / ".temp" / c).exists()
-    meta = CommitMetadata.from_json_bytes((hoodie / f"{c}.commit").read_bytes(), "commit")
-    body = json.loads((hoodie / f"{c}.commit").read_text())
+    (done,) = [i for i in table.timeline().instants if i.timestamp == c]
+    assert done.action is Action.COMMIT and done.is_completed
+    meta = table.timeline().commit_metadata(done)
+    body = _compaction_commit(table, c)
     assert body["compacted"] is True and body["operationType"] == "COMPACT" and meta.schema
     stats = meta.write_stats()
     assert sorted(s.path for s in stats) == sorted(new)
@@ -242,15 +266,36 @@ def test_writes_while_compaction_is_pending_are_not_lost(mor: tuple[LakeTable, M
     table, model = mor
     scheduled = schedule_compaction(table, DUE)
     c = scheduled.instant
+    v8 = table.layout.has_completion_times
+    writes = []
     for batch, op in [
         (_batch([0, 3, 6], 7, "g"), "upsert"),
         (_batch([4, 30, 31], 8, "h"), "upsert"),
         (_batch([7, 9], 9, "i"), "delete"),
     ]:
-        write(table, batch, op)
+        writes.append(write(table, batch, op).instant)
         model.apply(batch, op)
-        _check(table, model, hudi=False)  # hudi-rs hides logs written against a pending compaction
-    new_logs = [f for f in _files(table) if f"_{c}.log." in f]
+        # hudi-rs hides logs written against a pending compaction (v6); on v8 it reads them.
+        _check(table, model, hudi=v8)
+    if v8:
+        # Version 8: each write's log is named after the write and belongs to the slice at c (it
+        # completed after c was requested), which readers fold into the slice before.
+        new_logs = [f for f in _files(table) if any(f"_{w}.log." in f for w in writes)]
+        in_c = {
+            f"{s.partition}/{f.file_name}"
+            for s in table.file_system_view().latest_slices()
+            for f in s.log_files
+        }
+        slices_c = [
+            f"{s.partition}/{f.file_name}"
+            for g in table.file_system_view().file_groups()
+            for s in g.slices
+            if s.base_instant == c
+            for f in s.log_files
+        ]
+        assert sorted(slices_c) == sorted(new_logs) and set(new_logs) <= in_c
+    else:
+        new_logs = [f for f in _files(table) if f"_{c}.log." in f]
     assert new_logs, "writers append against the pending compaction's instant"
     result = execute_compaction(table)
     assert result.outcome is Outcome.COMPLETED
@@ -330,8 +375,8 @@ def test_crash_after_first_file_then_retry_completes_without_duplicates(mor: tup
         execute_compaction(table, fault=crash)
     partial = _files(table) - files_before
     assert len(partial) == 1 and f"_{c}.parquet" in next(iter(partial))
-    assert (table.base_path / ".hoodie" / f"{c}.compaction.inflight").is_file()
-    assert not (table.base_path / ".hoodie" / f"{c}.commit").exists()
+    assert _instant_file(table, c, State.INFLIGHT).is_file()
+    assert table.timeline().get(c).is_inflight  # not completed
     # Readers ignore the partial output of the uncommitted instant.
     assert _rows(_hudi_rs(table.base_path)) == _rows(before)
     _check(table, model)
@@ -383,10 +428,12 @@ def test_schedule_fits_a_plan_before_an_inflight_write_when_the_clock_allows(
     mor: tuple[LakeTable, Model],
 ) -> None:
     table, _ = mor
-    last_completed = table.timeline().completed_commits[-1].timestamp
+    # The last completed instant; on v8 its completion time (a plan must follow every log's).
+    last_completed = table.timeline().latest_time
     slow = instant_to_datetime(last_completed) + dt.timedelta(milliseconds=5)
     inflight_write = format_instant(slow + dt.timedelta(seconds=1))
-    table.store.create_requested(inflight_write, Action.DELTACOMMIT)
+    with table.writing():  # a write's first step (on v8 too)
+        table.store.create_requested(inflight_write, Action.DELTACOMMIT)
     table.clock = InstantClock(now=lambda: slow)  # a clock behind the pending write
     result = schedule_compaction(table, DUE)
     assert result.outcome is Outcome.SCHEDULED and last_completed < result.instant < inflight_write
@@ -435,7 +482,9 @@ def test_two_concurrent_executions_commit_exactly_once(mor: tuple[LakeTable, Mod
     assert outcomes["first"] is Outcome.COMPLETED
     assert isinstance(outcomes["second"], ServiceBusyError)
     assert execute_compaction(table, c).outcome is Outcome.ALREADY_COMPLETED
-    assert [p.name for p in (table.base_path / ".hoodie").glob(f"{c}.commit")] == [f"{c}.commit"]
+    assert [p.name for p in (table.base_path / table.layout.folder).glob(f"{c}*.commit")] == [
+        _instant_file(table, c, State.COMPLETED).name
+    ]
     _check(table, model)
 
 
@@ -509,12 +558,15 @@ def test_cli_compact_modes(mor: tuple[LakeTable, Model], capsys: pytest.CaptureF
 def test_a_plan_before_a_failed_write_runs_after_the_write_is_rolled_back(
     mor: tuple[LakeTable, Model],
 ) -> None:
-    """A plan fitted before a failed write (a clock behind it, or ``--instant``) lists the log files
+    """Version 6 (rollback on 8 is not ours yet). A plan fitted before a failed write (a clock behind
+    it, or ``--instant``) lists the log files
     the write left, as it lists every log file of the slices; rolling the write back deletes them.
     The compaction then runs without them (their blocks were never committed): before the fix it
     failed for good ("planned file ... is missing") and stayed inflight, and no rollback may undo a
     pending compaction."""
     table, model = mor
+    if table.layout.has_completion_times:
+        pytest.skip("rollback of failed writes on table version 8 is not supported yet")
 
     def stop(point: str) -> None:
         if point == "commit":

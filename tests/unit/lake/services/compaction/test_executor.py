@@ -4,14 +4,23 @@ picks, what each outcome reports, the lock, the log lines, and the plan instant'
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 import re
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from compaction_support import DUE, START, batch, crash_at, empty_mor, mor
+from compaction_support import (
+    DUE,
+    START,
+    batch,
+    crash_at,
+    drop_commit_schemas,
+    empty_mor,
+    mor,
+    store,
+    timeline_file,
+)
 
 from airflow_lake_provider.lake.errors import CompactionScheduleConflictError, ServiceBusyError
 from airflow_lake_provider.lake.services.compaction import scheduler
@@ -27,7 +36,7 @@ from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
-from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, format_instant
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, State, format_instant
 
 COMPACTION_LOG = "airflow_lake_provider.lake.services.compaction"  # the loggers of its modules
 
@@ -36,8 +45,10 @@ def _quick(seconds: float) -> bool:
     return 0 < seconds < 60  # measured, so never exactly 0
 
 
-def test_a_run_recovers_a_crashed_compaction_before_an_older_requested_one(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_a_run_recovers_a_crashed_compaction_before_an_older_requested_one(
+    tmp_path: Path, table_version: int
+) -> None:
+    table = mor(tmp_path, table_version=table_version)
     older = schedule_compaction(table, DUE).instant  # x
     write(table, batch(["c"], 2, "y"), "upsert")
     crashed = schedule_compaction(table, DUE).instant  # y
@@ -48,8 +59,10 @@ def test_a_run_recovers_a_crashed_compaction_before_an_older_requested_one(tmp_p
     assert [i.timestamp for i in table.timeline().pending_compactions()] == [older]
 
 
-def test_a_run_asked_for_an_instant_that_is_no_compaction_is_refused(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_a_run_asked_for_an_instant_that_is_no_compaction_is_refused(
+    tmp_path: Path, table_version: int
+) -> None:
+    table = mor(tmp_path, table_version=table_version)
     write_instant = table.timeline().completed_commits[-1].timestamp
     for asked in (write_instant, "20250301000000500"):
         with pytest.raises(
@@ -59,8 +72,8 @@ def test_a_run_asked_for_an_instant_that_is_no_compaction_is_refused(tmp_path: P
             execute_compaction(table, asked)
 
 
-def test_every_outcome_reports_its_instant_and_duration(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_every_outcome_reports_its_instant_and_duration(tmp_path: Path, table_version: int) -> None:
+    table = mor(tmp_path, table_version=table_version)
     nothing = execute_compaction(table)
     assert (nothing.outcome, nothing.instant) == (Outcome.NO_WORK, None) and _quick(nothing.duration_seconds)
     c = schedule_compaction(table, DUE).instant
@@ -77,26 +90,29 @@ def test_every_outcome_reports_its_instant_and_duration(tmp_path: Path) -> None:
     assert (again.outcome, again.instant) == (Outcome.ALREADY_COMPLETED, c) and _quick(again.duration_seconds)
 
 
-def test_the_inflight_file_holds_the_plan(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_the_inflight_file_holds_the_plan_on_v6_and_nothing_on_v8(tmp_path: Path, table_version: int) -> None:
+    """Version 8: Hudi 1.x writes the compaction inflight empty (as the Spark-written 1.x tables
+    hold it) and reads the plan from the requested file."""
+    table = mor(tmp_path, table_version=table_version)
     c = schedule_compaction(table, DUE).instant
-    hoodie = table.base_path / ".hoodie"
     with pytest.raises(SimulatedCrash):
         execute_compaction(table, c, fault=crash_at("inflight"))
-    plan = (hoodie / f"{c}.compaction.requested").read_bytes()
-    assert plan and (hoodie / f"{c}.compaction.inflight").read_bytes() == plan
+    plan = timeline_file(table, c, State.REQUESTED).read_bytes()
+    inflight = timeline_file(table, c, State.INFLIGHT).read_bytes()
+    assert plan and inflight == (plan if table_version == 6 else b"")
+    assert execute_compaction(table, c).outcome is Outcome.COMPLETED  # recovered from the requested plan
 
 
-def test_a_run_while_another_holds_the_compaction_lock_is_refused(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_a_run_while_another_holds_the_compaction_lock_is_refused(tmp_path: Path, table_version: int) -> None:
+    table = mor(tmp_path, table_version=table_version)
     c = schedule_compaction(table, DUE).instant
-    with table.store.exclusive(EXECUTE_LOCK), pytest.raises(ServiceBusyError):
+    with store(table).exclusive(EXECUTE_LOCK), pytest.raises(ServiceBusyError):
         execute_compaction(LakeTable.open(table.base_path), c)
     assert table.timeline().get(c).is_requested
 
 
-def test_failed_operations_are_listed_one_after_another(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_failed_operations_are_listed_one_after_another(tmp_path: Path, table_version: int) -> None:
+    table = mor(tmp_path, table_version=table_version)
     write(table, batch(["c"], 2, "y"), "upsert")
     scheduled = schedule_compaction(table, DUE)
     for op in scheduled.plan.operations:
@@ -109,8 +125,8 @@ def test_failed_operations_are_listed_one_after_another(tmp_path: Path) -> None:
     assert re.search(f": x/{x.file_id}: [^;]+; y/{y.file_id}: ", message), message
 
 
-def test_the_log_lines_of_a_run(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    table = mor(tmp_path)
+def test_the_log_lines_of_a_run(tmp_path: Path, table_version: int, caplog: pytest.LogCaptureFixture) -> None:
+    table = mor(tmp_path, table_version=table_version)
     c = schedule_compaction(table, DUE).instant
     caplog.set_level(logging.DEBUG, logger=COMPACTION_LOG)
     caplog.clear()
@@ -122,8 +138,8 @@ def test_the_log_lines_of_a_run(tmp_path: Path, caplog: pytest.LogCaptureFixture
     ]
 
 
-def test_a_delete_only_log_counts_no_insert(tmp_path: Path) -> None:
-    table = empty_mor(tmp_path)
+def test_a_delete_only_log_counts_no_insert(tmp_path: Path, table_version: int) -> None:
+    table = empty_mor(tmp_path, table_version=table_version)
     write(table, batch(["a", "b"], 1, "x"), "insert")
     write(table, batch(["b"], 2, "x"), "delete")
     done = execute_compaction(table, schedule_compaction(table, DUE).instant)
@@ -132,25 +148,32 @@ def test_a_delete_only_log_counts_no_insert(tmp_path: Path) -> None:
 
 
 # -- plan_instant --------------------------------------------------------------------------------------
-def test_a_plan_instant_on_an_empty_timeline_is_the_clock_time(tmp_path: Path) -> None:
+def test_a_plan_instant_on_an_empty_timeline_is_the_clock_time(tmp_path: Path, table_version: int) -> None:
     at = START + dt.timedelta(hours=1)
-    table = empty_mor(tmp_path, InstantClock(now=lambda: at))
+    table = empty_mor(tmp_path, InstantClock(now=lambda: at), table_version=table_version)
     assert plan_instant(table, table.timeline()) == format_instant(at)
 
 
-def test_a_plan_instant_follows_every_instant_even_with_a_clock_behind(tmp_path: Path) -> None:
-    table = mor(tmp_path)
-    latest = table.timeline().instants[-1].timestamp
+def test_a_plan_instant_follows_every_instant_even_with_a_clock_behind(
+    tmp_path: Path, table_version: int
+) -> None:
+    table = mor(tmp_path, table_version=table_version)
+    # On v8 after every completion time too: a log that completed after the plan's instant would
+    # belong to the slice the plan creates, not to the one it compacts.
+    latest = table.timeline().latest_time
+    assert table_version == 6 or latest == table.timeline().completed_commits[-1].completion_time
     table.clock = InstantClock(now=lambda: START - dt.timedelta(days=1))
     instant = plan_instant(table, table.timeline())
     assert instant > latest
 
 
-def test_a_plan_instant_refused_by_pending_writes_names_them(tmp_path: Path) -> None:
-    table = empty_mor(tmp_path, InstantClock(now=lambda: START + dt.timedelta(hours=1)))
+def test_a_plan_instant_refused_by_pending_writes_names_them(tmp_path: Path, table_version: int) -> None:
+    table = empty_mor(
+        tmp_path, InstantClock(now=lambda: START + dt.timedelta(hours=1)), table_version=table_version
+    )
     first, second = format_instant(START), format_instant(START + dt.timedelta(minutes=1))
     for t in (second, first):
-        table.store.create_requested(t, Action.DELTACOMMIT)
+        store(table).create_requested(t, Action.DELTACOMMIT)
     message = (
         f"cannot schedule a compaction at {format_instant(START + dt.timedelta(hours=1))}: pending write(s) "
         f"{first}, {second} started earlier, and a plan must be later than the last completed instant - "
@@ -162,9 +185,9 @@ def test_a_plan_instant_refused_by_pending_writes_names_them(tmp_path: Path) -> 
 
 
 def test_a_schedule_takes_a_config_object_and_logs_the_plan(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, table_version: int
 ) -> None:
-    table = mor(tmp_path)
+    table = mor(tmp_path, table_version=table_version)
     caplog.set_level(logging.INFO, logger=scheduler.log.name)
     caplog.clear()
     scheduled = schedule_compaction(table, CompactionConfig.from_options(DUE))
@@ -176,23 +199,21 @@ def test_a_schedule_takes_a_config_object_and_logs_the_plan(
 
 
 def _set_properties(table: LakeTable, **props: str) -> LakeTable:
-    table.store.update_properties({**table.config.properties, **props})
+    store(table).update_properties({**table.config.properties, **props})
     return LakeTable.open(table.base_path)
 
 
-def test_a_table_without_a_schema_or_meta_fields_is_not_compacted(tmp_path: Path) -> None:
-    table = mor(tmp_path)
-    hoodie = table.base_path / ".hoodie"
-    for commit in hoodie.glob("*.deltacommit"):
-        body = json.loads(commit.read_text())
-        del body["extraMetadata"]["schema"]
-        commit.write_text(json.dumps(body))
+def test_a_table_without_a_schema_or_meta_fields_is_not_compacted(tmp_path: Path, table_version: int) -> None:
+    table = mor(tmp_path, table_version=table_version)
+    drop_commit_schemas(table)
     with pytest.raises(
         CompactionError,
         match=f"^{re.escape(table.uri)}: the table has no schema \\(no commit records one\\)$",
     ):
         schedule_compaction(table, DUE)
-    table = _set_properties(mor(tmp_path / "2"), **{"hoodie.populate.meta.fields": "false"})
+    table = _set_properties(
+        mor(tmp_path / "2", table_version=table_version), **{"hoodie.populate.meta.fields": "false"}
+    )
     with pytest.raises(
         CompactionError,
         match=f"^{re.escape(table.uri)}: compacting tables without meta fields is not supported$",
@@ -202,13 +223,13 @@ def test_a_table_without_a_schema_or_meta_fields_is_not_compacted(tmp_path: Path
 
 
 def test_what_a_schedule_reports_when_nothing_is_scheduled(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, table_version: int
 ) -> None:
     cow = LakeTable.create(
         tmp_path / "cow", name="c", table_type="cow", record_key_fields=("id",), precombine_field="ts"
     )
     assert schedule_compaction(cow, DUE).reason == f"{cow.uri} is copy-on-write; nothing to compact"
-    table = mor(tmp_path)
+    table = mor(tmp_path, table_version=table_version)
     caplog.set_level(logging.INFO, logger=scheduler.log.name)
     caplog.clear()
     later = {"hoodie.compact.inline.max.delta.commits": "9"}
@@ -225,14 +246,16 @@ def test_what_a_schedule_reports_when_nothing_is_scheduled(
     assert done.reason == dry.reason and "delta commit" in done.reason
 
 
-def test_a_schedule_while_another_holds_the_schedule_lock_is_refused(tmp_path: Path) -> None:
-    table = mor(tmp_path)
-    with table.store.exclusive(scheduler.SCHEDULE_LOCK), pytest.raises(ServiceBusyError):
+def test_a_schedule_while_another_holds_the_schedule_lock_is_refused(
+    tmp_path: Path, table_version: int
+) -> None:
+    table = mor(tmp_path, table_version=table_version)
+    with store(table).exclusive(scheduler.SCHEDULE_LOCK), pytest.raises(ServiceBusyError):
         schedule_compaction(LakeTable.open(table.base_path), DUE)
     assert table.timeline().pending_compactions() == []
 
 
-def test_a_partition_aware_strategy_reads_the_now_given(tmp_path: Path) -> None:
+def test_a_partition_aware_strategy_reads_the_now_given(tmp_path: Path, table_version: int) -> None:
     table = LakeTable.create(
         tmp_path / "d",
         name="d",
@@ -240,6 +263,7 @@ def test_a_partition_aware_strategy_reads_the_now_given(tmp_path: Path) -> None:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("y", "m", "d"),
+        table_version=table_version,
     )
     for ts in (1, 2):
         row = {"id": ["a"], "ts": pa.array([ts], pa.int64()), "y": ["2025"], "m": ["02"], "d": ["28"]}
@@ -249,7 +273,7 @@ def test_a_partition_aware_strategy_reads_the_now_given(tmp_path: Path) -> None:
     scheduled = schedule_compaction(table, bounded, now=START + dt.timedelta(days=1))
     assert [op.partition for op in scheduled.plan.operations] == ["2025/02/28"]
     strategy = bounded["hoodie.compaction.strategy"]
-    requested = table.base_path / ".hoodie" / f"{scheduled.instant}.compaction.requested"
+    requested = timeline_file(table, scheduled.instant, State.REQUESTED)
     plan = timeline_avro.read_avro(requested.read_bytes(), str(requested))
     assert plan["extraMetadata"] == {scheduler.STRATEGY_KEY: strategy}
     # 100 days on, the partition is out of the window: nothing selected, and the reason says by what.

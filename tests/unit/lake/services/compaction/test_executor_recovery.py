@@ -14,7 +14,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from compaction_support import DUE, batch, crash_at, mor
+from compaction_support import DUE, batch, crash_at, empty_mor, mor, store, timeline_file
+from write_support import hudi_rows
 
 from airflow_lake_provider.lake.errors import CompactionError, CorruptTimelineFileError
 from airflow_lake_provider.lake.format import bloom_filter
@@ -31,6 +32,7 @@ from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
+from airflow_lake_provider.lake.timeline.instant import State
 
 
 def _rows(table: LakeTable) -> list[tuple[str, int, str]]:
@@ -48,20 +50,20 @@ def _at(table: LakeTable, instant: str) -> list[str]:
 
 
 def test_a_recovery_removes_the_earlier_attempts_file_and_its_markers(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, table_version: int
 ) -> None:
-    table = mor(tmp_path)
+    table = mor(tmp_path, table_version=table_version)
     c = schedule_compaction(table, DUE).instant
     with pytest.raises(SimulatedCrash):
         execute_compaction(table, c, fault=crash_at("file"))
     (partial,) = _at(table, c)
-    assert [m.relative_path for m in table.store.markers.read(c)] == [partial]
+    assert [m.relative_path for m in store(table).markers.read(c)] == [partial]
     caplog.set_level(logging.INFO, logger=executor.log.name)
     caplog.clear()  # what came before (the schedule, the crash) may be captured already
     # The retry dies right after its cleanup, before it writes anything of its own.
     with pytest.raises(SimulatedCrash):
         execute_compaction(table, c, fault=crash_at("inflight"))
-    assert _at(table, c) == [] and table.store.markers.read(c) == []
+    assert _at(table, c) == [] and store(table).markers.read(c) == []
     assert [r.getMessage() for r in caplog.records if r.name == executor.log.name] == [
         f"compaction {c}: removed 1 files of an earlier attempt"
     ]
@@ -73,13 +75,13 @@ def test_a_recovery_removes_the_earlier_attempts_file_and_its_markers(
     assert _rows(table) == [("a", 2, "x"), ("b", 1, "x"), ("c", 1, "y")]
 
 
-def test_a_recovery_finds_a_partial_file_whose_marker_is_lost(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_a_recovery_finds_a_partial_file_whose_marker_is_lost(tmp_path: Path, table_version: int) -> None:
+    table = mor(tmp_path, table_version=table_version)
     c = schedule_compaction(table, DUE).instant
     with pytest.raises(SimulatedCrash):
         execute_compaction(table, c, fault=crash_at("file"))
     (partial,) = _at(table, c)
-    table.store.markers.delete(c)
+    store(table).markers.delete(c)
     # Not ours: another instant's name in a planned group, and our instant in an unplanned group.
     other_instant = table.base_path / partial.replace(c, "20250301000000999")
     other_instant.write_bytes(b"")
@@ -92,8 +94,8 @@ def test_a_recovery_finds_a_partial_file_whose_marker_is_lost(tmp_path: Path) ->
     assert sorted(set(_at(table, c)) - {unplanned.relative_to(table.base_path).as_posix()}) == [done.files[0]]
 
 
-def test_the_commit_removes_a_failed_task_attempts_file(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_the_commit_removes_a_failed_task_attempts_file(tmp_path: Path, table_version: int) -> None:
+    table = mor(tmp_path, table_version=table_version)
     c = schedule_compaction(table, DUE).instant
 
     def two_attempts(
@@ -111,12 +113,14 @@ def test_the_commit_removes_a_failed_task_attempts_file(tmp_path: Path) -> None:
     done = execute_compaction(table, c, runner=two_attempts)
     assert done.outcome is Outcome.COMPLETED and not done.recovered
     assert _at(table, c) == [done.files[0]] and done.files[0].split("_")[1] == "0-1-1"
-    assert table.store.markers.read(c) == []
+    assert store(table).markers.read(c) == []
     assert _rows(table) == [("a", 2, "x"), ("b", 1, "x"), ("c", 1, "y")]
 
 
-def test_run_compaction_executes_its_own_plan_not_an_older_pending_one(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_run_compaction_executes_its_own_plan_not_an_older_pending_one(
+    tmp_path: Path, table_version: int
+) -> None:
+    table = mor(tmp_path, table_version=table_version)
     older = schedule_compaction(table, DUE).instant  # plans x: y has no log yet
     write(table, batch(["c"], 5, "y"), "upsert")
     scheduled, done = run_compaction(table, DUE)
@@ -126,8 +130,8 @@ def test_run_compaction_executes_its_own_plan_not_an_older_pending_one(tmp_path:
     assert [i.timestamp for i in table.timeline().pending_compactions()] == [older]
 
 
-def test_a_compactions_write_stat_is_exact(tmp_path: Path) -> None:
-    table = mor(tmp_path)  # x: a, b in the base; a updated in a log
+def test_a_compactions_write_stat_is_exact(tmp_path: Path, table_version: int) -> None:
+    table = mor(tmp_path, table_version=table_version)  # x: a, b in the base; a updated in a log
     write(table, batch(["b"], 3, "x"), "delete")
     scheduled = schedule_compaction(table, DUE)
     (op,) = scheduled.plan.operations
@@ -146,8 +150,8 @@ def test_a_compactions_write_stat_is_exact(tmp_path: Path) -> None:
     assert _rows(table) == [("a", 2, "x"), ("c", 1, "y")]
 
 
-def test_a_log_only_slice_counts_its_rows_as_inserts(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_a_log_only_slice_counts_its_rows_as_inserts(tmp_path: Path, table_version: int) -> None:
+    table = mor(tmp_path, table_version=table_version)
     scheduled = schedule_compaction(table, DUE)
     (op,) = scheduled.plan.operations
     log_only = CompactionOperation(op.partition, op.file_id, op.base_instant, None, op.delta_file_names)
@@ -161,9 +165,9 @@ def test_a_log_only_slice_counts_its_rows_as_inserts(tmp_path: Path) -> None:
 
 
 def test_a_failed_operation_is_named_in_the_log_and_the_error(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, table_version: int
 ) -> None:
-    table = mor(tmp_path)
+    table = mor(tmp_path, table_version=table_version)
     write(table, batch(["c"], 2, "y"), "upsert")  # y gets a log too: two operations
     scheduled = schedule_compaction(table, DUE)
     c = scheduled.instant
@@ -188,26 +192,31 @@ def test_a_failed_operation_is_named_in_the_log_and_the_error(
     assert table.timeline().get(c).is_inflight
 
 
-def test_a_plan_with_an_operation_lacking_its_file_id_is_named_by_path(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_a_plan_with_an_operation_lacking_its_file_id_is_named_by_path(
+    tmp_path: Path, table_version: int
+) -> None:
+    table = mor(tmp_path, table_version=table_version)
     scheduled = schedule_compaction(table, DUE)
-    requested = table.base_path / ".hoodie" / f"{scheduled.instant}.compaction.requested"
+    requested = timeline_file(table, scheduled.instant, State.REQUESTED)
     plan = timeline_avro.read_avro(requested.read_bytes(), str(requested))
     plan["operations"][0]["fileId"] = ""
     requested.write_bytes(timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan))
-    timeline_files = sorted(p.name for p in (table.base_path / ".hoodie").iterdir() if p.is_file())
+    folder = table.base_path / table.layout.folder
+    timeline_files = sorted(p.name for p in folder.iterdir() if p.is_file())
     data_files = _at(table, "")
     with pytest.raises(
         CorruptTimelineFileError,
         match=f"^{re.escape(str(requested))}: a compaction operation lacks fileId or baseInstantTime$",
     ):
         execute_compaction(table, scheduled.instant)
-    assert sorted(p.name for p in (table.base_path / ".hoodie").iterdir() if p.is_file()) == timeline_files
+    assert sorted(p.name for p in folder.iterdir() if p.is_file()) == timeline_files
     assert _at(table, "") == data_files
 
 
-def test_a_compaction_keeps_a_base_row_with_the_larger_ordering_value(tmp_path: Path) -> None:
-    table = mor(tmp_path)  # x: a (ts 2 in a log), b (ts 1)
+def test_a_compaction_keeps_a_base_row_with_the_larger_ordering_value(
+    tmp_path: Path, table_version: int
+) -> None:
+    table = mor(tmp_path, table_version=table_version)  # x: a (ts 2 in a log), b (ts 1)
     write(table, batch(["b"], 0, "x"), "upsert")  # arrives later with a smaller ts: loses
     _, done = run_compaction(table, DUE)
     assert done.outcome is Outcome.COMPLETED
@@ -216,8 +225,10 @@ def test_a_compaction_keeps_a_base_row_with_the_larger_ordering_value(tmp_path: 
     assert (stat.num_writes, stat.num_update_writes, stat.total_log_records) == (2, 2, 2)  # both touched
 
 
-def test_an_operation_whose_logs_hold_no_committed_block_rewrites_the_base(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_an_operation_whose_logs_hold_no_committed_block_rewrites_the_base(
+    tmp_path: Path, table_version: int
+) -> None:
+    table = mor(tmp_path, table_version=table_version)
 
     def die(point: str) -> None:
         if point == "commit":
@@ -238,18 +249,18 @@ def test_an_operation_whose_logs_hold_no_committed_block_rewrites_the_base(tmp_p
     assert written.select(["id", "ts", "p"]).to_pylist() == [{"id": "c", "ts": 1, "p": "y"}]
     assert written.column("_hoodie_file_name").to_pylist() == [stat.path.split("/")[1]]
     assert (stat.num_writes, stat.num_update_writes, stat.num_deletes, stat.total_log_records) == (1, 0, 0, 0)
-    assert [(m.file_name, m.io_type) for m in table.store.markers.read(at)] == [(stat.path[2:], "MERGE")]
+    assert [(m.file_name, m.io_type) for m in store(table).markers.read(at)] == [(stat.path[2:], "MERGE")]
     # Without a base file the marker says CREATE.
     log_only = CompactionOperation("y", file_id, base_instant, None, (log,))
     stat = operation.execute_operation(table, timeline, schema, at, log_only, token="0-1-1")
     assert pq.read_table(table.base_path / stat.path).num_rows == 0
     assert ("y", stat.path[2:], "CREATE") in {
-        (m.partition, m.file_name, m.io_type) for m in table.store.markers.read(at)
+        (m.partition, m.file_name, m.io_type) for m in store(table).markers.read(at)
     }
 
 
-def test_plan_slice_is_exactly_the_planned_files(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_plan_slice_is_exactly_the_planned_files(tmp_path: Path, table_version: int) -> None:
+    table = mor(tmp_path, table_version=table_version)
     write(table, batch(["a"], 3, "x"), "upsert")  # a second log file in x
     scheduled = schedule_compaction(table, DUE)
     (op,) = scheduled.plan.operations
@@ -282,15 +293,17 @@ def _log_order(name: str) -> tuple[int, str]:
         ),
     ],
 )
-def test_plan_slice_refuses_names_that_are_no_data_files(tmp_path: Path, change: dict, message: str) -> None:
-    table = mor(tmp_path)
+def test_plan_slice_refuses_names_that_are_no_data_files(
+    tmp_path: Path, table_version: int, change: dict, message: str
+) -> None:
+    table = mor(tmp_path, table_version=table_version)
     (op,) = schedule_compaction(table, DUE).plan.operations
     with pytest.raises(CompactionError, match=f"^{re.escape(message)}$"):
         operation.plan_slice(table, replace(op, **change))
 
 
-def test_plan_slice_names_a_missing_planned_file(tmp_path: Path) -> None:
-    table = mor(tmp_path)
+def test_plan_slice_names_a_missing_planned_file(tmp_path: Path, table_version: int) -> None:
+    table = mor(tmp_path, table_version=table_version)
     (op,) = schedule_compaction(table, DUE).plan.operations
     for gone in (op.data_file_name, op.delta_file_names[0]):
         (table.base_path / "x" / gone).rename(table.base_path / "x" / "moved")
@@ -311,8 +324,10 @@ def arrow_cores(request: pytest.FixtureRequest) -> Iterator[int]:
         pa.set_cpu_count(before)
 
 
-def test_a_compacted_file_and_stat_on_one_core_and_on_more(tmp_path: Path, arrow_cores: int) -> None:
-    table = mor(tmp_path)
+def test_a_compacted_file_and_stat_on_one_core_and_on_more(
+    tmp_path: Path, table_version: int, arrow_cores: int
+) -> None:
+    table = mor(tmp_path, table_version=table_version)
     write(table, batch(["b"], 3, "x"), "delete")
     scheduled = schedule_compaction(table, DUE)
     done = execute_compaction(table, scheduled.instant)
@@ -334,3 +349,31 @@ def test_a_compacted_file_and_stat_on_one_core_and_on_more(tmp_path: Path, arrow
     assert len(got.rows) == len(expected.rows) == 1
     assert got.might_contain(pa.array(["a", "b"])).tolist() == [True, True]
     assert got.rows != expected.rows
+
+
+def test_logs_merge_in_the_order_of_their_writes_whatever_their_write_tokens(
+    tmp_path: Path, table_version: int
+) -> None:
+    """Version 8 names each log after its write, with the write's token for the file group (the
+    n-th group a write touches gets ``n-1-0``): a later write's log may carry a smaller token. The
+    compaction merged a slice's logs in token order, so on a tie of ordering values an older
+    version of ``c`` won over the newer one that readers return (v6 logs differ by version)."""
+    table = empty_mor(tmp_path, table_version=table_version)
+
+    def rows(ids: list[str], parts: list[str], v: str) -> pa.Table:
+        ts = pa.array([1] * len(ids), pa.int64())
+        return pa.table({"id": ids, "ts": ts, "p": parts, "v": [v] * len(ids)})
+
+    write(table, rows(["a", "c"], ["x", "y"], "first"), "insert")
+    second = write(table, rows(["a", "c"], ["x", "y"], "second"), "upsert").instant
+    third = write(table, rows(["c"], ["y"], "third"), "upsert").instant
+    logs = sorted(p.name for p in (table.base_path / "y").glob(".*.log.*"))
+    if table_version == 8:  # the third write's token sorts before the second's
+        by_token = sorted(logs, key=lambda n: n.rsplit("_", 1)[1])
+        assert [third in by_token[0], second in by_token[1]] == [True, True]
+    expected = [("a", "second"), ("c", "third")]
+    assert sorted((r["id"], r["v"]) for r in read_snapshot(table).select(["id", "v"]).to_pylist()) == expected
+    _, done = run_compaction(table, DUE)
+    assert done.outcome is Outcome.COMPLETED
+    assert sorted((r["id"], r["v"]) for r in read_snapshot(table).select(["id", "v"]).to_pylist()) == expected
+    assert hudi_rows(table.base_path, "id", "v") == expected

@@ -4,12 +4,11 @@ execution, run_compaction passing its arguments on, and commit_compaction's refu
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 from pathlib import Path
 
 import pytest
-from compaction_support import DUE, START, batch, empty_mor
+from compaction_support import DUE, START, batch, commit_record, drop_commit_schemas, empty_mor, store
 
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
@@ -28,15 +27,15 @@ from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import format_instant
 
 
-def _mor(tmp_path: Path) -> LakeTable:
-    table = empty_mor(tmp_path)
+def _mor(tmp_path: Path, table_version: int = 6) -> LakeTable:
+    table = empty_mor(tmp_path, table_version=table_version)
     write(table, batch(["a", "b"], 1, "x"), "insert")
     write(table, batch(["a"], 2, "x"), "upsert")  # a log file on the group: something to compact
     return table
 
 
-def test_schedule_and_execution_json_are_exact(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+def test_schedule_and_execution_json_are_exact(tmp_path: Path, table_version: int) -> None:
+    table = _mor(tmp_path, table_version=table_version)
     scheduled = schedule_compaction(table, DUE, now=START + dt.timedelta(hours=1))
     assert scheduled.outcome is Outcome.SCHEDULED
     as_json = scheduled.to_json()
@@ -73,8 +72,8 @@ def test_execution_json_rounds_the_duration_to_milliseconds() -> None:
     assert (removed.to_json()["recovered"], removed.to_json()["removed_files"]) == (True, ["x/f.parquet"])
 
 
-def test_run_compaction_passes_now_instant_and_force_on(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+def test_run_compaction_passes_now_instant_and_force_on(tmp_path: Path, table_version: int) -> None:
+    table = _mor(tmp_path, table_version=table_version)
     # Not due (5 delta commits needed): nothing runs, and the execution half says so.
     scheduled, executed = run_compaction(table, {"hoodie.compact.inline.max.delta.commits": "5"})
     assert (scheduled.outcome, executed.outcome, executed.instant) == (Outcome.NO_WORK, Outcome.NO_WORK, None)
@@ -88,8 +87,8 @@ def test_run_compaction_passes_now_instant_and_force_on(tmp_path: Path) -> None:
     assert (executed.outcome, executed.instant) == (Outcome.COMPLETED, wanted)
 
 
-def test_run_compaction_reads_the_trigger_at_the_now_given(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+def test_run_compaction_reads_the_trigger_at_the_now_given(tmp_path: Path, table_version: int) -> None:
+    table = _mor(tmp_path, table_version=table_version)
     by_time = {
         "hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED",
         "hoodie.compact.inline.max.delta.seconds": "3600",
@@ -100,8 +99,8 @@ def test_run_compaction_reads_the_trigger_at_the_now_given(tmp_path: Path) -> No
     assert (late.outcome, executed.outcome) == (Outcome.SCHEDULED, Outcome.COMPLETED)
 
 
-def test_commit_refuses_what_is_not_an_inflight_compaction(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+def test_commit_refuses_what_is_not_an_inflight_compaction(tmp_path: Path, table_version: int) -> None:
+    table = _mor(tmp_path, table_version=table_version)
     last_write = table.timeline().last_completed_commit.timestamp
     with pytest.raises(
         InvalidStateTransitionError,
@@ -125,8 +124,8 @@ def test_commit_refuses_what_is_not_an_inflight_compaction(tmp_path: Path) -> No
         commit_compaction(table, requested, list(done.stats))
 
 
-def test_commit_refuses_stats_that_do_not_match_the_plan(tmp_path: Path) -> None:
-    table = _mor(tmp_path)
+def test_commit_refuses_stats_that_do_not_match_the_plan(tmp_path: Path, table_version: int) -> None:
+    table = _mor(tmp_path, table_version=table_version)
     scheduled = schedule_compaction(table, DUE, now=START + dt.timedelta(hours=1))
     c = scheduled.instant
     (op,) = scheduled.plan.operations
@@ -167,19 +166,17 @@ def test_commit_refuses_stats_that_do_not_match_the_plan(tmp_path: Path) -> None
     assert names == [stat.path.split("/")[-1]]
 
 
-def test_a_table_whose_commits_carry_no_schema_gets_a_compaction_commit_without_one(tmp_path: Path) -> None:
+def test_a_table_whose_commits_carry_no_schema_gets_a_compaction_commit_without_one(
+    tmp_path: Path, table_version: int
+) -> None:
     # Such a table's schema is hoodie.table.create.schema; the compaction commit stays like the others.
-    table = _mor(tmp_path)
-    hoodie = table.base_path / ".hoodie"
+    table = _mor(tmp_path, table_version=table_version)
     schema = table.timeline().latest_schema()
     assert schema is not None
-    for commit in hoodie.glob("*.deltacommit"):
-        body = json.loads(commit.read_text())
-        del body["extraMetadata"]["schema"]
-        commit.write_text(json.dumps(body))
-    table.store.update_properties({**table.config.properties, "hoodie.table.create.schema": schema})
+    drop_commit_schemas(table)
+    store(table).update_properties({**table.config.properties, "hoodie.table.create.schema": schema})
     table = LakeTable.open(table.base_path)
     assert table.timeline().latest_schema() is None
     _, done = run_compaction(table, DUE)
     assert done.outcome is Outcome.COMPLETED
-    assert json.loads((hoodie / f"{done.instant}.commit").read_text())["extraMetadata"] == {}
+    assert commit_record(table, done.instant)["extraMetadata"] == {}

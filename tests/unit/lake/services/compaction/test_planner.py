@@ -305,6 +305,7 @@ def _view(groups: list[FileGroup], timeline: Timeline | None = None, **extra: di
     )
 
 
+STRATEGY = "hoodie.compaction.strategy"
 # Five days of partitions; sizes chosen so every strategy picks a different set.
 GROUPS = [
     _group("2024/01/01", "a1", 1, [1 * MB]),  # IO 1+1+1 = 3 MB, 1 log of 1 MB
@@ -381,6 +382,28 @@ def test_partition_regex_strategy_matches_whole_partition_paths() -> None:
     view = _view(GROUPS)
     plan = plan_compaction(view.timeline, view, CompactionConfig.from_options(opts), now=NOW)
     assert plan is not None and [op.file_id for op in plan.operations] == ["b1", "d1"]
+
+
+def test_a_plan_names_the_partitions_it_leaves_out_as_hudi_1x_records_them() -> None:
+    """Hudi 1.x's incremental scheduling plans next the partitions a plan left out (its
+    ``missingSchedulePartitions``): those the strategy's partition filter dropped, and those of the
+    candidates it did not select; the partitions of selected or log-less groups are not."""
+
+    def missing(**opts: str) -> tuple[str, ...]:
+        view = _view(GROUPS)
+        plan = plan_compaction(view.timeline, view, CompactionConfig.from_options(opts), now=NOW)
+        assert plan is not None
+        return plan.missing_partitions
+
+    regex = "PartitionRegexBasedCompactionStrategy"
+    assert missing(**{STRATEGY: regex, "hoodie.compaction.partition.path.regex": "2024/01/0[24]"}) == (
+        "2024/01/01",
+        "2024/01/03",
+        "2024/01/05",
+    )
+    bounded = {STRATEGY: "BoundedIOCompactionStrategy", "hoodie.compaction.target.io": "13.1"}
+    assert missing(**bounded) == ("2024/01/04", "2024/01/05")
+    assert missing(**{STRATEGY: "UnBoundedCompactionStrategy", "hoodie.compaction.target.io": "0"}) == ()
 
 
 def test_composite_strategy_applies_parts_in_order() -> None:

@@ -5,6 +5,10 @@ oldest instant first, each instant's requested and inflight files go before its 
 no reader ever sees an archived instant as pending. A crash half way leaves instants both archived
 and active; the next run archives those again (Java's archived timeline reader tolerates an
 instant listed twice), and readers only use the active timeline.
+
+Table versions 8 and 9 (timeline layout 2) archive into the LSM history instead (Hudi 1.x's
+``TimelineArchiverV2`` and ``LSMTimelineWriter``, see ``_archive_to_history``): a rerun after a crash
+adds only the instants the history does not hold yet.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ class Outcome(str, Enum):
 class ArchivalResult:
     outcome: Outcome
     archived: tuple[str, ...] = ()  # instant times, oldest first
-    archive_file: str | None = None
+    archive_file: str | None = None  # .hoodie/archived/ file (v6), LSM history file (v8/v9)
     keep_from: str | None = None
     limited_by: str = ""
     duration_seconds: float = 0.0
@@ -97,6 +101,11 @@ def archive_entry(timeline: Timeline, instant: Instant) -> dict[str, Any]:
 
 def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) -> ArchivalResult:
     """Archive what the table is due (see ``planner``); ``NO_WORK`` when nothing is."""
+    with table.writing():  # versions 8 and 9 too: the LSM history (``_archive_to_history``)
+        return _run_archival(table, options)
+
+
+def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> ArchivalResult:
     started = time.monotonic()
     config = ArchivalConfig.from_options(table.config.properties, options or {})
     # Java never archives past the MDT's last compaction: with an MDT we refuse (or drop it) first.
@@ -124,8 +133,11 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
             )
             log.warning("archival of %s: nothing archived: %s", table.uri, reason)
             return ArchivalResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
-        name = _write_archive(table, timeline, plan, config)
-        table.store.remove_archived([i.timestamp for i in plan.instants])
+        if table.layout.history_folder is not None:
+            name = _archive_to_history(table, plan)
+        else:
+            name = _write_archive(table, timeline, plan, config)
+            table.store.remove_archived([i.timestamp for i in plan.instants])
     actions: dict[str, int] = {}
     for instant in plan.instants:
         actions[instant.action.value] = actions.get(instant.action.value, 0) + 1
@@ -249,6 +261,18 @@ def _holds(storage: Storage, rel: str, instant: str) -> str:
     if own and len(undoing) + len(own) == len(blocks):
         return "alone"  # (a block of another rollback, hiding an older instant, would go with it)
     return "unmarked" if own and (not undoing or undoing[-1] < own[-1]) else ""
+
+
+def _archive_to_history(table: LakeTable, plan: ArchivalPlan) -> str | None:
+    """Layout 2, in Hudi 1.x's order: the instants' records published in the LSM history (durable,
+    and a crash before it changes nothing), then their active files deleted (an instant is read from
+    the active timeline while any of its files is there: readers take the history only for instants
+    older than the active timeline), then the history's full levels compacted and cleaned. Returns
+    the new history file (None when a crashed run had already published every record)."""
+    name = table.store.append_history(plan.instants)
+    table.store.remove_archived([i.timestamp for i in plan.instants])
+    table.store.compact_history()
+    return name
 
 
 def _write_archive(table: LakeTable, timeline: Timeline, plan: ArchivalPlan, config: ArchivalConfig) -> str:

@@ -38,7 +38,6 @@ def _commands(table: Path, instant: str, source: Path) -> dict[str, list[str]]:
         "compact-schedule": ["compact", t, "--mode", "schedule", "--force"],
         "compact-run": ["compact", t, "--mode", "run", "--force"],
         "compact-execute": ["compact", t, "--mode", "execute"],
-        "archive": ["archive", t],
         "partition-commit": ["partition-commit", t, "--partition", "region=us", "--policy", "success-file"],
         "partition-commit-merge": [
             "partition-commit",

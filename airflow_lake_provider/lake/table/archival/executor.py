@@ -112,6 +112,9 @@ def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> Arc
     guard_mutation(table, "archival", options)
     with table.store.exclusive("archive"):
         timeline = table.timeline()
+        finished = _finish_interrupted(table, timeline)
+        if finished:
+            timeline = table.timeline()
         earliest = timeline.earliest_retained()
         plan = plan_archival(timeline, config, earliest)
         reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
@@ -121,6 +124,13 @@ def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> Arc
             reason = (
                 f"replacecommit {min(live)}: its replaced file groups still have files (a clean "
                 f"removes them; archived, it would no longer hide them from readers)"
+            )
+        if plan is None and finished:
+            reason = f"finished an interrupted archival; then nothing more to archive ({reason})"
+            keep = timeline.instants[0].timestamp if timeline.instants else None
+            archived = tuple(i.timestamp for i in finished)
+            return ArchivalResult(
+                Outcome.ARCHIVED, archived, None, keep, "", time.monotonic() - started, reason
             )
         if plan is None:
             log.info("archival of %s: nothing to archive (%s)", table.uri, reason)
@@ -139,7 +149,7 @@ def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> Arc
             name = _write_archive(table, timeline, plan, config)
             table.store.remove_archived([i.timestamp for i in plan.instants])
     actions: dict[str, int] = {}
-    for instant in plan.instants:
+    for instant in (*finished, *plan.instants):
         actions[instant.action.value] = actions.get(instant.action.value, 0) + 1
     log.info(
         "archival of %s: %d instants (%s to %s) -> %s; active timeline starts at %s (limited by %s)",
@@ -153,7 +163,7 @@ def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> Arc
     )
     return ArchivalResult(
         Outcome.ARCHIVED,
-        tuple(i.timestamp for i in plan.instants),
+        tuple(i.timestamp for i in (*finished, *plan.instants)),
         name,
         plan.keep_from,
         plan.limited_by,
@@ -261,6 +271,33 @@ def _holds(storage: Storage, rel: str, instant: str) -> str:
     if own and len(undoing) + len(own) == len(blocks):
         return "alone"  # (a block of another rollback, hiding an older instant, would go with it)
     return "unmarked" if own and (not undoing or undoing[-1] < own[-1]) else ""
+
+
+def _finish_interrupted(table: LakeTable, timeline: Timeline) -> list[Instant]:
+    """Layout 2: delete the active files of the instants an interrupted archival had already put
+    in the history (the oldest active instants the history holds), then compact and clean the
+    history as that run would have; returns those instants. Without this, a crash after the
+    history's publication would leave them both active and archived until enough commits pile up
+    for another archival."""
+    if timeline.history is None or not timeline.instants:
+        return []
+    first, last = timeline.instants[0].timestamp, timeline.instants[-1].timestamp
+    held = {(i.instant_time, i.action) for i in timeline.history.history.instants(first, last)}
+    done: list[Instant] = []
+    for instant in timeline.instants:
+        if not instant.is_completed or (instant.timestamp, instant.action.value) not in held:
+            break
+        done.append(instant)
+    if done:
+        log.warning(
+            "archival of %s: finishing an interrupted archival: %s to %s are in the LSM history already",
+            table.uri,
+            done[0].timestamp,
+            done[-1].timestamp,
+        )
+        table.store.remove_archived([i.timestamp for i in done])
+        table.store.compact_history()
+    return done
 
 
 def _archive_to_history(table: LakeTable, plan: ArchivalPlan) -> str | None:

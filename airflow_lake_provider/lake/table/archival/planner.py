@@ -27,7 +27,6 @@ from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
-
 # Hudi's write timeline: the pending actions that write data files.
 _WRITE_ACTIONS = frozenset(
     {

@@ -41,7 +41,9 @@ def entries_to_append(
             )
         if (instant.timestamp, instant.action.value) in held:
             continue
-        pending = sorted((i for i in files.get(instant.timestamp, ()) if not i.is_completed), key=lambda i: i.state)
+        pending = sorted(
+            (i for i in files.get(instant.timestamp, ()) if not i.is_completed), key=lambda i: i.state
+        )
         by_state = {i.state: storage.read(layout.instant_path(i)) for i in pending}
         entries.append(
             archived_entry(

@@ -139,12 +139,14 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
 _SCHEMAS_1X = {
     COMMIT_METADATA: "HoodieCommitMetadata.1x",
     REPLACE_COMMIT_METADATA: "HoodieReplaceCommitMetadata.1x",
+    REQUESTED_REPLACE_METADATA: "HoodieRequestedReplaceMetadata.1x",  # a clustering's plan
 }
 
 
 @cache
 def schema_1x(full_name: str) -> dict[str, Any]:
-    """The parsed Hudi 1.x schema of :data:`COMMIT_METADATA` or :data:`REPLACE_COMMIT_METADATA`."""
+    """The parsed Hudi 1.x schema of :data:`COMMIT_METADATA`, :data:`REPLACE_COMMIT_METADATA` or
+    :data:`REQUESTED_REPLACE_METADATA`."""
     return fastavro.parse_schema(load_schema_text(_SCHEMAS_1X[full_name]), _write_hint=True)
 
 

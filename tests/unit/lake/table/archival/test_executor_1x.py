@@ -20,6 +20,7 @@ from hudi import HudiReadOptions, HudiTableBuilder
 
 from airflow_lake_provider.lake import cli
 from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.services.inspect import instant_details
 from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash
 from airflow_lake_provider.lake.table.archival.executor import Outcome, run_archival
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -132,6 +133,33 @@ def test_archives_into_the_lsm_history_and_every_read_stays_the_same(
     ] == [(t, completed[t][0], action, n < 5) for n, t in enumerate(instants)]
     again = run_archival(LakeTable.open(path), KEEP)
     assert (again.outcome, again.reason) == (Outcome.NO_WORK, "3 completed commits, at most 5 kept")
+
+
+@pytest.mark.parametrize("kind", ["cow", "mor"])
+def test_lake_show_of_an_archived_instant_reads_it_from_the_history(
+    tmp_path: Path, kind: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What ``lake show`` says of each archived instant is what it said while it was active, marked
+    archived; a time the history does not hold either is one error line naming both places."""
+    path = tmp_path / "t"
+    _, instants = _table(path, kind, 8)
+    before = {t: instant_details(LakeTable.open(path), t) for t in instants}
+    texts = {}
+    for t in instants[:5]:
+        assert cli.main(["show", str(path), t]) == 0
+        texts[t] = capsys.readouterr().out
+    run_archival(LakeTable.open(path), KEEP)
+    for t in instants[:5]:
+        assert instant_details(LakeTable.open(path), t) == {**before[t], "archived": True}
+        assert cli.main(["show", str(path), t]) == 0
+        first, rest = texts[t].split("\n", 1)
+        assert capsys.readouterr().out == f"{first} (archived: from the LSM history)\n{rest}"
+    missing = "20251231235959999"  # before the first instant (2026-01-01)
+    assert cli.main(["show", str(path), missing]) == 1
+    assert capsys.readouterr().err == (
+        f"lake: error: {path}: no instant {missing} on the active timeline nor in its LSM history "
+        "(older than its first instant: never written, or rolled back)\n"
+    )
 
 
 def test_full_history_levels_are_compacted_and_cleaned_after_an_archival(tmp_path: Path) -> None:

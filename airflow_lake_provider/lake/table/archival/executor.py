@@ -37,6 +37,7 @@ from airflow_lake_provider.lake.timeline.archived import (
     commit_metadata_record,
     encode_archive_block,
 )
+from airflow_lake_provider.lake.timeline.history.writer import COMPACTION_BATCH
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
 log = logging.getLogger(__name__)
@@ -274,20 +275,22 @@ def _holds(storage: Storage, rel: str, instant: str) -> str:
 
 
 def _finish_interrupted(table: LakeTable, timeline: Timeline) -> list[Instant]:
-    """Layout 2: delete the active files of the instants an interrupted archival had already put
-    in the history (the oldest active instants the history holds), then compact and clean the
-    history as that run would have; returns those instants. Without this, a crash after the
-    history's publication would leave them both active and archived until enough commits pile up
-    for another archival."""
-    if timeline.history is None or not timeline.instants:
+    """Layout 2: finish what an interrupted archival left: delete the active files of the instants
+    it had already put in the history (the oldest active instants the history holds), and compact
+    and clean the history if a level is full; returns those instants. Without this, a crash after
+    the history's publication would leave them both active and archived (or a level uncompacted)
+    until enough commits pile up for another archival."""
+    if timeline.history is None:
         return []
-    first, last = timeline.instants[0].timestamp, timeline.instants[-1].timestamp
-    held = {(i.instant_time, i.action) for i in timeline.history.history.instants(first, last)}
+    history = timeline.history.history  # (the manifest it reads is read once for both checks)
     done: list[Instant] = []
-    for instant in timeline.instants:
-        if not instant.is_completed or (instant.timestamp, instant.action.value) not in held:
-            break
-        done.append(instant)
+    if timeline.instants:
+        first, last = timeline.instants[0].timestamp, timeline.instants[-1].timestamp
+        held = {(i.instant_time, i.action) for i in history.instants(first, last)}
+        for instant in timeline.instants:
+            if not instant.is_completed or (instant.timestamp, instant.action.value) not in held:
+                break
+            done.append(instant)
     if done:
         log.warning(
             "archival of %s: finishing an interrupted archival: %s to %s are in the LSM history already",
@@ -296,6 +299,8 @@ def _finish_interrupted(table: LakeTable, timeline: Timeline) -> list[Instant]:
             done[-1].timestamp,
         )
         table.store.remove_archived([i.timestamp for i in done])
+    levels = {f.level for f in history.snapshot.files}
+    if done or any(len(history.snapshot.by_level(n)) >= COMPACTION_BATCH for n in levels):
         table.store.compact_history()
     return done
 

@@ -306,3 +306,59 @@ def test_a_spark_written_table_with_a_metadata_table_is_refused_then_archived_af
     for as_of in [None, *commits]:
         _assert_same(read_snapshot(after, as_of), _hudi_rs_1x(original, as_of), name, after, as_of)
     _assert_same(read_snapshot(after), _hudi_rs_1x(path, None), name, after, None)
+
+
+def test_a_crash_at_every_step_of_an_archival_that_compacts_the_history(tmp_path: Path) -> None:
+    """The tenth archival (nine level-0 files before it) also compacts level 0 into level 1 and
+    cleans: a crash at any of its steps leaves every instant readable (active or archived) and every
+    read as before, and the rerun ends where an uninterrupted run ends."""
+    seed, instants = _table(tmp_path / "seed", "mor", 23)
+
+    def two_more(path: Path) -> dict[str, str]:
+        """Options that archive the two oldest active commits."""
+        active = len(LakeTable.open(path).timeline().completed_commits)
+        return {"hoodie.keep.min.commits": str(active - 2), "hoodie.keep.max.commits": str(active - 1)}
+
+    for n in range(9):  # nine archivals of two instants each
+        assert run_archival(LakeTable.open(seed.base_path), two_more(seed.base_path)).archived == tuple(
+            instants[2 * n : 2 * n + 2]
+        )
+    assert len([n for n in _history_files(seed.base_path) if n.endswith("_0.parquet")]) == 9
+    keep = two_more(seed.base_path)  # archives instants 18 and 19, then compacts
+    expected = {t: _ours(seed.base_path, t) for t in instants}
+    snapshot = _ours(seed.base_path)
+    clean = tmp_path / "clean"
+    shutil.copytree(seed.base_path, clean)
+    probe = crashing(LakeTable.open(clean))
+    assert run_archival(probe, keep).archived == (instants[18], instants[19])
+    steps = steps_of(probe)
+    level1 = f"{instants[0]}_{instants[19]}_1.parquet"
+    assert f"create .hoodie/timeline/history/{level1}" in steps
+    final = (_timeline_files(clean), _history_files(clean))
+    in_force = [f.name for f in History(LocalStorage(clean), ".hoodie/timeline/history").snapshot.files]
+    assert in_force == [level1]
+    for after in range(1, len(steps) + 1):
+        path = tmp_path / f"crash-{after}"
+        shutil.copytree(seed.base_path, path)
+        with pytest.raises(SimulatedCrash):
+            run_archival(crashing(LakeTable.open(path), after), keep)
+        timeline = LakeTable.open(path).timeline()
+        assert timeline.history is not None
+        archived = {i.timestamp for i in timeline.history.instants()}
+        assert set(instants) <= {i.timestamp for i in timeline.instants} | archived, (after, steps[after - 1])
+        assert _ours(path) == snapshot, (after, steps[after - 1])
+        for as_of in instants[::3]:
+            assert _ours(path, as_of) == expected[as_of], (after, as_of, steps[after - 1])
+        run_archival(LakeTable.open(path), keep)
+        history = History(LocalStorage(path), ".hoodie/timeline/history")
+        assert [i.instant_time for i in history.instants()] == instants[:20], after
+        # The snapshot in force is the uninterrupted run's; a crash between the compaction's
+        # publication and the cleaning leaves older manifests and the files only they name, which
+        # the cleaner of the next archival removes (Hudi's writer cleans only after archiving too).
+        assert _timeline_files(path) == final[0], (after, steps[after - 1])
+        assert [f.name for f in history.snapshot.files] == in_force, (after, steps[after - 1])
+        assert set(final[1]) <= set(_history_files(path)), (after, steps[after - 1])
+        if _history_files(path) != final[1]:
+            assert steps[after - 1].startswith(("write .hoodie/timeline/history/_version_", "delete ")), after
+        assert _ours(path) == snapshot, after
+    assert [s.split(" ")[0] for s in steps].count("create") == 4, steps  # L0, manifest, L1, manifest

@@ -8,6 +8,7 @@ import math
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -278,3 +279,43 @@ def _partition_files(path: Path) -> list[tuple[str, str]]:
     return [
         (str(p.parent.relative_to(path)), p.name) for p in path.rglob("*.parquet") if ".hoodie" not in p.parts
     ]
+
+
+def test_java_avro_reads_a_v8_merges_plan_and_metadata_under_hudi_1x_schemas(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Java's Avro (in Spark's JVM) opens the clustering plan and the completed replacecommit of a
+    v8 merge, resolving each to the shipped Hudi 1.x schema, and reads what we wrote."""
+    import json
+
+    table = _table(tmp_path / "t", version=8)
+    result = merge_small_files(table, "x", sum(_parquet(table.base_path / "x").values()) // 2 + 1)
+    assert result.instant is not None
+    completed = table.timeline().get(result.instant)
+    assert completed is not None and completed.completion_time is not None
+    folder = table.base_path / ".hoodie" / "timeline"
+    jvm = spark.sparkContext._jvm
+    read: dict[str, Any] = {}
+    for what, name, stem in (
+        ("plan", f"{result.instant}.clustering.requested", "HoodieRequestedReplaceMetadata.1x"),
+        (
+            "metadata",
+            f"{result.instant}_{completed.completion_time}.replacecommit",
+            "HoodieReplaceCommitMetadata.1x",
+        ),
+    ):
+        shipped = jvm.org.apache.avro.Schema.Parser().parse(json.dumps(timeline_avro.load_schema_text(stem)))
+        reader = jvm.org.apache.avro.file.DataFileReader(
+            jvm.java.io.File(str(folder / name)),
+            jvm.org.apache.avro.generic.GenericDatumReader(None, shipped),
+        )
+        record = reader.next()
+        assert not reader.hasNext()
+        reader.close()
+        read[what] = json.loads(record.toString())
+    (group,) = read["plan"]["clusteringPlan"]["inputGroups"]
+    assert sorted(s["fileId"] for s in group["slices"]) == sorted(result.replaced)
+    assert read["plan"]["extraMetadata"] == {"lake.strategy": "lake.merge-small-files"}
+    assert sorted(read["metadata"]["partitionToReplaceFileIds"]["x"]) == sorted(result.replaced)
+    assert sorted(s["path"] for s in read["metadata"]["partitionToWriteStats"]["x"]) == sorted(result.written)
+    assert read["metadata"]["operationType"] == "CLUSTER"

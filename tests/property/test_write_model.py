@@ -372,7 +372,7 @@ def _history(
         hive_style=hive_style,
         table_version=table_version,
     )
-    if table_version != 6:  # no table service runs on versions 8 and 9 yet: the writes only
+    if table_version != 6:  # table services on versions 8 and 9 are other changes': the writes only
         steps = [step for step in steps if step[0] in ("insert", "upsert", "delete")]
     model: Model | MorModel = MorModel() if table_type == "mor" else Model()
     history: list[tuple[str, list]] = []

@@ -167,7 +167,7 @@ def read_commit_metadata(data: bytes, source: str) -> dict[str, Any]:
         reader = fastavro.reader(io.BytesIO(data))
         name = str(reader.writer_schema.get("name", "")) if isinstance(reader.writer_schema, dict) else ""
         full_name = name if "." in name else f"org.apache.hudi.avro.model.{name}"
-        if full_name not in _SCHEMAS_1X:
+        if full_name not in (COMMIT_METADATA, REPLACE_COMMIT_METADATA):  # (a plan is not)
             raise CorruptTimelineFileError(
                 f"{source}: holds a {name or 'nameless'} record, not commit metadata"
             )

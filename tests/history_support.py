@@ -1,5 +1,6 @@
 """Archiving a Hudi 1.x (layout 2) table's oldest completed instants into its LSM history as Hudi's
-archiver does, for tests (the product does not archive v8/v9 tables yet).
+archiver does, for tests: any count of the oldest instants, regardless of the retention rules the
+product's archival (``table/archival``) applies.
 
 Hudi's ``TimelineArchiverV2``: one ``HoodieLSMTimelineInstant`` record per completed instant, built
 from its active files (the completed file's bytes as metadata, the plan of a clean, compaction or

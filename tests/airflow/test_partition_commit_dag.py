@@ -34,7 +34,7 @@ OPTIONS = {
 }
 
 
-def _hourly_table(path: Path, hours: tuple[str, ...] = ("03",)) -> LakeTable:
+def _hourly_table(path: Path, hours: tuple[str, ...] = ("03",), version: int = 6) -> LakeTable:
     table = LakeTable.create(
         path,
         name="events",
@@ -43,6 +43,7 @@ def _hourly_table(path: Path, hours: tuple[str, ...] = ("03",)) -> LakeTable:
         precombine_field="ts",
         partition_fields=("year", "month", "day", "hour"),
         hive_style=True,
+        table_version=version,
     )
     n = len(hours)
     write(
@@ -62,8 +63,9 @@ def _hourly_table(path: Path, hours: tuple[str, ...] = ("03",)) -> LakeTable:
     return table
 
 
-def test_sensor_waits_for_the_watermark_then_commits_once(tmp_path: Path) -> None:
-    table = _hourly_table(tmp_path / "t")
+@pytest.mark.parametrize("version", [6, 8])
+def test_sensor_waits_for_the_watermark_then_commits_once(tmp_path: Path, version: int) -> None:
+    table = _hourly_table(tmp_path / "t", version=version)
     early = PartitionCommitSensor(
         task_id="w",
         table_path=str(table.base_path),
@@ -139,8 +141,9 @@ def test_trigger_fires_when_ready_round_trips_and_times_out(tmp_path: Path) -> N
     assert result["committed"] == [PART]
 
 
-def test_operator_commits_at_once_and_refuses_a_missing_partition(tmp_path: Path) -> None:
-    table = _hourly_table(tmp_path / "t", hours=("03", "04"))
+@pytest.mark.parametrize("version", [6, 8])
+def test_operator_commits_at_once_and_refuses_a_missing_partition(tmp_path: Path, version: int) -> None:
+    table = _hourly_table(tmp_path / "t", hours=("03", "04"), version=version)
     calls: list[Any] = []
     op = PartitionCommitOperator(
         task_id="c",

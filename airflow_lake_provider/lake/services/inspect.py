@@ -89,11 +89,13 @@ def find_instant(table: LakeTable, timeline: Timeline, timestamp: str) -> Instan
             validate_instant_time(timestamp)
         except LakeError as exc:  # a malformed time is not "archived": say what is wrong with it
             raise LakeError(f"{table.uri}: no instant {timestamp}: {exc}") from None
-        archived = bool(timeline.instants) and timestamp < timeline.instants[0].timestamp
-        raise LakeError(
-            f"{table.uri}: no instant {timestamp} on the active timeline"
-            + (" (older than its first instant: archived, or never written)" if archived else "")
-        )
+        active = timeline.instants[len(timeline.archived) :]
+        older = bool(active) and timestamp < active[0].timestamp
+        if older and timeline.history is not None:  # versions 8 and 9: the history was asked
+            why = " nor in its LSM history (older than its first instant: never written, or rolled back)"
+        else:
+            why = " (older than its first instant: archived, or never written)" if older else ""
+        raise LakeError(f"{table.uri}: no instant {timestamp} on the active timeline{why}")
     return found
 
 
@@ -175,12 +177,18 @@ def instant_details(table: LakeTable, timestamp: str) -> dict[str, Any]:
     it shares). A pending write: no details (it records none until it completes).
     """
     timeline = table.timeline()
+    archived = timeline.history is not None and timeline.get(timestamp) is None
+    if archived and timeline.history is not None and timeline.history.holds(timestamp):
+        # Table versions 8 and 9: an instant older than the active timeline, from the LSM history.
+        timeline = timeline.with_history(timestamp)
     instant = find_instant(table, timeline, timestamp)
     out: dict[str, Any] = {
         "instant": instant.timestamp,
         "action": instant.action.value,
         "state": instant.state.name,
     }
+    if timeline.archived and instant in timeline.instants[: len(timeline.archived)]:
+        out["archived"] = True
     if instant.completion_time is not None:  # table versions 8 and 9
         out["completion_time"] = instant.completion_time
     completed = instant.is_completed
@@ -243,6 +251,8 @@ def stats_line(stats: Mapping[str, Any]) -> str:
 def details_text(details: Mapping[str, Any]) -> list[str]:
     """``lake show``'s readable text: one fact a line, files indented under their partition."""
     lines = [f"instant {details['instant']} {details['action']} {details['state']}"]
+    if details.get("archived"):
+        lines[0] += " (archived: from the LSM history)"
     if details.get("completion_time"):
         lines.append(f"completed at {details['completion_time']}")
     if "operation" in details and "partitions" in details:

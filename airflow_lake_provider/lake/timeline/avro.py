@@ -138,13 +138,15 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
 # Spark-written tables carry them: self-contained, so they are parsed apart from the 0.x set above.
 # The rollback metadata gained ``logFilesFromFailedCommit`` per partition (restore metadata embeds
 # it); the compaction plan ``strategy``, ``preserveHoodieMetadata`` and ``missingSchedulePartitions``;
-# the rollback and restore plans are unchanged.
+# a clustering's plan is a 1.x requested-replace record; the rollback and restore plans are
+# unchanged.
 SCHEMAS_1X = {
     COMMIT_METADATA: "HoodieCommitMetadata.1x",
     REPLACE_COMMIT_METADATA: "HoodieReplaceCommitMetadata.1x",
     ROLLBACK_METADATA: "HoodieRollbackMetadata.1x",
     RESTORE_METADATA: "HoodieRestoreMetadata.1x",
     COMPACTION_PLAN: "HoodieCompactionPlan.1x",
+    REQUESTED_REPLACE_METADATA: "HoodieRequestedReplaceMetadata.1x",  # a clustering's plan
 }
 # Commit metadata records (``read_commit_metadata`` reads only these).
 _COMMIT_RECORDS_1X = frozenset({COMMIT_METADATA, REPLACE_COMMIT_METADATA})

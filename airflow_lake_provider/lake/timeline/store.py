@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -314,20 +314,49 @@ class TimelineStore:
     def remove_archived(self, timestamps: list[str]) -> list[str]:
         """Delete the active-timeline files of archived (completed) instants, oldest first; per instant
         its requested and inflight files before the completed one, so it never looks pending."""
-        names = self.storage.list_names(HOODIE_DIR)
+        by_time: dict[str, list[Instant]] = {}
+        for instant in self._instant_files():
+            if instant.action is not Action.SAVEPOINT:
+                by_time.setdefault(instant.timestamp, []).append(instant)
         removed = []
         for timestamp in sorted(timestamps):
-            files = [
-                i
-                for i in (layout.parse_file_name(n) for n in names if n.startswith(timestamp + "."))
-                if i is not None and i.action is not Action.SAVEPOINT
-            ]
+            files = by_time.get(timestamp, [])
             if not any(i.state is State.COMPLETED for i in files):
                 raise InvalidStateTransitionError(f"{timestamp}: only completed instants are archived")
             for instant in sorted(files, key=lambda i: i.state is State.COMPLETED):
-                self.storage.delete(layout.instant_path(instant))
-                removed.append(layout.file_name(instant))
+                self.storage.delete(self.layout.instant_path(instant))
+                removed.append(self.layout.file_name(instant))
         return removed
+
+    def append_history(self, instants: Sequence[Instant]) -> str | None:
+        """Layout 2: add the completed ``instants`` (oldest first) to the LSM history as one level-0
+        file, each with the bytes of its active files (Hudi's ``HoodieLSMTimelineInstant``), before
+        any of those files is deleted. Instants the history already holds (an archival that crashed
+        after this step) are not added twice; returns the new file's name, None if none was needed."""
+        from airflow_lake_provider.lake.timeline.history import archive_records
+
+        folder = self._history_folder()
+        entries = archive_records.entries_to_append(self.storage, self.layout, folder, instants)
+        if not entries:
+            return None
+        from airflow_lake_provider.lake.timeline.history.writer import HistoryWriter
+
+        return HistoryWriter(self.storage, folder).append(entries)
+
+    def compact_history(self) -> None:
+        """Layout 2: compact the LSM history's full levels and clean what no snapshot kept names
+        (Hudi runs this after each archival)."""
+        from airflow_lake_provider.lake.timeline.history.writer import HistoryWriter
+
+        HistoryWriter(self.storage, self._history_folder()).compact()
+
+    def _history_folder(self) -> str:
+        folder = self.layout.history_folder
+        if folder is None:
+            raise InvalidStateTransitionError(
+                f"{self.storage.uri(HOODIE_DIR)}: timeline layout {self.layout.version} has no LSM history"
+            )
+        return folder
 
     def write_aux(self, name: str, data: bytes, folder: str = "") -> None:
         """Replace a small bookkeeping file under ``.hoodie/.aux/`` (Hudi readers ignore the folder),

@@ -80,9 +80,11 @@ def should_compact(timeline: Timeline, config: CompactionConfig, now: dt.datetim
 
 
 def pending_clustering_groups(timeline: Timeline) -> set[tuple[str, str]]:
-    """File groups that a pending replacecommit (clustering) plan is rewriting."""
+    """File groups that a pending replacecommit (clustering) plan is rewriting (a pending
+    ``clustering`` on table versions 8 and 9)."""
     groups: set[tuple[str, str]] = set()
-    for instant in timeline.filter([Action.REPLACECOMMIT], [State.REQUESTED, State.INFLIGHT]):
+    pending = timeline.filter([Action.REPLACECOMMIT, Action.CLUSTERING], [State.REQUESTED, State.INFLIGHT])
+    for instant in pending:
         requested = instant if instant.is_requested else instant.with_state(State.REQUESTED)
         path = timeline.path_of(requested)
         try:

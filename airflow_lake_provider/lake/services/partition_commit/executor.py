@@ -177,6 +177,33 @@ def commit_partitions(
     is an error (the CLI and operator); the sensor passes ``False`` and keeps waiting for it.
     ``force`` commits every written partition at once, whatever the trigger says (backfills).
     """
+    with table.writing():  # versions 8 and 9 too (layout-2 timeline files, see ``merge``)
+        return _commit_partitions(
+            table,
+            partitions,
+            options,
+            watermark,
+            now,
+            custom_policy,
+            metastore,
+            require_existing,
+            dry_run,
+            force,
+        )
+
+
+def _commit_partitions(
+    table: LakeTable,
+    partitions: Sequence[str],
+    options: Mapping[str, object] | None,
+    watermark: object,
+    now: dt.datetime | None,
+    custom_policy: PolicyHandler | None,
+    metastore: PolicyHandler | None,
+    require_existing: bool,
+    dry_run: bool,
+    force: bool,
+) -> CommitResult:
     if not partitions:
         raise PartitionCommitError("no partition given to commit")
     names = [_check_partition_name(p) for p in partitions]

@@ -4,9 +4,12 @@ size as a Hudi clustering ``replacecommit``.
 Durable order, under the table's write lock (no write may rewrite a group being replaced):
 ``<c>.replacecommit.requested`` (``HoodieRequestedReplaceMetadata`` with the clustering plan) ->
 ``.inflight`` -> a marker, then each new base file -> ``<c>.replacecommit`` (commit metadata with the
-new files' write stats and ``partitionToReplaceFileIds``). Until the completed file exists readers
-see the old files only. A merge left pending by a crash is rolled back (its new files removed, its
-timeline files deleted) before the next one plans. Replaced files stay until a clean removes them.
+new files' write stats and ``partitionToReplaceFileIds``). On table versions 8 and 9 the pending
+files are ``<c>.clustering.requested``/``.inflight`` and the completed one
+``<c>_<completion>.replacecommit`` (Avro), as Hudi 1.x's clustering writes them. Until the
+completed file exists readers see the old files only. A merge left pending by a crash is rolled
+back (its new files removed, its timeline files deleted) before the next one plans. Replaced files
+stay until a clean removes them.
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class MergeResult:
 
 
 def _is_ours(timeline: Timeline, instant: Instant) -> bool:
-    requested = Instant(instant.timestamp, State.REQUESTED, Action.REPLACECOMMIT)
+    requested = Instant(instant.timestamp, State.REQUESTED, instant.action)
     try:
         record = timeline.avro_record(requested)
     except (LakeError, OSError):
@@ -69,7 +72,9 @@ def recover_merges(table: LakeTable) -> list[str]:
     """Roll back our merges a crash left pending: new files first, then the timeline files."""
     timeline = table.timeline()
     rolled = []
-    for instant in timeline.filter([Action.REPLACECOMMIT], [State.REQUESTED, State.INFLIGHT]):
+    for instant in timeline.filter(
+        [Action.REPLACECOMMIT, Action.CLUSTERING], [State.REQUESTED, State.INFLIGHT]
+    ):
         if not _is_ours(timeline, instant):
             continue
         for marker in table.store.markers.read(instant.timestamp):
@@ -106,7 +111,7 @@ def merge_small_files(
     """Merge the partition's small base files into ceil(total / target) new ones (at least two inputs)."""
     if target_bytes <= 0:
         raise PartitionCommitError(f"merge-small-files: target size {target_bytes} must be positive")
-    with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
+    with table.writing(), table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
         rolled = tuple(recover_merges(table))
         timeline = table.timeline()
         inputs = small_slices(table, timeline, partition, target_bytes)
@@ -135,10 +140,14 @@ def _merge(
     outputs = max(1, math.ceil(bytes_in / target_bytes))
     instant = table.clock.next(after=timeline.latest_time)
     plan = _clustering_plan(table, partition, inputs, bytes_in, outputs, target_bytes)
+    layout_2 = table.layout.has_completion_times
+    # Hudi 1.x (layout 2): a clustering has its own pending action and 1.x's plan schema, and its
+    # completed replacecommit holds Avro commit metadata.
+    write_plan = timeline_avro.write_avro_1x if layout_2 else timeline_avro.write_avro
     requested = table.store.create_requested(
         instant,
-        Action.REPLACECOMMIT,
-        timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan),
+        Action.CLUSTERING if layout_2 else Action.REPLACECOMMIT,
+        write_plan(timeline_avro.REQUESTED_REPLACE_METADATA, plan),
     )
     fault("requested")
     inflight = table.store.transition_to_inflight(requested)
@@ -156,7 +165,7 @@ def _merge(
         partition_to_replace_file_ids={partition: replaced},
     )
     fault("commit")
-    table.store.transition_to_completed(inflight, metadata.to_json_bytes())
+    table.store.transition_to_completed(inflight, metadata.to_bytes(avro=layout_2))
     table.store.markers.delete(instant)
     log.info(
         "merged %d small files (%d bytes) of %s/%s into %d at %s",

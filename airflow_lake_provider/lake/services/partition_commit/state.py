@@ -29,6 +29,7 @@ from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes
 from airflow_lake_provider.lake.storage import HOODIE_DIR
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.archived import ARCHIVE_FOLDER, archive_version, decode_archive_block
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
 from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, State
 from airflow_lake_provider.lake.timeline.store import TimelineStore
 
@@ -41,6 +42,8 @@ MIN_EVENT_TIME = "lake.minEventTime"
 MAX_EVENT_TIME = "lake.maxEventTime"
 # Table services rewrite data without adding any: they are not "data arriving" in a partition.
 _SERVICE_OPERATIONS = frozenset({"COMPACT", "CLUSTER", "LOG_COMPACT"})
+# The actions of the LSM history's records that completed writes (compactions among the commits).
+_ARCHIVED_WRITES = frozenset(a.value for a in COMMIT_ACTIONS)
 
 
 @dataclass(frozen=True)
@@ -264,8 +267,11 @@ def _with_archived(timeline: Timeline, index: WriteIndex) -> tuple[WriteIndex, l
     and the rollbacks and restores archived unseen (they may have undone indexed writes).
 
     Only archive bytes added since ``index.archive_read`` are read; of their entries, those the index
-    has (up to ``through``, or in ``seen_after``) are skipped.
+    has (up to ``through``, or in ``seen_after``) are skipped. Table versions 8 and 9: from the LSM
+    history (``_with_history``).
     """
+    if timeline.history is not None:
+        return _with_history(timeline, index)
     storage = timeline.storage
     folder = f"{HOODIE_DIR}/{ARCHIVE_FOLDER}"
     files = sorted(
@@ -315,3 +321,45 @@ def _with_archived(timeline: Timeline, index: WriteIndex) -> tuple[WriteIndex, l
     return replace(
         index, seen_after=seen, partitions=partitions, max_event_time_ms=max_event, archive_read=mark
     ), sorted(undone)
+
+
+def _with_history(timeline: Timeline, index: WriteIndex) -> tuple[WriteIndex, list[str]]:
+    """Layout 2: ``index`` plus the writes of the LSM history it lacks, and the rollbacks and
+    restores archived unseen. Only what is requested after ``through`` can be missing, and only
+    older than the active timeline is archived: the history is read over that range alone (nothing
+    when ``through`` is not older than the active timeline's first instant)."""
+    history = timeline.history
+    assert history is not None
+    start = timeline.instants[0].timestamp if timeline.instants else None
+    if index.through is not None and start is not None and index.through >= start:
+        return index, []
+    partitions = dict(index.partitions)
+    max_event = index.max_event_time_ms
+    added: set[str] = set()
+    undone: list[str] = []
+    for entry in history.history.entries_between(index.through, None):
+        t, action = entry.instant.instant_time, entry.instant.action
+        if (
+            not history.holds(t)
+            or (index.through is not None and t <= index.through)
+            or t in index.seen_after
+        ):
+            continue  # (still active: an interrupted archival's; or indexed already)
+        if action in (Action.ROLLBACK.value, Action.RESTORE.value):
+            undone.append(t)
+        if action not in _ARCHIVED_WRITES or not entry.metadata:
+            continue
+        added.add(t)
+        if action != Action.COMMIT.value or not entry.plan:  # a commit with a plan is a compaction
+            meta = CommitMetadata.from_avro_bytes(entry.metadata, f"{history.where} (archived {t} {action})")
+            if meta.operation_type.upper() in _SERVICE_OPERATIONS:
+                continue
+            for partition in meta.partition_to_write_stats:
+                partitions[partition] = tuple(sorted({*partitions.get(partition, ()), t}))
+            raw = meta.extra_metadata.get(MAX_EVENT_TIME)
+            if raw is not None and str(raw).lstrip("-").isdigit():
+                max_event = int(raw) if max_event is None else max(max_event, int(raw))
+    if added:
+        log.info("partition write index: %d archived write(s) indexed", len(added))
+    seen = frozenset(t for t in index.seen_after | added if index.through is None or t > index.through)
+    return replace(index, seen_after=seen, partitions=partitions, max_event_time_ms=max_event), sorted(undone)

@@ -5,6 +5,10 @@ oldest instant first, each instant's requested and inflight files go before its 
 no reader ever sees an archived instant as pending. A crash half way leaves instants both archived
 and active; the next run archives those again (Java's archived timeline reader tolerates an
 instant listed twice), and readers only use the active timeline.
+
+Table versions 8 and 9 (timeline layout 2) archive into the LSM history instead (Hudi 1.x's
+``TimelineArchiverV2`` and ``LSMTimelineWriter``, see ``_archive_to_history``): a rerun after a crash
+adds only the instants the history does not hold yet.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from airflow_lake_provider.lake.timeline.archived import (
     commit_metadata_record,
     encode_archive_block,
 )
+from airflow_lake_provider.lake.timeline.history.writer import COMPACTION_BATCH
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
 log = logging.getLogger(__name__)
@@ -47,7 +52,7 @@ class Outcome(str, Enum):
 class ArchivalResult:
     outcome: Outcome
     archived: tuple[str, ...] = ()  # instant times, oldest first
-    archive_file: str | None = None
+    archive_file: str | None = None  # .hoodie/archived/ file (v6), LSM history file (v8/v9)
     keep_from: str | None = None
     limited_by: str = ""
     duration_seconds: float = 0.0
@@ -97,12 +102,20 @@ def archive_entry(timeline: Timeline, instant: Instant) -> dict[str, Any]:
 
 def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) -> ArchivalResult:
     """Archive what the table is due (see ``planner``); ``NO_WORK`` when nothing is."""
+    with table.writing():  # versions 8 and 9 too: the LSM history (``_archive_to_history``)
+        return _run_archival(table, options)
+
+
+def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> ArchivalResult:
     started = time.monotonic()
     config = ArchivalConfig.from_options(table.config.properties, options or {})
     # Java never archives past the MDT's last compaction: with an MDT we refuse (or drop it) first.
     guard_mutation(table, "archival", options)
     with table.store.exclusive("archive"):
         timeline = table.timeline()
+        finished = _finish_interrupted(table, timeline)
+        if finished:
+            timeline = table.timeline()
         earliest = timeline.earliest_retained()
         plan = plan_archival(timeline, config, earliest)
         reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
@@ -112,6 +125,13 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
             reason = (
                 f"replacecommit {min(live)}: its replaced file groups still have files (a clean "
                 f"removes them; archived, it would no longer hide them from readers)"
+            )
+        if plan is None and finished:
+            reason = f"finished an interrupted archival; then nothing more to archive ({reason})"
+            keep = timeline.instants[0].timestamp if timeline.instants else None
+            archived = tuple(i.timestamp for i in finished)
+            return ArchivalResult(
+                Outcome.ARCHIVED, archived, None, keep, "", time.monotonic() - started, reason
             )
         if plan is None:
             log.info("archival of %s: nothing to archive (%s)", table.uri, reason)
@@ -124,10 +144,13 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
             )
             log.warning("archival of %s: nothing archived: %s", table.uri, reason)
             return ArchivalResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started, reason=reason)
-        name = _write_archive(table, timeline, plan, config)
-        table.store.remove_archived([i.timestamp for i in plan.instants])
+        if table.layout.history_folder is not None:
+            name = _archive_to_history(table, plan)
+        else:
+            name = _write_archive(table, timeline, plan, config)
+            table.store.remove_archived([i.timestamp for i in plan.instants])
     actions: dict[str, int] = {}
-    for instant in plan.instants:
+    for instant in (*finished, *plan.instants):
         actions[instant.action.value] = actions.get(instant.action.value, 0) + 1
     log.info(
         "archival of %s: %d instants (%s to %s) -> %s; active timeline starts at %s (limited by %s)",
@@ -141,7 +164,7 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
     )
     return ArchivalResult(
         Outcome.ARCHIVED,
-        tuple(i.timestamp for i in plan.instants),
+        tuple(i.timestamp for i in (*finished, *plan.instants)),
         name,
         plan.keep_from,
         plan.limited_by,
@@ -249,6 +272,49 @@ def _holds(storage: Storage, rel: str, instant: str) -> str:
     if own and len(undoing) + len(own) == len(blocks):
         return "alone"  # (a block of another rollback, hiding an older instant, would go with it)
     return "unmarked" if own and (not undoing or undoing[-1] < own[-1]) else ""
+
+
+def _finish_interrupted(table: LakeTable, timeline: Timeline) -> list[Instant]:
+    """Layout 2: finish what an interrupted archival left: delete the active files of the instants
+    it had already put in the history (the oldest active instants the history holds), and compact
+    and clean the history if a level is full; returns those instants. Without this, a crash after
+    the history's publication would leave them both active and archived (or a level uncompacted)
+    until enough commits pile up for another archival."""
+    if timeline.history is None:
+        return []
+    history = timeline.history.history  # (the manifest it reads is read once for both checks)
+    done: list[Instant] = []
+    if timeline.instants:
+        first, last = timeline.instants[0].timestamp, timeline.instants[-1].timestamp
+        held = {(i.instant_time, i.action) for i in history.instants(first, last)}
+        for instant in timeline.instants:
+            if not instant.is_completed or (instant.timestamp, instant.action.value) not in held:
+                break
+            done.append(instant)
+    if done:
+        log.warning(
+            "archival of %s: finishing an interrupted archival: %s to %s are in the LSM history already",
+            table.uri,
+            done[0].timestamp,
+            done[-1].timestamp,
+        )
+        table.store.remove_archived([i.timestamp for i in done])
+    levels = {f.level for f in history.snapshot.files}
+    if done or any(len(history.snapshot.by_level(n)) >= COMPACTION_BATCH for n in levels):
+        table.store.compact_history()
+    return done
+
+
+def _archive_to_history(table: LakeTable, plan: ArchivalPlan) -> str | None:
+    """Layout 2, in Hudi 1.x's order: the instants' records published in the LSM history (durable,
+    and a crash before it changes nothing), then their active files deleted (an instant is read from
+    the active timeline while any of its files is there: readers take the history only for instants
+    older than the active timeline), then the history's full levels compacted and cleaned. Returns
+    the new history file (None when a crashed run had already published every record)."""
+    name = table.store.append_history(plan.instants)
+    table.store.remove_archived([i.timestamp for i in plan.instants])
+    table.store.compact_history()
+    return name
 
 
 def _write_archive(table: LakeTable, timeline: Timeline, plan: ArchivalPlan, config: ArchivalConfig) -> str:

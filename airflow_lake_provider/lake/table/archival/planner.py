@@ -10,6 +10,11 @@ by the executor): readers know a group is replaced only from the active timeline
 old rows would be read again besides their rewritten copies, and no clean would remove them any
 more. Neither the last clean's bound (a clean by file versions retains no commit) nor a savepoint
 (deleted after the clean it held back) is enough to keep such a replacecommit active.
+
+Table versions 8 and 9 (Hudi 1.x's ``TimelineArchiverV2``) also keep the last completed commit
+before the earliest pending write active. Unlike Hudi 1.x, which archives only commits, cleans and
+rollbacks, every completed instant older than the first kept commit is archived on every version:
+this core's readers take every write older than the active timeline's first instant as committed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,18 @@ from airflow_lake_provider.lake.config.registry import KEEP_MIN_COMMITS
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+
+# Hudi's write timeline: the pending actions that write data files.
+_WRITE_ACTIONS = frozenset(
+    {
+        Action.COMMIT,
+        Action.DELTACOMMIT,
+        Action.REPLACECOMMIT,
+        Action.COMPACTION,
+        Action.LOGCOMPACTION,
+        Action.CLUSTERING,
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -51,6 +68,19 @@ def plan_archival(
     pending = [i for i in timeline.instants if i.state is not State.COMPLETED]
     if pending:
         bounds.append((pending[0].timestamp, f"pending {pending[0].action.value} {pending[0].timestamp}"))
+    writes = [i for i in pending if i.action in _WRITE_ACTIONS]
+    if timeline.layout.has_completion_times and writes:
+        # Hudi 1.x keeps the last completed commit before the earliest pending write active too: if
+        # that write is rolled back later, files it left stay older than the active timeline's
+        # start, not counted as committed.
+        before = [c for c in commits if c.timestamp < writes[0].timestamp]
+        if before:
+            bounds.append(
+                (
+                    before[-1].timestamp,
+                    f"the last commit before pending {writes[0].action.value} {writes[0].timestamp}",
+                )
+            )
     points = timeline.savepoints()
     if points:
         bounds.append((points[0].timestamp, f"savepoint {points[0].timestamp}"))

@@ -115,7 +115,7 @@ def write(
     commit, the timeline is archived (``hoodie.archive.automatic``, default true); a failed
     archival is logged and the write stands.
     """
-    with table.writing():  # versions 8 and 9: writes only, no table service
+    with table.writing():  # versions 8 and 9: the write itself (archival opens its own scope)
         result, archive = _write_checked(
             table,
             batch,
@@ -128,9 +128,6 @@ def write(
             runner=runner,
         )
     if not archive:
-        return result
-    if not table.config.is_writable_version:  # archival of v8/v9 (the LSM history) is not ours yet
-        log.info("no automatic archival on %s: table version %s", table.uri, table.config.table_version)
         return result
     return replace(result, archived=_archive_after_write(table, dict(options or {})))
 

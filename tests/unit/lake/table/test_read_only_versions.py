@@ -35,16 +35,6 @@ def _commands(table: Path, instant: str, source: Path) -> dict[str, list[str]]:
     t = str(table)
     return {
         "clean": ["clean", t],
-        "archive": ["archive", t],
-        "partition-commit": ["partition-commit", t, "--partition", "region=us", "--policy", "success-file"],
-        "partition-commit-merge": [
-            "partition-commit",
-            t,
-            "--partition",
-            "region=us",
-            "--policy",
-            "merge-small-files",
-        ],
         "clean-spark": ["clean", t, "--spark"],
         "clean-dry-run": ["clean", t, "--dry-run"],
         "savepoint-create": ["savepoint", "create", t, "--instant", instant],

@@ -26,7 +26,10 @@ from airflow_lake_provider.lake.timeline.instant import Action
 KEEP = {"hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "5"}
 
 
-def _table(tmp_path: Path, kind: str, commits: int) -> tuple[LakeTable, list[str]]:
+VERSIONS = pytest.mark.parametrize("version", [6, 8])
+
+
+def _table(tmp_path: Path, kind: str, commits: int, version: int = 6) -> tuple[LakeTable, list[str]]:
     table = LakeTable.create(
         tmp_path / kind,
         name="t",
@@ -34,6 +37,7 @@ def _table(tmp_path: Path, kind: str, commits: int) -> tuple[LakeTable, list[str
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",),
+        table_version=version,
     )
     instants = []
     for i in range(commits):
@@ -57,7 +61,14 @@ def _rows_of(t: pa.Table) -> list[tuple]:
 
 
 def _active(table: LakeTable) -> list[str]:
-    return sorted(p.name for p in (table.base_path / ".hoodie").iterdir() if p.is_file())
+    """The files of the active timeline's folder (``.hoodie/``, or ``.hoodie/timeline/`` on v8)."""
+    folder = table.base_path / table.layout.folder
+    return sorted(p.name for p in folder.iterdir() if p.is_file())
+
+
+def _nothing_archived(table: LakeTable) -> bool:
+    folder = table.base_path / (table.layout.history_folder or ".hoodie/archived")
+    return not folder.exists() or not any(folder.iterdir())
 
 
 def _archived_entries(table: LakeTable) -> list[dict]:
@@ -108,13 +119,14 @@ def _action(kind: str) -> str:
     return "commit" if kind == "cow" else "deltacommit"
 
 
-def test_nothing_is_archived_up_to_max_commits(tmp_path: Path) -> None:
-    table, _ = _table(tmp_path, "cow", 5)
+@VERSIONS
+def test_nothing_is_archived_up_to_max_commits(tmp_path: Path, version: int) -> None:
+    table, _ = _table(tmp_path, "cow", 5, version)
     before = _active(table)
     result = run_archival(table, KEEP)
     assert (result.outcome, result.reason) == (Outcome.NO_WORK, "5 completed commits, at most 5 kept")
     assert _active(table) == before
-    assert not any((table.base_path / ".hoodie" / "archived").iterdir())
+    assert _nothing_archived(table)
 
 
 def test_a_pending_write_stops_archival_at_its_position(tmp_path: Path) -> None:
@@ -123,6 +135,20 @@ def test_a_pending_write_stops_archival_at_its_position(tmp_path: Path) -> None:
     result = run_archival(table, KEEP)
     assert result.archived == tuple(instants[:3])
     assert result.limited_by == f"pending deltacommit {pending.timestamp}"
+
+
+def test_v8_keeps_the_last_commit_before_a_pending_write_as_hudi_1x_does(tmp_path: Path) -> None:
+    """Hudi 1.x's ``TimelineArchiverV2``: the greatest completed commit before the earliest pending
+    write stays active, so files the write leaves after a later rollback never predate the active
+    timeline (such files would count as committed)."""
+    table, instants = _table(tmp_path, "mor", 8, 8)
+    with table.writing():  # a write that died after its requested file
+        pending = table.store.create_requested(_between(instants[2], instants[3]), Action.DELTACOMMIT)
+    result = run_archival(table, KEEP)
+    assert result.archived == tuple(instants[:2])
+    assert result.keep_from == instants[2]
+    assert result.limited_by == f"the last commit before pending deltacommit {pending.timestamp}"
+    assert [i.timestamp for i in table.timeline().instants] == sorted([*instants[2:], pending.timestamp])
 
 
 def test_a_savepoint_stops_archival(tmp_path: Path) -> None:
@@ -201,8 +227,9 @@ def test_an_interrupted_archival_is_finished_by_the_next_run(
     assert [e["commitTime"] for e in _archived_entries(table)] == [*instants[:5], *instants[1:5]]
 
 
-def test_bad_options_change_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    table, _ = _table(tmp_path, "cow", 8)
+@VERSIONS
+def test_bad_options_change_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int) -> None:
+    table, _ = _table(tmp_path, "cow", 8, version)
     before = _active(table)
     with pytest.raises(
         ArchivalConfigError, match="hoodie.keep.max.commits=3 must be greater than hoodie.keep.min.commits=3"
@@ -213,8 +240,11 @@ def test_bad_options_change_nothing(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert _active(table) == before
 
 
-def test_cli_archive_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    table, instants = _table(tmp_path, "cow", 7)
+@VERSIONS
+def test_cli_archive_prints_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int
+) -> None:
+    table, instants = _table(tmp_path, "cow", 7, version)
     args = [
         "archive",
         str(table.base_path),
@@ -231,7 +261,9 @@ def test_cli_archive_prints_the_summary(tmp_path: Path, capsys: pytest.CaptureFi
         "first_archived": instants[0],
         "last_archived": instants[3],
         "actions": {"commit": 4},
-        "archive_file": ".commits_.archive.1_1-0-1",
+        "archive_file": (
+            ".commits_.archive.1_1-0-1" if version == 6 else f"{instants[0]}_{instants[3]}_0.parquet"
+        ),
         "active_timeline_starts_at": instants[4],
         "limited_by": "hoodie.keep.min.commits",
         "duration_seconds": 0,
@@ -246,7 +278,7 @@ def _between(a: str, b: str) -> str:
     return str(middle)
 
 
-def _auto_table(tmp_path: Path) -> LakeTable:
+def _auto_table(tmp_path: Path, version: int = 6) -> LakeTable:
     return LakeTable.create(
         tmp_path / "auto",
         name="t",
@@ -254,6 +286,7 @@ def _auto_table(tmp_path: Path) -> LakeTable:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",),
+        table_version=version,
     )
 
 
@@ -261,8 +294,9 @@ def _one_row(i: int) -> pa.Table:
     return pa.table({"id": [f"k{i % 4}"], "ts": pa.array([i], pa.int64()), "p": [f"p{i % 2}"], "v": [i]})
 
 
-def test_writes_archive_automatically_as_hudi_does(tmp_path: Path) -> None:
-    table = _auto_table(tmp_path)
+@VERSIONS
+def test_writes_archive_automatically_as_hudi_does(tmp_path: Path, version: int) -> None:
+    table = _auto_table(tmp_path, version)
     results = [write(table, _one_row(i), "upsert", options=KEEP) for i in range(8)]
     # Commit 6 makes 6 > keep.max.commits (5): archived down to keep.min.commits (3).
     assert [r.archived for r in results[:5]] == [()] * 5
@@ -277,15 +311,14 @@ def test_writes_archive_automatically_as_hudi_does(tmp_path: Path) -> None:
     )
 
 
-def test_automatic_archival_can_be_turned_off(tmp_path: Path) -> None:
-    table = _auto_table(tmp_path)
+@VERSIONS
+def test_automatic_archival_can_be_turned_off(tmp_path: Path, version: int) -> None:
+    table = _auto_table(tmp_path, version)
     options = {**KEEP, "hoodie.archive.automatic": "false"}
     results = [write(table, _one_row(i), "upsert", options=options) for i in range(8)]
     assert all(r.archived == () for r in results)
     assert len(table.timeline().completed_commits) == 8
-    assert not (table.base_path / ".hoodie" / "archived").exists() or not any(
-        (table.base_path / ".hoodie" / "archived").iterdir()
-    )
+    assert _nothing_archived(table)
 
 
 @pytest.mark.parametrize(
@@ -295,8 +328,11 @@ def test_automatic_archival_can_be_turned_off(tmp_path: Path) -> None:
         {"hoodie.archive.automatic": "sometimes"},
     ],
 )
-def test_a_write_with_bad_archival_options_changes_nothing(tmp_path: Path, options: dict[str, str]) -> None:
-    table = _auto_table(tmp_path)
+@VERSIONS
+def test_a_write_with_bad_archival_options_changes_nothing(
+    tmp_path: Path, options: dict[str, str], version: int
+) -> None:
+    table = _auto_table(tmp_path, version)
     write(table, _one_row(0), "upsert")
     before = _active(table)
     with pytest.raises((ArchivalConfigError, TableConfigError)):

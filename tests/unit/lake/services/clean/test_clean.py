@@ -34,7 +34,6 @@ from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State, instant_to_datetime
 
-
 # Table-version neutral tests run on version 6 and on Hudi 1.x's version 8 (timeline layout 2).
 VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
 

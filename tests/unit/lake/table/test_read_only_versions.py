@@ -1,6 +1,6 @@
-"""Tables of versions 8 and 9 (Hudi 1.x) take writes (insert, upsert, delete) and the metadata-table
-drop, but no table service yet: every service is refused before anything is written, and read-only
-inspection works."""
+"""Tables of versions 8 and 9 (Hudi 1.x) take writes (insert, upsert, delete), the metadata-table
+drop, clean and savepoints, but not the other table services yet: those are refused before anything
+is written, and read-only inspection works."""
 
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ def _commands(table: Path, instant: str, source: Path) -> dict[str, list[str]]:
     """Every mutating CLI command on ``table``."""
     t = str(table)
     return {
-        "clean": ["clean", t],
         "compact-schedule": ["compact", t, "--mode", "schedule", "--force"],
         "compact-run": ["compact", t, "--mode", "run", "--force"],
         "compact-execute": ["compact", t, "--mode", "execute"],
@@ -48,11 +47,7 @@ def _commands(table: Path, instant: str, source: Path) -> dict[str, list[str]]:
             "--policy",
             "merge-small-files",
         ],
-        "clean-spark": ["clean", t, "--spark"],
-        "clean-dry-run": ["clean", t, "--dry-run"],
         "compact-spark": ["compact", t, "--mode", "run", "--force", "--spark"],
-        "savepoint-create": ["savepoint", "create", t, "--instant", instant],
-        "savepoint-delete": ["savepoint", "delete", t, "--instant", instant],
         "rollback-failed": ["rollback", t],
         "rollback-instant": ["rollback", t, "--instant", instant, "--force"],
         "restore": ["restore", t, "--savepoint", instant],

@@ -24,7 +24,6 @@ from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import Action
 
-
 # Every test here is table-version neutral: it runs on version 6 and on Hudi 1.x's version 8.
 VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
 

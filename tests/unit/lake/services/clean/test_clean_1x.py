@@ -223,3 +223,39 @@ def test_savepoint_store_files_of_layout_2_and_a_half_made_one(tmp_path: Path, v
     delete_savepoint(table, commit)
     assert [n for n in os.listdir(folder) if ".savepoint" in n] == []
     assert table.timeline().get(commit) is not None  # the commit itself is untouched
+
+
+def test_a_pending_clustering_holds_the_earliest_commit_to_retain_back_as_a_pending_replacecommit_does(
+    tmp_path: Path,
+) -> None:
+    """Layout 2 gives clustering its own action (``<t>.clustering.requested``), where layout 1 has a
+    pending ``replacecommit``: a clustering pending since before the earliest commit to retain may
+    still read older slices, so the clean retains from the last commit before it."""
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        table_version=8,
+    )
+
+    def upsert(ts: int) -> str:
+        return write(table, pa.table({"id": ["a"], "ts": pa.array([ts], pa.int64())}), "upsert").instant
+
+    commits = [upsert(ts) for ts in range(3)]
+    plan = {"operationType": "CLUSTER", "clusteringPlan": None, "extraMetadata": None, "version": 1}
+    with table.writing():
+        clustering = table.store.create_requested(
+            table.clock.next(after=table.timeline().latest_time),
+            Action.CLUSTERING,
+            timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan),
+        )
+    commits += [upsert(ts) for ts in range(3, 5)]
+    assert commits[2] < clustering.timestamp < commits[3]
+
+    result = run_clean(table, RETAIN_ONE)
+
+    assert result.outcome is Outcome.CLEANED
+    assert result.plan is not None and result.plan.earliest_instant_to_retain.timestamp == commits[2]
+    assert sorted(f.rsplit("_", 1)[1][:17] for f in _data_files(tmp_path / "t")) == commits[1:]

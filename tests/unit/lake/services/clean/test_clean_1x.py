@@ -19,6 +19,7 @@ from airflow_lake_provider.lake.errors import SnapshotCleanedError
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
+from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
@@ -259,3 +260,72 @@ def test_a_pending_clustering_holds_the_earliest_commit_to_retain_back_as_a_pend
     assert result.outcome is Outcome.CLEANED
     assert result.plan is not None and result.plan.earliest_instant_to_retain.timestamp == commits[2]
     assert sorted(f.rsplit("_", 1)[1][:17] for f in _data_files(tmp_path / "t")) == commits[1:]
+
+
+# (table, rewrite its rows first, files the clean deletes): an overwrite table's last commit is the
+# replacecommit (its replaced file groups are cleaned once a later commit is the one retained).
+WITH_MDT = [
+    ("cow_v9_txns_simple_meta", False, 12),
+    ("cow_v9_txns_simple_overwrite", False, 0),
+    ("cow_v9_txns_simple_overwrite", True, None),
+    ("mor_avro_v9_txns_complex_meta", False, 14),
+    ("mor_avro_v9_txns_simple_overwrite", True, None),
+    ("mor_avro_v9_nonpartitioned_rollback", False, 0),
+]
+NO_MDT = {"hoodie.metadata.enable": "false"}
+
+
+@pytest.mark.parametrize(("name", "rewrite", "deletes"), WITH_MDT)
+def test_clean_of_a_spark_written_v9_table_after_dropping_its_metadata_table(
+    name: str, rewrite: bool, deletes: int | None, hudi_table_zip: Callable[[str], Path]
+) -> None:
+    """``hoodie.metadata.enable=false``: the MDT is dropped as Hudi 1.x drops it, then the table is
+    cleaned; hudi-rs (listing storage now) reads the snapshot and every retained instant as we do,
+    and the files gone are exactly the ones the clean metadata names."""
+    path = hudi_table_zip(name)
+    table = LakeTable.open(path)
+    if rewrite:  # upsert the rows it holds (the writer refuses a record index: drop the MDT first)
+        assert drop_metadata_table(table) is not None
+        rows = read_snapshot(table)
+        write(
+            table,
+            rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")]),
+            "upsert",
+            options=NO_MDT,
+        )
+    commits = [c.timestamp for c in table.timeline().completed_commits]
+    before = {c: _ours(table, c) for c in commits[-2:]}
+    files = _data_files(path)
+    replaced = {
+        (part, fid)
+        for c in table.timeline().completed_commits
+        if c.action is Action.REPLACECOMMIT
+        for part, ids in (table.timeline().commit_metadata(c).partition_to_replace_file_ids or {}).items()
+        for fid in ids
+    }
+
+    result = run_clean(table, {**RETAIN_ONE, **NO_MDT})
+
+    assert not (path / ".hoodie" / "metadata").exists()
+    assert table.config.properties["hoodie.table.metadata.partitions"] == ""
+    assert result.failed_files == 0
+    deleted = files - _data_files(path)
+    assert len(deleted) == result.deleted_files
+    if deletes is not None:
+        assert result.deleted_files == deletes
+    else:  # every file of the groups the replacecommit replaced, now older than the retained commit
+        assert replaced and result.deleted_files > 0
+        gone = {(os.path.dirname(f), os.path.basename(f).lstrip(".").split("_")[0]) for f in deleted}
+        assert replaced <= gone
+    for c, rows in before.items():
+        assert _ours(table, c) == _hudi_rs(path, c) == rows, c
+    assert _ours(table) == _hudi_rs(path) == before[commits[-1]]
+    if result.outcome is Outcome.CLEANED:
+        clean = table.timeline().last_completed(Action.CLEAN)
+        meta = _decoded(path / table.layout.instant_path(clean), "HoodieCleanMetadata")
+        named = {
+            os.path.join(part, f) if part else f
+            for part, p in meta["partitionMetadata"].items()
+            for f in p["successDeleteFiles"]
+        }
+        assert named == deleted

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pyarrow as pa
@@ -18,7 +19,7 @@ from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import SnapshotCleanedError
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.clean.result import Outcome
-from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
+from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint, savepoints
 from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -329,3 +330,76 @@ def test_clean_of_a_spark_written_v9_table_after_dropping_its_metadata_table(
             for f in p["successDeleteFiles"]
         }
         assert named == deleted
+
+
+def _plain(node: object) -> object:
+    """A parsed fastavro schema as plain Avro JSON (its bookkeeping keys dropped)."""
+    if isinstance(node, dict):
+        return {k: _plain(v) for k, v in node.items() if not k.startswith("__")}
+    if isinstance(node, list):
+        return [_plain(v) for v in node]
+    return node
+
+
+def test_java_avro_reads_our_v8_clean_and_savepoint_files_under_hudis_schemas(
+    tmp_path: Path, spark: Any
+) -> None:
+    """Java's Avro (in Spark's JVM) opens the requested, inflight and completed clean files and the
+    savepoint file of a v8 table, resolving each to the shipped (Hudi 1.x) schema of its record."""
+    import json
+
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+        table_version=8,
+    )
+    commits = [
+        write(table, pa.table({"id": ["a"], "ts": pa.array([ts], pa.int64()), "p": ["x"]}), "upsert").instant
+        for ts in range(4)
+    ]
+    create_savepoint(table, commits[3], user="u", comment="keep")
+    done = run_clean(table, RETAIN_ONE)
+    assert done.outcome is Outcome.CLEANED and done.deleted_files == 2
+    timeline = table.timeline()
+    clean = timeline.last_completed(Action.CLEAN)
+    (point,) = timeline.savepoints()
+    folder = tmp_path / "t" / table.layout.folder
+    files = {
+        "requested": (folder / f"{clean.timestamp}.clean.requested", timeline_avro.CLEANER_PLAN),
+        "inflight": (folder / f"{clean.timestamp}.clean.inflight", timeline_avro.CLEANER_PLAN),
+        "completed": (folder / table.layout.file_name(clean), timeline_avro.CLEAN_METADATA),
+        "savepoint": (folder / table.layout.file_name(point), timeline_avro.SAVEPOINT_METADATA),
+    }
+    jvm = spark.sparkContext._jvm
+    read = {}
+    for what, (file, record_name) in files.items():
+        shipped = jvm.org.apache.avro.Schema.Parser().parse(
+            json.dumps(_plain(timeline_avro.schema(record_name)))
+        )
+        reader = jvm.org.apache.avro.file.DataFileReader(
+            jvm.java.io.File(str(file)), jvm.org.apache.avro.generic.GenericDatumReader(None, shipped)
+        )
+        record = reader.next()
+        assert not reader.hasNext()
+        reader.close()
+        read[what] = json.loads(record.toString())
+    assert read["requested"] == read["inflight"]
+    assert read["requested"]["earliestInstantToRetain"] == {
+        "timestamp": commits[3],
+        "action": "commit",
+        "state": "COMPLETED",
+    }
+    assert len(read["requested"]["filePathsToBeDeletedPerPartition"]["x"]) == 2
+    assert read["completed"]["earliestCommitToRetain"] == commits[3]
+    assert read["completed"]["totalFilesDeleted"] == 2
+    assert sorted(read["completed"]["partitionMetadata"]["x"]["successDeleteFiles"]) == sorted(
+        p.rsplit("/", 1)[1] for p in done.plan.files_per_partition["x"]
+    )
+    assert (read["savepoint"]["savepointedBy"], read["savepoint"]["comments"]) == ("u", "keep")
+    assert read["savepoint"]["partitionMetadata"]["x"]["savepointDataFile"] == [
+        f.rsplit("/", 1)[1] for f in sorted(savepoints(timeline)[0].files)
+    ]

@@ -135,7 +135,8 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
 
 
 # Hudi 1.x's commit metadata schemas (table versions 8 and 9), as the writer schemas of Spark-written
-# tables carry them: self-contained, so they are parsed apart from the 0.x set above.
+# tables carry them: self-contained, so they are parsed apart from the 0.x set above. (The cleaner
+# plan, clean metadata and savepoint schemas are the same in Hudi 1.x as in the set above.)
 _SCHEMAS_1X = {
     COMMIT_METADATA: "HoodieCommitMetadata.1x",
     REPLACE_COMMIT_METADATA: "HoodieReplaceCommitMetadata.1x",

@@ -285,17 +285,18 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
     _clean_history(place, table_type, partitioned, steps, stats=STATS, version=version)
 
 
-@pytest.mark.parametrize("table_type", ["cow", "mor"])
+@pytest.mark.parametrize(("table_type", "version"), [("cow", 6), ("mor", 6), ("cow", 8)])
 @settings(max_examples=examples(2))
 @given(data=st.data())
 def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(
-    s3_endpoint: str, table_type: str, data: st.DataObject
+    s3_endpoint: str, table_type: str, version: int, data: st.DataObject
 ) -> None:
     """The same histories on an s3:// table (crash injection is local only: those steps run whole);
     the neighbour is an object beside the table's prefix."""
     from s3_helpers import drop_bucket, hudi_s3_options, s3_client, s3_env, s3_objects
 
     partitioned, steps = data.draw(histories(table_type, max_rounds=5), label="history")
+    timeline_dir = "" if version == 6 else "timeline/"
 
     bucket = f"clean-{uuid.uuid4().hex[:12]}"
     client = s3_client(s3_endpoint)
@@ -314,14 +315,15 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(
     place = _Place(
         f"s3://{bucket}/t",
         lambda: s3_objects(s3_endpoint, bucket, "t/.hoodie/"),
-        lambda: [k for k in _keys("t/.hoodie/") if "/" not in k],
+        lambda: [k for k in _keys(f"t/.hoodie/{timeline_dir}") if "/" not in k],
         lambda: _digest(s3_objects(s3_endpoint, bucket, "neighbour/")),
         data_files,
         hudi_s3_options(s3_endpoint),
         lambda name: client.get_object(Bucket=bucket, Key=f"t/.hoodie/{name}")["Body"].read(),
+        timeline_dir,
     )
     with s3_env(s3_endpoint):
-        _clean_history(place, table_type, partitioned, steps, stats=tally("clean on s3"))
+        _clean_history(place, table_type, partitioned, steps, stats=tally("clean on s3"), version=version)
     drop_bucket(s3_endpoint, bucket)  # passed: a failing example's bucket stays to look at
 
 

@@ -254,11 +254,40 @@ def histories(draw: st.DrawFn, table_type: str, max_rounds: int = 9) -> tuple[bo
     return partitioned, steps
 
 
-# Version 8 (Hudi 1.x, timeline layout 2): copy-on-write only until compaction runs on it.
-@pytest.mark.parametrize(("table_type", "version"), [("cow", 6), ("mor", 6), ("cow", 8)])
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
 @settings(max_examples=examples(30), derandomize=derandomized())
 @given(data=st.data())
 def test_clean_keeps_every_retained_instant_and_savepoint_readable(
+    tmp_path_factory, table_type: str, data: st.DataObject
+) -> None:
+    partitioned, steps = data.draw(histories(table_type), label="history")
+    root = example_dir(tmp_path_factory, "clean")
+    outside = root / "neighbour"
+    outside.mkdir()
+    (outside / "data.parquet").write_bytes(b"not part of the table")
+    table_root = root / "t"
+    place = _Place(
+        str(table_root),
+        lambda: _tree(table_root / ".hoodie"),
+        lambda: [p.name for p in (table_root / ".hoodie").iterdir() if p.is_file()],
+        lambda: _digest(_tree(outside)),
+        lambda: frozenset(
+            str(p.relative_to(table_root))
+            for p in table_root.rglob("*")
+            if p.is_file() and _is_data_file(str(p.relative_to(table_root)))
+        ),
+        {},
+        lambda name: (table_root / ".hoodie" / name).read_bytes(),
+    )
+    _clean_history(place, table_type, partitioned, steps, stats=STATS)
+
+
+# Version 8 (Hudi 1.x, timeline layout 2): copy-on-write only until compaction runs on it. A test of
+# its own: Hypothesis derives the fixed example sequence of the test above from its source.
+@pytest.mark.parametrize(("table_type", "version"), [("cow", 8)])
+@settings(max_examples=examples(30), derandomize=derandomized())
+@given(data=st.data())
+def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_v8(
     tmp_path_factory, table_type: str, version: int, data: st.DataObject
 ) -> None:
     partitioned, steps = data.draw(histories(table_type), label="history")

@@ -403,3 +403,37 @@ def test_java_avro_reads_our_v8_clean_and_savepoint_files_under_hudis_schemas(
     assert read["savepoint"]["partitionMetadata"]["x"]["savepointDataFile"] == [
         f.rsplit("/", 1)[1] for f in sorted(savepoints(timeline)[0].files)
     ]
+
+
+def test_a_log_that_completed_after_a_later_base_file_stays_with_that_slice(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """Version 9 slices logs by completion time: a log named by a deltacommit requested before a
+    compaction but completed after it belongs to the compaction's slice, so a clean that deletes the
+    slice before keeps it. (The deltacommit's completion time is moved past the compaction's here:
+    a write that was still running when Spark scheduled the compaction.)"""
+    path = hudi_table_zip("mor_avro_v9_txns_simple_nometa")
+    folder = path / ".hoodie" / "timeline"
+    delta, compaction = "20260307135835748", "20260307135839895"
+    (done,) = [n for n in os.listdir(folder) if n.startswith(f"{delta}_")]
+    (folder / done).rename(folder / f"{delta}_20260307135839900.deltacommit")
+    log = "region=apac/.9c6ed25b-6c9d-4793-ad27-1c8518086b6a-0_20260307135835748.log.1_0-38-83"
+    old_base = "region=apac/9c6ed25b-6c9d-4793-ad27-1c8518086b6a-0_2-3-8_20260307135827749.parquet"
+    new_base = "region=apac/9c6ed25b-6c9d-4793-ad27-1c8518086b6a-0_1-62-130_20260307135839895.parquet"
+    table = LakeTable.open(path)
+    group = table.file_system_view().groups[("region=apac", "9c6ed25b-6c9d-4793-ad27-1c8518086b6a-0")]
+    assert [(s.base_instant, [f.file_name for f in s.log_files]) for s in group.slices] == [
+        ("20260307135827749", []),
+        (compaction, [log.split("/")[1]]),
+    ]
+    before = _ours(table)
+
+    # Two commits retained: the earliest is the clustering that replaces this group (at 840454), so
+    # the group is not wholly cleaned; its slice before the compaction's is.
+    result = run_clean(table, {"hoodie.cleaner.commits.retained": "2"})
+
+    assert result.outcome is Outcome.CLEANED
+    assert result.plan is not None and result.plan.earliest_instant_to_retain.timestamp == "20260307135840454"
+    files = _data_files(path)
+    assert old_base not in files and {log, new_base} <= files
+    assert _ours(table) == _hudi_rs(path) == before

@@ -12,7 +12,8 @@ from airflow_lake_provider.lake.table.write import write
 RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}
 
 
-def cow_table(tmp_path: Path) -> LakeTable:
+def cow_table(tmp_path: Path, version: int = 6) -> LakeTable:
+    """``version``: 6, or Hudi 1.x's 8 (table-version neutral tests run on both)."""
     return LakeTable.create(
         tmp_path / "t",
         name="t",
@@ -20,6 +21,7 @@ def cow_table(tmp_path: Path) -> LakeTable:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",),
+        table_version=version,
     )
 
 

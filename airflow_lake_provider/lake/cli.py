@@ -234,7 +234,8 @@ def _cmd_clean(args: argparse.Namespace) -> None:
     if args.spark and args.list_files:
         raise LakeError("--list-files is not supported with --spark: list the plan with --dry-run first")
     if args.spark:
-        guard_mutation(table, "clean", options, dry_run=args.dry_run)  # before Spark starts
+        with table.writing():  # (versions 8 and 9 too)
+            guard_mutation(table, "clean", options, dry_run=args.dry_run)  # before Spark starts
         job_args = ["--table", table.uri] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
         result = spark_submit.submit(
             "clean.py", job_args + (["--dry-run"] if args.dry_run else []), master=args.master

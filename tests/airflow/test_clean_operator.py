@@ -26,7 +26,11 @@ PARTITIONS = ("a", "b")
 
 
 # -- table helpers --------------------------------------------------------------------------------
-def _build_table(path: Path, upserts: int = 12) -> tuple[LakeTable, list[str]]:
+# Table-version neutral tests run on version 6 and on Hudi 1.x's version 8 (timeline layout 2).
+VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
+
+
+def _build_table(path: Path, upserts: int = 12, version: int = 6) -> tuple[LakeTable, list[str]]:
     """A COW table with two partitions; every upsert rewrites both file groups (one new slice each)."""
     table = LakeTable.create(
         path,
@@ -35,6 +39,7 @@ def _build_table(path: Path, upserts: int = 12) -> tuple[LakeTable, list[str]]:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",),
+        table_version=version,
     )
     commits = []
     for ts in range(upserts):
@@ -63,7 +68,9 @@ def _written_at(files: set[str], instant: str) -> set[str]:
 
 
 def _clean_instants(base: Path) -> list[str]:
-    return sorted(f for f in os.listdir(base / HOODIE_DIR) if ".clean" in f)
+    """The clean files of the timeline (in layout 2 a completed one is ``<t>_<completion>.clean``)."""
+    folder = LakeTable.open(base).layout.folder
+    return sorted(f for f in os.listdir(base / folder) if ".clean" in f)
 
 
 # -- DAG helpers ----------------------------------------------------------------------------------
@@ -86,10 +93,11 @@ def _run(dag: Any, mark_success_pattern: str | None = None, **conf: Any) -> Any:
 
 
 # -- tests ----------------------------------------------------------------------------------------
+@VERSIONS
 def test_example_dag_cleans_oldest_slices_then_second_run_is_no_work(
-    example_dag: Any, tmp_path: Path
+    example_dag: Any, tmp_path: Path, version: int
 ) -> None:
-    table, commits = _build_table(tmp_path / "trips")
+    table, commits = _build_table(tmp_path / "trips", version=version)
     before = _data_files(table.base_path)
     expected_deleted = _written_at(before, commits[0])
     assert len(expected_deleted) == 2  # the oldest slice of each partition's file group
@@ -166,12 +174,14 @@ def test_threshold_zero_executes_on_spark_through_spark_submit_hook(example_dag:
 
 
 # -- hook and operator, without a DAG run ---------------------------------------------------------
-def test_hook_clean_surfaces_a_held_lock_as_service_busy(tmp_path: Path) -> None:
+@VERSIONS
+def test_hook_clean_surfaces_a_held_lock_as_service_busy(tmp_path: Path, version: int) -> None:
     from airflow_lake_provider.hooks.lake import LakeHook, LakeServiceBusyError
 
-    table, _ = _build_table(tmp_path / "trips")
+    table, _ = _build_table(tmp_path / "trips", version=version)
     before = _data_files(table.base_path)
     with (
+        table.writing(),
         table.store.exclusive("clean"),
         pytest.raises(LakeServiceBusyError, match="another clean is running"),
     ):
@@ -180,19 +190,21 @@ def test_hook_clean_surfaces_a_held_lock_as_service_busy(tmp_path: Path) -> None
     assert _clean_instants(table.base_path) == []
 
 
-def test_hook_clean_nothing_to_clean_is_no_work(tmp_path: Path) -> None:
+@VERSIONS
+def test_hook_clean_nothing_to_clean_is_no_work(tmp_path: Path, version: int) -> None:
     from airflow_lake_provider.hooks.lake import LakeHook
 
-    table, _ = _build_table(tmp_path / "trips", upserts=3)
+    table, _ = _build_table(tmp_path / "trips", upserts=3, version=version)
     result = LakeHook().clean(str(table.base_path), mode="schedule_and_execute")
     assert result["outcome"] == "NO_WORK" and result["instant"] is None and result["partitions"] == {}
     assert _clean_instants(table.base_path) == []
 
 
-def test_hook_schedule_mode_writes_only_the_requested_plan(tmp_path: Path) -> None:
+@VERSIONS
+def test_hook_schedule_mode_writes_only_the_requested_plan(tmp_path: Path, version: int) -> None:
     from airflow_lake_provider.hooks.lake import LakeHook
 
-    table, _ = _build_table(tmp_path / "trips")
+    table, _ = _build_table(tmp_path / "trips", version=version)
     before = _data_files(table.base_path)
     result = LakeHook().clean(str(table.base_path), mode="schedule")
     assert result["outcome"] == "SCHEDULED"

@@ -19,7 +19,7 @@ from airflow_lake_provider.lake.timeline.instant import Action, State
 pytestmark = pytest.mark.spark
 
 
-def _build_table(path: Path, upserts: int = 12) -> tuple[LakeTable, list[str]]:
+def _build_table(path: Path, upserts: int = 12, version: int = 6) -> tuple[LakeTable, list[str]]:
     """A COW table with two partitions; every upsert rewrites both file groups (one new slice each)."""
     table = LakeTable.create(
         path,
@@ -28,6 +28,7 @@ def _build_table(path: Path, upserts: int = 12) -> tuple[LakeTable, list[str]]:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",),
+        table_version=version,
     )
     commits = []
     for ts in range(upserts):
@@ -50,10 +51,11 @@ def _written_at(files: set[str], instant: str) -> set[str]:
     return {f for f in files if f.rsplit("_", 1)[1].removesuffix(".parquet") == instant}
 
 
-def test_run_in_local_session_deletes_exactly_the_oldest_slices(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
+def test_run_in_local_session_deletes_exactly_the_oldest_slices(spark, tmp_path: Path, version: int) -> None:
     from airflow_lake_provider.spark_jobs.clean import parse_args, run
 
-    table, commits = _build_table(tmp_path / "trips")
+    table, commits = _build_table(tmp_path / "trips", version=version)
     before = _data_files(table.base_path)
     expected = _written_at(before, commits[0])
     assert len(expected) == 2

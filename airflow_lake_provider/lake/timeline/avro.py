@@ -138,8 +138,8 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
 # Spark-written tables carry them: self-contained, so they are parsed apart from the 0.x set above.
 # The rollback metadata gained ``logFilesFromFailedCommit`` per partition (restore metadata embeds
 # it); the compaction plan ``strategy``, ``preserveHoodieMetadata`` and ``missingSchedulePartitions``;
-# a clustering's plan is a 1.x requested-replace record; the rollback and restore plans are
-# unchanged.
+# a clustering's plan is a 1.x requested-replace record; the rollback and restore plans, the cleaner
+# plan, clean metadata and savepoint schemas are unchanged.
 SCHEMAS_1X = {
     COMMIT_METADATA: "HoodieCommitMetadata.1x",
     REPLACE_COMMIT_METADATA: "HoodieReplaceCommitMetadata.1x",

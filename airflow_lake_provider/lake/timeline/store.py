@@ -24,7 +24,6 @@ from airflow_lake_provider.lake.errors import (
 )
 from airflow_lake_provider.lake.format.properties import format_properties
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, open_storage
-from airflow_lake_provider.lake.timeline import layout
 from airflow_lake_provider.lake.timeline.heartbeat import Heartbeats
 from airflow_lake_provider.lake.timeline.instant import (
     DEFAULT_CLOCK,
@@ -234,11 +233,19 @@ class TimelineStore:
             return completed
         with self.exclusive("instant", INSTANT_LOCK_WAIT_SECONDS):
             on_timeline = self._instant_files()
-            present = {i.state: i for i in on_timeline if i.timestamp == instant.timestamp}
-            completed = self._completed(instant, present)
-            latest = max(t for i in on_timeline for t in (i.timestamp, i.completion_time or ""))
-            completed = replace(completed, completion_time=self.clock.next(after=latest))
-            self._create_instant(completed, content)
+            present = {
+                i.state: i
+                for i in on_timeline
+                if i.timestamp == instant.timestamp and i.action is not Action.SAVEPOINT
+            }
+            return self._create_completed(self._completed(instant, present), content, on_timeline)
+
+    def _create_completed(self, completed: Instant, content: bytes, on_timeline: list[Instant]) -> Instant:
+        """Layout 2 (under the instant lock): create ``completed`` with a completion time later than
+        every requested and completion time of ``on_timeline``."""
+        latest = max(t for i in on_timeline for t in (i.timestamp, i.completion_time or ""))
+        completed = replace(completed, completion_time=self.clock.next(after=latest))
+        self._create_instant(completed, content)
         return completed
 
     def _completed(self, instant: Instant, present: Mapping[State, Instant]) -> Instant:
@@ -286,7 +293,9 @@ class TimelineStore:
         self.storage.delete(self.layout.instant_path(present.get(State.COMPLETED, instant)))
 
     def create_savepoint(self, timestamp: str, content: bytes) -> Instant:
-        """Write ``<t>.savepoint.inflight`` then ``<t>.savepoint`` for the commit at ``timestamp``."""
+        """Write ``<t>.savepoint.inflight`` then the completed savepoint for the commit at
+        ``timestamp``: ``<t>.savepoint``, in layout 2 ``<t>_<completion>.savepoint`` (a new
+        completion time, as for any instant that completes)."""
         present = self._states_present(timestamp, savepoint=True)
         if State.COMPLETED in present:
             raise CommitConflictError(f"{timestamp}: a savepoint already exists")
@@ -294,16 +303,27 @@ class TimelineStore:
         if State.INFLIGHT not in present:  # an interrupted create left it: finish it
             self._create_instant(inflight, b"")
         completed = inflight.with_state(State.COMPLETED)
-        self._create_instant(completed, content)
-        return completed
+        if not self.layout.has_completion_times:
+            self._create_instant(completed, content)
+            return completed
+        with self.exclusive("instant", INSTANT_LOCK_WAIT_SECONDS):
+            on_timeline = self._instant_files()
+            if any(
+                i.timestamp == timestamp and i.action is Action.SAVEPOINT and i.is_completed
+                for i in on_timeline
+            ):
+                raise CommitConflictError(f"{timestamp}: a savepoint already exists")
+            return self._create_completed(completed, content, on_timeline)
 
     def remove_savepoint(self, timestamp: str) -> None:
-        """Delete a savepoint's files (savepoints are the one completed instant users may drop)."""
+        """Delete a savepoint's files (savepoints are the one completed instant users may drop):
+        the completed file first, so a crash leaves a half-made savepoint, which protects nothing."""
         present = self._states_present(timestamp, savepoint=True)
         if not present:
             raise InvalidStateTransitionError(f"{timestamp}: there is no savepoint at this instant")
         for state in (State.COMPLETED, State.INFLIGHT):
-            self.storage.delete(layout.instant_path(Instant(timestamp, state, Action.SAVEPOINT)))
+            if state in present:
+                self.storage.delete(self.layout.instant_path(present[state]))
 
     def write_archive(self, name: str, data: bytes) -> None:
         """Create one archived-timeline file under ``.hoodie/archived/`` (never overwritten)."""

@@ -21,8 +21,9 @@ from airflow_lake_provider.lake.services.clean.plan import CleanPlan
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, Instant, format_instant
 
-# Pending instants that may still read or form file slices.
-_GUARDED_PENDING = frozenset({*COMMIT_ACTIONS, Action.COMPACTION, Action.LOGCOMPACTION})
+# Pending instants that may still read or form file slices (a clustering is a pending replacecommit
+# in timeline layout 1, an action of its own in layout 2).
+_GUARDED_PENDING = frozenset({*COMMIT_ACTIONS, Action.COMPACTION, Action.LOGCOMPACTION, Action.CLUSTERING})
 
 
 def _earliest_by_policy(timeline: Timeline, config: CleanConfig, now: dt.datetime) -> Instant | None:

@@ -24,8 +24,11 @@ from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import Action
 
+# Every test here is table-version neutral: it runs on version 6 and on Hudi 1.x's version 8.
+VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
 
-def _table(tmp_path: Path, partitioned: bool = True) -> LakeTable:
+
+def _table(tmp_path: Path, partitioned: bool = True, version: int = 6) -> LakeTable:
     return LakeTable.create(
         tmp_path / "t",
         name="t",
@@ -33,6 +36,7 @@ def _table(tmp_path: Path, partitioned: bool = True) -> LakeTable:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",) if partitioned else (),
+        table_version=version,
     )
 
 
@@ -44,7 +48,7 @@ def _upsert(table: LakeTable, rows: list[tuple[str, str]], ts: int) -> str:
 
 
 def _hoodie(table: LakeTable) -> set[str]:
-    return {p.name for p in (table.base_path / ".hoodie").iterdir() if p.is_file()}
+    return {p.name for p in (table.base_path / table.layout.folder).iterdir() if p.is_file()}
 
 
 def _data_files(table: LakeTable) -> set[str]:
@@ -55,8 +59,9 @@ def _data_files(table: LakeTable) -> set[str]:
     }
 
 
-def test_savepoint_record_names_every_file_of_the_instant_per_partition(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_savepoint_record_names_every_file_of_the_instant_per_partition(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version=version)
     c0 = _upsert(table, [("a", "x"), ("b", "y")], 0)
     files_c0 = _data_files(table)
     _upsert(table, [("a", "x")], 1)  # a newer slice in x: the savepoint still names c0's
@@ -83,8 +88,11 @@ def test_savepoint_record_names_every_file_of_the_instant_per_partition(tmp_path
     assert savepointed_files(table.timeline()) == frozenset(files_c0)
 
 
-def test_savepoint_of_an_unpartitioned_table_defaults_to_the_current_user(tmp_path: Path) -> None:
-    table = _table(tmp_path, partitioned=False)
+@VERSIONS
+def test_savepoint_of_an_unpartitioned_table_defaults_to_the_current_user(
+    tmp_path: Path, version: int
+) -> None:
+    table = _table(tmp_path, partitioned=False, version=version)
     c0 = _upsert(table, [("a", "")], 0)
     point = create_savepoint(table, c0)
     record = table.timeline().avro_record(table.timeline().savepoints()[0])
@@ -93,8 +101,11 @@ def test_savepoint_of_an_unpartitioned_table_defaults_to_the_current_user(tmp_pa
     assert savepointed_files(table.timeline()) == point.files
 
 
-def test_savepoints_fall_back_to_the_partition_key_when_partition_path_is_empty(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_savepoints_fall_back_to_the_partition_key_when_partition_path_is_empty(
+    tmp_path: Path, version: int
+) -> None:
+    table = _table(tmp_path, version=version)
     c0 = _upsert(table, [("a", "x")], 0)
     (name,) = (f.split("/")[1] for f in _data_files(table))
     record = {
@@ -104,20 +115,24 @@ def test_savepoints_fall_back_to_the_partition_key_when_partition_path_is_empty(
         "partitionMetadata": {"x": {"partitionPath": "", "savepointDataFile": [name]}},
         "version": 1,
     }
-    table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
+    with table.writing():
+        table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
     assert savepoints(table.timeline()) == [Savepoint(c0, frozenset({f"x/{name}"}))]
     # Records with no partitions, or a partition with no files (Java may write them): nothing kept.
     c1 = _upsert(table, [("a", "x")], 1)
     c2 = _upsert(table, [("a", "x")], 2)
     empty = {**record, "partitionMetadata": {}}
-    table.store.create_savepoint(c1, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, empty))
+    with table.writing():
+        table.store.create_savepoint(c1, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, empty))
     no_files = {**record, "partitionMetadata": {"x": {"partitionPath": "x", "savepointDataFile": []}}}
-    table.store.create_savepoint(c2, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, no_files))
+    with table.writing():
+        table.store.create_savepoint(c2, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, no_files))
     assert savepoints(table.timeline())[1:] == [Savepoint(c1, frozenset()), Savepoint(c2, frozenset())]
 
 
-def test_savepoint_refusals_name_the_instant_and_change_nothing(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_savepoint_refusals_name_the_instant_and_change_nothing(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version=version)
     c0 = _upsert(table, [("a", "x")], 0)
     uri = table.uri
     create_savepoint(table, c0)
@@ -131,7 +146,8 @@ def test_savepoint_refusals_name_the_instant_and_change_nothing(tmp_path: Path) 
     assert str(exc.value) == f"{uri}: {missing} is not a completed commit on the timeline"
     # A pending commit is not a completed one.
     pending = "20300101000000000"
-    table.store.create_requested(pending, Action.COMMIT)
+    with table.writing():
+        table.store.create_requested(pending, Action.COMMIT)
     with pytest.raises(SavepointError) as exc:
         create_savepoint(table, pending)
     assert str(exc.value) == f"{uri}: {pending} is not a completed commit on the timeline"
@@ -146,8 +162,9 @@ def test_savepoint_refusals_name_the_instant_and_change_nothing(tmp_path: Path) 
     assert str(exc.value) == f"{uri}: there is no completed savepoint at {c0}"
 
 
-def test_savepoint_of_a_clean_instant_is_refused(tmp_path: Path) -> None:
-    table = _table(tmp_path, partitioned=False)
+@VERSIONS
+def test_savepoint_of_a_clean_instant_is_refused(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, partitioned=False, version=version)
     for ts in range(3):
         _upsert(table, [("a", "")], ts)
     clean = run_clean(table, {"hoodie.cleaner.commits.retained": "1"})
@@ -157,10 +174,11 @@ def test_savepoint_of_a_clean_instant_is_refused(tmp_path: Path) -> None:
     assert str(exc.value) == f"{table.uri}: {clean.instant} is not a completed commit on the timeline"
 
 
+@VERSIONS
 def test_savepoint_older_than_the_last_clean_retained_is_refused_the_retained_one_is_not(
-    tmp_path: Path,
+    tmp_path: Path, version: int
 ) -> None:
-    table = _table(tmp_path, partitioned=False)
+    table = _table(tmp_path, partitioned=False, version=version)
     c0, c1, c2 = (_upsert(table, [("a", "")], ts) for ts in range(3))
     clean = run_clean(table, {"hoodie.cleaner.commits.retained": "1"})
     assert clean.outcome is Outcome.CLEANED and clean.plan.earliest_instant_to_retain.timestamp == c2
@@ -175,9 +193,12 @@ def test_savepoint_older_than_the_last_clean_retained_is_refused_the_retained_on
     assert create_savepoint(table, c2).instant == c2
 
 
-def test_savepoint_of_an_instant_whose_slice_was_cleaned_names_the_slice(tmp_path: Path) -> None:
+@VERSIONS
+def test_savepoint_of_an_instant_whose_slice_was_cleaned_names_the_slice(
+    tmp_path: Path, version: int
+) -> None:
     # KEEP_LATEST_FILE_VERSIONS retains no commit, so only the slice check can refuse.
-    table = _table(tmp_path)
+    table = _table(tmp_path, version=version)
     c0, c1, c2 = (_upsert(table, [("a", "x")], ts) for ts in range(3))
     (file_id,) = {f.split("/")[1].split("_")[0] for f in _data_files(table)}
     options = {
@@ -197,8 +218,9 @@ def test_savepoint_of_an_instant_whose_slice_was_cleaned_names_the_slice(tmp_pat
     assert create_savepoint(table, c2).files == frozenset(_data_files(table))
 
 
-def test_savepoint_on_the_root_partition_names_it_root(tmp_path: Path) -> None:
-    table = _table(tmp_path, partitioned=False)
+@VERSIONS
+def test_savepoint_on_the_root_partition_names_it_root(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, partitioned=False, version=version)
     c0, _c1 = (_upsert(table, [("a", "")], ts) for ts in range(2))
     options = {
         "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
@@ -209,14 +231,15 @@ def test_savepoint_on_the_root_partition_names_it_root(tmp_path: Path) -> None:
         create_savepoint(table, c0)
 
 
+@VERSIONS
 def test_savepoint_names_the_pending_cleans_it_overrides(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, version: int
 ) -> None:
     import logging
 
     from airflow_lake_provider.lake.services import savepoint as savepoint_module
 
-    table = _table(tmp_path, partitioned=False)
+    table = _table(tmp_path, partitioned=False, version=version)
     c0, _c1, _c2, _c3 = (_upsert(table, [("a", "")], ts) for ts in range(4))
     retain_one = {"hoodie.cleaner.commits.retained": "1"}
     first = run_clean(table, retain_one, mode="schedule")  # deletes c0's and c1's slices
@@ -234,9 +257,12 @@ def test_savepoint_names_the_pending_cleans_it_overrides(
     assert caplog.records == []
 
 
-def test_overrides_name_only_pending_cleans_not_completed_ones_or_pending_writes(tmp_path: Path) -> None:
+@VERSIONS
+def test_overrides_name_only_pending_cleans_not_completed_ones_or_pending_writes(
+    tmp_path: Path, version: int
+) -> None:
     # KEEP_LATEST_FILE_VERSIONS retains no commit, so c1 can be savepointed again after the clean.
-    table = _table(tmp_path, partitioned=False)
+    table = _table(tmp_path, partitioned=False, version=version)
     _c0, c1, _c2 = (_upsert(table, [("a", "")], ts) for ts in range(3))
     versions = {
         "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
@@ -250,13 +276,17 @@ def test_overrides_name_only_pending_cleans_not_completed_ones_or_pending_writes
     delete_savepoint(table, c1)
     # The completed clean's stored plan still names c1's files, and a write is pending: neither is
     # a pending clean to override (a pending commit has no clean plan to read).
-    table.store.create_requested("20300101000000000", Action.COMMIT)
+    with table.writing():
+        table.store.create_requested("20300101000000000", Action.COMMIT)
     again = create_savepoint(table, c1)
     assert again == Savepoint(c1, first.files, ())
 
 
-def test_savepoints_take_the_partition_from_partition_path_over_the_map_key(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_savepoints_take_the_partition_from_partition_path_over_the_map_key(
+    tmp_path: Path, version: int
+) -> None:
+    table = _table(tmp_path, version=version)
     c0 = _upsert(table, [("a", "x")], 0)
     (name,) = (f.split("/")[1] for f in _data_files(table))
     record = {
@@ -266,5 +296,6 @@ def test_savepoints_take_the_partition_from_partition_path_over_the_map_key(tmp_
         "partitionMetadata": {"key-x": {"partitionPath": "x", "savepointDataFile": [name]}},
         "version": 1,
     }
-    table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
+    with table.writing():
+        table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
     assert savepoints(table.timeline()) == [Savepoint(c0, frozenset({f"x/{name}"}))]

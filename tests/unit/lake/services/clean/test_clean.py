@@ -32,10 +32,13 @@ from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
-from airflow_lake_provider.lake.timeline.instant import Action, instant_to_datetime
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State, instant_to_datetime
+
+# Table-version neutral tests run on version 6 and on Hudi 1.x's version 8 (timeline layout 2).
+VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
 
 
-def _table(tmp_path: Path, kind: str = "cow", partitioned: bool = False) -> LakeTable:
+def _table(tmp_path: Path, kind: str = "cow", partitioned: bool = False, version: int = 6) -> LakeTable:
     return LakeTable.create(
         tmp_path / "t",
         name="t",
@@ -43,7 +46,12 @@ def _table(tmp_path: Path, kind: str = "cow", partitioned: bool = False) -> Lake
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=("p",) if partitioned else (),
+        table_version=version,
     )
+
+
+def _timeline_names(table: LakeTable) -> list[str]:
+    return sorted(os.listdir(table.base_path / table.layout.folder))
 
 
 def _upsert(table: LakeTable, ids: list[str], ts: int, part: str = "a") -> str:
@@ -70,8 +78,11 @@ def _snapshot(table: LakeTable, as_of: str | None = None) -> list[tuple]:
     return sorted(zip(t.column("_hoodie_record_key").to_pylist(), t.column("ts").to_pylist(), strict=True))
 
 
-def test_keep_latest_commits_eleven_commits_ten_retained_earliest_is_commit_two(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_keep_latest_commits_eleven_commits_ten_retained_earliest_is_commit_two(
+    tmp_path: Path, version: int
+) -> None:
+    table = _table(tmp_path, version=version)
     commits = [_upsert(table, ["a", "b"], i) for i in range(11)]
     earliest = earliest_commit_to_retain(table.timeline(), CleanConfig(), dt.datetime.now(dt.timezone.utc))
     assert earliest is not None and earliest.timestamp == commits[1]
@@ -80,8 +91,11 @@ def test_keep_latest_commits_eleven_commits_ten_retained_earliest_is_commit_two(
     assert _base_instants(table) == commits
 
 
-def test_keep_latest_commits_twelve_commits_deletes_exactly_the_oldest_slice(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_keep_latest_commits_twelve_commits_deletes_exactly_the_oldest_slice(
+    tmp_path: Path, version: int
+) -> None:
+    table = _table(tmp_path, version=version)
     commits = [_upsert(table, ["a", "b"], i) for i in range(12)]
     before = {c: _snapshot(table, c) for c in commits[2:]}
     result = run_clean(table)
@@ -100,8 +114,9 @@ def test_keep_latest_commits_twelve_commits_deletes_exactly_the_oldest_slice(tmp
     assert meta["partitionMetadata"][""]["failedDeleteFiles"] == []
 
 
-def test_keep_latest_commits_untouched_group_keeps_its_single_slice(tmp_path: Path) -> None:
-    table = _table(tmp_path, partitioned=True)
+@VERSIONS
+def test_keep_latest_commits_untouched_group_keeps_its_single_slice(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, partitioned=True, version=version)
     _upsert(table, ["cold"], 0, part="old")
     commits = [_upsert(table, ["hot"], i, part="new") for i in range(4)]
     run_clean(table, {"hoodie.cleaner.commits.retained": "1"})
@@ -110,8 +125,9 @@ def test_keep_latest_commits_untouched_group_keeps_its_single_slice(tmp_path: Pa
     assert sorted(f.rsplit("_", 1)[1][:17] for f in files if f.startswith("new/")) == commits[2:]
 
 
-def test_keep_latest_file_versions_keeps_newest_versions(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_keep_latest_file_versions_keeps_newest_versions(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version=version)
     commits = [_upsert(table, ["a"], i) for i in range(5)]
     result = run_clean(
         table,
@@ -122,8 +138,9 @@ def test_keep_latest_file_versions_keeps_newest_versions(tmp_path: Path) -> None
     assert _snapshot(table) == [("a", 4)]
 
 
-def test_keep_latest_by_hours_uses_the_injected_clock(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_keep_latest_by_hours_uses_the_injected_clock(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version=version)
     commits = [_upsert(table, ["a"], i) for i in range(4)]
     # "now" is 10 hours after commit 3, retention 10 hours: commit 3 is the earliest retained.
     now = instant_to_datetime(commits[2]) + dt.timedelta(hours=10)
@@ -136,8 +153,9 @@ def test_keep_latest_by_hours_uses_the_injected_clock(tmp_path: Path) -> None:
     assert _base_instants(table) == commits[1:]
 
 
-def test_savepointed_slice_is_kept_until_the_savepoint_is_deleted(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_savepointed_slice_is_kept_until_the_savepoint_is_deleted(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version=version)
     commits = [_upsert(table, ["a"], i) for i in range(5)]
     create_savepoint(table, commits[0])
     saved = _snapshot(table, commits[0])
@@ -173,14 +191,16 @@ def _request_compaction(
         "version": 2,
     }
     t = table.clock.next(after=table.timeline().latest_time)
-    table.store.create_requested(
-        t, Action.COMPACTION, timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan)
-    )
+    with table.writing():  # (a test's stand-in for a scheduler, on version 8 too)
+        table.store.create_requested(
+            t, Action.COMPACTION, timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan)
+        )
     return t
 
 
-def test_pending_compaction_inputs_are_kept(tmp_path: Path) -> None:
-    table = _table(tmp_path, kind="mor", partitioned=True)
+@VERSIONS
+def test_pending_compaction_inputs_are_kept(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, kind="mor", partitioned=True, version=version)
     _upsert(table, ["a"], 0)
     _upsert(table, ["a"], 1)
     view = table.file_system_view()
@@ -200,6 +220,11 @@ def test_pending_compaction_inputs_are_kept(tmp_path: Path) -> None:
 
 
 def _replace(table: LakeTable, partition: str, file_ids: list[str]) -> str:
+    with table.writing():  # (a test's stand-in for an insert_overwrite, on version 8 too)
+        return _replace_in_scope(table, partition, file_ids)
+
+
+def _replace_in_scope(table: LakeTable, partition: str, file_ids: list[str]) -> str:
     t = table.clock.next(after=table.timeline().latest_time)
     requested = table.store.create_requested(
         t,
@@ -217,12 +242,15 @@ def _replace(table: LakeTable, partition: str, file_ids: list[str]) -> str:
     inflight = table.store.transition_to_inflight(requested)
     schema = table.timeline().latest_schema()
     meta = CommitMetadata("INSERT_OVERWRITE", {}, {"schema": schema}, False, {partition: tuple(file_ids)})
-    table.store.transition_to_completed(inflight, meta.to_json_bytes())
+    table.store.transition_to_completed(inflight, meta.to_bytes(avro=table.layout.has_completion_times))
     return t
 
 
-def test_replaced_file_groups_are_cleaned_once_older_than_earliest_retained(tmp_path: Path) -> None:
-    table = _table(tmp_path, partitioned=True)
+@VERSIONS
+def test_replaced_file_groups_are_cleaned_once_older_than_earliest_retained(
+    tmp_path: Path, version: int
+) -> None:
+    table = _table(tmp_path, partitioned=True, version=version)
     _upsert(table, ["a", "b"], 0, part="x")
     _upsert(table, ["a"], 1, part="x")
     group = table.file_system_view().file_groups("x")[0]
@@ -236,8 +264,11 @@ def test_replaced_file_groups_are_cleaned_once_older_than_earliest_retained(tmp_
     assert len([f for f in _data_files(table) if f.startswith("y/")]) == 2
 
 
-def test_incremental_mode_scans_only_partitions_written_since_last_clean(tmp_path: Path) -> None:
-    table = _table(tmp_path, partitioned=True)
+@VERSIONS
+def test_incremental_mode_scans_only_partitions_written_since_last_clean(
+    tmp_path: Path, version: int
+) -> None:
+    table = _table(tmp_path, partitioned=True, version=version)
     for i in range(3):
         _upsert(table, ["a"], i, part="one")
         _upsert(table, ["b"], i, part="two")
@@ -260,8 +291,9 @@ def test_incremental_mode_scans_only_partitions_written_since_last_clean(tmp_pat
     assert partitions_to_scan(timeline, changed, earliest, last, []) is None  # policy changed: scan all
 
 
-def test_interrupted_clean_is_finished_by_next_run_not_replanned(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_interrupted_clean_is_finished_by_next_run_not_replanned(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version=version)
     commits = [_upsert(table, ["a"], i) for i in range(5)]
 
     def crashing(tbl, plan):
@@ -279,8 +311,11 @@ def test_interrupted_clean_is_finished_by_next_run_not_replanned(tmp_path: Path)
 
 
 @pytest.mark.parametrize("bad", ["../outside.parquet", ".hoodie/hoodie.properties", "/etc/passwd"])
-def test_plan_naming_a_path_outside_the_table_or_in_hoodie_is_refused(tmp_path: Path, bad: str) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_plan_naming_a_path_outside_the_table_or_in_hoodie_is_refused(
+    tmp_path: Path, bad: str, version: int
+) -> None:
+    table = _table(tmp_path, version=version)
     _upsert(table, ["a"], 0)
     outside = tmp_path / "outside.parquet"
     outside.write_bytes(b"keep me")
@@ -296,24 +331,27 @@ def test_plan_naming_a_path_outside_the_table_or_in_hoodie_is_refused(tmp_path: 
         "extraMetadata": None,
     }
     t = table.clock.next(after=table.timeline().latest_time)
-    table.store.create_requested(
-        t, Action.CLEAN, timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, record)
-    )
-    hoodie_before = sorted(os.listdir(table.base_path / ".hoodie"))
+    with table.writing():
+        table.store.create_requested(
+            t, Action.CLEAN, timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, record)
+        )
+    hoodie_before = sorted(os.listdir(table.base_path / ".hoodie")), _timeline_names(table)
     with pytest.raises(UnsafePathError):
         run_clean(table)
     assert outside.read_bytes() == b"keep me"
     assert (table.base_path / ".hoodie" / "hoodie.properties").exists()
-    assert sorted(os.listdir(table.base_path / ".hoodie")) == hoodie_before
+    assert (sorted(os.listdir(table.base_path / ".hoodie")), _timeline_names(table)) == hoodie_before
 
 
-def test_clean_plan_file_parses_with_fastavro_under_hudis_schema(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_clean_plan_file_parses_with_fastavro_under_hudis_schema(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version=version)
     for i in range(4):
         _upsert(table, ["a"], i)
     result = run_clean(table, {"hoodie.cleaner.commits.retained": "1"}, mode="schedule")
     assert result.outcome is Outcome.SCHEDULED
-    with open(table.base_path / ".hoodie" / f"{result.instant}.clean.requested", "rb") as fh:
+    requested = Instant(result.instant, State.REQUESTED, Action.CLEAN)
+    with open(table.base_path / table.layout.instant_path(requested), "rb") as fh:
         reader = fastavro.reader(fh)
         (record,) = list(reader)
     assert reader.writer_schema["name"] == "org.apache.hudi.avro.model.HoodieCleanerPlan"
@@ -325,15 +363,17 @@ def test_clean_plan_file_parses_with_fastavro_under_hudis_schema(tmp_path: Path)
     assert plan.files_per_partition == result.plan.files_per_partition
 
 
-def test_dry_run_writes_and_deletes_nothing(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_dry_run_writes_and_deletes_nothing(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version=version)
     for i in range(4):
         _upsert(table, ["a"], i)
-    hoodie = sorted(os.listdir(table.base_path / ".hoodie"))
+    hoodie = sorted(os.listdir(table.base_path / ".hoodie")), _timeline_names(table)
     files = _data_files(table)
     result = run_clean(table, {"hoodie.cleaner.commits.retained": "1"}, dry_run=True)
     assert result.outcome is Outcome.PLANNED and result.plan.file_count == 2
-    assert sorted(os.listdir(table.base_path / ".hoodie")) == hoodie and _data_files(table) == files
+    assert (sorted(os.listdir(table.base_path / ".hoodie")), _timeline_names(table)) == hoodie
+    assert _data_files(table) == files
 
 
 def test_clean_config_accepts_hudi_1x_aliases_and_rejects_bad_values() -> None:
@@ -347,10 +387,15 @@ def test_clean_config_accepts_hudi_1x_aliases_and_rejects_bad_values() -> None:
         CleanConfig.from_options({"hoodie.cleaner.policy": "KEEP_EVERYTHING"})
 
 
-def test_second_concurrent_clean_is_refused(tmp_path: Path) -> None:
-    table = _table(tmp_path)
+@VERSIONS
+def test_second_concurrent_clean_is_refused(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version=version)
     _upsert(table, ["a"], 0)
-    with table.store.exclusive("clean"), pytest.raises(ServiceBusyError, match="another clean"):
+    with (
+        table.writing(),
+        table.store.exclusive("clean"),
+        pytest.raises(ServiceBusyError, match="another clean"),
+    ):
         run_clean(table)
 
 
@@ -406,10 +451,13 @@ def test_cleaned_mor_table_keeps_exactly_the_slices_retained_commits_read(tmp_pa
         read_snapshot(table, as_of=upserts[0])
 
 
-def test_files_a_killed_clean_already_deleted_count_as_deleted_when_it_is_finished(tmp_path: Path) -> None:
+@VERSIONS
+def test_files_a_killed_clean_already_deleted_count_as_deleted_when_it_is_finished(
+    tmp_path: Path, version: int
+) -> None:
     """The run dies right after its first delete; the next run finishes the stored plan: every planned
     file counts as deleted (the one already gone too), none as failed."""
-    table = _table(tmp_path)
+    table = _table(tmp_path, version=version)
     commits = [_upsert(table, ["a"], i) for i in range(5)]
     with pytest.raises(SimulatedCrash):  # requested, inflight, the first delete
         run_clean(crashing(table, 3), {"hoodie.cleaner.commits.retained": "1"})

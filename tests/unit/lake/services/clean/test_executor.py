@@ -18,6 +18,9 @@ from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import Action
 
+# Table-version neutral tests run on version 6 and on Hudi 1.x's version 8 (timeline layout 2).
+VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
+
 
 def _data_files(table: LakeTable) -> set[str]:
     return {
@@ -33,10 +36,11 @@ def _clean_metadata(table: LakeTable) -> dict:
 
 
 @pytest.mark.parametrize("count", [3, executor.PARALLEL_DELETE_THRESHOLD + 6])
+@VERSIONS
 def test_delete_files_counts_gone_files_as_deleted_and_keeps_the_order(
-    tmp_path: Path, count: int, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, count: int, caplog: pytest.LogCaptureFixture, version: int
 ) -> None:
-    table = cow_table(tmp_path)
+    table = cow_table(tmp_path, version)
     part = table.base_path / "x"
     part.mkdir()
     names = [f"x/f{i:03d}.parquet" for i in range(count)]
@@ -81,8 +85,11 @@ def test_bulk_delete_keeps_the_order_and_logs_each_failure_sorted(
     ]
 
 
-def test_a_failed_delete_is_recorded_in_the_clean_metadata_and_the_result(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_a_failed_delete_is_recorded_in_the_clean_metadata_and_the_result(
+    tmp_path: Path, version: int
+) -> None:
+    table = cow_table(tmp_path, version)
     c0 = upsert(table, 0, ("x", "y"))
     upsert(table, 1, ("x", "y"))
     c2 = upsert(table, 2, ("x", "y"))
@@ -120,8 +127,9 @@ def test_a_failed_delete_is_recorded_in_the_clean_metadata_and_the_result(tmp_pa
     assert meta["extraMetadata"] == {"lake.policy": "KEEP_LATEST_COMMITS", "lake.savepoints": ""}
 
 
-def test_result_summary_is_exact(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_result_summary_is_exact(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     c0 = upsert(table, 0, ("x", "y"))
     upsert(table, 1, ("x", "y"))
     c2 = upsert(table, 2, ("x",))
@@ -160,18 +168,23 @@ def test_result_summary_is_exact(tmp_path: Path) -> None:
     assert nothing["earliest_commit_to_retain"] is None
 
 
-def test_unknown_mode_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_unknown_mode_is_refused_and_nothing_is_written(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     for ts in range(3):
         upsert(table, ts)
-    hoodie = sorted(p.name for p in (table.base_path / ".hoodie").iterdir())
+    hoodie = sorted(str(p.relative_to(table.base_path)) for p in (table.base_path / ".hoodie").rglob("*"))
     with pytest.raises(ValueError, match=r"^unknown clean mode 'clean'$"):
         run_clean(table, RETAIN_ONE, mode="clean")
-    assert sorted(p.name for p in (table.base_path / ".hoodie").iterdir()) == hoodie
+    assert (
+        sorted(str(p.relative_to(table.base_path)) for p in (table.base_path / ".hoodie").rglob("*"))
+        == hoodie
+    )
 
 
-def test_schedule_then_execute_one_instant(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_schedule_then_execute_one_instant(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     c0 = upsert(table, 0)
     upsert(table, 1)
     upsert(table, 2)
@@ -188,8 +201,9 @@ def test_schedule_then_execute_one_instant(tmp_path: Path) -> None:
     assert {f for f in files if f.endswith(f"_{c0}.parquet")} == files - _data_files(table)
 
 
-def test_schedule_and_execute_finishes_a_pending_clean_first(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_schedule_and_execute_finishes_a_pending_clean_first(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     for ts in range(3):
         upsert(table, ts)
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
@@ -203,8 +217,9 @@ def test_schedule_and_execute_finishes_a_pending_clean_first(tmp_path: Path) -> 
     assert (again.outcome, again.deleted_files, again.finished_pending) == (Outcome.CLEANED, 1, ())
 
 
-def test_nothing_to_delete_writes_no_instant(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_nothing_to_delete_writes_no_instant(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     upsert(table, 0)
     upsert(table, 1)
     result = run_clean(table, RETAIN_ONE)
@@ -216,8 +231,9 @@ def test_nothing_to_delete_writes_no_instant(tmp_path: Path) -> None:
     )
 
 
-def test_allow_multiple_false_plans_nothing_while_a_clean_is_pending(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_allow_multiple_false_plans_nothing_while_a_clean_is_pending(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     for ts in range(3):
         upsert(table, ts)
     first = run_clean(table, RETAIN_ONE, mode="schedule")
@@ -232,8 +248,9 @@ def test_allow_multiple_false_plans_nothing_while_a_clean_is_pending(tmp_path: P
     assert [i.timestamp for i in executor.pending_cleans(table.timeline())] == [first.instant, second.instant]
 
 
-def test_max_commits_waits_for_enough_commits_since_the_last_clean(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_max_commits_waits_for_enough_commits_since_the_last_clean(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     for ts in range(3):
         upsert(table, ts)
     assert executor.commits_since_last_clean(table.timeline()) == 3
@@ -253,11 +270,12 @@ def _log(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == executor.log.name]
 
 
+@VERSIONS
 def test_clean_logs_what_it_scanned_planned_and_deleted(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, version: int
 ) -> None:
     caplog.set_level(logging.INFO, logger=executor.log.name)
-    table = cow_table(tmp_path)
+    table = cow_table(tmp_path, version)
     uri = table.uri
     upsert(table, 0, ("x", "y"))
     c1 = upsert(table, 1, ("x", "y"))
@@ -291,12 +309,13 @@ def test_clean_logs_what_it_scanned_planned_and_deleted(
     assert c1 < t
 
 
+@VERSIONS
 def test_planned_files_a_later_savepoint_needs_are_kept_and_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, version: int
 ) -> None:
     from airflow_lake_provider.lake.services.savepoint import create_savepoint
 
-    table = cow_table(tmp_path)
+    table = cow_table(tmp_path, version)
     parts = tuple(f"p{i:02d}" for i in range(11))
     c0 = upsert(table, 0, parts)
     upsert(table, 1, parts)
@@ -320,10 +339,11 @@ def test_planned_files_a_later_savepoint_needs_are_kept_and_logged(
     assert meta["totalFilesDeleted"] == 0 and meta["partitionMetadata"] == {}
 
 
+@VERSIONS
 def test_incremental_planning_reads_the_state_file_and_falls_back_to_the_clean_metadata(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, version: int
 ) -> None:
-    table = cow_table(tmp_path)
+    table = cow_table(tmp_path, version)
     for ts in range(3):
         upsert(table, ts, ("one", "two"))
     upsert(table, 3, ("two",))
@@ -359,8 +379,9 @@ def test_incremental_planning_reads_the_state_file_and_falls_back_to_the_clean_m
     assert scanned(json.dumps({**other_policy, "instant": "20000101000000000"})) == 1  # another clean's
 
 
-def test_dry_run_results_are_exact(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_dry_run_results_are_exact(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     upsert(table, 0)
     nothing = run_clean(table, RETAIN_ONE, dry_run=True)
     assert (nothing.outcome, nothing.instant, nothing.plan, nothing.reason) == (
@@ -388,8 +409,9 @@ def test_dry_run_results_are_exact(tmp_path: Path) -> None:
     assert c1 < c2
 
 
-def test_duration_covers_the_whole_run_every_pending_clean_it_finished(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_duration_covers_the_whole_run_every_pending_clean_it_finished(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     for ts in range(3):
         upsert(table, ts)
     first = run_clean(table, RETAIN_ONE, mode="schedule")
@@ -408,8 +430,9 @@ def test_duration_covers_the_whole_run_every_pending_clean_it_finished(tmp_path:
     assert 0 < nothing.duration_seconds < 60
 
 
-def test_a_partition_the_deleter_does_not_report_counts_as_failed(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_a_partition_the_deleter_does_not_report_counts_as_failed(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     c0 = upsert(table, 0, ("x", "y"))
     upsert(table, 1, ("x", "y"))
     upsert(table, 2, ("x", "y"))

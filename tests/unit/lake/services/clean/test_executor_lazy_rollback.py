@@ -133,3 +133,32 @@ def test_a_dry_run_or_an_execute_only_clean_rolls_nothing_back(tmp_path: Path, h
     assert run_clean(table, RETAIN_ONE, **how).outcome is Outcome.NO_WORK
     assert [i.timestamp for i in table.timeline().pending] == [failed]
     assert sorted(p.name for p in (table.base_path / ".hoodie").iterdir()) == before
+
+
+def test_on_v8_a_lazy_clean_leaves_failed_writes_pending_and_names_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rollback on table version 8 (deleting a failed write's files) is not this core's yet: the clean
+    rolls nothing back, keeps what the failed write may need and names it, and cleans the rest."""
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+        table_version=8,
+    )
+    commits = [write(table, _batch("k1", ts), "upsert").instant for ts in range(3)]
+    failed = _crashed_write(table)
+    commits += [write(table, _batch("k1", ts), "upsert", options=LAZY).instant for ts in range(3, 5)]
+    caplog.set_level(logging.WARNING, logger=executor.log.name)
+
+    result = run_clean(table, {**LAZY, **EXPIRES_AT_ONCE, **RETAIN_ONE})
+
+    assert [i.timestamp for i in table.timeline().pending] == [failed]
+    assert result.held_back_by == (failed,)
+    assert f"lake rollback {table.uri}" in result.reason
+    assert result.outcome is Outcome.CLEANED
+    assert result.plan is not None and result.plan.earliest_instant_to_retain.timestamp == commits[2]
+    assert f"clean of {table.uri}: not rolling back failed writes on table version 8" in _log(caplog)

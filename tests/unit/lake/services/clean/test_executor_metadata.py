@@ -22,7 +22,11 @@ from airflow_lake_provider.lake.timeline.instant import Action
 RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}
 
 
-def _table(tmp_path: Path, partition_fields: tuple[str, ...]) -> LakeTable:
+# Every test here is table-version neutral: it runs on version 6 and on Hudi 1.x's version 8.
+VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
+
+
+def _table(tmp_path: Path, partition_fields: tuple[str, ...], version: int = 6) -> LakeTable:
     return LakeTable.create(
         tmp_path / "t",
         name="t",
@@ -30,6 +34,7 @@ def _table(tmp_path: Path, partition_fields: tuple[str, ...]) -> LakeTable:
         record_key_fields=("id",),
         precombine_field="ts",
         partition_fields=partition_fields,
+        table_version=version,
     )
 
 
@@ -58,6 +63,7 @@ def _fail_one(table: LakeTable, path: str) -> None:
     (table.base_path / path).mkdir()
 
 
+@VERSIONS
 @pytest.mark.parametrize(
     ("fields", "rows", "partitions"),
     [
@@ -68,9 +74,9 @@ def _fail_one(table: LakeTable, path: str) -> None:
     ],
 )
 def test_clean_metadata_names_files_only_at_any_partition_depth(
-    tmp_path: Path, fields: tuple[str, ...], rows: list[dict[str, str]], partitions: list[str]
+    tmp_path: Path, fields: tuple[str, ...], rows: list[dict[str, str]], partitions: list[str], version: int
 ) -> None:
-    table = _table(tmp_path, fields)
+    table = _table(tmp_path, fields, version)
     c0 = _upsert(table, 0, rows)
     _upsert(table, 1, rows)
     c2 = _upsert(table, 2, rows)
@@ -100,8 +106,9 @@ def test_clean_metadata_names_files_only_at_any_partition_depth(
     assert meta["bootstrapPartitionMetadata"] is None
 
 
-def test_time_taken_is_the_milliseconds_since_the_start(tmp_path: Path) -> None:
-    table = _table(tmp_path, ("p",))
+@VERSIONS
+def test_time_taken_is_the_milliseconds_since_the_start(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, ("p",), version)
     for ts in range(3):
         _upsert(table, ts, [{"id": "k", "p": "x"}])
     plan = run_clean(table, RETAIN_ONE, dry_run=True).plan
@@ -110,12 +117,13 @@ def test_time_taken_is_the_milliseconds_since_the_start(tmp_path: Path) -> None:
     assert 1_000_000 <= meta["timeTakenInMillis"] < 1_000_500
 
 
-def test_the_inflight_clean_holds_the_plan_it_executes(tmp_path: Path) -> None:
-    table = _table(tmp_path, ("p",))
+@VERSIONS
+def test_the_inflight_clean_holds_the_plan_it_executes(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, ("p",), version)
     for ts in range(3):
         _upsert(table, ts, [{"id": "k", "p": "x"}])
     done = run_clean(table, RETAIN_ONE)
-    hoodie = table.base_path / ".hoodie"
+    hoodie = table.base_path / table.layout.folder  # .hoodie/, or .hoodie/timeline/ in layout 2
     requested = (hoodie / f"{done.instant}.clean.requested").read_bytes()
     assert requested  # the Avro cleaner plan
     # Hudi moves the plan into the inflight file too; a reader of an interrupted clean finds it there.
@@ -126,11 +134,12 @@ def _log(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if r.name == executor.log.name]
 
 
+@VERSIONS
 @pytest.mark.parametrize("count", [9, 10])
 def test_a_short_list_of_files_kept_for_savepoints_is_logged_whole(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture, count: int
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, count: int, version: int
 ) -> None:
-    table = _table(tmp_path, ("p",))
+    table = _table(tmp_path, ("p",), version)
     rows = [{"id": f"k{i}", "p": f"p{i:02d}"} for i in range(count)]
     c0 = _upsert(table, 0, rows)
     _upsert(table, 1, rows)

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pytest
 from clean_support import RETAIN_ONE, cow_table, upsert
 
 from airflow_lake_provider.lake.services.clean import executor
@@ -15,6 +16,9 @@ from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.instant import InstantClock
+
+# Table-version neutral tests run on version 6 and on Hudi 1.x's version 8 (timeline layout 2).
+VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
 
 
 def _two_pending_cleans(table: LakeTable) -> tuple[str, str]:
@@ -30,16 +34,20 @@ def _pending(table: LakeTable) -> list[str]:
     return [i.timestamp for i in executor.pending_cleans(table.timeline())]
 
 
-def test_execute_finishes_the_named_clean_even_when_another_is_older(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_execute_finishes_the_named_clean_even_when_another_is_older(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     first, second = _two_pending_cleans(table)
     done = run_clean(table, RETAIN_ONE, mode="execute", instant=second)
     assert (done.outcome, done.instant, done.finished_pending) == (Outcome.CLEANED, second, (second,))
     assert _pending(table) == [first]
 
 
-def test_pending_cleans_finished_before_an_allow_multiple_refusal_are_reported(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_pending_cleans_finished_before_an_allow_multiple_refusal_are_reported(
+    tmp_path: Path, version: int
+) -> None:
+    table = cow_table(tmp_path, version)
     first, second = _two_pending_cleans(table)
     upsert(table, 4)
     options = {**RETAIN_ONE, "hoodie.clean.allow.multiple": "false"}
@@ -49,8 +57,11 @@ def test_pending_cleans_finished_before_an_allow_multiple_refusal_are_reported(t
     assert _pending(table) == [second]
 
 
-def test_pending_cleans_finished_before_finding_nothing_new_are_reported(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_pending_cleans_finished_before_finding_nothing_new_are_reported(
+    tmp_path: Path, version: int
+) -> None:
+    table = cow_table(tmp_path, version)
     for ts in range(3):
         upsert(table, ts)
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule").instant
@@ -65,8 +76,9 @@ def test_pending_cleans_finished_before_finding_nothing_new_are_reported(tmp_pat
     )
 
 
-def test_a_dry_run_lists_through_its_lister_and_reports_its_duration(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_a_dry_run_lists_through_its_lister_and_reports_its_duration(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     c0 = upsert(table, 0, ("x", "y"))
     upsert(table, 1, ("x", "y"))
     upsert(table, 2, ("x", "y"))
@@ -81,8 +93,9 @@ def test_a_dry_run_lists_through_its_lister_and_reports_its_duration(tmp_path: P
     assert 0.3 <= result.duration_seconds < 60
 
 
-def test_a_schedule_reports_its_plan_alone_and_its_duration(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_a_schedule_reports_its_plan_alone_and_its_duration(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     for ts in range(3):
         upsert(table, ts)
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
@@ -113,8 +126,11 @@ def test_the_clean_instant_follows_a_commit_stamped_ahead_of_this_clock(tmp_path
         assert result.instant > latest, mode
 
 
-def test_a_run_that_finishes_a_pending_clean_then_cleans_again_reports_both(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_a_run_that_finishes_a_pending_clean_then_cleans_again_reports_both(
+    tmp_path: Path, version: int
+) -> None:
+    table = cow_table(tmp_path, version)
     for ts in range(3):
         upsert(table, ts)
     pending = run_clean(table, RETAIN_ONE, mode="schedule").instant

@@ -20,6 +20,9 @@ from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.instant import InstantClock, instant_to_datetime
 
+# Table-version neutral tests run on version 6 and on Hudi 1.x's version 8 (timeline layout 2).
+VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
+
 
 def _ending(plan: executor.CleanPlan) -> list[str]:
     """The instant of each planned file, from its name."""
@@ -28,8 +31,9 @@ def _ending(plan: executor.CleanPlan) -> list[str]:
     )
 
 
-def test_the_plan_reads_the_files_of_the_timeline_it_is_given(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_the_plan_reads_the_files_of_the_timeline_it_is_given(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     c = [upsert(table, ts) for ts in range(3)]
     then = table.timeline()
     c += [upsert(table, ts) for ts in range(3, 5)]
@@ -43,8 +47,9 @@ def test_the_plan_reads_the_files_of_the_timeline_it_is_given(tmp_path: Path) ->
     assert _ending(now) == c[:3] and now.last_completed_commit == c[4]
 
 
-def test_the_plan_lists_partitions_through_the_lister_given(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_the_plan_lists_partitions_through_the_lister_given(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     c0 = upsert(table, 0, ("x", "y"))
     upsert(table, 1, ("x", "y"))
     upsert(table, 2, ("x", "y"))
@@ -60,9 +65,11 @@ def test_the_plan_lists_partitions_through_the_lister_given(tmp_path: Path) -> N
     assert list(plan.files_per_partition) == ["x"] and _ending(plan) == [c0]
 
 
-def test_the_tables_clean_properties_apply_without_options(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
-    table.store.update_properties({**table.config.properties, **RETAIN_ONE})
+@VERSIONS
+def test_the_tables_clean_properties_apply_without_options(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
+    with table.writing():
+        table.store.update_properties({**table.config.properties, **RETAIN_ONE})
     table = LakeTable.open(tmp_path / "t")
     c0 = upsert(table, 0)
     upsert(table, 1)
@@ -73,8 +80,9 @@ def test_the_tables_clean_properties_apply_without_options(tmp_path: Path) -> No
     assert run_clean(table, {"hoodie.cleaner.commits.retained": "5"}, dry_run=True).plan is None
 
 
-def test_every_savepoint_is_recorded_in_the_plan(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_every_savepoint_is_recorded_in_the_plan(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     c = [upsert(table, ts) for ts in range(5)]
     create_savepoint(table, c[1])
     create_savepoint(table, c[0])
@@ -84,10 +92,11 @@ def test_every_savepoint_is_recorded_in_the_plan(tmp_path: Path) -> None:
     assert result.plan.extra_metadata["lake.savepoints"] == f"{c[0]},{c[1]}"
 
 
+@VERSIONS
 def test_nothing_to_scan_names_the_earliest_commit_to_retain(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, version: int
 ) -> None:
-    table = cow_table(tmp_path)
+    table = cow_table(tmp_path, version)
     for ts in range(3):
         upsert(table, ts)
     done = run_clean(table, RETAIN_ONE)
@@ -102,8 +111,9 @@ def test_nothing_to_scan_names_the_earliest_commit_to_retain(
     assert str(earliest).startswith(f"{earliest.timestamp}__commit__")
 
 
-def test_a_run_lists_through_its_lister(tmp_path: Path) -> None:
-    table = cow_table(tmp_path)
+@VERSIONS
+def test_a_run_lists_through_its_lister(tmp_path: Path, version: int) -> None:
+    table = cow_table(tmp_path, version)
     c0 = upsert(table, 0, ("x", "y"))
     upsert(table, 1, ("x", "y"))
     upsert(table, 2, ("x", "y"))
@@ -130,7 +140,8 @@ def test_a_pending_write_before_the_retention_cutoff_at_the_given_now_is_reporte
         clock=InstantClock(now=lambda: start + dt.timedelta(hours=next(hours))),
     )
     never = {"hoodie.cleaner.policy.failed.writes": "NEVER"}  # the failed write stays pending
-    table.store.update_properties({**table.config.properties, **never})
+    with table.writing():
+        table.store.update_properties({**table.config.properties, **never})
     table = LakeTable.open(tmp_path / "t", clock=table.clock)
     for ts in range(3):
         upsert(table, ts)

@@ -1,0 +1,172 @@
+"""One data instant's deltacommit on Hudi's metadata table (MDT), written as Hudi 1.x's Java writer
+writes it, before the data instant completes (the first piece of the "maintain" policy).
+
+Hudi 1.x (table versions 8 and 9) gives the MDT deltacommit of a data instant the data instant's
+own (requested) time, and its own completion time, earlier than the data instant's
+(``HoodieBackedTableMetadataWriter.commitInternal``; the 1.x test tables show both). Durable order,
+every step on the MDT's own storage and timeline (``.hoodie/metadata/``, through a ``TimelineStore``
+of the MDT): requested (empty), inflight (``HoodieCommitMetadata``, operation ``UPSERT_PREPPED``),
+one new log file ``files/.files-0000-0_<instant>.log.1_0-0-0`` holding one HFILE_DATA block, then
+completed (the file's write stat and the records' schema without meta fields). The caller then
+completes the data instant.
+
+Readers merge an MDT block only when its MDT deltacommit completed **and** its data instant
+completed (Hudi's ``getValidInstantTimestamps``; our ``metadata_files``), so a crash at any step
+leaves every listing unchanged. What a crash leaves is cleared by the next maintained write
+(:meth:`MetadataTableWriter.discard_orphans`): an MDT deltacommit whose data instant is no longer on
+the data timeline (discarded or rolled back) goes, log files first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.file_group.file_names import LogFileName, write_token
+from airflow_lake_provider.lake.format.hfile import Dialect, HFileSettings, read_hfile
+from airflow_lake_provider.lake.format.properties import parse_properties
+from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.table.metadata_files import FILES_GROUP, FILES_PARTITION, MDT_DIR
+from airflow_lake_provider.lake.table.metadata_records import FilesChange, files_records
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, State
+from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
+from airflow_lake_provider.lake.timeline.store import PROPERTIES_FILE, TimelineStore
+
+log = logging.getLogger(__name__)
+
+# What Java's MDT write client records as the operation of every MDT deltacommit.
+MDT_OPERATION = "UPSERT_PREPPED"
+MDT_WRITE_TOKEN = write_token(0, 0, 0)
+_SOLO = "00000000000000"  # Hudi's SOLO_COMMIT_TIMESTAMP: the MDT's own initialisation instants
+_META_PREFIX = "_hoodie_"
+
+
+@dataclass(frozen=True)
+class MetadataTableWriter:
+    """Writes MDT deltacommits of a table's data instants (read once, before any write).
+
+    :param storage: the MDT's storage (``<table>/.hoodie/metadata/``).
+    :param store: the MDT's timeline store (the only writer of its ``.hoodie/``).
+    :param block_schema: the ``HoodieMetadataRecord`` schema text (with meta fields) of its blocks.
+    :param settings: the HFile settings of the MDT's own files (the Java writer's dialect).
+    """
+
+    storage: Storage
+    store: TimelineStore
+    block_schema: str
+    settings: HFileSettings
+
+    @classmethod
+    def open(cls, data_storage: Storage, clock: InstantClock) -> MetadataTableWriter:
+        """The MDT of the table at ``data_storage``; ``TableConfigError`` if it cannot be maintained
+        (no MDT properties, no ``files`` base file to take the record schema and HFile dialect from)."""
+        storage = data_storage.child(MDT_DIR)
+        rel = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
+        try:
+            props = parse_properties(storage.read(rel).decode("utf-8"), storage.uri(rel))
+        except FileNotFoundError:
+            raise TableConfigError(
+                f"{storage.uri(rel)} does not exist: the metadata table is incomplete"
+            ) from None
+        layout = TimelineLayout.from_properties(props, storage.uri(rel))
+        bases = sorted(
+            (
+                n
+                for n in storage.list_names(FILES_PARTITION)
+                if n.startswith(FILES_GROUP) and n.endswith(".hfile")
+            ),
+            key=lambda n: n.rsplit("_", 1)[-1],
+        )
+        if not bases:
+            raise TableConfigError(
+                f"{storage.uri(FILES_PARTITION)}: no {FILES_GROUP} base file to take the record schema from"
+            )
+        base_rel = f"{FILES_PARTITION}/{bases[-1]}"
+        hfile = read_hfile(storage.read(base_rel), storage.uri(base_rel))
+        schema = hfile.content.info(SCHEMA_INFO)
+        if schema is None:
+            raise TableConfigError(f"{storage.uri(base_rel)}: no record schema in its file info")
+        return cls(storage, TimelineStore(storage, layout, clock), schema.decode("utf-8"), hfile.settings())
+
+    def timeline(self) -> Timeline:
+        return Timeline.load(self.storage, self.store.layout)
+
+    def commit(self, instant: str, change: FilesChange) -> str:
+        """Write and complete the MDT deltacommit of data instant ``instant``; its log file's
+        MDT-relative path. The data instant must still be pending (the caller completes it next)."""
+        store = self.store
+        schema = json.loads(self.block_schema)
+        records = files_records(change, schema)
+        requested = store.create_requested(instant, Action.DELTACOMMIT)
+        inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_avro_bytes())
+        settings = self.settings
+        if settings.dialect is Dialect.HUDI:  # hudi-io's writer stamps the creation time
+            settings = dataclasses.replace(settings, create_time_ms=_epoch_ms(store.clock))
+        data = hfile_data_block(records, self.block_schema, instant, settings, schema_first=True)
+        name = LogFileName.create(FILES_GROUP, instant, 1, MDT_WRITE_TOKEN).name
+        rel = f"{FILES_PARTITION}/{name}"
+        self.storage.create(rel, data)
+        stat = WriteStat(
+            file_id=FILES_GROUP,
+            partition_path=FILES_PARTITION,
+            path=rel,
+            prev_commit=instant,
+            num_writes=len(records),
+            num_update_writes=len(records),
+            total_write_bytes=len(data),
+            file_size_in_bytes=len(data),
+            base_file="",
+            log_files=(name,),
+            log_version=1,
+            log_offset=0,
+        )
+        extra = {"schema": _without_meta_fields(schema)}
+        body = CommitMetadata(MDT_OPERATION, {FILES_PARTITION: (stat,)}, extra)
+        store.transition_to_completed(inflight, body.to_avro_bytes())
+        return rel
+
+    def discard_orphans(self, data: Timeline) -> list[str]:
+        """Remove the MDT deltacommits whose data instant is gone from the data timeline (a write
+        that failed after its MDT deltacommit, then was discarded or rolled back): readers ignore
+        them already; they go so that the time is never mistaken for a live one. Log files first,
+        then the completed file, then the pending ones: a crash leaves a shorter orphan to finish.
+        Instants before the data timeline's first one (archived there) are left alone."""
+        on_data = {i.timestamp for i in data.instants}
+        if not on_data:
+            return []
+        first = min(on_data)
+        removed = []
+        for instant in self.timeline().filter([Action.DELTACOMMIT]):
+            t = instant.timestamp
+            if t in on_data or t <= first or t.startswith(_SOLO):
+                continue
+            for partition in self.storage.list_dir("")[1]:
+                if partition.startswith("."):  # its .hoodie/
+                    continue
+                for name in self.storage.list_names(partition):
+                    parsed = LogFileName.parse(name)
+                    if parsed is not None and parsed.base_instant == t:
+                        self.storage.delete(f"{partition}/{name}")
+            if instant.state is State.COMPLETED:
+                self.store.remove_completed(instant)
+            self.store.remove_pending(t)
+            removed.append(t)
+            log.warning("removed the metadata table's deltacommit %s: its data instant is gone", t)
+        return removed
+
+
+def _without_meta_fields(schema: dict[str, Any]) -> str:
+    """The schema a Java MDT commit records: the block schema without Hudi's meta fields, compact."""
+    fields = [f for f in schema["fields"] if not str(f.get("name", "")).startswith(_META_PREFIX)]
+    return json.dumps({**schema, "fields": fields}, separators=(",", ":"), ensure_ascii=False)
+
+
+def _epoch_ms(clock: InstantClock) -> int:
+    return int(clock.now().timestamp() * 1000)

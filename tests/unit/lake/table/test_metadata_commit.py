@@ -11,6 +11,7 @@ Hudi wrote beside it. What the policy cannot keep is refused with nothing change
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import fastavro
@@ -219,3 +220,22 @@ def test_other_actions_refuse_under_the_policy(hudi_table_zip, capsys) -> None:
     with pytest.raises(TableConfigError, match=r"table version 6 \(only 8, 9 so far\)"):
         write(LakeTable.open(path), batch, "upsert", options=MAINTAIN)
     assert tree_digest(path) == digest
+
+
+def test_lake_write_with_the_opt_in_then_check_finds_no_difference(
+    hudi_table_zip, tmp_path: Path, capsys
+) -> None:
+    import pyarrow.parquet as pq
+
+    path = files_only(hudi_table_zip, "cow_v9_txns_simple_meta")
+    snapshot = read_snapshot(LakeTable.open(path))
+    pq.write_table(_batch(snapshot, "txn_id", "txn_ts", [0], ["cli-1"]), tmp_path / "in.parquet")
+    write_args = ["write", str(path), "--input", str(tmp_path / "in.parquet"), "--operation", "insert"]
+    assert main(write_args) != 0  # the default policy refuses
+    assert "which this engine does not update" in capsys.readouterr().err
+    assert main([*write_args, "--option", "lake.metadata-table.maintain=true"]) == 0
+    capsys.readouterr()
+    assert main(["metadata-table", str(path), "--check"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["consistent"] is True and report["missing_files"] == []
+    assert "cli-1" in _keys(assert_consistent(path), "txn_id")

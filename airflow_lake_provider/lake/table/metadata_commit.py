@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,12 +57,16 @@ class MetadataTableWriter:
     :param store: the MDT's timeline store (the only writer of its ``.hoodie/``).
     :param block_schema: the ``HoodieMetadataRecord`` schema text (with meta fields) of its blocks.
     :param settings: the HFile settings of the MDT's own files (the Java writer's dialect).
+    :param record_schema: ``block_schema`` parsed.
+    :param commit_schema: the schema text an MDT commit records (without the meta fields).
     """
 
     storage: Storage
     store: TimelineStore
     block_schema: str
     settings: HFileSettings
+    record_schema: Mapping[str, Any]
+    commit_schema: str
 
     @classmethod
     def open(cls, data_storage: Storage, clock: InstantClock) -> MetadataTableWriter:
@@ -93,7 +98,10 @@ class MetadataTableWriter:
         schema = hfile.content.info(SCHEMA_INFO)
         if schema is None:
             raise TableConfigError(f"{storage.uri(base_rel)}: no record schema in its file info")
-        return cls(storage, TimelineStore(storage, layout, clock), schema.decode("utf-8"), hfile.settings())
+        text = schema.decode("utf-8")
+        parsed = json.loads(text)
+        store = TimelineStore(storage, layout, clock)
+        return cls(storage, store, text, hfile.settings(), parsed, _without_meta_fields(parsed))
 
     def timeline(self) -> Timeline:
         return Timeline.load(self.storage, self.store.layout)
@@ -102,8 +110,7 @@ class MetadataTableWriter:
         """Write and complete the MDT deltacommit of data instant ``instant``; its log file's
         MDT-relative path. The data instant must still be pending (the caller completes it next)."""
         store = self.store
-        schema = json.loads(self.block_schema)
-        records = files_records(change, schema)
+        records = files_records(change, self.record_schema)
         requested = store.create_requested(instant, Action.DELTACOMMIT)
         inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_avro_bytes())
         settings = self.settings
@@ -127,7 +134,7 @@ class MetadataTableWriter:
             log_version=1,
             log_offset=0,
         )
-        extra = {"schema": _without_meta_fields(schema)}
+        extra = {"schema": self.commit_schema}
         body = CommitMetadata(MDT_OPERATION, {FILES_PARTITION: (stat,)}, extra)
         store.transition_to_completed(inflight, body.to_avro_bytes())
         return rel
@@ -162,7 +169,7 @@ class MetadataTableWriter:
         return removed
 
 
-def _without_meta_fields(schema: dict[str, Any]) -> str:
+def _without_meta_fields(schema: Mapping[str, Any]) -> str:
     """The schema a Java MDT commit records: the block schema without Hudi's meta fields, compact."""
     fields = [f for f in schema["fields"] if not str(f.get("name", "")).startswith(_META_PREFIX)]
     return json.dumps({**schema, "fields": fields}, separators=(",", ":"), ensure_ascii=False)

@@ -33,7 +33,7 @@ from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.table.metadata_files import FILES_GROUP, FILES_PARTITION, MDT_DIR
-from airflow_lake_provider.lake.table.metadata_records import FilesChange, files_records
+from airflow_lake_provider.lake.table.metadata_records import FilesChange, Records, files_records
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, State
@@ -107,37 +107,40 @@ class MetadataTableWriter:
         return Timeline.load(self.storage, self.store.layout)
 
     def commit(self, instant: str, change: FilesChange) -> str:
-        """Write and complete the MDT deltacommit of data instant ``instant``; its log file's
-        MDT-relative path. The data instant must still be pending (the caller completes it next)."""
+        """Write and complete the MDT deltacommit of data instant ``instant`` for the ``files``
+        partition; its log file's MDT-relative path. The data instant must still be pending (the
+        caller completes it next)."""
+        groups = {FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}}
+        (rel,) = self.commit_records(instant, groups)
+        return rel
+
+    def commit_records(self, instant: str, partitions: Mapping[str, Mapping[str, Records]]) -> list[str]:
+        """Write and complete the MDT deltacommit of data instant ``instant``: per MDT partition and
+        file group (file id), one new log file of one HFILE_DATA block holding the records (keys
+        routed to file groups by the caller, :func:`file_group_index`); the log files' MDT-relative
+        paths, in the order given."""
         store = self.store
-        records = files_records(change, self.record_schema)
         requested = store.create_requested(instant, Action.DELTACOMMIT)
         inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_avro_bytes())
         settings = self.settings
         if settings.dialect is Dialect.HUDI:  # hudi-io's writer stamps the creation time
             settings = dataclasses.replace(settings, create_time_ms=_epoch_ms(store.clock))
-        data = hfile_data_block(records, self.block_schema, instant, settings, schema_first=True)
-        name = LogFileName.create(FILES_GROUP, instant, 1, MDT_WRITE_TOKEN).name
-        rel = f"{FILES_PARTITION}/{name}"
-        self.storage.create(rel, data)
-        stat = WriteStat(
-            file_id=FILES_GROUP,
-            partition_path=FILES_PARTITION,
-            path=rel,
-            prev_commit=instant,
-            num_writes=len(records),
-            num_update_writes=len(records),
-            total_write_bytes=len(data),
-            file_size_in_bytes=len(data),
-            base_file="",
-            log_files=(name,),
-            log_version=1,
-            log_offset=0,
-        )
-        extra = {"schema": self.commit_schema}
-        body = CommitMetadata(MDT_OPERATION, {FILES_PARTITION: (stat,)}, extra)
+        written: list[str] = []
+        stats: dict[str, tuple[WriteStat, ...]] = {}
+        for partition, groups in partitions.items():
+            for file_id, records in groups.items():
+                data = hfile_data_block(records, self.block_schema, instant, settings, schema_first=True)
+                name = LogFileName.create(file_id, instant, 1, MDT_WRITE_TOKEN).name
+                rel = f"{partition}/{name}"
+                self.storage.create(rel, data)
+                written.append(rel)
+                stats[partition] = (
+                    *stats.get(partition, ()),
+                    _log_stat(partition, file_id, rel, instant, len(records), len(data)),
+                )
+        body = CommitMetadata(MDT_OPERATION, stats, {"schema": self.commit_schema})
         store.transition_to_completed(inflight, body.to_avro_bytes())
-        return rel
+        return written
 
     def discard_orphans(self, data: Timeline) -> list[str]:
         """Remove the MDT deltacommits whose data instant is gone from the data timeline (a write
@@ -167,6 +170,25 @@ class MetadataTableWriter:
             removed.append(t)
             log.warning("removed the metadata table's deltacommit %s: its data instant is gone", t)
         return removed
+
+
+def _log_stat(partition: str, file_id: str, rel: str, instant: str, records: int, size: int) -> WriteStat:
+    """The write stat of a new MDT log file, as Java's append handle reports one (every record an
+    update: the MDT has no inserts; the file's own instant as its previous commit)."""
+    return WriteStat(
+        file_id=file_id,
+        partition_path=partition,
+        path=rel,
+        prev_commit=instant,
+        num_writes=records,
+        num_update_writes=records,
+        total_write_bytes=size,
+        file_size_in_bytes=size,
+        base_file="",
+        log_files=(rel.rsplit("/", 1)[-1],),
+        log_version=1,
+        log_offset=0,
+    )
 
 
 def _without_meta_fields(schema: Mapping[str, Any]) -> str:

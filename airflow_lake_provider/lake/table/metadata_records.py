@@ -70,6 +70,18 @@ def change_of_commit(metadata: CommitMetadata) -> FilesChange:
     return FilesChange(changes, tuple(changes))
 
 
+def file_group_index(key: str, count: int) -> int:
+    """The file group (of ``count``) a record key goes to in an MDT partition with several
+    (``HoodieTableMetadataUtil.mapRecordKeyToFileGroupIndex``): Java's ``String.hashCode`` of the
+    key, then ``abs(abs(h) % count)``."""
+    data = key.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    return abs(abs(signed) % count)
+
+
 def _blank(schema: Mapping[str, Any]) -> dict[str, Any]:
     """A ``HoodieMetadataRecord`` of ``schema`` with every field null and an empty key."""
     return {f["name"]: ("" if f["name"] == "key" else None) for f in schema["fields"]}

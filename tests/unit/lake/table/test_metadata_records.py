@@ -10,11 +10,12 @@ import json
 import pytest
 
 from airflow_lake_provider.lake.log_file.hfile_block import decode_hfile_block
-from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
+from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.table.metadata_records import (
     FilesChange,
     PartitionChange,
     change_of_commit,
+    file_group_index,
     files_records,
 )
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -102,3 +103,26 @@ def test_deleted_files_are_tombstones_and_no_partition_list_without_one() -> Non
         "b.parquet": {"size": 7, "isDeleted": False},
         "a.parquet": {"size": 0, "isDeleted": True},
     }
+
+
+@pytest.mark.parametrize("name", ["mor_avro_v9_txns_simple_meta", "cow_v9_txns_simple_meta"])
+def test_every_column_stats_key_is_in_the_file_group_java_routed_it_to(hudi_table_zip, name: str) -> None:
+    folder = hudi_table_zip(name) / ".hoodie/metadata/column_stats"
+    groups = sorted({p.name.split("_")[0].lstrip(".") for p in folder.glob("*col-stats-*")})
+    assert groups == ["col-stats-0000-0", "col-stats-0001-0"]
+    seen = 0
+    for log in folder.glob(".col-stats-*.log.*"):
+        index = int(log.name.split("-")[2])
+        for block in parse_log_bytes(log.read_bytes(), str(log)):
+            if block.block_type is BlockType.HFILE_DATA:
+                for key, _ in decode_hfile_block(block):
+                    assert file_group_index(key, 2) == index, (log.name, key)
+                    seen += 1
+    assert seen > 100
+
+
+def test_file_group_index_is_javas_string_hash_code() -> None:
+    # "polygenelubricants".hashCode() == Integer.MIN_VALUE: Math.abs keeps it negative in Java.
+    assert file_group_index("polygenelubricants", 3) == 2  # |-2147483648 % 3| in Java: 2
+    assert file_group_index("", 5) == 0
+    assert file_group_index("a", 2) == 97 % 2

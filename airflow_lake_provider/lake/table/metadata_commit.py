@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,13 +30,15 @@ from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.file_group.file_names import LogFileName, write_token
 from airflow_lake_provider.lake.format.hfile import Dialect, HFileSettings, read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
+from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.table.metadata_files import FILES_GROUP, FILES_PARTITION, MDT_DIR
+from airflow_lake_provider.lake.table.metadata_index import INDEX_PARTITIONS, file_groups, index_records
 from airflow_lake_provider.lake.table.metadata_records import FilesChange, Records, files_records
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
-from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, State
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, State
 from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
 from airflow_lake_provider.lake.timeline.store import PROPERTIES_FILE, TimelineStore
 
@@ -59,6 +61,7 @@ class MetadataTableWriter:
     :param settings: the HFile settings of the MDT's own files (the Java writer's dialect).
     :param record_schema: ``block_schema`` parsed.
     :param commit_schema: the schema text an MDT commit records (without the meta fields).
+    :param partitions: the MDT partitions kept (``files``, and ``column_stats``/``partition_stats``).
     """
 
     storage: Storage
@@ -67,12 +70,23 @@ class MetadataTableWriter:
     settings: HFileSettings
     record_schema: Mapping[str, Any]
     commit_schema: str
+    partitions: frozenset[str] = frozenset({FILES_PARTITION})
 
     @classmethod
-    def open(cls, data_storage: Storage, clock: InstantClock) -> MetadataTableWriter:
-        """The MDT of the table at ``data_storage``; ``TableConfigError`` if it cannot be maintained
-        (no MDT properties, no ``files`` base file to take the record schema and HFile dialect from)."""
+    def open(
+        cls, data_storage: Storage, clock: InstantClock, partitions: Iterable[str] = (FILES_PARTITION,)
+    ) -> MetadataTableWriter:
+        """The MDT of the table at ``data_storage``, keeping ``partitions`` (``files`` and any of
+        ``column_stats``, ``partition_stats``); ``TableConfigError`` if it cannot be kept (no MDT
+        properties, no ``files`` base file to take the record schema and HFile dialect from, an
+        index partition without file groups)."""
         storage = data_storage.child(MDT_DIR)
+        kept = frozenset(partitions)
+        for partition in sorted(kept - {FILES_PARTITION}):
+            if not file_groups(storage, partition):
+                raise TableConfigError(
+                    f"{storage.uri(partition)}: the metadata table partition has no file group"
+                )
         rel = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
         try:
             props = parse_properties(storage.read(rel).decode("utf-8"), storage.uri(rel))
@@ -101,18 +115,24 @@ class MetadataTableWriter:
         text = schema.decode("utf-8")
         parsed = json.loads(text)
         store = TimelineStore(storage, layout, clock)
-        return cls(storage, store, text, hfile.settings(), parsed, _without_meta_fields(parsed))
+        return cls(storage, store, text, hfile.settings(), parsed, _without_meta_fields(parsed), kept)
 
     def timeline(self) -> Timeline:
         return Timeline.load(self.storage, self.store.layout)
 
-    def commit(self, instant: str, change: FilesChange) -> str:
-        """Write and complete the MDT deltacommit of data instant ``instant`` for the ``files``
-        partition; its log file's MDT-relative path. The data instant must still be pending (the
-        caller completes it next)."""
-        groups = {FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}}
-        (rel,) = self.commit_records(instant, groups)
-        return rel
+    def commit_write(
+        self, data: Storage, config: TableConfig, timeline: Timeline, instant: Instant, change: FilesChange
+    ) -> list[str]:
+        """Write and complete the MDT deltacommit of the pending data write ``instant`` (of
+        ``timeline``, which made ``change``): its ``files`` records, and its ``column_stats`` and
+        ``partition_stats`` records where the MDT has those partitions; the log files written."""
+        groups: dict[str, Mapping[str, Records]] = {
+            FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}
+        }
+        indexed = self.partitions & INDEX_PARTITIONS
+        if indexed:
+            groups.update(index_records(data, config, timeline, instant, change, indexed, self.record_schema))
+        return self.commit_records(instant.timestamp, groups)
 
     def commit_records(self, instant: str, partitions: Mapping[str, Mapping[str, Records]]) -> list[str]:
         """Write and complete the MDT deltacommit of data instant ``instant``: per MDT partition and

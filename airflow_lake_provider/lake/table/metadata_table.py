@@ -10,8 +10,8 @@ then delete ``.hoodie/metadata/``. Every mutating entry point calls :func:`guard
 first lock file, heartbeat, marker or instant; read-only work never does. The policy is one value
 decided here. A third policy, ``maintain`` (opt-in, ``lake.metadata-table.maintain=true``), keeps
 the MDT up to date instead (``metadata_commit``); so far only writes (insert, upsert, delete) on
-tables of version 8 and 9 whose MDT has the ``files`` partition alone do it: any other action, or
-another MDT, is refused under it as under ``refuse``.
+tables of version 8 and 9 whose MDT partitions are among ``files``, ``column_stats`` and
+``partition_stats`` do it: any other action, or another MDT, is refused under it as under ``refuse``.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 ENABLE_KEY = METADATA_ENABLE.key  # Hudi's writer option; false drops the MDT
 MAINTAIN_KEY = METADATA_MAINTAIN.key  # ours; true keeps the MDT up to date where we can
 # The MDT partitions the maintain policy keeps, and the table versions it keeps them on.
-MAINTAINED_PARTITIONS = frozenset({"files"})
+MAINTAINED_PARTITIONS = frozenset({"files", "column_stats", "partition_stats"})
 MAINTAINED_VERSIONS = frozenset({8, 9})
 PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"
@@ -152,9 +152,9 @@ def unmaintainable(table: LakeTable, state: MetadataTableState) -> str | None:
     if state.inflight_partitions:
         return f"partitions being built ({', '.join(state.inflight_partitions)})"
     others = sorted(set(state.partitions) - MAINTAINED_PARTITIONS)
-    if others or not state.partitions or not state.folder_exists:
+    if others or "files" not in state.partitions or not state.folder_exists:
         kept = ", ".join(sorted(MAINTAINED_PARTITIONS))
-        return f"partitions [{', '.join(state.partitions)}] (only [{kept}] is kept so far)"
+        return f"partitions [{', '.join(state.partitions)}] (only [{kept}] are kept so far)"
     return None
 
 

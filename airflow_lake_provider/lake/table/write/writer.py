@@ -166,6 +166,7 @@ def _write_checked(
     if archive:
         ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
     guard_mutation(table, f"write ({operation.value})", options, maintains=True)
+    _kept_metadata_table(table)  # an MDT we cannot keep refuses before the lock file; again under it
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
@@ -182,6 +183,13 @@ def _write_checked(
             bloom,
         )
     return result, archive
+
+
+def _kept_metadata_table(table: LakeTable) -> MetadataTableWriter | None:
+    """The writer of the table's MDT (None: it has none). Past the guard, one is still there only
+    under the maintain policy, which keeps it up to date."""
+    state = detect(table)
+    return MetadataTableWriter.open(table.storage, table.clock, state.partitions) if state.present else None
 
 
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
@@ -209,8 +217,7 @@ def _write_locked(
     timeline = table.timeline()
     data_schema, event_times, rows = prepare_batch(table, batch, operation, timeline, event_time_field)
     timeline = _ready_timeline(table, timeline, config)
-    # Past the guard, an MDT is still there only under the maintain policy: keep it up to date.
-    mdt = MetadataTableWriter.open(table.storage, table.clock) if detect(table).present else None
+    mdt = _kept_metadata_table(table)
     if mdt is not None:
         mdt.discard_orphans(timeline)
     action = Action.DELTACOMMIT if table.config.is_mor else Action.COMMIT
@@ -238,7 +245,7 @@ def _write_locked(
                 extra_metadata={**extra, **event_times},
             )
             if mdt is not None:  # completed before the data instant, as Hudi's writers do
-                mdt.commit(instant, change_of_commit(metadata))
+                mdt.commit_write(table.storage, table.config, timeline, inflight, change_of_commit(metadata))
             fault("commit")
             table.store.transition_to_completed(inflight, metadata.to_bytes(as_avro))
     except Exception as exc:

@@ -186,11 +186,20 @@ def test_the_policy_refuses_what_it_cannot_keep_with_nothing_changed(hudi_table_
     batch = _batch(snapshot, "txn_id", "txn_ts", [0], ["new-1"])
     props = path / ".hoodie/hoodie.properties"
     kept = props.read_text()
-    # column_stats is not kept yet: a table that has it is refused.
+    # A secondary index is not kept: refused before anything is written.
+    props.write_text(kept.replace("metadata.partitions=files", "metadata.partitions=files,secondary_index_x"))
+    digest = tree_digest(path)
+    with pytest.raises(
+        TableConfigError,
+        match=r"partitions \[files, secondary_index_x\] \(only \[column_stats, files, partition_stats\] are kept",
+    ):
+        write(LakeTable.open(path), batch, "insert", options=MAINTAIN)
+    assert tree_digest(path) == digest
+    # column_stats listed, but its folder gone: no file group to write to.
     props.write_text(kept.replace("metadata.partitions=files", "metadata.partitions=column_stats,files"))
     digest = tree_digest(path)
     with pytest.raises(
-        TableConfigError, match=r"cannot keep it for this action: partitions \[column_stats, files\]"
+        TableConfigError, match=r"column_stats: the metadata table partition has no file group"
     ):
         write(LakeTable.open(path), batch, "insert", options=MAINTAIN)
     assert tree_digest(path) == digest

@@ -23,10 +23,22 @@ from metadata_table_support import tree_digest
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import MetadataTableConfigError, TableConfigError
+from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.log_file.hfile_block import decode_hfile_block, hfile_of_block
 from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
-from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.table.metadata_files import check_files_partition, read_files_partition
+from airflow_lake_provider.lake.storage import Storage, open_storage
+from airflow_lake_provider.lake.table.metadata_files import (
+    check_files_partition,
+    list_table_files,
+    read_files_partition,
+    read_partition_records,
+)
+from airflow_lake_provider.lake.table.metadata_stats import (
+    log_column_stats,
+    parquet_column_stats,
+    partition_stats,
+    slices_seen_by,
+)
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
@@ -63,6 +75,54 @@ def assert_consistent(path: Path, *, referee: bool = True) -> pa.Table:
     return ours
 
 
+INDEXES = ("column_stats", "partition_stats")
+
+
+def _file_stats(storage: Storage, partition: str, file: str) -> dict[str, dict]:
+    rel = "" if partition == "." else partition
+    if file.endswith(".parquet"):
+        return parquet_column_stats(storage, rel, file)
+    return log_column_stats(storage, rel, file)
+
+
+def assert_index_consistent(path: Path) -> None:
+    """The MDT's column_stats and partition_stats (those it has) equal a recomputation: every file
+    of a completed instant in storage has its column stats; every partition its stats over its
+    latest slices."""
+    storage = open_storage(path)
+    table = LakeTable.open(path)
+    kept = set(table.config.properties["hoodie.table.metadata.partitions"].split(","))
+    if "column_stats" in kept:
+        by_file: dict[str, dict[str, dict]] = {}
+        for key, record in read_partition_records(storage, "column_stats").items():
+            by_file.setdefault(record["ColumnStatsMetadata"]["fileName"], {})[key] = record[
+                "ColumnStatsMetadata"
+            ]
+        for partition, files in list_table_files(storage).items():
+            for file in files:
+                assert by_file.get(file) == _file_stats(storage, partition, file), file
+    if "partition_stats" in kept:
+        theirs = {
+            k: r["ColumnStatsMetadata"] for k, r in read_partition_records(storage, "partition_stats").items()
+        }
+        timeline = table.timeline()
+        view = FileSystemView.build(table.config, timeline)
+        last_write = {
+            p: i.timestamp for i in timeline.completed_commits for p in timeline.commit_metadata(i).partitions
+        }
+        ours: dict[str, dict] = {}
+        for partition in list_table_files(storage):
+            rel = "" if partition == "." else partition
+            files = [
+                stats
+                for piece in slices_seen_by(view, rel, last_write.get(rel))
+                for file in piece.files
+                for stats in _file_stats(storage, partition, file.file_name).values()
+            ]
+            ours.update(partition_stats(partition, files))
+        assert ours == theirs
+
+
 def files_only(hudi_table_zip, name: str) -> Path:
     return keep_files_partition_only(hudi_table_zip(name))
 
@@ -75,10 +135,13 @@ def _batch(snapshot: pa.Table, key: str, ordering: str, take: list[int], keys: l
     return batch.set_column(batch.column_names.index(ordering), ordering, bumped)
 
 
+@pytest.mark.parametrize("also", [(), INDEXES], ids=["files", "files+stats"])
 @pytest.mark.parametrize("name", sorted(TABLES))
-def test_insert_upsert_delete_keep_the_files_partition_for_hudi_rs(hudi_table_zip, name: str) -> None:
+def test_insert_upsert_delete_keep_the_metadata_table(
+    hudi_table_zip, name: str, also: tuple[str, ...]
+) -> None:
     key, ordering, partition, (new1, new2, new3) = TABLES[name]
-    path = files_only(hudi_table_zip, name)
+    path = keep_files_partition_only(hudi_table_zip(name), also)
     before = assert_consistent(path)
     table = LakeTable.open(path)
     old = _keys(before, key)
@@ -114,6 +177,7 @@ def test_insert_upsert_delete_keep_the_files_partition_for_hudi_rs(hudi_table_zi
     after = assert_consistent(path, referee=name != "mor_avro_v9_txns_simple_meta")
     assert _keys(after, key) == sorted({*old, new2, new3} - {old[1]})
     # Each write's MDT log is in the listing hudi-rs merged (not a fallback to storage listing).
+    assert_index_consistent(path)
     listing = read_files_partition(open_storage(path))
     assert f".hoodie/metadata/files/.files-0000-0_{inserted.instant}.log.1_0-0-0" in listing.log_files
 
@@ -191,7 +255,7 @@ def test_the_policy_refuses_what_it_cannot_keep_with_nothing_changed(hudi_table_
     digest = tree_digest(path)
     with pytest.raises(
         TableConfigError,
-        match=r"partitions \[files, secondary_index_x\] \(only \[column_stats, files, partition_stats\] are kept",
+        match=r"\[files, secondary_index_x\] \(only \[column_stats, files, partition_stats\] are kept",
     ):
         write(LakeTable.open(path), batch, "insert", options=MAINTAIN)
     assert tree_digest(path) == digest

@@ -22,13 +22,25 @@ from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
-from tests.unit.lake.table.test_metadata_commit import MAINTAIN, _batch, assert_consistent
+from tests.unit.lake.table.test_metadata_commit import (
+    INDEXES,
+    MAINTAIN,
+    _batch,
+    assert_consistent,
+    assert_index_consistent,
+)
 
 # (table, record key, ordering field, a new key per write)
 CASES = {
     "cow_v9_txns_simple_meta": ("txn_id", "txn_ts", ("crash-1", "crash-2", "crash-3")),
     "mdt_basic_mor_avro_v8_nonpartitioned": ("id", "longField", (2001, 2002, 2003)),
 }
+# (table, MDT partitions kept besides files)
+KEPT = [
+    ("cow_v9_txns_simple_meta", ()),
+    ("cow_v9_txns_simple_meta", INDEXES),
+    ("mdt_basic_mor_avro_v8_nonpartitioned", INDEXES),  # (it has column_stats only)
+]
 
 
 def _keys(rows: pa.Table, key: str) -> set:
@@ -61,10 +73,12 @@ def _mdt_names(path: Path, instant: str) -> list[str]:
     return sorted(str(p.relative_to(mdt)) for p in mdt.rglob(f"*{instant}*"))
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_crash_at_every_durable_step_of_a_maintained_write(hudi_table_zip, tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(("name", "also"), KEPT)
+def test_crash_at_every_durable_step_of_a_maintained_write(
+    hudi_table_zip, tmp_path: Path, name: str, also: tuple[str, ...]
+) -> None:
     key, ordering, (first, second, _) = CASES[name]
-    template = keep_files_partition_only(hudi_table_zip(name))
+    template = keep_files_partition_only(hudi_table_zip(name), also)
     before = _keys(assert_consistent(template), key)
     counting = crashing(LakeTable.open(_copy(template, tmp_path / "count")))
     done = _upsert(template, key, ordering, first)(counting)
@@ -74,31 +88,40 @@ def test_crash_at_every_durable_step_of_a_maintained_write(hudi_table_zip, tmp_p
     completions = [i for i, s in enumerate(steps, 1) if f"/{t}_" in s]
     assert len(completions) == 2  # the MDT deltacommit's, then the data instant's
     mdt_done, data_done = completions
-    assert steps[mdt_done - 4 : mdt_done] == [
-        f"create .hoodie/timeline/{t}.deltacommit.requested",
-        f"create .hoodie/timeline/{t}.deltacommit.inflight",
-        f"create files/.files-0000-0_{t}.log.1_0-0-0",
-        steps[mdt_done - 1],
-    ]
+    # The MDT's requested and inflight files, one new log file per MDT file group, its completion.
+    mdt_start = max(
+        i for i, s in enumerate(steps, 1) if s == f"create .hoodie/timeline/{t}.deltacommit.requested"
+    )
+    assert steps[mdt_start] == f"create .hoodie/timeline/{t}.deltacommit.inflight"
+    logs = steps[mdt_start + 1 : mdt_done - 1]
+    assert logs[0] == f"create files/.files-0000-0_{t}.log.1_0-0-0"
+    assert (
+        len(logs) == 1 + {(): 0, INDEXES: 3 if "cow" in name else 2}[also]
+    )  # col-stats x2 (+ partition-stats)
+    assert all(s.startswith("create ") and s.endswith(f"_{t}.log.1_0-0-0") for s in logs)
     assert data_done == mdt_done + 1
     for step in range(1, len(steps) + 1):
         path = _copy(template, tmp_path / f"crash{step}")
         with pytest.raises(SimulatedCrash):
             _upsert(template, key, ordering, first)(crashing(LakeTable.open(path), step))
         rows = assert_consistent(path)
+        assert_index_consistent(path)
         expected = before | {first} if step >= data_done else before
         assert _keys(rows, key) == expected, (step, steps[step - 1])
         # The next maintained write goes ahead (the crashed write's instant stays pending, its MDT
         # deltacommit, if any, ignored by readers) and everything stays consistent.
         _upsert(path, key, ordering, second, AFTER_CRASH)(LakeTable.open(path))
         rows = assert_consistent(path)
+        assert_index_consistent(path)
         assert _keys(rows, key) == expected | {second}, (step, steps[step - 1])
 
 
-@pytest.mark.parametrize("name", sorted(CASES))
-def test_an_orphan_mdt_deltacommit_is_ignored_then_removed(hudi_table_zip, tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize(("name", "also"), KEPT)
+def test_an_orphan_mdt_deltacommit_is_ignored_then_removed(
+    hudi_table_zip, tmp_path: Path, name: str, also: tuple[str, ...]
+) -> None:
     key, ordering, (first, second, third) = CASES[name]
-    template = keep_files_partition_only(hudi_table_zip(name))
+    template = keep_files_partition_only(hudi_table_zip(name), also)
     before = _keys(assert_consistent(template), key)
     snapshot = read_snapshot(LakeTable.open(template))
     old = sorted(snapshot.column(key).to_pylist())[0]

@@ -1,13 +1,16 @@
 """One data instant's deltacommit on Hudi's metadata table (MDT), written as Hudi 1.x's Java writer
-writes it, before the data instant completes (the first piece of the "maintain" policy).
+writes it, before the data instant completes (the first piece of the "maintain" policy): the
+``files`` records (``metadata_records``) and, where the MDT has those partitions, the
+``column_stats`` and ``partition_stats`` records (``metadata_index``).
 
 Hudi 1.x (table versions 8 and 9) gives the MDT deltacommit of a data instant the data instant's
 own (requested) time, and its own completion time, earlier than the data instant's
 (``HoodieBackedTableMetadataWriter.commitInternal``; the 1.x test tables show both). Durable order,
 every step on the MDT's own storage and timeline (``.hoodie/metadata/``, through a ``TimelineStore``
 of the MDT): requested (empty), inflight (``HoodieCommitMetadata``, operation ``UPSERT_PREPPED``),
-one new log file ``files/.files-0000-0_<instant>.log.1_0-0-0`` holding one HFILE_DATA block, then
-completed (the file's write stat and the records' schema without meta fields). The caller then
+one new log file per MDT file group written (``files/.files-0000-0_<instant>.log.1_0-0-0``, ...),
+each one HFILE_DATA block, then completed (the files' write stats and the records' schema without
+meta fields). The caller then
 completes the data instant.
 
 Readers merge an MDT block only when its MDT deltacommit completed **and** its data instant

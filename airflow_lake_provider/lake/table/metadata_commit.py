@@ -10,8 +10,7 @@ every step on the MDT's own storage and timeline (``.hoodie/metadata/``, through
 of the MDT): requested (empty), inflight (``HoodieCommitMetadata``, operation ``UPSERT_PREPPED``),
 one new log file per MDT file group written (``files/.files-0000-0_<instant>.log.1_0-0-0``, ...),
 each one HFILE_DATA block, then completed (the files' write stats and the records' schema without
-meta fields). The caller then
-completes the data instant.
+meta fields). The caller then completes the data instant.
 
 Readers merge an MDT block only when its MDT deltacommit completed **and** its data instant
 completed (Hudi's ``getValidInstantTimestamps``; our ``metadata_files``), so a crash at any step

@@ -6,7 +6,9 @@ MDT deltacommit before each data instant), the other with its MDT dropped first 
 baseline). Each round upserts the same 20 rows (12 updates, 8 new keys) into both, alternating which
 goes first; prints the medians and the ratio maintained/plain (issue 28's target: <= 1.15).
 
-    PYTHONPATH=. .venv/bin/python benchmarks/mdt_upkeep.py [--runs 15]
+    PYTHONPATH=. .venv/bin/python benchmarks/mdt_upkeep.py [--runs 15] [--stats]
+
+``--stats`` keeps the ``column_stats`` and ``partition_stats`` partitions in the maintained copy.
 """
 
 from __future__ import annotations
@@ -61,10 +63,12 @@ def _batch(table: Path, round_no: int) -> pa.Table:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--stats", action="store_true", help="keep column_stats and partition_stats too")
     args = parser.parse_args(argv)
     workdir = Path(tempfile.mkdtemp(prefix="mdt_upkeep_"))
     try:
-        maintained = keep_files_partition_only(_unzip(workdir / "maintained"))
+        also = ("column_stats", "partition_stats") if args.stats else ()
+        maintained = keep_files_partition_only(_unzip(workdir / "maintained"), also)
         plain = keep_files_partition_only(_unzip(workdir / "plain"))
         drop_metadata_table(LakeTable.open(plain))
         cases = {"maintained": (maintained, MAINTAIN), "plain": (plain, PLAIN)}

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_lake_provider.lake.file_group.view import FileSystemView
+from airflow_lake_provider.lake.format.hash_id import column_stats_key
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.metadata_files import read_partition_records
@@ -89,19 +90,21 @@ def index_records(
         records = {k: _record(schema, COLUMN_STATS, s) for k, s in new.items()}
         groups[COLUMN_STATS_PARTITION] = _route(records, file_groups(mdt, COLUMN_STATS_PARTITION))
     if PARTITION_STATS_PARTITION in partitions and change.partitions:
-        known = _known_stats(storage) if COLUMN_STATS_PARTITION in partitions else {}
-        known.update(by_file)
-        records = _partition_records(storage, config, timeline, instant, change, known, schema)
+        columns = sorted({s["columnName"] for s in new.values()})
+        stored = COLUMN_STATS_PARTITION in partitions
+        records = _partition_records(
+            storage, config, timeline, instant, change, by_file, columns, stored, schema
+        )
         if records:
             groups[PARTITION_STATS_PARTITION] = _route(records, file_groups(mdt, PARTITION_STATS_PARTITION))
     return groups
 
 
-def _known_stats(storage: Storage) -> dict[str, list[dict[str, Any]]]:
-    """File name -> the ``column_stats`` the MDT holds for the file (a file name is unique across
-    partitions: it carries its file group's id)."""
+def _stored_stats(storage: Storage, keys: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """File name -> the ``column_stats`` records of ``keys`` the MDT holds (a file name is unique
+    across partitions: it carries its file group's id)."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for record in read_partition_records(storage, COLUMN_STATS_PARTITION).values():
+    for record in read_partition_records(storage, COLUMN_STATS_PARTITION, keys).values():
         stats = record.get("ColumnStatsMetadata")
         if record.get("type") == COLUMN_STATS and stats and not stats.get("isDeleted"):
             out.setdefault(stats["fileName"], []).append(stats)
@@ -114,9 +117,15 @@ def _partition_records(
     timeline: Timeline,
     instant: Instant,
     change: FilesChange,
-    known: Mapping[str, list[dict[str, Any]]],
+    written: Mapping[str, list[dict[str, Any]]],
+    columns: list[str],
+    stored: bool,
     schema: Mapping[str, Any],
 ) -> dict[str, dict[str, Any]]:
+    """The ``partition_stats`` records of the partitions ``change`` wrote. The files the write did
+    not make take their stats from the MDT's ``column_stats`` (``stored``; only the keys of
+    ``columns``, the columns of the write's own files, are decoded) or, lacking a record per column,
+    from the file itself."""
     done = dataclasses.replace(instant, state=State.COMPLETED)
     if timeline.layout.has_completion_times and done.completion_time is None:
         done = dataclasses.replace(done, completion_time=_AS_IF_COMPLETED)
@@ -124,13 +133,23 @@ def _partition_records(
     seen = dataclasses.replace(timeline, instants=tuple(sorted((*others, done))))
     touched = list(change.partitions)
     view = FileSystemView.build(config, seen, partitions=touched)
+    slices = {p: slices_seen_by(view, p, instant.timestamp) for p in touched}
+    wanted = {
+        column_stats_key(column, partition or ".", file.file_name)
+        for partition, pieces in slices.items()
+        for piece in pieces
+        for file in piece.files
+        if file.file_name not in written
+        for column in columns
+    }
+    known = {**(_stored_stats(storage, wanted) if stored and wanted else {}), **written}
     out: dict[str, dict[str, Any]] = {}
-    for partition in touched:
+    for partition, pieces in slices.items():
         files: list[dict[str, Any]] = []
-        for piece in slices_seen_by(view, partition, instant.timestamp):
+        for piece in pieces:
             for file in piece.files:
                 stats = known.get(file.file_name)
-                if stats is None:
+                if stats is None or len(stats) < len(columns):
                     stats = list(_file_stats(storage, partition, file.file_name).values())
                 files += stats
         for key, stats in partition_stats(partition or ".", files).items():

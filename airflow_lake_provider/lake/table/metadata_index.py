@@ -19,8 +19,13 @@ from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hash_id import column_stats_key
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.metadata_files import read_partition_records
-from airflow_lake_provider.lake.table.metadata_records import FilesChange, Records, file_group_index
+from airflow_lake_provider.lake.table.metadata_files import MDT_DIR, read_partition_records
+from airflow_lake_provider.lake.table.metadata_records import (
+    FilesChange,
+    Records,
+    blank_record,
+    file_group_index,
+)
 from airflow_lake_provider.lake.table.metadata_stats import (
     COLUMN_STATS,
     PARTITION_STATS,
@@ -55,8 +60,7 @@ def _file_stats(storage: Storage, partition: str, name: str) -> dict[str, dict[s
 
 
 def _record(schema: Mapping[str, Any], kind: int, stats: Mapping[str, Any]) -> dict[str, Any]:
-    blank = {f["name"]: ("" if f["name"] == "key" else None) for f in schema["fields"]}
-    return {**blank, "type": kind, "ColumnStatsMetadata": dict(stats)}
+    return {**blank_record(schema), "type": kind, "ColumnStatsMetadata": dict(stats)}
 
 
 def _route(records: Mapping[str, dict[str, Any]], ids: list[str]) -> dict[str, Records]:
@@ -77,7 +81,7 @@ def index_records(
 ) -> Groups:
     """The records of ``partitions`` (of ``column_stats``, ``partition_stats``) for the pending
     write ``instant`` (of ``timeline``) that made ``change``, by MDT partition and file group."""
-    mdt = storage.child(".hoodie/metadata")
+    mdt = storage.child(MDT_DIR)
     new: dict[str, dict[str, Any]] = {}  # column_stats key -> stats, of the write's own files
     by_file: dict[str, list[dict[str, Any]]] = {}  # file name -> its stats
     for partition, part in change.partitions.items():

@@ -82,7 +82,7 @@ def file_group_index(key: str, count: int) -> int:
     return abs(abs(signed) % count)
 
 
-def _blank(schema: Mapping[str, Any]) -> dict[str, Any]:
+def blank_record(schema: Mapping[str, Any]) -> dict[str, Any]:
     """A ``HoodieMetadataRecord`` of ``schema`` with every field null and an empty key."""
     return {f["name"]: ("" if f["name"] == "key" else None) for f in schema["fields"]}
 
@@ -102,11 +102,14 @@ def files_records(change: FilesChange, schema: Mapping[str, Any]) -> Records:
     if change.listed is not None:
         listing = {partition_key(p): {"size": 0, "isDeleted": False} for p in change.listed}
         records.append(
-            (ALL_PARTITIONS, {**_blank(schema), "type": PARTITION_LIST, "filesystemMetadata": listing})
+            (ALL_PARTITIONS, {**blank_record(schema), "type": PARTITION_LIST, "filesystemMetadata": listing})
         )
     for partition, part in change.partitions.items():
         files = _entries(part.added, part.deleted)
         records.append(
-            (partition_key(partition), {**_blank(schema), "type": FILE_LIST, "filesystemMetadata": files})
+            (
+                partition_key(partition),
+                {**blank_record(schema), "type": FILE_LIST, "filesystemMetadata": files},
+            )
         )
     return records

@@ -6,6 +6,7 @@ the write stats (``executor.commit_compaction``).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
@@ -26,6 +27,7 @@ from airflow_lake_provider.lake.services.compaction.plan import CompactionOperat
 from airflow_lake_provider.lake.table.merge import DataItem, LogMerge
 from airflow_lake_provider.lake.table.reader import SliceReader
 from airflow_lake_provider.lake.table.rollback.plan import in_table
+from airflow_lake_provider.lake.table.stream import read_ahead
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat, join_partition
@@ -223,23 +225,27 @@ class _SliceMerge:
         match_all = merge.match(all_keys) if merge is not None and all_keys is not None else None
         hit_all = pc.is_in(all_keys, value_set=touched) if all_keys is not None and len(touched) else None
         offset = 0
-        for part in reader.base_parts(self.slice_, self.footer, keys=all_keys):
-            keys = reader.keys_of(part)
-            self.base += len(keys)
-            if merge is None:
-                out = part
-            else:
-                match = match_all.slice(offset, len(keys)) if match_all is not None else None
-                out, written = merge.replacing_rows(part, keys, match)
-                if hit_all is not None:
-                    hit = pc.and_(hit_all.slice(offset, len(keys)), written)
-                    self.updated += pc.sum(hit).as_py() or 0
-                elif len(touched) and out.num_rows:
-                    hit = pc.is_in(reader.keys_of(out), value_set=touched)
-                    self.updated += pc.sum(hit).as_py() or 0
-            offset += len(keys)
-            self.kept += out.num_rows
-            yield self.named(out), True
+        # The next row groups decode on a thread (two ahead) while this one is merged and the one
+        # before it encoded: the footer (for ``previous``) is read before the first part arrives.
+        base = functools.partial(reader.base_parts, self.slice_, self.footer, keys=all_keys)
+        with read_ahead(base) as parts:
+            for part in parts:
+                keys = reader.keys_of(part)
+                self.base += len(keys)
+                if merge is None:
+                    out = part
+                else:
+                    match = match_all.slice(offset, len(keys)) if match_all is not None else None
+                    out, written = merge.replacing_rows(part, keys, match)
+                    if hit_all is not None:
+                        hit = pc.and_(hit_all.slice(offset, len(keys)), written)
+                        self.updated += pc.sum(hit).as_py() or 0
+                    elif len(touched) and out.num_rows:
+                        hit = pc.is_in(reader.keys_of(out), value_set=touched)
+                        self.updated += pc.sum(hit).as_py() or 0
+                offset += len(keys)
+                self.kept += out.num_rows
+                yield self.named(out), True
         if merge is not None:
             inserted = merge.inserted_rows()
             self.inserted = inserted.num_rows

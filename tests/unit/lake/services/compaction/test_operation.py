@@ -20,6 +20,7 @@ from crash_support import crashing, steps_of
 
 from airflow_lake_provider.lake.errors import CompactionError, CorruptDataFileError
 from airflow_lake_provider.lake.format import bloom_filter
+from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.services.compaction import operation
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
@@ -122,6 +123,25 @@ def test_the_new_files_bloom_filter_holds_the_inserted_keys_too(tmp_path: Path) 
     assert found.might_contain(pa.array([*KEYS, "k9"])).tolist() == [True] * 7
     old = bloom_filter.build(pa.array(KEYS), table.config.bloom_settings)
     assert old.might_contain(pa.array(["k9"])).tolist() == [False]
+
+
+def test_a_compaction_that_only_deletes_carries_the_old_filters_bits_over(tmp_path: Path) -> None:
+    """The kept base rows' keys are the old file's: they are not hashed again, even where they move
+    to another row of a dynamic filter (two keys a row here: k2 was in row 1 and is now row 0's)."""
+    created = empty_mor(tmp_path)
+    options = {**created.config.properties, "hoodie.index.bloom.num_entries": "2"}
+    table = LakeTable(created.storage, TableConfig.from_properties(options), created.clock)
+    write(table, batch(KEYS[:4], 1, "x"), "insert")
+    old = pq.ParquetFile(_base_of(table, "x")).metadata.metadata
+    write(table, batch(["k0"], 2, "x"), "delete")
+    (op,) = schedule_compaction(table, DUE).plan.operations
+    stat = _run(table, op)
+    assert pq.read_table(table.base_path / stat.path).column("id").to_pylist() == ["k1", "k2", "k3"]
+    carried = bloom_filter.from_footer(pq.ParquetFile(table.base_path / stat.path).metadata.metadata)
+    before = bloom_filter.from_footer(old)
+    assert carried is not None and before is not None
+    assert (carried.type_code, len(carried.rows)) == ("DYNAMIC_V0", 2)
+    assert carried.rows == before.rows  # the same bits; only the key count in the header is new
 
 
 class _CountingStorage(LocalStorage):

@@ -144,6 +144,26 @@ def test_a_compaction_that_only_deletes_carries_the_old_filters_bits_over(tmp_pa
     assert carried.rows == before.rows  # the same bits; only the key count in the header is new
 
 
+def test_the_output_schema_is_the_given_timelines(tmp_path: Path) -> None:
+    """The schema of the timeline the compaction runs on (a plan's), not of one read anew."""
+    table = empty_mor(tmp_path)
+    before = table.timeline()
+    write(table, batch(["a"], 1, "x"), "insert")
+    with pytest.raises(CompactionError) as raised:
+        operation.output_schema(table, before)
+    assert str(raised.value) == f"{table.uri}: the table has no schema (no commit records one)"
+    assert operation.output_schema(table, table.timeline()).names == [
+        "_hoodie_commit_time",
+        "_hoodie_commit_seqno",
+        "_hoodie_record_key",
+        "_hoodie_partition_path",
+        "_hoodie_file_name",
+        "id",
+        "ts",
+        "p",
+    ]
+
+
 class _CountingStorage(LocalStorage):
     """A local table that records every file opened for reading."""
 

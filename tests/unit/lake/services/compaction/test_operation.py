@@ -9,13 +9,12 @@ import datetime as dt
 import logging
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from compaction_support import DUE, batch, crash_at, empty_mor, mor
+from compaction_support import DUE, batch, crash_at, empty_mor, mor, recorded
 from crash_support import crashing, steps_of
 
 from airflow_lake_provider.lake.errors import CompactionError, CorruptDataFileError
@@ -24,7 +23,7 @@ from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.services.compaction import operation
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
-from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
@@ -164,18 +163,6 @@ def test_the_output_schema_is_the_given_timelines(tmp_path: Path) -> None:
     ]
 
 
-class _CountingStorage(LocalStorage):
-    """A local table that records every file opened for reading."""
-
-    def __init__(self, root: str | Path) -> None:
-        super().__init__(root)
-        self.opened: list[str] = []
-
-    def open_input(self, rel: str) -> Any:
-        self.opened.append(rel)
-        return super().open_input(rel)
-
-
 @pytest.mark.parametrize(("logs", "opens"), [(True, 2), (False, 1)], ids=["with-logs", "base-only"])
 def test_the_base_file_is_opened_once_more_only_when_logs_are_merged(
     tmp_path: Path, logs: bool, opens: int
@@ -185,10 +172,9 @@ def test_the_base_file_is_opened_once_more_only_when_logs_are_merged(
     table = mor(tmp_path)
     (op,) = schedule_compaction(table, DUE).plan.operations
     op = op if logs else CompactionOperation(op.partition, op.file_id, op.base_instant, op.data_file_name, ())
-    storage = _CountingStorage(table.base_path)
-    counted = LakeTable(storage, table.config, table.clock)
+    counted, storage = recorded(table)
     stat = _run(counted, op)
-    assert storage.opened.count(f"x/{op.data_file_name}") == opens
+    assert storage.events.count(("read", f"x/{op.data_file_name}")) == opens
     assert stat.num_update_writes == (1 if logs else 0)
 
 

@@ -4,62 +4,23 @@ scheduling names itself when a table's metadata table refuses it (a dry run is n
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from compaction_support import DUE, START, batch, empty_mor, mor
+from compaction_support import DUE, START, TIMELINE, batch, empty_mor, mor, recorded
 from metadata_table_support import add_metadata_table
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
-from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 
 SCHEDULE_LOCK, WRITE_LOCK = ".lake-compaction-schedule.lock", ".lake-write.lock"
-TIMELINE = ("list", ".hoodie")
 INSTANT_LOCK = ".lake-instant.lock"  # taken to pick the plan's instant time
-
-
-class _Recording(LocalStorage):
-    """A local table that records the parquet files it opens, the timeline listings and the locks it
-    takes, in order;
-    ``before_write_lock`` runs once, just before the write lock is taken."""
-
-    def __init__(self, root: str | Path) -> None:
-        super().__init__(root)
-        self.events: list[tuple[str, str]] = []
-        self.before_write_lock: Callable[[], None] | None = None
-
-    def open_input(self, rel: str) -> Any:
-        if rel.endswith(".parquet"):
-            self.events.append(("read", rel))
-        return super().open_input(rel)
-
-    def list_names(self, rel: str = "") -> list[str]:
-        if rel == ".hoodie":
-            self.events.append(("list", rel))  # the timeline read (once per lock: S3 lists cost)
-        return super().list_names(rel)
-
-    def lock(self, rel: str, what: str, wait_seconds: float = 0.0) -> contextlib.AbstractContextManager[None]:
-        name = rel.rsplit("/", 1)[-1]
-        if name == WRITE_LOCK and self.before_write_lock is not None:
-            hook, self.before_write_lock = self.before_write_lock, None
-            hook()
-        self.events.append(("lock", name))
-        return super().lock(rel, what, wait_seconds)
-
-
-def _recorded(table: LakeTable) -> tuple[LakeTable, _Recording]:
-    storage = _Recording(table.base_path)
-    return LakeTable(storage, table.config, table.clock), storage
 
 
 def _base(table: LakeTable, partition: str) -> str:
@@ -71,7 +32,7 @@ def _base(table: LakeTable, partition: str) -> str:
 def test_the_planned_base_files_are_checked_before_the_write_lock(tmp_path: Path, force: bool) -> None:
     """Their footers are most of a schedule's reads, and writers wait for the write lock: read once,
     before it. Forced on a table whose trigger is not due, the same."""
-    table, storage = _recorded(mor(tmp_path))
+    table, storage = recorded(mor(tmp_path))
     options = {"hoodie.compact.inline.max.delta.commits": "5"} if force else DUE
     result = schedule_compaction(table, options, force=force)
     assert result.outcome is Outcome.SCHEDULED
@@ -89,7 +50,7 @@ def test_the_planned_base_files_are_checked_before_the_write_lock(tmp_path: Path
 def test_a_partition_aware_plan_is_checked_for_the_day_given_not_today(tmp_path: Path) -> None:
     """``now`` is "today" for the check's plan too: the plan of 2025-03-02 takes the slice of
     2025-03-01 (today's plan would take nothing and leave the read to the write lock)."""
-    table, storage = _recorded(empty_mor(tmp_path))
+    table, storage = recorded(empty_mor(tmp_path))
     write(table, batch(["a"], 1, "2025-03-01"), "insert")
     write(table, batch(["a"], 2, "2025-03-01"), "upsert")
     storage.events.clear()
@@ -115,7 +76,7 @@ def test_a_partition_aware_plan_is_checked_for_the_day_given_not_today(tmp_path:
 def test_a_slice_a_writer_adds_to_the_plan_before_the_write_lock_is_checked_under_it(tmp_path: Path) -> None:
     """A write between the check and the write lock gives y a log: y's base file joins the plan
     and is checked then (here a foreign parquet file in its place: refused, no plan written)."""
-    table, storage = _recorded(mor(tmp_path))
+    table, storage = recorded(mor(tmp_path))
     y_base = _base(table, "y")
 
     def writer() -> None:

@@ -1,6 +1,7 @@
 """table/rollback/executor.py: a writer's own failed write discarded without a rollback instant
 (files, markers, instant and heartbeat gone, one log line; a completed or unknown instant is left
-alone), and rollback naming itself when a table's metadata table refuses it."""
+alone), rollback naming itself when a table's metadata table refuses it, and a forced rollback
+refused when a clean removed the slices it would fall back to."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import logging
 from pathlib import Path
 
 import pytest
-from compaction_support import batch, crash_at, mor
+from compaction_support import DUE, batch, crash_at, empty_mor, mor
 from metadata_table_support import add_metadata_table
 
-from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.errors import RollbackError, TableConfigError
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.metadata_table import detect
 from airflow_lake_provider.lake.table.rollback import executor
@@ -77,3 +81,28 @@ def test_a_table_with_a_metadata_table_refuses_rollback_by_name_unless_dropped(t
     (done,) = rollback(table, options={"hoodie.metadata.enable": "false"})
     assert done.target == failed
     assert not detect(LakeTable.open(table.base_path)).present
+
+
+def test_a_forced_rollback_whose_fallback_a_clean_removed_is_refused_in_process(tmp_path: Path) -> None:
+    """The refusal of a forced rollback that would delete the only version left (the CLI's tests of
+    it, in test_cli_rollback.py, are outside the mutation selection: that file starts processes)."""
+    table = empty_mor(tmp_path)
+    v1 = write(table, batch(["a"], 1, "x"), "insert").instant
+    write(table, batch(["a"], 2, "x"), "upsert")
+    schedule_compaction(table, DUE)
+    v3 = execute_compaction(table).instant  # the compacted slice of v3 falls back to v1's
+    run_clean(
+        table,
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"},
+    )
+    with pytest.raises(RollbackError) as raised:
+        rollback(table, v3, force=True)
+    (file_id,) = {p.name.split("_")[0] for p in (table.base_path / "x").glob("*.parquet")}
+    v2 = table.timeline().completed_commits[1].timestamp
+    assert str(raised.value) == (
+        f"{table.uri}: cannot roll back {v3}: a clean removed the file slice {v1} of file group {file_id} "
+        "in partition x (1 slices in all) that the table would fall back to, so the rollback would "
+        f"delete the only version left; a savepoint of {v2} made before the clean (lake savepoint "
+        f"create {table.uri} --instant {v2}) would have kept it"
+    )
+    assert table.timeline().get(v3).is_completed

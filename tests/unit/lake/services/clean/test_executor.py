@@ -474,3 +474,20 @@ def test_a_clean_takes_up_to_five_instant_times_when_writers_take_them_first(
     assert len(storage.taken) == 4
     after = format_instant(instant_to_datetime(storage.taken[-1]) + dt.timedelta(milliseconds=1))
     assert (scheduled.outcome, scheduled.instant) == (Outcome.SCHEDULED, after)
+
+
+def test_a_dry_run_logs_the_scan_at_debug_level_only_without_log_scan(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A preview its caller follows with a real run: the partition scan is not logged twice at info."""
+    table = cow_table(tmp_path)
+    for ts in range(3):
+        upsert(table, ts)
+    scanned = f"clean of {table.uri}: scanned 1 partitions, 1 file groups"
+    with caplog.at_level(logging.DEBUG, logger=executor.log.name):
+        assert run_clean(table, RETAIN_ONE, dry_run=True, log_scan=False).plan.file_count == 1
+        assert run_clean(table, RETAIN_ONE, dry_run=True).plan.file_count == 1  # log_scan by default
+    assert [(r.levelno, r.getMessage()) for r in caplog.records if r.getMessage() == scanned] == [
+        (logging.DEBUG, scanned),
+        (logging.INFO, scanned),
+    ]

@@ -1,16 +1,19 @@
-"""Shared by the exact compaction tests: a small MOR table on a ticking clock, batches, crash hooks."""
+"""Shared by the exact compaction tests: a small MOR table on a ticking clock, batches, crash hooks,
+and a storage that records what a run reads and locks."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
-from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
@@ -90,3 +93,40 @@ def drop_commit_schemas(table: LakeTable) -> None:
         extra = {k: v for k, v in meta.extra_metadata.items() if k != "schema"}
         body = dataclasses.replace(meta, extra_metadata=extra).to_bytes(table.layout.has_completion_times)
         timeline_file(table, commit.timestamp, State.COMPLETED).write_bytes(body)
+
+
+TIMELINE = ("list", ".hoodie")  # a read of the timeline (S3 lists cost: one per lock held)
+
+
+class RecordingStorage(LocalStorage):
+    """A local table that records, in order, the parquet files it opens, the timeline listings and
+    the locks it takes; ``before_write_lock`` runs once, just before the write lock is taken."""
+
+    def __init__(self, root: str | Path) -> None:
+        super().__init__(root)
+        self.events: list[tuple[str, str]] = []
+        self.before_write_lock: Callable[[], None] | None = None
+
+    def open_input(self, rel: str) -> Any:
+        if rel.endswith(".parquet"):
+            self.events.append(("read", rel))
+        return super().open_input(rel)
+
+    def list_names(self, rel: str = "") -> list[str]:
+        if rel == ".hoodie":
+            self.events.append(TIMELINE)
+        return super().list_names(rel)
+
+    def lock(self, rel: str, what: str, wait_seconds: float = 0.0) -> contextlib.AbstractContextManager[None]:
+        name = rel.rsplit("/", 1)[-1]
+        if name == ".lake-write.lock" and self.before_write_lock is not None:
+            hook, self.before_write_lock = self.before_write_lock, None
+            hook()
+        self.events.append(("lock", name))
+        return super().lock(rel, what, wait_seconds)
+
+
+def recorded(table: LakeTable) -> tuple[LakeTable, RecordingStorage]:
+    """``table`` (its files, config and clock) through a :class:`RecordingStorage`."""
+    storage = RecordingStorage(table.base_path)
+    return LakeTable(storage, table.config, table.clock), storage

@@ -2,21 +2,29 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from clean_support import RETAIN_ONE, cow_table, upsert
 
+from airflow_lake_provider.lake.errors import CommitConflictError
 from airflow_lake_provider.lake.services.clean import executor
 from airflow_lake_provider.lake.services.clean.executor import delete_files, run_clean
 from airflow_lake_provider.lake.services.clean.result import DeleteOutcome, Outcome
 from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
-from airflow_lake_provider.lake.timeline.instant import Action
+from airflow_lake_provider.lake.timeline.instant import (
+    Action,
+    InstantClock,
+    format_instant,
+    instant_to_datetime,
+)
 
 # Table-version neutral tests run on version 6 and on Hudi 1.x's version 8 (timeline layout 2).
 VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
@@ -446,3 +454,63 @@ def test_a_partition_the_deleter_does_not_report_counts_as_failed(tmp_path: Path
     y = _clean_metadata(table)["partitionMetadata"]["y"]
     name = old[1].split("/")[1]
     assert (y["deletePathPatterns"], y["successDeleteFiles"], y["failedDeleteFiles"]) == ([name], [], [name])
+
+
+class _Contended(LocalStorage):
+    """A table another process writes to: before each of the first ``collisions`` instant locks, it
+    requests a commit at the millisecond after the timeline's latest (the one a clean asks next)."""
+
+    def __init__(self, root: str | Path, collisions: int) -> None:
+        super().__init__(root)
+        self.collisions = collisions
+        self.taken: list[str] = []
+
+    def lock(self, rel: str, what: str, wait_seconds: float = 0.0) -> Any:
+        if rel.endswith(".lake-instant.lock") and self.collisions:
+            self.collisions -= 1
+            latest = max(n[:17] for n in self.list_names(".hoodie") if n[:17].isdigit())
+            t = format_instant(instant_to_datetime(latest) + dt.timedelta(milliseconds=1))
+            self.write(f".hoodie/{t}.commit.requested", b"")
+            self.taken.append(t)
+        return super().lock(rel, what, wait_seconds)
+
+
+@pytest.mark.parametrize("collisions", [4, 5])
+def test_a_clean_takes_up_to_five_instant_times_when_writers_take_them_first(
+    tmp_path: Path, collisions: int
+) -> None:
+    """Each try takes the millisecond after the latest instant; the fifth taken too, it gives up."""
+    created = cow_table(tmp_path)
+    for ts in range(3):
+        upsert(created, ts)
+    frozen = InstantClock(now=lambda: dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))  # behind them all
+    storage = _Contended(created.base_path, collisions)
+    table = LakeTable(storage, created.config, frozen)
+    if collisions == 5:
+        with pytest.raises(CommitConflictError) as raised:
+            run_clean(table, RETAIN_ONE, mode="schedule")
+        assert len(storage.taken) == 5 and table.timeline().filter([Action.CLEAN]) == []
+        last = storage.taken[-1]
+        assert str(raised.value) == f"instant time {last} is already used by ['{last}.commit.requested']"
+        return
+    scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
+    assert len(storage.taken) == 4
+    after = format_instant(instant_to_datetime(storage.taken[-1]) + dt.timedelta(milliseconds=1))
+    assert (scheduled.outcome, scheduled.instant) == (Outcome.SCHEDULED, after)
+
+
+def test_a_dry_run_logs_the_scan_at_debug_level_only_without_log_scan(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A preview its caller follows with a real run: the partition scan is not logged twice at info."""
+    table = cow_table(tmp_path)
+    for ts in range(3):
+        upsert(table, ts)
+    scanned = f"clean of {table.uri}: scanned 1 partitions, 1 file groups"
+    with caplog.at_level(logging.DEBUG, logger=executor.log.name):
+        assert run_clean(table, RETAIN_ONE, dry_run=True, log_scan=False).plan.file_count == 1
+        assert run_clean(table, RETAIN_ONE, dry_run=True).plan.file_count == 1  # log_scan by default
+    assert [(r.levelno, r.getMessage()) for r in caplog.records if r.getMessage() == scanned] == [
+        (logging.DEBUG, scanned),
+        (logging.INFO, scanned),
+    ]

@@ -167,6 +167,15 @@ def test_keep_latest_by_hours_cutoff_is_inclusive(tmp_path: Path) -> None:
     assert earliest_commit_to_retain(timeline, hours, later) is None  # every commit is older
 
 
+def test_keep_latest_by_hours_reaching_before_year_one_retains_every_commit(tmp_path: Path) -> None:
+    """More hours than lie between year 1 and now: no instant time can be formed for the cutoff,
+    and every commit is within the hours retained, the oldest first."""
+    table = _table(tmp_path)
+    c = [_upsert(table, ts) for ts in range(2)]
+    hours = CleanConfig(policy=CleanPolicy.KEEP_LATEST_BY_HOURS, hours_retained=10**8)
+    assert earliest_commit_to_retain(table.timeline(), hours, NOW).timestamp == c[0]
+
+
 def _between(older: str, newer: str) -> str:
     """An instant time between two commits (the table's clock ticks a second a commit)."""
     at = format_instant(instant_to_datetime(older) + dt.timedelta(milliseconds=500))

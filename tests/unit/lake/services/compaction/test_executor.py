@@ -13,16 +13,23 @@ import pytest
 from compaction_support import (
     DUE,
     START,
+    TIMELINE,
     batch,
     crash_at,
     drop_commit_schemas,
     empty_mor,
     mor,
+    recorded,
     store,
     timeline_file,
 )
+from metadata_table_support import add_metadata_table
 
-from airflow_lake_provider.lake.errors import CompactionScheduleConflictError, ServiceBusyError
+from airflow_lake_provider.lake.errors import (
+    CompactionScheduleConflictError,
+    ServiceBusyError,
+    TableConfigError,
+)
 from airflow_lake_provider.lake.services.compaction import scheduler
 from airflow_lake_provider.lake.services.compaction.config import CompactionConfig
 from airflow_lake_provider.lake.services.compaction.executor import (
@@ -33,6 +40,7 @@ from airflow_lake_provider.lake.services.compaction.executor import (
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.compaction.scheduler import plan_instant, schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.metadata_table import detect
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
@@ -284,3 +292,45 @@ def test_a_partition_aware_strategy_reads_the_now_given(tmp_path: Path, table_ve
         f"no file slice selected by {strategy}",
         True,
     )
+
+
+def test_a_run_reads_the_timeline_once_under_its_lock_before_its_first_step(tmp_path: Path) -> None:
+    """The plan, the schema and the planned base files' check all come from the one timeline read
+    under the compaction lock (S3 lists cost); the inflight step and the commit read it again."""
+    created = mor(tmp_path)
+    schedule_compaction(created, DUE)
+    table, storage = recorded(created)
+    assert execute_compaction(table).outcome is Outcome.COMPLETED
+    (base,) = (f"x/{p.name}" for p in (created.base_path / "x").glob("*.parquet") if "_1-1-0_" in p.name)
+    assert storage.events == [
+        ("lock", f".lake-{EXECUTE_LOCK}.lock"),
+        TIMELINE,
+        ("read", base),  # its footer checked
+        TIMELINE,  # the inflight transition
+        ("read", base),  # its key column, then its row groups
+        ("read", base),
+        TIMELINE,
+        TIMELINE,
+    ]
+
+
+def test_a_metadata_table_refuses_execution_by_name_unless_dropped_or_dry(
+    tmp_path: Path,
+) -> None:
+    created = mor(tmp_path)
+    c = schedule_compaction(created, DUE).instant
+    add_metadata_table(created.base_path)
+    table = LakeTable.open(created.base_path, clock=created.clock)
+    with pytest.raises(TableConfigError) as raised:
+        execute_compaction(table)
+    assert str(raised.value).startswith(
+        f"compaction execute refused: {table.uri} has Hudi's metadata table (partitions [files], "
+        "folder .hoodie/metadata/), which this engine does not update"
+    )
+    dry = execute_compaction(table, dry_run=True)
+    assert (dry.outcome, dry.instant) == (Outcome.PLANNED, c)
+    assert detect(table).present
+    # The option the refusal names drops the metadata table as Hudi's writers do, then the run goes on.
+    done = execute_compaction(table, options={"hoodie.metadata.enable": "false"})
+    assert (done.outcome, done.instant) == (Outcome.COMPLETED, c)
+    assert not detect(LakeTable.open(created.base_path)).present

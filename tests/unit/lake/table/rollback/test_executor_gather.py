@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 from compaction_support import DUE, crash_at, mor
+from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, RollbackError, StorageError
 from airflow_lake_provider.lake.log_file.log_format import log as log_block_log
@@ -21,7 +22,11 @@ from airflow_lake_provider.lake.services.compaction.scheduler import schedule_co
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback import executor as executor_module
-from airflow_lake_provider.lake.table.rollback.executor import gather, rollback_instant_locked
+from airflow_lake_provider.lake.table.rollback.executor import (
+    discard_failed_write,
+    gather,
+    rollback_instant_locked,
+)
 from airflow_lake_provider.lake.table.rollback.executor import log as executor_log
 from airflow_lake_provider.lake.table.rollback.planner import WrittenFile
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -233,6 +238,18 @@ def _blocks(table: LakeTable, rel: str) -> list[tuple[str, str, str | None]]:
 def _ts(table: LakeTable) -> dict[int, int]:
     rows = read_snapshot(table).to_pylist()
     return {r["id"]: r["ts"] for r in rows}
+
+
+def test_a_failed_write_whose_logs_hold_committed_blocks_is_not_discarded(
+    shared: tuple[LakeTable, list[str]],
+) -> None:
+    """Its blocks need a rollback command block in the shared logs: the writer's discard does
+    nothing and says so (a rollback follows), the files untouched and the instant still pending."""
+    table, _logs = shared
+    before = tree_digest(_root(table))
+    assert discard_failed_write(table, T3) is False
+    assert tree_digest(_root(table)) == before
+    assert [i.timestamp for i in table.timeline().pending] == [T3]
 
 
 def test_shared_logs_are_marked_and_the_failed_blocks_stop_counting(

@@ -23,6 +23,7 @@ from airflow_lake_provider.lake.table.write import (
     checks,
     write,
 )
+from airflow_lake_provider.lake.table.write.plan import Operation
 from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
@@ -355,3 +356,18 @@ def test_an_integer_type_fits_another_when_all_its_values_do(
     got: pa.DataType, want: pa.DataType, fits: bool
 ) -> None:
     assert checks._int_fits(got, want) is fits
+
+
+def test_prepare_batch_takes_the_table_schema_from_the_timeline_it_is_given(tmp_path: Path) -> None:
+    """The writer passes the timeline it read under the write lock: the schema is that timeline's
+    (before any commit: the batch's own, in canonical types), not a newer one read again."""
+    table = _table(tmp_path / "t")
+    before = table.timeline()
+    write(table, pa.table({"id": [1], "ts": pa.array([1], pa.int64())}), "insert")
+    narrower = pa.table({"id": [2], "ts": pa.array([2], pa.int32())})
+    old, _, rows = checks.prepare_batch(table, narrower, Operation.UPSERT, before, None)
+    assert old == pa.schema([("id", pa.int64()), ("ts", pa.int32())])
+    assert rows.column("ts").type == pa.int32()
+    now, _, rows = checks.prepare_batch(table, narrower, Operation.UPSERT, table.timeline(), None)
+    assert now == pa.schema([("id", pa.int64()), ("ts", pa.int64())])
+    assert rows.column("ts").type == pa.int64()

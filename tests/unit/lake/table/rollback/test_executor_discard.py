@@ -1,0 +1,108 @@
+"""table/rollback/executor.py: a writer's own failed write discarded without a rollback instant
+(files, markers, instant and heartbeat gone, one log line; a completed or unknown instant is left
+alone), rollback naming itself when a table's metadata table refuses it, and a forced rollback
+refused when a clean removed the slices it would fall back to."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+from compaction_support import DUE, batch, crash_at, empty_mor, mor
+from metadata_table_support import add_metadata_table
+
+from airflow_lake_provider.lake.errors import RollbackError, TableConfigError
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.metadata_table import detect
+from airflow_lake_provider.lake.table.rollback import executor
+from airflow_lake_provider.lake.table.rollback.executor import discard_failed_write, rollback
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write import write
+
+
+def _files(table: LakeTable) -> list[str]:
+    return sorted(str(p.relative_to(table.base_path)) for p in table.base_path.rglob("*") if p.is_file())
+
+
+def _failed_write(tmp_path: Path) -> tuple[LakeTable, str, list[str]]:
+    """A MOR table and a write of a new key in a new partition that crashed before its commit."""
+    table = mor(tmp_path)
+    before = _files(table)
+    with pytest.raises(SimulatedCrash):
+        write(table, batch(["z"], 1, "z"), "insert", fault=crash_at("commit"))
+    (failed,) = table.timeline().pending
+    return table, failed.timestamp, before
+
+
+def test_a_failed_write_is_discarded_leaving_no_trace(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    table, failed, before = _failed_write(tmp_path)
+    made = [f for f in _files(table) if f.startswith("z/") and f.endswith(".parquet")]
+    assert len(made) == 1 and table.store.markers.read(failed)
+    table.store.heartbeats.beat(failed, 1)  # as a writer under the LAZY failed-writes policy beats
+    assert (table.base_path / table.store.heartbeats.path(failed)).exists()
+    with caplog.at_level(logging.INFO, logger=executor.__name__):
+        assert discard_failed_write(table, failed) is True
+    assert [r.getMessage() for r in caplog.records if r.name == executor.__name__] == [
+        f"discarded failed write {failed} of {table.uri}: 1 files deleted"
+    ]
+    assert table.timeline().get(failed) is None
+    assert not (table.base_path / table.store.heartbeats.path(failed)).exists()
+    # The partition's metadata file stays (as Hudi leaves it); nothing else of the write is left.
+    assert _files(table) == sorted([*before, "z/.hoodie_partition_metadata"])
+
+
+def test_a_completed_or_unknown_instant_is_not_discarded(tmp_path: Path) -> None:
+    table = mor(tmp_path)
+    before = _files(table)
+    completed = table.timeline().completed_commits[-1].timestamp
+    assert discard_failed_write(table, completed) is False
+    assert discard_failed_write(table, "20990101000000000") is False
+    assert _files(table) == before
+    assert table.timeline().get(completed).is_completed
+
+
+def test_a_table_with_a_metadata_table_refuses_rollback_by_name_unless_dropped(tmp_path: Path) -> None:
+    table, failed, _ = _failed_write(tmp_path)
+    add_metadata_table(table.base_path)
+    table = LakeTable.open(table.base_path, clock=table.clock)
+    with pytest.raises(TableConfigError) as raised:
+        rollback(table)
+    assert str(raised.value).startswith(
+        f"rollback refused: {table.uri} has Hudi's metadata table (partitions [files], "
+        "folder .hoodie/metadata/), which this engine does not update"
+    )
+    assert table.timeline().get(failed) is not None
+    (done,) = rollback(table, options={"hoodie.metadata.enable": "false"})
+    assert done.target == failed
+    assert not detect(LakeTable.open(table.base_path)).present
+
+
+def test_a_forced_rollback_whose_fallback_a_clean_removed_is_refused_in_process(tmp_path: Path) -> None:
+    """The refusal of a forced rollback that would delete the only version left (the CLI's tests of
+    it, in test_cli_rollback.py, are outside the mutation selection: that file starts processes)."""
+    table = empty_mor(tmp_path)
+    v1 = write(table, batch(["a"], 1, "x"), "insert").instant
+    write(table, batch(["a"], 2, "x"), "upsert")
+    schedule_compaction(table, DUE)
+    v3 = execute_compaction(table).instant  # the compacted slice of v3 falls back to v1's
+    run_clean(
+        table,
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"},
+    )
+    with pytest.raises(RollbackError) as raised:
+        rollback(table, v3, force=True)
+    (file_id,) = {p.name.split("_")[0] for p in (table.base_path / "x").glob("*.parquet")}
+    v2 = table.timeline().completed_commits[1].timestamp
+    assert str(raised.value) == (
+        f"{table.uri}: cannot roll back {v3}: a clean removed the file slice {v1} of file group {file_id} "
+        "in partition x (1 slices in all) that the table would fall back to, so the rollback would "
+        f"delete the only version left; a savepoint of {v2} made before the clean (lake savepoint "
+        f"create {table.uri} --instant {v2}) would have kept it"
+    )
+    assert table.timeline().get(v3).is_completed

@@ -15,13 +15,12 @@ from airflow_lake_provider.lake.timeline import avro as timeline_avro
 
 
 def savepoint(table: LakeTable, instant: str) -> None:
-    with table.writing():
-        try:
-            create_savepoint(table, instant)
-            return
-        except InvalidInstantError:
-            if not table.layout.has_completion_times:
-                raise
+    try:
+        create_savepoint(table, instant)
+        return
+    except InvalidInstantError:
+        if not table.layout.has_completion_times:
+            raise
     folder = table.base_path / table.layout.folder
     inflight = folder / f"{instant}.savepoint.inflight"
     inflight.unlink(missing_ok=True)  # what the refused attempt left

@@ -181,7 +181,6 @@ def test_hook_clean_surfaces_a_held_lock_as_service_busy(tmp_path: Path, version
     table, _ = _build_table(tmp_path / "trips", version=version)
     before = _data_files(table.base_path)
     with (
-        table.writing(),
         table.store.exclusive("clean"),
         pytest.raises(LakeServiceBusyError, match="another clean is running"),
     ):

@@ -776,8 +776,8 @@ def _pending_clean_history(
     }
     if crash_inflight and pending.instant:
         requested = table.timeline().get(pending.instant)
-        with table.writing():  # (the crash point, on version 8 too)
-            table.store.transition_to_inflight(requested, table.timeline().read_bytes(requested))
+        # the crash point
+        table.store.transition_to_inflight(requested, table.timeline().read_bytes(requested))
     protected: set[str] = set()
     instants = sorted(snapshots)
     for chosen in sorted({instants[pick % len(instants)] for pick in picks}):

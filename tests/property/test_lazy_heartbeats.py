@@ -182,15 +182,14 @@ def _lazy_table_with_a_live_write(path: Path, kind: str, version: int = 6) -> tu
     """A table whose properties say LAZY (1 minute beats, 3 misses), and a write that stopped
     beating after its inflight file (a long GC pause, a slow store): its heartbeat file."""
     table, model = _seed(path, kind, version)
-    with table.writing():  # (on v8 the store is a write's)
-        table.store.update_properties(
-            {
-                **table.config.properties,
-                "hoodie.cleaner.policy.failed.writes": "LAZY",
-                "hoodie.client.heartbeat.interval_in_ms": str(INTERVAL_MS),
-                "hoodie.client.heartbeat.tolerable.misses": str(MISSES),
-            }
-        )
+    table.store.update_properties(
+        {
+            **table.config.properties,
+            "hoodie.cleaner.policy.failed.writes": "LAZY",
+            "hoodie.client.heartbeat.interval_in_ms": str(INTERVAL_MS),
+            "hoodie.client.heartbeat.tolerable.misses": str(MISSES),
+        }
+    )
     table = LakeTable.open(path, clock=table.clock)
     with pytest.raises(SimulatedCrash):  # its first beat, requested, inflight
         write(crashing(table, 3), _batch([(1, 5, "live")]), "upsert")

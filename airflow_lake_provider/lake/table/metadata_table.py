@@ -139,10 +139,7 @@ def guard_mutation(
 
     No MDT, or a dry run: nothing. Policy ``refuse``: raise ``TableConfigError`` (nothing written).
     Policy ``drop``: drop the MDT (see :func:`drop_metadata_table`) and return what was dropped.
-    First of all, a table of a version this core does not write (8, 9) is refused, dry run or not
-    (its plans would follow version 6's rules); ``table.store`` refuses it again as a backstop.
     """
-    table.require_writable()
     # Parsed first: a bad value fails the same way whether or not the table has an MDT today.
     policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
     state = detect(table)
@@ -184,7 +181,7 @@ def drop_metadata_table(
     # Read under the locks below; parsed now, so a bad value changes nothing (not even a lock file).
     FailedWritesConfig.from_options(table.config.properties, dict(options or {}))
     # Versions 8 and 9 too: Hudi 1.x drops its metadata table the same way.
-    with contextlib.ExitStack() as stack, table.writing():
+    with contextlib.ExitStack() as stack:
         for name in ALL_SERVICE_LOCKS:
             stack.enter_context(table.store.exclusive(name, DROP_LOCK_WAIT_SECONDS))
         # Read again under the locks: another process may have dropped it (or rewritten the file).

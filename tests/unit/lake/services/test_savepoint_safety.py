@@ -118,8 +118,8 @@ def test_clean_killed_after_going_inflight_then_savepoint_then_resumed(tmp_path:
     table, (_t0, t1, _t2, _t3) = _four_upserts(tmp_path, "cow", version)
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
     requested = pending_cleans(table.timeline())[0]
-    with table.writing():  # the crash point
-        table.store.transition_to_inflight(requested, table.timeline().read_bytes(requested))
+    # the crash point
+    table.store.transition_to_inflight(requested, table.timeline().read_bytes(requested))
     point = create_savepoint(table, t1)
     assert point.overrides == (scheduled.instant,)
     result = run_clean(table, RETAIN_ONE, mode="execute")
@@ -160,7 +160,7 @@ def test_savepoint_waits_for_a_running_clean_and_gives_up_with_a_clear_error(
     release = threading.Event()
 
     def hold_clean_lock() -> None:
-        with table.writing(), table.store.exclusive("clean"):
+        with table.store.exclusive("clean"):
             held.set()
             release.wait(10)
 

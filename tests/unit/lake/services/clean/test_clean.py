@@ -191,10 +191,10 @@ def _request_compaction(
         "version": 2,
     }
     t = table.clock.next(after=table.timeline().latest_time)
-    with table.writing():  # (a test's stand-in for a scheduler, on version 8 too)
-        table.store.create_requested(
-            t, Action.COMPACTION, timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan)
-        )
+    # a test's stand-in for a scheduler
+    table.store.create_requested(
+        t, Action.COMPACTION, timeline_avro.write_avro(timeline_avro.COMPACTION_PLAN, plan)
+    )
     return t
 
 
@@ -220,8 +220,8 @@ def test_pending_compaction_inputs_are_kept(tmp_path: Path, version: int) -> Non
 
 
 def _replace(table: LakeTable, partition: str, file_ids: list[str]) -> str:
-    with table.writing():  # (a test's stand-in for an insert_overwrite, on version 8 too)
-        return _replace_in_scope(table, partition, file_ids)
+    # a test's stand-in for an insert_overwrite
+    return _replace_in_scope(table, partition, file_ids)
 
 
 def _replace_in_scope(table: LakeTable, partition: str, file_ids: list[str]) -> str:
@@ -331,10 +331,9 @@ def test_plan_naming_a_path_outside_the_table_or_in_hoodie_is_refused(
         "extraMetadata": None,
     }
     t = table.clock.next(after=table.timeline().latest_time)
-    with table.writing():
-        table.store.create_requested(
-            t, Action.CLEAN, timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, record)
-        )
+    table.store.create_requested(
+        t, Action.CLEAN, timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, record)
+    )
     hoodie_before = sorted(os.listdir(table.base_path / ".hoodie")), _timeline_names(table)
     with pytest.raises(UnsafePathError):
         run_clean(table)
@@ -392,7 +391,6 @@ def test_second_concurrent_clean_is_refused(tmp_path: Path, version: int) -> Non
     table = _table(tmp_path, version=version)
     _upsert(table, ["a"], 0)
     with (
-        table.writing(),
         table.store.exclusive("clean"),
         pytest.raises(ServiceBusyError, match="another clean"),
     ):

@@ -432,8 +432,8 @@ def test_schedule_fits_a_plan_before_an_inflight_write_when_the_clock_allows(
     last_completed = table.timeline().latest_time
     slow = instant_to_datetime(last_completed) + dt.timedelta(milliseconds=5)
     inflight_write = format_instant(slow + dt.timedelta(seconds=1))
-    with table.writing():  # a write's first step (on v8 too)
-        table.store.create_requested(inflight_write, Action.DELTACOMMIT)
+    # a write's first step
+    table.store.create_requested(inflight_write, Action.DELTACOMMIT)
     table.clock = InstantClock(now=lambda: slow)  # a clock behind the pending write
     result = schedule_compaction(table, DUE)
     assert result.outcome is Outcome.SCHEDULED and last_completed < result.instant < inflight_write

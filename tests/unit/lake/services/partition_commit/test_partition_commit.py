@@ -484,12 +484,12 @@ def test_late_data_under_process_time_waits_the_delay_from_its_own_arrival(
     assert "first late write 2024-01-05T06:00:00+00:00" in due.to_dict()["partitions"][H03]["reason"]
 
 
-# Version 6 only: compaction on versions 8 and 9 is another change's (refused here).
-def test_compaction_is_not_late_data(tmp_path: Path) -> None:
+@VERSIONS
+def test_compaction_is_not_late_data(tmp_path: Path, version: int) -> None:
     from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
     from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
-    table = _table(tmp_path / "t", table_type="mor")
+    table = _table(tmp_path / "t", table_type="mor", version=version)
     _write(table, "03", ["a"])
     _write(table, "03", ["a"])
     commit_partitions(table, [H03])
@@ -658,11 +658,11 @@ def test_write_index_waits_for_an_earlier_write_that_completes_late(tmp_path: Pa
 
 
 # -- the write index after rollback, restore and archival; daylight saving; out-of-range input -----
-# Version 6 only: rollback on versions 8 and 9 is another change's (refused here).
-def test_a_rolled_back_write_leaves_the_index(tmp_path: Path) -> None:
+@VERSIONS
+def test_a_rolled_back_write_leaves_the_index(tmp_path: Path, version: int) -> None:
     from airflow_lake_provider.lake.table.rollback.executor import rollback
 
-    table = _table(tmp_path / "t")
+    table = _table(tmp_path / "t", version=version)
     _write(table, "03", ["a"])
     only_in_04 = _write(table, "04", ["b"])
     assert commit_partitions(table, [H04], dry_run=True).to_dict()["partitions"][H04]["decision"] == "DUE"
@@ -759,12 +759,14 @@ def test_writes_archived_between_two_pokes_are_indexed_on_s3(s3_bucket: str, ver
     assert commit_partitions(table, [H03]).to_dict()["late_data"] == {H03: [late]}
 
 
-# Version 6 only: rollback on versions 8 and 9 is another change's (refused here).
-def test_a_rollback_archived_before_the_next_poke_still_takes_its_write_out(tmp_path: Path) -> None:
+@VERSIONS
+def test_a_rollback_archived_before_the_next_poke_still_takes_its_write_out(
+    tmp_path: Path, version: int
+) -> None:
     from airflow_lake_provider.lake.table.rollback.executor import rollback
     from airflow_lake_provider.lake.timeline.instant import Action
 
-    table = _table(tmp_path / "t")
+    table = _table(tmp_path / "t", version=version)
     _write(table, "04", ["b"])
     only_in_05 = _write(table, "05", ["c"])
     assert _poke(table, [H05])["partitions"][H05]["decision"] == "DUE"

@@ -283,8 +283,10 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
 
 
 # Version 8 (Hudi 1.x, timeline layout 2): a test of its own, as Hypothesis derives the fixed example
-# sequence of the test above from its source.
-@pytest.mark.parametrize(("table_type", "version"), [("cow", 8), ("mor", 8)])
+# sequence of the test above from its source. Copy-on-write only until this test's slice oracle
+# (``_slice_of``: a log's slice read from its name, version 6's naming) slices v8 logs by completion
+# time: a v8 log is named for its own deltacommit.
+@pytest.mark.parametrize(("table_type", "version"), [("cow", 8)])
 @settings(max_examples=examples(30), derandomize=derandomized())
 @given(data=st.data())
 def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_v8(
@@ -314,7 +316,7 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_v8(
     _clean_history(place, table_type, partitioned, steps, stats=STATS, version=version)
 
 
-@pytest.mark.parametrize(("table_type", "version"), [("cow", 6), ("mor", 6), ("cow", 8), ("mor", 8)])
+@pytest.mark.parametrize(("table_type", "version"), [("cow", 6), ("mor", 6), ("cow", 8)])  # (v8: see above)
 @settings(max_examples=examples(2))
 @given(data=st.data())
 def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(

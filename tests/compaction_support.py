@@ -63,8 +63,7 @@ def crash_at(where: str) -> Callable[[str], None]:
 
 
 def store(table: LakeTable) -> TimelineStore:
-    """A timeline store of ``table`` as another process has one (a lock holder, a marker reader), on
-    every table version: the table's own refuses use outside an action's scope on versions 8 and 9."""
+    """A timeline store of ``table`` as another process has one (a lock holder, a marker reader)."""
     return TimelineStore(table.storage, table.layout, table.clock)
 
 

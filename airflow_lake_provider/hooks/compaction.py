@@ -199,8 +199,8 @@ class CompactionHookMixin(SparkJobMixin):
             plan = load_plan(timeline, target)
         except LakeError as exc:
             raise LakeHookError(f"compaction {target} of {table.uri}: cannot read its plan: {exc}") from exc
-        # Before a Spark job would refuse after starting; compaction runs on table versions 6, 8 and 9.
-        with core_errors(f"compaction {target} of {table.uri}"), table.writing():
+        # Before a Spark job would refuse after starting.
+        with core_errors(f"compaction {target} of {table.uri}"):
             guard_mutation(table, "compaction execute", opts)
         io_mb = round(plan.total_io_mb, 3)
         started = time.monotonic()

@@ -323,7 +323,7 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         threshold = _as_threshold(spark_threshold)
         table = self.open_table(table_path)
         opts = check_options(options, f"clean of {table.uri}")
-        with core_errors(f"clean of {table.uri}"), table.writing():  # (versions 8 and 9 too)
+        with core_errors(f"clean of {table.uri}"):
             clean_config(table, opts)  # fail on bad options before anything is written
             if not dry_run:  # refused (or the MDT dropped) even when nothing turns out to be due
                 guard_mutation(table, "clean", opts)

@@ -234,8 +234,7 @@ def _cmd_clean(args: argparse.Namespace) -> None:
     if args.spark and args.list_files:
         raise LakeError("--list-files is not supported with --spark: list the plan with --dry-run first")
     if args.spark:
-        with table.writing():  # (versions 8 and 9 too)
-            guard_mutation(table, "clean", options, dry_run=args.dry_run)  # before Spark starts
+        guard_mutation(table, "clean", options, dry_run=args.dry_run)  # before Spark starts
         job_args = ["--table", table.uri] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
         result = spark_submit.submit(
             "clean.py", job_args + (["--dry-run"] if args.dry_run else []), master=args.master
@@ -301,8 +300,7 @@ def _cmd_compact(args: argparse.Namespace) -> None:
 
     def execute(instant: str | None) -> None:
         if args.spark and not args.dry_run:
-            with table.writing():  # compaction runs on table versions 6, 8 and 9
-                guard_mutation(table, "compaction execute", options)  # the job reads no options
+            guard_mutation(table, "compaction execute", options)  # the job reads no options
             job_args = ["--table", table.uri] + (["--instant", instant] if instant else [])
             result = spark_submit.submit("compact.py", job_args, master=args.master)
             if result.get("outcome") == "FAILED":

@@ -28,10 +28,6 @@ class UnsupportedTableVersionError(TableConfigError):
     """The table version (or timeline layout) is not one this core reads and writes."""
 
 
-class ReadOnlyTableVersionError(UnsupportedTableVersionError):
-    """The table's version is one this core reads but does not write yet (Hudi 1.x: 8 and 9)."""
-
-
 class InvalidInstantError(LakeError, ValueError):
     """An instant time or timeline file name does not follow the Hudi grammar."""
 

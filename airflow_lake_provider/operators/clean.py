@@ -151,12 +151,8 @@ class ScheduleCleanOperator(BaseOperator):
         return xcom_summary(result)
 
     def _archive(self, context: Context, table_path: str) -> None:
-        """Archive after the clean, as Hudi does (not on versions 8/9 yet: as after a write there)."""
+        """Archive after the clean, as Hudi does."""
         assert self._hook is not None
-        config = self._hook.open_table(self.table_path).config
-        if not config.is_writable_version:  # archival of v8/v9 (the LSM history) is not ours yet
-            self.log.info("no automatic archival on %s: table version %s", table_path, config.table_version)
-            return
         archival = self._hook.archive(self.table_path, self.options)
         self.log.info("archival of %s: %s", table_path, archival_line(archival))
         context["ti"].xcom_push(key=XCOM_ARCHIVAL, value=xcom_summary(archival))

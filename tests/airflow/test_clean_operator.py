@@ -181,7 +181,6 @@ def test_hook_clean_surfaces_a_held_lock_as_service_busy(tmp_path: Path, version
     table, _ = _build_table(tmp_path / "trips", version=version)
     before = _data_files(table.base_path)
     with (
-        table.writing(),
         table.store.exclusive("clean"),
         pytest.raises(LakeServiceBusyError, match="another clean is running"),
     ):
@@ -283,8 +282,11 @@ def test_hook_spark_path_is_judged_from_the_timeline_not_the_exit_code(tmp_path:
     assert [f.rsplit(".", 1)[-1] for f in _clean_instants(table2.base_path)] == ["requested"]
 
 
-def test_clean_task_archives_the_timeline_after_cleaning(example_dag: Any, tmp_path: Path) -> None:
-    table, commits = _build_table(tmp_path / "trips")
+@VERSIONS
+def test_clean_task_archives_the_timeline_after_cleaning(
+    example_dag: Any, tmp_path: Path, version: int
+) -> None:
+    table, commits = _build_table(tmp_path / "trips", version=version)
     # Archival keys from the table's own properties (the example DAG passes only cleaner options).
     table.store.update_properties(
         {**table.config.properties, "hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "5"}

@@ -238,9 +238,9 @@ def test_sensor_poke_finds_a_plan_an_external_writer_requested(tmp_path: Path, t
     # An external writer (e.g. Spark Hudi with inline scheduling) writes a requested plan itself.
     preview = schedule_compaction(table, DUE, dry_run=True)
     assert preview.instant is not None and preview.plan is not None
-    with table.writing():  # as the external writer of a v6 or v8 table writes its plan
-        body = table.store.encode_plan(timeline_avro.COMPACTION_PLAN, preview.plan.to_avro())
-        table.store.create_requested(preview.instant, Action.COMPACTION, body)
+    # as the table's external writer writes its plan
+    body = table.store.encode_plan(timeline_avro.COMPACTION_PLAN, preview.plan.to_avro())
+    table.store.create_requested(preview.instant, Action.COMPACTION, body)
     found = sensor.poke({})  # type: ignore[arg-type]
     assert found.is_done is True and found.xcom_value == preview.instant
     assert LakeHook().find_requested_compaction(str(table.base_path)) == preview.instant

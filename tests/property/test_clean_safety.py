@@ -282,8 +282,10 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable(
     _clean_history(place, table_type, partitioned, steps, stats=STATS)
 
 
-# Version 8 (Hudi 1.x, timeline layout 2): copy-on-write only until compaction runs on it. A test of
-# its own: Hypothesis derives the fixed example sequence of the test above from its source.
+# Version 8 (Hudi 1.x, timeline layout 2): a test of its own, as Hypothesis derives the fixed example
+# sequence of the test above from its source. Copy-on-write only until this test's slice oracle
+# (``_slice_of``: a log's slice read from its name, version 6's naming) slices v8 logs by completion
+# time: a v8 log is named for its own deltacommit.
 @pytest.mark.parametrize(("table_type", "version"), [("cow", 8)])
 @settings(max_examples=examples(30), derandomize=derandomized())
 @given(data=st.data())
@@ -314,7 +316,7 @@ def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_v8(
     _clean_history(place, table_type, partitioned, steps, stats=STATS, version=version)
 
 
-@pytest.mark.parametrize(("table_type", "version"), [("cow", 6), ("mor", 6), ("cow", 8)])
+@pytest.mark.parametrize(("table_type", "version"), [("cow", 6), ("mor", 6), ("cow", 8)])  # (v8: see above)
 @settings(max_examples=examples(2))
 @given(data=st.data())
 def test_clean_keeps_every_retained_instant_and_savepoint_readable_on_s3(
@@ -423,8 +425,6 @@ def _clean_history(
     for step in steps:
         if step[0] == "write":
             _, op, rows, crash, keep_pending = step
-            if version != 6:  # a killed write needs a rollback, not this core's on v8/v9 yet
-                crash = None
             n_writes += 1
             batch = pa.table(
                 {
@@ -700,11 +700,11 @@ def test_savepoints_made_while_a_clean_is_pending_win(
     table_version: int,
 ) -> None:
     """Plan a clean, savepoint some instants (the plan may name their files), then let the clean run
-    (or die after going inflight and be finished later): every savepoint reads exactly as before.
-    Version 8: copy-on-write only (compaction does not run on it yet)."""
+    (or die after going inflight and be finished later): every savepoint reads exactly as before."""
     path = example_dir(tmp_path_factory, "pending") / "t"
-    kind = "cow" if table_version == 8 else table_type
-    _pending_clean_history(str(path), {}, kind, versions, retained, picks, crash_inflight, table_version)
+    _pending_clean_history(
+        str(path), {}, table_type, versions, retained, picks, crash_inflight, table_version
+    )
 
 
 @settings(max_examples=examples(5))
@@ -776,8 +776,8 @@ def _pending_clean_history(
     }
     if crash_inflight and pending.instant:
         requested = table.timeline().get(pending.instant)
-        with table.writing():  # (the crash point, on version 8 too)
-            table.store.transition_to_inflight(requested, table.timeline().read_bytes(requested))
+        # the crash point
+        table.store.transition_to_inflight(requested, table.timeline().read_bytes(requested))
     protected: set[str] = set()
     instants = sorted(snapshots)
     for chosen in sorted({instants[pick % len(instants)] for pick in picks}):

@@ -114,8 +114,8 @@ def _steps(tmp_path: Path, kind: str, op: str, version: int) -> int:
     return len(steps_of(probe))
 
 
-# (version, recover): table version 8 (Hudi 1.x) too; clean on v8 is not this module's subject.
-RECOVERIES = [(6, "next-writer"), (6, "clean"), (8, "next-writer")]
+# (version, recover): table version 8 (Hudi 1.x) too.
+RECOVERIES = [(6, "next-writer"), (6, "clean"), (8, "next-writer"), (8, "clean")]
 
 
 @pytest.mark.parametrize(("version", "recover"), RECOVERIES)
@@ -182,15 +182,14 @@ def _lazy_table_with_a_live_write(path: Path, kind: str, version: int = 6) -> tu
     """A table whose properties say LAZY (1 minute beats, 3 misses), and a write that stopped
     beating after its inflight file (a long GC pause, a slow store): its heartbeat file."""
     table, model = _seed(path, kind, version)
-    with table.writing():  # (on v8 the store is a write's)
-        table.store.update_properties(
-            {
-                **table.config.properties,
-                "hoodie.cleaner.policy.failed.writes": "LAZY",
-                "hoodie.client.heartbeat.interval_in_ms": str(INTERVAL_MS),
-                "hoodie.client.heartbeat.tolerable.misses": str(MISSES),
-            }
-        )
+    table.store.update_properties(
+        {
+            **table.config.properties,
+            "hoodie.cleaner.policy.failed.writes": "LAZY",
+            "hoodie.client.heartbeat.interval_in_ms": str(INTERVAL_MS),
+            "hoodie.client.heartbeat.tolerable.misses": str(MISSES),
+        }
+    )
     table = LakeTable.open(path, clock=table.clock)
     with pytest.raises(SimulatedCrash):  # its first beat, requested, inflight
         write(crashing(table, 3), _batch([(1, 5, "live")]), "upsert")
@@ -210,14 +209,14 @@ def _lake(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
 @pytest.mark.parametrize("kind", ["cow", "mor"])
 @pytest.mark.parametrize(
     ("version", "recover"),
-    [(6, "lake rollback"), (6, "lake clean"), (6, "lake write"), (8, "lake rollback"), (8, "lake write")],
+    [(version, judge) for version in (6, 8) for judge in ("lake rollback", "lake clean", "lake write")],
 )
 def test_a_lazy_write_is_rolled_back_only_once_interval_times_tolerable_misses_passed(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, recover: str, version: int
 ) -> None:
     """Just under the expiry (two intervals and more without a beat) the write is alive: neither lake
     rollback, a clean nor the next writer rolls it back (``recover`` judges first). Just over it,
-    ``recover`` does. (Version 8: clean is not this module's subject, so not a judge there.)"""
+    ``recover`` does."""
     path = tmp_path / "t"
     table, model, beat = _lazy_table_with_a_live_write(path, kind, version)
     pending = [i.timestamp for i in table.timeline().pending]
@@ -228,8 +227,6 @@ def test_a_lazy_write_is_rolled_back_only_once_interval_times_tolerable_misses_p
         "lake clean": ("clean", str(path), "--retained", "1"),
         "lake write": ("write", str(path), "--input", str(source), "--operation", "upsert"),
     }
-    if version != 6:
-        del judges["lake clean"]
     # Just under: each judge sees a beat EXPIRY - MARGIN ago (> 2 intervals, < 3).
     for name in sorted(judges, key=lambda n: n != recover):
         _last_beat(beat, EXPIRY_MS - MARGIN_MS)

@@ -117,8 +117,7 @@ def _active_times(table: LakeTable) -> set[str]:
     return {_time_of(p.name) for p in _timeline_dir(table).iterdir() if p.is_file()}
 
 
-# Version 8 (Hudi 1.x: LSM history, 1.x clusterings) without the cleans and savepoints, which are
-# another change's on versions 8 and 9 (refused here): its merges are then never archived.
+# Version 8 too (Hudi 1.x: LSM history, 1.x clusterings).
 @pytest.mark.parametrize("version", [6, 8])
 @settings(max_examples=examples(25), derandomize=derandomized(), deadline=None)
 @given(steps=histories())
@@ -144,8 +143,6 @@ def test_merges_archival_and_savepoints_keep_rows_and_the_partition_index_exact(
     STATS["examples"] += 1
     for step in steps:
         kind = step[0]
-        if version == 8 and kind in ("clean", "savepoint", "unsavepoint"):
-            continue
         if kind == "write":
             _, op, keys = step
             if op == "insert":

@@ -321,8 +321,8 @@ def test_write_history_on_v8_ours_hudi_rs_and_model_agree(
     tmp_path_factory, table_type: str, partitioning: tuple[str, ...], hive_style: bool, steps: list[tuple]
 ) -> None:
     """The same histories on table version 8 (timeline layout 2, one log file per deltacommit,
-    slicing by completion time), compactions among them (scheduled alone too, with writes on top of
-    their plan); cleans are left out (not run on version 8 yet)."""
+    slicing by completion time), compactions (scheduled alone too, with writes on top of their plan)
+    and cleans among them, as on version 6."""
     path = str(example_dir(tmp_path_factory, "prop8") / "t")
     _history(path, {}, table_type, partitioning, hive_style, steps, table_version=8, stats=STATS_V8)
 
@@ -374,8 +374,6 @@ def _history(
         hive_style=hive_style,
         table_version=table_version,
     )
-    if table_version != 6:  # clean does not run on versions 8 and 9 yet
-        steps = [step for step in steps if step[0] != "clean"]
     model: Model | MorModel = MorModel(stats=stats) if table_type == "mor" else Model()
     history: list[tuple[str, list]] = []
     floor = ""  # instants before it may have lost files to a clean: time travel may refuse them
@@ -517,15 +515,17 @@ def test_write_histories_exercised_what_they_claim() -> None:
         assert STATS[what], f"never happened: {what}"
 
 
-def test_write_histories_on_v8_exercised_compaction() -> None:
+def test_write_histories_on_v8_exercised_compaction_and_clean() -> None:
     """Runs after the version 8 history test: compactions ran on version 8, some scheduled alone and
-    executed after writes on top of their plan."""
+    executed after writes on top of their plan, and cleans deleted files."""
     if STATS_V8["inserts"] + STATS_V8["upserts"] + STATS_V8["deletes"] < 40:
         pytest.skip("the version 8 history test did not run (or ran too few examples) in this session")
     for what in (
         "compactions",
         "compactions scheduled alone, executed after writes on their plan",
         "writes while a compaction was pending",
+        "cleans that deleted files",
+        "time travel refused after a clean",
     ):
         SUMMARY.append(f"write model, table version 8: {what}: {STATS_V8[what]}")
         assert STATS_V8[what], f"never happened on table version 8: {what}"

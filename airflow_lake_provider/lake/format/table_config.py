@@ -11,13 +11,10 @@ from airflow_lake_provider.lake.errors import TableConfigError, UnsupportedTable
 from airflow_lake_provider.lake.format.bloom_filter import BloomSettings
 from airflow_lake_provider.lake.format.timeline_paths import timeline_location
 
-SUPPORTED_TABLE_VERSION = 6  # the version this core creates and writes
+SUPPORTED_TABLE_VERSION = 6  # the version this core creates by default
 SUPPORTED_LAYOUT_VERSION = 1
 # Table versions opened, with the timeline layout each has: Hudi 1.0 (8) and 1.1 (9).
 READABLE_TABLE_VERSIONS = {6: 1, 8: 2, 9: 2}
-WRITABLE_TABLE_VERSIONS = frozenset({6})
-# Versions written (insert, upsert, delete) but not yet served by the table services.
-WRITE_ONLY_TABLE_VERSIONS = frozenset({8, 9})
 # Versions ``LakeTable.create`` makes (6 stays the default).
 CREATABLE_TABLE_VERSIONS = frozenset({6, 8, 9})
 
@@ -100,11 +97,6 @@ class TableConfig:
     properties: Mapping[str, str] = field(repr=False, compare=False)
     source: str = field(default="hoodie.properties", repr=False, compare=False)  # named in errors
     table_version: int = SUPPORTED_TABLE_VERSION
-
-    @property
-    def is_writable_version(self) -> bool:
-        """Whether this core writes tables of this version (it reads 8 and 9, writes only 6)."""
-        return self.table_version in WRITABLE_TABLE_VERSIONS
 
     @property
     def is_mor(self) -> bool:

@@ -93,8 +93,7 @@ def pending_restore(timeline: Timeline) -> tuple[Instant, dict[str, Any]] | None
 def restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None = None) -> RestoreResult:
     """Roll back every instant after ``savepoint`` (newest first); finish a pending restore first.
     ``options`` are read only for ``hoodie.metadata.enable`` (see ``metadata_table``)."""
-    with table.writing():  # versions 8/9 too
-        return _restore(table, savepoint, options)
+    return _restore(table, savepoint, options)
 
 
 def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None) -> RestoreResult:

@@ -60,7 +60,7 @@ def create_savepoint(
     savepoints before it deletes and keeps these files (``Savepoint.overrides`` names it).
     """
     validate_instant_time(instant)
-    with table.writing(), table.store.exclusive("clean", wait_seconds):  # (versions 8 and 9 too)
+    with table.store.exclusive("clean", wait_seconds):
         return _create(table, instant, user, comment)
 
 
@@ -128,11 +128,9 @@ def _pending_cleans_needing(table: LakeTable, timeline: Timeline, files: frozens
 def delete_savepoint(table: LakeTable, instant: str) -> None:
     """Drop the savepoint at ``instant``; its files become cleanable by the next clean."""
     validate_instant_time(instant)
-    with table.writing():  # (versions 8 and 9 too)
-        table.require_writable()  # (``table.store`` would refuse too, after the check below)
-        if not any(i.timestamp == instant for i in table.timeline().savepoints()):
-            raise SavepointError(f"{table.uri}: there is no completed savepoint at {instant}")
-        table.store.remove_savepoint(instant)
+    if not any(i.timestamp == instant for i in table.timeline().savepoints()):
+        raise SavepointError(f"{table.uri}: there is no completed savepoint at {instant}")
+    table.store.remove_savepoint(instant)
 
 
 __all__ = ["Savepoint", "create_savepoint", "delete_savepoint", "savepointed_files", "savepoints"]

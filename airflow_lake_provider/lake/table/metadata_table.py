@@ -181,10 +181,7 @@ def guard_mutation(
     Policy ``maintain``: nothing when the action keeps the MDT itself (``maintains``) and
     :func:`unmaintainable` finds nothing against it; otherwise ``TableConfigError``. So an action
     that maintains the MDT finds one present after this call only under ``maintain``.
-    First of all, a table of a version this core does not write (8, 9) is refused, dry run or not
-    (its plans would follow version 6's rules); ``table.store`` refuses it again as a backstop.
     """
-    table.require_writable()
     # Parsed first: a bad value fails the same way whether or not the table has an MDT today.
     policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
     state = detect(table)
@@ -231,7 +228,7 @@ def drop_metadata_table(
     # Read under the locks below; parsed now, so a bad value changes nothing (not even a lock file).
     FailedWritesConfig.from_options(table.config.properties, dict(options or {}))
     # Versions 8 and 9 too: Hudi 1.x drops its metadata table the same way.
-    with contextlib.ExitStack() as stack, table.writing():
+    with contextlib.ExitStack() as stack:
         for name in ALL_SERVICE_LOCKS:
             stack.enter_context(table.store.exclusive(name, DROP_LOCK_WAIT_SECONDS))
         # Read again under the locks: another process may have dropped it (or rewritten the file).

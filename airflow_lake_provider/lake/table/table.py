@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -13,7 +11,6 @@ import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import (
     LakeError,
-    ReadOnlyTableVersionError,
     SchemaError,
     StorageAccessError,
     StorageUnavailableError,
@@ -27,7 +24,6 @@ from airflow_lake_provider.lake.format.avro_schema import avro_to_arrow, meta_ar
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import (
     SUPPORTED_TABLE_VERSION,
-    WRITE_ONLY_TABLE_VERSIONS,
     TableConfig,
     TableType,
 )
@@ -46,9 +42,8 @@ Location = str | os.PathLike[str] | Storage
 class LakeTable:
     """A Hudi table wherever its ``Storage`` reaches; every file access goes through ``storage``.
 
-    Versions 6, 8 and 9 are read and written; table services run on version 6 only: every mutating
-    action gets the timeline store through :attr:`store`, which refuses them before anything is
-    written (see :meth:`require_writable`).
+    Versions 6, 8 and 9 are read and written, and every table service runs on each of them (the
+    version's on-disk differences live in the timeline and format layers).
     """
 
     def __init__(self, storage: Storage, config: TableConfig, clock: InstantClock = DEFAULT_CLOCK) -> None:
@@ -66,38 +61,12 @@ class LakeTable:
         # Key-lookup summaries of base file footers, by (relative path, size): base files are never
         # changed once written, so writes through this object skip re-reading footers they ruled out.
         self.footer_summaries: dict[tuple[str, int], Any] = {}
-        self._writing = 0  # depth of :meth:`writing` scopes
 
     @property
     def store(self) -> TimelineStore:
-        """The timeline store, for actions that change the table (see :meth:`require_writable`)."""
-        self.require_writable()
+        """The timeline store, for actions that change the table."""
         self._store.clock = self.clock  # callers may swap the table's clock
         return self._store
-
-    def require_writable(self) -> None:
-        """Raise unless this core may change this table now. Every write, table service, lock and
-        heartbeat goes through :attr:`store`, so this runs before anything is written.
-
-        Version 6: anything. Versions 8 and 9: only inside :meth:`writing` (an insert, upsert or
-        delete, and the metadata-table drop it may need); table services stay refused."""
-        if self.config.is_writable_version:
-            return
-        if self._writing and self.config.table_version in WRITE_ONLY_TABLE_VERSIONS:
-            return
-        raise ReadOnlyTableVersionError(
-            f"{self.uri}: table version {self.config.table_version} (Hudi 1.x): table services are not "
-            "supported on it yet (only writes: insert, upsert and delete)"
-        )
-
-    @contextlib.contextmanager
-    def writing(self) -> Iterator[None]:
-        """The scope of one write (or metadata-table drop): what versions 8 and 9 allow so far."""
-        self._writing += 1
-        try:
-            yield
-        finally:
-            self._writing -= 1
 
     @property
     def uri(self) -> str:

@@ -301,13 +301,12 @@ def run_clean(
     slicing live in the timeline and file-group layers).
     """
     config = clean_config(table, options)  # bad options fail before anything changes
-    with table.writing():
-        guard_mutation(table, "clean", options, dry_run=dry_run)
-        if not dry_run and mode != "execute":
-            _roll_back_expired_writes(table, options)
-        timeline = table.timeline()
-        held = held_back_by(timeline, config, now or _now())
-        result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister, log_scan)
+    guard_mutation(table, "clean", options, dry_run=dry_run)
+    if not dry_run and mode != "execute":
+        _roll_back_expired_writes(table, options)
+    timeline = table.timeline()
+    held = held_back_by(timeline, config, now or _now())
+    result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister, log_scan)
     if result.plan is None:
         result = replace(result, policy=config.policy)
     if not held:
@@ -325,15 +324,6 @@ def _roll_back_expired_writes(table: LakeTable, options: Mapping[str, object] | 
     if config.policy is not FailedWritesPolicy.LAZY or not eligible_failed_writes(
         table, table.timeline(), config
     ):
-        return
-    if not table.config.is_writable_version:
-        # Rollback on versions 8/9 (deleting a failed write's log files) is not this core's yet: the
-        # failed writes hold the clean back and the result names them.
-        log.warning(
-            "clean of %s: not rolling back failed writes on table version %s",
-            table.uri,
-            table.config.table_version,
-        )
         return
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         for done in rollback_failed_writes_locked(table, config):

@@ -94,8 +94,7 @@ def commit_compaction(
     Files an instant's markers name but no stat reports (failed task attempts) are removed first.
     A second committer gets ``CommitConflictError``: the completed file is create-only.
     """
-    with table.writing():  # compaction runs on table versions 6, 8 and 9
-        return _commit(table, instant, stats, timeline or table.timeline())
+    return _commit(table, instant, stats, timeline or table.timeline())
 
 
 def _commit(table: LakeTable, instant: str, stats: Sequence[WriteStat], timeline: Timeline) -> CommitMetadata:
@@ -185,8 +184,7 @@ def execute_compaction(
     ``inflight``, after each operation's ``file`` and before the ``commit`` (crash tests).
     ``options`` are read only for ``hoodie.metadata.enable`` (see ``metadata_table``).
     """
-    with table.writing():  # compaction runs on table versions 6, 8 and 9
-        return _execute(table, instant, dry_run, fault, runner, options)
+    return _execute(table, instant, dry_run, fault, runner, options)
 
 
 def _execute(

@@ -137,8 +137,7 @@ def execute_operation(
     blocks of instants committed in ``timeline`` are merged. Touches no timeline file except its
     marker, so a distributed task may call it; an error means this operation failed.
     """
-    with table.writing():  # compaction runs on table versions 6, 8 and 9 (also on a Spark executor)
-        return _execute_operation(table, timeline, schema, instant, op, token, fault)
+    return _execute_operation(table, timeline, schema, instant, op, token, fault)
 
 
 def _execute_operation(

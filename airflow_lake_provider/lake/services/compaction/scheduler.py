@@ -122,19 +122,18 @@ def schedule_compaction(
     now = now or dt.datetime.now(dt.timezone.utc)
     if not table.config.is_mor:
         return ScheduleResult(Outcome.NO_WORK, reason=f"{table.uri} is copy-on-write; nothing to compact")
-    with table.writing():  # compaction runs on table versions 6, 8 and 9
-        guard_mutation(
-            table,
-            "compaction schedule",
-            None if isinstance(options, CompactionConfig) else options,
-            dry_run=dry_run,
-        )
-        with service_lock(table, SCHEDULE_LOCK, dry_run):
-            checked = _check_base_files_unlocked(table, config, now, force)
-            # The write lock too: a writer between reading its file groups and committing would
-            # append logs to slices this plan takes over, and lose them (Hudi needs a lock provider).
-            with service_lock(table, WRITE_LOCK, dry_run):
-                return _schedule_locked(table, config, now, dry_run, instant, force, checked)
+    guard_mutation(
+        table,
+        "compaction schedule",
+        None if isinstance(options, CompactionConfig) else options,
+        dry_run=dry_run,
+    )
+    with service_lock(table, SCHEDULE_LOCK, dry_run):
+        checked = _check_base_files_unlocked(table, config, now, force)
+        # The write lock too: a writer between reading its file groups and committing would
+        # append logs to slices this plan takes over, and lose them (Hudi needs a lock provider).
+        with service_lock(table, WRITE_LOCK, dry_run):
+            return _schedule_locked(table, config, now, dry_run, instant, force, checked)
 
 
 def service_lock(table: LakeTable, service: str, dry_run: bool) -> contextlib.AbstractContextManager[None]:

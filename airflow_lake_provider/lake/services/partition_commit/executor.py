@@ -177,19 +177,18 @@ def commit_partitions(
     is an error (the CLI and operator); the sensor passes ``False`` and keeps waiting for it.
     ``force`` commits every written partition at once, whatever the trigger says (backfills).
     """
-    with table.writing():  # versions 8 and 9 too (layout-2 timeline files, see ``merge``)
-        return _commit_partitions(
-            table,
-            partitions,
-            options,
-            watermark,
-            now,
-            custom_policy,
-            metastore,
-            require_existing,
-            dry_run,
-            force,
-        )
+    return _commit_partitions(
+        table,
+        partitions,
+        options,
+        watermark,
+        now,
+        custom_policy,
+        metastore,
+        require_existing,
+        dry_run,
+        force,
+    )
 
 
 def _commit_partitions(

@@ -111,7 +111,7 @@ def merge_small_files(
     """Merge the partition's small base files into ceil(total / target) new ones (at least two inputs)."""
     if target_bytes <= 0:
         raise PartitionCommitError(f"merge-small-files: target size {target_bytes} must be positive")
-    with table.writing(), table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
+    with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
         rolled = tuple(recover_merges(table))
         timeline = table.timeline()
         inputs = small_slices(table, timeline, partition, target_bytes)

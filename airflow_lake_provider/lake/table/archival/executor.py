@@ -102,8 +102,7 @@ def archive_entry(timeline: Timeline, instant: Instant) -> dict[str, Any]:
 
 def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) -> ArchivalResult:
     """Archive what the table is due (see ``planner``); ``NO_WORK`` when nothing is."""
-    with table.writing():  # versions 8 and 9 too: the LSM history (``_archive_to_history``)
-        return _run_archival(table, options)
+    return _run_archival(table, options)
 
 
 def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> ArchivalResult:

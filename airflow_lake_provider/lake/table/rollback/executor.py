@@ -88,12 +88,11 @@ def rollback(
     """
     # Parsed first: a bad value changes nothing (no lock file, no metadata table dropped).
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
-    with table.writing():  # versions 8/9 too: what a write's own rollback does
-        guard_mutation(table, "rollback", options)
-        with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
-            if instant is not None:
-                return rollback_instant_locked(table, instant, force=force)
-            return rollback_failed_writes_locked(table, config)
+    guard_mutation(table, "rollback", options)
+    with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
+        if instant is not None:
+            return rollback_instant_locked(table, instant, force=force)
+        return rollback_failed_writes_locked(table, config)
 
 
 def eligible_failed_writes(table: LakeTable, timeline: Timeline, config: FailedWritesConfig) -> list[Instant]:

@@ -46,11 +46,10 @@ def write_file_group(
 
     ``reads``: the planning lookup's open base files (same process only), so a COW rewrite reads
     no part of its base file twice; without it the base file is opened here, once."""
-    with table.writing():  # a part of a write, also on v8/v9 (e.g. on a Spark executor)
-        if reads is not None:
-            return _GroupWriter(table, context, unit, fault, reads).run()
-        with BaseFileReads(table) as own:
-            return _GroupWriter(table, context, unit, fault, own).run()
+    if reads is not None:
+        return _GroupWriter(table, context, unit, fault, reads).run()
+    with BaseFileReads(table) as own:
+        return _GroupWriter(table, context, unit, fault, own).run()
 
 
 class _GroupWriter:

@@ -117,18 +117,17 @@ def write(
     commit, the timeline is archived (``hoodie.archive.automatic``, default true); a failed
     archival is logged and the write stands.
     """
-    with table.writing():  # versions 8 and 9: the write itself (archival opens its own scope)
-        result, archive = _write_checked(
-            table,
-            batch,
-            operation,
-            max_rows_per_file=max_rows_per_file,
-            fault=fault,
-            event_time_field=event_time_field,
-            options=options,
-            extra_metadata=extra_metadata,
-            runner=runner,
-        )
+    result, archive = _write_checked(
+        table,
+        batch,
+        operation,
+        max_rows_per_file=max_rows_per_file,
+        fault=fault,
+        event_time_field=event_time_field,
+        options=options,
+        extra_metadata=extra_metadata,
+        runner=runner,
+    )
     if not archive:
         return result
     return replace(result, archived=_archive_after_write(table, dict(options or {})))
@@ -147,7 +146,6 @@ def _write_checked(
     runner: GroupRunner | None,
 ) -> tuple[WriteResult, bool]:
     """:func:`write` up to its commit; also whether automatic archival is on."""
-    table.require_writable()  # before the index checks, which read what a v8/v9 table holds otherwise
     try:
         operation = Operation(operation)
     except ValueError:

@@ -48,7 +48,6 @@ def test_versions_6_8_9_open_with_their_layout(version: str, layout: str) -> Non
         _v9(hoodie__table__version=version, hoodie__timeline__layout__version=layout), SOURCE
     )
     assert config.table_version == int(version)
-    assert config.is_writable_version is (version == "6")
 
 
 @pytest.mark.parametrize(("version", "layout"), [("8", "1"), ("9", None), ("6", "2")])

@@ -115,18 +115,15 @@ def test_savepoints_fall_back_to_the_partition_key_when_partition_path_is_empty(
         "partitionMetadata": {"x": {"partitionPath": "", "savepointDataFile": [name]}},
         "version": 1,
     }
-    with table.writing():
-        table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
+    table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
     assert savepoints(table.timeline()) == [Savepoint(c0, frozenset({f"x/{name}"}))]
     # Records with no partitions, or a partition with no files (Java may write them): nothing kept.
     c1 = _upsert(table, [("a", "x")], 1)
     c2 = _upsert(table, [("a", "x")], 2)
     empty = {**record, "partitionMetadata": {}}
-    with table.writing():
-        table.store.create_savepoint(c1, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, empty))
+    table.store.create_savepoint(c1, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, empty))
     no_files = {**record, "partitionMetadata": {"x": {"partitionPath": "x", "savepointDataFile": []}}}
-    with table.writing():
-        table.store.create_savepoint(c2, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, no_files))
+    table.store.create_savepoint(c2, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, no_files))
     assert savepoints(table.timeline())[1:] == [Savepoint(c1, frozenset()), Savepoint(c2, frozenset())]
 
 
@@ -146,8 +143,7 @@ def test_savepoint_refusals_name_the_instant_and_change_nothing(tmp_path: Path, 
     assert str(exc.value) == f"{uri}: {missing} is not a completed commit on the timeline"
     # A pending commit is not a completed one.
     pending = "20300101000000000"
-    with table.writing():
-        table.store.create_requested(pending, Action.COMMIT)
+    table.store.create_requested(pending, Action.COMMIT)
     with pytest.raises(SavepointError) as exc:
         create_savepoint(table, pending)
     assert str(exc.value) == f"{uri}: {pending} is not a completed commit on the timeline"
@@ -276,8 +272,7 @@ def test_overrides_name_only_pending_cleans_not_completed_ones_or_pending_writes
     delete_savepoint(table, c1)
     # The completed clean's stored plan still names c1's files, and a write is pending: neither is
     # a pending clean to override (a pending commit has no clean plan to read).
-    with table.writing():
-        table.store.create_requested("20300101000000000", Action.COMMIT)
+    table.store.create_requested("20300101000000000", Action.COMMIT)
     again = create_savepoint(table, c1)
     assert again == Savepoint(c1, first.files, ())
 
@@ -296,6 +291,5 @@ def test_savepoints_take_the_partition_from_partition_path_over_the_map_key(
         "partitionMetadata": {"key-x": {"partitionPath": "x", "savepointDataFile": [name]}},
         "version": 1,
     }
-    with table.writing():
-        table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
+    table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
     assert savepoints(table.timeline()) == [Savepoint(c0, frozenset({f"x/{name}"}))]

@@ -27,9 +27,8 @@ KEYS = ["k1", "k2", "k3", "k4", "k5"]
 RETAIN_ONE = {"hoodie.cleaner.commits.retained": "1"}
 
 
-# Table-version neutral cases run on Hudi 1.x's version 8 too (merge-on-read ones need compaction,
-# which does not run on version 8 yet).
-KINDS = pytest.mark.parametrize(("kind", "version"), [("cow", 6), ("mor", 6), ("cow", 8)])
+# Table-version neutral cases run on Hudi 1.x's version 8 too.
+KINDS = pytest.mark.parametrize(("kind", "version"), [("cow", 6), ("mor", 6), ("cow", 8), ("mor", 8)])
 VERSIONS = pytest.mark.parametrize("version", [6, 8], ids=["v6", "v8"])
 
 
@@ -118,8 +117,8 @@ def test_clean_killed_after_going_inflight_then_savepoint_then_resumed(tmp_path:
     table, (_t0, t1, _t2, _t3) = _four_upserts(tmp_path, "cow", version)
     scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
     requested = pending_cleans(table.timeline())[0]
-    with table.writing():  # the crash point
-        table.store.transition_to_inflight(requested, table.timeline().read_bytes(requested))
+    # the crash point
+    table.store.transition_to_inflight(requested, table.timeline().read_bytes(requested))
     point = create_savepoint(table, t1)
     assert point.overrides == (scheduled.instant,)
     result = run_clean(table, RETAIN_ONE, mode="execute")
@@ -130,8 +129,9 @@ def test_clean_killed_after_going_inflight_then_savepoint_then_resumed(tmp_path:
     assert _rows(table, t1) == [(k, 1, "v1") for k in KEYS]
 
 
-def test_savepoint_that_no_pending_clean_needs_overrides_nothing(tmp_path: Path) -> None:
-    table, (_t0, _t1, _t2, t3) = _four_upserts(tmp_path, "mor")
+@VERSIONS
+def test_savepoint_that_no_pending_clean_needs_overrides_nothing(tmp_path: Path, version: int) -> None:
+    table, (_t0, _t1, _t2, t3) = _four_upserts(tmp_path, "mor", version)
     run_clean(table, RETAIN_ONE, mode="schedule")
     assert create_savepoint(table, t3).overrides == ()
 
@@ -160,7 +160,7 @@ def test_savepoint_waits_for_a_running_clean_and_gives_up_with_a_clear_error(
     release = threading.Event()
 
     def hold_clean_lock() -> None:
-        with table.writing(), table.store.exclusive("clean"):
+        with table.store.exclusive("clean"):
             held.set()
             release.wait(10)
 

@@ -209,11 +209,10 @@ def test_savepoint_store_files_of_layout_2_and_a_half_made_one(tmp_path: Path, v
     )
     commit = write(table, pa.table({"id": ["a"], "ts": pa.array([1], pa.int64())}), "upsert").instant
     folder = table.base_path / table.layout.folder
-    with table.writing():
-        table.store.create_requested(table.clock.next(after=table.timeline().latest_time), Action.COMMIT)
-        latest = table.timeline().latest_time
-        (folder / f"{commit}.savepoint.inflight").write_bytes(b"")  # a create that died half way
-        point = create_savepoint(table, commit, user="u")
+    table.store.create_requested(table.clock.next(after=table.timeline().latest_time), Action.COMMIT)
+    latest = table.timeline().latest_time
+    (folder / f"{commit}.savepoint.inflight").write_bytes(b"")  # a create that died half way
+    point = create_savepoint(table, commit, user="u")
     completed = table.timeline().savepoints()[0]
     assert completed == Instant(commit, State.COMPLETED, Action.SAVEPOINT, completed.completion_time)
     assert completed.completion_time is not None and completed.completion_time > latest
@@ -247,12 +246,11 @@ def test_a_pending_clustering_holds_the_earliest_commit_to_retain_back_as_a_pend
 
     commits = [upsert(ts) for ts in range(3)]
     plan = {"operationType": "CLUSTER", "clusteringPlan": None, "extraMetadata": None, "version": 1}
-    with table.writing():
-        clustering = table.store.create_requested(
-            table.clock.next(after=table.timeline().latest_time),
-            Action.CLUSTERING,
-            timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan),
-        )
+    clustering = table.store.create_requested(
+        table.clock.next(after=table.timeline().latest_time),
+        Action.CLUSTERING,
+        timeline_avro.write_avro(timeline_avro.REQUESTED_REPLACE_METADATA, plan),
+    )
     commits += [upsert(ts) for ts in range(3, 5)]
     assert commits[2] < clustering.timestamp < commits[3]
 

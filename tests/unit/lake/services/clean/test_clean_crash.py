@@ -131,7 +131,6 @@ def test_a_savepoint_killed_half_way_protects_nothing_and_is_finished_by_the_nex
     with pytest.raises(SimulatedCrash):
         delete_savepoint(crashing(table, 1), commits[0])
     assert table.timeline().savepoints() == []
-    with table.writing():
-        table.store.remove_savepoint(commits[0])
+    table.store.remove_savepoint(commits[0])
     names = os.listdir(tmp_path / "t" / table.layout.folder)
     assert [n for n in names if ".savepoint" in n] == []

@@ -135,11 +135,11 @@ def test_a_dry_run_or_an_execute_only_clean_rolls_nothing_back(tmp_path: Path, h
     assert sorted(p.name for p in (table.base_path / ".hoodie").iterdir()) == before
 
 
-def test_on_v8_a_lazy_clean_leaves_failed_writes_pending_and_names_them(
+def test_on_v8_a_lazy_clean_rolls_back_the_expired_failed_write_then_cleans(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Rollback on table version 8 (deleting a failed write's files) is not this core's yet: the clean
-    rolls nothing back, keeps what the failed write may need and names it, and cleans the rest."""
+    """Table version 8 as version 6: the failed write is rolled back first (its files deleted, a
+    completed rollback on the timeline), so it holds nothing back and the clean retains by commits."""
     table = LakeTable.create(
         tmp_path / "t",
         name="t",
@@ -152,13 +152,15 @@ def test_on_v8_a_lazy_clean_leaves_failed_writes_pending_and_names_them(
     commits = [write(table, _batch("k1", ts), "upsert").instant for ts in range(3)]
     failed = _crashed_write(table)
     commits += [write(table, _batch("k1", ts), "upsert", options=LAZY).instant for ts in range(3, 5)]
-    caplog.set_level(logging.WARNING, logger=executor.log.name)
+    caplog.set_level(logging.INFO, logger=executor.log.name)
+    caplog.clear()
 
     result = run_clean(table, {**LAZY, **EXPIRES_AT_ONCE, **RETAIN_ONE})
 
-    assert [i.timestamp for i in table.timeline().pending] == [failed]
-    assert result.held_back_by == (failed,)
-    assert f"lake rollback {table.uri}" in result.reason
-    assert result.outcome is Outcome.CLEANED
-    assert result.plan is not None and result.plan.earliest_instant_to_retain.timestamp == commits[2]
-    assert f"clean of {table.uri}: not rolling back failed writes on table version 8" in _log(caplog)
+    assert table.timeline().pending == []
+    rollbacks = table.timeline().filter([Action.ROLLBACK])
+    assert len(rollbacks) == 1 and rollbacks[0].is_completed
+    assert [p.name for p in (table.base_path / "x").iterdir() if failed in p.name] == []
+    assert (result.outcome, result.held_back_by) == (Outcome.CLEANED, ())
+    assert result.plan is not None and result.plan.earliest_instant_to_retain.timestamp == commits[-1]
+    assert _log(caplog)[0] == f"clean of {table.uri} rolled back failed write {failed} (heartbeat expired)"

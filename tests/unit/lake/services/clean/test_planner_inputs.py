@@ -68,8 +68,7 @@ def test_the_plan_lists_partitions_through_the_lister_given(tmp_path: Path, vers
 @VERSIONS
 def test_the_tables_clean_properties_apply_without_options(tmp_path: Path, version: int) -> None:
     table = cow_table(tmp_path, version)
-    with table.writing():
-        table.store.update_properties({**table.config.properties, **RETAIN_ONE})
+    table.store.update_properties({**table.config.properties, **RETAIN_ONE})
     table = LakeTable.open(tmp_path / "t")
     c0 = upsert(table, 0)
     upsert(table, 1)
@@ -140,8 +139,7 @@ def test_a_pending_write_before_the_retention_cutoff_at_the_given_now_is_reporte
         clock=InstantClock(now=lambda: start + dt.timedelta(hours=next(hours))),
     )
     never = {"hoodie.cleaner.policy.failed.writes": "NEVER"}  # the failed write stays pending
-    with table.writing():
-        table.store.update_properties({**table.config.properties, **never})
+    table.store.update_properties({**table.config.properties, **never})
     table = LakeTable.open(tmp_path / "t", clock=table.clock)
     for ts in range(3):
         upsert(table, ts)

@@ -484,12 +484,12 @@ def test_late_data_under_process_time_waits_the_delay_from_its_own_arrival(
     assert "first late write 2024-01-05T06:00:00+00:00" in due.to_dict()["partitions"][H03]["reason"]
 
 
-# Version 6 only: compaction on versions 8 and 9 is another change's (refused here).
-def test_compaction_is_not_late_data(tmp_path: Path) -> None:
+@VERSIONS
+def test_compaction_is_not_late_data(tmp_path: Path, version: int) -> None:
     from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
     from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 
-    table = _table(tmp_path / "t", table_type="mor")
+    table = _table(tmp_path / "t", table_type="mor", version=version)
     _write(table, "03", ["a"])
     _write(table, "03", ["a"])
     commit_partitions(table, [H03])
@@ -597,8 +597,7 @@ def test_cli_partition_commit_prints_json_then_no_work(
     _write(table, "04", ["b"])
     args = ["partition-commit", str(table.base_path), "--partition", H03, "--partition", H04]
     timing = ["--trigger", "partition-time", "--delay", "1 h", "--watermark", "2024-01-05T04:45:00Z"]
-    with table.writing():  # (test set-up: table properties)
-        table.store.update_properties({**table.config.properties, **PATTERN})
+    table.store.update_properties({**table.config.properties, **PATTERN})
     assert main([*args, "--policy", "success-file", *timing]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["outcome"] == "COMMITTED" and out["committed"] == [H03]
@@ -639,15 +638,11 @@ def test_write_index_waits_for_an_earlier_write_that_completes_late(tmp_path: Pa
 
     table = _table(tmp_path / "t", version=version)
     # Concurrent writers: no writer rolls back the other's pending instant (Hudi's LAZY/NEVER).
-    with table.writing():  # (test set-up: table properties)
-        table.store.update_properties(
-            {**table.config.properties, "hoodie.cleaner.policy.failed.writes": "NEVER"}
-        )
+    table.store.update_properties({**table.config.properties, "hoodie.cleaner.policy.failed.writes": "NEVER"})
     table = LakeTable.open(table.base_path, clock=table.clock)
     _write(table, "03", ["a"])
     slow = table.clock.next(after=table.timeline().latest_time)  # a write that starts first...
-    with table.writing():
-        inflight = table.store.transition_to_inflight(table.store.create_requested(slow, Action.COMMIT))
+    inflight = table.store.transition_to_inflight(table.store.create_requested(slow, Action.COMMIT))
     fast = _write(table, "04", ["b"])  # ...and one that starts later and completes before it
     commit_partitions(table, [H04], dry_run=True)
     index = load_index(table.timeline())
@@ -655,8 +650,7 @@ def test_write_index_waits_for_an_earlier_write_that_completes_late(tmp_path: Pa
     assert fast in index.seen_after
     stat = WriteStat(file_id="f", partition_path=H03, path=f"{H03}/f.parquet", num_writes=1)
     metadata = CommitMetadata("UPSERT", {H03: (stat,)}).to_bytes(avro=table.layout.has_completion_times)
-    with table.writing():
-        table.store.transition_to_completed(inflight, metadata)
+    table.store.transition_to_completed(inflight, metadata)
     result = commit_partitions(table, [H03], dry_run=True)
     assert result.to_dict()["partitions"][H03]["writes"] == 2  # the late-completing write is indexed
     index = load_index(table.timeline())
@@ -664,11 +658,11 @@ def test_write_index_waits_for_an_earlier_write_that_completes_late(tmp_path: Pa
 
 
 # -- the write index after rollback, restore and archival; daylight saving; out-of-range input -----
-# Version 6 only: rollback on versions 8 and 9 is another change's (refused here).
-def test_a_rolled_back_write_leaves_the_index(tmp_path: Path) -> None:
+@VERSIONS
+def test_a_rolled_back_write_leaves_the_index(tmp_path: Path, version: int) -> None:
     from airflow_lake_provider.lake.table.rollback.executor import rollback
 
-    table = _table(tmp_path / "t")
+    table = _table(tmp_path / "t", version=version)
     _write(table, "03", ["a"])
     only_in_04 = _write(table, "04", ["b"])
     assert commit_partitions(table, [H04], dry_run=True).to_dict()["partitions"][H04]["decision"] == "DUE"
@@ -746,8 +740,7 @@ def test_writes_archived_between_two_pokes_are_indexed_on_s3(s3_bucket: str, ver
     # hoodie.keep.* in the table's properties: every write archives above 4 commits, down to 2.
     created = _table(f"s3://{s3_bucket}/t", version=version)  # type: ignore[arg-type]
     keep = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "4"}
-    with created.writing():  # (test set-up: table properties)
-        created.store.update_properties({**created.config.properties, **keep})
+    created.store.update_properties({**created.config.properties, **keep})
     table = LakeTable.open(created.uri)
     first = _write(table, "04", ["b"])
     assert _poke(table, [H03])["missing"] == [H03]
@@ -766,12 +759,14 @@ def test_writes_archived_between_two_pokes_are_indexed_on_s3(s3_bucket: str, ver
     assert commit_partitions(table, [H03]).to_dict()["late_data"] == {H03: [late]}
 
 
-# Version 6 only: rollback on versions 8 and 9 is another change's (refused here).
-def test_a_rollback_archived_before_the_next_poke_still_takes_its_write_out(tmp_path: Path) -> None:
+@VERSIONS
+def test_a_rollback_archived_before_the_next_poke_still_takes_its_write_out(
+    tmp_path: Path, version: int
+) -> None:
     from airflow_lake_provider.lake.table.rollback.executor import rollback
     from airflow_lake_provider.lake.timeline.instant import Action
 
-    table = _table(tmp_path / "t")
+    table = _table(tmp_path / "t", version=version)
     _write(table, "04", ["b"])
     only_in_05 = _write(table, "05", ["c"])
     assert _poke(table, [H05])["partitions"][H05]["decision"] == "DUE"

@@ -142,8 +142,8 @@ def test_v8_keeps_the_last_commit_before_a_pending_write_as_hudi_1x_does(tmp_pat
     write stays active, so files the write leaves after a later rollback never predate the active
     timeline (such files would count as committed)."""
     table, instants = _table(tmp_path, "mor", 8, 8)
-    with table.writing():  # a write that died after its requested file
-        pending = table.store.create_requested(_between(instants[2], instants[3]), Action.DELTACOMMIT)
+    # a write that died after its requested file
+    pending = table.store.create_requested(_between(instants[2], instants[3]), Action.DELTACOMMIT)
     result = run_archival(table, KEEP)
     assert result.archived == tuple(instants[:2])
     assert result.keep_from == instants[2]
@@ -151,17 +151,24 @@ def test_v8_keeps_the_last_commit_before_a_pending_write_as_hudi_1x_does(tmp_pat
     assert [i.timestamp for i in table.timeline().instants] == sorted([*instants[2:], pending.timestamp])
 
 
-def test_a_savepoint_stops_archival(tmp_path: Path) -> None:
-    table, instants = _table(tmp_path, "cow", 8)
+@VERSIONS
+def test_a_savepoint_stops_archival(tmp_path: Path, version: int) -> None:
+    table, instants = _table(tmp_path, "cow", 8, version)
     create_savepoint(table, instants[1])
     result = run_archival(table, KEEP)
     assert result.archived == (instants[0],)
     assert result.limited_by == f"savepoint {instants[1]}"
 
 
-def test_archival_never_passes_the_last_cleans_earliest_retained_commit(tmp_path: Path) -> None:
+@VERSIONS
+def test_archival_never_passes_the_last_cleans_earliest_retained_commit(tmp_path: Path, version: int) -> None:
     table = LakeTable.create(
-        tmp_path / "t", name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+        tmp_path / "t",
+        name="t",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        table_version=version,
     )
     instants = [
         write(
@@ -392,15 +399,16 @@ def _parquet_names(folder: Path) -> list[str]:
 CLI_KEEP = ("--option", "hoodie.keep.min.commits=3", "--option", "hoodie.keep.max.commits=5")
 
 
+@VERSIONS
 def test_a_merge_after_a_file_versions_clean_is_archived_only_once_its_replaced_files_are_cleaned(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int
 ) -> None:
     """A clean by file versions retains no earliest commit, so only the replaced files themselves
     can hold the merge's replacecommit back: archived with them on disk, every merged row was read
     twice (ours and hudi-rs) and the next clean found nothing to delete."""
     path = tmp_path / "t"
     _lake(capsys, "init", str(path), "--table-type", "cow", "--name", "t", "--record-key", "id",
-          "--precombine", "ts", "--partition-fields", "p")  # fmt: skip
+          "--precombine", "ts", "--partition-fields", "p", "--table-version", str(version))  # fmt: skip
     for i in range(3):
         _lake_write(capsys, path, "insert", "x", [(f"k{i}{j}", i) for j in range(5)])
     _lake_write(capsys, path, "upsert", "x", [("k00", 9)])  # a second version of k0's file
@@ -460,15 +468,16 @@ def test_a_merge_after_a_file_versions_clean_is_archived_only_once_its_replaced_
     assert _lake_rows(capsys, path) == expected
 
 
+@VERSIONS
 def test_a_merge_whose_replaced_files_a_deleted_savepoint_kept_is_not_archived_with_them(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int
 ) -> None:
     """Default clean policy: the savepoint keeps the merged groups' old files from the clean, whose
     earliest retained commit is past the merge; once the savepoint is deleted, only those files can
     hold the replacecommit back (archived with them on disk, ours and hudi-rs read 13 rows, not 7)."""
     path = tmp_path / "t"
     _lake(capsys, "init", str(path), "--table-type", "cow", "--name", "t", "--record-key", "id",
-          "--precombine", "ts", "--partition-fields", "p")  # fmt: skip
+          "--precombine", "ts", "--partition-fields", "p", "--table-version", str(version))  # fmt: skip
     inserts = [
         _lake_write(capsys, path, "insert", "x", [(f"k{i}{j}", i) for j in range(2)]) for i in range(3)
     ]

@@ -10,12 +10,17 @@ the end of the session, and each module's last test asserts that its histories d
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import shutil
 from collections import Counter
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
+from hudi import HudiTableBuilder
+
+from airflow_lake_provider.lake.timeline.instant import InstantClock
 
 DEEP_EXAMPLES = 5000
 
@@ -67,3 +72,26 @@ def tally(name: str) -> Counter[str]:
 def ratio(counter: Counter[str], hits: str, total: str) -> str:
     n, d = counter[hits], counter[total]
     return f"{n}/{d} ({100 * n / d:.0f}%)" if d else f"{n}/0"
+
+
+# Rows of the histories of integer ``id`` keys: id -> (ts, v), as the model of a history keeps them.
+Model = dict[int, tuple[int, str]]
+
+
+def millisecond_clock(start: dt.datetime) -> InstantClock:
+    """A table clock that moves one millisecond per instant from ``start`` (no two instants tie)."""
+    ticks = iter(range(10**7))
+    return InstantClock(now=lambda: start + dt.timedelta(milliseconds=next(ticks)))
+
+
+def model_rows(table: pa.Table) -> Model:
+    """A read's rows as the model keeps them."""
+    if table.num_rows == 0:
+        return {}
+    return {r["id"]: (r["ts"], r["v"]) for r in table.select(["id", "ts", "v"]).to_pylist()}
+
+
+def hudi_model_rows(path: Path) -> Model:
+    """hudi-rs's snapshot of the table at ``path``, as the model keeps rows."""
+    batches = HudiTableBuilder.from_base_uri(str(path)).build().read()
+    return model_rows(pa.Table.from_batches(batches)) if batches else {}

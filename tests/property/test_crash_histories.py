@@ -13,6 +13,7 @@ model did at the commit before. The last test prints and asserts how often each 
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import os
 from pathlib import Path
 
@@ -22,7 +23,9 @@ from crash_support import crashing
 from hudi import HudiTableBuilder
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from property_support import SUMMARY, derandomized, example_dir, examples, tally
+from property_support import SUMMARY, Model, derandomized, example_dir, examples, millisecond_clock, tally
+from property_support import hudi_model_rows as _hudi
+from property_support import model_rows as _observed
 
 from airflow_lake_provider.lake.errors import RollbackError, SavepointError
 from airflow_lake_provider.lake.services.clean.executor import run_clean
@@ -34,12 +37,12 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
-from airflow_lake_provider.lake.timeline.instant import Instant, InstantClock, State
+from airflow_lake_provider.lake.timeline.instant import Instant, State
 
 EXAMPLES = int(os.environ.get("LAKE_CRASH_EXAMPLES") or examples(200))
 KEYS = [1, 2, 3, 4, 5, 6]
 START = dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
-Model = dict[int, tuple[int, str]]
+_clock = functools.partial(millisecond_clock, START)
 STATS = tally("crash histories")
 CLEAN = {"hoodie.cleaner.commits.retained": "1"}  # keeps the slices before the latest commit too
 # Keeps only the latest commit's files: the slices a forced rollback of it falls back to go.
@@ -47,22 +50,6 @@ CLEAN_VERSIONS = {
     "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
     "hoodie.cleaner.fileversions.retained": "1",
 }
-
-
-def _clock() -> InstantClock:
-    ticks = iter(range(10**7))
-    return InstantClock(now=lambda: START + dt.timedelta(milliseconds=next(ticks)))
-
-
-def _observed(table: pa.Table) -> Model:
-    if table.num_rows == 0:
-        return {}
-    return {r["id"]: (r["ts"], r["v"]) for r in table.select(["id", "ts", "v"]).to_pylist()}
-
-
-def _hudi(path: Path) -> Model:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read()
-    return _observed(pa.Table.from_batches(batches)) if batches else {}
 
 
 def _snapshot_files(path: Path) -> frozenset[str]:

@@ -10,14 +10,16 @@ write is left behind (a v8 write's log files are its own: a rollback deletes the
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from pathlib import Path
 
 import pyarrow as pa
 from crash_support import crashing
-from hudi import HudiTableBuilder
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
-from property_support import derandomized, example_dir, examples, tally
+from property_support import Model, derandomized, example_dir, examples, millisecond_clock, tally
+from property_support import hudi_model_rows as _hudi
+from property_support import model_rows as _observed
 
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.storage import SimulatedCrash
@@ -25,33 +27,16 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
-from airflow_lake_provider.lake.timeline.instant import InstantClock
 
 EXAMPLES = examples(60)
 KEYS = [1, 2, 3, 4, 5, 6]
 START = dt.datetime(2025, 6, 1, tzinfo=dt.timezone.utc)
-Model = dict[int, tuple[int, str]]
+_clock = functools.partial(millisecond_clock, START)
 STATS = tally("v8 rollback model")
 
 
 class _WriterError(Exception):
     """An error inside the write, which the writer sees (and undoes its instant for)."""
-
-
-def _clock() -> InstantClock:
-    ticks = iter(range(10**7))
-    return InstantClock(now=lambda: START + dt.timedelta(milliseconds=next(ticks)))
-
-
-def _observed(table: pa.Table) -> Model:
-    if table.num_rows == 0:
-        return {}
-    return {r["id"]: (r["ts"], r["v"]) for r in table.select(["id", "ts", "v"]).to_pylist()}
-
-
-def _hudi(path: Path) -> Model:
-    batches = HudiTableBuilder.from_base_uri(str(path)).build().read()
-    return _observed(pa.Table.from_batches(batches)) if batches else {}
 
 
 def _orphans(table: LakeTable, path: Path) -> list[str]:

@@ -3,6 +3,7 @@ HFiles and HFILE_DATA log blocks in them."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -36,3 +37,23 @@ def mdt_files(table: Path, suffix: str) -> Iterator[Path]:
     for path in sorted((table / ".hoodie" / "metadata").rglob("*")):
         if path.is_file() and suffix in path.name and "/.hoodie/metadata/.hoodie/" not in str(path):
             yield path
+
+
+def keep_files_partition_only(table: Path, also: tuple[str, ...] = ()) -> Path:
+    """Drop every MDT partition but ``files`` (and those in ``also`` the table has) from ``table``
+    as Hudi drops an index partition (``HoodieBackedTableMetadataWriter.dropMetadataPartitions``):
+    ``hoodie.table.metadata.partitions`` first, then the partition's folder (the test tables have no
+    pending ``indexing`` instant)."""
+    props = table / ".hoodie" / "hoodie.properties"
+    lines = props.read_text().splitlines()
+    key = "hoodie.table.metadata.partitions="
+    (listed,) = [line.split("=", 1)[1].split(",") for line in lines if line.startswith(key)]
+    assert "files" in listed
+    kept = [p for p in listed if p == "files" or p in also]
+    props.write_text(
+        "\n".join(key + ",".join(kept) if line.startswith(key) else line for line in lines) + "\n"
+    )
+    for folder in (table / ".hoodie" / "metadata").iterdir():
+        if folder.is_dir() and folder.name not in (*kept, ".hoodie"):
+            shutil.rmtree(folder)
+    return table

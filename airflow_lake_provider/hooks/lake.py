@@ -34,7 +34,7 @@ from airflow_lake_provider.hooks.errors import (
 from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
 from airflow_lake_provider.hooks.write import WriteHookMixin
-from airflow_lake_provider.lake.config.registry import METADATA_ENABLE
+from airflow_lake_provider.lake.config.registry import METADATA_ENABLE, METADATA_MAINTAIN
 
 if TYPE_CHECKING:
     from airflow_lake_provider.lake.services.clean.result import CleanResult
@@ -53,6 +53,7 @@ DEFAULT_SPARK_THRESHOLD = 10_000
 EXTRA_BASE_PATH = "base_path"
 # Hudi's writer option, read from the extra too: false drops a table's metadata table before an action.
 EXTRA_METADATA_ENABLE = METADATA_ENABLE.key
+EXTRA_METADATA_KEYS = (EXTRA_METADATA_ENABLE, METADATA_MAINTAIN.key)
 # S3 settings in the connection's extra, and the standard variable each one becomes. The key pair
 # is the connection's login and password; without one, the worker's own credentials (its
 # environment, web identity, container or instance role) are used.
@@ -273,10 +274,15 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         return table
 
     def connection_options(self) -> dict[str, str]:
-        """Table options the connection's extra sets for every action (only ``hoodie.metadata.enable``)."""
+        """Table options the connection's extra sets for every action (only the metadata-table
+        policy: ``hoodie.metadata.enable`` and ``lake.metadata-table.maintain``)."""
         conn = self.get_conn()
-        value = _extra(conn, EXTRA_METADATA_ENABLE) if conn is not None else None
-        return {} if value is None or value == "" else {EXTRA_METADATA_ENABLE: str(value).strip().lower()}
+        out = {}
+        for key in EXTRA_METADATA_KEYS:
+            value = _extra(conn, key) if conn is not None else None
+            if value is not None and value != "":
+                out[key] = str(value).strip().lower()
+        return out
 
     # -- clean ---------------------------------------------------------------------------------
     def clean(

@@ -140,7 +140,7 @@ class WriteHookMixin(SparkJobMixin):
         run_keys = {k: v for k, v in attempt.items() if k != META_TRY}
         with core_errors(what):
             # Here, not only in the core's write: the rollback below and a Spark write come first.
-            guard_mutation(table, f"write ({operation})", opts)
+            guard_mutation(table, f"write ({operation})", opts, maintains=True)
             source = find_input(input_path, environ={**os.environ, **self.storage_env()})  # type: ignore[attr-defined]
             rows = input_rows(source)
             rolled_back = self._roll_back_earlier_attempts(table, run_keys, opts)

@@ -134,3 +134,37 @@ def test_schedule_compaction_and_partition_commit_summaries_name_the_drop(
     assert committed["outcome"] == "COMMITTED", committed
     assert committed["metadata_table_dropped"]["partitions"] == ["files"]
     assert not (cow / ".hoodie" / "metadata").exists()
+
+
+def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_writes(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``lake.metadata-table.maintain`` in the lake connection's extra: the write hook keeps a v9
+    table's MDT (files, column_stats, partition_stats) up to date, hudi-rs lists through it."""
+    from mdt_tables import keep_files_partition_only
+
+    from airflow_lake_provider.hooks.lake import LakeHook
+    from airflow_lake_provider.lake.table.reader import read_snapshot
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from tests.unit.lake.table.test_metadata_commit import (
+        INDEXES,
+        _batch,
+        assert_consistent,
+        assert_index_consistent,
+    )
+
+    path = keep_files_partition_only(hudi_table_zip("cow_v9_txns_simple_meta"), INDEXES)
+    source = tmp_path / "in.parquet"
+    pq.write_table(_batch(read_snapshot(LakeTable.open(path)), "txn_id", "txn_ts", [0], ["hook-1"]), source)
+    before = tree_digest(path)
+    with pytest.raises(Exception, match="which this engine does not update"):
+        LakeHook().write(str(path), str(source), "insert")  # the default connection: refused
+    assert tree_digest(path) == before
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_MAINTAIN",
+        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
+    )
+    result = LakeHook(lake_conn_id="lake_maintain").write(str(path), str(source), "insert")
+    assert result["inserted"] == 1
+    assert "hook-1" in assert_consistent(path).column("txn_id").to_pylist()
+    assert_index_consistent(path)

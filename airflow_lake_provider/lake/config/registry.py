@@ -312,6 +312,14 @@ METADATA_ENABLE = Option(
     "metadata-table",
     MetadataTableConfigError,
 )
+METADATA_MAINTAIN = Option(
+    "lake.metadata-table.maintain",
+    False,
+    p.boolean,
+    "true keeps a v8/v9 table's metadata table (files, column_stats, partition_stats) up to date on writes",
+    "metadata-table",
+    MetadataTableConfigError,
+)
 
 
 def _pc_trigger(key: str, raw: str, error: type[ConfigError]) -> PartitionCommitTrigger:

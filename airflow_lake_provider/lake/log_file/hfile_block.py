@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from typing import Any
 
 import fastavro
@@ -45,8 +45,11 @@ def hfile_of_block(block: LogBlock) -> HFile:
         raise CorruptLogBlockError(f"{block.location}: HFile block unreadable: {exc}") from exc
 
 
-def decode_hfile_block(block: LogBlock) -> list[tuple[str, dict[str, Any]]]:
-    """(record key, record) of every cell of an HFILE_DATA block, in key order.
+def decode_hfile_block(
+    block: LogBlock, keys: Container[str] | None = None
+) -> list[tuple[str, dict[str, Any]]]:
+    """(record key, record) of every cell of an HFILE_DATA block (of those in ``keys``, if given),
+    in key order.
 
     The writer schema is the block's SCHEMA header, else the HFile's ``schema`` file info. A value
     of a union of several records (column stats' value wrappers) comes as ``(record name, value)``,
@@ -57,14 +60,15 @@ def decode_hfile_block(block: LogBlock) -> list[tuple[str, dict[str, Any]]]:
     hfile = hfile_of_block(block)
     text = block.header.get(HeaderKey.SCHEMA)
     schema = text if text is not None else hfile.content.info(SCHEMA_INFO)
-    return decode_hfile_cells(hfile, schema, block.location)
+    return decode_hfile_cells(hfile, schema, block.location, keys)
 
 
 def decode_hfile_cells(
-    hfile: HFile, schema_text: str | bytes | None, where: str
+    hfile: HFile, schema_text: str | bytes | None, where: str, keys: Container[str] | None = None
 ) -> list[tuple[str, dict[str, Any]]]:
     """(record key, record) of every cell of an HFile whose values are Avro records of ``schema_text``
-    (a log block's, or a metadata table base file's: its ``schema`` file info).
+    (a log block's, or a metadata table base file's: its ``schema`` file info); only the cells whose
+    key is in ``keys``, if given (the others are not decoded).
 
     :raises CorruptLogBlockError: if the schema is missing or unusable, or a record is malformed.
     """
@@ -77,6 +81,8 @@ def decode_hfile_cells(
     for row, value in hfile.content.cells:
         try:
             key = row.decode("utf-8")
+            if keys is not None and key not in keys:
+                continue
             record = fastavro.schemaless_reader(
                 io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
             )

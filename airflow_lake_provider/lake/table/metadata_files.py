@@ -13,7 +13,7 @@ larger size wins; tombstones are dropped from the result.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,10 +102,13 @@ def _latest_files_slice(mdt: Storage) -> FileSlice | None:
     return _latest_slices(mdt, FILES_PARTITION).get(FILES_GROUP)
 
 
-def read_partition_records(storage: Storage, partition: str) -> dict[str, dict[str, Any]]:
+def read_partition_records(
+    storage: Storage, partition: str, keys: Container[str] | None = None
+) -> dict[str, dict[str, Any]]:
     """Every record of an MDT partition (e.g. ``column_stats``), by key: the latest slice of each
     file group, its base file's records replaced by those of its valid log blocks in order (a later
-    record of a key replaces an earlier one; a delete block removes it).
+    record of a key replaces an earlier one; a delete block removes it). Only the records of
+    ``keys``, if given (the others are not decoded).
 
     :raises TableConfigError: if the table has no MDT.
     :raises CorruptDataFileError: if a base file or log block is unreadable.
@@ -123,15 +126,19 @@ def read_partition_records(storage: Storage, partition: str) -> dict[str, dict[s
         if piece.base_file is not None:
             rel = f"{MDT_DIR}/{piece.base_file.relative_path}"
             hfile = read_hfile(storage.read(rel), storage.uri(rel))
-            merged.update(decode_hfile_cells(hfile, hfile.content.info(SCHEMA_INFO), storage.uri(rel)))
+            merged.update(decode_hfile_cells(hfile, hfile.content.info(SCHEMA_INFO), storage.uri(rel), keys))
         blocks = [
             b for f in piece.log_files for b in read_log_blocks(storage, f"{MDT_DIR}/{f.relative_path}")
         ]
         for block in visible_blocks(blocks, committed):
             if block.block_type == BlockType.HFILE_DATA:
-                merged.update(decode_hfile_block(block))
+                merged.update(decode_hfile_block(block, keys))
             elif block.block_type == BlockType.DELETE:
-                merged.update((entry.record_key, None) for entry in decode_delete_block(block))
+                merged.update(
+                    (e.record_key, None)
+                    for e in decode_delete_block(block)
+                    if keys is None or e.record_key in keys
+                )
     return {key: record for key, record in merged.items() if record is not None}
 
 

@@ -8,7 +8,10 @@ default) or first drops the MDT exactly as a Java writer run with ``hoodie.metad
 does (``HoodieTable.maybeDeleteMetadataTable``): clear both partition keys of ``hoodie.properties``,
 then delete ``.hoodie/metadata/``. Every mutating entry point calls :func:`guard_mutation` before its
 first lock file, heartbeat, marker or instant; read-only work never does. The policy is one value
-decided here (a later ``maintain`` policy slots in beside ``refuse`` and ``drop``).
+decided here. A third policy, ``maintain`` (opt-in, ``lake.metadata-table.maintain=true``), keeps
+the MDT up to date instead (``metadata_commit``); so far only writes (insert, upsert, delete) on
+tables of version 8 and 9 whose MDT partitions are among ``files``, ``column_stats`` and
+``partition_stats`` do it: any other action, or another MDT, is refused under it as under ``refuse``.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from airflow_lake_provider.lake.config.registry import METADATA_ENABLE
+from airflow_lake_provider.lake.config.registry import METADATA_ENABLE, METADATA_MAINTAIN
 from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
@@ -37,6 +40,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ENABLE_KEY = METADATA_ENABLE.key  # Hudi's writer option; false drops the MDT
+MAINTAIN_KEY = METADATA_MAINTAIN.key  # ours; true keeps the MDT up to date where we can
+# The MDT partitions the maintain policy keeps, and the table versions it keeps them on.
+MAINTAINED_PARTITIONS = frozenset({"files", "column_stats", "partition_stats"})
+MAINTAINED_VERSIONS = frozenset({8, 9})
 PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"
 MDT_PATH = f"{HOODIE_DIR}/{METADATA_DIR}"
@@ -55,12 +62,17 @@ class MetadataTablePolicy(str, Enum):
 
     REFUSE = "refuse"  # default: raise before anything is written
     DROP = "drop"  # hoodie.metadata.enable=false: drop it as Hudi's writers do, then proceed
+    MAINTAIN = "maintain"  # lake.metadata-table.maintain=true: update it with every write
 
     @classmethod
     def from_options(cls, *layers: Mapping[str, object]) -> MetadataTablePolicy:
-        """From ``hoodie.metadata.enable`` (later layers win; Hudi's default, true, keeps the MDT)."""
+        """From ``hoodie.metadata.enable`` (later layers win; Hudi's default, true, keeps the MDT),
+        then ``lake.metadata-table.maintain`` (default false: refuse)."""
         enabled = METADATA_ENABLE.read(*layers)
-        return cls.REFUSE if enabled else cls.DROP
+        maintain = METADATA_MAINTAIN.read(*layers)  # parsed either way: a bad value always fails
+        if not enabled:
+            return cls.DROP
+        return cls.MAINTAIN if maintain else cls.REFUSE
 
 
 def _split(value: str | None) -> tuple[str, ...]:
@@ -132,13 +144,43 @@ def refusal(table: LakeTable, state: MetadataTableState, action: str) -> TableCo
     )
 
 
+def unmaintainable(table: LakeTable, state: MetadataTableState) -> str | None:
+    """Why the maintain policy cannot keep this table's MDT (None: it can)."""
+    version = table.config.table_version
+    if version not in MAINTAINED_VERSIONS:
+        return f"table version {version} (only {', '.join(map(str, sorted(MAINTAINED_VERSIONS)))} so far)"
+    if state.inflight_partitions:
+        return f"partitions being built ({', '.join(state.inflight_partitions)})"
+    others = sorted(set(state.partitions) - MAINTAINED_PARTITIONS)
+    if others or "files" not in state.partitions or not state.folder_exists:
+        kept = ", ".join(sorted(MAINTAINED_PARTITIONS))
+        return f"partitions [{', '.join(state.partitions)}] (only [{kept}] are kept so far)"
+    return None
+
+
+def maintain_refusal(table: LakeTable, state: MetadataTableState, action: str, why: str) -> TableConfigError:
+    return TableConfigError(
+        f"{action} refused: {table.uri} has Hudi's metadata table ({state.describe()}), and "
+        f"{MAINTAIN_KEY}=true cannot keep it for this action: {why}. Nothing was changed. To drop the "
+        f"metadata table as Hudi does, run with option {ENABLE_KEY}=false; {JVM_WRITERS_NOTICE}"
+    )
+
+
 def guard_mutation(
-    table: LakeTable, action: str, options: Mapping[str, object] | None = None, *, dry_run: bool = False
+    table: LakeTable,
+    action: str,
+    options: Mapping[str, object] | None = None,
+    *,
+    dry_run: bool = False,
+    maintains: bool = False,
 ) -> MetadataTableDrop | None:
     """Decide, before ``action`` takes its first lock, what it does about the table's MDT.
 
     No MDT, or a dry run: nothing. Policy ``refuse``: raise ``TableConfigError`` (nothing written).
     Policy ``drop``: drop the MDT (see :func:`drop_metadata_table`) and return what was dropped.
+    Policy ``maintain``: nothing when the action keeps the MDT itself (``maintains``) and
+    :func:`unmaintainable` finds nothing against it; otherwise ``TableConfigError``. So an action
+    that maintains the MDT finds one present after this call only under ``maintain``.
     """
     # Parsed first: a bad value fails the same way whether or not the table has an MDT today.
     policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
@@ -147,6 +189,11 @@ def guard_mutation(
         return None
     if policy is MetadataTablePolicy.REFUSE:
         raise refusal(table, state, action)
+    if policy is MetadataTablePolicy.MAINTAIN:
+        why = "it does not update the metadata table yet" if not maintains else unmaintainable(table, state)
+        if why is not None:
+            raise maintain_refusal(table, state, action, why)
+        return None
     return drop_metadata_table(table, options)
 
 

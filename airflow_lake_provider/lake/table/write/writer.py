@@ -26,7 +26,9 @@ from airflow_lake_provider.lake.format.bloom_filter import DEFAULT_SETTINGS, Blo
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, LookupStats
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter
+from airflow_lake_provider.lake.table.metadata_records import change_of_commit
+from airflow_lake_provider.lake.table.metadata_table import detect, guard_mutation
 from airflow_lake_provider.lake.table.progress import Progress
 from airflow_lake_provider.lake.table.rollback.executor import (
     discard_failed_write,
@@ -157,7 +159,8 @@ def _write_checked(
     archive = registry.ARCHIVE_AUTOMATIC.read(settings)
     if archive:
         ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
-    guard_mutation(table, f"write ({operation.value})", options)
+    guard_mutation(table, f"write ({operation.value})", options, maintains=True)
+    _kept_metadata_table(table)  # an MDT we cannot keep refuses before the lock file; again under it
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
@@ -174,6 +177,13 @@ def _write_checked(
             bloom,
         )
     return result, archive
+
+
+def _kept_metadata_table(table: LakeTable) -> MetadataTableWriter | None:
+    """The writer of the table's MDT (None: it has none). Past the guard, one is still there only
+    under the maintain policy, which keeps it up to date."""
+    state = detect(table)
+    return MetadataTableWriter.open(table.storage, table.clock, state.partitions) if state.present else None
 
 
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
@@ -201,6 +211,9 @@ def _write_locked(
     timeline = table.timeline()
     data_schema, event_times, rows = prepare_batch(table, batch, operation, timeline, event_time_field)
     timeline = _ready_timeline(table, timeline, config)
+    mdt = _kept_metadata_table(table)
+    if mdt is not None:
+        mdt.discard_orphans(timeline)
     action = Action.DELTACOMMIT if table.config.is_mor else Action.COMMIT
     instant = table.clock.next(after=timeline.latest_time)
     # The avro schema of the table (data fields only), as recorded in every commit.
@@ -225,6 +238,8 @@ def _write_locked(
                 partition_to_write_stats=stats,
                 extra_metadata={**extra, **event_times},
             )
+            if mdt is not None:  # completed before the data instant, as Hudi's writers do
+                mdt.commit_write(table.storage, table.config, timeline, inflight, change_of_commit(metadata))
             fault("commit")
             table.store.transition_to_completed(inflight, metadata.to_bytes(as_avro))
     except Exception as exc:

@@ -1,0 +1,223 @@
+"""One data instant's deltacommit on Hudi's metadata table (MDT), written as Hudi 1.x's Java writer
+writes it, before the data instant completes (the first piece of the "maintain" policy): the
+``files`` records (``metadata_records``) and, where the MDT has those partitions, the
+``column_stats`` and ``partition_stats`` records (``metadata_index``).
+
+Hudi 1.x (table versions 8 and 9) gives the MDT deltacommit of a data instant the data instant's
+own (requested) time, and its own completion time, earlier than the data instant's
+(``HoodieBackedTableMetadataWriter.commitInternal``; the 1.x test tables show both). Durable order,
+every step on the MDT's own storage and timeline (``.hoodie/metadata/``, through a ``TimelineStore``
+of the MDT): requested (empty), inflight (``HoodieCommitMetadata``, operation ``UPSERT_PREPPED``),
+one new log file per MDT file group written (``files/.files-0000-0_<instant>.log.1_0-0-0``, ...),
+each one HFILE_DATA block, then completed (the files' write stats and the records' schema without
+meta fields). The caller then completes the data instant.
+
+Readers merge an MDT block only when its MDT deltacommit completed **and** its data instant
+completed (Hudi's ``getValidInstantTimestamps``; our ``metadata_files``), so a crash at any step
+leaves every listing unchanged. What a crash leaves is cleared by the next maintained write
+(:meth:`MetadataTableWriter.discard_orphans`): an MDT deltacommit whose data instant is no longer on
+the data timeline (discarded or rolled back) goes, log files first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.file_group.file_names import LogFileName, write_token
+from airflow_lake_provider.lake.format.hfile import Dialect, HFileSettings, read_hfile
+from airflow_lake_provider.lake.format.properties import parse_properties
+from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
+from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.table.metadata_files import FILES_GROUP, FILES_PARTITION, MDT_DIR
+from airflow_lake_provider.lake.table.metadata_index import INDEX_PARTITIONS, file_groups, index_records
+from airflow_lake_provider.lake.table.metadata_records import FilesChange, Records, files_records
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, State
+from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
+from airflow_lake_provider.lake.timeline.store import PROPERTIES_FILE, TimelineStore
+
+log = logging.getLogger(__name__)
+
+# What Java's MDT write client records as the operation of every MDT deltacommit.
+MDT_OPERATION = "UPSERT_PREPPED"
+MDT_WRITE_TOKEN = write_token(0, 0, 0)
+_SOLO = "00000000000000"  # Hudi's SOLO_COMMIT_TIMESTAMP: the MDT's own initialisation instants
+_META_PREFIX = "_hoodie_"
+
+
+@dataclass(frozen=True)
+class MetadataTableWriter:
+    """Writes MDT deltacommits of a table's data instants (read once, before any write).
+
+    :param storage: the MDT's storage (``<table>/.hoodie/metadata/``).
+    :param store: the MDT's timeline store (the only writer of its ``.hoodie/``).
+    :param block_schema: the ``HoodieMetadataRecord`` schema text (with meta fields) of its blocks.
+    :param settings: the HFile settings of the MDT's own files (the Java writer's dialect).
+    :param record_schema: ``block_schema`` parsed.
+    :param commit_schema: the schema text an MDT commit records (without the meta fields).
+    :param partitions: the MDT partitions kept (``files``, and ``column_stats``/``partition_stats``).
+    """
+
+    storage: Storage
+    store: TimelineStore
+    block_schema: str
+    settings: HFileSettings
+    record_schema: Mapping[str, Any]
+    commit_schema: str
+    partitions: frozenset[str] = frozenset({FILES_PARTITION})
+
+    @classmethod
+    def open(
+        cls, data_storage: Storage, clock: InstantClock, partitions: Iterable[str] = (FILES_PARTITION,)
+    ) -> MetadataTableWriter:
+        """The MDT of the table at ``data_storage``, keeping ``partitions`` (``files`` and any of
+        ``column_stats``, ``partition_stats``); ``TableConfigError`` if it cannot be kept (no MDT
+        properties, no ``files`` base file to take the record schema and HFile dialect from, an
+        index partition without file groups)."""
+        storage = data_storage.child(MDT_DIR)
+        kept = frozenset(partitions)
+        for partition in sorted(kept - {FILES_PARTITION}):
+            if not file_groups(storage, partition):
+                raise TableConfigError(
+                    f"{storage.uri(partition)}: the metadata table partition has no file group"
+                )
+        rel = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
+        try:
+            props = parse_properties(storage.read(rel).decode("utf-8"), storage.uri(rel))
+        except FileNotFoundError:
+            raise TableConfigError(
+                f"{storage.uri(rel)} does not exist: the metadata table is incomplete"
+            ) from None
+        layout = TimelineLayout.from_properties(props, storage.uri(rel))
+        bases = sorted(
+            (
+                n
+                for n in storage.list_names(FILES_PARTITION)
+                if n.startswith(FILES_GROUP) and n.endswith(".hfile")
+            ),
+            key=lambda n: n.rsplit("_", 1)[-1],
+        )
+        if not bases:
+            raise TableConfigError(
+                f"{storage.uri(FILES_PARTITION)}: no {FILES_GROUP} base file to take the record schema from"
+            )
+        base_rel = f"{FILES_PARTITION}/{bases[-1]}"
+        hfile = read_hfile(storage.read(base_rel), storage.uri(base_rel))
+        schema = hfile.content.info(SCHEMA_INFO)
+        if schema is None:
+            raise TableConfigError(f"{storage.uri(base_rel)}: no record schema in its file info")
+        text = schema.decode("utf-8")
+        parsed = json.loads(text)
+        store = TimelineStore(storage, layout, clock)
+        return cls(storage, store, text, hfile.settings(), parsed, _without_meta_fields(parsed), kept)
+
+    def timeline(self) -> Timeline:
+        return Timeline.load(self.storage, self.store.layout)
+
+    def commit_write(
+        self, data: Storage, config: TableConfig, timeline: Timeline, instant: Instant, change: FilesChange
+    ) -> list[str]:
+        """Write and complete the MDT deltacommit of the pending data write ``instant`` (of
+        ``timeline``, which made ``change``): its ``files`` records, and its ``column_stats`` and
+        ``partition_stats`` records where the MDT has those partitions; the log files written."""
+        groups: dict[str, Mapping[str, Records]] = {
+            FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}
+        }
+        indexed = self.partitions & INDEX_PARTITIONS
+        if indexed:
+            groups.update(index_records(data, config, timeline, instant, change, indexed, self.record_schema))
+        return self.commit_records(instant.timestamp, groups)
+
+    def commit_records(self, instant: str, partitions: Mapping[str, Mapping[str, Records]]) -> list[str]:
+        """Write and complete the MDT deltacommit of data instant ``instant``: per MDT partition and
+        file group (file id), one new log file of one HFILE_DATA block holding the records (keys
+        routed to file groups by the caller, :func:`file_group_index`); the log files' MDT-relative
+        paths, in the order given."""
+        store = self.store
+        requested = store.create_requested(instant, Action.DELTACOMMIT)
+        inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_avro_bytes())
+        settings = self.settings
+        if settings.dialect is Dialect.HUDI:  # hudi-io's writer stamps the creation time
+            settings = dataclasses.replace(settings, create_time_ms=_epoch_ms(store.clock))
+        written: list[str] = []
+        stats: dict[str, tuple[WriteStat, ...]] = {}
+        for partition, groups in partitions.items():
+            for file_id, records in groups.items():
+                data = hfile_data_block(records, self.block_schema, instant, settings, schema_first=True)
+                name = LogFileName.create(file_id, instant, 1, MDT_WRITE_TOKEN).name
+                rel = f"{partition}/{name}"
+                self.storage.create(rel, data)
+                written.append(rel)
+                stats[partition] = (
+                    *stats.get(partition, ()),
+                    _log_stat(partition, file_id, rel, instant, len(records), len(data)),
+                )
+        body = CommitMetadata(MDT_OPERATION, stats, {"schema": self.commit_schema})
+        store.transition_to_completed(inflight, body.to_avro_bytes())
+        return written
+
+    def discard_orphans(self, data: Timeline) -> list[str]:
+        """Remove the MDT deltacommits whose data instant is gone from the data timeline (a write
+        that failed after its MDT deltacommit, then was discarded or rolled back): readers ignore
+        them already; they go so that the time is never mistaken for a live one. Log files first,
+        then the completed file, then the pending ones: a crash leaves a shorter orphan to finish.
+        Instants before the data timeline's first one (archived there) are left alone."""
+        on_data = {i.timestamp for i in data.instants}
+        if not on_data:
+            return []
+        first = min(on_data)
+        removed = []
+        for instant in self.timeline().filter([Action.DELTACOMMIT]):
+            t = instant.timestamp
+            if t in on_data or t <= first or t.startswith(_SOLO):
+                continue
+            for partition in self.storage.list_dir("")[1]:
+                if partition.startswith("."):  # its .hoodie/
+                    continue
+                for name in self.storage.list_names(partition):
+                    parsed = LogFileName.parse(name)
+                    if parsed is not None and parsed.base_instant == t:
+                        self.storage.delete(f"{partition}/{name}")
+            if instant.state is State.COMPLETED:
+                self.store.remove_completed(instant)
+            self.store.remove_pending(t)
+            removed.append(t)
+            log.warning("removed the metadata table's deltacommit %s: its data instant is gone", t)
+        return removed
+
+
+def _log_stat(partition: str, file_id: str, rel: str, instant: str, records: int, size: int) -> WriteStat:
+    """The write stat of a new MDT log file, as Java's append handle reports one (every record an
+    update: the MDT has no inserts; the file's own instant as its previous commit)."""
+    return WriteStat(
+        file_id=file_id,
+        partition_path=partition,
+        path=rel,
+        prev_commit=instant,
+        num_writes=records,
+        num_update_writes=records,
+        total_write_bytes=size,
+        file_size_in_bytes=size,
+        base_file="",
+        log_files=(rel.rsplit("/", 1)[-1],),
+        log_version=1,
+        log_offset=0,
+    )
+
+
+def _without_meta_fields(schema: Mapping[str, Any]) -> str:
+    """The schema a Java MDT commit records: the block schema without Hudi's meta fields, compact."""
+    fields = [f for f in schema["fields"] if not str(f.get("name", "")).startswith(_META_PREFIX)]
+    return json.dumps({**schema, "fields": fields}, separators=(",", ":"), ensure_ascii=False)
+
+
+def _epoch_ms(clock: InstantClock) -> int:
+    return int(clock.now().timestamp() * 1000)

@@ -1,0 +1,161 @@
+"""The ``column_stats`` and ``partition_stats`` records of Hudi's metadata table (MDT) for one data
+write, as Hudi 1.x's Java writer adds them to the write's MDT deltacommit.
+
+``column_stats``: one record (type 3) per indexed column of every file the write reports (base
+files from their footers, log files from their records; ``metadata_stats``). ``partition_stats``:
+per partition written, one record (type 6) per column over the files of the partition's latest
+slices as the write sees them (its own files included, as if it had completed). The files written
+before keep the ``column_stats`` records the MDT holds; a file without one is read. Each record goes
+to the file group of its partition that Java routes its key to (``file_group_index``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_lake_provider.lake.file_group.view import FileSystemView
+from airflow_lake_provider.lake.format.hash_id import column_stats_key
+from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.storage import Storage
+from airflow_lake_provider.lake.table.metadata_files import MDT_DIR, read_partition_records
+from airflow_lake_provider.lake.table.metadata_records import (
+    FilesChange,
+    Records,
+    blank_record,
+    file_group_index,
+)
+from airflow_lake_provider.lake.table.metadata_stats import (
+    COLUMN_STATS,
+    PARTITION_STATS,
+    log_column_stats,
+    parquet_column_stats,
+    partition_stats,
+    slices_seen_by,
+)
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.instant import Instant, State
+
+COLUMN_STATS_PARTITION = "column_stats"
+PARTITION_STATS_PARTITION = "partition_stats"
+GROUP_PREFIXES = {COLUMN_STATS_PARTITION: "col-stats-", PARTITION_STATS_PARTITION: "partition-stats-"}
+INDEX_PARTITIONS = frozenset(GROUP_PREFIXES)
+# A completion time after every real one: the write's own files join the slices as if completed.
+_AS_IF_COMPLETED = "99991231235959999"
+Groups = dict[str, dict[str, Records]]  # MDT partition -> file id -> records
+
+
+def file_groups(mdt: Storage, partition: str) -> list[str]:
+    """The file ids of an MDT partition (``col-stats-0000-0``, ...), in index order."""
+    prefix = GROUP_PREFIXES[partition]
+    ids = {name.lstrip(".").split("_", 1)[0] for name in mdt.list_names(partition)}
+    return sorted(i for i in ids if i.startswith(prefix))
+
+
+def _file_stats(storage: Storage, partition: str, name: str) -> dict[str, dict[str, Any]]:
+    if name.endswith(".parquet"):
+        return parquet_column_stats(storage, partition, name)
+    return log_column_stats(storage, partition, name)
+
+
+def _record(schema: Mapping[str, Any], kind: int, stats: Mapping[str, Any]) -> dict[str, Any]:
+    return {**blank_record(schema), "type": kind, "ColumnStatsMetadata": dict(stats)}
+
+
+def _route(records: Mapping[str, dict[str, Any]], ids: list[str]) -> dict[str, Records]:
+    out: dict[str, Records] = {}
+    for key, record in records.items():
+        out.setdefault(ids[file_group_index(key, len(ids))], []).append((key, record))
+    return out
+
+
+def index_records(
+    storage: Storage,
+    config: TableConfig,
+    timeline: Timeline,
+    instant: Instant,
+    change: FilesChange,
+    partitions: frozenset[str],
+    schema: Mapping[str, Any],
+) -> Groups:
+    """The records of ``partitions`` (of ``column_stats``, ``partition_stats``) for the pending
+    write ``instant`` (of ``timeline``) that made ``change``, by MDT partition and file group."""
+    mdt = storage.child(MDT_DIR)
+    new: dict[str, dict[str, Any]] = {}  # column_stats key -> stats, of the write's own files
+    by_file: dict[str, list[dict[str, Any]]] = {}  # file name -> its stats
+    for partition, part in change.partitions.items():
+        for name in part.added:
+            stats = _file_stats(storage, partition, name)
+            new.update(stats)
+            by_file[name] = list(stats.values())
+    groups: Groups = {}
+    if COLUMN_STATS_PARTITION in partitions and new:
+        records = {k: _record(schema, COLUMN_STATS, s) for k, s in new.items()}
+        groups[COLUMN_STATS_PARTITION] = _route(records, file_groups(mdt, COLUMN_STATS_PARTITION))
+    if PARTITION_STATS_PARTITION in partitions and change.partitions:
+        columns = sorted({s["columnName"] for s in new.values()})
+        stored = COLUMN_STATS_PARTITION in partitions
+        records = _partition_records(
+            storage, config, timeline, instant, change, by_file, columns, stored, schema
+        )
+        if records:
+            groups[PARTITION_STATS_PARTITION] = _route(records, file_groups(mdt, PARTITION_STATS_PARTITION))
+    return groups
+
+
+def _stored_stats(storage: Storage, keys: set[str]) -> dict[str, list[dict[str, Any]]]:
+    """File name -> the ``column_stats`` records of ``keys`` the MDT holds (a file name is unique
+    across partitions: it carries its file group's id)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for record in read_partition_records(storage, COLUMN_STATS_PARTITION, keys).values():
+        stats = record.get("ColumnStatsMetadata")
+        if record.get("type") == COLUMN_STATS and stats and not stats.get("isDeleted"):
+            out.setdefault(stats["fileName"], []).append(stats)
+    return out
+
+
+def _partition_records(
+    storage: Storage,
+    config: TableConfig,
+    timeline: Timeline,
+    instant: Instant,
+    change: FilesChange,
+    written: Mapping[str, list[dict[str, Any]]],
+    columns: list[str],
+    stored: bool,
+    schema: Mapping[str, Any],
+) -> dict[str, dict[str, Any]]:
+    """The ``partition_stats`` records of the partitions ``change`` wrote. The files the write did
+    not make take their stats from the MDT's ``column_stats`` (``stored``; only the keys of
+    ``columns``, the columns of the write's own files, are decoded) or, lacking a record per column,
+    from the file itself."""
+    done = dataclasses.replace(instant, state=State.COMPLETED)
+    if timeline.layout.has_completion_times and done.completion_time is None:
+        done = dataclasses.replace(done, completion_time=_AS_IF_COMPLETED)
+    others = tuple(i for i in timeline.instants if i.timestamp != instant.timestamp)
+    seen = dataclasses.replace(timeline, instants=tuple(sorted((*others, done))))
+    touched = list(change.partitions)
+    view = FileSystemView.build(config, seen, partitions=touched)
+    slices = {p: slices_seen_by(view, p, instant.timestamp) for p in touched}
+    wanted = {
+        column_stats_key(column, partition or ".", file.file_name)
+        for partition, pieces in slices.items()
+        for piece in pieces
+        for file in piece.files
+        if file.file_name not in written
+        for column in columns
+    }
+    known = {**(_stored_stats(storage, wanted) if stored and wanted else {}), **written}
+    out: dict[str, dict[str, Any]] = {}
+    for partition, pieces in slices.items():
+        files: list[dict[str, Any]] = []
+        for piece in pieces:
+            for file in piece.files:
+                stats = known.get(file.file_name)
+                if stats is None or len(stats) < len(columns):
+                    stats = list(_file_stats(storage, partition, file.file_name).values())
+                files += stats
+        for key, stats in partition_stats(partition or ".", files).items():
+            out[key] = _record(schema, PARTITION_STATS, stats)
+    return out

@@ -1,0 +1,115 @@
+"""The ``files`` partition records of Hudi's metadata table (MDT) for one data instant, as Hudi's
+Java writer makes them (``HoodieTableMetadataUtil.convertMetadataToFilesPartitionRecords``).
+
+A commit, deltacommit or replacecommit gives one ``__all_partitions__`` record (type 1) naming every
+partition it wrote (size 0 each: Hudi cannot tell a new partition from an old one here), and per
+partition one record (type 2) mapping each file it wrote to its size: the largest size any write
+stat reports for the file. A clean gives per partition a record of deleted files (``isDeleted``,
+size 0). Keys are partition paths, ``.`` for a non-partitioned table's root. Every other field of
+``HoodieMetadataRecord`` is null and ``key`` is empty: the key lives in the HFile cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_lake_provider.lake.table.metadata_files import (
+    ALL_PARTITIONS,
+    FILE_LIST,
+    NON_PARTITIONED,
+    PARTITION_LIST,
+)
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
+
+Records = list[tuple[str, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
+class PartitionChange:
+    """Files one data instant added to (name -> size) and deleted from one partition."""
+
+    added: Mapping[str, int] = field(default_factory=dict)
+    deleted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class FilesChange:
+    """What one data instant changed in the file listing.
+
+    :param partitions: partition path ("" for the table root) -> its change, in the order the
+        instant's metadata lists them.
+    :param listed: the partitions the ``__all_partitions__`` record names (``None``: none, no record).
+    """
+
+    partitions: Mapping[str, PartitionChange]
+    listed: tuple[str, ...] | None = None
+
+    @property
+    def file_count(self) -> int:
+        return sum(len(c.added) + len(c.deleted) for c in self.partitions.values())
+
+
+def partition_key(partition: str) -> str:
+    """The MDT key of a data partition (``getPartitionIdentifierForFilesPartition``)."""
+    return partition or NON_PARTITIONED
+
+
+def change_of_commit(metadata: CommitMetadata) -> FilesChange:
+    """The files a commit/deltacommit wrote: per partition, each file's largest reported size."""
+    changes: dict[str, PartitionChange] = {}
+    for partition, stats in metadata.partition_to_write_stats.items():
+        sizes: dict[str, int] = {}
+        for stat in stats:
+            if not stat.path:  # Hudi skips a stat without a path (an empty partition)
+                continue
+            name = stat.path.rsplit("/", 1)[-1]
+            sizes[name] = max(sizes.get(name, stat.file_size_in_bytes), stat.file_size_in_bytes)
+        changes[partition] = PartitionChange(added=sizes)
+    return FilesChange(changes, tuple(changes))
+
+
+def file_group_index(key: str, count: int) -> int:
+    """The file group (of ``count``) a record key goes to in an MDT partition with several
+    (``HoodieTableMetadataUtil.mapRecordKeyToFileGroupIndex``): Java's ``String.hashCode`` of the
+    key, then ``abs(abs(h) % count)``."""
+    data = key.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    return abs(abs(signed) % count)
+
+
+def blank_record(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``HoodieMetadataRecord`` of ``schema`` with every field null and an empty key."""
+    return {f["name"]: ("" if f["name"] == "key" else None) for f in schema["fields"]}
+
+
+def _entries(added: Mapping[str, int], deleted: Sequence[str]) -> dict[str, dict[str, Any]]:
+    entries = {name: {"size": int(size), "isDeleted": False} for name, size in added.items()}
+    entries.update({name: {"size": 0, "isDeleted": True} for name in deleted})
+    return entries
+
+
+def files_records(change: FilesChange, schema: Mapping[str, Any]) -> Records:
+    """The ``files`` partition records of ``change`` (in no particular order: a block sorts them).
+
+    :param schema: the parsed JSON of the MDT's ``HoodieMetadataRecord`` block schema.
+    """
+    records: Records = []
+    if change.listed is not None:
+        listing = {partition_key(p): {"size": 0, "isDeleted": False} for p in change.listed}
+        records.append(
+            (ALL_PARTITIONS, {**blank_record(schema), "type": PARTITION_LIST, "filesystemMetadata": listing})
+        )
+    for partition, part in change.partitions.items():
+        files = _entries(part.added, part.deleted)
+        records.append(
+            (
+                partition_key(partition),
+                {**blank_record(schema), "type": FILE_LIST, "filesystemMetadata": files},
+            )
+        )
+    return records

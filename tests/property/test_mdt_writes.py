@@ -1,0 +1,87 @@
+"""Random histories of maintained writes (``lake.metadata-table.maintain``) on copies of Spark-written
+v8/v9 tables whose metadata table keeps ``files``, ``column_stats`` and ``partition_stats``: after
+every insert, upsert and delete, hudi-rs (listing through the MDT) reads exactly our rows, our keys
+are the model's, the files partition equals a full listing and the stats partitions equal a
+recomputation."""
+
+from __future__ import annotations
+
+import shutil
+import zipfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from mdt_tables import DATA_1X, keep_files_partition_only
+from property_support import example_dir, examples, tally
+
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write import write
+from tests.unit.lake.table.test_metadata_commit import (
+    INDEXES,
+    MAINTAIN,
+    assert_consistent,
+    assert_index_consistent,
+)
+
+# (zip, record key, ordering field, new keys drawn from)
+TABLES = {
+    "cow_v9_txns_simple_meta": ("txn_id", "txn_ts", ["p-0", "p-1", "p-2"]),
+    "mdt_basic_mor_avro_v8_nonpartitioned": ("id", "longField", [9000, 9001, 9002]),
+}
+STATS = tally("maintained metadata table writes")
+_TEMPLATES: dict[str, Path] = {}
+
+
+def _template(factory, name: str) -> Path:
+    """The table unzipped once per run, its MDT down to the kept partitions."""
+    if name not in _TEMPLATES:
+        into = factory.mktemp(f"mdt-{name}")
+        with zipfile.ZipFile(DATA_1X / f"{name}.zip") as zf:
+            for member in zf.infolist():
+                if not member.filename.startswith("__MACOSX"):
+                    zf.extract(member, into)
+        (table,) = [p for p in into.iterdir() if p.is_dir() and p.name != "__MACOSX"]
+        _TEMPLATES[name] = keep_files_partition_only(table, INDEXES)
+    return _TEMPLATES[name]
+
+
+steps_st = st.lists(
+    st.tuples(st.sampled_from(["insert", "upsert", "delete"]), st.integers(0, 5), st.integers(0, 2)),
+    min_size=1,
+    max_size=4,
+)
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(name=st.sampled_from(sorted(TABLES)), steps=steps_st)
+def test_maintained_write_histories_keep_the_metadata_table(tmp_path_factory, name: str, steps: list) -> None:
+    key, ordering, new_keys = TABLES[name]
+    path = example_dir(tmp_path_factory, "mdt") / "t"
+    shutil.copytree(_template(tmp_path_factory, name), path)
+    model = set(read_snapshot(LakeTable.open(path)).column(key).to_pylist())
+    for operation, pick, fresh in steps:
+        snapshot = read_snapshot(LakeTable.open(path))
+        data = snapshot.drop_columns([c for c in snapshot.column_names if c.startswith("_hoodie_")])
+        row = data.slice(pick % data.num_rows, 1)
+        if operation == "insert" or (operation == "upsert" and fresh == 0):
+            new = new_keys[fresh]
+            if new in model:
+                continue  # an insert of a present key would duplicate it (as Hudi's insert does)
+            row = row.set_column(
+                row.column_names.index(key), key, pa.array([new], row.schema.field(key).type)
+            )
+            model.add(new)
+        elif operation == "delete":
+            model.discard(row.column(key)[0].as_py())
+        bumped = pa.array([row.column(ordering)[0].as_py() + 1], row.schema.field(ordering).type)
+        row = row.set_column(row.column_names.index(ordering), ordering, bumped)
+        write(LakeTable.open(path), row, "delete" if operation == "delete" else operation, options=MAINTAIN)
+        STATS[f"{name} {operation}"] += 1
+        ours = assert_consistent(path)
+        assert set(ours.column(key).to_pylist()) == model
+        assert pc.count_distinct(ours.column(key)).as_py() == ours.num_rows
+        assert_index_consistent(path)

@@ -16,7 +16,8 @@ import pytest
 from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
@@ -157,3 +158,24 @@ def test_an_upsert_updates_both_copies_in_a_spark_written_table(
     _, executed = run_compaction(LakeTable.open(path), DUE)
     assert executed.operations == 2
     assert _rows(_data(_judged(path))) == _rows(want)
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_key_only_in_the_logs_of_two_file_groups_is_written_in_both(version: int, tmp_path: Path) -> None:
+    """``a`` deleted, a compaction scheduled, ``a`` written again (to the logs of both new slices),
+    the compaction run: ``a`` is now in no base file and in the logs of two groups. The log search
+    finds it in both, and the next upsert reaches both."""
+    path = _key_in_two_groups(tmp_path, "mor", version)
+    write(LakeTable.open(path), _batch(["a"], 3, "gone"), "delete")
+    scheduled = schedule_compaction(LakeTable.open(path), DUE)
+    write(LakeTable.open(path), _batch(["a"], 4, "again"), "upsert")
+    assert execute_compaction(LakeTable.open(path), scheduled.instant).operations == 2
+    kept = [_batch(["b"], 1, "first"), _batch(["c"], 2, "second")]
+    assert _rows(_judged(path), DATA) == _rows(
+        pa.concat_tables([*kept, *[_batch(["a"], 4, "again")] * 2]), DATA
+    )
+    result = write(LakeTable.open(path), _batch(["a"], 5, "last"), "upsert")
+    assert result.lookup.keys_read == ()  # in no base file: found by the log search
+    want = pa.concat_tables([*kept, *[_batch(["a"], 5, "last")] * 2])
+    assert _rows(_judged(path), DATA) == _rows(want, DATA)
+    assert result.updated == 2

@@ -78,9 +78,9 @@ def locate(
     keys: pa.Array | pa.ChunkedArray,
     reads: BaseFileReads,
 ) -> tuple[dict[str, tuple[FileSlice, FileSlice]], pa.Table]:
-    """Which file group holds each of ``keys`` (Hudi's bloom index, non-global), with the (merged,
+    """Which file groups hold each of ``keys`` (Hudi's bloom index, non-global), with the (merged,
     newest) slices of each group that holds one; the table pairs each key found (column ``key``)
-    with its file id (``__lake_fid``).
+    with a file id holding it (``__lake_fid``), one row per group for a key in several.
 
     Per base file: the footer's min/max record key keeps only the keys in its range, its bloom
     filter only the keys it may hold; the record-key column is read only if a key is left, and only
@@ -144,8 +144,8 @@ def _keys_in_logs(
     keys: pa.Array,
 ) -> dict[str, pa.Array]:
     """Which of ``keys`` the visible log blocks of each group's latest slice name (data or delete), by
-    file id; a key named in two groups' logs (written so by others) goes to the first, as a key in
-    two base files does."""
+    file id; a key named in two groups' logs (written so by others) is in both, as a key in two base
+    files is: the write reaches every copy."""
     reader = SliceReader(table, timeline, pa.schema([pa.field(RECORD_KEY, pa.string())]))
     paths = [view.snapshot_logs(partition, file_id) for file_id in file_ids]
     logged = reader.log_keys_of(paths, readers=table.storage.concurrent_reads)
@@ -155,13 +155,10 @@ def _keys_in_logs(
         return {}
     owner = np.repeat(np.arange(len(file_ids)), [len(k) for k in logged])
     where = np.flatnonzero(named.to_numpy(zero_copy_only=False))
-    first: dict[str, int] = {}
+    by_group: dict[str, set[str]] = {}
     for key, at in zip(every.take(where).to_pylist(), owner[where].tolist(), strict=True):
-        first.setdefault(key, at)
-    by_group: dict[str, list[str]] = {}
-    for key, at in first.items():
-        by_group.setdefault(file_ids[at], []).append(key)
-    return {file_id: pa.array(found, pa.string()) for file_id, found in by_group.items()}
+        by_group.setdefault(file_ids[at], set()).add(key)  # a key in several blocks of a slice: once
+    return {file_id: pa.array(sorted(found), pa.string()) for file_id, found in by_group.items()}
 
 
 class BaseFileReads:

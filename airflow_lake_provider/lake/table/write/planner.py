@@ -63,13 +63,32 @@ def plan_file_groups(
                     new_rows.slice(start, max_rows_per_file),
                     first_in_partition=start == 0,
                 )
-        for fid in sorted(set(old_rows.column("__lake_fid").to_pylist())):
-            group_rows = old_rows.filter(pc.equal(old_rows.column("__lake_fid"), fid)).drop_columns(
-                ["__lake_fid"]
-            )
+        for fid, group_rows in _rows_by_group(old_rows, held):
             merged, newest = groups[fid]
             if table.config.is_mor:
                 add(partition, GroupKind.APPEND, fid, group_rows, merged=merged, newest=newest)
             else:
                 add(partition, GroupKind.MERGE, fid, group_rows, merged=merged)
     return units
+
+
+def _rows_by_group(old_rows: pa.Table, held: pa.Table) -> list[tuple[str, pa.Table]]:
+    """The rows of ``old_rows`` (keys found, ``__lake_fid``: one group holding each) by file id.
+
+    A key the partition holds in several file groups (Spark's ``insert`` and ``bulk_insert`` do not
+    look keys up, so they can write one) goes to every group that holds it, as Hudi's non-global
+    bloom and simple indexes tag a record with each location found: the delete or update reaches
+    every copy. The batch's keys are unique, so ``held`` has more rows than ``old_rows`` only when
+    the table holds a key twice."""
+    if held.num_rows == old_rows.num_rows:  # the common case: one group per key, as located
+        fids = old_rows.column("__lake_fid")
+        return [
+            (fid, old_rows.filter(pc.equal(fids, fid)).drop_columns(["__lake_fid"]))
+            for fid in sorted(set(fids.to_pylist()))
+        ]
+    rows = old_rows.drop_columns(["__lake_fid"])
+    keys, owners = held.column("key").combine_chunks(), held.column("__lake_fid").combine_chunks()
+    return [
+        (fid, rows.filter(pc.is_in(rows.column(_KEY), value_set=keys.filter(pc.equal(owners, fid)))))
+        for fid in sorted(set(owners.to_pylist()))
+    ]

@@ -127,7 +127,8 @@ def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> Arc
             )
         if plan is not None and not plan.instants:  # due by the count, but every instant must stay
             if not live:  # (else the reason names the replacecommit already)
-                reason = f"{reason}; nothing older than {plan.keep_from} may go (limited by {plan.limited_by})"
+                why = f"nothing older than {plan.keep_from} may go (limited by {plan.limited_by})"
+                reason = f"{reason}; {why}"
             if not finished:
                 log.info("archival of %s: nothing to archive (%s)", table.uri, reason)
                 return ArchivalResult(

@@ -130,9 +130,7 @@ def _kept_for_compaction(timeline: Timeline, max_delta_commits: int) -> str | No
     compactions = timeline.filter([Action.COMMIT], [State.COMPLETED])
     anchor = compactions[-1].timestamp if compactions else None
     deltas = [
-        i.timestamp
-        for i in timeline.filter([Action.DELTACOMMIT])
-        if anchor is None or i.timestamp > anchor
+        i.timestamp for i in timeline.filter([Action.DELTACOMMIT]) if anchor is None or i.timestamp > anchor
     ]
     if len(deltas) < max_delta_commits or not deltas:
         return anchor if anchor is not None else (deltas[0] if deltas else None)

@@ -186,7 +186,11 @@ def test_full_history_levels_are_compacted_and_cleaned_after_an_archival(tmp_pat
     level1 = f"{instants[0]}_{instants[19]}_1.parquet"
     for n in range(12):  # two more commits archived per run
         active = len(LakeTable.open(path).timeline().completed_commits)
-        keep = {**KEEP, "hoodie.keep.min.commits": str(active - 2), "hoodie.keep.max.commits": str(active - 1)}
+        keep = {
+            **KEEP,
+            "hoodie.keep.min.commits": str(active - 2),
+            "hoodie.keep.max.commits": str(active - 1),
+        }
         result = run_archival(LakeTable.open(path), keep)
         assert (result.archived, result.archive_file) == (tuple(instants[2 * n : 2 * n + 2]), level0[n])
         if n == 10:  # compacted by the tenth, still named by the snapshots kept
@@ -323,7 +327,11 @@ def test_a_crash_at_every_step_of_an_archival_that_compacts_the_history(tmp_path
     def two_more(path: Path) -> dict[str, str]:
         """Options that archive the two oldest active commits."""
         active = len(LakeTable.open(path).timeline().completed_commits)
-        return {**KEEP, "hoodie.keep.min.commits": str(active - 2), "hoodie.keep.max.commits": str(active - 1)}
+        return {
+            **KEEP,
+            "hoodie.keep.min.commits": str(active - 2),
+            "hoodie.keep.max.commits": str(active - 1),
+        }
 
     for n in range(9):  # nine archivals of two instants each
         assert run_archival(LakeTable.open(seed.base_path), two_more(seed.base_path)).archived == tuple(

@@ -20,8 +20,8 @@ from airflow_lake_provider.lake.file_group.builder import (
     index_slices,
     list_partitions,
     list_table,
+    log_slot,
     slice_instant,
-    slot_for_log,
 )
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName
 from airflow_lake_provider.lake.file_group.model import FileGroup, FileSlice
@@ -261,7 +261,7 @@ def _slotted_by_completion(
     return [
         (name, at)
         if BaseFileName.parse(name) is not None
-        else (name, slot_for_log(bases, timeline.completion_time(at) or at, at))
+        else (name, log_slot(bases, at, timeline))
         for name, at in named
     ]
 

@@ -259,9 +259,7 @@ def _slotted_by_completion(
     among the group's base files and ``other_bases`` (a layout-2 log name carries its own write's time)."""
     bases = sorted({at for name, at in named if BaseFileName.parse(name) is not None} | set(other_bases))
     return [
-        (name, at)
-        if BaseFileName.parse(name) is not None
-        else (name, log_slot(bases, at, timeline))
+        (name, at) if BaseFileName.parse(name) is not None else (name, log_slot(bases, at, timeline))
         for name, at in named
     ]
 

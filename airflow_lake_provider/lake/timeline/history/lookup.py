@@ -99,7 +99,6 @@ class ArchivedLookup:
                 self._entries_until = until
             return [e for e in self._entries if e.instant.instant_time <= until]
 
-
     def _read(self, read: Callable[[], list[_T]], needed: str) -> list[_T]:
         """``read()``; a damaged history file is named with what the read needed from it."""
         try:

@@ -128,7 +128,7 @@ def _slot_by_completion(
         bases = sorted(index.get(key, {}))
         if key in compacting:
             bases = sorted({*bases, compacting[key][0]})
-        slot = slot_for_log(bases, timeline.completion_time(at) or at, at)
+        slot = log_slot(bases, at, timeline)
         slotted.setdefault((file_id, slot), []).extend(found)
     for found in slotted.values():
         found.sort(key=lambda entry: _log_order(entry[0]))
@@ -140,6 +140,16 @@ def slot_for_log(bases: Sequence[str], completion: str, own: str) -> str:
     of the sorted ``bases`` not after it; a log before every base file starts a slice of its own."""
     at = bisect.bisect_right(bases, completion)
     return bases[at - 1] if at else own
+
+
+def log_slot(bases: Sequence[str], at: str, timeline: Timeline) -> str:
+    """:func:`slot_for_log` of the layout-2 log written by the deltacommit requested at ``at``. Its
+    completion time is asked for only when a base file is later than ``at`` (a log completes after
+    its request, so only then can it belong to a later slice): for an archived deltacommit that
+    reads the LSM history, which most reads thus never open."""
+    if not bases or bases[-1] <= at:
+        return slot_for_log(bases, at, at)
+    return slot_for_log(bases, timeline.completion_time(at) or at, at)
 
 
 def _log_order(name: str) -> tuple[str, int, str]:

@@ -20,8 +20,8 @@ from airflow_lake_provider.lake.file_group.builder import (
     index_slices,
     list_partitions,
     list_table,
+    log_slot,
     slice_instant,
-    slot_for_log,
 )
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName
 from airflow_lake_provider.lake.file_group.model import FileGroup, FileSlice
@@ -259,9 +259,7 @@ def _slotted_by_completion(
     among the group's base files and ``other_bases`` (a layout-2 log name carries its own write's time)."""
     bases = sorted({at for name, at in named if BaseFileName.parse(name) is not None} | set(other_bases))
     return [
-        (name, at)
-        if BaseFileName.parse(name) is not None
-        else (name, slot_for_log(bases, timeline.completion_time(at) or at, at))
+        (name, at) if BaseFileName.parse(name) is not None else (name, log_slot(bases, at, timeline))
         for name, at in named
     ]
 

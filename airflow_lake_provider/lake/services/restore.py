@@ -1,10 +1,11 @@
 """Restore: roll the table back to a savepoint (Hudi's ``restore`` action).
 
 Durable order: ``<r>.restore.requested`` (``HoodieRestorePlan``: every write and compaction after the
-savepoint, newest first) -> ``<r>.restore.inflight`` -> one rollback per instant, newest first (each
-its own resumable ``.rollback``) -> ``<r>.restore`` (``HoodieRestoreMetadata`` holding each
-rollback's metadata). A crash leaves a pending restore that ``restore`` finishes from its plan;
-writers refuse to start while one is pending. Irreversible: the rolled-back writes are gone.
+savepoint, pending clusterings first, then newest first) -> ``<r>.restore.inflight`` -> one
+rollback per instant, in the plan's order (each its own resumable ``.rollback``) -> ``<r>.restore``
+(``HoodieRestoreMetadata`` holding each rollback's metadata). A crash leaves a pending restore that
+``restore`` finishes from its plan; writers refuse to start while one is pending. Irreversible: the
+rolled-back writes are gone.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from airflow_lake_provider.lake.table.metadata_table import guard_mutation
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     finish_pending_locked,
+    is_clustering,
     rollback_instant_locked,
 )
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
@@ -41,19 +43,26 @@ class RestoreResult:
 
 
 def _to_undo(timeline: Timeline, savepoint: str, is_mor: bool) -> list[Instant]:
-    """Writes and compactions after the savepoint, newest first.
+    """What a restore rolls back, in order: as Hudi's restore planner (0.x and 1.x), first the
+    pending clusterings requested after the savepoint, newest first, then every other write and
+    compaction after the savepoint, newest first.
 
     Versions 8/9 (as Hudi 1.x's restore planner): "after" and "newest" by completion time, pending
     instants (no completion time) newest of all; on a merge-on-read table a compaction compares by
     requested time (completing after a later deltacommit, it still came before it: that
     deltacommit's logs belong to its slice)."""
+    clustering = [
+        i for i in reversed(timeline.pending) if i.timestamp > savepoint and is_clustering(timeline, i)
+    ]
+    first = {i.timestamp for i in clustering}
     writes = [
         i
         for i in timeline.instants
-        if i.action in ROLLBACK_ACTIONS or i.action is Action.COMPACTION or timeline.is_compaction(i)
+        if (i.action in ROLLBACK_ACTIONS or i.action is Action.COMPACTION or timeline.is_compaction(i))
+        and i.timestamp not in first
     ]
     if not timeline.layout.has_completion_times:
-        return [i for i in reversed(writes) if i.timestamp > savepoint]
+        return clustering + [i for i in reversed(writes) if i.timestamp > savepoint]
     point = timeline.completion_time(savepoint) or savepoint
 
     def after(i: Instant) -> bool:
@@ -66,7 +75,7 @@ def _to_undo(timeline: Timeline, savepoint: str, is_mor: bool) -> list[Instant]:
     ordered = sorted(completed, key=lambda i: (i.completion_time or "", i.timestamp)) + sorted(
         pending, key=lambda i: i.timestamp
     )
-    return [i for i in reversed(ordered) if after(i)]
+    return clustering + [i for i in reversed(ordered) if after(i)]
 
 
 def _check(table: LakeTable, timeline: Timeline, savepoint: str) -> list[Instant]:

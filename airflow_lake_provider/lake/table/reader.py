@@ -424,9 +424,10 @@ def _timeline_as_of(table: LakeTable, timeline: Timeline, as_of: str) -> Timelin
     if timeline.history is not None:
         return timeline.with_history(as_of)
     if timeline.has_archive():
+        commits = timeline.completed_commits
         raise InstantArchivedError(
             f"{table.uri}: cannot read as of {as_of}: the timeline up to it is archived; the earliest "
-            f"instant that can still be read is {first}"
+            f"instant that can still be read is {commits[0].timestamp if commits else first}"
         )
     return timeline
 
@@ -439,7 +440,7 @@ def _check_readable(table: LakeTable, view: FileSystemView, as_of: str, partitio
     if not missing:
         return
     partition, file_id, at = missing[0]
-    earliest = timeline.earliest_retained()
+    earliest = _earliest_readable(timeline)
     points = [i.timestamp for i in timeline.savepoints()]
     raise SnapshotCleanedError(
         f"{table.uri}: cannot read as of {as_of}: a clean removed the file slice {at} of file group "
@@ -447,6 +448,17 @@ def _check_readable(table: LakeTable, view: FileSystemView, as_of: str, partitio
         f"instant that can still be read is {earliest or 'unknown'}"
         + (f", or a savepoint: {', '.join(points)}" if points else "")
     )
+
+
+def _earliest_readable(timeline: Timeline) -> str | None:
+    """The first completed commit at or after the last clean's earliest retained commit (a restore
+    may have rolled that one back since), else the latest completed commit: an instant on the
+    timeline that a read as of finds whole."""
+    earliest = timeline.earliest_retained()
+    commits = [i.timestamp for i in timeline.completed_commits]
+    if earliest is None or not commits:
+        return earliest
+    return next((t for t in commits if t >= earliest), commits[-1])
 
 
 def sort_by_key(table: pa.Table) -> pa.Table:

@@ -17,6 +17,23 @@ def join_partition(partition: str, name: str) -> str:
 
 
 @dataclass(frozen=True)
+class RuntimeStats:
+    """Hudi's ``HoodieWriteStat.RuntimeStats`` (milliseconds), as its compaction records them: the
+    log scan, and the new base file's write (create without an old base file, upsert with one)."""
+
+    total_scan_time: int = 0
+    total_create_time: int = 0
+    total_upsert_time: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "totalScanTime": self.total_scan_time,
+            "totalUpsertTime": self.total_upsert_time,
+            "totalCreateTime": self.total_create_time,
+        }
+
+
+@dataclass(frozen=True)
 class WriteStat:
     """What one write did to one file group (Spark 0.14's field set, so Java tools parse it)."""
 
@@ -38,6 +55,8 @@ class WriteStat:
     total_log_files_compacted: int = 0
     total_log_size_compacted: int = 0
     total_updated_records_compacted: int = 0
+    prev_base_file: str | None = None  # (compaction) the name of the base file it replaced
+    runtime_stats: RuntimeStats | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -63,8 +82,10 @@ class WriteStat:
             "fileSizeInBytes": self.file_size_in_bytes,
             "minEventTime": None,
             "maxEventTime": None,
-            "runtimeStats": None,
+            "runtimeStats": self.runtime_stats.to_json() if self.runtime_stats else None,
         }
+        if self.prev_base_file is not None:  # (Jackson readers of 0.14 ignore it, 0.15 on read it)
+            out["prevBaseFile"] = self.prev_base_file
         if self.log_files is not None:
             out.update(
                 logVersion=self.log_version,
@@ -79,9 +100,10 @@ class WriteStat:
         """The ``HoodieWriteStat`` record of Hudi 1.x; what we do not track stays null (or 0 where
         Spark writes 0), as Spark leaves it for such files."""
         out = self.to_json()
-        for key in ("recordsStats", "prevBaseFile", "totalLogFiles"):
+        for key in ("recordsStats", "totalLogFiles"):
             out.pop(key, None)
-        out.update(numUpdates=0, totalLogReadTimeMs=0)
+        scan = self.runtime_stats.total_scan_time if self.runtime_stats else 0  # (1.x: the log scan's)
+        out.update(numUpdates=0, totalLogReadTimeMs=scan, prevBaseFile=self.prev_base_file)
         return out
 
     @classmethod
@@ -112,7 +134,19 @@ class WriteStat:
             total_log_files_compacted=int(data.get("totalLogFilesCompacted") or 0),
             total_log_size_compacted=int(data.get("totalLogSizeCompacted") or 0),
             total_updated_records_compacted=int(data.get("totalUpdatedRecordsCompacted") or 0),
+            prev_base_file=data.get("prevBaseFile") if isinstance(data.get("prevBaseFile"), str) else None,
+            runtime_stats=_runtime_stats(data.get("runtimeStats")),
         )
+
+
+def _runtime_stats(data: object) -> RuntimeStats | None:
+    if not isinstance(data, Mapping):
+        return None
+    return RuntimeStats(
+        int(data.get("totalScanTime") or 0),
+        int(data.get("totalCreateTime") or 0),
+        int(data.get("totalUpsertTime") or 0),
+    )
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 import pyarrow as pa
@@ -30,7 +31,7 @@ from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.stream import read_ahead
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
-from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat, join_partition
+from airflow_lake_provider.lake.timeline.commit_metadata import RuntimeStats, WriteStat, join_partition
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 from airflow_lake_provider.lake.timeline.markers import IOType
 
@@ -151,6 +152,7 @@ def _execute_operation(
 ) -> WriteStat:
     slice_ = plan_slice(table, op, timeline)
     reader = SliceReader(table, timeline, schema, as_of=None)
+    started = time.monotonic()
     items = reader.log_items(slice_.log_files)
     config = table.config
     merge = (
@@ -166,10 +168,16 @@ def _execute_operation(
     relative = join_partition(op.partition, name)
     log_keys = [i.keys for i in items if isinstance(i, DataItem)]
     touched = pc.unique(pa.concat_arrays(log_keys)) if log_keys else pa.array([], pa.string())
+    scanned = time.monotonic()
     out = _SliceMerge(table, reader, slice_, merge, touched, schema, name)
     rows, size = store_base_parts(
         table.storage, relative, schema, out.parts(), config.bloom_settings, out.previous
     )
+    # As Hudi's compactor: the log scan's time, and the write's as the merge (upsert) or create
+    # handle's, whichever made the file.
+    scan_ms, write_ms = int((scanned - started) * 1000), int((time.monotonic() - scanned) * 1000)
+    previous = slice_.base_file.file_name if slice_.base_file is not None else None
+    runtime = RuntimeStats(scan_ms, 0 if previous else write_ms, write_ms if previous else 0)
     fault("file")
     log.debug("compaction %s: %s -> %s (%d rows)", instant, op.file_id, relative, rows)
     return WriteStat(
@@ -187,6 +195,8 @@ def _execute_operation(
         total_log_files_compacted=len(slice_.log_files),
         total_log_size_compacted=slice_.total_log_size,
         total_updated_records_compacted=out.updated,
+        prev_base_file=previous,
+        runtime_stats=runtime,
     )
 
 

@@ -115,16 +115,30 @@ def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> Arc
         finished = _finish_interrupted(table, timeline)
         if finished:
             timeline = table.timeline()
-        earliest = timeline.earliest_retained()
-        plan = plan_archival(timeline, config, earliest)
+        earliest, mor = timeline.earliest_retained(), table.config.is_mor
+        plan = plan_archival(timeline, config, earliest, merge_on_read=mor)
         reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
         live = _replaces_with_files(table, timeline, plan.instants) if plan is not None else []
         if live:
-            plan = plan_archival(timeline, config, earliest, live)
+            plan = plan_archival(timeline, config, earliest, live, merge_on_read=mor)
             reason = (
                 f"replacecommit {min(live)}: its replaced file groups still have files (a clean "
                 f"removes them; archived, it would no longer hide them from readers)"
             )
+        if plan is not None and not plan.instants:  # due by the count, but every instant must stay
+            if not live:  # (else the reason names the replacecommit already)
+                why = f"nothing older than {plan.keep_from} may go (limited by {plan.limited_by})"
+                reason = f"{reason}; {why}"
+            if not finished:
+                log.info("archival of %s: nothing to archive (%s)", table.uri, reason)
+                return ArchivalResult(
+                    Outcome.NO_WORK,
+                    keep_from=plan.keep_from,
+                    limited_by=plan.limited_by,
+                    duration_seconds=time.monotonic() - started,
+                    reason=reason,
+                )
+            plan = None
         if plan is None and finished:
             reason = f"finished an interrupted archival; then nothing more to archive ({reason})"
             keep = timeline.instants[0].timestamp if timeline.instants else None

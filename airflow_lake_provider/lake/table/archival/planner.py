@@ -11,6 +11,16 @@ old rows would be read again besides their rewritten copies, and no clean would 
 more. Neither the last clean's bound (a clean by file versions retains no commit) nor a savepoint
 (deleted after the clean it held back) is enough to keep such a replacecommit active.
 
+On a merge-on-read table whose compaction trigger counts delta commits, archival keeps the delta
+commits since the last completed compaction active while fewer than ``max_delta_commits`` of them
+are (else the newest ``max_delta_commits``), and that compaction with them: archived, they would no
+longer be counted and compaction would come late (Hudi's ``CompactionUtils``
+``getOldestInstantToRetainForCompaction``, 1.x ``getEarliestInstantToRetainForCompaction``: pending
+delta commits count too). Hudi applies it for NUM_COMMITS and NUM_AND_TIME only and its 0.x line
+also takes a replacecommit as the last compaction; here every trigger that counts delta commits
+keeps them, and only a ``commit`` ends the count, as the compaction trigger counts: both keep at
+least what Hudi keeps.
+
 Table versions 8 and 9 (Hudi 1.x's ``TimelineArchiverV2``) also keep the last completed commit
 before the earliest pending write active. Unlike Hudi 1.x, which archives only commits, cleans and
 rollbacks, every completed instant older than the first kept commit is archived on every version:
@@ -22,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from airflow_lake_provider.lake.config.registry import KEEP_MIN_COMMITS
+from airflow_lake_provider.lake.config.registry import COMPACT_MAX_DELTA_COMMITS, KEEP_MIN_COMMITS
+from airflow_lake_provider.lake.config.values import TriggerStrategy
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
@@ -42,7 +53,8 @@ _WRITE_ACTIONS = frozenset(
 
 @dataclass(frozen=True)
 class ArchivalPlan:
-    """Instants to archive (completed, oldest first) and the first instant time that stays active."""
+    """Instants to archive (completed, oldest first) and the first instant time that stays active;
+    no instants: archival is due by the commit count, but ``limited_by`` keeps every one active."""
 
     instants: tuple[Instant, ...]
     keep_from: str
@@ -54,11 +66,14 @@ def plan_archival(
     config: ArchivalConfig,
     earliest_retained: str | None,
     live_replaces: Iterable[str] = (),
+    *,
+    merge_on_read: bool = False,
 ) -> ArchivalPlan | None:
-    """The archival a table is due, or ``None``.
+    """The archival a table is due, or ``None`` when the commit count does not call for one.
 
     :param earliest_retained: the earliest commit the last completed clean retained, if any.
     :param live_replaces: completed replacecommits whose replaced file groups still have files.
+    :param merge_on_read: keep the delta commits the compaction trigger counts (see above).
     """
     commits = timeline.completed_commits
     if len(commits) <= config.max_commits:
@@ -81,6 +96,16 @@ def plan_archival(
                     f"the last commit before pending {writes[0].action.value} {writes[0].timestamp}",
                 )
             )
+    if merge_on_read and config.compaction_trigger is not TriggerStrategy.TIME_ELAPSED:
+        kept = _kept_for_compaction(timeline, config.max_delta_commits)
+        if kept is not None:
+            bounds.append(
+                (
+                    kept,
+                    f"the delta commits the compaction trigger counts ({config.compaction_trigger.value}, "
+                    f"{COMPACT_MAX_DELTA_COMMITS.key}={config.max_delta_commits})",
+                )
+            )
     points = timeline.savepoints()
     if points:
         bounds.append((points[0].timestamp, f"savepoint {points[0].timestamp}"))
@@ -95,4 +120,18 @@ def plan_archival(
         for i in timeline.instants
         if i.timestamp < cut and i.state is State.COMPLETED and i.action is not Action.SAVEPOINT
     )
-    return ArchivalPlan(archived, cut, why) if archived else None
+    return ArchivalPlan(archived, cut, why)
+
+
+def _kept_for_compaction(timeline: Timeline, max_delta_commits: int) -> str | None:
+    """The first instant to keep so that the delta commits since the last completed compaction (any
+    state) stay countable: that compaction (or the first delta commit) while fewer than
+    ``max_delta_commits`` follow it, else the oldest of the newest ``max_delta_commits``."""
+    compactions = timeline.filter([Action.COMMIT], [State.COMPLETED])
+    anchor = compactions[-1].timestamp if compactions else None
+    deltas = [
+        i.timestamp for i in timeline.filter([Action.DELTACOMMIT]) if anchor is None or i.timestamp > anchor
+    ]
+    if len(deltas) < max_delta_commits or not deltas:
+        return anchor if anchor is not None else (deltas[0] if deltas else None)
+    return deltas[min(len(deltas) - max_delta_commits, len(deltas) - 1)]

@@ -100,14 +100,18 @@ def eligible_failed_writes(table: LakeTable, timeline: Timeline, config: FailedW
     if config.policy is FailedWritesPolicy.NEVER:
         return []
     # A pending clustering is a table service, finished by its own runner: never a failed write.
-    pending = [i for i in failed_writes(timeline) if not _is_clustering(timeline, i)]
+    pending = [i for i in failed_writes(timeline) if not is_clustering(timeline, i)]
     if config.policy is FailedWritesPolicy.LAZY:
         now = now_ms()
         pending = [i for i in pending if heartbeat_expired(table.store, i.timestamp, config, now)]
     return pending
 
 
-def _is_clustering(timeline: Timeline, instant: Instant) -> bool:
+def is_clustering(timeline: Timeline, instant: Instant) -> bool:
+    """A clustering: a ``clustering`` instant (versions 8/9), or a replacecommit whose requested
+    file holds a clustering plan (an insert_overwrite's holds none)."""
+    if instant.action is Action.CLUSTERING:
+        return True
     if instant.action is not Action.REPLACECOMMIT:
         return False
     requested = Instant(instant.timestamp, State.REQUESTED, Action.REPLACECOMMIT)

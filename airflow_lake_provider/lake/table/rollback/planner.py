@@ -51,7 +51,7 @@ def check_target(
 ) -> Instant:
     """The instant to roll back, or ``RollbackError`` saying why it may not be.
 
-    ``compaction``: a pending compaction may be rolled back too (restore, newest first, does).
+    ``compaction``: a pending compaction or clustering may be rolled back too (a restore does).
     ``any_order``: a completed commit need not be the latest (a v8/v9 restore's plan orders them).
     """
     instant = timeline.get(instant_time)
@@ -60,6 +60,8 @@ def check_target(
         raise RollbackError(f"{where}: there is no instant {instant_time} on the timeline")
     if instant.action is Action.COMPACTION and compaction:
         return instant
+    if instant.action is Action.CLUSTERING and compaction and not instant.is_completed:
+        return instant  # (versions 8/9) a restore rolls back a pending clustering after its savepoint
     if instant.action is Action.COMPACTION:
         raise RollbackError(
             f"{where}: {instant_time} is a pending compaction; it is finished, not rolled back "

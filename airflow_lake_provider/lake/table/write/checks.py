@@ -16,6 +16,7 @@ from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_
 from airflow_lake_provider.lake.format.casting import cast_exact, same_shape
 from airflow_lake_provider.lake.format.partitioning import partition_paths, record_keys
 from airflow_lake_provider.lake.format.table_config import MergeMode
+from airflow_lake_provider.lake.table.metadata_table import MetadataTablePolicy
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.plan import _KEY, _ORD, _PART, Operation
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -40,13 +41,17 @@ _KEY_GENERATORS = frozenset(
 )
 
 
-def check_index(table: LakeTable, settings: Mapping[str, str]) -> None:
+def check_index(
+    table: LakeTable, settings: Mapping[str, str], options: Mapping[str, str] | None = None
+) -> None:
     """Refuse tables whose Hudi index this writer would leave wrong (before any instant exists).
 
     Our lookup is Hudi's non-global bloom index (footer key range, bloom filter, then the record-key
     column). It answers as ``BLOOM`` and ``SIMPLE`` do; a bucket index places keys by hash in
     numbered file groups, and a record index (or a global index) is kept in the metadata table,
-    which this writer does not update: Java writers after ours would duplicate our keys.
+    which this writer does not update: Java writers after ours would duplicate our keys. A write
+    whose ``options`` drop the MDT (``hoodie.metadata.enable=false``) drops the record index with
+    it before it starts, as Hudi does.
     """
     kind = (registry.INDEX_TYPE.read(settings) or "").upper()
     if kind and kind not in _SAME_ANSWER_INDEXES:
@@ -55,10 +60,16 @@ def check_index(table: LakeTable, settings: Mapping[str, str]) -> None:
             "index only); write this table with Spark"
         )
     partitions = str(settings.get(METADATA_PARTITIONS) or "").split(",")
-    if "record_index" in (p.strip() for p in partitions):
+    drops = (
+        MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
+        is MetadataTablePolicy.DROP
+    )
+    if "record_index" in (p.strip() for p in partitions) and not drops:
         raise TableConfigError(
             f"{table.uri}: the table keeps a record index ({METADATA_PARTITIONS} has record_index), "
-            "which this writer does not update; write this table with Spark"
+            "which this writer does not update; write this table with Spark, or drop the metadata "
+            f"table with its record index as Hudi does ('lake metadata-table {table.uri} --drop', or "
+            f"option {registry.METADATA_ENABLE.key}=false on the write)"
         )
     keygen = (table.config.keygen_class or "").rsplit(".", 1)[-1]
     if keygen and keygen not in _KEY_GENERATORS:

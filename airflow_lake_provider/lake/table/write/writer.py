@@ -154,7 +154,7 @@ def _write_checked(
         ) from None
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
     settings = {**table.config.properties, **(options or {})}
-    check_index(table, settings)
+    check_index(table, settings, options)
     bloom = BloomSettings.from_options(settings)
     archive = registry.ARCHIVE_AUTOMATIC.read(settings)
     if archive:

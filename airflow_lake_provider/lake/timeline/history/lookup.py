@@ -9,9 +9,11 @@ an ``as_of`` older than the active timeline (the archived commits up to it and t
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from airflow_lake_provider.lake.errors import CorruptTimelineFileError
 from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.timeline.history.layout import HISTORY_DIR
 from airflow_lake_provider.lake.timeline.instant import COMPLETES_AS, Action, Instant, State
@@ -21,6 +23,7 @@ if TYPE_CHECKING:  # pyarrow: imported once the history is asked something, not 
     from airflow_lake_provider.lake.timeline.history.records import ArchivedEntry, ArchivedInstant
 
 _ACTIONS = {a.value: a for a in Action}
+_T = TypeVar("_T")
 
 
 class ArchivedLookup:
@@ -68,7 +71,11 @@ class ArchivedLookup:
         with self._lock:
             if self._loaded_from is None or timestamp < self._loaded_from:
                 end = self._loaded_from or self.before
-                for instant in self.history.instants(timestamp, end):
+                for instant in self._read(
+                    lambda: self.history.instants(timestamp, end),
+                    f"the completion time of archived deltacommit {timestamp}, whose log file a "
+                    "later base file may take into its slice",
+                ):
                     if instant.completion_time and (end is None or instant.instant_time < end):
                         self._completions.setdefault(instant.instant_time, instant.completion_time)
                 self._loaded_from = timestamp
@@ -84,10 +91,24 @@ class ArchivedLookup:
         with self._lock:
             if self._entries is None or self._entries_until is None or until > self._entries_until:
                 end = until if self.before is None or until < self.before else None
-                found = self.history.entries_between(None, end)
+                found = self._read(
+                    lambda: self.history.entries_between(None, end),
+                    f"the archived commits up to {until}",
+                )
                 self._entries = [e for e in found if self.holds(e.instant.instant_time)]
                 self._entries_until = until
             return [e for e in self._entries if e.instant.instant_time <= until]
+
+    def _read(self, read: Callable[[], list[_T]], needed: str) -> list[_T]:
+        """``read()``; a damaged history file is named with what the read needed from it."""
+        try:
+            return read()
+        except CorruptTimelineFileError as exc:
+            raise CorruptTimelineFileError(
+                f"{exc}; this read needs the LSM history ({self.where}) for {needed}: restore the "
+                "damaged file from a backup or replica (Hudi's readers need it too); reads that need "
+                "no archived instant do not open the history"
+            ) from None
 
 
 def completed_instant(archived: ArchivedInstant) -> Instant | None:

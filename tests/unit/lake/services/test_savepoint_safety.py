@@ -16,6 +16,7 @@ from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, savepoints
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -230,6 +231,34 @@ def test_time_travel_refusal_names_the_savepoints_that_can_be_read(tmp_path: Pat
     with pytest.raises(SnapshotCleanedError, match=rf"can still be read is \d{{17}}, or a savepoint: {t0}$"):
         read_snapshot(table, as_of=t1)
     assert _rows(table, t0) == [(k, 0, "v0") for k in KEYS]  # savepointed: whole
+
+
+@VERSIONS
+def test_time_travel_refusal_after_a_restore_names_an_instant_still_on_the_timeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int
+) -> None:
+    """The last clean's earliest retained commit (t3) was rolled back by a restore to t1: the refusal
+    names t1, the commit a read as of finds whole, not t3."""
+    table, (t0, t1, _t2, t3) = _four_upserts(tmp_path, "cow", version)
+    create_savepoint(table, t1)
+    assert run_clean(table, RETAIN_ONE).plan.earliest_instant_to_retain.timestamp == t3
+    assert restore(table, t1).rolled_back == (t3, _t2)
+    out = tmp_path / "out.parquet"
+    assert cli.main(["read", str(table.base_path), "--output", str(out), "--as-of", t0]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("lake: error: ")
+    assert err[0].endswith(
+        f"cannot read as of {t0}: a clean removed the file slice {t0} of file group "
+        f"{_file_group(table)} in partition <root> (1 slices in all); the earliest instant that can "
+        f"still be read is {t1}, or a savepoint: {t1}"
+    )
+    assert not out.exists()
+    assert _rows(table, t1) == [(k, 1, "v1") for k in KEYS]
+
+
+def _file_group(table: LakeTable) -> str:
+    (name,) = {p.name.split("_")[0] for p in table.base_path.glob("*.parquet")}
+    return name
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
 from tests.tree_digest import tree_digest
@@ -37,6 +39,34 @@ def test_write_on_a_v8_table_with_a_record_index_refused_as_on_v6(
     with pytest.raises(TableConfigError, match="keeps a record index"):
         write(table, rows, "upsert")
     assert tree_digest(table_dir) == before
+
+
+def test_lake_write_refused_for_a_record_index_names_the_drop_which_then_lets_it_write(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table_dir = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    table = LakeTable.open(table_dir)
+    rows = read_snapshot(table)
+    row = rows.slice(0, 1).drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")])
+    batch = tmp_path / "row.parquet"
+    pq.write_table(row, batch)
+    before = tree_digest(table_dir)
+    args = ["write", str(table_dir), "--input", str(batch), "--operation", "upsert"]
+    assert main(args) == 1
+    assert capsys.readouterr().err == (
+        f"lake: error: {table.uri}: the table keeps a record index (hoodie.table.metadata.partitions has "
+        "record_index), which this writer does not update; write this table with Spark, or drop the "
+        f"metadata table with its record index as Hudi does ('lake metadata-table {table.uri} --drop', "
+        "or option hoodie.metadata.enable=false on the write)\n"
+    )
+    assert tree_digest(table_dir) == before
+    # The hint works: the write drops the metadata table (and its record index) first, as Hudi does.
+    assert main([*args, "--option", "hoodie.metadata.enable=false"]) == 0
+    capsys.readouterr()
+    after = LakeTable.open(table_dir)
+    assert after.config.properties.get("hoodie.table.metadata.partitions", "") == ""
+    assert not (table_dir / ".hoodie" / "metadata").exists()
+    assert read_snapshot(after).num_rows == rows.num_rows
 
 
 @pytest.mark.parametrize("name", sorted(TABLES))

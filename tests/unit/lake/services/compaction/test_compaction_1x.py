@@ -230,3 +230,30 @@ def test_a_plan_records_the_partitions_it_leaves_out_on_v8_only(tmp_path: Path, 
         == expected
         == [("a", 2, "x"), ("b", 1, "x"), ("c", 2, "y")]
     )
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_compaction_write_stats_name_the_replaced_base_file_and_the_runtime_stats(
+    tmp_path: Path, version: int
+) -> None:
+    """As Hudi's compactor (and the Spark-written v9 compaction here): ``prevBaseFile`` is the name
+    of the slice's base file it replaced, ``runtimeStats`` the log scan's and the merge handle's
+    (upsert) milliseconds, no create time; v8/v9 also record the scan as ``totalLogReadTimeMs``."""
+    table = mor(tmp_path, table_version=version)
+    (base,) = sorted(p.name for p in (table.base_path / "x").glob("*.parquet"))
+    scheduled = schedule_compaction(table, DUE)
+    c = scheduled.instant
+    assert c is not None and execute_compaction(table, c).outcome is Outcome.COMPLETED
+    (stat,) = [s for stats in commit_record(table, c)["partitionToWriteStats"].values() for s in stats]
+    (op,) = scheduled.plan.operations
+    assert (stat["prevBaseFile"], stat["prevCommit"]) == (base, op.base_instant)
+    runtime = stat["runtimeStats"]
+    assert sorted(runtime) == ["totalCreateTime", "totalScanTime", "totalUpsertTime"]
+    assert runtime["totalCreateTime"] == 0
+    assert all(isinstance(v, int) and v >= 0 for v in runtime.values())
+    if version == 8:
+        assert stat["totalLogReadTimeMs"] == runtime["totalScanTime"]
+    timeline = table.timeline()
+    (parsed,) = timeline.commit_metadata(timeline.get(c)).write_stats()
+    assert parsed.prev_base_file == base and parsed.runtime_stats is not None
+    assert parsed.runtime_stats.to_json() == runtime

@@ -23,7 +23,13 @@ from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.archived import decode_archive_block
 from airflow_lake_provider.lake.timeline.instant import Action
 
-KEEP = {"hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "5"}
+# No count-based compaction trigger: on MOR archival then keeps no delta commits for one (see
+# test_mor_archival_keeps_the_delta_commits_the_compaction_trigger_counts).
+KEEP = {
+    "hoodie.keep.min.commits": "3",
+    "hoodie.keep.max.commits": "5",
+    "hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED",
+}
 
 
 VERSIONS = pytest.mark.parametrize("version", [6, 8])
@@ -151,6 +157,71 @@ def test_v8_keeps_the_last_commit_before_a_pending_write_as_hudi_1x_does(tmp_pat
     assert [i.timestamp for i in table.timeline().instants] == sorted([*instants[2:], pending.timestamp])
 
 
+def _upsert(table: LakeTable, i: int) -> str:
+    batch = pa.table({"id": [f"k{i % 4}"], "ts": pa.array([i], pa.int64()), "p": [f"p{i % 2}"], "v": [i]})
+    return write(table, batch, "upsert").instant
+
+
+COUNTED = "the delta commits the compaction trigger counts"
+
+
+@VERSIONS
+@pytest.mark.parametrize(
+    ("trigger", "deltas", "archived", "limited_by"),
+    [
+        # 8 delta commits, no compaction: the newest 6 stay (Hudi: the oldest instant to retain is the
+        # (8 - 6 + 1)th delta commit).
+        ("NUM_COMMITS", 6, 2, f"{COUNTED} (NUM_COMMITS, hoodie.compact.inline.max.delta.commits=6)"),
+        ("NUM_AND_TIME", 6, 2, f"{COUNTED} (NUM_AND_TIME, hoodie.compact.inline.max.delta.commits=6)"),
+        # fewer than the trigger needs: the first delta commit stays, nothing goes
+        ("NUM_COMMITS", 9, 0, f"{COUNTED} (NUM_COMMITS, hoodie.compact.inline.max.delta.commits=9)"),
+        # a trigger that counts no delta commits keeps none
+        ("TIME_ELAPSED", 6, 5, "hoodie.keep.min.commits"),
+    ],
+)
+def test_mor_archival_keeps_the_delta_commits_the_compaction_trigger_counts(
+    tmp_path: Path, version: int, trigger: str, deltas: int, archived: int, limited_by: str
+) -> None:
+    table, instants = _table(tmp_path, "mor", 8, version)
+    options = {
+        **KEEP,
+        "hoodie.compact.inline.trigger.strategy": trigger,
+        "hoodie.compact.inline.max.delta.commits": str(deltas),
+    }
+    result = run_archival(table, options)
+    assert result.archived == tuple(instants[:archived])
+    assert (result.keep_from, result.limited_by) == (instants[archived], limited_by)
+    assert [i.timestamp for i in table.timeline().instants] == instants[archived:]
+
+
+@VERSIONS
+def test_after_mor_archival_a_num_commits_compaction_is_due_when_hudis_would_be(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int
+) -> None:
+    """keep.min.commits (2) < max.delta.commits (4): archival keeps the last compaction and the 3
+    delta commits after it, so the 4th makes a compaction due, as on Hudi (4 since the last one).
+    Before, it kept 2 commits and the trigger counted 3 after the 4th: not due."""
+    table, before = _table(tmp_path, "mor", 6, version)  # 4 keys: updates from the 5th on
+    path = str(table.base_path)
+    assert cli.main(["compact", path, "--mode", "run", "--force"]) == 0
+    compaction = json.loads(capsys.readouterr().out)["schedule"]["instant"]
+    after = [_upsert(table, i) for i in range(6, 9)]
+    options = {"hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3"}
+    due = ["--option", "hoodie.compact.inline.max.delta.commits=4"]
+    args = [f"{k}={v}" for k, v in options.items()]
+    assert cli.main(["archive", path, "--option", args[0], "--option", args[1], *due]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["first_archived"], summary["last_archived"]) == (before[0], before[5])
+    assert summary["active_timeline_starts_at"] == compaction
+    assert summary["limited_by"] == f"{COUNTED} (NUM_COMMITS, hoodie.compact.inline.max.delta.commits=4)"
+    assert [i.timestamp for i in table.timeline().instants] == [compaction, *after]
+    assert cli.main(["compact", path, "--mode", "schedule", *due]) == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "NO_WORK"  # 3 since the compaction
+    _upsert(table, 9)
+    assert cli.main(["compact", path, "--mode", "schedule", *due]) == 0
+    assert json.loads(capsys.readouterr().out)["outcome"] == "SCHEDULED"
+
+
 @VERSIONS
 def test_a_savepoint_stops_archival(tmp_path: Path, version: int) -> None:
     table, instants = _table(tmp_path, "cow", 8, version)
@@ -158,6 +229,26 @@ def test_a_savepoint_stops_archival(tmp_path: Path, version: int) -> None:
     result = run_archival(table, KEEP)
     assert result.archived == (instants[0],)
     assert result.limited_by == f"savepoint {instants[1]}"
+
+
+@VERSIONS
+def test_lake_archive_that_a_savepoint_stops_entirely_names_the_savepoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], version: int
+) -> None:
+    table, instants = _table(tmp_path, "cow", 7, version)
+    create_savepoint(table, instants[0])
+    before = _active(table)
+    keep = ["--option", "hoodie.keep.min.commits=3", "--option", "hoodie.keep.max.commits=5"]
+    assert cli.main(["archive", str(table.base_path), *keep]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert (summary["outcome"], summary["archived_instants"]) == ("NO_WORK", 0)
+    assert summary["active_timeline_starts_at"] == instants[0]
+    assert summary["limited_by"] == f"savepoint {instants[0]}"
+    assert summary["reason"] == (
+        f"7 completed commits, at most 5 kept; nothing older than {instants[0]} may go "
+        f"(limited by savepoint {instants[0]})"
+    )
+    assert _active(table) == before and _nothing_archived(table)
 
 
 @VERSIONS

@@ -14,12 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet
 import pytest
 from crash_support import crashing, steps_of
 from hudi import HudiReadOptions, HudiTableBuilder
 
 from airflow_lake_provider.lake import cli
 from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome as CompactionOutcome
 from airflow_lake_provider.lake.services.inspect import instant_details
 from airflow_lake_provider.lake.storage import LocalStorage, SimulatedCrash
 from airflow_lake_provider.lake.table.archival.executor import Outcome, run_archival
@@ -32,7 +35,13 @@ from tests.tree_digest import tree_digest
 from tests.unit.lake.table.test_reader_1x import _assert_same
 from tests.unit.lake.table.test_reader_1x import _hudi_rs as _hudi_rs_1x
 
-KEEP = {"hoodie.keep.min.commits": "3", "hoodie.keep.max.commits": "5"}
+# No count-based compaction trigger: on MOR archival then keeps no delta commits for one (see
+# test_mor_archival_keeps_the_delta_commits_the_compaction_trigger_counts).
+KEEP = {
+    "hoodie.keep.min.commits": "3",
+    "hoodie.keep.max.commits": "5",
+    "hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED",
+}
 START = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -162,6 +171,72 @@ def test_lake_show_of_an_archived_instant_reads_it_from_the_history(
     )
 
 
+def _corrupt(path: Path, part: str) -> Path:
+    """Overwrite the history's parquet file ("file") or its manifest with bytes of neither."""
+    (damaged,) = [
+        p
+        for p in (path / ".hoodie" / "timeline" / "history").iterdir()
+        if p.name.endswith(".parquet" if part == "file" else "manifest_1")
+    ]
+    damaged.write_bytes(b"garbage")
+    return damaged
+
+
+def _lake_read(capsys: pytest.CaptureFixture[str], path: Path) -> tuple[int, list[tuple], str]:
+    out = path.parent / "out.parquet"
+    code = cli.main(["read", str(path), "--output", str(out)])
+    err = capsys.readouterr().err
+    rows = _rows(pa.parquet.read_table(out)) if code == 0 else []
+    out.unlink(missing_ok=True)
+    return code, rows, err
+
+
+@pytest.mark.parametrize("part", ["file", "manifest"])
+def test_a_snapshot_read_that_needs_no_archived_instant_never_opens_a_damaged_history(
+    tmp_path: Path, part: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No compaction: every log's slice is the latest base file before it whatever its completion
+    time, so the archived deltacommits' completion times are never asked for."""
+    path = tmp_path / "t"
+    _table(path, "mor", 8)
+    expected = _ours(path)
+    assert run_archival(LakeTable.open(path), KEEP).archived
+    _corrupt(path, part)
+    assert _lake_read(capsys, path) == (0, expected, "")
+    assert expected == _hudi(path)
+
+
+@pytest.mark.parametrize("part", ["file", "manifest"])
+def test_a_snapshot_read_that_needs_a_damaged_history_names_the_file_and_what_to_do(
+    tmp_path: Path, part: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A compaction's base file later than archived deltacommits whose logs are still there (no
+    clean): each log's slice depends on its completion time, which only the history holds."""
+    path = tmp_path / "t"
+    table, instants = _table(path, "mor", 6)  # 4 inserts, then 2 updates in logs
+    scheduled, executed = run_compaction(table, force=True)
+    assert executed is not None and executed.outcome is CompactionOutcome.COMPLETED
+    options = {"hoodie.archive.automatic": "false"}
+    instants += [write(table, _row(i), "upsert", options=options).instant for i in range(6, 10)]
+    archived = run_archival(LakeTable.open(path), KEEP).archived
+    assert archived == (*instants[:6], scheduled.instant, instants[6])
+    damaged = _corrupt(path, part)
+    code, rows, err = _lake_read(capsys, path)
+    what = (
+        "not a readable LSM timeline file: Parquet file size is 7 bytes, smaller than the minimum "
+        "file footer (8 bytes)"
+        if part == "file"
+        else "not an LSM timeline manifest: Expecting value: line 1 column 1 (char 0)"
+    )
+    assert (code, rows) == (1, [])
+    assert err == (
+        f"lake: error: {damaged}: {what}; this read needs the LSM history ({damaged.parent}) for the "
+        f"completion time of archived deltacommit {instants[4]}, whose log file a later base file may "
+        "take into its slice: restore the damaged file from a backup or replica (Hudi's readers need "
+        "it too); reads that need no archived instant do not open the history\n"
+    )
+
+
 def test_full_history_levels_are_compacted_and_cleaned_after_an_archival(tmp_path: Path) -> None:
     """Twelve archivals of two instants each: the tenth level-0 file makes Hudi's writer compact the
     ten into one level-1 file; the cleaner keeps the newest three snapshots (four in a run that
@@ -180,7 +255,11 @@ def test_full_history_levels_are_compacted_and_cleaned_after_an_archival(tmp_pat
     level1 = f"{instants[0]}_{instants[19]}_1.parquet"
     for n in range(12):  # two more commits archived per run
         active = len(LakeTable.open(path).timeline().completed_commits)
-        keep = {"hoodie.keep.min.commits": str(active - 2), "hoodie.keep.max.commits": str(active - 1)}
+        keep = {
+            **KEEP,
+            "hoodie.keep.min.commits": str(active - 2),
+            "hoodie.keep.max.commits": str(active - 1),
+        }
         result = run_archival(LakeTable.open(path), keep)
         assert (result.archived, result.archive_file) == (tuple(instants[2 * n : 2 * n + 2]), level0[n])
         if n == 10:  # compacted by the tenth, still named by the snapshots kept
@@ -317,7 +396,11 @@ def test_a_crash_at_every_step_of_an_archival_that_compacts_the_history(tmp_path
     def two_more(path: Path) -> dict[str, str]:
         """Options that archive the two oldest active commits."""
         active = len(LakeTable.open(path).timeline().completed_commits)
-        return {"hoodie.keep.min.commits": str(active - 2), "hoodie.keep.max.commits": str(active - 1)}
+        return {
+            **KEEP,
+            "hoodie.keep.min.commits": str(active - 2),
+            "hoodie.keep.max.commits": str(active - 1),
+        }
 
     for n in range(9):  # nine archivals of two instants each
         assert run_archival(LakeTable.open(seed.base_path), two_more(seed.base_path)).archived == tuple(

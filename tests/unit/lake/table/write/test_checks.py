@@ -77,7 +77,9 @@ def test_a_record_index_is_refused_with_the_reason(tmp_path: Path) -> None:
     table = _table(tmp_path / "t", **{"hoodie.table.metadata.partitions": "files, record_index"})
     assert _refused(table, ONE, TableConfigError) == (
         f"{table.uri}: the table keeps a record index (hoodie.table.metadata.partitions has record_index), "
-        "which this writer does not update; write this table with Spark"
+        "which this writer does not update; write this table with Spark, or drop the metadata table "
+        f"with its record index as Hudi does ('lake metadata-table {table.uri} --drop', or option "
+        "hoodie.metadata.enable=false on the write)"
     )
 
 

@@ -11,7 +11,6 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-import fastavro
 import pyarrow as pa
 
 from airflow_lake_provider.lake.errors import CorruptLogBlockError
@@ -276,6 +275,8 @@ def _fixed_bytes(arr: pa.Array | pa.ChunkedArray) -> bytes:
 
 
 def _decode_with_fastavro(block: LogBlock, schema: dict[str, Any], count: int) -> pa.Table:
+    import fastavro  # the fallback's: a read whose blocks polars decodes never loads it
+
     where = block.location
     parsed = fastavro.parse_schema(strip_int_logical(_strip_uuid(schema)))
     content = block.content

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import IO
 
@@ -40,8 +41,12 @@ def write_base_file(sink: IO[bytes], rows: pa.Table, bloom: BloomSettings | None
     keys = rows.column(RECORD_KEY)
     key_range = (str(pc.min(keys).as_py() or ""), str(pc.max(keys).as_py() or ""))
     writer = BaseFileWriter(sink, rows.schema, bloom, key_range=key_range)
-    writer.write(rows)
-    writer.close()
+    try:
+        writer.write(rows)
+        writer.close()
+    except BaseException:
+        writer.abort()
+        raise
 
 
 class BaseFileWriter:
@@ -125,6 +130,13 @@ class BaseFileWriter:
         if meta:
             self._writer.add_key_value_metadata(meta)
         self._writer.close()
+
+    def abort(self) -> None:
+        """Give the file up after a failure (its caller discards the output): the parquet writer is
+        closed now, while its sink is open. Left to garbage collection, it would write its footer
+        into the sink closed meanwhile ("write to closed file", reported at collection)."""
+        with contextlib.suppress(pa.ArrowException, OSError, ValueError):
+            self._writer.close()
 
     def _filter(self, settings: BloomSettings) -> BloomFilter:
         previous = self._previous() if self._previous is not None else None

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from airflow_lake_provider.lake.format.base_file import dictionary_columns
 from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.reader import snapshot_parts
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -82,7 +82,8 @@ def _remove_stale(folder: Storage, name: str, own: str) -> None:
 def _write_parts(sink: object, schema: pa.Schema, parts: Iterator[pa.Table]) -> int:
     """Encode the parts into ``sink`` on a writer thread (Arrow's encoding releases the GIL) while
     the next part is read and merged: two row groups' worth in memory at most. The writer thread
-    also opens the file (judging its dictionary columns on the first row group)."""
+    also opens the file, its dictionary columns judged on the first row group as in base files
+    (Arrow would try a dictionary for every column: twice the encoding's CPU time here)."""
     opened: list[pq.ParquetWriter] = []
     rows = 0
 
@@ -104,30 +105,6 @@ def _write_parts(sink: object, schema: pa.Schema, parts: Iterator[pa.Table]) -> 
     finally:
         (opened[0] if opened else pq.ParquetWriter(sink, schema)).close()
     return rows
-
-
-DICTIONARY_SAMPLE_ROWS = 16_384
-
-
-def dictionary_columns(sample: pa.Table) -> list[str]:
-    """The flat columns worth dictionary encoding, judged on the first rows of the first row group
-    (``DICTIONARY_SAMPLE_ROWS``: counting the distinct values of every column of a whole group cost
-    0.2 s of CPU): those with at most half as many distinct values as rows. Arrow would try a
-    dictionary for every column and give it up only past 1 MB per row group: on a column of unique
-    keys or measurements, in a row group of this size, that doubles the encoding's CPU time and
-    grows the file."""
-    sample = sample.slice(0, DICTIONARY_SAMPLE_ROWS)
-    chosen = []
-    for field, column in zip(sample.schema, sample.columns, strict=True):
-        if pa.types.is_nested(field.type):
-            continue
-        try:
-            distinct = pc.count_distinct(column, mode="all").as_py()
-        except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            continue
-        if distinct * 2 <= sample.num_rows:
-            chosen.append(field.name)
-    return chosen
 
 
 def _row_groups(parts: Iterable[pa.Table]) -> Iterator[pa.Table]:

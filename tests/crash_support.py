@@ -9,6 +9,7 @@ operators, which build their hooks themselves. Nothing is switched on for the wh
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from typing import overload
 
@@ -62,3 +63,13 @@ def crashing_hook_tables(monkeypatch: pytest.MonkeyPatch, after: int | None) -> 
     with monkeypatch.context() as patch:
         patch.setattr(LakeHook, "open_table", open_crashing)
         yield injector
+
+
+def unraisable_after(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """What the interpreter reports as unraisable from now on (an exception in a ``__del__``, e.g. a
+    parquet writer left open after a failure, closing itself into a closed file when collected)."""
+    found: list[str] = []
+    monkeypatch.setattr(
+        sys, "unraisablehook", lambda u: found.append(f"{u.exc_type.__name__}: {u.exc_value}")
+    )
+    return found

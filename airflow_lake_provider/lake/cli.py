@@ -20,17 +20,6 @@ from airflow_lake_provider.lake.errors import (
     LakeError,
     WriteInputError,
 )
-from airflow_lake_provider.lake.services.clean.config import POLICY_KEYS, CleanConfig
-from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY
-from airflow_lake_provider.lake.services.partition_commit.config import (
-    DELAY_KEY,
-    POLICY_KIND_KEY,
-    TRIGGER_KEY,
-    PolicyKind,
-    check_metastore_location,
-    parse_duration,
-    parse_policies,
-)
 from airflow_lake_provider.lake.storage import Storage, open_storage, resolved_uri
 
 if TYPE_CHECKING:
@@ -38,8 +27,9 @@ if TYPE_CHECKING:
     from airflow_lake_provider.lake.timeline.active import Timeline
     from airflow_lake_provider.lake.timeline.instant import Instant
 
-# Each command imports what it uses when it runs (pyarrow, the table core, a service): `lake
-# timeline` need not load the writer, `lake read` not the services (benchmarks/read_slice.py).
+# Each command imports what it uses when it runs (pyarrow, the table core, a service, even a
+# service's option names): `lake timeline` need not load the writer, `lake read` no service
+# (benchmarks/read_slice.py, tests/unit/lake/test_cli_imports.py).
 log = logging.getLogger("airflow_lake_provider.lake.cli")  # also when run as __main__ (python -m)
 
 
@@ -204,6 +194,8 @@ def _cmd_show(args: argparse.Namespace) -> None:
 
 
 def _clean_options(args: argparse.Namespace, properties: Mapping[str, str]) -> dict[str, str]:
+    from airflow_lake_provider.lake.services.clean.config import POLICY_KEYS, CleanConfig
+
     options = _key_values(args.option, CleanConfigError)
     if args.policy:
         _set_flag(options, POLICY_KEYS[0], args.policy, "--policy", CleanConfigError)
@@ -280,6 +272,8 @@ def _cmd_archive(args: argparse.Namespace) -> None:
 
 
 def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
+    from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY
+
     options = _key_values(args.option, CompactionConfigError)
     if args.strategy:
         _set_flag(options, STRATEGY_KEY, args.strategy, "--strategy", CompactionConfigError)
@@ -323,6 +317,14 @@ def _cmd_compact(args: argparse.Namespace) -> None:
 
 
 def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
+    from airflow_lake_provider.lake.services.partition_commit.config import (
+        DELAY_KEY,
+        POLICY_KIND_KEY,
+        TRIGGER_KEY,
+        parse_duration,
+        parse_policies,
+    )
+
     options = _key_values(args.option, LakeError)
     if args.policy is not None:
         parse_policies(args.policy)  # unknown names fail here, before Spark or the table is touched
@@ -337,6 +339,11 @@ def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
 
 def _cmd_partition_commit(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake import spark_submit
+    from airflow_lake_provider.lake.services.partition_commit.config import (
+        PolicyKind,
+        check_metastore_location,
+        parse_policies,
+    )
     from airflow_lake_provider.lake.services.partition_commit.executor import (
         commit_partitions,
         commit_plain_partitions,

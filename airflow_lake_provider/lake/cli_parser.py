@@ -6,8 +6,9 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from airflow_lake_provider.lake.services.clean.config import CleanPolicy
-from airflow_lake_provider.lake.services.partition_commit.config import Trigger
+# The choices from the option values alone: a service's config module is loaded by its command.
+from airflow_lake_provider.lake.config.values import CleanPolicy
+from airflow_lake_provider.lake.config.values import PartitionCommitTrigger as Trigger
 
 OPERATIONS = ("insert", "upsert", "delete")  # writer.Operation's values (the writer loads pyarrow)
 

@@ -147,7 +147,9 @@ from airflow_lake_provider.spark_jobs.worker_process import prepare_merge_worker
 first = prepare_merge_worker(1)
 frozen = gc.get_freeze_count()
 second = prepare_merge_worker(3)
-loaded = sorted(m for m in ("polars", "fastavro", "pyarrow.parquet") if m in sys.modules)
+# The Avro decode loads polars' compiled runtime, not the polars package (log_file/avro_decode.py).
+runtime = ["runtime"] if any(m.endswith("._polars_runtime") for m in sys.modules) else []
+loaded = sorted(m for m in ("polars", "fastavro", "pyarrow.parquet") if m in sys.modules) + runtime
 got = {"first": first, "second": second, "frozen": frozen, "cpus": pa.cpu_count(), "modules": loaded}
 print(json.dumps(got))
 """
@@ -155,7 +157,7 @@ print(json.dumps(got))
     assert got["first"] > 0 and got["second"] == 0.0  # primed on the first call only
     assert got["frozen"] > 10_000  # the imported libraries' objects, out of the collector's way
     assert got["cpus"] == 3
-    assert got["modules"] == ["fastavro", "polars", "pyarrow.parquet"]
+    assert got["modules"] == ["fastavro", "pyarrow.parquet", "runtime"]
 
 
 def test_job_conf_defaults_and_caller_overrides() -> None:
@@ -173,7 +175,7 @@ def test_job_conf_defaults_and_caller_overrides() -> None:
     assert mine["spark.executor.cores"] == "2" and mine["spark.log.level"] == "WARN"
 
 
-def test_base_file_abandons_dictionaries_of_unique_columns_early(tmp_path: Path) -> None:
+def test_base_file_dictionary_encodes_only_the_repetitive_columns(tmp_path: Path) -> None:
     n = 200_000
     rng = np.random.default_rng(7)
     rows = pa.table(
@@ -190,13 +192,14 @@ def test_base_file_abandons_dictionaries_of_unique_columns_early(tmp_path: Path)
 
     def dictionary_page_bytes(path: Path, column: int) -> int:
         chunk = pq.ParquetFile(path).metadata.row_group(0).column(column)
-        assert chunk.has_dictionary_page
-        return chunk.data_page_offset - chunk.dictionary_page_offset
+        return chunk.data_page_offset - chunk.dictionary_page_offset if chunk.has_dictionary_page else 0
 
-    assert dictionary_page_bytes(ours, 0) <= DICTIONARY_PAGE_LIMIT + 64 * 1024
+    # The unique column is written plain from the start (Arrow's default hashes it into a dictionary
+    # of more than twice our page limit before giving up).
+    assert dictionary_page_bytes(ours, 0) == 0
     assert dictionary_page_bytes(arrow_default, 0) > 2 * DICTIONARY_PAGE_LIMIT
     # A low-cardinality column keeps its dictionary, and every row reads back.
-    assert dictionary_page_bytes(ours, 1) < 1024
+    assert 0 < dictionary_page_bytes(ours, 1) < 1024
     assert pq.ParquetFile(ours).metadata.row_group(0).column(1).total_uncompressed_size < n  # < 1 byte a row
     assert pq.read_table(ours).equals(rows)
     assert ours.stat().st_size < arrow_default.stat().st_size

@@ -80,7 +80,7 @@ SERVICE_USERS = (
 # which finds and starts the spark-submit program (no table files).
 DIRECT_IO_ALLOWED = {f"{CORE}.storage.local", f"{CORE}.storage.s3", f"{CORE}.spark_submit"}
 # ``os`` names that are not file access.
-OS_ALLOWED = {"environ", "getenv", "fspath", "PathLike", "getpid", "cpu_count", "sep", "pathsep"}
+OS_ALLOWED = {"environ", "getenv", "fspath", "PathLike", "getpid", "cpu_count", "sep", "pathsep", "urandom"}
 IO_MODULES = {"shutil", "fcntl", "tempfile", "glob", "pathlib", "pyarrow.fs", "pyarrow.dataset", "fsspec"}
 
 

@@ -38,22 +38,30 @@ def store_base_parts(
     see :class:`BaseFileWriter` for ``previous`` and ``carried``. Returns (rows, size in bytes)."""
     with storage.open_output(rel) as sink:
         writer = BaseFileWriter(sink, schema, bloom, previous)
-        if pa.cpu_count() > 1:
-            # Encoding runs without the GIL: one thread encodes part k while the caller produces
-            # part k + 1 (two parts in memory at most). A Spark task caps Arrow at its cores.
-            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="base-file-write") as pool:
-                pending: Future[None] | None = None
-                for rows, carried in parts:
-                    if pending is not None:
-                        pending.result()
-                    pending = pool.submit(writer.write, rows, carried=carried)
+        try:
+            _write_parts(writer, parts)
+            writer.close()
+        except BaseException:
+            writer.abort()  # open_output then discards the file
+            raise
+    return writer.rows, storage.size(rel)
+
+
+def _write_parts(writer: BaseFileWriter, parts: Iterable[tuple[pa.Table, bool]]) -> None:
+    if pa.cpu_count() > 1:
+        # Encoding runs without the GIL: one thread encodes part k while the caller produces
+        # part k + 1 (two parts in memory at most). A Spark task caps Arrow at its cores.
+        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="base-file-write") as pool:
+            pending: Future[None] | None = None
+            for rows, carried in parts:
                 if pending is not None:
                     pending.result()
-        else:
-            for rows, carried in parts:
-                writer.write(rows, carried=carried)
-        writer.close()
-    return writer.rows, storage.size(rel)
+                pending = pool.submit(writer.write, rows, carried=carried)
+            if pending is not None:
+                pending.result()
+    else:
+        for rows, carried in parts:
+            writer.write(rows, carried=carried)
 
 
 def write_partition_metadata(storage: Storage, partition: str, instant: str, depth: int) -> None:

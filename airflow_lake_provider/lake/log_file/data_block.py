@@ -9,7 +9,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -143,6 +142,8 @@ def avro_data_block(table: pa.Table, avro_schema: Mapping[str, Any], instant_tim
     :returns: the block bytes.
     :raises SchemaError: naming the offending field when the table does not fit the schema.
     """
+    import fastavro  # the writer's: a reader never loads it (start-up of a fresh `lake read`)
+
     schema = check_header_schema(avro_schema, f"data block at {instant_time}")
     conformed = _conform_table(table, schema)
     raw = _to_raw(conformed, schema)

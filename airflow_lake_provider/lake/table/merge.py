@@ -47,8 +47,12 @@ LogItem = DataItem | DeleteItem
 
 def _arange(start: int, n: int) -> pa.Array:
     """int64 ``start, start + 1, ...`` (n values), built natively (``pa.array(range(...))`` is slow):
-    numpy's buffer, not copied (polars is loaded only where a log block is Avro-decoded)."""
-    return pa.array(np.arange(start, start + n, dtype=np.int64))
+    numpy's buffer, not copied (polars is loaded only where a log block is Avro-decoded). Wrapped
+    as a buffer: ``pa.array`` of an ndarray loads ``numpy.ma`` (its masked-array check), 20 ms of
+    every fresh ``lake read``."""
+    return pa.Array.from_buffers(
+        pa.int64(), n, [None, pa.py_buffer(np.arange(start, start + n, dtype=np.int64))]
+    )
 
 
 def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -169,7 +173,11 @@ class LogMerge:
         cand = _candidates(items, self.ordering_type, ordering)
         # Versions before a natural-order delete of the same key can never win.
         natural = cand.filter(cand.column("natural"))
-        cleared = natural.group_by("key").aggregate([("seq", "max")]).rename_columns(["key", "cleared_at"])
+        cleared = (
+            natural.group_by("key").aggregate([("seq", "max")]).rename_columns(["key", "cleared_at"])
+            if natural.num_rows  # group_by loads Arrow's query engine (pyarrow.acero, .dataset): 20 ms
+            else pa.table({"key": pa.array([], pa.string()), "cleared_at": pa.array([], pa.int64())})
+        )
         if cleared.num_rows:
             where = pc.index_in(cand.column("key"), value_set=cleared.column("key"))
             cleared_at = cleared.column("cleared_at").take(where)

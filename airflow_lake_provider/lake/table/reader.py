@@ -151,10 +151,12 @@ class SliceReader:
         slice_: FileSlice,
         footer: list[Mapping[bytes, bytes]] | None = None,
         keys: pa.Array | None = None,
+        skip: Collection[str] = (),
     ) -> Iterator[pa.Table]:
         """The base file's rows one row group at a time (none without a base file), shaped as the
         schema; ``footer`` (if given) receives the file's footer key-value metadata first. ``keys``:
-        the file's :meth:`base_key_column`, if already read: its record keys are not decoded again."""
+        the file's :meth:`base_key_column`, if already read: its record keys are not decoded again.
+        ``skip``: columns the caller replaces, not decoded (nulls)."""
         if slice_.base_file is None:
             return
         # ParquetFile, not read_table: read_table goes through pyarrow.dataset, whose import pulls in
@@ -168,7 +170,8 @@ class SliceReader:
                 footer.append(parquet.metadata.metadata or {})
             present = set(names)
             reuse = keys is not None and RECORD_KEY in present
-            columns = [n for n in self.schema.names if n in present and not (reuse and n == RECORD_KEY)]
+            wanted = [n for n in self.schema.names if n in present and n not in skip]
+            columns = [n for n in wanted if not (reuse and n == RECORD_KEY)]
             groups = range(parquet.metadata.num_row_groups) or [None]
             offset = 0
             for index in groups:

@@ -14,9 +14,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import fastavro
-
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError
+
+# fastavro is imported by the functions that use it: a fresh `lake read` of a table whose timeline
+# holds no Avro file to read never loads it.
 
 _COMMENT_RE = re.compile(r"/\*.*?\*/", re.DOTALL)
 # Parse order: a schema may reference named types defined in schemas before it.
@@ -107,6 +108,8 @@ def _inline(node: Any, named: dict[str, Any], defined: set[str]) -> Any:
 
 @cache
 def _parsed() -> dict[str, Any]:
+    import fastavro
+
     named: dict[str, Any] = {}
     top: dict[str, Any] = {}
     for stand_in in _STAND_INS:
@@ -129,6 +132,8 @@ def schema(full_name: str) -> dict[str, Any]:
 
 def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
     """Serialise one record as an Avro object container file (codec null), as Hudi writes them."""
+    import fastavro
+
     buf = io.BytesIO()
     fastavro.writer(buf, schema(full_name), [dict(record)], codec="null", validator=True)
     return buf.getvalue()
@@ -155,6 +160,8 @@ _COMMIT_RECORDS_1X = frozenset({COMMIT_METADATA, REPLACE_COMMIT_METADATA})
 @cache
 def schema_1x(full_name: str) -> dict[str, Any]:
     """The parsed Hudi 1.x schema of a record whose schema changed in 1.x (see :data:`SCHEMAS_1X`)."""
+    import fastavro
+
     return fastavro.parse_schema(load_schema_text(SCHEMAS_1X[full_name]), _write_hint=True)
 
 
@@ -169,6 +176,8 @@ def write_avro_for(full_name: str, record: Mapping[str, Any], hudi_1x: bool) -> 
 def write_avro_1x(full_name: str, record: Mapping[str, Any]) -> bytes:
     """Serialise one record under Hudi 1.x's schema (codec null), as Hudi 1.x writes completed and
     inflight commit files, compaction plans and rollback/restore metadata."""
+    import fastavro
+
     buf = io.BytesIO()
     fastavro.writer(buf, schema_1x(full_name), [dict(record)], codec="null", validator=True)
     return buf.getvalue()
@@ -177,6 +186,8 @@ def write_avro_1x(full_name: str, record: Mapping[str, Any]) -> bytes:
 def read_commit_metadata(data: bytes, source: str) -> dict[str, Any]:
     """The record of a layout-2 commit metadata file, resolved to Hudi 1.x's schema of its record
     type (``HoodieCommitMetadata``, or ``HoodieReplaceCommitMetadata`` for a completed replace)."""
+    import fastavro
+
     if not data:
         raise CorruptTimelineFileError(f"{source}: the Avro commit metadata file is empty")
     try:
@@ -199,6 +210,8 @@ def read_commit_metadata(data: bytes, source: str) -> dict[str, Any]:
 
 def read_avro_fields(data: bytes, source: str, full_name: str, skip: tuple[str, ...]) -> dict[str, Any]:
     """Read the single record without decoding the fields in ``skip`` (large maps of file names)."""
+    import fastavro
+
     reader_schema = {k: v for k, v in schema(full_name).items() if not k.startswith("__")}
     reader_schema["fields"] = [f for f in reader_schema["fields"] if f["name"] not in skip]
     try:
@@ -212,6 +225,8 @@ def read_avro_fields(data: bytes, source: str, full_name: str, skip: tuple[str, 
 
 def read_avro(data: bytes, source: str) -> dict[str, Any]:
     """Read the single record of an Avro timeline file; ``source`` names it in errors."""
+    import fastavro
+
     try:
         records = list(fastavro.reader(io.BytesIO(data)))
     except Exception as exc:  # fastavro raises many types for garbage input

@@ -6,6 +6,7 @@ log line, in a moved table too; pending rollbacks and paths of no file of the ta
 from __future__ import annotations
 
 import datetime as dt
+import gc
 import logging
 import shutil
 from pathlib import Path
@@ -15,7 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from compaction_support import DUE, batch, crash_at, empty_mor, mor, recorded
-from crash_support import crashing, steps_of
+from crash_support import crashing, steps_of, unraisable_after
 
 from airflow_lake_provider.lake.errors import CompactionError, CorruptDataFileError
 from airflow_lake_provider.lake.format import bloom_filter
@@ -178,9 +179,12 @@ def test_the_base_file_is_opened_once_more_only_when_logs_are_merged(
     assert stat.num_update_writes == (1 if logs else 0)
 
 
-def test_a_row_group_without_record_keys_fails_the_operation_naming_the_file(tmp_path: Path) -> None:
+def test_a_row_group_without_record_keys_fails_the_operation_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The key column read alone has nulls: the groups are read with their own keys, and the damaged
-    one is named (the groups before it were merged without the whole file's keys)."""
+    one is named (the groups before it were merged without the whole file's keys). The half-written
+    new base file is given up: its writer closed at once, the file gone."""
     table = empty_mor(tmp_path)
     write(table, batch(KEYS[:4], 1, "x"), "insert")
     base = _base_of(table, "x")
@@ -191,9 +195,14 @@ def test_a_row_group_without_record_keys_fails_the_operation_naming_the_file(tmp
         f"{table.storage.uri('x/' + base.name)}: 2 rows have no record key (_hoodie_record_key is null): "
         "not a base file Hudi wrote"
     )
+    unraisable = unraisable_after(monkeypatch)
     with pytest.raises(CorruptDataFileError) as raised:
         _run(table, op)
     assert str(raised.value) == message
+    del raised  # its traceback holds the operation's frames, the writer among them
+    gc.collect()
+    assert unraisable == []  # was "ValueError: write to closed file", from the writer's __del__
+    assert sorted(p.name for p in (table.base_path / "x").glob("*.parquet")) == [base.name]
 
 
 # -- planned log files a completed rollback deleted ----------------------------------------------------

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib
 import io
 import logging
 import os
@@ -179,11 +178,16 @@ def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> 
         )
     )
     del payload
-    frame = _read_container(container, where)
+    pl = _polars()
+
+    try:
+        frame = pl.read_avro(io.BytesIO(container))
+    except pl.exceptions.PolarsError as exc:
+        raise CorruptLogBlockError(f"{where}: data block does not decode: {exc}") from exc
     del container  # a copy of the block: not held through the conversions below (peak memory)
-    if frame.num_rows != count:
-        raise CorruptLogBlockError(f"{where}: decoded {frame.num_rows} records, header says {count}")
-    lengths = frame.column(len_field).cast(pa.binary(4))
+    if frame.height != count:
+        raise CorruptLogBlockError(f"{where}: decoded {frame.height} records, header says {count}")
+    lengths = frame.get_column(len_field).to_arrow().cast(pa.binary(4))
     declared = sum(struct.unpack(f">{count}i", _fixed_bytes(lengths)))
     if declared != len(block.content) - 8 - 4 * count:
         log.warning(
@@ -194,8 +198,8 @@ def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> 
         )
         return None
     target = avro_to_arrow(schema)
-    table = frame.drop_columns([len_field])
-    del frame, lengths
+    table = frame.drop(len_field).to_arrow()
+    del frame
     try:
         # First to the decoded layout (maps still lists of entries), then relabel as maps.
         decoded = pa.schema([pa.field(f.name, _map_entries_type(f.type), f.nullable) for f in target])
@@ -209,65 +213,15 @@ def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> 
         raise CorruptLogBlockError(f"{where}: decoded data does not fit the block schema: {exc}") from exc
 
 
-def _read_container(container: bytes, where: str) -> pa.Table:
-    """The records of an Avro object container file as Arrow, by polars' native reader."""
-    runtime = _polars_runtime()
-    if runtime is not None:
-        try:
-            return pa.Table.from_batches(
-                runtime.PyDataFrame.read_avro(io.BytesIO(container), None, None, None).to_arrow(False)
-            )
-        except runtime.PolarsError as exc:
-            raise CorruptLogBlockError(f"{where}: data block does not decode: {exc}") from exc
-    pl = _polars()
-    try:
-        return pl.read_avro(io.BytesIO(container)).to_arrow()
-    except pl.exceptions.PolarsError as exc:
-        raise CorruptLogBlockError(f"{where}: data block does not decode: {exc}") from exc
-
-
-# polars' compiled runtime packages, in the order polars itself picks one (polars/_plr.py).
-POLARS_RUNTIMES = ("_polars_runtime_compat", "_polars_runtime_64", "_polars_runtime_32")
-
-
-def _polars_runtime() -> Any:
-    """polars' compiled runtime alone, when polars (its Python package) is not loaded and no
-    environment variable of polars' picks the runtime: the Avro reader is in the runtime, and the
-    Python package's import (130-400 ms: its whole API, cloud credential providers, Iceberg/Delta
-    readers) was on the critical path of every fresh ``lake read`` of a slice with an Avro log.
-    None (then ``polars`` is used) when no runtime has the calls used here: they are the ones
-    ``polars.read_avro(...).to_arrow()`` makes."""
-    if "polars" in sys.modules or "POLARS_FORCE_PKG" in os.environ or "POLARS_PREFER_PKG" in os.environ:
-        return None
-    _quick_release()
-    for name in POLARS_RUNTIMES:
-        try:
-            runtime = importlib.import_module(f"{name}._polars_runtime")
-        except ImportError:
-            continue
-        frames = getattr(runtime, "PyDataFrame", None)
-        if all(
-            hasattr(o, a) for o, a in ((frames, "read_avro"), (frames, "to_arrow"), (runtime, "PolarsError"))
-        ):
-            return runtime
-        return None  # the runtime polars would load differs from the one this was written for
-    return None
-
-
 def _polars() -> Any:
-    """polars, loaded on first use (only the Avro decode path needs its runtime)."""
-    _quick_release()
+    """polars, loaded on first use (only the Avro decode path needs its runtime). Unless the process
+    loaded it already or says otherwise, its allocator (jemalloc) is told to return freed memory at
+    once: it would keep the decode's garbage, about twice the decoded block, for the whole read."""
+    if "polars" not in sys.modules:
+        os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
     import polars
 
     return polars
-
-
-def _quick_release() -> None:
-    """Unless the process loaded polars' runtime already or says otherwise, its allocator (jemalloc)
-    is told to return freed memory at once: it would keep the decode's garbage, about twice the
-    decoded block, for the whole read."""
-    if not any(f"{name}._polars_runtime" in sys.modules for name in POLARS_RUNTIMES):
-        os.environ.setdefault("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
 
 
 def _maps_as_arrays(t: Any, counter: list[int]) -> Any:

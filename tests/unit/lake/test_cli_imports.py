@@ -17,17 +17,13 @@ from airflow_lake_provider.lake.table.write import write
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 # Third-party modules a `lake read` need not load: each costs 5-25 ms of every fresh process.
-# polars: its Avro reader is in its compiled runtime, loaded alone (log_file/avro_decode.py).
-NOT_FOR_READ = {"fastavro", "secrets", "numpy.ma", "pyarrow.dataset", "pyarrow.acero", "polars"}
+NOT_FOR_READ = {"fastavro", "secrets", "numpy.ma", "pyarrow.dataset", "pyarrow.acero"}
 PROBE = f"""
 import sys
 WATCHED = {sorted(NOT_FOR_READ | {"pyarrow"})!r}
 from airflow_lake_provider.lake import cli
 code = cli.main(sys.argv[1:]) if len(sys.argv) > 1 else 0
-loaded = sorted(
-    m for m in sys.modules
-    if m in WATCHED or m.startswith("airflow_lake_provider.lake.") or m.endswith("._polars_runtime")
-)
+loaded = sorted(m for m in sys.modules if m in WATCHED or m.startswith("airflow_lake_provider.lake."))
 print(code, " ".join(loaded))
 """
 
@@ -93,5 +89,5 @@ def test_lake_read_of_a_merged_slice_loads_only_what_it_uses(tmp_path: Path) -> 
     code, loaded = _loaded("read", str(table.base_path), "--output", str(tmp_path / "out.parquet"))
     assert code == 0
     assert pq.read_table(tmp_path / "out.parquet").column("ts").to_pylist() == [1, 2]
-    assert "pyarrow" in loaded and any(m.endswith("._polars_runtime") for m in loaded)
+    assert "pyarrow" in loaded
     assert loaded & NOT_FOR_READ == set()

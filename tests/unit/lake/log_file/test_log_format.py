@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
-import importlib
-import importlib.util
 import logging
 import shutil
 import struct
@@ -23,7 +21,7 @@ from airflow_lake_provider.lake.format.avro_schema import (
     avro_to_arrow,
     with_meta_fields,
 )
-from airflow_lake_provider.lake.log_file import avro_decode, scanner
+from airflow_lake_provider.lake.log_file import scanner
 from airflow_lake_provider.lake.log_file.avro_decode import (
     decode_avro_data_block,
     decode_avro_data_block_fastavro,
@@ -389,26 +387,6 @@ def _all_types_table(with_maps: bool) -> pa.Table:
         )
     schema = pa.schema([pa.field(k, v.type) for k, v in columns.items()])
     return _with_meta(pa.table(columns, schema=schema))
-
-
-@pytest.mark.parametrize("with_maps", [False, True], ids=["no-maps", "maps"])
-def test_polars_runtime_alone_decodes_as_the_polars_package(
-    with_maps: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A fresh process decodes with polars' compiled runtime alone (its Python package is not
-    imported: tests/unit/lake/test_cli_imports.py); one that loaded polars, through the package."""
-    table = _all_types_table(with_maps)
-    block = _only_block(avro_data_block(table, _schema_of(table), T1))
-    (runtime,) = [
-        importlib.import_module(f"{name}._polars_runtime")
-        for name in avro_decode.POLARS_RUNTIMES
-        if importlib.util.find_spec(name) is not None
-    ]
-    monkeypatch.setattr(avro_decode, "_polars_runtime", lambda: runtime)
-    alone = decode_avro_data_block(block)
-    monkeypatch.setattr(avro_decode, "_polars_runtime", lambda: None)
-    assert alone.equals(decode_avro_data_block(block))
-    assert alone.equals(decode_avro_data_block_fastavro(block))
 
 
 @pytest.mark.parametrize("with_maps", [False, True], ids=["no-maps", "maps"])

@@ -147,9 +147,7 @@ from airflow_lake_provider.spark_jobs.worker_process import prepare_merge_worker
 first = prepare_merge_worker(1)
 frozen = gc.get_freeze_count()
 second = prepare_merge_worker(3)
-# The Avro decode loads polars' compiled runtime, not the polars package (log_file/avro_decode.py).
-runtime = ["runtime"] if any(m.endswith("._polars_runtime") for m in sys.modules) else []
-loaded = sorted(m for m in ("polars", "fastavro", "pyarrow.parquet") if m in sys.modules) + runtime
+loaded = sorted(m for m in ("polars", "fastavro", "pyarrow.parquet") if m in sys.modules)
 got = {"first": first, "second": second, "frozen": frozen, "cpus": pa.cpu_count(), "modules": loaded}
 print(json.dumps(got))
 """
@@ -157,7 +155,7 @@ print(json.dumps(got))
     assert got["first"] > 0 and got["second"] == 0.0  # primed on the first call only
     assert got["frozen"] > 10_000  # the imported libraries' objects, out of the collector's way
     assert got["cpus"] == 3
-    assert got["modules"] == ["fastavro", "pyarrow.parquet", "runtime"]
+    assert got["modules"] == ["fastavro", "polars", "pyarrow.parquet"]
 
 
 def test_job_conf_defaults_and_caller_overrides() -> None:

@@ -17,11 +17,13 @@ commit metadata: the new base files, their column stats, the partitions' stats) 
 (:meth:`MetadataTableWriter.commit_clean`: the deleted files, their column stats marked deleted),
 each at its data instant's time, completed before it.
 
-Readers merge an MDT block only when its MDT deltacommit completed **and** its data instant
-completed (Hudi's ``getValidInstantTimestamps``; our ``metadata_files``), so a crash at any step
-leaves every listing unchanged. What a crash leaves is cleared by the next maintained write
-(:meth:`MetadataTableWriter.discard_orphans`): an MDT deltacommit whose data instant is no longer on
-the data timeline (discarded or rolled back) goes, log files first. A compaction or clean finished
+Hudi 1.x readers skip the MDT deltacommit of a pending data instant (``getValidInstantTimestamps``;
+our ``metadata_files``), so a crash at any step leaves every listing unchanged; but they merge a
+completed one whose data instant is gone or rolled back: undoing a failed write removes its MDT
+deltacommit first, while the instant is pending (:meth:`MetadataTableWriter.discard`, called by the
+rollback executor). An MDT deltacommit whose data instant is no longer on the data timeline (left by
+an older version) is removed by the next maintained write (:meth:`MetadataTableWriter.discard_orphans`),
+log files first. A compaction or clean finished
 after a crash keeps its instant time: the MDT deltacommit a crashed attempt left at that time is
 removed first, as Java rolls back an MDT instant it is about to write again.
 """
@@ -179,9 +181,7 @@ class MetadataTableWriter:
         routed to file groups by the caller, :func:`file_group_index`); the log files' MDT-relative
         paths, in the order given."""
         store = self.store
-        left = [i for i in self.timeline().filter([Action.DELTACOMMIT]) if i.timestamp == instant]
-        if left:  # a crashed attempt of the same data instant (a compaction or clean run again)
-            self._remove(left[0])
+        self.discard(instant)  # a crashed attempt of the same data instant (compaction, clean)
         requested = store.create_requested(instant, Action.DELTACOMMIT)
         inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_avro_bytes())
         settings = self.settings
@@ -206,8 +206,8 @@ class MetadataTableWriter:
 
     def discard_orphans(self, data: Timeline) -> list[str]:
         """Remove the MDT deltacommits whose data instant is gone from the data timeline (a write
-        that failed after its MDT deltacommit, then was discarded or rolled back): readers ignore
-        them already; they go so that the time is never mistaken for a live one. Log files first,
+        that failed after its MDT deltacommit and was undone by a version that did not remove it
+        first): Hudi 1.x readers would merge them. Log files first,
         then the completed file, then the pending ones: a crash leaves a shorter orphan to finish.
         Instants before the data timeline's first one (archived there) are left alone."""
         on_data = {i.timestamp for i in data.instants}
@@ -223,6 +223,16 @@ class MetadataTableWriter:
             removed.append(t)
             log.warning("removed the metadata table's deltacommit %s: its data instant is gone", t)
         return removed
+
+    def discard(self, instant: str) -> bool:
+        """Remove the MDT deltacommit of data instant ``instant`` if there is one (whether it is
+        there). Callers do it while the data instant is still pending: Hudi 1.x readers skip the
+        MDT deltacommit of a pending data instant, but merge a completed one whose data instant is
+        gone or rolled back (``getValidInstantTimestamps``)."""
+        left = [i for i in self.timeline().filter([Action.DELTACOMMIT]) if i.timestamp == instant]
+        for found in left:
+            self._remove(found)
+        return bool(left)
 
     def _remove(self, instant: Instant) -> None:
         """Remove an MDT deltacommit: its log files, then its completed file, then the pending ones

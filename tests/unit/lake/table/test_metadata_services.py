@@ -15,6 +15,7 @@ new base files; checked against the Spark-written compactions' own deltacommits 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -31,10 +32,12 @@ from airflow_lake_provider.lake.services.compaction.executor import run_compacti
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.metadata_files import read_files_partition, read_partition_records
-from airflow_lake_provider.lake.table.metadata_index import GROUP_PREFIXES
+from airflow_lake_provider.lake.table.metadata_index import GROUP_PREFIXES, INDEX_PARTITIONS, index_records
+from airflow_lake_provider.lake.table.metadata_records import change_of_commit, files_records
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
+from airflow_lake_provider.lake.timeline.instant import Action, State
 from tests.unit.lake.table.test_metadata_commit import (
     INDEXES,
     MAINTAIN,
@@ -43,6 +46,7 @@ from tests.unit.lake.table.test_metadata_commit import (
     assert_index_consistent,
     hudi_rs,
 )
+from tests.unit.lake.table.test_metadata_index import _javas
 
 # The Spark-written MOR tables with an MDT: the first two with their key indexes (record_index,
 # a secondary index) and logs to compact; the last compacted by Spark already, given logs by a
@@ -184,3 +188,60 @@ def test_lake_compact_and_clean_with_the_opt_in_then_check_finds_no_difference(
     report = json.loads(capsys.readouterr().out)
     assert report["consistent"] is True and report["missing_files"] == report["extra_files"] == []
     assert _rows(hudi_rs(path)) == before
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "mor_avro_v9_txns_simple_meta",
+        "mor_avro_v9_txns_complex_meta",
+        "mor_avro_v9_txns_nonpart_meta",
+        "mdt_basic_mor_avro_v8_nonpartitioned",
+    ],
+)
+def test_the_records_of_our_compaction_commit_equal_those_java_wrote_for_spark_compactions(
+    hudi_table_zip, name: str
+) -> None:
+    """For each compaction Spark ran on these tables: what our executor hands the MDT writer (the
+    inflight compaction as the commit it becomes, its commit metadata, the timeline as it was) gives
+    the records, file group for file group, of the MDT deltacommit Java wrote at its time; and Java
+    wrote nothing to the record index or the secondary indexes there."""
+    path = hudi_table_zip(name)
+    table = LakeTable.open(path)
+    timeline = table.timeline()
+    kept = frozenset(table.config.properties["hoodie.table.metadata.partitions"].split(","))
+    compared = 0
+    for instant in timeline.instants:
+        if not (instant.is_completed and timeline.is_compaction(instant)):
+            continue
+        theirs, schema = _javas(path, instant.timestamp)
+        assert schema is not None
+        key_indexes = [
+            p for p in (path / ".hoodie/metadata").iterdir() if p.name.startswith(("record", "secondary"))
+        ]
+        assert key_indexes and not [f for p in key_indexes for f in p.glob(f"*_{instant.timestamp}.log.*")]
+        # The timeline when the compaction committed: it inflight, what completed before it.
+        inflight = dataclasses.replace(
+            instant, state=State.INFLIGHT, action=Action.COMPACTION, completion_time=None
+        )
+        seen = [
+            i for i in timeline.instants if i.is_completed and i.completion_time < instant.completion_time
+        ]
+        seen_timeline = dataclasses.replace(timeline, instants=tuple(sorted([*seen, inflight])))
+        done = dataclasses.replace(inflight, action=Action.COMMIT)  # as compaction's _commit passes it
+        change = change_of_commit(timeline.commit_metadata(instant))
+        groups = index_records(
+            open_storage(path), table.config, seen_timeline, done, change, kept & INDEX_PARTITIONS, schema
+        )
+        ours = {
+            (p, f, k): r
+            for p, by_group in groups.items()
+            for f, records in by_group.items()
+            for k, r in records
+        }
+        assert ours == theirs, instant
+        (log,) = (path / ".hoodie/metadata/files").glob(f".files-0000-0_{instant.timestamp}.log.*")
+        (block,) = parse_log_bytes(log.read_bytes(), str(log))
+        assert dict(files_records(change, schema)) == dict(decode_hfile_block(block))
+        compared += 1
+    assert compared >= 1

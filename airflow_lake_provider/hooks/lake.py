@@ -326,7 +326,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         with core_errors(f"clean of {table.uri}"):
             clean_config(table, opts)  # fail on bad options before anything is written
             if not dry_run:  # refused (or the MDT dropped) even when nothing turns out to be due
-                guard_mutation(table, "clean", opts)
+                # Kept under the maintain policy: both executors complete the clean in run_clean.
+                guard_mutation(table, "clean", opts, maintains=True, moves_keys=False)
             # A preview that picks the executor: a real run follows and logs the scan (once).
             preview = run_clean(table, opts, dry_run=True, log_scan=dry_run)
             if mode == "execute" and not pending_cleans(table.timeline()):

@@ -168,3 +168,50 @@ def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_writes(
     assert result["inserted"] == 1
     assert "hook-1" in assert_consistent(path).column("txn_id").to_pylist()
     assert_index_consistent(path)
+
+
+def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_cleans(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The clean hook under ``lake.metadata-table.maintain`` (the connection's extra): the MDT gets
+    the clean's deltacommit; hudi-rs, listing through it, reads the rows it read before."""
+    from mdt_tables import keep_files_partition_only
+
+    from airflow_lake_provider.hooks.lake import LakeHook
+    from airflow_lake_provider.lake.table.reader import read_snapshot
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from airflow_lake_provider.lake.table.write.writer import write
+    from tests.unit.lake.table.test_metadata_commit import (
+        INDEXES,
+        MAINTAIN,
+        _batch,
+        _rows,
+        assert_consistent,
+        assert_index_consistent,
+    )
+
+    path = keep_files_partition_only(hudi_table_zip("cow_v9_txns_simple_meta"), INDEXES)
+    snapshot = read_snapshot(LakeTable.open(path))
+    key = sorted(snapshot.column("txn_id").to_pylist())[0]
+    at = snapshot.column("txn_id").to_pylist().index(key)
+    write(LakeTable.open(path), _batch(snapshot, "txn_id", "txn_ts", [at], [key]), "upsert", options=MAINTAIN)
+    before = _rows(assert_consistent(path))
+    one_version = {
+        "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+        "hoodie.cleaner.fileversions.retained": "1",
+    }
+    digest = tree_digest(path)
+    with pytest.raises(Exception, match="which this engine does not update"):
+        LakeHook().clean(str(path), one_version)  # the default connection: refused
+    assert tree_digest(path) == digest
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_MAINTAIN",
+        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
+    )
+    result = LakeHook(lake_conn_id="lake_maintain").clean(str(path), one_version)
+    assert (result["outcome"], result["executor"]) == ("CLEANED", "local"), result
+    assert result["deleted_files"] > 0
+    mdt = path / ".hoodie/metadata/.hoodie/timeline"
+    assert len(list(mdt.glob(f"{result['instant']}_*.deltacommit"))) == 1
+    assert _rows(assert_consistent(path)) == before
+    assert_index_consistent(path, partitions=False)

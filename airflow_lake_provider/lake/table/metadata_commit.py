@@ -12,11 +12,20 @@ one new log file per MDT file group written (``files/.files-0000-0_<instant>.log
 each one HFILE_DATA block, then completed (the files' write stats and the records' schema without
 meta fields). The caller then completes the data instant.
 
-Readers merge an MDT block only when its MDT deltacommit completed **and** its data instant
-completed (Hudi's ``getValidInstantTimestamps``; our ``metadata_files``), so a crash at any step
-leaves every listing unchanged. What a crash leaves is cleared by the next maintained write
-(:meth:`MetadataTableWriter.discard_orphans`): an MDT deltacommit whose data instant is no longer on
-the data timeline (discarded or rolled back) goes, log files first.
+The same deltacommit serves a compaction commit (:meth:`MetadataTableWriter.commit_write` of its
+commit metadata: the new base files, their column stats, the partitions' stats) and a clean
+(:meth:`MetadataTableWriter.commit_clean`: the deleted files, their column stats marked deleted),
+each at its data instant's time, completed before it.
+
+Hudi 1.x readers skip the MDT deltacommit of a pending data instant (``getValidInstantTimestamps``;
+our ``metadata_files``), so a crash at any step leaves every listing unchanged; but they merge a
+completed one whose data instant is gone or rolled back: undoing a failed write removes its MDT
+deltacommit first, while the instant is pending (:meth:`MetadataTableWriter.discard`, called by the
+rollback executor). An MDT deltacommit whose data instant is no longer on the data timeline (left by
+an older version) is removed by the next maintained write (:meth:`MetadataTableWriter.discard_orphans`),
+log files first. A compaction or clean finished
+after a crash keeps its instant time: the MDT deltacommit a crashed attempt left at that time is
+removed first, as Java rolls back an MDT instant it is about to write again.
 """
 
 from __future__ import annotations
@@ -36,8 +45,18 @@ from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.table.metadata_files import FILES_GROUP, FILES_PARTITION, MDT_DIR
-from airflow_lake_provider.lake.table.metadata_index import INDEX_PARTITIONS, file_groups, index_records
-from airflow_lake_provider.lake.table.metadata_records import FilesChange, Records, files_records
+from airflow_lake_provider.lake.table.metadata_index import (
+    INDEX_PARTITIONS,
+    clean_index_records,
+    file_groups,
+    index_records,
+)
+from airflow_lake_provider.lake.table.metadata_records import (
+    FilesChange,
+    Records,
+    change_of_clean,
+    files_records,
+)
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, State
@@ -136,12 +155,33 @@ class MetadataTableWriter:
             groups.update(index_records(data, config, timeline, instant, change, indexed, self.record_schema))
         return self.commit_records(instant.timestamp, groups)
 
+    def commit_clean(
+        self,
+        data: Storage,
+        config: TableConfig,
+        timeline: Timeline,
+        instant: str,
+        metadata: Mapping[str, Any],
+    ) -> list[str]:
+        """Write and complete the MDT deltacommit of the pending clean ``instant`` (of ``timeline``)
+        whose ``HoodieCleanMetadata`` is ``metadata``: its ``files`` deletions, and its
+        ``column_stats`` entries marked deleted where the MDT has that partition."""
+        change = change_of_clean(metadata)
+        groups: dict[str, Mapping[str, Records]] = {
+            FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}
+        }
+        indexed = self.partitions & INDEX_PARTITIONS
+        if indexed:
+            groups.update(clean_index_records(data, config, timeline, change, indexed, self.record_schema))
+        return self.commit_records(instant, groups)
+
     def commit_records(self, instant: str, partitions: Mapping[str, Mapping[str, Records]]) -> list[str]:
         """Write and complete the MDT deltacommit of data instant ``instant``: per MDT partition and
         file group (file id), one new log file of one HFILE_DATA block holding the records (keys
         routed to file groups by the caller, :func:`file_group_index`); the log files' MDT-relative
         paths, in the order given."""
         store = self.store
+        self.discard(instant)  # a crashed attempt of the same data instant (compaction, clean)
         requested = store.create_requested(instant, Action.DELTACOMMIT)
         inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_avro_bytes())
         settings = self.settings
@@ -166,8 +206,8 @@ class MetadataTableWriter:
 
     def discard_orphans(self, data: Timeline) -> list[str]:
         """Remove the MDT deltacommits whose data instant is gone from the data timeline (a write
-        that failed after its MDT deltacommit, then was discarded or rolled back): readers ignore
-        them already; they go so that the time is never mistaken for a live one. Log files first,
+        that failed after its MDT deltacommit and was undone by a version that did not remove it
+        first): Hudi 1.x readers would merge them. Log files first,
         then the completed file, then the pending ones: a crash leaves a shorter orphan to finish.
         Instants before the data timeline's first one (archived there) are left alone."""
         on_data = {i.timestamp for i in data.instants}
@@ -179,19 +219,35 @@ class MetadataTableWriter:
             t = instant.timestamp
             if t in on_data or t <= first or t.startswith(_SOLO):
                 continue
-            for partition in self.storage.list_dir("")[1]:
-                if partition.startswith("."):  # its .hoodie/
-                    continue
-                for name in self.storage.list_names(partition):
-                    parsed = LogFileName.parse(name)
-                    if parsed is not None and parsed.base_instant == t:
-                        self.storage.delete(f"{partition}/{name}")
-            if instant.state is State.COMPLETED:
-                self.store.remove_completed(instant)
-            self.store.remove_pending(t)
+            self._remove(instant)
             removed.append(t)
             log.warning("removed the metadata table's deltacommit %s: its data instant is gone", t)
         return removed
+
+    def discard(self, instant: str) -> bool:
+        """Remove the MDT deltacommit of data instant ``instant`` if there is one (whether it is
+        there). Callers do it while the data instant is still pending: Hudi 1.x readers skip the
+        MDT deltacommit of a pending data instant, but merge a completed one whose data instant is
+        gone or rolled back (``getValidInstantTimestamps``)."""
+        left = [i for i in self.timeline().filter([Action.DELTACOMMIT]) if i.timestamp == instant]
+        for found in left:
+            self._remove(found)
+        return bool(left)
+
+    def _remove(self, instant: Instant) -> None:
+        """Remove an MDT deltacommit: its log files, then its completed file, then the pending ones
+        (a crash leaves a shorter one for the next run to remove)."""
+        t = instant.timestamp
+        for partition in self.storage.list_dir("")[1]:
+            if partition.startswith("."):  # its .hoodie/
+                continue
+            for name in self.storage.list_names(partition):
+                parsed = LogFileName.parse(name)
+                if parsed is not None and parsed.base_instant == t:
+                    self.storage.delete(f"{partition}/{name}")
+        if instant.state is State.COMPLETED:
+            self.store.remove_completed(instant)
+        self.store.remove_pending(t)
 
 
 def _log_stat(partition: str, file_id: str, rel: str, instant: str, records: int, size: int) -> WriteStat:

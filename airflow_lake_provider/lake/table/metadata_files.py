@@ -4,7 +4,9 @@ The partition is one file group, ``files-0000-0``: an HFile base file plus log f
 blocks, each record a ``HoodieMetadataRecord`` keyed by a partition path (``.`` for a
 non-partitioned table) or ``__all_partitions__``. The latest slice's base records are merged with
 those of its log blocks whose instant is valid (Hudi's ``getValidInstantTimestamps``): a completed MDT
-deltacommit whose data instant completed too, or one of the MDT's own initialisation instants.
+deltacommit whose data instant completed too, or one of the MDT's own initialisation instants; in
+Hudi 1.x (table versions 8, 9) any completed MDT deltacommit whose data instant is not pending, so
+one whose data instant is gone or rolled back counts (a writer removes it before that).
 Each record's file map merges as ``HoodieMetadataPayload.combineFileSystemMetadata`` does: a newer
 deletion removes the file (kept as a tombstone only when the older record lacked it), otherwise the
 larger size wins; tombstones are dropped from the result.
@@ -149,10 +151,17 @@ _SUFFIXED_DELTACOMMIT = re.compile(r"^([0-9]{20})\.deltacommit$")
 
 def _valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
     """(completed MDT deltacommits, the instants whose MDT blocks readers merge): Hudi's
-    ``getValidInstantTimestamps``, a data instant that completed or one of the MDT's own."""
+    ``getValidInstantTimestamps``, a data instant that completed or one of the MDT's own; in Hudi
+    1.x (layout 2) also every completed MDT deltacommit whose data instant is not pending (gone, or
+    a service's), the instants data rollbacks and restores rolled back, and MDT rollbacks."""
     deltacommits = {i.timestamp for i in mdt.filter([Action.DELTACOMMIT], [State.COMPLETED])}
     valid = {i.timestamp for i in data.filter(states=[State.COMPLETED])}
     valid |= {r for r in deltacommits if r.startswith(_SOLO)}
+    if data.layout.has_completion_times:
+        pending = {i.timestamp for i in data.instants if not i.is_completed}
+        valid |= deltacommits - pending
+        valid |= _rolled_back(data, min(valid, default=_SOLO))
+        valid |= {i.timestamp for i in mdt.filter([Action.ROLLBACK, Action.RESTORE], [State.COMPLETED])}
     if not data.layout.has_completion_times:
         suffixed = {
             m.group(1)
@@ -162,6 +171,22 @@ def _valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
         deltacommits |= suffixed
         valid |= suffixed
     return deltacommits, valid
+
+
+def _rolled_back(data: Timeline, after: str) -> set[str]:
+    """The instants the completed rollbacks and restores after ``after`` rolled back."""
+    out: set[str] = set()
+    for instant in data.filter([Action.ROLLBACK, Action.RESTORE], [State.COMPLETED]):
+        if instant.timestamp <= after:
+            continue
+        record = data.avro_record(instant)
+        if instant.action is Action.ROLLBACK:
+            out.update(record.get("commitsRollback") or ())
+            continue
+        for rollbacks in (record.get("hoodieRestoreMetadata") or {}).values():
+            for rollback in rollbacks:
+                out.update(rollback.get("commitsRollback") or ())
+    return out
 
 
 def read_files_partition(storage: Storage) -> FilesListing:

@@ -7,11 +7,17 @@ per partition written, one record (type 6) per column over the files of the part
 slices as the write sees them (its own files included, as if it had completed). The files written
 before keep the ``column_stats`` records the MDT holds; a file without one is read. Each record goes
 to the file group of its partition that Java routes its key to (``file_group_index``).
+
+A clean (``clean_index_records``) gives per file it deleted, base or log, one ``column_stats``
+record per indexed column marked deleted: Hudi's stub (no values, every count -1), not a removal
+(``HoodieTableMetadataUtil.convertMetadataToColumnStatsRecords`` of a clean), and no
+``partition_stats`` record (a clean leaves every latest slice as it was).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,7 +34,11 @@ from airflow_lake_provider.lake.table.metadata_records import (
 )
 from airflow_lake_provider.lake.table.metadata_stats import (
     COLUMN_STATS,
+    META_COLUMNS,
     PARTITION_STATS,
+    ValueType,
+    columns_to_index,
+    index_version,
     log_column_stats,
     parquet_column_stats,
     partition_stats,
@@ -159,3 +169,60 @@ def _partition_records(
         for key, stats in partition_stats(partition or ".", files).items():
             out[key] = _record(schema, PARTITION_STATS, stats)
     return out
+
+
+def clean_index_records(
+    storage: Storage,
+    config: TableConfig,
+    timeline: Timeline,
+    change: FilesChange,
+    partitions: frozenset[str],
+    schema: Mapping[str, Any],
+) -> Groups:
+    """The ``column_stats`` records (if among ``partitions``) of a clean that made ``change``: per
+    deleted file and indexed column, a record marked deleted, by MDT partition and file group."""
+    if COLUMN_STATS_PARTITION not in partitions or not change.file_count:
+        return {}
+    columns = columns_to_index(storage, _table_columns(config, timeline))
+    v1 = index_version(storage) == 1
+    records = {
+        column_stats_key(column, partition or ".", name): _record(
+            schema, COLUMN_STATS, _stub(name, column, v1)
+        )
+        for partition, part in change.partitions.items()
+        for name in part.deleted
+        for column in columns
+    }
+    if not records:
+        return {}
+    mdt = storage.child(MDT_DIR)
+    return {COLUMN_STATS_PARTITION: _route(records, file_groups(mdt, COLUMN_STATS_PARTITION))}
+
+
+def _table_columns(config: TableConfig, timeline: Timeline) -> list[str]:
+    """The table's columns as Hudi picks indexed ones from (its index definition names them on 1.x
+    tables): the meta columns it populates, then the latest commit schema's fields."""
+    text = timeline.latest_schema()
+    fields = [str(f["name"]) for f in json.loads(text)["fields"]] if text else []
+    meta = list(META_COLUMNS) if config.populate_meta_fields else []
+    return meta + [f for f in fields if f not in meta]
+
+
+def _stub(file_name: str, column: str, v1: bool) -> dict[str, Any]:
+    """``HoodieColumnRangeMetadata.stub`` as a deleted ``column_stats`` entry: no min/max, every
+    count -1, the empty value type (none in index version 1)."""
+    stats: dict[str, Any] = {
+        "fileName": file_name,
+        "columnName": column,
+        "minValue": None,
+        "maxValue": None,
+        "valueCount": -1,
+        "nullCount": -1,
+        "totalSize": -1,
+        "totalUncompressedSize": -1,
+        "isDeleted": True,
+        "isTightBound": False,
+    }
+    if not v1:
+        stats["valueType"] = {"typeOrdinal": int(ValueType.NULL), "additionalInfo": None}
+    return stats

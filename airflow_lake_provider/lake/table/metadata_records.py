@@ -4,8 +4,10 @@ Java writer makes them (``HoodieTableMetadataUtil.convertMetadataToFilesPartitio
 A commit, deltacommit or replacecommit gives one ``__all_partitions__`` record (type 1) naming every
 partition it wrote (size 0 each: Hudi cannot tell a new partition from an old one here), and per
 partition one record (type 2) mapping each file it wrote to its size: the largest size any write
-stat reports for the file. A clean gives per partition a record of deleted files (``isDeleted``,
-size 0). Keys are partition paths, ``.`` for a non-partitioned table's root. Every other field of
+stat reports for the file; a compaction commit is one of these (its new base files). A clean gives
+per partition of its metadata a record of the files it planned to delete (``deletePathPatterns``,
+``isDeleted``, size 0; Java does not narrow them to ``successDeleteFiles``) and no partition list.
+Keys are partition paths, ``.`` for a non-partitioned table's root. Every other field of
 ``HoodieMetadataRecord`` is null and ``key`` is empty: the key lives in the HFile cell.
 """
 
@@ -15,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.table.metadata_files import (
     ALL_PARTITIONS,
     FILE_LIST,
@@ -68,6 +71,20 @@ def change_of_commit(metadata: CommitMetadata) -> FilesChange:
             sizes[name] = max(sizes.get(name, stat.file_size_in_bytes), stat.file_size_in_bytes)
         changes[partition] = PartitionChange(added=sizes)
     return FilesChange(changes, tuple(changes))
+
+
+def change_of_clean(metadata: Mapping[str, Any]) -> FilesChange:
+    """The files a clean removed (``HoodieCleanMetadata`` as a dict): per partition of its metadata,
+    even one with nothing to delete, the planned deletes as Java takes them."""
+    changes: dict[str, PartitionChange] = {}
+    for partition, part in (metadata.get("partitionMetadata") or {}).items():
+        if part.get("isPartitionDeleted"):  # our cleaner never deletes a partition
+            raise TableConfigError(
+                f"clean {metadata.get('startCleanTime')} deletes partition {partition!r}: the metadata "
+                "table's partition list is not kept for that"
+            )
+        changes[partition] = PartitionChange(deleted=tuple(part.get("deletePathPatterns") or ()))
+    return FilesChange(changes)
 
 
 def file_group_index(key: str, count: int) -> int:

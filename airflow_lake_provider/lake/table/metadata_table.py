@@ -9,9 +9,12 @@ does (``HoodieTable.maybeDeleteMetadataTable``): clear both partition keys of ``
 then delete ``.hoodie/metadata/``. Every mutating entry point calls :func:`guard_mutation` before its
 first lock file, heartbeat, marker or instant; read-only work never does. The policy is one value
 decided here. A third policy, ``maintain`` (opt-in, ``lake.metadata-table.maintain=true``), keeps
-the MDT up to date instead (``metadata_commit``); so far only writes (insert, upsert, delete) on
-tables of version 8 and 9 whose MDT partitions are among ``files``, ``column_stats`` and
-``partition_stats`` do it: any other action, or another MDT, is refused under it as under ``refuse``.
+the MDT up to date instead (``metadata_commit``) on tables of version 8 and 9: writes (insert,
+upsert, delete) where the MDT partitions are among ``files``, ``column_stats`` and
+``partition_stats``; compaction (schedule, execute) and clean where they are among those plus
+``record_index`` and secondary indexes, which services leave unchanged (they move no key, and Hudi's
+writer adds no entry of those for them). Any other action, or another MDT, is refused under it as
+under ``refuse``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import HOODIE_DIR
+from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat_expired, now_ms
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -44,6 +48,9 @@ MAINTAIN_KEY = METADATA_MAINTAIN.key  # ours; true keeps the MDT up to date wher
 # The MDT partitions the maintain policy keeps, and the table versions it keeps them on.
 MAINTAINED_PARTITIONS = frozenset({"files", "column_stats", "partition_stats"})
 MAINTAINED_VERSIONS = frozenset({8, 9})
+# Key indexes: a service that moves no key (compaction, clean) keeps them by writing nothing to them.
+RECORD_INDEX = "record_index"
+SECONDARY_INDEX_PREFIX = "secondary_index_"
 PARTITIONS_KEY = "hoodie.table.metadata.partitions"
 INFLIGHT_PARTITIONS_KEY = "hoodie.table.metadata.partitions.inflight"
 MDT_PATH = f"{HOODIE_DIR}/{METADATA_DIR}"
@@ -144,17 +151,24 @@ def refusal(table: LakeTable, state: MetadataTableState, action: str) -> TableCo
     )
 
 
-def unmaintainable(table: LakeTable, state: MetadataTableState) -> str | None:
-    """Why the maintain policy cannot keep this table's MDT (None: it can)."""
+def _key_index(partition: str) -> bool:
+    return partition == RECORD_INDEX or partition.startswith(SECONDARY_INDEX_PREFIX)
+
+
+def unmaintainable(table: LakeTable, state: MetadataTableState, moves_keys: bool = True) -> str | None:
+    """Why the maintain policy cannot keep this table's MDT for an action (None: it can); one that
+    moves no key (``moves_keys`` false: compaction, clean) keeps the key indexes too."""
     version = table.config.table_version
     if version not in MAINTAINED_VERSIONS:
         return f"table version {version} (only {', '.join(map(str, sorted(MAINTAINED_VERSIONS)))} so far)"
     if state.inflight_partitions:
         return f"partitions being built ({', '.join(state.inflight_partitions)})"
-    others = sorted(set(state.partitions) - MAINTAINED_PARTITIONS)
+    extra = set(state.partitions) - MAINTAINED_PARTITIONS
+    others = sorted(p for p in extra if moves_keys or not _key_index(p))
     if others or "files" not in state.partitions or not state.folder_exists:
         kept = ", ".join(sorted(MAINTAINED_PARTITIONS))
-        return f"partitions [{', '.join(state.partitions)}] (only [{kept}] are kept so far)"
+        also = "" if moves_keys else f" and, for this action, {RECORD_INDEX} and {SECONDARY_INDEX_PREFIX}*"
+        return f"partitions [{', '.join(state.partitions)}] (only [{kept}]{also} are kept so far)"
     return None
 
 
@@ -173,14 +187,16 @@ def guard_mutation(
     *,
     dry_run: bool = False,
     maintains: bool = False,
+    moves_keys: bool = True,
 ) -> MetadataTableDrop | None:
     """Decide, before ``action`` takes its first lock, what it does about the table's MDT.
 
     No MDT, or a dry run: nothing. Policy ``refuse``: raise ``TableConfigError`` (nothing written).
     Policy ``drop``: drop the MDT (see :func:`drop_metadata_table`) and return what was dropped.
     Policy ``maintain``: nothing when the action keeps the MDT itself (``maintains``) and
-    :func:`unmaintainable` finds nothing against it; otherwise ``TableConfigError``. So an action
-    that maintains the MDT finds one present after this call only under ``maintain``.
+    :func:`unmaintainable` finds nothing against it (``moves_keys`` false: the action moves no key);
+    otherwise ``TableConfigError``. So an action that maintains the MDT finds one present after this
+    call only under ``maintain`` (:func:`kept_metadata_table` opens it).
     """
     # Parsed first: a bad value fails the same way whether or not the table has an MDT today.
     policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
@@ -190,11 +206,26 @@ def guard_mutation(
     if policy is MetadataTablePolicy.REFUSE:
         raise refusal(table, state, action)
     if policy is MetadataTablePolicy.MAINTAIN:
-        why = "it does not update the metadata table yet" if not maintains else unmaintainable(table, state)
+        why = (
+            unmaintainable(table, state, moves_keys)
+            if maintains
+            else "it does not update the metadata table yet"
+        )
         if why is not None:
             raise maintain_refusal(table, state, action, why)
         return None
     return drop_metadata_table(table, options)
+
+
+def kept_metadata_table(table: LakeTable) -> MetadataTableWriter | None:
+    """The writer of the table's MDT, keeping the partitions it maintains (None: no MDT). Past
+    :func:`guard_mutation` of a maintaining action, an MDT is still there only under ``maintain``."""
+    state = detect(table)
+    if not state.present:
+        return None
+    return MetadataTableWriter.open(
+        table.storage, table.clock, [p for p in state.partitions if p in MAINTAINED_PARTITIONS]
+    )
 
 
 def blocking_instants(table: LakeTable, timeline: Timeline, options: Mapping[str, object]) -> list[Instant]:

@@ -30,7 +30,7 @@ from airflow_lake_provider.lake.services.clean.planner import (
 from airflow_lake_provider.lake.services.clean.result import CleanResult, DeleteOutcome, Outcome
 from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     describe_failed_writes,
@@ -248,6 +248,9 @@ def execute_pending(
         instant = table.store.transition_to_inflight(instant, timeline.read_bytes(instant))
     outcomes = deleter(table, plan_)
     metadata = clean_metadata(plan_, instant.timestamp, outcomes, started, kept)
+    mdt = kept_metadata_table(table)
+    if mdt is not None:  # maintained: the deletions' MDT deltacommit completes first, as Hudi's
+        mdt.commit_clean(table.storage, table.config, timeline, instant.timestamp, metadata)
     table.store.transition_to_completed(
         instant, timeline_avro.write_avro(timeline_avro.CLEAN_METADATA, metadata)
     )
@@ -301,7 +304,7 @@ def run_clean(
     slicing live in the timeline and file-group layers).
     """
     config = clean_config(table, options)  # bad options fail before anything changes
-    guard_mutation(table, "clean", options, dry_run=dry_run)
+    guard_mutation(table, "clean", options, dry_run=dry_run, maintains=True, moves_keys=False)
     if not dry_run and mode != "execute":
         _roll_back_expired_writes(table, options)
     timeline = table.timeline()

@@ -16,6 +16,7 @@ call the first once per operation, the driver commits their write stats with the
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import time
@@ -42,7 +43,8 @@ from airflow_lake_provider.lake.services.compaction.operation import (
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
 from airflow_lake_provider.lake.services.compaction.result import CompactionResult, Outcome, ScheduleResult
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction, service_lock
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.metadata_records import change_of_commit
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
 from airflow_lake_provider.lake.table.reader import check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -130,6 +132,10 @@ def _commit(table: LakeTable, instant: str, stats: Sequence[WriteStat], timeline
         extra_metadata={"schema": schema} if schema else {},
         compacted=True,
     )
+    mdt = kept_metadata_table(table)
+    if mdt is not None:  # maintained: the new base files' MDT deltacommit completes first, as Hudi's
+        done = dataclasses.replace(current, action=Action.COMMIT)
+        mdt.commit_write(table.storage, table.config, timeline, done, change_of_commit(metadata))
     # JSON in table version 6, Avro (Hudi 1.x's schema) in 8 and 9, as every commit of the table.
     table.store.transition_to_completed(current, metadata.to_bytes(table.layout.has_completion_times))
     table.store.markers.delete(instant)
@@ -195,7 +201,7 @@ def _execute(
     runner: OperationRunner | None,
     options: Mapping[str, object] | None,
 ) -> CompactionResult:
-    guard_mutation(table, "compaction execute", options, dry_run=dry_run)
+    guard_mutation(table, "compaction execute", options, dry_run=dry_run, maintains=True, moves_keys=False)
     started = time.monotonic()
     with service_lock(table, EXECUTE_LOCK, dry_run):
         timeline = table.timeline()
@@ -278,4 +284,6 @@ def run_compaction(
     scheduled = schedule_compaction(table, options, now, instant=instant, force=force)
     if scheduled.outcome is not Outcome.SCHEDULED:
         return scheduled, CompactionResult(Outcome.NO_WORK)
-    return scheduled, execute_compaction(table, scheduled.instant)
+    # The caller's options decide the metadata-table policy of both halves (a config carries none).
+    policy = None if isinstance(options, CompactionConfig) else options
+    return scheduled, execute_compaction(table, scheduled.instant, options=policy)

@@ -127,6 +127,8 @@ def schedule_compaction(
         "compaction schedule",
         None if isinstance(options, CompactionConfig) else options,
         dry_run=dry_run,
+        maintains=True,  # a plan changes no listing: Hudi writes no MDT deltacommit for it
+        moves_keys=False,
     )
     with service_lock(table, SCHEDULE_LOCK, dry_run):
         checked = _check_base_files_unlocked(table, config, now, force)

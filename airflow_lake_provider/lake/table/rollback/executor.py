@@ -27,7 +27,7 @@ from airflow_lake_provider.lake.errors import ObjectNotFoundError, StorageError,
 from airflow_lake_provider.lake.file_group.builder import list_table
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
 from airflow_lake_provider.lake.table.rollback.fallback import check_fallback
 from airflow_lake_provider.lake.table.rollback.plan import (
     RollbackOutcome,
@@ -211,11 +211,21 @@ def discard_failed_write(table: LakeTable, instant_time: str) -> bool:
     for path in rollback_plan.files_to_delete:
         table.storage.delete_data_file(path)  # already gone counts as deleted
     table.store.markers.delete(instant_time)
+    _forget_in_metadata_table(table, instant_time)
     table.store.remove_pending(instant_time)
     table.store.heartbeats.delete(instant_time)
     deleted = len(rollback_plan.files_to_delete)
     log.info("discarded failed write %s of %s: %d files deleted", instant_time, table.uri, deleted)
     return True
+
+
+def _forget_in_metadata_table(table: LakeTable, t: str) -> None:
+    """Remove the MDT deltacommit of the pending instant ``t`` being undone (a maintained MDT: past
+    the guard, an MDT is left only under that policy) before ``t`` leaves the timeline: Hudi 1.x
+    readers merge the MDT deltacommit of an instant gone or rolled back, not of a pending one."""
+    mdt = kept_metadata_table(table)
+    if mdt is not None and mdt.discard(t):
+        log.info("removed the metadata table's deltacommit of %s, which is being undone", t)
 
 
 def finish_pending_locked(table: LakeTable) -> list[RollbackResult]:
@@ -311,6 +321,7 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
             failed.append(storage.check_deletable(path))
             continue
         deleted.append(path)
+    _forget_in_metadata_table(table, t)
     marked = []
     for path, _size in [m for req in rollback_plan.requests for m in req.logs_to_mark]:
         rel = storage.check_deletable(path)

@@ -26,9 +26,8 @@ from airflow_lake_provider.lake.format.bloom_filter import DEFAULT_SETTINGS, Blo
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, LookupStats
-from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter
 from airflow_lake_provider.lake.table.metadata_records import change_of_commit
-from airflow_lake_provider.lake.table.metadata_table import detect, guard_mutation
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
 from airflow_lake_provider.lake.table.progress import Progress
 from airflow_lake_provider.lake.table.rollback.executor import (
     discard_failed_write,
@@ -160,7 +159,7 @@ def _write_checked(
     if archive:
         ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
     guard_mutation(table, f"write ({operation.value})", options, maintains=True)
-    _kept_metadata_table(table)  # an MDT we cannot keep refuses before the lock file; again under it
+    kept_metadata_table(table)  # an MDT we cannot keep refuses before the lock file; again under it
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
@@ -177,13 +176,6 @@ def _write_checked(
             bloom,
         )
     return result, archive
-
-
-def _kept_metadata_table(table: LakeTable) -> MetadataTableWriter | None:
-    """The writer of the table's MDT (None: it has none). Past the guard, one is still there only
-    under the maintain policy, which keeps it up to date."""
-    state = detect(table)
-    return MetadataTableWriter.open(table.storage, table.clock, state.partitions) if state.present else None
 
 
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
@@ -211,7 +203,7 @@ def _write_locked(
     timeline = table.timeline()
     data_schema, event_times, rows = prepare_batch(table, batch, operation, timeline, event_time_field)
     timeline = _ready_timeline(table, timeline, config)
-    mdt = _kept_metadata_table(table)
+    mdt = kept_metadata_table(table)
     if mdt is not None:
         mdt.discard_orphans(timeline)
     action = Action.DELTACOMMIT if table.config.is_mor else Action.COMMIT

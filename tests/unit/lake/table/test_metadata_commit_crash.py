@@ -116,43 +116,81 @@ def test_crash_at_every_durable_step_of_a_maintained_write(
         assert _keys(rows, key) == expected | {second}, (step, steps[step - 1])
 
 
+def _no_mdt_deltacommit_of(path: Path, instant: str) -> None:
+    assert _mdt_names(path, instant) == []
+    assert not list((path / ".hoodie/metadata/.hoodie/timeline").glob(f"{instant}*"))
+
+
 @pytest.mark.parametrize(("name", "also"), KEPT)
-def test_an_orphan_mdt_deltacommit_is_ignored_then_removed(
+def test_a_failed_maintained_write_removes_its_mdt_deltacommit_before_its_instant(
     hudi_table_zip, tmp_path: Path, name: str, also: tuple[str, ...]
 ) -> None:
-    key, ordering, (first, second, third) = CASES[name]
+    """A write that fails after its MDT deltacommit completed undoes it before its data instant
+    leaves the timeline (Hudi 1.x readers would merge a completed MDT deltacommit whose data instant
+    is gone, and list the files the undo deletes), a crash at every step of that undo included."""
+    key, ordering, (first, second, _) = CASES[name]
     template = keep_files_partition_only(hudi_table_zip(name), also)
     before = _keys(assert_consistent(template), key)
-    snapshot = read_snapshot(LakeTable.open(template))
-    old = sorted(snapshot.column(key).to_pylist())[0]
-    row = snapshot.column(key).to_pylist().index(old)
-    batch = _batch(snapshot, key, ordering, [row, row], [old, first])
 
     def fail_at_commit(step: str) -> None:
         if step == "commit":  # after the MDT deltacommit completed, before the data instant
             raise RuntimeError("injected")
 
-    with pytest.raises(RuntimeError, match="injected"):
-        write(LakeTable.open(template), batch, "upsert", options=MAINTAIN, fault=fail_at_commit)
-    # The write discarded its data instant; its MDT deltacommit is left complete: an orphan.
-    (orphan,) = [
-        p.name.split("_")[0]
-        for p in (template / ".hoodie/metadata/.hoodie/timeline").glob("*_*.deltacommit")
-        if LakeTable.open(template).timeline().get(p.name.split("_")[0]) is None
-        and not p.name.startswith("0000")
-    ]
-    assert _mdt_names(template, orphan)
-    assert _keys(assert_consistent(template), key) == before  # both readers ignore it
+    def failing(table: LakeTable) -> object:
+        snapshot = read_snapshot(LakeTable.open(template))
+        old = sorted(snapshot.column(key).to_pylist())[0]
+        row = snapshot.column(key).to_pylist().index(old)
+        batch = _batch(snapshot, key, ordering, [row, row], [old, first])
+        return write(table, batch, "upsert", options=MAINTAIN, fault=fail_at_commit)
+
     counting = crashing(LakeTable.open(_copy(template, tmp_path / "count")))
+    with pytest.raises(RuntimeError, match="injected"):
+        failing(counting)
+    steps = steps_of(counting)
+    (t,) = {s.split("/")[-1].split(".")[0] for s in steps if s.endswith(".deltacommit.requested")}
+    _no_mdt_deltacommit_of(counting_path := tmp_path / "count", t)
+    assert _keys(assert_consistent(counting_path), key) == before
+    mdt_done = next(i for i, s in enumerate(steps, 1) if f"/{t}_" in s)
+    for step in range(mdt_done, len(steps) + 1):  # every step from the MDT deltacommit's completion
+        path = _copy(template, tmp_path / f"crash{step}")
+        with pytest.raises(SimulatedCrash):
+            failing(crashing(LakeTable.open(path), step))
+        assert _keys(assert_consistent(path), key) == before, (step, steps[step - 1])
+        # The next maintained write rolls the crashed one back (Spark's EAGER), its MDT first.
+        _upsert(path, key, ordering, second)(LakeTable.open(path))
+        _no_mdt_deltacommit_of(path, t)
+        assert _keys(assert_consistent(path), key) == before | {second}, (step, steps[step - 1])
+
+
+@pytest.mark.parametrize(("name", "also"), KEPT)
+def test_the_rollback_of_a_crashed_maintained_write_keeps_the_metadata_table(
+    hudi_table_zip, tmp_path: Path, name: str, also: tuple[str, ...]
+) -> None:
+    """A maintained write that crashed after its MDT deltacommit completed is rolled back by the
+    next maintained write (EAGER, Spark's default): the MDT deltacommit goes while the crashed
+    instant is still pending, so at every durable step of the next write both readers (ours as Hudi
+    1.x's, which merges the MDT deltacommit of a rolled-back instant) read the rows before it."""
+    key, ordering, (first, second, third) = CASES[name]
+    template = keep_files_partition_only(hudi_table_zip(name), also)
+    before = _keys(assert_consistent(template), key)
+    counting = crashing(LakeTable.open(_copy(template, tmp_path / "count")))
+    done = _upsert(template, key, ordering, first)(counting)
+    data_done = [i for i, s in enumerate(steps_of(counting), 1) if f"/{done.instant}_" in s][1]
+    with pytest.raises(SimulatedCrash):  # the MDT deltacommit completed, the data instant not
+        _upsert(template, key, ordering, first)(crashing(LakeTable.open(template), data_done - 1))
+    (t,) = [i.timestamp for i in LakeTable.open(template).timeline().instants if not i.is_completed]
+    assert _mdt_names(template, t)
+    assert _keys(assert_consistent(template), key) == before
+    counting = crashing(LakeTable.open(_copy(template, tmp_path / "count2")))
     _upsert(template, key, ordering, second)(counting)
     steps = steps_of(counting)
-    removal = [i for i, s in enumerate(steps) if orphan in s]
-    assert removal == list(range(removal[0], removal[0] + len(removal)))
-    for step in range(1, removal[-1] + 2):  # every step of the removal, and the first after it
+    assert any(s.endswith(".rollback") for s in steps)  # (completed rollback of the crashed write)
+    for step in range(1, len(steps) + 1):
         path = _copy(template, tmp_path / f"crash{step}")
         with pytest.raises(SimulatedCrash):
             _upsert(template, key, ordering, second)(crashing(LakeTable.open(path), step))
-        assert _keys(assert_consistent(path), key) == before
-        _upsert(path, key, ordering, third, AFTER_CRASH)(LakeTable.open(path))  # finishes the removal
-        assert _mdt_names(path, orphan) == []
-        assert _keys(assert_consistent(path), key) == before | {third}
+        rows = _keys(assert_consistent(path), key)
+        assert rows in (before, before | {second}), (step, steps[step - 1])
+        _upsert(path, key, ordering, third)(LakeTable.open(path))
+        _no_mdt_deltacommit_of(path, t)
+        assert _keys(assert_consistent(path), key) - {second} == before | {third}, (step, steps[step - 1])

@@ -27,7 +27,8 @@ from airflow_lake_provider.lake.file_group.file_names import BaseFileName
 from airflow_lake_provider.lake.file_group.model import FileGroup, FileSlice
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.timeline.active import Timeline
-from airflow_lake_provider.lake.timeline.instant import Action, State
+from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
+from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, State
 
 
 @dataclass(frozen=True)
@@ -184,9 +185,10 @@ class FileSystemView:
         ``partitions``, default all) needs but a clean removed, wholly or some of its files.
 
         Commit write stats say which files each file group had at ``instant``: those of its newest
-        slice (base file and log files) written by commits up to ``instant``. Only the groups a clean
-        may have taken that slice from are checked (:meth:`_at_risk`), and of the commits only those
-        that can have written it: a read as of the newest of 10,000 archived instants decodes a few.
+        slice (base file and log files) written by commits up to ``instant``. As of an archived
+        instant, only the groups a clean may have taken that slice from are checked
+        (:meth:`_at_risk`), and of the commits only those that can have written it: a read as of the
+        newest of 10,000 archived instants decodes a few of them, not all.
         """
         only = set(partitions) if partitions is not None else None
         at_risk, floor = self._at_risk(instant, only)
@@ -216,14 +218,17 @@ class FileSystemView:
         """(the file groups whose slice read as of ``instant`` a clean may have removed, None: every
         group; the earliest base instant their slices read as of ``instant`` can have).
 
-        A clean never removes the latest slice of a live file group (every policy keeps at least
-        one version; only a replaced group goes whole), so a group whose latest slice on storage is
-        not after ``instant`` reads it whole. At risk: the groups rewritten since (their slice as of
-        ``instant`` is at or after their newest base file not after it, which a commit up to
-        ``instant`` wrote) and the groups replaced since. A replace archived after ``instant`` is
-        not on this timeline: then every group is checked, as are all commits up to ``instant``
-        when a group at risk has no base file left from before it."""
-        if self._replaced_in_history_after(instant):
+        Every group, unless ``instant`` is archived (the timeline holds the LSM history up to it:
+        decoding every archived commit cost seconds). Then: a clean never removes the latest slice
+        of a live file group (every policy keeps at least one version; only a replaced group goes
+        whole), so a group whose latest slice on storage is not after ``instant`` is read as of it
+        as a snapshot read reads it, from the listing. At risk: the groups rewritten since (their
+        slice as of ``instant`` is at or after their newest base file not after it, which a commit
+        up to ``instant`` wrote) and the groups replaced since. A group with no base file left from
+        before ``instant`` is not at risk if the commit of its oldest base file created it (write
+        stat ``prevCommit`` "null"); else every commit up to ``instant`` is read. A replace archived
+        after ``instant`` is not on this timeline: then every group is checked."""
+        if not self.timeline.archived or self._replaced_in_history_after(instant):
             return None, ""
         risky = {k for k, at in self.replaced.items() if at > instant and (only is None or k[0] in only)}
         present: dict[tuple[str, str], list[tuple[str, bool]]] = {}
@@ -237,12 +242,40 @@ class FileSystemView:
             if present[key] and max(at for at, _ in present[key]) > instant:
                 risky.add(key)
         floor = None
-        for key in risky:
+        stats: dict[str, list[WriteStat]] = {}  # of the commits _created_after read
+        for key in sorted(risky):
             bases = [at for at, has_base in present.get(key, ()) if has_base and at <= instant]
-            if not bases:
+            if bases:
+                floor = max(bases) if floor is None else min(floor, max(bases))
+            elif self._created_after(key, present.get(key, []), instant, stats):
+                risky.discard(key)
+            else:
                 return risky, ""
-            floor = max(bases) if floor is None else min(floor, max(bases))
         return risky, floor or ""
+
+    def _created_after(
+        self,
+        key: tuple[str, str],
+        slices: list[tuple[str, bool]],
+        instant: str,
+        stats: dict[str, list[WriteStat]],
+    ) -> bool:
+        """Whether a group whose every slice on storage is after ``instant`` was created after it:
+        its oldest base file's commit (on this timeline) says it had no previous version."""
+        if not slices or min(at for at, _ in slices) <= instant:
+            return False
+        first = min((at for at, has_base in slices if has_base), default=None)
+        commit = self.timeline.get(first) if first is not None else None
+        if commit is None or commit.action not in COMMIT_ACTIONS or not commit.is_completed:
+            return False
+        if first not in stats:
+            stats[first] = self.timeline.commit_metadata(commit).write_stats()
+        for stat in stats[first]:
+            if (stat.partition_path, stat.file_id) == key and slice_instant(
+                stat.path.rsplit("/", 1)[-1]
+            ) == first:
+                return stat.prev_commit in ("null", "")
+        return False
 
     def _present_slices(self, key: tuple[str, str]) -> list[tuple[str, bool]]:
         """(slice instant, has a base file) of a group's slices on storage (from the index)."""

@@ -5,9 +5,11 @@ anything outside the table, and every savepoint refusal is justified.
 
 The expectations come from oracles computed here, not from the code under test: which commits a
 clean must retain (from the ``.hoodie/`` file names, the policy and "now"), which files a snapshot
-reads (from the data file names on disk right after each commit), and whether a savepoint's files are
-gone (from the disk). The last test of the module checks, from the statistics the histories collected,
-that they exercised what they claim (printed at the end of the run).
+reads (from the data file names on disk right after each commit; on version 8 a log's slice also from
+its deltacommit's completion time in the timeline's file names and from compaction plans), and
+whether a savepoint's files are gone (from the disk). The last test of the module checks, from the
+statistics the histories collected, that they exercised what they claim (printed at the end of the
+run).
 """
 
 from __future__ import annotations

@@ -14,15 +14,19 @@ import datetime as dt
 import os
 import shutil
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import pyarrow as pa
 import pytest
 from hudi import HudiTableBuilder
+from hypothesis import seed
 
 from airflow_lake_provider.lake.timeline.instant import InstantClock
 
 DEEP_EXAMPLES = 5000
+T = TypeVar("T")
 
 
 def examples(normal: int) -> int:
@@ -40,6 +44,13 @@ def derandomized() -> bool:
     random one, ~30 examples can fall under the bar by chance. A deep run (5,000) is random.
     """
     return not os.environ.get("LAKE_DEEP")
+
+
+def fixed_seed(value: int) -> Callable[[T], T]:
+    """``hypothesis.seed(value)`` for a test whose statistics are asserted, unless the run is random
+    (``derandomized()`` false): its fixed sequence is then this seed's, not one derived from its
+    source (which changes with every edit of the test)."""
+    return seed(value) if derandomized() else (lambda test: test)
 
 
 _LAST_DIR: dict[str, Path] = {}

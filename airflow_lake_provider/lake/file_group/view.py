@@ -27,7 +27,8 @@ from airflow_lake_provider.lake.file_group.file_names import BaseFileName
 from airflow_lake_provider.lake.file_group.model import FileGroup, FileSlice
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.timeline.active import Timeline
-from airflow_lake_provider.lake.timeline.instant import Action, State
+from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
+from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, State
 
 
 @dataclass(frozen=True)
@@ -184,27 +185,128 @@ class FileSystemView:
         ``partitions``, default all) needs but a clean removed, wholly or some of its files.
 
         Commit write stats say which files each file group had at ``instant``: those of its newest
-        slice (base file and log files) written by commits up to ``instant``.
+        slice (base file and log files) written by commits up to ``instant``. As of an archived
+        instant, only the groups a clean may have taken that slice from are checked
+        (:meth:`_at_risk`), and of the commits only those that can have written it: a read as of the
+        newest of 10,000 archived instants decodes a few of them, not all.
         """
-        files: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (name, slice instant) per group
         only = set(partitions) if partitions is not None else None
+        at_risk, floor = self._at_risk(instant, only)
+        if at_risk is not None and not at_risk:
+            return []
+        files: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (name, slice instant) per group
+        by_completion = self.timeline.layout.has_completion_times
         for commit in self.timeline.completed_commits:
             if commit.timestamp > instant:
                 break
+            # Files of a slice at or after ``floor`` come from commits requested (layout 1) or
+            # completed (layout 2) at or after it; an unknown completion time is read.
+            written = (commit.completion_time or "") if by_completion else commit.timestamp
+            if floor and written < floor:
+                continue
             for stat in self.timeline.commit_metadata(commit).write_stats():
+                key = (stat.partition_path, stat.file_id)
                 name = stat.path.rsplit("/", 1)[-1]
                 at = slice_instant(name)
                 if at is None or (only is not None and stat.partition_path not in only):
                     continue
-                files.setdefault((stat.partition_path, stat.file_id), []).append((name, at))
+                if at_risk is None or key in at_risk:
+                    files.setdefault(key, []).append((name, at))
+        return self._missing_of(instant, files)
+
+    def _at_risk(self, instant: str, only: set[str] | None) -> tuple[set[tuple[str, str]] | None, str]:
+        """(the file groups whose slice read as of ``instant`` a clean may have removed, None: every
+        group; the earliest base instant their slices read as of ``instant`` can have).
+
+        Every group, unless ``instant`` is archived (the timeline holds the LSM history up to it:
+        decoding every archived commit cost seconds). Then: a clean never removes the latest slice
+        of a live file group (every policy keeps at least one version; only a replaced group goes
+        whole), so a group whose latest slice on storage is not after ``instant`` is read as of it
+        as a snapshot read reads it, from the listing. At risk: the groups rewritten since (their
+        slice as of ``instant`` is at or after their newest base file not after it, which a commit
+        up to ``instant`` wrote) and the groups replaced since. A group with no base file left from
+        before ``instant`` is not at risk if the commit of its oldest base file created it (write
+        stat ``prevCommit`` "null"); else every commit up to ``instant`` is read. A replace archived
+        after ``instant`` is not on this timeline: then every group is checked."""
+        if not self.timeline.archived or self._replaced_in_history_after(instant):
+            return None, ""
+        risky = {k for k, at in self.replaced.items() if at > instant and (only is None or k[0] in only)}
+        present: dict[tuple[str, str], list[tuple[str, bool]]] = {}
+        for key in self.groups:
+            replaced_at = self.replaced.get(key)
+            if (only is not None and key[0] not in only) or (
+                replaced_at is not None and replaced_at <= instant
+            ):
+                continue
+            present[key] = self._present_slices(key)
+            if present[key] and max(at for at, _ in present[key]) > instant:
+                risky.add(key)
+        floor = None
+        stats: dict[str, list[WriteStat]] = {}  # of the commits _created_after read
+        for key in sorted(risky):
+            bases = [at for at, has_base in present.get(key, ()) if has_base and at <= instant]
+            if bases:
+                floor = max(bases) if floor is None else min(floor, max(bases))
+            elif self._created_after(key, present.get(key, []), instant, stats):
+                risky.discard(key)
+            else:
+                return risky, ""
+        return risky, floor or ""
+
+    def _created_after(
+        self,
+        key: tuple[str, str],
+        slices: list[tuple[str, bool]],
+        instant: str,
+        stats: dict[str, list[WriteStat]],
+    ) -> bool:
+        """Whether a group whose every slice on storage is after ``instant`` was created after it:
+        its oldest base file's commit (on this timeline) says it had no previous version."""
+        if not slices or min(at for at, _ in slices) <= instant:
+            return False
+        first = min((at for at, has_base in slices if has_base), default=None)
+        commit = self.timeline.get(first) if first is not None else None
+        if commit is None or commit.action not in COMMIT_ACTIONS or not commit.is_completed:
+            return False
+        if first not in stats:
+            stats[first] = self.timeline.commit_metadata(commit).write_stats()
+        for stat in stats[first]:
+            if (stat.partition_path, stat.file_id) == key and slice_instant(
+                stat.path.rsplit("/", 1)[-1]
+            ) == first:
+                return stat.prev_commit in ("null", "")
+        return False
+
+    def _present_slices(self, key: tuple[str, str]) -> list[tuple[str, bool]]:
+        """(slice instant, has a base file) of a group's slices on storage (from the index)."""
+        if isinstance(self.groups, _LazyGroups):
+            return [(at, base is not None) for at, (base, _) in self.groups.index[key].items()]
+        return [(s.base_instant, s.base_file is not None) for s in self.groups[key].slices]
+
+    def _replaced_in_history_after(self, instant: str) -> bool:
+        """Whether the LSM history holds a replace (or clustering) requested after ``instant``, which
+        the timeline as of ``instant`` (archived instants up to it, then the active ones) misses."""
+        history = self.timeline.history
+        if history is None or not history.holds(instant):
+            return False
+        return any(i.action in _REPLACING for i in history.instants_after(instant))
+
+    def _missing_of(
+        self, instant: str, files: Mapping[tuple[str, str], list[tuple[str, str]]]
+    ) -> list[tuple[str, str, str]]:
+        """The slices of ``files`` (what commit stats say each group had as of ``instant``) that are
+        not whole on storage."""
         expected: dict[tuple[str, str], tuple[str, set[str]]] = {}
         for key, named in files.items():
             if self.timeline.layout.has_completion_times:
                 # Among every base of the group: a log that completed after a later base (another
                 # writer's, requested after it) belongs to that slice, which a read as of
                 # ``instant`` does not reach.
+                # A compaction pending on the group starts a slice too (its base is not written yet).
                 group = self.groups.get(key)
                 later = sorted({s.base_instant for s in group.slices if s.base_file}) if group else []
+                if key in self.pending_compaction:
+                    later = sorted({*later, self.pending_compaction[key]})
                 named = [
                     (n, at) for n, at in _slotted_by_completion(named, self.timeline, later) if at <= instant
                 ]
@@ -250,6 +352,10 @@ class FileSystemView:
     def _is_pending_compaction(self, instant: str) -> bool:
         found = self.timeline.get(instant)
         return found is not None and found.action is Action.COMPACTION and found.state is not State.COMPLETED
+
+
+# Archived actions that replace file groups (clustering completes as a replacecommit).
+_REPLACING = frozenset({Action.REPLACECOMMIT.value, Action.CLUSTERING.value})
 
 
 def _slotted_by_completion(

@@ -86,6 +86,12 @@ class ArchivedLookup:
         found = map(completed_instant, self.history.instants(None, None))
         return [i for i in found if i is not None and self.holds(i.timestamp)]
 
+    def instants_after(self, after: str) -> list[ArchivedInstant]:
+        """The archived instants requested after ``after`` (the history's time columns of the
+        files whose time range reaches past it)."""
+        found = self.history.instants(after, self.before)
+        return [i for i in found if i.instant_time > after and self.holds(i.instant_time)]
+
     def entries_until(self, until: str) -> list[ArchivedEntry]:
         """The archived entries (metadata and plan bytes) requested at or before ``until``."""
         with self._lock:

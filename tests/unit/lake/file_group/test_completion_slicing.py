@@ -90,3 +90,40 @@ def test_logs_of_a_slice_in_deltacommit_order_and_uncommitted_logs_left_out(
     ]
     # The uncommitted files change no read (a later instant exists, so the stray one is not archived).
     assert read_snapshot(LakeTable.open(path)).num_rows == 12
+
+
+def test_a_log_written_while_a_compaction_is_pending_is_no_missing_slice(tmp_path: Path) -> None:
+    """A log that completed after a compaction was scheduled belongs to the slice that compaction
+    opens, which has no base file yet: ``missing_slices`` (the check of time travel and savepoints)
+    reported the slice before it missing that log, and refused the read."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+    from airflow_lake_provider.lake.table.write import write
+    from airflow_lake_provider.lake.timeline.instant import InstantClock
+
+    ticks = iter(range(100))
+    table = LakeTable.create(
+        tmp_path / "t",
+        table_version=8,
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        clock=InstantClock(now=lambda: dt.datetime(2025, 3, 1) + dt.timedelta(seconds=next(ticks))),
+    )
+
+    def upsert(ts: int) -> str:
+        return write(table, pa.table({"id": ["a"], "ts": pa.array([ts], pa.int64())}), "upsert").instant
+
+    upsert(1)
+    upsert(2)
+    compaction = schedule_compaction(table, force=True).instant
+    after = upsert(3)
+    view = table.file_system_view()
+    ((_, slots),) = view.slice_index.items()
+    assert max(slots) == compaction and slots[compaction][0] is None  # the pending slice: logs only
+    assert view.missing_slices(after) == []
+    assert read_snapshot(table, as_of=after).column("ts").to_pylist() == [3]

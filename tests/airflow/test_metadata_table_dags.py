@@ -215,3 +215,44 @@ def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_cleans(
     assert len(list(mdt.glob(f"{result['instant']}_*.deltacommit"))) == 1
     assert _rows(assert_consistent(path)) == before
     assert_index_consistent(path, partitions=False)
+
+
+def test_the_compaction_dag_keeps_the_metadata_table_when_the_connection_opts_in(
+    repo_root: Path,
+    airflow_db: Path,
+    hudi_table_zip: Callable[[str], Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The example compaction DAG (schedule -> sensor -> compact in the worker) on a copy of a
+    Spark-written v8 MOR table with an MDT (files, column_stats, partition_stats, record_index, a
+    secondary index), its lake connection's extra opting in to ``lake.metadata-table.maintain``:
+    the compaction's MDT deltacommit completes before its commit, hudi-rs (listing through the MDT)
+    reads the rows it read before, and ``lake metadata-table --check`` finds no difference."""
+    from airflow_lake_provider.lake.cli import main
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from tests.unit.lake.table.test_metadata_commit import MAINTAIN, assert_consistent, hudi_rs
+    from tests.unit.lake.table.test_metadata_services import _data_completion, _mdt_completion, _rows
+
+    path = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    before = _rows(hudi_rs(path))
+    due = {**MAINTAIN, "hoodie.compact.inline.max.delta.commits": "1"}
+    c = schedule_compaction(LakeTable.open(path), due, force=True).instant
+    assert c is not None
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_MAINTAIN",
+        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
+    )
+    dag = load_example_dag(repo_root, "example_lake_compaction")
+    dr = dag.test(run_conf={"table_path": str(path), "lake_conn_id": "lake_maintain"})
+    assert task_states(dag.dag_id, dr.run_id) == {
+        "schedule": "success",
+        "wait_for_plan": "success",
+        "compact": "success",
+    }
+    result = xcom_value(dag.dag_id, dr.run_id, "compact")
+    assert (result["outcome"], result["executor"], result["instant"]) == ("COMPLETED", "local", c), result
+    assert _mdt_completion(path, c) < _data_completion(path, c, "commit")
+    assert _rows(hudi_rs(path)) == before
+    assert _rows(assert_consistent(path)) == before
+    assert main(["metadata-table", str(path), "--check"]) == 0

@@ -14,14 +14,18 @@ into the MDT's base files is refused with nothing changed.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
+from crash_support import crashing, steps_of
 from mdt_tables import keep_files_partition_only
 from metadata_table_support import tree_digest
 
 from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
 from tests.unit.lake.table.test_metadata_commit import (
@@ -84,3 +88,38 @@ def test_rollback_of_an_instant_an_mdt_compaction_folded_in_is_refused(hudi_tabl
         "metadata-table rollback instant, which this engine does not write. Nothing was changed"
     )
     assert tree_digest(path) == before
+
+
+def test_a_crash_at_every_durable_step_of_the_rollback_leaves_both_readers_agreeing(
+    hudi_table_zip, tmp_path: Path
+) -> None:
+    """A crash after any durable step of the forced rollback (rollback requested/inflight, the
+    write's completed file, its files, its MDT deltacommit's files, its pending files, the rollback
+    completed): hudi-rs, listing through the MDT, reads what we read (the rows with the write, or
+    before it), the files partition equals the listing; the next rollback finishes it, to the rows
+    before the write, with no MDT file of the write left."""
+    key, ordering, _partition, new_keys = TABLES["cow_v9_txns_simple_meta"]
+    template = keep_files_partition_only(hudi_table_zip("cow_v9_txns_simple_meta"), INDEXES)
+    before = _rows(assert_consistent(template))
+    snapshot = read_snapshot(LakeTable.open(template))
+    batch = _batch(snapshot, key, ordering, [0, 0], [snapshot.column(key).to_pylist()[0], new_keys[0]])
+    t = write(LakeTable.open(template), batch, "upsert", options=MAINTAIN).instant
+    written = _rows(assert_consistent(template))
+    assert written != before
+    counting = crashing(LakeTable.open(_copy(template, tmp_path / "count")))
+    rollback(counting, t, force=True, options=MAINTAIN)
+    steps = steps_of(counting)
+    assert any(s.endswith(".rollback") for s in steps)
+    for step in range(1, len(steps) + 1):
+        path = _copy(template, tmp_path / f"crash{step}")
+        with pytest.raises(SimulatedCrash):
+            rollback(crashing(LakeTable.open(path), step), t, force=True, options=MAINTAIN)
+        assert _rows(assert_consistent(path)) in (written, before), (step, steps[step - 1])
+        rollback(LakeTable.open(path), options=MAINTAIN)  # finishes the pending rollback
+        assert _rows(assert_consistent(path)) == before, (step, steps[step - 1])
+        assert _mdt_files(path, t) == [], (step, steps[step - 1])
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst

@@ -199,9 +199,9 @@ class CompactionHookMixin(SparkJobMixin):
             plan = load_plan(timeline, target)
         except LakeError as exc:
             raise LakeHookError(f"compaction {target} of {table.uri}: cannot read its plan: {exc}") from exc
-        # Before a Spark job would refuse after starting.
+        # Before a Spark job would refuse after starting; under maintain the commit keeps the MDT.
         with core_errors(f"compaction {target} of {table.uri}"):
-            guard_mutation(table, "compaction execute", opts)
+            guard_mutation(table, "compaction execute", opts, maintains=True, moves_keys=False)
         io_mb = round(plan.total_io_mb, 3)
         started = time.monotonic()
         executor = self._execute_plan(
@@ -245,7 +245,7 @@ class CompactionHookMixin(SparkJobMixin):
                 io_mb,
                 threshold,
             )
-            self._compact_locally(table, target)
+            self._compact_locally(table, target, opts)
             return "local"
         else:
             self.log.info(  # type: ignore[attr-defined]
@@ -260,12 +260,13 @@ class CompactionHookMixin(SparkJobMixin):
             self._compact_on_spark(table, target, opts, spark_conn_id, spark_conf, spark_env)
             return "spark"
 
-    def _compact_locally(self, table: LakeTable, target: str) -> None:
-        """Merge every file group of the plan in this process (the core's executor, under its lock)."""
+    def _compact_locally(self, table: LakeTable, target: str, opts: Mapping[str, str]) -> None:
+        """Merge every file group of the plan in this process (the core's executor, under its lock);
+        ``opts`` and the connection's defaults decide the metadata-table policy of its commit."""
         from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
 
         with core_errors(f"compaction {target} of {table.uri}", "; it stays pending and a retry recovers it"):
-            execute_compaction(table, target)
+            execute_compaction(table, target, options=opts)
 
     def _compact_on_spark(
         self,
@@ -278,7 +279,8 @@ class CompactionHookMixin(SparkJobMixin):
     ) -> None:
         """Submit ``spark_jobs/compact.py`` for ``target``; raise unless the timeline shows it completed."""
         args = ["--table", table.uri, "--instant", target]
-        for key, value in opts.items():
+        # The connection's defaults too (its metadata-table policy): the job opens the table afresh.
+        for key, value in {**table.option_defaults, **opts}.items():
             args += ["--option", f"{key}={value}"]
         submission: SparkSubmission = self.submit_spark_job(
             "compact.py",

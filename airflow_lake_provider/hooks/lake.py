@@ -402,7 +402,8 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
         args = ["--table", table.uri, "--mode", "execute"]
-        for key, value in options.items():
+        # The connection's defaults too (its metadata-table policy): the job opens the table afresh.
+        for key, value in {**table.option_defaults, **options}.items():
             args += ["--option", f"{key}={value}"]
         if len(targets) == 1:
             args += ["--instant", targets[0]]

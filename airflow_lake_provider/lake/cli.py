@@ -226,7 +226,8 @@ def _cmd_clean(args: argparse.Namespace) -> None:
     if args.spark and args.list_files:
         raise LakeError("--list-files is not supported with --spark: list the plan with --dry-run first")
     if args.spark:
-        guard_mutation(table, "clean", options, dry_run=args.dry_run)  # before Spark starts
+        # Before Spark starts; under maintain the job's driver writes the MDT deltacommit.
+        guard_mutation(table, "clean", options, dry_run=args.dry_run, maintains=True, moves_keys=False)
         job_args = ["--table", table.uri] + [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
         result = spark_submit.submit(
             "clean.py", job_args + (["--dry-run"] if args.dry_run else []), master=args.master
@@ -294,8 +295,10 @@ def _cmd_compact(args: argparse.Namespace) -> None:
 
     def execute(instant: str | None) -> None:
         if args.spark and not args.dry_run:
-            guard_mutation(table, "compaction execute", options)  # the job reads no options
+            # Before Spark starts; under maintain the job's driver writes the MDT deltacommit at commit.
+            guard_mutation(table, "compaction execute", options, maintains=True, moves_keys=False)
             job_args = ["--table", table.uri] + (["--instant", instant] if instant else [])
+            job_args += [a for k, v in options.items() for a in ("--option", f"{k}={v}")]
             result = spark_submit.submit("compact.py", job_args, master=args.master)
             if result.get("outcome") == "FAILED":
                 raise CompactionError(str(result.get("error")))

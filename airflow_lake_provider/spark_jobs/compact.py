@@ -7,8 +7,10 @@ more operations have finished (``compaction <c>: 3/8 operations done``), then on
 
     spark-submit spark_jobs/compact.py --table PATH [--instant T] [--option k=v ...] [--parallelism N]
 
-Execution reads no option today (the plan fixes the work); ``--option`` values are validated like
-the scheduler's so that a typo fails the job instead of being ignored.
+The plan fixes the work; of the ``--option`` values execution reads only the metadata-table policy
+(``hoodie.metadata.enable``, ``lake.metadata-table.maintain``: under maintain the driver writes the
+MDT deltacommit when it commits). All are validated like the scheduler's so that a typo fails the
+job instead of being ignored.
 """
 
 from __future__ import annotations

@@ -215,3 +215,87 @@ def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_cleans(
     assert len(list(mdt.glob(f"{result['instant']}_*.deltacommit"))) == 1
     assert _rows(assert_consistent(path)) == before
     assert_index_consistent(path, partitions=False)
+
+
+def test_the_compaction_dag_keeps_the_metadata_table_when_the_connection_opts_in(
+    repo_root: Path,
+    airflow_db: Path,
+    hudi_table_zip: Callable[[str], Path],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The example compaction DAG (schedule -> sensor -> compact in the worker) on a copy of a
+    Spark-written v8 MOR table with an MDT (files, column_stats, partition_stats, record_index, a
+    secondary index), its lake connection's extra opting in to ``lake.metadata-table.maintain``:
+    the compaction's MDT deltacommit completes before its commit, hudi-rs (listing through the MDT)
+    reads the rows it read before, and ``lake metadata-table --check`` finds no difference."""
+    from airflow_lake_provider.lake.cli import main
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from tests.unit.lake.table.test_metadata_commit import MAINTAIN, assert_consistent, hudi_rs
+    from tests.unit.lake.table.test_metadata_services import _data_completion, _mdt_completion, _rows
+
+    path = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    before = _rows(hudi_rs(path))
+    due = {**MAINTAIN, "hoodie.compact.inline.max.delta.commits": "1"}
+    c = schedule_compaction(LakeTable.open(path), due, force=True).instant
+    assert c is not None
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_MAINTAIN",
+        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
+    )
+    dag = load_example_dag(repo_root, "example_lake_compaction")
+    dr = dag.test(run_conf={"table_path": str(path), "lake_conn_id": "lake_maintain"})
+    assert task_states(dag.dag_id, dr.run_id) == {
+        "schedule": "success",
+        "wait_for_plan": "success",
+        "compact": "success",
+    }
+    result = xcom_value(dag.dag_id, dr.run_id, "compact")
+    assert (result["outcome"], result["executor"], result["instant"]) == ("COMPLETED", "local", c), result
+    assert _mdt_completion(path, c) < _data_completion(path, c, "commit")
+    assert _rows(hudi_rs(path)) == before
+    assert _rows(assert_consistent(path)) == before
+    assert main(["metadata-table", str(path), "--check"]) == 0
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_the_hooks_on_spark_pass_the_connections_opt_in_to_the_jobs(
+    hudi_table_zip: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Compaction and clean executed on Spark (thresholds 0: spark-submit, local[2]) through a lake
+    connection whose extra opts in to ``lake.metadata-table.maintain``: the jobs open the table
+    afresh, so the hooks pass the connection's policy on (``--option``); each job's driver writes
+    one MDT deltacommit at its commit; hudi-rs reads the rows it read before; ``--check`` is clean."""
+    from airflow_lake_provider.hooks.lake import LakeHook
+    from airflow_lake_provider.lake.cli import main
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+    from airflow_lake_provider.lake.table.table import LakeTable
+    from tests.unit.lake.table.test_metadata_commit import MAINTAIN, assert_consistent, hudi_rs
+    from tests.unit.lake.table.test_metadata_services import _data_completion, _mdt_completion, _rows
+
+    path = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    before = _rows(hudi_rs(path))
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_MAINTAIN",
+        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
+    )
+    c = schedule_compaction(LakeTable.open(path), MAINTAIN, force=True).instant
+    assert c is not None
+    hook = LakeHook(lake_conn_id="lake_maintain")
+    done = hook.run_compaction(str(path), c, spark_threshold_mb=0)
+    assert (done["outcome"], done["executor"]) == ("COMPLETED", "spark"), done
+    cleaned = hook.clean(
+        str(path),
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"},
+        spark_threshold=0,
+    )
+    assert (cleaned["outcome"], cleaned["executor"]) == ("CLEANED", "spark"), cleaned
+    assert cleaned["deleted_files"] > 0
+    mdt = path / ".hoodie/metadata/.hoodie/timeline"
+    for instant, action in ((c, "commit"), (cleaned["instant"], "clean")):
+        assert len(list(mdt.glob(f"{instant}_*.deltacommit"))) == 1
+        assert _mdt_completion(path, instant) < _data_completion(path, instant, action)
+    assert _rows(hudi_rs(path)) == before
+    assert _rows(assert_consistent(path)) == before
+    assert main(["metadata-table", str(path), "--check"]) == 0

@@ -4,6 +4,7 @@ with ``--option hoodie.metadata.enable=false`` drops the metadata table as Hudi 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,3 +73,67 @@ def test_job_refuses_or_drops_the_metadata_table(
     assert _rows(read_snapshot(LakeTable.open(path))) == want
     batches = HudiTableBuilder.from_base_uri(str(path)).build().read()
     assert _rows(pa.Table.from_batches(batches)) == want
+
+
+def _mdt_instant(path: Path, instant: str) -> tuple[list[str], list[str]]:
+    """The MDT's timeline files of ``instant`` and its log files written at ``instant``."""
+    timeline = sorted(p.name for p in (path / ".hoodie/metadata/.hoodie/timeline").glob(f"{instant}*"))
+    logs = sorted(
+        str(p.relative_to(path / ".hoodie/metadata"))
+        for p in (path / ".hoodie/metadata").glob(f"*/.*_{instant}.log.*")
+    )
+    return timeline, logs
+
+
+@pytest.mark.slow
+def test_lake_compact_and_clean_on_spark_keep_the_metadata_table_under_the_opt_in(
+    hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``lake compact --spark`` and ``lake clean --spark`` (spark-submit, local[2]) on a copy of a
+    Spark-written v9 MOR table with an MDT, given ``lake.metadata-table.maintain=true``: the job gets
+    the option, its driver writes the MDT deltacommit once, at commit time (one requested, inflight
+    and completed deltacommit, one log file per maintained MDT partition), before the data instant
+    completes; hudi-rs, listing through the MDT, reads the rows it read before, and ``lake
+    metadata-table --check`` finds no difference."""
+    from airflow_lake_provider.lake.cli import main
+    from tests.unit.lake.table.test_metadata_services import (
+        ONE_VERSION,
+        _data_completion,
+        _mdt_completion,
+        _prepared,
+    )
+    from tests.unit.lake.table.test_metadata_services import _rows as rows
+
+    path = _prepared(hudi_table_zip, "mor_avro_v9_txns_simple_meta")
+    kept = LakeTable.open(path).config.properties["hoodie.table.metadata.partitions"].split(",")
+    before = rows(pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read()))
+    opt = ["--option", "lake.metadata-table.maintain=true"]
+
+    assert main(["compact", str(path), "--mode", "run", "--force", "--spark", *opt]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["outcome"] == "COMPLETED", done
+    c = done["schedule"]["instant"]
+    assert done["execute"]["options"] == {"lake.metadata-table.maintain": "true"}
+
+    options = [a for k, v in ONE_VERSION.items() for a in ("--option", f"{k}={v}")]
+    assert main(["clean", str(path), "--spark", *options]) == 0
+    cleaned = json.loads(capsys.readouterr().out)
+    assert cleaned["outcome"] == "CLEANED" and cleaned["deleted_files"] > 0, cleaned
+    t = cleaned["instant"]
+
+    for instant, action, partitions in ((c, "commit", kept), (t, "clean", ["files", "column_stats"])):
+        completion = _mdt_completion(path, instant)
+        assert completion < _data_completion(path, instant, action)
+        timeline, logs = _mdt_instant(path, instant)
+        assert timeline == [
+            f"{instant}.deltacommit.inflight",
+            f"{instant}.deltacommit.requested",
+            f"{instant}_{completion}.deltacommit",
+        ]
+        assert sorted({log.split("/")[0] for log in logs}) == sorted(partitions), logs
+        groups = [log.split("/")[1].split("_")[0] for log in logs]
+        assert len(groups) == len(set(groups)), logs  # one log file per MDT file group
+    after = rows(pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read()))
+    assert after == before == rows(read_snapshot(LakeTable.open(path)))
+    assert main(["metadata-table", str(path), "--check"]) == 0
+    assert json.loads(capsys.readouterr().out)["consistent"] is True

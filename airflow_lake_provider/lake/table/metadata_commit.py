@@ -234,6 +234,26 @@ class MetadataTableWriter:
             self._remove(found)
         return bool(left)
 
+    def why_not_forgettable(self, instant: str) -> str | None:
+        """Why the completed data instant ``instant`` cannot be undone by removing its MDT
+        deltacommit (None: it can): that deltacommit must be there, completed, and no later MDT
+        compaction (or log compaction, indexing) may have folded it into files it does not own."""
+        timeline = self.timeline()
+        own = [i for i in timeline.filter([Action.DELTACOMMIT]) if i.timestamp == instant]
+        if not any(i.is_completed for i in own):
+            return f"the metadata table has no completed deltacommit of {instant}"
+        later = [
+            i
+            for i in timeline.instants
+            if i.timestamp > instant and i.action not in (Action.DELTACOMMIT, Action.CLEAN, Action.ROLLBACK)
+        ]
+        if later:
+            return (
+                f"the metadata table's {later[0].action.value} {later[0].timestamp} came after it, and "
+                "undoing it there needs a metadata-table rollback instant, which this engine does not write"
+            )
+        return None
+
     def _remove(self, instant: Instant) -> None:
         """Remove an MDT deltacommit: its log files, then its completed file, then the pending ones
         (a crash leaves a shorter one for the next run to remove)."""

@@ -23,7 +23,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from airflow_lake_provider.lake.errors import ObjectNotFoundError, StorageError, UnsafePathError
+from airflow_lake_provider.lake.errors import (
+    ObjectNotFoundError,
+    RollbackError,
+    StorageError,
+    UnsafePathError,
+)
 from airflow_lake_provider.lake.file_group.builder import list_table
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
@@ -88,7 +93,12 @@ def rollback(
     """
     # Parsed first: a bad value changes nothing (no lock file, no metadata table dropped).
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
-    guard_mutation(table, "rollback", options)
+    # Kept under the maintain policy: the target's MDT deltacommit goes while it is still pending
+    # (a completed target only if nothing in the MDT came to depend on it: see _check).
+    guard_mutation(table, "rollback", options, maintains=True)
+    chosen = table.timeline().get(instant) if instant is not None else None
+    if chosen is not None and chosen.is_completed:  # refused before the lock file is made too
+        _check_metadata_table(table, chosen)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         if instant is not None:
             return rollback_instant_locked(table, instant, force=force)
@@ -187,7 +197,22 @@ def _check(
     target = check_target(timeline, instant_time, force, compaction, any_order=any_order)
     if fallback and target.is_completed:
         check_fallback(table, timeline, target)
+    if target.is_completed:
+        _check_metadata_table(table, target)
     return target
+
+
+def _check_metadata_table(table: LakeTable, target: Instant) -> None:
+    """A kept MDT (only under maintain, past the guard): the completed ``target`` is undone there by
+    removing its deltacommit while ``target`` is pending (as a failed write's undo does; Java writes
+    an MDT rollback instant instead, to the same listing), so that deltacommit must be removable."""
+    mdt = kept_metadata_table(table)
+    why = mdt.why_not_forgettable(target.timestamp) if mdt is not None else None
+    if why is not None:
+        raise RollbackError(
+            f"rollback of {target.action.value} {target.timestamp} of {table.uri} refused under "
+            f"lake.metadata-table.maintain: {why}. Nothing was changed"
+        )
 
 
 def discard_failed_write(table: LakeTable, instant_time: str) -> bool:

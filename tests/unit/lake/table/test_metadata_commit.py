@@ -291,10 +291,10 @@ def test_other_actions_refuse_under_the_policy(hudi_table_zip, capsys) -> None:
     # On a version 9 table the policy keeps: an action that does not keep it yet is refused.
     v9 = files_only(hudi_table_zip, "mor_avro_v9_txns_simple_meta")
     v9_digest = tree_digest(v9)
-    code = main(["rollback", str(v9), "--option", "lake.metadata-table.maintain=true"])
+    code = main(["archive", str(v9), "--option", "lake.metadata-table.maintain=true"])
     err = capsys.readouterr().err
     assert code != 0
-    assert "rollback refused" in err and "it does not update the metadata table yet" in err
+    assert "archival refused" in err and "it does not update the metadata table yet" in err
     assert tree_digest(v9) == v9_digest
     snapshot = read_snapshot(LakeTable.open(path))
     batch = snapshot.drop_columns([c for c in snapshot.column_names if c.startswith("_hoodie_")]).slice(0, 1)

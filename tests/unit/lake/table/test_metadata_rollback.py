@@ -1,0 +1,125 @@
+"""``lake rollback`` of a chosen completed instant under ``lake.metadata-table.maintain``.
+
+On copies of Spark-written v8/v9 tables whose MDT keeps ``files``, ``column_stats`` and
+``partition_stats``: a maintained write, an upsert of existing keys and an insert of new ones,
+then its forced rollback. The rollback removes the write's MDT deltacommit (timeline files and log
+files) after the write's completed file is gone and before its pending files go, as the undo of a
+failed write does (Hudi 1.x readers skip the MDT deltacommit of a pending data instant; Java writes
+an MDT rollback instant instead, which lists the same files). hudi-rs, listing through the MDT,
+then reads the rows it read before the write, as we do; ``--check`` finds no difference and the
+stats partitions equal a recomputation. A completed instant an MDT compaction has already folded
+into the MDT's base files is refused with nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from crash_support import crashing, steps_of
+from mdt_tables import keep_files_partition_only
+from metadata_table_support import tree_digest
+
+from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.rollback.executor import rollback
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write.writer import write
+from tests.unit.lake.table.test_metadata_commit import (
+    INDEXES,
+    MAINTAIN,
+    TABLES,
+    _batch,
+    _rows,
+    assert_consistent,
+    assert_index_consistent,
+    hudi_rs,
+)
+
+OPT = ["--option", "lake.metadata-table.maintain=true"]
+
+
+def _mdt_files(path: Path, instant: str) -> list[str]:
+    """Every file of the MDT named with ``instant`` (timeline files and log files)."""
+    mdt = path / ".hoodie/metadata"
+    return sorted(str(p.relative_to(mdt)) for p in mdt.rglob(f"*{instant}*") if p.is_file())
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_rollback_of_a_completed_write_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> None:
+    key, ordering, _partition, new_keys = TABLES[name]
+    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    before = _rows(hudi_rs(path))
+    assert _rows(read_snapshot(LakeTable.open(path))) == before
+    snapshot = read_snapshot(LakeTable.open(path))
+    existing = snapshot.column(key).to_pylist()[:2]
+    batch = _batch(snapshot, key, ordering, [0, 1, 0], [*existing, new_keys[0]])
+    t = write(LakeTable.open(path), batch, "upsert", options=MAINTAIN).instant
+    assert _rows(hudi_rs(path)) != before
+    assert any(n.startswith(".hoodie/timeline/") for n in _mdt_files(path, t))
+
+    assert main(["rollback", str(path), "--instant", t, "--force", *OPT]) == 0
+    action = "deltacommit" if LakeTable.open(path).config.is_mor else "commit"
+    assert capsys.readouterr().out.startswith(f"rolled back {action} {t} at ")
+    assert _mdt_files(path, t) == []  # its deltacommit and log files are gone from the MDT
+    assert not list((path / ".hoodie/timeline").glob(f"{t}*"))
+    assert _rows(hudi_rs(path)) == before
+    assert _rows(assert_consistent(path)) == before
+    assert_index_consistent(path)
+    assert main(["metadata-table", str(path), "--check"]) == 0
+    assert json.loads(capsys.readouterr().out)["consistent"] is True
+
+
+def test_rollback_of_an_instant_an_mdt_compaction_folded_in_is_refused(hudi_table_zip, capsys) -> None:
+    """Spark's last deltacommit of this table was followed by an MDT compaction (its records are in
+    the MDT's base files now): removing its deltacommit would not undo it there."""
+    path = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"), INDEXES)
+    t = "20260101054337037"
+    assert LakeTable.open(path).timeline().get(t).is_completed  # type: ignore[union-attr]
+    before = tree_digest(path)
+    assert main(["rollback", str(path), "--instant", t, "--force", *OPT]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        f"lake: error: rollback of deltacommit {t} of {path} refused under lake.metadata-table.maintain: "
+        "the metadata table's commit 20260101054337083 came after it, and undoing it there needs a "
+        "metadata-table rollback instant, which this engine does not write. Nothing was changed"
+    )
+    assert tree_digest(path) == before
+
+
+def test_a_crash_at_every_durable_step_of_the_rollback_leaves_both_readers_agreeing(
+    hudi_table_zip, tmp_path: Path
+) -> None:
+    """A crash after any durable step of the forced rollback (rollback requested/inflight, the
+    write's completed file, its files, its MDT deltacommit's files, its pending files, the rollback
+    completed): hudi-rs, listing through the MDT, reads what we read (the rows with the write, or
+    before it), the files partition equals the listing; the next rollback finishes it, to the rows
+    before the write, with no MDT file of the write left."""
+    key, ordering, _partition, new_keys = TABLES["cow_v9_txns_simple_meta"]
+    template = keep_files_partition_only(hudi_table_zip("cow_v9_txns_simple_meta"), INDEXES)
+    before = _rows(assert_consistent(template))
+    snapshot = read_snapshot(LakeTable.open(template))
+    batch = _batch(snapshot, key, ordering, [0, 0], [snapshot.column(key).to_pylist()[0], new_keys[0]])
+    t = write(LakeTable.open(template), batch, "upsert", options=MAINTAIN).instant
+    written = _rows(assert_consistent(template))
+    assert written != before
+    counting = crashing(LakeTable.open(_copy(template, tmp_path / "count")))
+    rollback(counting, t, force=True, options=MAINTAIN)
+    steps = steps_of(counting)
+    assert any(s.endswith(".rollback") for s in steps)
+    for step in range(1, len(steps) + 1):
+        path = _copy(template, tmp_path / f"crash{step}")
+        with pytest.raises(SimulatedCrash):
+            rollback(crashing(LakeTable.open(path), step), t, force=True, options=MAINTAIN)
+        assert _rows(assert_consistent(path)) in (written, before), (step, steps[step - 1])
+        rollback(LakeTable.open(path), options=MAINTAIN)  # finishes the pending rollback
+        assert _rows(assert_consistent(path)) == before, (step, steps[step - 1])
+        assert _mdt_files(path, t) == [], (step, steps[step - 1])
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst

@@ -69,6 +69,24 @@ def test_lake_write_refused_for_a_record_index_names_the_drop_which_then_lets_it
     assert read_snapshot(after).num_rows == rows.num_rows
 
 
+def test_a_bad_batch_with_the_drop_option_fails_before_the_metadata_table_is_dropped(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """hoodie.metadata.enable=false drops the MDT (record index included) for good: a batch the write
+    refuses anyway must fail first and leave the table, MDT included, as it was."""
+    table_dir = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    batch = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"name": ["no key"]}), batch)
+    before = tree_digest(table_dir)
+    args = ["write", str(table_dir), "--input", str(batch), "--operation", "upsert"]
+    assert main([*args, "--option", "hoodie.metadata.enable=false"]) == 1
+    assert capsys.readouterr().err == (
+        "lake: error: batch is missing required column(s) ['id', 'longField'] "
+        "(record key, partition, precombine)\n"
+    )
+    assert tree_digest(table_dir) == before
+
+
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_timeline_and_show_work_on_v8_v9(
     name: str, hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str]

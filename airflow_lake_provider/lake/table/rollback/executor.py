@@ -88,6 +88,10 @@ def rollback(
     """
     # Parsed first: a bad value changes nothing (no lock file, no metadata table dropped).
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
+    if instant is not None:  # a target it refuses anyway is refused before an MDT drop, changing nothing
+        timeline = table.timeline()
+        if not any(p[1].target_time == instant for p in _pending_rollbacks(table, timeline)):
+            _check(table, timeline, instant, force, False, fallback=True)
     guard_mutation(table, "rollback", options)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         if instant is not None:

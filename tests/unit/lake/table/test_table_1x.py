@@ -87,6 +87,31 @@ def test_a_bad_batch_with_the_drop_option_fails_before_the_metadata_table_is_dro
     assert tree_digest(table_dir) == before
 
 
+@pytest.mark.parametrize(
+    ("command", "error"),
+    [
+        (
+            ["rollback", "--instant", "20990101000000000"],
+            "there is no instant 20990101000000000 on the timeline",
+        ),
+        (
+            ["restore", "--savepoint", "20990101000000000"],
+            "there is no savepoint at 20990101000000000 (savepoints: none)",
+        ),
+    ],
+    ids=["rollback", "restore"],
+)
+def test_a_missing_target_with_the_drop_option_fails_before_the_metadata_table_is_dropped(
+    hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str], command: list[str], error: str
+) -> None:
+    table_dir = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    uri = LakeTable.open(table_dir).uri
+    before = tree_digest(table_dir)
+    assert main([command[0], str(table_dir), *command[1:], "--option", "hoodie.metadata.enable=false"]) == 1
+    assert capsys.readouterr().err == f"lake: error: {uri}: {error}\n"
+    assert tree_digest(table_dir) == before
+
+
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_timeline_and_show_work_on_v8_v9(
     name: str, hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str]

@@ -98,8 +98,12 @@ def test_a_bad_batch_with_the_drop_option_fails_before_the_metadata_table_is_dro
             ["restore", "--savepoint", "20990101000000000"],
             "there is no savepoint at 20990101000000000 (savepoints: none)",
         ),
+        (
+            ["compact", "--mode", "execute", "--instant", "20990101000000000"],
+            "there is no compaction at instant 20990101000000000",
+        ),
     ],
-    ids=["rollback", "restore"],
+    ids=["rollback", "restore", "compaction"],
 )
 def test_a_missing_target_with_the_drop_option_fails_before_the_metadata_table_is_dropped(
     hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str], command: list[str], error: str

@@ -43,7 +43,7 @@ class _VersionAction(argparse.Action):
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="lake", description="Apache Hudi tables from Python (table version 6; 8 and 9 read only)."
+        prog="lake", description="Apache Hudi tables from Python (table versions 6, 8 and 9)."
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress to stderr")
     parser.add_argument("--version", action=_VersionAction)

@@ -106,6 +106,9 @@ def restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | No
 
 
 def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None) -> RestoreResult:
+    before = table.timeline()
+    if pending_restore(before) is None:  # a savepoint it refuses anyway is refused before an MDT drop
+        _check(table, before, savepoint)
     guard_mutation(table, "restore", options)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         started = time.monotonic()

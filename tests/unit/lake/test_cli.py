@@ -472,3 +472,13 @@ def test_cli_refuses_a_bucket_with_no_key_as_a_file(
     assert (code, out) == (1, "")
     assert "'s3://bkt' does not name a file" in _error_line(err)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+
+
+def test_cli_help_names_every_table_version_as_writable(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every service writes v6, v8 and v9 tables: the top-level help must not call 8 and 9 read only."""
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    assert "Apache Hudi tables from Python (table versions 6, 8 and 9)." in " ".join(out.split())
+    assert "read only" not in out

@@ -201,6 +201,8 @@ def _execute(
     runner: OperationRunner | None,
     options: Mapping[str, object] | None,
 ) -> CompactionResult:
+    if instant is not None:  # an instant it refuses anyway is refused before an MDT drop, changing nothing
+        _pick(table.timeline(), instant)
     guard_mutation(table, "compaction execute", options, dry_run=dry_run, maintains=True, moves_keys=False)
     started = time.monotonic()
     with service_lock(table, EXECUTE_LOCK, dry_run):

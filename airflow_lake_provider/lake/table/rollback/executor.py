@@ -93,10 +93,15 @@ def rollback(
     """
     # Parsed first: a bad value changes nothing (no lock file, no metadata table dropped).
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
+    chosen = None
+    if instant is not None:  # a target it refuses anyway is refused before an MDT drop, changing nothing
+        timeline = table.timeline()
+        if not any(p[1].target_time == instant for p in _pending_rollbacks(table, timeline)):
+            _check(table, timeline, instant, force, False, fallback=True)
+        chosen = timeline.get(instant)
     # Kept under the maintain policy: the target's MDT deltacommit goes while it is still pending
-    # (a completed target only if nothing in the MDT came to depend on it: see _check).
+    # (a completed target only if nothing in the MDT came to depend on it: _check_metadata_table).
     guard_mutation(table, "rollback", options, maintains=True)
-    chosen = table.timeline().get(instant) if instant is not None else None
     if chosen is not None and chosen.is_completed:  # refused before the lock file is made too
         _check_metadata_table(table, chosen)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):

@@ -27,7 +27,12 @@ from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, LookupStats
 from airflow_lake_provider.lake.table.metadata_records import change_of_commit
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
+from airflow_lake_provider.lake.table.metadata_table import (
+    MetadataTablePolicy,
+    detect,
+    guard_mutation,
+    kept_metadata_table,
+)
 from airflow_lake_provider.lake.table.progress import Progress
 from airflow_lake_provider.lake.table.rollback.executor import (
     discard_failed_write,
@@ -158,6 +163,9 @@ def _write_checked(
     archive = registry.ARCHIVE_AUTOMATIC.read(settings)
     if archive:
         ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
+    if _drops_metadata_table(table, options):
+        # The drop cannot be undone: a batch this write refuses anyway fails before it, changing nothing.
+        prepare_batch(table, batch, operation, table.timeline(), event_time_field)
     guard_mutation(table, f"write ({operation.value})", options, maintains=True)
     kept_metadata_table(table)  # an MDT we cannot keep refuses before the lock file; again under it
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
@@ -176,6 +184,12 @@ def _write_checked(
             bloom,
         )
     return result, archive
+
+
+def _drops_metadata_table(table: LakeTable, options: Mapping[str, str] | None) -> bool:
+    """Whether :func:`guard_mutation` will drop the table's MDT (``hoodie.metadata.enable=false``)."""
+    policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
+    return policy is MetadataTablePolicy.DROP and detect(table).present
 
 
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:

@@ -69,6 +69,53 @@ def test_lake_write_refused_for_a_record_index_names_the_drop_which_then_lets_it
     assert read_snapshot(after).num_rows == rows.num_rows
 
 
+def test_a_bad_batch_with_the_drop_option_fails_before_the_metadata_table_is_dropped(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """hoodie.metadata.enable=false drops the MDT (record index included) for good: a batch the write
+    refuses anyway must fail first and leave the table, MDT included, as it was."""
+    table_dir = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    batch = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"name": ["no key"]}), batch)
+    before = tree_digest(table_dir)
+    args = ["write", str(table_dir), "--input", str(batch), "--operation", "upsert"]
+    assert main([*args, "--option", "hoodie.metadata.enable=false"]) == 1
+    assert capsys.readouterr().err == (
+        "lake: error: batch is missing required column(s) ['id', 'longField'] "
+        "(record key, partition, precombine)\n"
+    )
+    assert tree_digest(table_dir) == before
+
+
+@pytest.mark.parametrize(
+    ("command", "error"),
+    [
+        (
+            ["rollback", "--instant", "20990101000000000"],
+            "there is no instant 20990101000000000 on the timeline",
+        ),
+        (
+            ["restore", "--savepoint", "20990101000000000"],
+            "there is no savepoint at 20990101000000000 (savepoints: none)",
+        ),
+        (
+            ["compact", "--mode", "execute", "--instant", "20990101000000000"],
+            "there is no compaction at instant 20990101000000000",
+        ),
+    ],
+    ids=["rollback", "restore", "compaction"],
+)
+def test_a_missing_target_with_the_drop_option_fails_before_the_metadata_table_is_dropped(
+    hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str], command: list[str], error: str
+) -> None:
+    table_dir = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    uri = LakeTable.open(table_dir).uri
+    before = tree_digest(table_dir)
+    assert main([command[0], str(table_dir), *command[1:], "--option", "hoodie.metadata.enable=false"]) == 1
+    assert capsys.readouterr().err == f"lake: error: {uri}: {error}\n"
+    assert tree_digest(table_dir) == before
+
+
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_timeline_and_show_work_on_v8_v9(
     name: str, hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str]

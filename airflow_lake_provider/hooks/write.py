@@ -139,10 +139,11 @@ class WriteHookMixin(SparkJobMixin):
         opts = check_options(options, what)
         run_keys = {k: v for k, v in attempt.items() if k != META_TRY}
         with core_errors(what):
-            # Here, not only in the core's write: the rollback below and a Spark write come first.
-            guard_mutation(table, f"write ({operation})", opts, maintains=True)
+            # A missing input is refused before the guard (which may drop the MDT) changes anything.
             source = find_input(input_path, environ={**os.environ, **self.storage_env()})  # type: ignore[attr-defined]
             rows = input_rows(source)
+            # Here, not only in the core's write: the rollback below and a Spark write come first.
+            guard_mutation(table, f"write ({operation})", opts, maintains=True)
             rolled_back = self._roll_back_earlier_attempts(table, run_keys, opts)
             if rows <= threshold:
                 self.log.info(  # type: ignore[attr-defined]

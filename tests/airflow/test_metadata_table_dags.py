@@ -299,3 +299,20 @@ def test_the_hooks_on_spark_pass_the_connections_opt_in_to_the_jobs(
     assert _rows(hudi_rs(path)) == before
     assert _rows(assert_consistent(path)) == before
     assert main(["metadata-table", str(path), "--check"]) == 0
+
+
+def test_a_write_of_a_missing_input_with_the_drop_option_keeps_the_metadata_table(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """The write hook looks for its input before the guard drops the MDT: a missing input file is
+    refused with the table untouched, even when ``hoodie.metadata.enable=false`` asks for the drop."""
+    from airflow_lake_provider.hooks.lake import LakeHook
+
+    path = hudi_table_zip("cow_v9_txns_simple_meta")
+    before = tree_digest(path)
+    with pytest.raises(Exception, match="in.parquet"):
+        LakeHook().write(
+            str(path), str(tmp_path / "in.parquet"), "insert", {"hoodie.metadata.enable": "false"}
+        )
+    assert tree_digest(path) == before
+    assert (path / ".hoodie/metadata").is_dir()

@@ -445,9 +445,10 @@ def _check_readable(table: LakeTable, view: FileSystemView, as_of: str, partitio
     partition, file_id, at = missing[0]
     earliest = _earliest_readable(timeline)
     points = [i.timestamp for i in timeline.savepoints()]
+    count = f"{len(missing)} slice" + ("" if len(missing) == 1 else "s")
     raise SnapshotCleanedError(
         f"{table.uri}: cannot read as of {as_of}: a clean removed the file slice {at} of file group "
-        f"{file_id} in partition {partition or '<root>'} ({len(missing)} slices in all); the earliest "
+        f"{file_id} in partition {partition or '<root>'} ({count} in all); the earliest "
         f"instant that can still be read is {earliest or 'unknown'}"
         + (f", or a savepoint: {', '.join(points)}" if points else "")
     )

@@ -162,9 +162,10 @@ def _cleaned_refusal(
 ) -> str:
     """The CLI's line refusing a forced rollback of ``t``; ``lost``: (partition, file id, slice)."""
     partition, file_id, at = lost
+    count = f"{n} slice" + ("" if n == 1 else "s")
     line = (
         f"lake: error: {path}: cannot roll back {t}: a clean removed the file slice {at} of file group "
-        f"{file_id} in partition {partition} ({n} slices in all) that the table would fall back to, so "
+        f"{file_id} in partition {partition} ({count} in all) that the table would fall back to, so "
         f"the rollback would delete the only version left; a savepoint of {before} made before the "
         f"clean (lake savepoint create {path} --instant {before}) would have kept it"
     )

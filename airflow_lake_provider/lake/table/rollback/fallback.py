@@ -82,9 +82,10 @@ def check_fallback(table: LakeTable, timeline: Timeline, target: Instant) -> Non
         else ""
     )
     what = f"the file slice {at}" if at else "every file"
+    count = f"{len(lost)} slice" + ("" if len(lost) == 1 else "s")
     raise RollbackError(
         f"{where}: cannot roll back {t}: a clean removed {what} of file group {file_id} in partition "
-        f"{partition or '<root>'} ({len(lost)} slices in all) that the table would fall back to, so the "
+        f"{partition or '<root>'} ({count} in all) that the table would fall back to, so the "
         f"rollback would delete the only version left; {keep}{restore}"
     )
 

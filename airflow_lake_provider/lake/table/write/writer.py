@@ -194,7 +194,14 @@ def _drops_metadata_table(table: LakeTable, options: Mapping[str, str] | None) -
 
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
     """Archive what is due now that the write is committed. The write stands whatever happens
-    here: a failure (or another archival running) is logged and the next write or clean retries."""
+    here: a failure (or another archival running) is logged and the next write or clean retries.
+    An MDT still there after the write is kept (``maintain``), which archival does not do yet."""
+    if detect(table).present:
+        log.info(
+            "automatic archival after a write to %s skipped: it does not keep the metadata table yet",
+            table.uri,
+        )
+        return ()
     try:
         return run_archival(table, options).archived
     except LakeError as exc:

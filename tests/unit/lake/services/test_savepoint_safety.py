@@ -249,7 +249,7 @@ def test_time_travel_refusal_after_a_restore_names_an_instant_still_on_the_timel
     assert len(err) == 1 and err[0].startswith("lake: error: ")
     assert err[0].endswith(
         f"cannot read as of {t0}: a clean removed the file slice {t0} of file group "
-        f"{_file_group(table)} in partition <root> (1 slices in all); the earliest instant that can "
+        f"{_file_group(table)} in partition <root> (1 slice in all); the earliest instant that can "
         f"still be read is {t1}, or a savepoint: {t1}"
     )
     assert not out.exists()

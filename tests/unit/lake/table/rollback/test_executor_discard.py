@@ -101,7 +101,7 @@ def test_a_forced_rollback_whose_fallback_a_clean_removed_is_refused_in_process(
     v2 = table.timeline().completed_commits[1].timestamp
     assert str(raised.value) == (
         f"{table.uri}: cannot roll back {v3}: a clean removed the file slice {v1} of file group {file_id} "
-        "in partition x (1 slices in all) that the table would fall back to, so the rollback would "
+        "in partition x (1 slice in all) that the table would fall back to, so the rollback would "
         f"delete the only version left; a savepoint of {v2} made before the clean (lake savepoint "
         f"create {table.uri} --instant {v2}) would have kept it"
     )

@@ -40,6 +40,10 @@ class CommitConflictError(LakeError):
     """Another writer created the same timeline file first; nothing was overwritten."""
 
 
+class PendingClusteringError(LakeError):
+    """A write reaches file groups a pending clustering plan will replace; nothing was written."""
+
+
 class CorruptTimelineFileError(LakeError):
     """A timeline file (JSON or Avro) cannot be parsed."""
 

@@ -9,11 +9,11 @@ import datetime as dt
 import logging
 from dataclasses import dataclass
 
-from airflow_lake_provider.lake.errors import CorruptTimelineFileError
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.services.compaction.config import CompactionConfig, TriggerStrategy
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan  # noqa: F401  (re-exported: the planner's API)
 from airflow_lake_provider.lake.services.compaction.strategy import strategy_for
+from airflow_lake_provider.lake.table.clustering import pending_clustering_groups
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, State, instant_to_datetime
 
@@ -77,30 +77,6 @@ def trigger_state(timeline: Timeline, config: CompactionConfig, now: dt.datetime
 def should_compact(timeline: Timeline, config: CompactionConfig, now: dt.datetime) -> bool:
     """True if the trigger strategy says a compaction is due at ``now``."""
     return trigger_state(timeline, config, now).due
-
-
-def pending_clustering_groups(timeline: Timeline) -> set[tuple[str, str]]:
-    """File groups that a pending replacecommit (clustering) plan is rewriting (a pending
-    ``clustering`` on table versions 8 and 9)."""
-    groups: set[tuple[str, str]] = set()
-    pending = timeline.filter([Action.REPLACECOMMIT, Action.CLUSTERING], [State.REQUESTED, State.INFLIGHT])
-    for instant in pending:
-        requested = instant if instant.is_requested else instant.with_state(State.REQUESTED)
-        path = timeline.path_of(requested)
-        try:
-            record = timeline.avro_record(requested)
-        except FileNotFoundError:
-            continue
-        except CorruptTimelineFileError:
-            if not timeline.read_bytes(requested):
-                continue  # an insert_overwrite may leave it empty: no clustering plan
-            log.warning("%s: unreadable requested replace metadata; its file groups are not excluded", path)
-            continue
-        plan = record.get("clusteringPlan") or {}
-        for group in plan.get("inputGroups") or ():
-            for info in group.get("slices") or ():
-                groups.add((info.get("partitionPath") or "", info.get("fileId") or ""))
-    return groups
 
 
 def plan_compaction(

@@ -28,7 +28,7 @@ from airflow_lake_provider.lake.file_group.data_files import store_base_file
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, new_file_id, write_token
 from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.services.compaction.operation import FILE_NAME_COLUMN, output_schema
-from airflow_lake_provider.lake.services.compaction.planner import pending_clustering_groups
+from airflow_lake_provider.lake.table.clustering import pending_clustering_groups
 from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro

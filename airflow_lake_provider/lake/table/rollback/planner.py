@@ -60,8 +60,10 @@ def check_target(
         raise RollbackError(f"{where}: there is no instant {instant_time} on the timeline")
     if instant.action is Action.COMPACTION and compaction:
         return instant
-    if instant.action is Action.CLUSTERING and compaction and not instant.is_completed:
-        return instant  # (versions 8/9) a restore rolls back a pending clustering after its savepoint
+    if instant.action is Action.CLUSTERING and not instant.is_completed:
+        # (versions 8/9) a restore rolls back a pending clustering after its savepoint; named, one a
+        # crash left pending (a write to its file groups is refused until it is gone or executed)
+        return instant
     if instant.action is Action.COMPACTION:
         raise RollbackError(
             f"{where}: {instant_time} is a pending compaction; it is finished, not rolled back "

@@ -9,7 +9,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from airflow_lake_provider.lake.errors import PendingClusteringError
 from airflow_lake_provider.lake.file_group.file_names import new_file_id
+from airflow_lake_provider.lake.table.clustering import pending_clustering_plans
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, locate
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.plan import (
@@ -20,6 +22,7 @@ from airflow_lake_provider.lake.table.write.plan import (
     Operation,
     WriteContext,
 )
+from airflow_lake_provider.lake.timeline.active import Timeline
 
 
 def plan_file_groups(
@@ -70,6 +73,42 @@ def plan_file_groups(
             else:
                 add(partition, GroupKind.MERGE, fid, group_rows, merged=merged)
     return units
+
+
+def refuse_pending_clustering(
+    table: LakeTable, timeline: Timeline, rows: pa.Table, operation: Operation
+) -> None:
+    """Refuse (before anything is written) a write whose keys are in file groups a pending clustering
+    will replace, as Hudi's default Spark update strategy does: executing the plan later would replace
+    them with files built from the older slice, losing the update or delete. New keys always go to new
+    file groups (:func:`plan_file_groups` appends none to an existing one), never into these."""
+    busy = pending_clustering_plans(timeline)
+    if not busy or rows.num_rows == 0:
+        return
+    parts = pa.array(sorted({p for p, _ in busy}), rows.column(_PART).type)
+    touched = rows.filter(pc.is_in(rows.column(_PART), value_set=parts))
+    if touched.num_rows == 0:
+        return
+    # The same lookup the write does next; only run when a pending plan covers a partition written.
+    context = WriteContext("", timeline, pa.schema([]), {}, operation)
+    with BaseFileReads(table) as reads:
+        units = plan_file_groups(table, context, touched, touched.num_rows, reads)
+    hit: dict[str, list[str]] = {}
+    for unit in units:
+        clustering = busy.get((unit.partition, unit.file_id))
+        if unit.kind is not GroupKind.INSERT and clustering is not None:
+            hit.setdefault(clustering, []).append(
+                f"{unit.partition}/{unit.file_id}" if unit.partition else unit.file_id
+            )
+    if hit:
+        clustering, groups = min(hit.items())
+        named = ", ".join(sorted(groups))
+        raise PendingClusteringError(
+            f"{table.uri}: write ({operation.value}) refused: it reaches file group(s) {named} that the "
+            f"pending clustering {clustering} will replace (executing it would lose this write); nothing "
+            f"was written. Roll the clustering back (`lake rollback {table.uri} --instant {clustering}`, "
+            "e.g. a crashed merge-small-files) or let the engine that planned it execute it first"
+        )
 
 
 def _rows_by_group(old_rows: pa.Table, held: pa.Table) -> list[tuple[str, pa.Table]]:

@@ -52,7 +52,7 @@ from airflow_lake_provider.lake.table.write.plan import (
     WriteContext,
     _no_fault,
 )
-from airflow_lake_provider.lake.table.write.planner import plan_file_groups
+from airflow_lake_provider.lake.table.write.planner import plan_file_groups, refuse_pending_clustering
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
@@ -165,7 +165,9 @@ def _write_checked(
         ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
     if _drops_metadata_table(table, options):
         # The drop cannot be undone: a batch this write refuses anyway fails before it, changing nothing.
-        prepare_batch(table, batch, operation, table.timeline(), event_time_field)
+        timeline = table.timeline()
+        rows = prepare_batch(table, batch, operation, timeline, event_time_field)[2]
+        refuse_pending_clustering(table, timeline, rows, operation)
     guard_mutation(table, f"write ({operation.value})", options, maintains=True)
     kept_metadata_table(table)  # an MDT we cannot keep refuses before the lock file; again under it
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
@@ -223,6 +225,7 @@ def _write_locked(
 ) -> WriteResult:
     timeline = table.timeline()
     data_schema, event_times, rows = prepare_batch(table, batch, operation, timeline, event_time_field)
+    refuse_pending_clustering(table, timeline, rows, operation)  # before any rollback or instant
     timeline = _ready_timeline(table, timeline, config)
     mdt = kept_metadata_table(table)
     if mdt is not None:

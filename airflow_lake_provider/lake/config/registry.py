@@ -316,7 +316,8 @@ METADATA_MAINTAIN = Option(
     "lake.metadata-table.maintain",
     False,
     p.boolean,
-    "true keeps a v8/v9 table's metadata table (files, column_stats, partition_stats) up to date on writes",
+    "true keeps a v8/v9 table's metadata table (files, column_stats, partition_stats) up to date on writes, "
+    "compaction, clean and rollback",
     "metadata-table",
     MetadataTableConfigError,
 )

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.lake.errors import RollbackError
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.metadata_table import drops_metadata_table, guard_mutation
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     finish_pending_locked,
@@ -106,9 +106,10 @@ def restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | No
 
 
 def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None) -> RestoreResult:
-    before = table.timeline()
-    if pending_restore(before) is None:  # a savepoint it refuses anyway is refused before an MDT drop
-        _check(table, before, savepoint)
+    if drops_metadata_table(table, options):  # a savepoint it refuses anyway: refused before the drop
+        before = table.timeline()
+        if pending_restore(before) is None:
+            _check(table, before, savepoint)
     guard_mutation(table, "restore", options)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         started = time.monotonic()

@@ -243,6 +243,17 @@ def blocking_instants(table: LakeTable, timeline: Timeline, options: Mapping[str
     return found
 
 
+def drops_metadata_table(table: LakeTable, options: Mapping[str, object] | None) -> bool:
+    """Whether :func:`guard_mutation` will drop the table's MDT (``hoodie.metadata.enable=false``
+    and an MDT present). The drop cannot be undone: an action checks its own input first when this
+    is true. The options the drop reads are parsed here too, so a bad value is still the first error."""
+    policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
+    if policy is not MetadataTablePolicy.DROP or not detect(table).present:
+        return False
+    FailedWritesConfig.from_options(table.config.properties, dict(options or {}))
+    return True
+
+
 def drop_metadata_table(
     table: LakeTable, options: Mapping[str, object] | None = None, *, force: bool = False
 ) -> MetadataTableDrop | None:

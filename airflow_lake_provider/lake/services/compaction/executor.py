@@ -44,7 +44,11 @@ from airflow_lake_provider.lake.services.compaction.plan import CompactionOperat
 from airflow_lake_provider.lake.services.compaction.result import CompactionResult, Outcome, ScheduleResult
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction, service_lock
 from airflow_lake_provider.lake.table.metadata_records import change_of_commit
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
+from airflow_lake_provider.lake.table.metadata_table import (
+    drops_metadata_table,
+    guard_mutation,
+    kept_metadata_table,
+)
 from airflow_lake_provider.lake.table.reader import check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -201,7 +205,7 @@ def _execute(
     runner: OperationRunner | None,
     options: Mapping[str, object] | None,
 ) -> CompactionResult:
-    if instant is not None:  # an instant it refuses anyway is refused before an MDT drop, changing nothing
+    if instant is not None and drops_metadata_table(table, options):  # refused anyway: before the drop
         _pick(table.timeline(), instant)
     guard_mutation(table, "compaction execute", options, dry_run=dry_run, maintains=True, moves_keys=False)
     started = time.monotonic()

@@ -32,7 +32,11 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.file_group.builder import list_table
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
+from airflow_lake_provider.lake.table.metadata_table import (
+    drops_metadata_table,
+    guard_mutation,
+    kept_metadata_table,
+)
 from airflow_lake_provider.lake.table.rollback.fallback import check_fallback
 from airflow_lake_provider.lake.table.rollback.plan import (
     RollbackOutcome,
@@ -94,9 +98,10 @@ def rollback(
     # Parsed first: a bad value changes nothing (no lock file, no metadata table dropped).
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
     chosen = None
-    if instant is not None:  # a target it refuses anyway is refused before an MDT drop, changing nothing
+    if instant is not None:
         timeline = table.timeline()
-        if not any(p[1].target_time == instant for p in _pending_rollbacks(table, timeline)):
+        pending = any(p[1].target_time == instant for p in _pending_rollbacks(table, timeline))
+        if not pending and drops_metadata_table(table, options):  # refused anyway: before the drop
             _check(table, timeline, instant, force, False, fallback=True)
         chosen = timeline.get(instant)
     # Kept under the maintain policy: the target's MDT deltacommit goes while it is still pending

@@ -28,8 +28,8 @@ from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, LookupStats
 from airflow_lake_provider.lake.table.metadata_records import change_of_commit
 from airflow_lake_provider.lake.table.metadata_table import (
-    MetadataTablePolicy,
     detect,
+    drops_metadata_table,
     guard_mutation,
     kept_metadata_table,
 )
@@ -163,7 +163,7 @@ def _write_checked(
     archive = registry.ARCHIVE_AUTOMATIC.read(settings)
     if archive:
         ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
-    if _drops_metadata_table(table, options):
+    if drops_metadata_table(table, options):
         # The drop cannot be undone: a batch this write refuses anyway fails before it, changing nothing.
         timeline = table.timeline()
         rows = prepare_batch(table, batch, operation, timeline, event_time_field)[2]
@@ -186,12 +186,6 @@ def _write_checked(
             bloom,
         )
     return result, archive
-
-
-def _drops_metadata_table(table: LakeTable, options: Mapping[str, str] | None) -> bool:
-    """Whether :func:`guard_mutation` will drop the table's MDT (``hoodie.metadata.enable=false``)."""
-    policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
-    return policy is MetadataTablePolicy.DROP and detect(table).present
 
 
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:

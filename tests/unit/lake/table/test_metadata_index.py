@@ -68,12 +68,14 @@ def test_index_records_of_every_write_equal_the_java_writers(hudi_table_zip, nam
         groups = index_records(
             open_storage(path), table.config, seen_timeline, instant, change, partitions, schema
         )
-        ours = {
-            (p, f, k): r
-            for p, by_group in groups.items()
-            for f, records in by_group.items()
-            for k, r in records
-        }
+        ours = flat_records(groups)
         assert ours == theirs, instant
         compared += 1
     assert compared == count
+
+
+def flat_records(groups: dict) -> dict:
+    """``index_records``' result as (MDT partition, file group, key) -> record, as ``_javas`` gives."""
+    return {
+        (p, f, k): r for p, by_group in groups.items() for f, records in by_group.items() for k, r in records
+    }

@@ -46,7 +46,7 @@ from tests.unit.lake.table.test_metadata_commit import (
     assert_index_consistent,
     hudi_rs,
 )
-from tests.unit.lake.table.test_metadata_index import _javas
+from tests.unit.lake.table.test_metadata_index import _javas, flat_records
 
 # The Spark-written MOR tables with an MDT: the first two with their key indexes (record_index,
 # a secondary index) and logs to compact; the last compacted by Spark already, given logs by a
@@ -233,12 +233,7 @@ def test_the_records_of_our_compaction_commit_equal_those_java_wrote_for_spark_c
         groups = index_records(
             open_storage(path), table.config, seen_timeline, done, change, kept & INDEX_PARTITIONS, schema
         )
-        ours = {
-            (p, f, k): r
-            for p, by_group in groups.items()
-            for f, records in by_group.items()
-            for k, r in records
-        }
+        ours = flat_records(groups)
         assert ours == theirs, instant
         (log,) = (path / ".hoodie/metadata/files").glob(f".files-0000-0_{instant.timestamp}.log.*")
         (block,) = parse_log_bytes(log.read_bytes(), str(log))

@@ -448,8 +448,8 @@ def _check_readable(table: LakeTable, view: FileSystemView, as_of: str, partitio
     count = f"{len(missing)} slice" + ("" if len(missing) == 1 else "s")
     raise SnapshotCleanedError(
         f"{table.uri}: cannot read as of {as_of}: a clean removed the file slice {at} of file group "
-        f"{file_id} in partition {partition or '<root>'} ({count} in all); the earliest "
-        f"instant that can still be read is {earliest or 'unknown'}"
+        f"{file_id} in partition {partition or '<root>'} ({count} in all); instants from "
+        f"{earliest or 'unknown'} on can still be read (the last clean's oldest retained commit)"
         + (f", or a savepoint: {', '.join(points)}" if points else "")
     )
 

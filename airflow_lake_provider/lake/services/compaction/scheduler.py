@@ -18,7 +18,7 @@ from airflow_lake_provider.lake.services.compaction.operation import base_files,
 from airflow_lake_provider.lake.services.compaction.plan import CompactionPlan
 from airflow_lake_provider.lake.services.compaction.planner import plan_compaction, trigger_state
 from airflow_lake_provider.lake.services.compaction.result import Outcome, ScheduleResult
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.metadata_table import drops_metadata_table, guard_mutation
 from airflow_lake_provider.lake.table.reader import check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
@@ -117,15 +117,18 @@ def schedule_compaction(
     for a specific plan time; ``force`` skips the trigger (the strategy still selects).
     """
     config = _config(table, options)
+    raw = None if isinstance(options, CompactionConfig) else options
     if instant is not None:  # refused even when nothing is due: the caller asked for this time
         check_requested_instant(table, instant)
+        if table.config.is_mor and drops_metadata_table(table, raw):  # refused anyway: before the drop
+            plan_instant(table, table.timeline(), instant)
     now = now or dt.datetime.now(dt.timezone.utc)
     if not table.config.is_mor:
         return ScheduleResult(Outcome.NO_WORK, reason=f"{table.uri} is copy-on-write; nothing to compact")
     guard_mutation(
         table,
         "compaction schedule",
-        None if isinstance(options, CompactionConfig) else options,
+        raw,
         dry_run=dry_run,
         maintains=True,  # a plan changes no listing: Hudi writes no MDT deltacommit for it
         moves_keys=False,

@@ -115,7 +115,7 @@ def test_as_of_an_archived_instant_a_cleaned_slice_refuses_the_read_as_before(
     (k0,) = [k for k in table.file_system_view().groups if k[0] == "k0"]
     refused = (
         f"{table.uri}: cannot read as of {{}}: a clean removed the file slice {first[0]} of file group "
-        f"{k0[1]} in partition k0 (1 slice in all); the earliest instant that can still be read is "
+        f"{k0[1]} in partition k0 (1 slice in all); instants from "
     )
     assert [messages[t][: len(refused) + 15] for t in first] == [refused.format(t) for t in first]
     assert [messages[t] for t in [rewrite, *later[:3]]] == ["2 rows", "3 rows", "4 rows", "5 rows"]

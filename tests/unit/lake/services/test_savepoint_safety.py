@@ -203,8 +203,8 @@ def test_time_travel_to_a_cleaned_instant_is_refused_naming_what_can_be_read(
     assert t1 < earliest  # on MOR it is the last compaction, after t3
     with pytest.raises(
         SnapshotCleanedError,
-        match=rf"cannot read as of {t1}: a clean removed the file slice .* the earliest instant that can "
-        rf"still be read is {earliest}$",
+        match=rf"cannot read as of {t1}: a clean removed the file slice .* instants from {earliest} on can "
+        r"still be read \(the last clean's oldest retained commit\)$",
     ):
         read_snapshot(table, as_of=t1)
     assert _rows(table, earliest) == [(k, 3, "v3") for k in KEYS]
@@ -228,7 +228,8 @@ def test_time_travel_refusal_names_the_savepoints_that_can_be_read(tmp_path: Pat
     table, (t0, t1, _t2, _t3) = _four_upserts(tmp_path, "cow", version)
     create_savepoint(table, t0)
     run_clean(table, RETAIN_ONE)
-    with pytest.raises(SnapshotCleanedError, match=rf"can still be read is \d{{17}}, or a savepoint: {t0}$"):
+    retained = r"instants from \d{17} on can still be read \(the last clean's oldest retained commit\)"
+    with pytest.raises(SnapshotCleanedError, match=rf"{retained}, or a savepoint: {t0}$"):
         read_snapshot(table, as_of=t1)
     assert _rows(table, t0) == [(k, 0, "v0") for k in KEYS]  # savepointed: whole
 
@@ -249,8 +250,8 @@ def test_time_travel_refusal_after_a_restore_names_an_instant_still_on_the_timel
     assert len(err) == 1 and err[0].startswith("lake: error: ")
     assert err[0].endswith(
         f"cannot read as of {t0}: a clean removed the file slice {t0} of file group "
-        f"{_file_group(table)} in partition <root> (1 slice in all); the earliest instant that can "
-        f"still be read is {t1}, or a savepoint: {t1}"
+        f"{_file_group(table)} in partition <root> (1 slice in all); instants from {t1} on can "
+        f"still be read (the last clean's oldest retained commit), or a savepoint: {t1}"
     )
     assert not out.exists()
     assert _rows(table, t1) == [(k, 1, "v1") for k in KEYS]

@@ -102,8 +102,13 @@ def test_a_bad_batch_with_the_drop_option_fails_before_the_metadata_table_is_dro
             ["compact", "--mode", "execute", "--instant", "20990101000000000"],
             "there is no compaction at instant 20990101000000000",
         ),
+        (
+            ["compact", "--mode", "schedule", "--force", "--instant", "20250101000000000"],
+            "cannot schedule a compaction at 20250101000000000: it must be later than the last "
+            "completed instant 20260101054337849",
+        ),
     ],
-    ids=["rollback", "restore", "compaction"],
+    ids=["rollback", "restore", "compaction", "schedule-too-old"],
 )
 def test_a_missing_target_with_the_drop_option_fails_before_the_metadata_table_is_dropped(
     hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str], command: list[str], error: str
@@ -112,7 +117,8 @@ def test_a_missing_target_with_the_drop_option_fails_before_the_metadata_table_i
     uri = LakeTable.open(table_dir).uri
     before = tree_digest(table_dir)
     assert main([command[0], str(table_dir), *command[1:], "--option", "hoodie.metadata.enable=false"]) == 1
-    assert capsys.readouterr().err == f"lake: error: {uri}: {error}\n"
+    prefix = "" if "schedule" in command else f"{uri}: "  # the schedule's refusals name the instant only
+    assert capsys.readouterr().err == f"lake: error: {prefix}{error}\n"
     assert tree_digest(table_dir) == before
 
 

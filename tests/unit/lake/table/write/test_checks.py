@@ -96,6 +96,16 @@ def test_a_key_generator_this_writer_does_not_follow_is_refused_with_the_ones_it
     )
 
 
+def test_a_key_generator_named_by_its_type_alone_is_refused_by_that_property(tmp_path: Path) -> None:
+    """Version 9 tables may carry only hoodie.table.keygenerator.type: the refusal names what the
+    file says (and the class it stands for), not a class property the file does not have."""
+    table = _table(tmp_path / "t", **{KEYGEN: None, "hoodie.table.keygenerator.type": "TIMESTAMP"})
+    assert _refused(table, ONE, TableConfigError).startswith(
+        f"{table.uri}: hoodie.table.keygenerator.type=TIMESTAMP "
+        "(org.apache.hudi.keygen.TimestampBasedKeyGenerator) is not supported by this writer"
+    )
+
+
 @pytest.mark.parametrize(
     "keygen", [None, "SimpleKeyGenerator", "org.apache.hudi.keygen.SimpleAvroKeyGenerator"]
 )

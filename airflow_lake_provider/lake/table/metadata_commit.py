@@ -35,6 +35,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from airflow_lake_provider.lake.errors import TableConfigError
@@ -134,9 +135,9 @@ class MetadataTableWriter:
         if schema is None:
             raise TableConfigError(f"{storage.uri(base_rel)}: no record schema in its file info")
         text = schema.decode("utf-8")
-        parsed = json.loads(text)
+        parsed, commit_schema = _schemas(text)
         store = TimelineStore(storage, layout, clock)
-        return cls(storage, store, text, hfile.settings(), parsed, _without_meta_fields(parsed), kept)
+        return cls(storage, store, text, hfile.settings(), parsed, commit_schema, kept)
 
     def timeline(self) -> Timeline:
         return Timeline.load(self.storage, self.store.layout)
@@ -287,6 +288,14 @@ def _log_stat(partition: str, file_id: str, rel: str, instant: str, records: int
         log_version=1,
         log_offset=0,
     )
+
+
+@lru_cache(maxsize=8)
+def _schemas(text: str) -> tuple[Mapping[str, Any], str]:
+    """The block schema ``text`` parsed, and the commit schema made of it: once per process (the MDT
+    is opened twice per write, and its large schema text is the same for every one)."""
+    parsed = json.loads(text)
+    return parsed, _without_meta_fields(parsed)
 
 
 def _without_meta_fields(schema: Mapping[str, Any]) -> str:

@@ -69,8 +69,10 @@ def _file_stats(storage: Storage, partition: str, name: str) -> dict[str, dict[s
     return log_column_stats(storage, partition, name)
 
 
-def _record(schema: Mapping[str, Any], kind: int, stats: Mapping[str, Any]) -> dict[str, Any]:
-    return {**blank_record(schema), "type": kind, "ColumnStatsMetadata": dict(stats)}
+def _record(blank: Mapping[str, Any], kind: int, stats: Mapping[str, Any]) -> dict[str, Any]:
+    """A record of ``kind`` holding ``stats`` (``blank``: :func:`blank_record` of the schema, made
+    once per deltacommit rather than once per record)."""
+    return {**blank, "type": kind, "ColumnStatsMetadata": dict(stats)}
 
 
 def _route(records: Mapping[str, dict[str, Any]], ids: list[str]) -> dict[str, Records]:
@@ -100,14 +102,15 @@ def index_records(
             new.update(stats)
             by_file[name] = list(stats.values())
     groups: Groups = {}
+    blank = blank_record(schema)
     if COLUMN_STATS_PARTITION in partitions and new:
-        records = {k: _record(schema, COLUMN_STATS, s) for k, s in new.items()}
+        records = {k: _record(blank, COLUMN_STATS, s) for k, s in new.items()}
         groups[COLUMN_STATS_PARTITION] = _route(records, file_groups(mdt, COLUMN_STATS_PARTITION))
     if PARTITION_STATS_PARTITION in partitions and change.partitions:
         columns = sorted({s["columnName"] for s in new.values()})
         stored = COLUMN_STATS_PARTITION in partitions
         records = _partition_records(
-            storage, config, timeline, instant, change, by_file, columns, stored, schema
+            storage, config, timeline, instant, change, by_file, columns, stored, blank
         )
         if records:
             groups[PARTITION_STATS_PARTITION] = _route(records, file_groups(mdt, PARTITION_STATS_PARTITION))
@@ -134,7 +137,7 @@ def _partition_records(
     written: Mapping[str, list[dict[str, Any]]],
     columns: list[str],
     stored: bool,
-    schema: Mapping[str, Any],
+    blank: Mapping[str, Any],
 ) -> dict[str, dict[str, Any]]:
     """The ``partition_stats`` records of the partitions ``change`` wrote. The files the write did
     not make take their stats from the MDT's ``column_stats`` (``stored``; only the keys of
@@ -167,7 +170,7 @@ def _partition_records(
                     stats = list(_file_stats(storage, partition, file.file_name).values())
                 files += stats
         for key, stats in partition_stats(partition or ".", files).items():
-            out[key] = _record(schema, PARTITION_STATS, stats)
+            out[key] = _record(blank, PARTITION_STATS, stats)
     return out
 
 
@@ -185,9 +188,10 @@ def clean_index_records(
         return {}
     columns = columns_to_index(storage, _table_columns(config, timeline))
     v1 = index_version(storage) == 1
+    blank = blank_record(schema)
     records = {
         column_stats_key(column, partition or ".", name): _record(
-            schema, COLUMN_STATS, _stub(name, column, v1)
+            blank, COLUMN_STATS, _stub(name, column, v1)
         )
         for partition, part in change.partitions.items()
         for name in part.deleted

@@ -427,6 +427,9 @@ def partition_stats(partition: str, file_stats: Iterable[Mapping[str, Any]]) -> 
 
 
 def _pick(a: Any, b: Any, kind: ValueType, choose: Any) -> Any:
+    """The wrapped value ``choose`` (``min`` or ``max``) takes of ``a`` and ``b``: ``a`` on a tie, as
+    those builtins keep the first; a missing one gives way to the other."""
     if a is None or b is None:
         return a if b is None else b
-    return choose(a, b, key=lambda wrapped: _order(kind, wrapped[1]["value"]))
+    x, y = _order(kind, a[1]["value"]), _order(kind, b[1]["value"])
+    return b if (y < x if choose is min else y > x) else a

@@ -108,17 +108,19 @@ def _latest_files_slice(mdt: Storage) -> FileSlice | None:
 
 
 def read_partition_records(
-    storage: Storage, partition: str, keys: Container[str] | None = None
+    storage: Storage, partition: str, keys: Container[str] | None = None, *, data: Timeline | None = None
 ) -> dict[str, dict[str, Any]]:
     """Every record of an MDT partition (e.g. ``column_stats``), by key: the latest slice of each
     file group, its base file's records replaced by those of its valid log blocks in order (a later
     record of a key replaces an earlier one; a delete block removes it). Only the records of
-    ``keys``, if given (the others are not decoded).
+    ``keys``, if given (the others are not decoded). ``data``: the data table's timeline, when the
+    caller holds it (a write: its own pending instant has no MDT deltacommit yet either way).
 
     :raises TableConfigError: if the table has no MDT.
     :raises CorruptDataFileError: if a base file or log block is unreadable.
     """
-    _, data = _open_timeline(storage, mdt=False)
+    if data is None:
+        _, data = _open_timeline(storage, mdt=False)
     mdt_storage = storage.child(MDT_DIR)
     opened = _open_timeline(mdt_storage, mdt=True)
     deltacommits, valid = _valid_instants(data, opened[1])

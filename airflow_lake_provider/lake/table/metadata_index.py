@@ -37,6 +37,7 @@ from airflow_lake_provider.lake.table.metadata_stats import (
     META_COLUMNS,
     PARTITION_STATS,
     ValueType,
+    column_stats_definition,
     columns_to_index,
     index_version,
     log_column_stats,
@@ -63,10 +64,12 @@ def file_groups(mdt: Storage, partition: str) -> list[str]:
     return sorted(i for i in ids if i.startswith(prefix))
 
 
-def _file_stats(storage: Storage, partition: str, name: str) -> dict[str, dict[str, Any]]:
+def _file_stats(
+    storage: Storage, partition: str, name: str, definition: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
     if name.endswith(".parquet"):
-        return parquet_column_stats(storage, partition, name)
-    return log_column_stats(storage, partition, name)
+        return parquet_column_stats(storage, partition, name, definition=definition)
+    return log_column_stats(storage, partition, name, definition=definition)
 
 
 def _record(blank: Mapping[str, Any], kind: int, stats: Mapping[str, Any]) -> dict[str, Any]:
@@ -94,11 +97,12 @@ def index_records(
     """The records of ``partitions`` (of ``column_stats``, ``partition_stats``) for the pending
     write ``instant`` (of ``timeline``) that made ``change``, by MDT partition and file group."""
     mdt = storage.child(MDT_DIR)
+    definition = column_stats_definition(storage)  # (read once, not once per file)
     new: dict[str, dict[str, Any]] = {}  # column_stats key -> stats, of the write's own files
     by_file: dict[str, list[dict[str, Any]]] = {}  # file name -> its stats
     for partition, part in change.partitions.items():
         for name in part.added:
-            stats = _file_stats(storage, partition, name)
+            stats = _file_stats(storage, partition, name, definition)
             new.update(stats)
             by_file[name] = list(stats.values())
     groups: Groups = {}
@@ -110,18 +114,18 @@ def index_records(
         columns = sorted({s["columnName"] for s in new.values()})
         stored = COLUMN_STATS_PARTITION in partitions
         records = _partition_records(
-            storage, config, timeline, instant, change, by_file, columns, stored, blank
+            storage, config, timeline, instant, change, by_file, columns, stored, blank, definition
         )
         if records:
             groups[PARTITION_STATS_PARTITION] = _route(records, file_groups(mdt, PARTITION_STATS_PARTITION))
     return groups
 
 
-def _stored_stats(storage: Storage, keys: set[str]) -> dict[str, list[dict[str, Any]]]:
+def _stored_stats(storage: Storage, timeline: Timeline, keys: set[str]) -> dict[str, list[dict[str, Any]]]:
     """File name -> the ``column_stats`` records of ``keys`` the MDT holds (a file name is unique
-    across partitions: it carries its file group's id)."""
+    across partitions: it carries its file group's id); ``timeline``: the data table's."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for record in read_partition_records(storage, COLUMN_STATS_PARTITION, keys).values():
+    for record in read_partition_records(storage, COLUMN_STATS_PARTITION, keys, data=timeline).values():
         stats = record.get("ColumnStatsMetadata")
         if record.get("type") == COLUMN_STATS and stats and not stats.get("isDeleted"):
             out.setdefault(stats["fileName"], []).append(stats)
@@ -138,6 +142,7 @@ def _partition_records(
     columns: list[str],
     stored: bool,
     blank: Mapping[str, Any],
+    definition: Mapping[str, Any],
 ) -> dict[str, dict[str, Any]]:
     """The ``partition_stats`` records of the partitions ``change`` wrote. The files the write did
     not make take their stats from the MDT's ``column_stats`` (``stored``; only the keys of
@@ -148,6 +153,8 @@ def _partition_records(
         done = dataclasses.replace(done, completion_time=_AS_IF_COMPLETED)
     others = tuple(i for i in timeline.instants if i.timestamp != instant.timestamp)
     seen = dataclasses.replace(timeline, instants=tuple(sorted((*others, done))))
+    # The data timeline as reading it now shows it (the instant pending), for the MDT's reader.
+    now = dataclasses.replace(timeline, instants=tuple(sorted((*others, instant))))
     touched = list(change.partitions)
     view = FileSystemView.build(config, seen, partitions=touched)
     slices = {p: slices_seen_by(view, p, instant.timestamp) for p in touched}
@@ -159,7 +166,7 @@ def _partition_records(
         if file.file_name not in written
         for column in columns
     }
-    known = {**(_stored_stats(storage, wanted) if stored and wanted else {}), **written}
+    known = {**(_stored_stats(storage, now, wanted) if stored and wanted else {}), **written}
     out: dict[str, dict[str, Any]] = {}
     for partition, pieces in slices.items():
         files: list[dict[str, Any]] = []
@@ -167,7 +174,7 @@ def _partition_records(
             for file in piece.files:
                 stats = known.get(file.file_name)
                 if stats is None or len(stats) < len(columns):
-                    stats = list(_file_stats(storage, partition, file.file_name).values())
+                    stats = list(_file_stats(storage, partition, file.file_name, definition).values())
                 files += stats
         for key, stats in partition_stats(partition or ".", files).items():
             out[key] = _record(blank, PARTITION_STATS, stats)
@@ -186,8 +193,9 @@ def clean_index_records(
     deleted file and indexed column, a record marked deleted, by MDT partition and file group."""
     if COLUMN_STATS_PARTITION not in partitions or not change.file_count:
         return {}
-    columns = columns_to_index(storage, _table_columns(config, timeline))
-    v1 = index_version(storage) == 1
+    definition = column_stats_definition(storage)
+    columns = columns_to_index(storage, _table_columns(config, timeline), definition=definition)
+    v1 = index_version(storage, definition) == 1
     blank = blank_record(schema)
     records = {
         column_stats_key(column, partition or ".", name): _record(

@@ -65,7 +65,7 @@ def file_groups(mdt: Storage, partition: str) -> list[str]:
 
 
 def _file_stats(
-    storage: Storage, partition: str, name: str, definition: Mapping[str, Any]
+    storage: Storage, partition: str, name: str, definition: Mapping[str, Any] | None
 ) -> dict[str, dict[str, Any]]:
     if name.endswith(".parquet"):
         return parquet_column_stats(storage, partition, name, definition=definition)
@@ -97,7 +97,9 @@ def index_records(
     """The records of ``partitions`` (of ``column_stats``, ``partition_stats``) for the pending
     write ``instant`` (of ``timeline``) that made ``change``, by MDT partition and file group."""
     mdt = storage.child(MDT_DIR)
-    definition = column_stats_definition(storage)  # (read once, not once per file)
+    # Read once for the write's files, not once per file (none: each file read reads it, as before).
+    added = any(part.added for part in change.partitions.values())
+    definition = column_stats_definition(storage) if added else None
     new: dict[str, dict[str, Any]] = {}  # column_stats key -> stats, of the write's own files
     by_file: dict[str, list[dict[str, Any]]] = {}  # file name -> its stats
     for partition, part in change.partitions.items():
@@ -142,7 +144,7 @@ def _partition_records(
     columns: list[str],
     stored: bool,
     blank: Mapping[str, Any],
-    definition: Mapping[str, Any],
+    definition: Mapping[str, Any] | None,
 ) -> dict[str, dict[str, Any]]:
     """The ``partition_stats`` records of the partitions ``change`` wrote. The files the write did
     not make take their stats from the MDT's ``column_stats`` (``stored``; only the keys of

@@ -113,8 +113,8 @@ def read_partition_records(
     """Every record of an MDT partition (e.g. ``column_stats``), by key: the latest slice of each
     file group, its base file's records replaced by those of its valid log blocks in order (a later
     record of a key replaces an earlier one; a delete block removes it). Only the records of
-    ``keys``, if given (the others are not decoded). ``data``: the data table's timeline, when the
-    caller holds it (a write: its own pending instant has no MDT deltacommit yet either way).
+    ``keys``, if given (the others are not decoded). ``data``: the data table's timeline as reading it
+    now would give it, when the caller holds it (read here otherwise).
 
     :raises TableConfigError: if the table has no MDT.
     :raises CorruptDataFileError: if a base file or log block is unreadable.

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import struct
+from functools import lru_cache
 
 _MASK = (1 << 64) - 1
 _P1 = 0x9E3779B185EBCA87
@@ -64,6 +65,8 @@ def xxh64(data: bytes, seed: int = HASH_SEED) -> int:
     return h ^ (h >> 32)
 
 
+# A write keys ~a thousand column stats over a few dozen column and partition names: each is hashed once.
+@lru_cache(maxsize=4096)
 def name_id(name: str) -> str:
     """Base64 of a column's or partition's 64-bit id."""
     return base64.b64encode(struct.pack(">Q", xxh64(name.encode("utf-8")))).decode("ascii")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 from collections.abc import Container, Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import fastavro
@@ -96,9 +97,17 @@ def decode_hfile_cells(
 
 def _parse(text: str, where: str) -> Any:
     try:
-        return fastavro.parse_schema(json.loads(text))
+        return _parsed_schema(text)
     except (json.JSONDecodeError, RecursionError, fastavro.schema.SchemaParseException, TypeError) as exc:
         raise CorruptLogBlockError(f"{where}: block schema unusable: {exc}") from exc
+
+
+@lru_cache(maxsize=32)
+def _parsed_schema(text: str) -> Any:
+    """``text`` parsed for fastavro, once per process: every block of a metadata table repeats the
+    same large ``HoodieMetadataRecord`` schema (a read decodes dozens of blocks, a write encodes a few).
+    fastavro's readers and writers do not change a parsed schema."""
+    return fastavro.parse_schema(json.loads(text))
 
 
 def encode_records(
@@ -108,7 +117,7 @@ def encode_records(
 
     :raises SchemaError: if a record does not fit the schema or a key repeats.
     """
-    schema = fastavro.parse_schema(json.loads(schema_text))
+    schema = _parsed_schema(schema_text)
     cells = []
     for key, record in records:
         buf = io.BytesIO()

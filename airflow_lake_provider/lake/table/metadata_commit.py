@@ -35,6 +35,7 @@ import json
 import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from airflow_lake_provider.lake.errors import TableConfigError
@@ -134,26 +135,37 @@ class MetadataTableWriter:
         if schema is None:
             raise TableConfigError(f"{storage.uri(base_rel)}: no record schema in its file info")
         text = schema.decode("utf-8")
-        parsed = json.loads(text)
+        parsed, commit_schema = _schemas(text)
         store = TimelineStore(storage, layout, clock)
-        return cls(storage, store, text, hfile.settings(), parsed, _without_meta_fields(parsed), kept)
+        return cls(storage, store, text, hfile.settings(), parsed, commit_schema, kept)
 
     def timeline(self) -> Timeline:
         return Timeline.load(self.storage, self.store.layout)
 
     def commit_write(
-        self, data: Storage, config: TableConfig, timeline: Timeline, instant: Instant, change: FilesChange
+        self,
+        data: Storage,
+        config: TableConfig,
+        timeline: Timeline,
+        instant: Instant,
+        change: FilesChange,
+        *,
+        new_instant: bool = False,
     ) -> list[str]:
         """Write and complete the MDT deltacommit of the pending data write ``instant`` (of
         ``timeline``, which made ``change``): its ``files`` records, and its ``column_stats`` and
-        ``partition_stats`` records where the MDT has those partitions; the log files written."""
+        ``partition_stats`` records where the MDT has those partitions; the log files written.
+
+        ``new_instant``: the data instant was created by this run after :meth:`discard_orphans`
+        (a data write), so no earlier attempt left an MDT deltacommit at its time to remove first
+        (one MDT timeline read less)."""
         groups: dict[str, Mapping[str, Records]] = {
             FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}
         }
         indexed = self.partitions & INDEX_PARTITIONS
         if indexed:
             groups.update(index_records(data, config, timeline, instant, change, indexed, self.record_schema))
-        return self.commit_records(instant.timestamp, groups)
+        return self.commit_records(instant.timestamp, groups, discard_first=not new_instant)
 
     def commit_clean(
         self,
@@ -175,13 +187,17 @@ class MetadataTableWriter:
             groups.update(clean_index_records(data, config, timeline, change, indexed, self.record_schema))
         return self.commit_records(instant, groups)
 
-    def commit_records(self, instant: str, partitions: Mapping[str, Mapping[str, Records]]) -> list[str]:
+    def commit_records(
+        self, instant: str, partitions: Mapping[str, Mapping[str, Records]], *, discard_first: bool = True
+    ) -> list[str]:
         """Write and complete the MDT deltacommit of data instant ``instant``: per MDT partition and
         file group (file id), one new log file of one HFILE_DATA block holding the records (keys
         routed to file groups by the caller, :func:`file_group_index`); the log files' MDT-relative
-        paths, in the order given."""
+        paths, in the order given. ``discard_first``: remove what a crashed attempt of the same data
+        instant left (compaction, clean) first."""
         store = self.store
-        self.discard(instant)  # a crashed attempt of the same data instant (compaction, clean)
+        if discard_first:
+            self.discard(instant)
         requested = store.create_requested(instant, Action.DELTACOMMIT)
         inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_avro_bytes())
         settings = self.settings
@@ -287,6 +303,14 @@ def _log_stat(partition: str, file_id: str, rel: str, instant: str, records: int
         log_version=1,
         log_offset=0,
     )
+
+
+@lru_cache(maxsize=8)
+def _schemas(text: str) -> tuple[Mapping[str, Any], str]:
+    """The block schema ``text`` parsed, and the commit schema made of it: once per process (the MDT
+    is opened twice per write, and its large schema text is the same for every one)."""
+    parsed = json.loads(text)
+    return parsed, _without_meta_fields(parsed)
 
 
 def _without_meta_fields(schema: Mapping[str, Any]) -> str:

@@ -90,10 +90,13 @@ def _open_timeline(storage: Storage, mdt: bool) -> tuple[dict[str, str], Timelin
     return props, Timeline.load(storage, TimelineLayout.from_properties(props, source))
 
 
-def _latest_slices(mdt: Storage, partition: str) -> dict[str, FileSlice]:
+def _latest_slices(
+    mdt: Storage, partition: str, opened: tuple[dict[str, str], Timeline] | None = None
+) -> dict[str, FileSlice]:
     """file id -> the latest slice of each file group of an MDT partition, built as the data table's
-    views are (committed files only; layout 2 places each log by its deltacommit's completion time)."""
-    props, timeline = _open_timeline(mdt, mdt=True)
+    views are (committed files only; layout 2 places each log by its deltacommit's completion time).
+    ``opened``: the MDT's properties and timeline, when the caller has just read them."""
+    props, timeline = opened or _open_timeline(mdt, mdt=True)
     config = TableConfig.of_metadata_table(props, mdt.uri(f"{HOODIE_DIR}/hoodie.properties"))
     view = FileSystemView.build(config, timeline, partitions=[partition], base_extension="hfile")
     slices = (view.merged_latest_slice(group) for group in view.file_groups(partition))
@@ -105,26 +108,28 @@ def _latest_files_slice(mdt: Storage) -> FileSlice | None:
 
 
 def read_partition_records(
-    storage: Storage, partition: str, keys: Container[str] | None = None
+    storage: Storage, partition: str, keys: Container[str] | None = None, *, data: Timeline | None = None
 ) -> dict[str, dict[str, Any]]:
     """Every record of an MDT partition (e.g. ``column_stats``), by key: the latest slice of each
     file group, its base file's records replaced by those of its valid log blocks in order (a later
     record of a key replaces an earlier one; a delete block removes it). Only the records of
-    ``keys``, if given (the others are not decoded).
+    ``keys``, if given (the others are not decoded). ``data``: the data table's timeline as reading it
+    now would give it, when the caller holds it (read here otherwise).
 
     :raises TableConfigError: if the table has no MDT.
     :raises CorruptDataFileError: if a base file or log block is unreadable.
     """
-    _, data = _open_timeline(storage, mdt=False)
+    if data is None:
+        _, data = _open_timeline(storage, mdt=False)
     mdt_storage = storage.child(MDT_DIR)
-    _, mdt = _open_timeline(mdt_storage, mdt=True)
-    deltacommits, valid = _valid_instants(data, mdt)
+    opened = _open_timeline(mdt_storage, mdt=True)
+    deltacommits, valid = _valid_instants(data, opened[1])
 
     def committed(instant: str) -> bool:
         return instant in deltacommits and instant in valid
 
     merged: dict[str, dict[str, Any] | None] = {}
-    for piece in _latest_slices(mdt_storage, partition).values():
+    for piece in _latest_slices(mdt_storage, partition, opened).values():
         if piece.base_file is not None:
             rel = f"{MDT_DIR}/{piece.base_file.relative_path}"
             hfile = read_hfile(storage.read(rel), storage.uri(rel))

@@ -37,6 +37,7 @@ from airflow_lake_provider.lake.table.metadata_stats import (
     META_COLUMNS,
     PARTITION_STATS,
     ValueType,
+    column_stats_definition,
     columns_to_index,
     index_version,
     log_column_stats,
@@ -63,14 +64,18 @@ def file_groups(mdt: Storage, partition: str) -> list[str]:
     return sorted(i for i in ids if i.startswith(prefix))
 
 
-def _file_stats(storage: Storage, partition: str, name: str) -> dict[str, dict[str, Any]]:
+def _file_stats(
+    storage: Storage, partition: str, name: str, definition: Mapping[str, Any] | None
+) -> dict[str, dict[str, Any]]:
     if name.endswith(".parquet"):
-        return parquet_column_stats(storage, partition, name)
-    return log_column_stats(storage, partition, name)
+        return parquet_column_stats(storage, partition, name, definition=definition)
+    return log_column_stats(storage, partition, name, definition=definition)
 
 
-def _record(schema: Mapping[str, Any], kind: int, stats: Mapping[str, Any]) -> dict[str, Any]:
-    return {**blank_record(schema), "type": kind, "ColumnStatsMetadata": dict(stats)}
+def _record(blank: Mapping[str, Any], kind: int, stats: Mapping[str, Any]) -> dict[str, Any]:
+    """A record of ``kind`` holding ``stats`` (``blank``: :func:`blank_record` of the schema, made
+    once per deltacommit rather than once per record)."""
+    return {**blank, "type": kind, "ColumnStatsMetadata": dict(stats)}
 
 
 def _route(records: Mapping[str, dict[str, Any]], ids: list[str]) -> dict[str, Records]:
@@ -92,33 +97,37 @@ def index_records(
     """The records of ``partitions`` (of ``column_stats``, ``partition_stats``) for the pending
     write ``instant`` (of ``timeline``) that made ``change``, by MDT partition and file group."""
     mdt = storage.child(MDT_DIR)
+    # Read once for the write's files, not once per file (none: each file read reads it, as before).
+    added = any(part.added for part in change.partitions.values())
+    definition = column_stats_definition(storage) if added else None
     new: dict[str, dict[str, Any]] = {}  # column_stats key -> stats, of the write's own files
     by_file: dict[str, list[dict[str, Any]]] = {}  # file name -> its stats
     for partition, part in change.partitions.items():
         for name in part.added:
-            stats = _file_stats(storage, partition, name)
+            stats = _file_stats(storage, partition, name, definition)
             new.update(stats)
             by_file[name] = list(stats.values())
     groups: Groups = {}
+    blank = blank_record(schema)
     if COLUMN_STATS_PARTITION in partitions and new:
-        records = {k: _record(schema, COLUMN_STATS, s) for k, s in new.items()}
+        records = {k: _record(blank, COLUMN_STATS, s) for k, s in new.items()}
         groups[COLUMN_STATS_PARTITION] = _route(records, file_groups(mdt, COLUMN_STATS_PARTITION))
     if PARTITION_STATS_PARTITION in partitions and change.partitions:
         columns = sorted({s["columnName"] for s in new.values()})
         stored = COLUMN_STATS_PARTITION in partitions
         records = _partition_records(
-            storage, config, timeline, instant, change, by_file, columns, stored, schema
+            storage, config, timeline, instant, change, by_file, columns, stored, blank, definition
         )
         if records:
             groups[PARTITION_STATS_PARTITION] = _route(records, file_groups(mdt, PARTITION_STATS_PARTITION))
     return groups
 
 
-def _stored_stats(storage: Storage, keys: set[str]) -> dict[str, list[dict[str, Any]]]:
+def _stored_stats(storage: Storage, timeline: Timeline, keys: set[str]) -> dict[str, list[dict[str, Any]]]:
     """File name -> the ``column_stats`` records of ``keys`` the MDT holds (a file name is unique
-    across partitions: it carries its file group's id)."""
+    across partitions: it carries its file group's id); ``timeline``: the data table's."""
     out: dict[str, list[dict[str, Any]]] = {}
-    for record in read_partition_records(storage, COLUMN_STATS_PARTITION, keys).values():
+    for record in read_partition_records(storage, COLUMN_STATS_PARTITION, keys, data=timeline).values():
         stats = record.get("ColumnStatsMetadata")
         if record.get("type") == COLUMN_STATS and stats and not stats.get("isDeleted"):
             out.setdefault(stats["fileName"], []).append(stats)
@@ -134,7 +143,8 @@ def _partition_records(
     written: Mapping[str, list[dict[str, Any]]],
     columns: list[str],
     stored: bool,
-    schema: Mapping[str, Any],
+    blank: Mapping[str, Any],
+    definition: Mapping[str, Any] | None,
 ) -> dict[str, dict[str, Any]]:
     """The ``partition_stats`` records of the partitions ``change`` wrote. The files the write did
     not make take their stats from the MDT's ``column_stats`` (``stored``; only the keys of
@@ -145,6 +155,8 @@ def _partition_records(
         done = dataclasses.replace(done, completion_time=_AS_IF_COMPLETED)
     others = tuple(i for i in timeline.instants if i.timestamp != instant.timestamp)
     seen = dataclasses.replace(timeline, instants=tuple(sorted((*others, done))))
+    # The data timeline as reading it now shows it (the instant pending), for the MDT's reader.
+    now = dataclasses.replace(timeline, instants=tuple(sorted((*others, instant))))
     touched = list(change.partitions)
     view = FileSystemView.build(config, seen, partitions=touched)
     slices = {p: slices_seen_by(view, p, instant.timestamp) for p in touched}
@@ -156,7 +168,7 @@ def _partition_records(
         if file.file_name not in written
         for column in columns
     }
-    known = {**(_stored_stats(storage, wanted) if stored and wanted else {}), **written}
+    known = {**(_stored_stats(storage, now, wanted) if stored and wanted else {}), **written}
     out: dict[str, dict[str, Any]] = {}
     for partition, pieces in slices.items():
         files: list[dict[str, Any]] = []
@@ -164,10 +176,10 @@ def _partition_records(
             for file in piece.files:
                 stats = known.get(file.file_name)
                 if stats is None or len(stats) < len(columns):
-                    stats = list(_file_stats(storage, partition, file.file_name).values())
+                    stats = list(_file_stats(storage, partition, file.file_name, definition).values())
                 files += stats
         for key, stats in partition_stats(partition or ".", files).items():
-            out[key] = _record(schema, PARTITION_STATS, stats)
+            out[key] = _record(blank, PARTITION_STATS, stats)
     return out
 
 
@@ -183,11 +195,13 @@ def clean_index_records(
     deleted file and indexed column, a record marked deleted, by MDT partition and file group."""
     if COLUMN_STATS_PARTITION not in partitions or not change.file_count:
         return {}
-    columns = columns_to_index(storage, _table_columns(config, timeline))
-    v1 = index_version(storage) == 1
+    definition = column_stats_definition(storage)
+    columns = columns_to_index(storage, _table_columns(config, timeline), definition=definition)
+    v1 = index_version(storage, definition) == 1
+    blank = blank_record(schema)
     records = {
         column_stats_key(column, partition or ".", name): _record(
-            schema, COLUMN_STATS, _stub(name, column, v1)
+            blank, COLUMN_STATS, _stub(name, column, v1)
         )
         for partition, part in change.partitions.items()
         for name in part.deleted

@@ -13,6 +13,7 @@ Keys are partition paths, ``.`` for a non-partitioned table's root. Every other 
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -93,8 +94,8 @@ def file_group_index(key: str, count: int) -> int:
     key, then ``abs(abs(h) % count)``."""
     data = key.encode("utf-16-be")
     h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    for unit in struct.unpack(f">{len(data) // 2}H", data):
+        h = (31 * h + unit) & 0xFFFFFFFF
     signed = h - (1 << 32) if h >= 1 << 31 else h
     return abs(abs(signed) % count)
 

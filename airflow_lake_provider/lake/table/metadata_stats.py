@@ -166,13 +166,16 @@ def _wrap(value: Any, kind: ValueType, v1: bool, scale: int) -> tuple[str, dict[
     return (_WRAPPER + _WRAPPERS.get(kind, "LongWrapper"), {"value": value})
 
 
-def index_version(storage: Storage) -> int:
+def index_version(storage: Storage, definition: Mapping[str, Any] | None = None) -> int:
     """The ``column_stats`` index version (1 or 2) the table's index definition names (V1 when the
-    table has none: Hudi 1.0)."""
-    return 2 if _column_stats_definition(storage).get("version") == "V2" else 1
+    table has none: Hudi 1.0). ``definition``: :func:`column_stats_definition`, if already read."""
+    found = column_stats_definition(storage) if definition is None else definition
+    return 2 if found.get("version") == "V2" else 1
 
 
-def _column_stats_definition(storage: Storage) -> dict[str, Any]:
+def column_stats_definition(storage: Storage) -> dict[str, Any]:
+    """The table's ``column_stats`` index definition (empty when it has none): read once by a
+    caller that computes the stats of several files, and passed to the functions here."""
     try:
         defs = json.loads(storage.read(INDEX_DEFS))
     except FileNotFoundError:
@@ -181,13 +184,18 @@ def _column_stats_definition(storage: Storage) -> dict[str, Any]:
 
 
 def columns_to_index(
-    storage: Storage, schema_columns: Sequence[str], column_list: Sequence[str] | None = None
+    storage: Storage,
+    schema_columns: Sequence[str],
+    column_list: Sequence[str] | None = None,
+    *,
+    definition: Mapping[str, Any] | None = None,
 ) -> tuple[str, ...]:
     """The columns Hudi indexes: the ``column_stats`` index definition's source fields (Hudi 1.x
     keeps them in ``.hoodie/.index_defs/index.json``), else ``column_list``
     (``hoodie.metadata.index.column.stats.column.list``) plus the meta columns, else the meta
     columns and the first ``MAX_COLUMNS`` data columns."""
-    fields = _column_stats_definition(storage).get("sourceFields")
+    found = column_stats_definition(storage) if definition is None else definition
+    fields = found.get("sourceFields")
     if fields:
         return tuple(fields)
     present = [c for c in META_COLUMNS if c in schema_columns]
@@ -198,7 +206,12 @@ def columns_to_index(
 
 
 def parquet_column_stats(
-    storage: Storage, partition: str, file_name: str, columns: Iterable[str] | None = None
+    storage: Storage,
+    partition: str,
+    file_name: str,
+    columns: Iterable[str] | None = None,
+    *,
+    definition: Mapping[str, Any] | None = None,
 ) -> dict[str, Stats]:
     """key -> ``HoodieMetadataColumnStats`` of each indexed column of a parquet base file (``columns``:
     default :func:`columns_to_index`), from its footer.
@@ -212,8 +225,12 @@ def parquet_column_stats(
     except (OSError, ValueError) as exc:
         raise CorruptDataFileError(f"{storage.uri(rel)}: unreadable parquet footer ({exc})") from exc
     leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
-    wanted = columns if columns is not None else columns_to_index(storage, list(leaves))
-    v1 = index_version(storage) == 1
+    if definition is None:
+        definition = column_stats_definition(storage)
+    wanted = (
+        columns if columns is not None else columns_to_index(storage, list(leaves), definition=definition)
+    )
+    v1 = index_version(storage, definition) == 1
     out = {}
     for name in wanted:
         at = leaves.get(name)
@@ -300,7 +317,12 @@ def _avro_value_type(field_type: Any) -> tuple[ValueType, str | None]:
 
 
 def log_column_stats(
-    storage: Storage, partition: str, file_name: str, columns: Iterable[str] | None = None
+    storage: Storage,
+    partition: str,
+    file_name: str,
+    columns: Iterable[str] | None = None,
+    *,
+    definition: Mapping[str, Any] | None = None,
 ) -> dict[str, Stats]:
     """key -> ``HoodieMetadataColumnStats`` of each indexed column of a log file, from the records of
     its data blocks, as Hudi's append handle collects them while writing: the record count (nulls
@@ -323,8 +345,10 @@ def log_column_stats(
             )
     rows = pa.concat_tables(tables, promote_options="permissive") if tables else None
     types = {f["name"]: f["type"] for f in (schema or {}).get("fields", [])}
-    wanted = columns if columns is not None else columns_to_index(storage, list(types))
-    v1 = index_version(storage) == 1
+    if definition is None:
+        definition = column_stats_definition(storage)
+    wanted = columns if columns is not None else columns_to_index(storage, list(types), definition=definition)
+    v1 = index_version(storage, definition) == 1
     out = {}
     for name in wanted:
         if rows is None:
@@ -427,6 +451,9 @@ def partition_stats(partition: str, file_stats: Iterable[Mapping[str, Any]]) -> 
 
 
 def _pick(a: Any, b: Any, kind: ValueType, choose: Any) -> Any:
+    """The wrapped value ``choose`` (``min`` or ``max``) takes of ``a`` and ``b``: ``a`` on a tie, as
+    those builtins keep the first; a missing one gives way to the other."""
     if a is None or b is None:
         return a if b is None else b
-    return choose(a, b, key=lambda wrapped: _order(kind, wrapped[1]["value"]))
+    x, y = _order(kind, a[1]["value"]), _order(kind, b[1]["value"])
+    return b if (y < x if choose is min else y > x) else a

@@ -9,6 +9,8 @@ a completed instant carries its completion time too: ``<requested>_<completion>.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from airflow_lake_provider.lake.errors import InvalidInstantError
 from airflow_lake_provider.lake.timeline.instant import (
     COMPLETES_AS,
@@ -20,6 +22,9 @@ from airflow_lake_provider.lake.timeline.instant import (
 )
 
 VERSION = 2
+# Every timeline read parses every file name of the folder (a maintained write reads two timelines a
+# few times each): a name always names the same (immutable) instant, so each is parsed once.
+_PARSED_NAMES = 16_384
 _ACTIONS = frozenset(a.value for a in Action)
 
 
@@ -39,6 +44,7 @@ def file_name(instant: Instant) -> str:
     return f"{t}.{a}.requested"
 
 
+@lru_cache(maxsize=_PARSED_NAMES)
 def parse_file_name(name: str) -> Instant | None:
     """The instant a timeline file name names; ``None`` for files that are not instants.
 

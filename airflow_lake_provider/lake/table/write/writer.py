@@ -249,7 +249,8 @@ def _write_locked(
                 extra_metadata={**extra, **event_times},
             )
             if mdt is not None:  # completed before the data instant, as Hudi's writers do
-                mdt.commit_write(table.storage, table.config, timeline, inflight, change_of_commit(metadata))
+                change = change_of_commit(metadata)
+                mdt.commit_write(table.storage, table.config, timeline, inflight, change, new_instant=True)
             fault("commit")
             table.store.transition_to_completed(inflight, metadata.to_bytes(as_avro))
     except Exception as exc:

@@ -1,0 +1,76 @@
+"""What a maintained write reads besides its data (``benchmarks/mdt_upkeep.py`` measures the cost):
+the MDT timeline once per step that needs it, the table's column stats index definition once per
+write (not twice per file written), the data timeline the write already holds not read again for
+the partition stats. Counted over a maintained upsert of the Spark-written v9 MOR table keeping
+``files``, ``column_stats`` and ``partition_stats``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from mdt_tables import keep_files_partition_only
+
+from airflow_lake_provider.lake.storage.local import LocalStorage
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write.writer import write
+
+MAINTAIN = {"lake.metadata-table.maintain": "true", "hoodie.cleaner.policy.failed.writes": "NEVER"}
+MDT_TIMELINE = ".hoodie/metadata/.hoodie/timeline"
+DATA_TIMELINE = ".hoodie/timeline"
+INDEX_DEFINITION = ".hoodie/.index_defs/index.json"
+
+
+def _upsert_batch(path: Path) -> pa.Table:
+    """Two rows: the first key updated (a log file), one new key (a base file)."""
+    rows = read_snapshot(LakeTable.open(path))
+    rows = rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")])
+    first = rows.sort_by("txn_id").slice(0, 1)
+    new = first.set_column(0, "txn_id", pa.array(["reads-new-1"]))
+    batch = pa.concat_tables([first, new])
+    ts = pa.array([v + 1 for v in batch.column("txn_ts").to_pylist()], pa.int64())
+    return batch.set_column(batch.column_names.index("txn_ts"), "txn_ts", ts)
+
+
+def _counted(monkeypatch: pytest.MonkeyPatch, table: Path) -> tuple[Counter[str], Counter[str]]:
+    """(reads, listings) by table-relative path, of every local storage over ``table``."""
+    reads: Counter[str] = Counter()
+    listings: Counter[str] = Counter()
+    read, list_names = LocalStorage.read, LocalStorage.list_names
+
+    def rel(storage: LocalStorage, path: str) -> str:
+        return Path(storage._path(path)).relative_to(table).as_posix()
+
+    def counting_read(self: LocalStorage, path: str) -> bytes:
+        reads[rel(self, path)] += 1
+        return read(self, path)
+
+    def counting_list(self: LocalStorage, path: str = "") -> list[str]:
+        listings[rel(self, path)] += 1
+        return list_names(self, path)
+
+    monkeypatch.setattr(LocalStorage, "read", counting_read)
+    monkeypatch.setattr(LocalStorage, "list_names", counting_list)
+    return reads, listings
+
+
+def test_a_maintained_write_reads_the_mdt_timeline_and_index_definition_once_per_need(
+    hudi_table_zip, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = keep_files_partition_only(
+        hudi_table_zip("mor_avro_v9_txns_simple_meta"), ("column_stats", "partition_stats")
+    )
+    batch = _upsert_batch(path)
+    table = LakeTable.open(path)
+    reads, listings = _counted(monkeypatch, path.resolve())
+    result = write(table, batch, "upsert", options=MAINTAIN)
+    assert (result.inserted, result.updated) == (1, 1)
+    # MDT timeline: the orphans check, requested, inflight, completed, the column_stats read (its
+    # slices). Data timeline: the write's own reads (before its instant, requested, inflight,
+    # completed), none for the column stats read. The index definition: once for the write's files.
+    counts = (listings[MDT_TIMELINE], listings[DATA_TIMELINE], reads[INDEX_DEFINITION])
+    assert counts == (5, 4, 1)

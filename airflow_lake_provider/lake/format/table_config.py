@@ -112,6 +112,15 @@ class TableConfig:
         return BloomSettings.from_options(self.properties)
 
     @property
+    def keygen_setting(self) -> str:
+        """The key generator as ``hoodie.properties`` names it: by class, or (versions 8 and 9 may
+        give only the type) by type with the class it stands for."""
+        if self.properties.get("hoodie.table.keygenerator.class"):
+            return f"hoodie.table.keygenerator.class={self.keygen_class}"
+        kind = self.properties.get("hoodie.table.keygenerator.type")
+        return f"hoodie.table.keygenerator.type={kind} ({self.keygen_class})"
+
+    @property
     def merge_mode(self) -> MergeMode:
         """Event-time ordering needs an ordering field and no commit-time payload or mode."""
         if self.merge_mode_setting:

@@ -75,15 +75,8 @@ def check_index(
     if keygen and keygen not in _KEY_GENERATORS:
         # E.g. TimestampBasedKeyGenerator formats a time field into the partition path: taking the
         # field's raw value would put every row in a new partition, beside its old version.
-        props = table.config.properties
-        named = (  # the property the file has: version 9 tables may name only the type
-            f"hoodie.table.keygenerator.class={table.config.keygen_class}"
-            if props.get("hoodie.table.keygenerator.class")
-            else f"hoodie.table.keygenerator.type={props.get('hoodie.table.keygenerator.type')} "
-            f"({table.config.keygen_class})"
-        )
         raise TableConfigError(
-            f"{table.uri}: {named} is not supported "
+            f"{table.uri}: {table.config.keygen_setting} is not supported "
             f"by this writer (it derives keys and partition paths as {', '.join(sorted(_KEY_GENERATORS))} "
             "do); write this table with Spark"
         )

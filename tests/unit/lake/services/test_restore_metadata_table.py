@@ -1,0 +1,160 @@
+"""``lake restore`` under ``lake.metadata-table.maintain`` on v8/v9 tables whose MDT keeps ``files``,
+``column_stats`` and ``partition_stats``.
+
+On copies of Spark-written tables (v9 COW and MOR, v8 MOR): a savepoint at the latest completed
+write, then two maintained writes (an upsert of existing keys with an insert, then an insert), then
+the restore. Each rollback of the restore removes its write's MDT deltacommit while the write is
+pending, so afterwards hudi-rs, listing through the MDT, reads the savepoint's rows as we do,
+``--check`` finds no difference, the stats partitions equal a recomputation and no MDT file of a
+rolled-back write is left. A restore that would roll back a completed instant an MDT compaction came
+after is refused, nothing changed.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from crash_support import crashing, steps_of
+from mdt_tables import keep_files_partition_only
+from savepoint_support import savepoint
+from tree_digest import tree_digest
+
+from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.errors import RollbackError
+from airflow_lake_provider.lake.services.restore import restore
+from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write.writer import write
+from tests.unit.lake.table.test_metadata_commit import (
+    INDEXES,
+    MAINTAIN,
+    TABLES,
+    _batch,
+    _rows,
+    assert_consistent,
+    assert_index_consistent,
+    hudi_rs,
+)
+
+OPT = ["--option", "lake.metadata-table.maintain=true"]
+
+
+def _mdt_files(path: Path, instant: str) -> list[str]:
+    """Every file of the MDT named with ``instant`` (timeline files and log files)."""
+    mdt = path / ".hoodie/metadata"
+    return sorted(str(p.relative_to(mdt)) for p in mdt.rglob(f"*{instant}*") if p.is_file())
+
+
+def _mdt_timeline(path: Path) -> list[str]:
+    return sorted(p.name for p in (path / ".hoodie/metadata/.hoodie/timeline").iterdir() if p.is_file())
+
+
+def _prepared(path: Path, name: str) -> tuple[str, list[list[str]], list[str]]:
+    """Savepoint the latest completed write, then two maintained writes: the savepoint, the rows
+    after each step (savepoint, first write, second write) and the two writes' instants."""
+    key, ordering, _partition, new_keys = TABLES[name]
+    table = LakeTable.open(path)
+    point = table.timeline().completed_commits[-1].timestamp
+    savepoint(table, point)
+    rows = [_rows(assert_consistent(path))]
+    snapshot = read_snapshot(LakeTable.open(path))
+    existing = snapshot.column(key).to_pylist()[:2]
+    upsert = _batch(snapshot, key, ordering, [0, 1, 0], [*existing, new_keys[0]])
+    t1 = write(LakeTable.open(path), upsert, "upsert", options=MAINTAIN).instant
+    rows.append(_rows(assert_consistent(path)))
+    insert = _batch(snapshot, key, ordering, [1], [new_keys[1]])
+    t2 = write(LakeTable.open(path), insert, "insert", options=MAINTAIN).instant
+    rows.append(_rows(assert_consistent(path)))
+    assert rows[0] != rows[1] != rows[2]
+    return point, rows, [t1, t2]
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_restore_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> None:
+    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    mdt_before = _mdt_timeline(path)
+    point, rows, writes = _prepared(path, name)
+    assert all(_mdt_files(path, t) for t in writes)
+    capsys.readouterr()
+
+    assert main(["restore", str(path), "--savepoint", point, *OPT]) == 0
+    assert capsys.readouterr().out.startswith(f"restored savepoint {point} at ")
+    for t in writes:
+        assert _mdt_files(path, t) == []  # its deltacommit and log files are gone from the MDT
+        assert not list((path / ".hoodie/timeline").glob(f"{t}*"))
+    assert _mdt_timeline(path) == mdt_before  # the MDT timeline is the savepoint's again
+    assert _rows(hudi_rs(path)) == rows[0]
+    assert _rows(assert_consistent(path)) == rows[0]
+    assert_index_consistent(path)
+    assert main(["metadata-table", str(path), "--check"]) == 0
+    assert json.loads(capsys.readouterr().out)["consistent"] is True
+
+
+def test_a_restore_rolling_back_an_instant_an_mdt_compaction_folded_in_is_refused(
+    hudi_table_zip, capsys
+) -> None:
+    """Spark's last deltacommit of this table was followed by an MDT compaction (its records are in
+    the MDT's base files now): a restore to a savepoint before it is refused before anything is
+    written, not half way through its rollbacks."""
+    path = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"), INDEXES)
+    folded = "20260101054337037"
+    timeline = LakeTable.open(path).timeline()
+    point = max(i.timestamp for i in timeline.completed_commits if i.timestamp < folded)
+    savepoint(LakeTable.open(path), point)
+    before = tree_digest(path)
+    assert main(["restore", str(path), "--savepoint", point, *OPT]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"lake: error: restore of {path} to savepoint {point} refused under lake.metadata-table.maintain: "
+        f"it rolls back deltacommit {folded}, and the metadata table's commit 20260101054337083 came "
+        "after it, and undoing it there needs a metadata-table rollback instant, which this engine "
+        "does not write. Nothing was changed"
+    )
+    assert tree_digest(path) == before
+    with pytest.raises(RollbackError, match="refused under lake.metadata-table.maintain"):
+        restore(LakeTable.open(path), point, MAINTAIN)
+    assert tree_digest(path) == before
+
+
+def test_a_restore_without_the_opt_in_still_refuses(hudi_table_zip, capsys) -> None:
+    path = keep_files_partition_only(hudi_table_zip("cow_v9_txns_simple_meta"), INDEXES)
+    point, _rows_, _writes = _prepared(path, "cow_v9_txns_simple_meta")
+    before = tree_digest(path)
+    assert main(["restore", str(path), "--savepoint", point]) == 1
+    assert "restore refused" in capsys.readouterr().err
+    assert tree_digest(path) == before
+
+
+@pytest.mark.parametrize("name", ["cow_v9_txns_simple_meta", "mor_avro_v9_txns_simple_meta"])
+def test_a_crash_at_every_durable_step_of_the_restore_leaves_both_readers_agreeing(
+    hudi_table_zip, tmp_path: Path, name: str
+) -> None:
+    """A crash after any durable step of the restore (its plan, each rollback's plan, the write's
+    completed file, its files, its MDT deltacommit's files, its pending files, the rollback, the
+    restore completed): hudi-rs, listing through the MDT, reads what we read, the files partition
+    equals the listing, and those rows are the savepoint's or a write's after it (a restore rolls
+    back one write at a time, newest first); the next restore finishes it, to the savepoint's rows,
+    with no MDT file of a rolled-back write left."""
+    template = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    point, rows, writes = _prepared(template, name)
+    counting = crashing(LakeTable.open(_copy(template, tmp_path / "count")))
+    restore(counting, point, MAINTAIN)
+    steps = steps_of(counting)
+    assert sum(s.endswith(".rollback") for s in steps) == 2 and any(s.endswith(".restore") for s in steps)
+    for step in range(1, len(steps) + 1):
+        path = _copy(template, tmp_path / f"crash{step}")
+        with pytest.raises(SimulatedCrash):
+            restore(crashing(LakeTable.open(path), step), point, MAINTAIN)
+        assert _rows(assert_consistent(path)) in rows, (step, steps[step - 1])
+        restore(LakeTable.open(path), point, MAINTAIN)  # finishes the pending restore
+        assert _rows(assert_consistent(path)) == rows[0], (step, steps[step - 1])
+        assert_index_consistent(path)
+        assert [f for t in writes for f in _mdt_files(path, t)] == [], (step, steps[step - 1])
+
+
+def _copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    return dst

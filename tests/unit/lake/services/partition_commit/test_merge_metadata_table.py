@@ -120,7 +120,7 @@ def test_a_merge_of_a_v8_table_keeps_the_metadata_table(hudi_table_zip) -> None:
     _assert_kept(path, result.instant, partition, result.written, rows)
 
 
-def test_the_merge_without_the_opt_in_still_refuses(hudi_table_zip, capsys) -> None:
+def test_the_merge_refuses_without_the_opt_in_and_with_a_record_index(hudi_table_zip, capsys) -> None:
     path = keep_files_partition_only(hudi_table_zip("cow_v9_txns_simple_meta"), INDEXES)
     partition, _rows_ = _small_files(path, "cow_v9_txns_simple_meta")
     before = tree_digest(path)
@@ -137,7 +137,10 @@ def test_the_merge_without_the_opt_in_still_refuses(hudi_table_zip, capsys) -> N
     before = tree_digest(path)
     assert main([*args, "--option", "lake.metadata-table.maintain=true"]) == 1
     err = capsys.readouterr().err
-    assert "partition commit (merge-small-files) refused" in err and "record_index" in err
+    assert "partition commit (merge-small-files) refused" in err
+    why = "lake.metadata-table.maintain=true cannot keep it for this action: partitions [record_index, "
+    assert why in err
+    assert "(only [column_stats, files, partition_stats] are kept so far)" in err
     assert tree_digest(path) == before
 
 

@@ -24,6 +24,8 @@ from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import RollbackError
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -152,3 +154,45 @@ def test_a_crash_at_every_durable_step_of_the_restore_leaves_both_readers_agreei
 def _copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+ONE_VERSION = {
+    **MAINTAIN,
+    "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+    "hoodie.cleaner.fileversions.retained": "1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TABLES))
+def test_a_restore_over_a_maintained_compaction_and_clean_keeps_the_metadata_table(
+    hudi_table_zip, name: str
+) -> None:
+    """After the savepoint: an upsert, a compaction (merge-on-read), another upsert, then a clean
+    keeping one file version, which deletes files of the first upsert. The restore rolls back both
+    upserts and the compaction, whose MDT deltacommits go; the clean stays, and so does its MDT
+    deltacommit: its deletions of files whose additions are gone are deletions of nothing, so the
+    MDT lists exactly the files on disk, for hudi-rs as for ``--check``."""
+    key, ordering, _partition, _new = TABLES[name]
+    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    table = LakeTable.open(path)
+    point = table.timeline().completed_commits[-1].timestamp
+    savepoint(table, point)
+    before = _rows(assert_consistent(path))
+    snapshot = read_snapshot(LakeTable.open(path))
+    upsert = _batch(snapshot, key, ordering, [0, 1], snapshot.column(key).to_pylist()[:2])
+    undone = [write(LakeTable.open(path), upsert, "upsert", options=MAINTAIN).instant]
+    if table.config.is_mor:
+        _scheduled, compacted = run_compaction(LakeTable.open(path), MAINTAIN, force=True)
+        assert compacted.instant is not None
+        undone.append(compacted.instant)
+    undone.append(write(LakeTable.open(path), upsert, "upsert", options=MAINTAIN).instant)
+    cleaned = run_clean(LakeTable.open(path), ONE_VERSION)
+    assert cleaned.instant is not None and cleaned.deleted_files > 0
+    assert _rows(assert_consistent(path)) != before
+
+    result = restore(LakeTable.open(path), point, MAINTAIN)
+    assert result.rolled_back == tuple(reversed(undone))
+    assert [f for t in undone for f in _mdt_files(path, t)] == []
+    assert any(n.endswith(".deltacommit") for n in _mdt_files(path, cleaned.instant))
+    assert _rows(assert_consistent(path)) == before  # hudi-rs through the MDT too
+    assert_index_consistent(path)

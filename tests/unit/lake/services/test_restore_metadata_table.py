@@ -99,7 +99,7 @@ def test_restore_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> 
     assert json.loads(capsys.readouterr().out)["consistent"] is True
 
 
-def test_a_restore_rolling_back_an_instant_an_mdt_compaction_folded_in_is_refused(
+def test_a_restore_rolling_back_an_instant_an_mdt_compaction_folded_in_or_with_a_record_index_is_refused(
     hudi_table_zip, capsys
 ) -> None:
     """Spark's last deltacommit of this table was followed by an MDT compaction (its records are in
@@ -121,6 +121,18 @@ def test_a_restore_rolling_back_an_instant_an_mdt_compaction_folded_in_is_refuse
     assert tree_digest(path) == before
     with pytest.raises(RollbackError, match="refused under lake.metadata-table.maintain"):
         restore(LakeTable.open(path), point, MAINTAIN)
+    assert tree_digest(path) == before
+    # A record index (whose keys a restore would move back) is refused by the policy itself.
+    props = path / ".hoodie/hoodie.properties"
+    key = "hoodie.table.metadata.partitions="
+    props.write_text(props.read_text().replace(f"\n{key}", f"\n{key}record_index,"))
+    before = tree_digest(path)
+    assert main(["restore", str(path), "--savepoint", point, *OPT]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"lake: error: restore refused: {path} has Hudi's metadata table")
+    assert (
+        "lake.metadata-table.maintain=true cannot keep it for this action: partitions [record_index, " in err
+    )
     assert tree_digest(path) == before
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from crash_support import crashing, steps_of
-from mdt_tables import keep_files_partition_only
+from mdt_tables import keep_files_partition_only, mdt_digest
 from savepoint_support import savepoint
 from tree_digest import tree_digest
 
@@ -51,10 +51,6 @@ def _mdt_files(path: Path, instant: str) -> list[str]:
     return sorted(str(p.relative_to(mdt)) for p in mdt.rglob(f"*{instant}*") if p.is_file())
 
 
-def _mdt_timeline(path: Path) -> list[str]:
-    return sorted(p.name for p in (path / ".hoodie/metadata/.hoodie/timeline").iterdir() if p.is_file())
-
-
 def _prepared(path: Path, name: str) -> tuple[str, list[list[str]], list[str]]:
     """Savepoint the latest completed write, then two maintained writes: the savepoint, the rows
     after each step (savepoint, first write, second write) and the two writes' instants."""
@@ -78,7 +74,7 @@ def _prepared(path: Path, name: str) -> tuple[str, list[list[str]], list[str]]:
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_restore_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> None:
     path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
-    mdt_before = _mdt_timeline(path)
+    mdt_before = mdt_digest(path)
     point, rows, writes = _prepared(path, name)
     assert all(_mdt_files(path, t) for t in writes)
     before = tree_digest(path)
@@ -91,7 +87,8 @@ def test_restore_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> 
     for t in writes:
         assert _mdt_files(path, t) == []  # its deltacommit and log files are gone from the MDT
         assert not list((path / ".hoodie/timeline").glob(f"{t}*"))
-    assert _mdt_timeline(path) == mdt_before  # the MDT timeline is the savepoint's again
+    # The MDT is byte for byte what it was at the savepoint: timeline, log and base files.
+    assert mdt_digest(path) == mdt_before
     assert _rows(hudi_rs(path)) == rows[0]
     assert _rows(assert_consistent(path)) == rows[0]
     assert_index_consistent(path)
@@ -190,6 +187,7 @@ def test_a_restore_over_a_maintained_compaction_and_clean_keeps_the_metadata_tab
     point = table.timeline().completed_commits[-1].timestamp
     savepoint(table, point)
     before = _rows(assert_consistent(path))
+    mdt_before = mdt_digest(path)
     snapshot = read_snapshot(LakeTable.open(path))
     upsert = _batch(snapshot, key, ordering, [0, 1], snapshot.column(key).to_pylist()[:2])
     undone = [write(LakeTable.open(path), upsert, "upsert", options=MAINTAIN).instant]
@@ -206,5 +204,9 @@ def test_a_restore_over_a_maintained_compaction_and_clean_keeps_the_metadata_tab
     assert result.rolled_back == tuple(reversed(undone))
     assert [f for t in undone for f in _mdt_files(path, t)] == []
     assert any(n.endswith(".deltacommit") for n in _mdt_files(path, cleaned.instant))
+    # The MDT is what it was at the savepoint plus the clean's deltacommit, nothing else.
+    added = set(mdt_digest(path)) - set(mdt_before)
+    assert sorted(added) == _mdt_files(path, cleaned.instant)
+    assert set(mdt_before) <= set(mdt_digest(path))
     assert _rows(assert_consistent(path)) == before  # hudi-rs through the MDT too
     assert_index_consistent(path)

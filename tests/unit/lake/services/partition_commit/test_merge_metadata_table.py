@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from crash_support import crashing, steps_of
-from mdt_tables import keep_files_partition_only
+from mdt_tables import keep_files_partition_only, mdt_digest
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
@@ -95,6 +95,7 @@ def test_partition_commit_merge_keeps_the_metadata_table(hudi_table_zip, capsys,
     path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
     partition, rows = _small_files(path, name)
     spark = {i.timestamp for i in LakeTable.open(path).timeline().instants}
+    mdt_before = mdt_digest(path)
     result = commit_partitions(LakeTable.open(path), [partition], MERGE)
     assert result.committed == (partition,)
     timeline = LakeTable.open(path).timeline()
@@ -106,6 +107,10 @@ def test_partition_commit_merge_keeps_the_metadata_table(hudi_table_zip, capsys,
     assert len(written) == 1 and len(replaced) >= 3
     assert pq.read_metadata(path / written[0]).num_rows >= 3
     _assert_kept(path, merge.timestamp, partition, written, rows)
+    # The MDT gained the merge's deltacommit and nothing else changed there.
+    after = mdt_digest(path)
+    assert sorted(set(after) - set(mdt_before)) == _mdt_files(path, merge.timestamp)
+    assert {k: after[k] for k in mdt_before} == mdt_before
     assert main(["metadata-table", str(path), "--check"]) == 0
     assert json.loads(capsys.readouterr().out)["consistent"] is True
 

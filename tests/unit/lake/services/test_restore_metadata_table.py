@@ -210,3 +210,44 @@ def test_a_restore_over_a_maintained_compaction_and_clean_keeps_the_metadata_tab
     assert set(mdt_before) <= set(mdt_digest(path))
     assert _rows(assert_consistent(path)) == before  # hudi-rs through the MDT too
     assert_index_consistent(path)
+
+
+def test_an_mdt_partition_initialised_after_an_instant_the_restore_rolls_back_is_refused(
+    hudi_table_zip, capsys
+) -> None:
+    """An MDT partition built after a write (Hudi's indexer initialises it from a listing, at one of
+    its ``0000...`` instant times, before every data instant's, completed later) holds that write's
+    records in files no MDT deltacommit of the write names: removing the write's deltacommit would
+    leave them. The restore, and the rollback of that write, are refused, nothing changed. (The
+    initialisation is made by hand as Hudi's looks on disk: its timeline files, an empty log file
+    per file group, completed after the write.)"""
+    name = "cow_v9_txns_simple_meta"
+    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    point, _rows_, writes = _prepared(path, name)
+    mdt = path / ".hoodie/metadata"
+    init = "00000000000000005"
+    timeline = mdt / ".hoodie/timeline"
+    for suffix in ("deltacommit.requested", "deltacommit.inflight"):
+        (timeline / f"{init}.{suffix}").write_bytes((timeline / f"00000000000000003.{suffix}").read_bytes())
+    (done,) = timeline.glob("00000000000000003_*.deltacommit")
+    (timeline / f"{init}_{int(writes[-1]) + 1}.deltacommit").write_bytes(done.read_bytes())
+    (empty,) = (mdt / "column_stats").glob(".col-stats-0000-0_00000000000000001.log.*")
+    (mdt / "column_stats" / f".col-stats-0000-0_{init}.log.1_0-0-0").write_bytes(empty.read_bytes())
+    before = tree_digest(path)
+    assert main(["restore", str(path), "--savepoint", point, *OPT]) == 1
+    why = (
+        f"the metadata table's partition initialisation {init} completed after it (its files hold the "
+        "instant's records), and undoing it there needs a metadata-table rollback instant, which this "
+        "engine does not write. Nothing was changed"
+    )
+    assert capsys.readouterr().err.strip() == (
+        f"lake: error: restore of {path} to savepoint {point} refused under lake.metadata-table.maintain: "
+        f"it rolls back commit {writes[-1]}, and {why}"
+    )
+    assert tree_digest(path) == before
+    assert main(["rollback", str(path), "--instant", writes[-1], "--force", *OPT]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"lake: error: rollback of commit {writes[-1]} of {path} refused under "
+        f"lake.metadata-table.maintain: {why}"
+    )
+    assert tree_digest(path) == before

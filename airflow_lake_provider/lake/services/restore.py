@@ -14,7 +14,8 @@ its pending files): the MDT then lists the savepoint's files again, with their s
 deltacommit of a rolled-back instant is left for Hudi 1.x readers to merge (they count the instants a
 completed restore rolled back as valid). Java restores the MDT to the savepoint instead and resyncs
 it from a listing; the listing is the same. A restore that would roll back a completed instant an
-MDT compaction (or log compaction, indexing) came after is refused before anything is written.
+MDT compaction (or log compaction, indexing, partition initialisation) came after is refused before
+anything is written.
 """
 
 from __future__ import annotations

@@ -26,11 +26,13 @@ from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import RollbackError
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
+from tests.unit.lake.services.partition_commit.test_merge_metadata_table import TARGET, _small_files
 from tests.unit.lake.table.test_metadata_commit import (
     INDEXES,
     MAINTAIN,
@@ -251,3 +253,25 @@ def test_an_mdt_partition_initialised_after_an_instant_the_restore_rolls_back_is
         f"lake.metadata-table.maintain: {why}"
     )
     assert tree_digest(path) == before
+
+
+def test_a_restore_undoes_a_maintained_merge_of_small_files(hudi_table_zip) -> None:
+    """After the savepoint: three small inserts, then partition commit's merge of the partition's
+    small files (a clustering replacecommit with its MDT deltacommit). The restore rolls back the
+    merge and the inserts; the MDT is the savepoint's again, byte for byte."""
+    name = "mor_avro_v9_txns_simple_meta"
+    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    table = LakeTable.open(path)
+    point = table.timeline().completed_commits[-1].timestamp
+    savepoint(table, point)
+    before = _rows(assert_consistent(path))
+    mdt_before = mdt_digest(path)
+    partition, _merged_rows = _small_files(path, name)
+    merged = merge_small_files(LakeTable.open(path), partition, TARGET)
+    assert merged.instant is not None and _mdt_files(path, merged.instant)
+
+    result = restore(LakeTable.open(path), point, MAINTAIN)
+    assert result.rolled_back[0] == merged.instant and len(result.rolled_back) == 4
+    assert mdt_digest(path) == mdt_before
+    assert _rows(assert_consistent(path)) == before  # hudi-rs through the MDT too
+    assert_index_consistent(path)

@@ -149,14 +149,14 @@ def test_the_merge_refuses_without_the_opt_in_and_with_a_record_index(hudi_table
     assert tree_digest(path) == before
 
 
+@pytest.mark.parametrize("name", ["cow_v9_txns_simple_meta", "mor_avro_v9_txns_simple_meta"])
 def test_a_crash_at_every_durable_step_of_the_merge_leaves_both_readers_agreeing(
-    hudi_table_zip, tmp_path: Path
+    hudi_table_zip, tmp_path: Path, name: str
 ) -> None:
     """A crash after any durable step of the merge (its plan, inflight, marker, new file, its MDT
     deltacommit's timeline and log files, the replacecommit, the markers' removal): hudi-rs, listing
     through the MDT, reads our rows, the files partition equals the listing; the next merge rolls a
     pending one back, its MDT deltacommit first removed, and merges again, to the same state."""
-    name = "mor_avro_v9_txns_simple_meta"
     template = keep_files_partition_only(hudi_table_zip(name), INDEXES)
     partition, rows = _small_files(template, name)
     spark = {i.timestamp for i in LakeTable.open(template).timeline().instants}

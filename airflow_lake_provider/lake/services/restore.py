@@ -180,8 +180,9 @@ def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | N
 def _check_metadata_table(table: LakeTable, savepoint: str) -> None:
     """A kept MDT (only under maintain, past the guard): refuse, before anything is written, a
     restore one of whose completed instants cannot be undone there by removing its MDT deltacommit
-    (an MDT compaction, log compaction or indexing came after it); the per-instant rollbacks would
-    otherwise stop half way."""
+    (``MetadataTableWriter.why_not_forgettable``: an MDT compaction, log compaction or indexing came
+    after it, or an MDT partition initialisation completed after it); the per-instant rollbacks
+    would otherwise stop half way."""
     mdt = kept_metadata_table(table)
     if mdt is None:
         return
@@ -193,8 +194,10 @@ def _check_metadata_table(table: LakeTable, savepoint: str) -> None:
         targets = [i.timestamp for i in _check(table, timeline, savepoint)]
     for target in targets:
         instant = timeline.get(target)
-        why = mdt.why_not_forgettable(target) if instant is not None and instant.is_completed else None
-        if instant is not None and why is not None:
+        if instant is None or not instant.is_completed:
+            continue  # rolled back already, or pending: its MDT deltacommit goes either way
+        why = mdt.why_not_forgettable(target)
+        if why is not None:
             raise RollbackError(
                 f"restore of {table.uri} to savepoint {savepoint} refused under "
                 f"lake.metadata-table.maintain: it rolls back {instant.action.value} {target}, and {why}. "

@@ -7,6 +7,8 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+from tree_digest import tree_digest
+
 DATA_1X = Path(__file__).parent / "data" / "hudi-tables-1x"
 # Every zip of hudi-tables-1x whose table has .hoodie/metadata/files (all but the v8 COW tables and
 # the *_nometa ones).
@@ -57,3 +59,10 @@ def keep_files_partition_only(table: Path, also: tuple[str, ...] = ()) -> Path:
         if folder.is_dir() and folder.name not in (*kept, ".hoodie"):
             shutil.rmtree(folder)
     return table
+
+
+def mdt_digest(table: Path) -> dict[str, str]:
+    """The table's MDT files and their digests (not our instant clock's lock file under its
+    ``.hoodie/.aux/``)."""
+    digest = tree_digest(table / ".hoodie" / "metadata")
+    return {k: v for k, v in digest.items() if not k.startswith(".hoodie/.aux/")}

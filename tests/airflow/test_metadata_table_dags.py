@@ -316,3 +316,39 @@ def test_a_write_of_a_missing_input_with_the_drop_option_keeps_the_metadata_tabl
         )
     assert tree_digest(path) == before
     assert (path / ".hoodie/metadata").is_dir()
+
+
+def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_partition_commit_merges(
+    hudi_table_zip: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The partition commit hook (what ``LakePartitionCommitOperator`` and the sensor run) with
+    ``merge-small-files`` under ``lake.metadata-table.maintain`` from the connection's extra: the
+    merge's replacecommit gets its MDT deltacommit, hudi-rs (listing through the MDT) reads our rows,
+    ``--check`` finds no difference; the default connection refuses, nothing changed."""
+    from mdt_tables import keep_files_partition_only
+
+    from airflow_lake_provider.hooks.partition_commit import run_partition_commit
+    from airflow_lake_provider.lake.cli import main
+    from tests.unit.lake.services.partition_commit.test_merge_metadata_table import _assert_kept, _small_files
+    from tests.unit.lake.table.test_metadata_commit import INDEXES
+
+    name = "mor_avro_v9_txns_simple_meta"
+    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    partition, rows = _small_files(path, name)
+    options = {"sink.partition-commit.policy.kind": "merge-small-files", "compaction.file-size": "4mb"}
+    digest = tree_digest(path)
+    with pytest.raises(Exception, match="which this engine does not update"):
+        run_partition_commit(str(path), [partition], options)  # the default policy refuses
+    assert tree_digest(path) == digest
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_MAINTAIN",
+        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
+    )
+    result = run_partition_commit(str(path), [partition], options, lake_conn_id="lake_maintain")
+    assert (result["outcome"], result["committed"]) == ("COMMITTED", [partition]), result
+    merges = sorted((path / ".hoodie/timeline").glob("*.replacecommit"))
+    instant, _completion = merges[-1].name.split(".")[0].split("_")
+    written = tuple(f"{partition}/{p.name}" for p in (path / partition).glob(f"*_{instant}.parquet"))
+    assert len(written) == 1
+    _assert_kept(path, instant, partition, written, rows)
+    assert main(["metadata-table", str(path), "--check"]) == 0

@@ -6,6 +6,16 @@ rollback per instant, in the plan's order (each its own resumable ``.rollback``)
 (``HoodieRestoreMetadata`` holding each rollback's metadata). A crash leaves a pending restore that
 ``restore`` finishes from its plan; writers refuse to start while one is pending. Irreversible: the
 rolled-back writes are gone.
+
+Under ``lake.metadata-table.maintain`` (v8/v9, an MDT of ``files``, ``column_stats``,
+``partition_stats``) each of those rollbacks removes its instant's MDT deltacommit while the instant
+is pending, as the rollback of one instant does (its completed file, its files, its MDT deltacommit,
+its pending files): the MDT then lists the savepoint's files again, with their stats, and no MDT
+deltacommit of a rolled-back instant is left for Hudi 1.x readers to merge (they count the instants a
+completed restore rolled back as valid). Java restores the MDT to the savepoint instead and resyncs
+it from a listing; the listing is the same. A restore that would roll back a completed instant an
+MDT compaction (or log compaction, indexing, partition initialisation) came after is refused before
+anything is written.
 """
 
 from __future__ import annotations
@@ -17,7 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.lake.errors import RollbackError
-from airflow_lake_provider.lake.table.metadata_table import drops_metadata_table, guard_mutation
+from airflow_lake_provider.lake.table.metadata_table import (
+    drops_metadata_table,
+    guard_mutation,
+    kept_metadata_table,
+)
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     finish_pending_locked,
@@ -110,7 +124,10 @@ def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | N
         before = table.timeline()
         if pending_restore(before) is None:
             _check(table, before, savepoint)
-    guard_mutation(table, "restore", options)
+    # Kept under maintain: each rollback below removes its instant's MDT deltacommit, so every one
+    # must be removable before the first is rolled back (_check_metadata_table).
+    guard_mutation(table, "restore", options, maintains=True)
+    _check_metadata_table(table, savepoint)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         started = time.monotonic()
         timeline = table.timeline()
@@ -158,6 +175,34 @@ def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | N
         )
         log.info("restored %s to savepoint %s: rolled back %s", table.uri, savepoint, targets)
         return RestoreResult(r.timestamp, savepoint, tuple(targets), resumed)
+
+
+def _check_metadata_table(table: LakeTable, savepoint: str) -> None:
+    """A kept MDT (only under maintain, past the guard): refuse, before anything is written, a
+    restore one of whose completed instants cannot be undone there by removing its MDT deltacommit
+    (``MetadataTableWriter.why_not_forgettable``: an MDT compaction, log compaction or indexing came
+    after it, or an MDT partition initialisation completed after it); the per-instant rollbacks
+    would otherwise stop half way."""
+    mdt = kept_metadata_table(table)
+    if mdt is None:
+        return
+    timeline = table.timeline()
+    found = pending_restore(timeline)
+    if found is not None:
+        targets = [i["commitTime"] for i in found[1].get("instantsToRollback") or []]
+    else:
+        targets = [i.timestamp for i in _check(table, timeline, savepoint)]
+    for target in targets:
+        instant = timeline.get(target)
+        if instant is None or not instant.is_completed:
+            continue  # rolled back already, or pending: its MDT deltacommit goes either way
+        why = mdt.why_not_forgettable(target)
+        if why is not None:
+            raise RollbackError(
+                f"restore of {table.uri} to savepoint {savepoint} refused under "
+                f"lake.metadata-table.maintain: it rolls back {instant.action.value} {target}, and {why}. "
+                "Nothing was changed"
+            )
 
 
 def _metadata(table: LakeTable, r: str, targets: list[str], millis: int) -> dict[str, Any]:

@@ -268,6 +268,34 @@ class MetadataTableWriter:
                 f"the metadata table's {later[0].action.value} {later[0].timestamp} came after it, and "
                 "undoing it there needs a metadata-table rollback instant, which this engine does not write"
             )
+        init = self._initialised_after(instant)
+        if init is not None:
+            return (
+                f"the metadata table's partition initialisation {init} completed after it (its files "
+                "hold the instant's records), and undoing it there needs a metadata-table rollback "
+                "instant, which this engine does not write"
+            )
+        return None
+
+    def _initialised_after(self, instant: str) -> str | None:
+        """An MDT partition initialisation (a deltacommit at Hudi's ``0000...`` times, building the
+        partition's files from a listing of the data table) that completed after data instant
+        ``instant`` was requested and left files in a kept partition: those files may hold
+        ``instant``'s records (None: none). Its time is before every data instant's, so only its
+        completion time tells; it is no date, so it is read from the file names (``Timeline``
+        leaves such names out)."""
+        inits = set()
+        for name in self.storage.list_names(self.store.layout.folder):
+            head, _, action = name.partition(".")
+            time, _, completion = head.partition("_")
+            if action == Action.DELTACOMMIT.value and time.startswith(_SOLO) and completion > instant:
+                inits.add(time)
+        for partition in sorted(self.partitions & set(self.storage.list_dir("")[1])) if inits else ():
+            for name in self.storage.list_names(partition):
+                log_name = LogFileName.parse(name)
+                t = log_name.base_instant if log_name is not None else name.rsplit("_", 1)[-1].split(".")[0]
+                if t in inits:
+                    return t
         return None
 
     def _remove(self, instant: Instant) -> None:

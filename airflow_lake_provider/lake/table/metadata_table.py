@@ -11,10 +11,11 @@ first lock file, heartbeat, marker or instant; read-only work never does. The po
 decided here. A third policy, ``maintain`` (opt-in, ``lake.metadata-table.maintain=true``), keeps
 the MDT up to date instead (``metadata_commit``) on tables of version 8 and 9: writes (insert,
 upsert, delete) where the MDT partitions are among ``files``, ``column_stats`` and
-``partition_stats``; compaction (schedule, execute) and clean where they are among those plus
-``record_index`` and secondary indexes, which services leave unchanged (they move no key, and Hudi's
-writer adds no entry of those for them). Any other action, or another MDT, is refused under it as
-under ``refuse``.
+``partition_stats``, and so do rollback, restore and partition commit's merge-small-files;
+compaction (schedule, execute) and clean where they are among those plus ``record_index`` and
+secondary indexes, which services leave unchanged (they move no key, and Hudi's writer adds no entry
+of those for them). Any other action (archival), or another MDT, is refused under it as under
+``refuse``.
 """
 
 from __future__ import annotations

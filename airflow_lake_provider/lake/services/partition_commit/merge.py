@@ -10,10 +10,19 @@ files are ``<c>.clustering.requested``/``.inflight`` and the completed one
 completed file exists readers see the old files only. A merge left pending by a crash is rolled
 back (its new files removed, its timeline files deleted) before the next one plans. Replaced files
 stay until a clean removes them.
+
+Under ``lake.metadata-table.maintain`` (v8/v9, an MDT of ``files``, ``column_stats``,
+``partition_stats``) the replacecommit gets the MDT deltacommit Hudi 1.x's Java writer gives a
+clustering commit, completed just before it (``MetadataTableWriter.commit_write`` of its commit
+metadata): the new base files in ``files`` (the replaced ones stay listed, as in Java, until a clean
+deletes them), their ``column_stats``, the partition's ``partition_stats`` (the replaced groups
+still counted, as Java computes them before the commit). Rolling back a merge a crash left pending
+removes that MDT deltacommit after the new files and before the pending timeline files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -29,6 +38,8 @@ from airflow_lake_provider.lake.file_group.file_names import BaseFileName, new_f
 from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.services.compaction.operation import FILE_NAME_COLUMN, output_schema
 from airflow_lake_provider.lake.table.clustering import pending_clustering_groups
+from airflow_lake_provider.lake.table.metadata_records import change_of_commit
+from airflow_lake_provider.lake.table.metadata_table import kept_metadata_table
 from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
@@ -80,6 +91,9 @@ def recover_merges(table: LakeTable) -> list[str]:
         for marker in table.store.markers.read(instant.timestamp):
             table.storage.delete_data_file(marker.relative_path)
         table.store.markers.delete(instant.timestamp)
+        mdt = kept_metadata_table(table)  # while pending: Hudi 1.x readers skip its MDT deltacommit
+        if mdt is not None and mdt.discard(instant.timestamp):
+            log.info("removed the metadata table's deltacommit of merge %s", instant.timestamp)
         table.store.remove_pending(instant.timestamp)
         rolled.append(instant.timestamp)
         log.warning("rolled back merge-small-files %s of %s left pending by a crash", instant, table.uri)
@@ -165,6 +179,12 @@ def _merge(
         partition_to_replace_file_ids={partition: replaced},
     )
     fault("commit")
+    mdt = kept_metadata_table(table)
+    if mdt is not None:  # maintained: its MDT deltacommit completes first, as Java's
+        # Seen as a commit: the view must not read the replace metadata of a file not written yet;
+        # the groups this instant replaces count in partition_stats either way (slices_seen_by).
+        done = dataclasses.replace(inflight, action=Action.COMMIT)
+        mdt.commit_write(table.storage, table.config, timeline, done, change_of_commit(metadata))
     table.store.transition_to_completed(inflight, metadata.to_bytes(avro=layout_2))
     table.store.markers.delete(instant)
     log.info(

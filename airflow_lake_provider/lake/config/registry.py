@@ -321,6 +321,14 @@ METADATA_MAINTAIN = Option(
     "metadata-table",
     MetadataTableConfigError,
 )
+METADATA_COMPACT_DELTA_COMMITS = Option(
+    "hoodie.metadata.compact.max.delta.commits",
+    10,
+    p.integer(1, p.JAVA_INT_MAX),
+    "under maintain: the metadata table's deltacommits since its last compaction that trigger the next one",
+    "metadata-table",
+    MetadataTableConfigError,
+)
 
 
 def _pc_trigger(key: str, raw: str, error: type[ConfigError]) -> PartitionCommitTrigger:

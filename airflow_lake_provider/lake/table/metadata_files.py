@@ -100,6 +100,17 @@ def _latest_slices(mdt: Storage, partition: str) -> dict[str, FileSlice]:
     return {s.file_id: s for s in slices if s is not None}
 
 
+def latest_slices(mdt: Storage, partition: str) -> dict[str, FileSlice]:
+    """file id -> the latest (merged) slice of each file group of an MDT partition (``mdt``: the
+    MDT's own storage)."""
+    return _latest_slices(mdt, partition)
+
+
+def valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
+    """(completed MDT deltacommits, the instants whose MDT log blocks readers merge)."""
+    return _valid_instants(data, mdt)
+
+
 def _latest_files_slice(mdt: Storage) -> FileSlice | None:
     return _latest_slices(mdt, FILES_PARTITION).get(FILES_GROUP)
 

@@ -27,6 +27,7 @@ from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, LookupStats
 from airflow_lake_provider.lake.table.metadata_records import change_of_commit
+from airflow_lake_provider.lake.table.metadata_services import services_after_commit
 from airflow_lake_provider.lake.table.metadata_table import (
     detect,
     drops_metadata_table,
@@ -82,6 +83,7 @@ class WriteResult:
     files: tuple[str, ...] = field(default=())
     lookup: LookupStats = field(default_factory=lambda: LookupStats())
     archived: tuple[str, ...] = ()  # instants the automatic archival after this write moved
+    metadata_compaction: str | None = None  # the MDT compaction run after this write (maintain)
 
 
 def write(
@@ -119,7 +121,8 @@ def write(
     record-key column of the row groups that may hold a key; new base files carry the filter
     (``hoodie.index.bloom.*``). Tables whose index this writer cannot keep are refused. After the
     commit, the timeline is archived (``hoodie.archive.automatic``, default true); a failed
-    archival is logged and the write stands.
+    archival is logged and the write stands. Under ``lake.metadata-table.maintain`` the metadata
+    table's own compaction runs first when due (``metadata_services``), on the same terms.
     """
     result, archive = _write_checked(
         table,
@@ -132,6 +135,9 @@ def write(
         extra_metadata=extra_metadata,
         runner=runner,
     )
+    compacted = services_after_commit(table, options)
+    if compacted is not None:
+        result = replace(result, metadata_compaction=compacted)
     if not archive:
         return result
     return replace(result, archived=_archive_after_write(table, dict(options or {})))

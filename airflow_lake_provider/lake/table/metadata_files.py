@@ -285,11 +285,14 @@ def _listing(
 def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
     """partition (``.`` for the table's root) -> base and log file name -> size, for the files of
     completed data instants (a log of layout 2 by its deltacommit, of layout 1 by its slice's base
-    instant, which may also be a pending compaction's)."""
+    instant, which may also be a pending compaction's), archived ones (older than the active
+    timeline) included."""
     _, timeline = _open_timeline(storage, mdt=False)
     completed = {i.timestamp for i in timeline.filter(states=[State.COMPLETED])}
     if not timeline.layout.has_completion_times:
         completed |= {i.timestamp for i in timeline.pending_compactions()}
+    # A file older than the active timeline is of an archived, so completed, instant.
+    first = timeline.instants[0].timestamp if timeline.instants else None
     out: dict[str, dict[str, int]] = {}
     for folder, listing in storage.walk("", lambda rel: not rel.rsplit("/", 1)[-1].startswith(".")):
         names = {name for name, _ in listing}
@@ -302,7 +305,7 @@ def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
             base = _BASE_RE.match(name)
             log = LogFileName.parse(name)
             instant = base.group(3) if base else log.base_instant if log else None
-            if instant is not None and instant in completed:
+            if instant is not None and (instant in completed or (first is not None and instant < first)):
                 kept[name] = size
         out[folder or NON_PARTITIONED] = dict(sorted(kept.items()))
     return dict(sorted(out.items()))

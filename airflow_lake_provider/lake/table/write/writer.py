@@ -29,7 +29,6 @@ from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, LookupSt
 from airflow_lake_provider.lake.table.metadata_records import change_of_commit
 from airflow_lake_provider.lake.table.metadata_services import services_after_commit
 from airflow_lake_provider.lake.table.metadata_table import (
-    detect,
     drops_metadata_table,
     guard_mutation,
     kept_metadata_table,
@@ -197,13 +196,7 @@ def _write_checked(
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
     """Archive what is due now that the write is committed. The write stands whatever happens
     here: a failure (or another archival running) is logged and the next write or clean retries.
-    An MDT still there after the write is kept (``maintain``), which archival does not do yet."""
-    if detect(table).present:
-        log.info(
-            "automatic archival after a write to %s skipped: it does not keep the metadata table yet",
-            table.uri,
-        )
-        return ()
+    An MDT still there after the write is kept (``maintain``): archival stops at its last compaction."""
     try:
         return run_archival(table, options).archived
     except LakeError as exc:

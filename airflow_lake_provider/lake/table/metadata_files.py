@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError, TableNotFoundError
 from airflow_lake_provider.lake.file_group.file_names import PARTITION_METADATA_FILE, LogFileName
-from airflow_lake_provider.lake.file_group.model import FileSlice
+from airflow_lake_provider.lake.file_group.model import FileGroup, FileSlice
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
@@ -104,6 +104,14 @@ def latest_slices(mdt: Storage, partition: str) -> dict[str, FileSlice]:
     """file id -> the latest (merged) slice of each file group of an MDT partition (``mdt``: the
     MDT's own storage)."""
     return _latest_slices(mdt, partition)
+
+
+def file_groups_of(mdt: Storage, partition: str) -> list[FileGroup]:
+    """Every file group of an MDT partition (``mdt``: the MDT's own storage), all its slices."""
+    props, timeline = _open_timeline(mdt, mdt=True)
+    config = TableConfig.of_metadata_table(props, mdt.uri(f"{HOODIE_DIR}/hoodie.properties"))
+    view = FileSystemView.build(config, timeline, partitions=[partition], base_extension="hfile")
+    return view.file_groups(partition)
 
 
 def valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:

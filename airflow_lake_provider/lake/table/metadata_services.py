@@ -1,7 +1,7 @@
 """The metadata table's (MDT's) own services under the maintain policy, run after a maintained data
 instant completes (Hudi 1.x's Java writer runs them at the start of its next write,
-``performTableServices``): a pending MDT compaction is finished, or one is run when due
-(``metadata_compaction``).
+``performTableServices``), in Java's order: a pending MDT compaction is finished, the MDT is cleaned
+when due (``metadata_clean``), then compacted when due (``metadata_compaction``).
 
 They run under the locks every other writer of the MDT holds while it adds a deltacommit (clean,
 write, compaction; taken in the order the drop takes them), so no deltacommit completes while a
@@ -16,14 +16,16 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
-from airflow_lake_provider.lake.config.registry import METADATA_COMPACT_DELTA_COMMITS
+from airflow_lake_provider.lake.config.registry import CLEAN_COMMITS_RETAINED, METADATA_COMPACT_DELTA_COMMITS
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+from airflow_lake_provider.lake.table.metadata_clean import MAX_RETAINED, clean_metadata_table
 from airflow_lake_provider.lake.table.metadata_compaction import compact_metadata_table
 from airflow_lake_provider.lake.table.metadata_table import (
     MetadataTablePolicy,
     detect,
     kept_metadata_table,
 )
+from airflow_lake_provider.lake.timeline.instant import Action, State
 from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 
 if TYPE_CHECKING:
@@ -48,8 +50,9 @@ def run_metadata_table_services(
     wait_seconds: float = LOCK_WAIT_SECONDS,
 ) -> str | None:
     """Run the MDT's services due, if the table keeps an MDT under the maintain policy; the MDT
-    compaction instant finished or run (None: none). ``ServiceBusyError`` when another writer holds
-    a lock past ``wait_seconds``; any other error is the caller's to log."""
+    compaction instant run or finished (None: none; a clean is logged).
+    ``ServiceBusyError`` when another writer holds a lock past ``wait_seconds``; any other error
+    is the caller's to log."""
     layers = (table.config.properties, table.option_defaults, options or {})
     if MetadataTablePolicy.from_options(*layers) is not MetadataTablePolicy.MAINTAIN:
         return None
@@ -62,7 +65,13 @@ def run_metadata_table_services(
         mdt = kept_metadata_table(table)
         if mdt is None:
             return None
-        return compact_metadata_table(table.storage, mdt, table.timeline(), max_delta_commits, fault)
+        data = table.timeline()
+        # Java's order: finish a pending compaction, clean, then compact when due.
+        finished = None
+        if mdt.timeline().filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT]):
+            finished = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault)
+        clean_metadata_table(mdt, min(CLEAN_COMMITS_RETAINED.read(*layers), MAX_RETAINED), fault)
+        return compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault) or finished
 
 
 def services_after_commit(table: LakeTable, options: Mapping[str, object] | None = None) -> str | None:

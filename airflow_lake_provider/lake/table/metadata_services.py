@@ -1,7 +1,8 @@
 """The metadata table's (MDT's) own services under the maintain policy, run after a maintained data
 instant completes (Hudi 1.x's Java writer runs them at the start of its next write,
 ``performTableServices``), in Java's order: a pending MDT compaction is finished, the MDT is cleaned
-when due (``metadata_clean``), then compacted when due (``metadata_compaction``).
+when due (``metadata_clean``), compacted when due (``metadata_compaction``), then its timeline
+archived (``metadata_archival``).
 
 They run under the locks every other writer of the MDT holds while it adds a deltacommit (clean,
 write, compaction; taken in the order the drop takes them), so no deltacommit completes while a
@@ -18,6 +19,10 @@ from typing import TYPE_CHECKING
 
 from airflow_lake_provider.lake.config.registry import CLEAN_COMMITS_RETAINED, METADATA_COMPACT_DELTA_COMMITS
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+from airflow_lake_provider.lake.table.metadata_archival import (
+    archive_metadata_table,
+    metadata_archival_config,
+)
 from airflow_lake_provider.lake.table.metadata_clean import MAX_RETAINED, clean_metadata_table
 from airflow_lake_provider.lake.table.metadata_compaction import compact_metadata_table
 from airflow_lake_provider.lake.table.metadata_table import (
@@ -71,7 +76,9 @@ def run_metadata_table_services(
         if mdt.timeline().filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT]):
             finished = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault)
         clean_metadata_table(mdt, min(CLEAN_COMMITS_RETAINED.read(*layers), MAX_RETAINED), fault)
-        return compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault) or finished
+        compacted = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault)
+        archive_metadata_table(mdt, data, metadata_archival_config(*layers))
+        return compacted or finished
 
 
 def services_after_commit(table: LakeTable, options: Mapping[str, object] | None = None) -> str | None:

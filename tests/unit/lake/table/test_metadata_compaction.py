@@ -241,3 +241,16 @@ def test_lake_write_compacts_then_check_finds_no_difference(hudi_table_zip, caps
     capsys.readouterr()
     assert main(["metadata-table", str(path), "--check"]) == 0
     assert json.loads(capsys.readouterr().out)["consistent"] is True
+
+
+@pytest.mark.parametrize("value", ["0", "ten", "-3"])
+def test_a_bad_threshold_is_refused_before_the_write_changes_anything(hudi_table_zip, value: str) -> None:
+    from tree_digest import tree_digest
+
+    from airflow_lake_provider.lake.errors import MetadataTableConfigError
+
+    path = keep_files_partition_only(hudi_table_zip(NAME))
+    digest = tree_digest(path)
+    with pytest.raises(MetadataTableConfigError, match=f"^{DELTA_COMMITS}='?{value}"):
+        _upserts(path, 1, {**MAINTAIN, DELTA_COMMITS: value})
+    assert tree_digest(path) == digest

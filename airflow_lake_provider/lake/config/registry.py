@@ -317,7 +317,7 @@ METADATA_MAINTAIN = Option(
     False,
     p.boolean,
     "true keeps a v8/v9 table's metadata table (files, column_stats, partition_stats) up to date on writes, "
-    "compaction, clean and rollback",
+    "compaction, clean, rollback and archival, and runs its own compaction, clean and archival",
     "metadata-table",
     MetadataTableConfigError,
 )

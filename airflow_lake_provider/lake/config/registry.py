@@ -317,7 +317,16 @@ METADATA_MAINTAIN = Option(
     False,
     p.boolean,
     "true keeps a v8/v9 table's metadata table (files, column_stats, partition_stats) up to date on writes, "
-    "compaction, clean, rollback, restore and partition commit's merge-small-files",
+    "compaction, clean, rollback, restore, partition commit's merge-small-files and archival, and runs its own "
+    "compaction, clean and archival",
+    "metadata-table",
+    MetadataTableConfigError,
+)
+METADATA_COMPACT_DELTA_COMMITS = Option(
+    "hoodie.metadata.compact.max.delta.commits",
+    10,
+    p.integer(1, p.JAVA_INT_MAX),
+    "under maintain: the metadata table's deltacommits since its last compaction that trigger the next one",
     "metadata-table",
     MetadataTableConfigError,
 )

@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError, TableNotFoundError
 from airflow_lake_provider.lake.file_group.file_names import PARTITION_METADATA_FILE, LogFileName
-from airflow_lake_provider.lake.file_group.model import FileSlice
+from airflow_lake_provider.lake.file_group.model import FileGroup, FileSlice
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
@@ -101,6 +101,25 @@ def _latest_slices(
     view = FileSystemView.build(config, timeline, partitions=[partition], base_extension="hfile")
     slices = (view.merged_latest_slice(group) for group in view.file_groups(partition))
     return {s.file_id: s for s in slices if s is not None}
+
+
+def latest_slices(mdt: Storage, partition: str) -> dict[str, FileSlice]:
+    """file id -> the latest (merged) slice of each file group of an MDT partition (``mdt``: the
+    MDT's own storage)."""
+    return _latest_slices(mdt, partition)
+
+
+def file_groups_of(mdt: Storage, partition: str) -> list[FileGroup]:
+    """Every file group of an MDT partition (``mdt``: the MDT's own storage), all its slices."""
+    props, timeline = _open_timeline(mdt, mdt=True)
+    config = TableConfig.of_metadata_table(props, mdt.uri(f"{HOODIE_DIR}/hoodie.properties"))
+    view = FileSystemView.build(config, timeline, partitions=[partition], base_extension="hfile")
+    return view.file_groups(partition)
+
+
+def valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
+    """(completed MDT deltacommits, the instants whose MDT log blocks readers merge)."""
+    return _valid_instants(data, mdt)
 
 
 def _latest_files_slice(mdt: Storage) -> FileSlice | None:
@@ -279,11 +298,14 @@ def _listing(
 def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
     """partition (``.`` for the table's root) -> base and log file name -> size, for the files of
     completed data instants (a log of layout 2 by its deltacommit, of layout 1 by its slice's base
-    instant, which may also be a pending compaction's)."""
+    instant, which may also be a pending compaction's), archived ones (older than the active
+    timeline) included."""
     _, timeline = _open_timeline(storage, mdt=False)
     completed = {i.timestamp for i in timeline.filter(states=[State.COMPLETED])}
     if not timeline.layout.has_completion_times:
         completed |= {i.timestamp for i in timeline.pending_compactions()}
+    # A file older than the active timeline is of an archived, so completed, instant.
+    first = timeline.instants[0].timestamp if timeline.instants else None
     out: dict[str, dict[str, int]] = {}
     for folder, listing in storage.walk("", lambda rel: not rel.rsplit("/", 1)[-1].startswith(".")):
         names = {name for name, _ in listing}
@@ -296,7 +318,7 @@ def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
             base = _BASE_RE.match(name)
             log = LogFileName.parse(name)
             instant = base.group(3) if base else log.base_instant if log else None
-            if instant is not None and instant in completed:
+            if instant is not None and (instant in completed or (first is not None and instant < first)):
                 kept[name] = size
         out[folder or NON_PARTITIONED] = dict(sorted(kept.items()))
     return dict(sorted(out.items()))

@@ -27,7 +27,11 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from airflow_lake_provider.lake.config.registry import METADATA_ENABLE, METADATA_MAINTAIN
+from airflow_lake_provider.lake.config.registry import (
+    METADATA_COMPACT_DELTA_COMMITS,
+    METADATA_ENABLE,
+    METADATA_MAINTAIN,
+)
 from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
@@ -78,6 +82,7 @@ class MetadataTablePolicy(str, Enum):
         then ``lake.metadata-table.maintain`` (default false: refuse)."""
         enabled = METADATA_ENABLE.read(*layers)
         maintain = METADATA_MAINTAIN.read(*layers)  # parsed either way: a bad value always fails
+        METADATA_COMPACT_DELTA_COMMITS.read(*layers)  # (read by the MDT's services after the action)
         if not enabled:
             return cls.DROP
         return cls.MAINTAIN if maintain else cls.REFUSE

@@ -30,6 +30,7 @@ from airflow_lake_provider.lake.services.clean.planner import (
 from airflow_lake_provider.lake.services.clean.result import CleanResult, DeleteOutcome, Outcome
 from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
 from airflow_lake_provider.lake.storage import Storage
+from airflow_lake_provider.lake.table.metadata_services import services_after_commit
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
@@ -310,6 +311,8 @@ def run_clean(
     timeline = table.timeline()
     held = held_back_by(timeline, config, now or _now())
     result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister, log_scan)
+    if not dry_run and mode != "schedule":  # the metadata table's own compaction, when due
+        services_after_commit(table, options)
     if result.plan is None:
         result = replace(result, policy=config.policy)
     if not held:

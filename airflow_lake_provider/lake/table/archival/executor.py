@@ -26,7 +26,7 @@ from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, roll
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.planner import ArchivalPlan, plan_archival
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
 from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -108,23 +108,15 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
 def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> ArchivalResult:
     started = time.monotonic()
     config = ArchivalConfig.from_options(table.config.properties, options or {})
-    # Java never archives past the MDT's last compaction: with an MDT we refuse (or drop it) first.
-    guard_mutation(table, "archival", options)
+    # Java never archives past the MDT's last compaction: under maintain we stop there (archival
+    # writes nothing to the MDT, as Java's writes nothing), otherwise we refuse or drop it first.
+    guard_mutation(table, "archival", options, maintains=True, moves_keys=False)
     with table.store.exclusive("archive"):
         timeline = table.timeline()
         finished = _finish_interrupted(table, timeline)
         if finished:
             timeline = table.timeline()
-        earliest, mor = timeline.earliest_retained(), table.config.is_mor
-        plan = plan_archival(timeline, config, earliest, merge_on_read=mor)
-        reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
-        live = _replaces_with_files(table, timeline, plan.instants) if plan is not None else []
-        if live:
-            plan = plan_archival(timeline, config, earliest, live, merge_on_read=mor)
-            reason = (
-                f"replacecommit {min(live)}: its replaced file groups still have files (a clean "
-                f"removes them; archived, it would no longer hide them from readers)"
-            )
+        plan, reason, live = _plan(table, timeline, config)
         if plan is not None and not plan.instants:  # due by the count, but every instant must stay
             if not live:  # (else the reason names the replacecommit already)
                 why = f"nothing older than {plan.keep_from} may go (limited by {plan.limited_by})"
@@ -184,6 +176,39 @@ def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> Arc
         time.monotonic() - started,
         actions=actions,
     )
+
+
+def _plan(
+    table: LakeTable, timeline: Timeline, config: ArchivalConfig
+) -> tuple[ArchivalPlan | None, str, list[str]]:
+    """The archival due (``plan_archival`` with every bound the table sets), why, and the
+    replacecommits whose replaced file groups still have files."""
+    earliest, mor = timeline.earliest_retained(), table.config.is_mor
+    bound = metadata_table_bound(table, timeline)
+    plan = plan_archival(timeline, config, earliest, merge_on_read=mor, metadata_bound=bound)
+    reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
+    live = _replaces_with_files(table, timeline, plan.instants) if plan is not None else []
+    if live:
+        plan = plan_archival(timeline, config, earliest, live, merge_on_read=mor, metadata_bound=bound)
+        reason = (
+            f"replacecommit {min(live)}: its replaced file groups still have files (a clean "
+            f"removes them; archived, it would no longer hide them from readers)"
+        )
+    return plan, reason, live
+
+
+def metadata_table_bound(table: LakeTable, timeline: Timeline) -> tuple[str, str] | None:
+    """The first instant archival keeps for the table's MDT (None: it has none): its last completed
+    compaction, or the first active instant when it has none yet (nothing is archived then)."""
+    mdt = kept_metadata_table(table)
+    if mdt is None:
+        return None
+    compactions = mdt.timeline().filter([Action.COMMIT], [State.COMPLETED])
+    if compactions:
+        last = compactions[-1].timestamp
+        return last, f"the metadata table's last compaction {last}"
+    first = timeline.instants[0].timestamp if timeline.instants else ""
+    return first, "no compaction yet on the metadata table"
 
 
 def _replaces_with_files(table: LakeTable, timeline: Timeline, instants: Sequence[Instant]) -> list[str]:

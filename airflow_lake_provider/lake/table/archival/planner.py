@@ -21,6 +21,11 @@ also takes a replacecommit as the last compaction; here every trigger that count
 keeps them, and only a ``commit`` ends the count, as the compaction trigger counts: both keep at
 least what Hudi keeps.
 
+A table that keeps Hudi's metadata table (MDT) archives nothing at or after the MDT's last completed
+compaction, and nothing at all before its first (Java's archivers, 0.14 ``HoodieTimelineArchiver`` and
+1.x ``TimelineArchiverV2``, step 4): an MDT reader merges the log blocks of active instants only,
+so an instant archived before its records are in an MDT base file would drop out of the listing.
+
 Table versions 8 and 9 (Hudi 1.x's ``TimelineArchiverV2``) also keep the last completed commit
 before the earliest pending write active. Unlike Hudi 1.x, which archives only commits, cleans and
 rollbacks, every completed instant older than the first kept commit is archived on every version:
@@ -68,12 +73,15 @@ def plan_archival(
     live_replaces: Iterable[str] = (),
     *,
     merge_on_read: bool = False,
+    metadata_bound: tuple[str, str] | None = None,
 ) -> ArchivalPlan | None:
     """The archival a table is due, or ``None`` when the commit count does not call for one.
 
     :param earliest_retained: the earliest commit the last completed clean retained, if any.
     :param live_replaces: completed replacecommits whose replaced file groups still have files.
     :param merge_on_read: keep the delta commits the compaction trigger counts (see above).
+    :param metadata_bound: (first instant to keep, why) when the table keeps a metadata table: Java's
+        archiver never archives an instant at or after the metadata table's last compaction.
     """
     commits = timeline.completed_commits
     if len(commits) <= config.max_commits:
@@ -106,6 +114,8 @@ def plan_archival(
                     f"{COMPACT_MAX_DELTA_COMMITS.key}={config.max_delta_commits})",
                 )
             )
+    if metadata_bound is not None:
+        bounds.append(metadata_bound)
     points = timeline.savepoints()
     if points:
         bounds.append((points[0].timestamp, f"savepoint {points[0].timestamp}"))

@@ -27,8 +27,8 @@ from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, LookupStats
 from airflow_lake_provider.lake.table.metadata_records import change_of_commit
+from airflow_lake_provider.lake.table.metadata_services import services_after_commit
 from airflow_lake_provider.lake.table.metadata_table import (
-    detect,
     drops_metadata_table,
     guard_mutation,
     kept_metadata_table,
@@ -82,6 +82,7 @@ class WriteResult:
     files: tuple[str, ...] = field(default=())
     lookup: LookupStats = field(default_factory=lambda: LookupStats())
     archived: tuple[str, ...] = ()  # instants the automatic archival after this write moved
+    metadata_compaction: str | None = None  # the MDT compaction run after this write (maintain)
 
 
 def write(
@@ -119,7 +120,8 @@ def write(
     record-key column of the row groups that may hold a key; new base files carry the filter
     (``hoodie.index.bloom.*``). Tables whose index this writer cannot keep are refused. After the
     commit, the timeline is archived (``hoodie.archive.automatic``, default true); a failed
-    archival is logged and the write stands.
+    archival is logged and the write stands. Under ``lake.metadata-table.maintain`` the metadata
+    table's own compaction runs first when due (``metadata_services``), on the same terms.
     """
     result, archive = _write_checked(
         table,
@@ -132,6 +134,9 @@ def write(
         extra_metadata=extra_metadata,
         runner=runner,
     )
+    compacted = services_after_commit(table, options)
+    if compacted is not None:
+        result = replace(result, metadata_compaction=compacted)
     if not archive:
         return result
     return replace(result, archived=_archive_after_write(table, dict(options or {})))
@@ -191,13 +196,7 @@ def _write_checked(
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
     """Archive what is due now that the write is committed. The write stands whatever happens
     here: a failure (or another archival running) is logged and the next write or clean retries.
-    An MDT still there after the write is kept (``maintain``), which archival does not do yet."""
-    if detect(table).present:
-        log.info(
-            "automatic archival after a write to %s skipped: it does not keep the metadata table yet",
-            table.uri,
-        )
-        return ()
+    An MDT still there after the write is kept (``maintain``): archival stops at its last compaction."""
     try:
         return run_archival(table, options).archived
     except LakeError as exc:

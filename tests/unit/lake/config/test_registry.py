@@ -115,6 +115,7 @@ def test_the_whole_number_options_are_the_ones_hudi_reads_as_java_ints_and_longs
         "hoodie.compaction.daybased.target.partitions",
         "hoodie.keep.max.commits",
         "hoodie.keep.min.commits",
+        "hoodie.metadata.compact.max.delta.commits",
     ]
 
 

@@ -1,0 +1,93 @@
+"""The metadata table's (MDT's) own services under the maintain policy, run after a maintained data
+instant completes (Hudi 1.x's Java writer runs them at the start of its next write,
+``performTableServices``), in Java's order: a pending MDT compaction is finished, the MDT is cleaned
+when due (``metadata_clean``), compacted when due (``metadata_compaction``), then its timeline
+archived (``metadata_archival``).
+
+They run under the locks every other writer of the MDT holds while it adds a deltacommit (clean,
+write, compaction; taken in the order the drop takes them), so no deltacommit completes while a
+compaction is planned and executed. A busy lock skips the services (the next maintained instant
+runs them); the data instant stands whatever happens here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
+
+from airflow_lake_provider.lake.config.registry import CLEAN_COMMITS_RETAINED, METADATA_COMPACT_DELTA_COMMITS
+from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+from airflow_lake_provider.lake.table.metadata_archival import (
+    archive_metadata_table,
+    metadata_archival_config,
+)
+from airflow_lake_provider.lake.table.metadata_clean import MAX_RETAINED, clean_metadata_table
+from airflow_lake_provider.lake.table.metadata_compaction import compact_metadata_table
+from airflow_lake_provider.lake.table.metadata_table import (
+    MetadataTablePolicy,
+    detect,
+    kept_metadata_table,
+)
+from airflow_lake_provider.lake.timeline.instant import Action, State
+from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.lake.table.table import LakeTable
+
+log = logging.getLogger(__name__)
+
+# Every lock under which a maintained action adds an MDT deltacommit, in ALL_SERVICE_LOCKS' order.
+MDT_WRITER_LOCKS = ("clean", WRITE_LOCK, "compaction")
+LOCK_WAIT_SECONDS = 5.0
+
+
+def _no_fault(_point: str) -> None:
+    return None
+
+
+def run_metadata_table_services(
+    table: LakeTable,
+    options: Mapping[str, object] | None = None,
+    *,
+    fault: Callable[[str], None] = _no_fault,
+    wait_seconds: float = LOCK_WAIT_SECONDS,
+) -> str | None:
+    """Run the MDT's services due, if the table keeps an MDT under the maintain policy; the MDT
+    compaction instant run or finished (None: none; a clean is logged).
+    ``ServiceBusyError`` when another writer holds a lock past ``wait_seconds``; any other error
+    is the caller's to log."""
+    layers = (table.config.properties, table.option_defaults, options or {})
+    if MetadataTablePolicy.from_options(*layers) is not MetadataTablePolicy.MAINTAIN:
+        return None
+    if not detect(table).present:
+        return None
+    max_delta_commits = METADATA_COMPACT_DELTA_COMMITS.read(*layers)
+    with contextlib.ExitStack() as stack:
+        for name in MDT_WRITER_LOCKS:
+            stack.enter_context(table.store.exclusive(name, wait_seconds))
+        mdt = kept_metadata_table(table)
+        if mdt is None:
+            return None
+        data = table.timeline()
+        # Java's order: finish a pending compaction, clean, then compact when due.
+        finished = None
+        if mdt.timeline().filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT]):
+            finished = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault)
+        clean_metadata_table(mdt, min(CLEAN_COMMITS_RETAINED.read(*layers), MAX_RETAINED), fault)
+        compacted = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault)
+        archive_metadata_table(mdt, data, metadata_archival_config(*layers))
+        return compacted or finished
+
+
+def services_after_commit(table: LakeTable, options: Mapping[str, object] | None = None) -> str | None:
+    """:func:`run_metadata_table_services` after a committed data instant: a busy lock or a failure
+    is logged (the instant stands; the next one retries)."""
+    try:
+        return run_metadata_table_services(table, options)
+    except ServiceBusyError as exc:
+        log.info("the metadata table's services after the commit on %s skipped: %s", table.uri, exc)
+    except LakeError as exc:
+        log.warning("the metadata table's services after the commit on %s failed: %s", table.uri, exc)
+    return None

@@ -317,8 +317,8 @@ METADATA_MAINTAIN = Option(
     False,
     p.boolean,
     "true keeps a v8/v9 table's metadata table (files, column_stats, partition_stats) up to date on writes, "
-    "compaction, clean, rollback, restore, partition commit's merge-small-files and archival, and runs its own "
-    "compaction, clean and archival",
+    "compaction, clean, rollback, restore, partition commit's merge-small-files and archival, and runs its "
+    "own compaction, clean and archival",
     "metadata-table",
     MetadataTableConfigError,
 )

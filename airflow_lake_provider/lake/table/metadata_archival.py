@@ -62,11 +62,11 @@ def data_bound(data: Timeline) -> tuple[str, str] | None:
 
 
 def archive_metadata_table(
-    mdt: MetadataTableWriter, data: Timeline, config: ArchivalConfig
+    mdt: MetadataTableWriter, data: Timeline, config: ArchivalConfig, timeline: Timeline | None = None
 ) -> tuple[str, ...]:
     """Archive the MDT instants due; their times (none: nothing due). The caller holds the locks
-    of every MDT writer."""
-    timeline = mdt.timeline()
+    of every MDT writer; ``timeline``: the MDT's, if the caller has read it under them."""
+    timeline = timeline if timeline is not None else mdt.timeline()
     plan = plan_archival(
         timeline, config, timeline.earliest_retained(), merge_on_read=True, metadata_bound=data_bound(data)
     )

@@ -114,10 +114,9 @@ def plan_clean(storage: Storage, mdt: Timeline, retained: int) -> MetadataCleanP
     if pending and pending[0].timestamp < earliest.timestamp:
         earliest = next((c for c in reversed(commits) if c.timestamp < pending[0].timestamp), earliest)
     files: dict[str, tuple[str, ...]] = {}
-    for partition in sorted(p for p in storage.list_dir("")[1] if not p.startswith(".")):
-        doomed = [
-            f for group in file_groups_of(storage, partition) for f in _doomed(group, earliest.timestamp)
-        ]
+    partitions = sorted(p for p in storage.list_dir("")[1] if not p.startswith("."))
+    for partition, groups in file_groups_of(storage, partitions).items():
+        doomed = [f for group in groups for f in _doomed(group, earliest.timestamp)]
         if doomed:
             files[partition] = tuple(f"{partition}/{name}" for name in sorted(doomed))
     if not files:
@@ -151,10 +150,13 @@ def _doomed(group: FileGroup, earliest: str) -> list[str]:
     return out
 
 
-def clean_metadata_table(mdt: MetadataTableWriter, retained: int, fault: FaultHook = _no_fault) -> str | None:
+def clean_metadata_table(
+    mdt: MetadataTableWriter, retained: int, fault: FaultHook = _no_fault, timeline: Timeline | None = None
+) -> str | None:
     """Finish a pending MDT clean, or plan and run one when due and there is something to delete;
-    the clean instant (None: none). The caller holds the locks of every MDT writer."""
-    timeline = mdt.timeline()
+    the clean instant (None: none). The caller holds the locks of every MDT writer; ``timeline``:
+    the MDT's, if the caller has read it under them."""
+    timeline = timeline if timeline is not None else mdt.timeline()
     base = mdt.storage.root
     pending = timeline.filter([Action.CLEAN], [State.REQUESTED, State.INFLIGHT])
     if pending:

@@ -200,10 +200,12 @@ def compact_metadata_table(
     data: Timeline,
     max_delta_commits: int,
     fault: FaultHook = _no_fault,
+    timeline: Timeline | None = None,
 ) -> str | None:
     """Finish a pending MDT compaction, or schedule and run one when due; the instant compacted
-    (None: nothing to do). The caller holds the locks that keep other writers of the MDT out."""
-    timeline = mdt.timeline()
+    (None: nothing to do). The caller holds the locks that keep other writers of the MDT out;
+    ``timeline``: the MDT's, if the caller has read it under them."""
+    timeline = timeline if timeline is not None else mdt.timeline()
     pending = timeline.filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT])
     if pending:
         instant = pending[0].timestamp

@@ -15,7 +15,7 @@ larger size wins; tombstones are dropped from the result.
 from __future__ import annotations
 
 import re
-from collections.abc import Container, Mapping
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,12 +109,13 @@ def latest_slices(mdt: Storage, partition: str) -> dict[str, FileSlice]:
     return _latest_slices(mdt, partition)
 
 
-def file_groups_of(mdt: Storage, partition: str) -> list[FileGroup]:
-    """Every file group of an MDT partition (``mdt``: the MDT's own storage), all its slices."""
+def file_groups_of(mdt: Storage, partitions: Sequence[str]) -> dict[str, list[FileGroup]]:
+    """Every file group of each MDT partition (``mdt``: the MDT's own storage), all its slices: one
+    read of the MDT's properties and timeline for them all."""
     props, timeline = _open_timeline(mdt, mdt=True)
     config = TableConfig.of_metadata_table(props, mdt.uri(f"{HOODIE_DIR}/hoodie.properties"))
-    view = FileSystemView.build(config, timeline, partitions=[partition], base_extension="hfile")
-    return view.file_groups(partition)
+    view = FileSystemView.build(config, timeline, partitions=list(partitions), base_extension="hfile")
+    return {partition: view.file_groups(partition) for partition in partitions}
 
 
 def valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:

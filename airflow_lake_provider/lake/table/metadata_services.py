@@ -71,13 +71,20 @@ def run_metadata_table_services(
         if mdt is None:
             return None
         data = table.timeline()
-        # Java's order: finish a pending compaction, clean, then compact when due.
+        # Java's order: finish a pending compaction, clean, then compact when due. The MDT's
+        # timeline is read again only after a step changed it (each read is a listing: on S3, a LIST).
+        timeline = mdt.timeline()
         finished = None
-        if mdt.timeline().filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT]):
-            finished = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault)
-        clean_metadata_table(mdt, min(CLEAN_COMMITS_RETAINED.read(*layers), MAX_RETAINED), fault)
-        compacted = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault)
-        archive_metadata_table(mdt, data, metadata_archival_config(*layers))
+        if timeline.filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT]):
+            finished = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault, timeline)
+            timeline = mdt.timeline()
+        retained = min(CLEAN_COMMITS_RETAINED.read(*layers), MAX_RETAINED)
+        if clean_metadata_table(mdt, retained, fault, timeline) is not None:
+            timeline = mdt.timeline()
+        compacted = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault, timeline)
+        if compacted is not None:
+            timeline = mdt.timeline()
+        archive_metadata_table(mdt, data, metadata_archival_config(*layers), timeline)
         return compacted or finished
 
 
@@ -90,4 +97,6 @@ def services_after_commit(table: LakeTable, options: Mapping[str, object] | None
         log.info("the metadata table's services after the commit on %s skipped: %s", table.uri, exc)
     except LakeError as exc:
         log.warning("the metadata table's services after the commit on %s failed: %s", table.uri, exc)
+    except Exception:  # an I/O error too: the data instant is committed, and a retry would redo it
+        log.warning("the metadata table's services after the commit on %s failed", table.uri, exc_info=True)
     return None

@@ -70,7 +70,9 @@ def test_a_maintained_write_reads_the_mdt_timeline_and_index_definition_once_per
     result = write(table, batch, "upsert", options=MAINTAIN)
     assert (result.inserted, result.updated) == (1, 1)
     # MDT timeline: the orphans check, requested, inflight, completed, the column_stats read (its
-    # slices). Data timeline: the write's own reads (before its instant, requested, inflight,
-    # completed), none for the column stats read. The index definition: once for the write's files.
+    # slices); after the commit the MDT's services (once, nothing due changes it), their clean
+    # planning (once for every MDT partition), the data archival's MDT bound. Data timeline: the
+    # write's own reads (before its instant, requested, inflight, completed), none for the column
+    # stats read; the services' and the archival's. The index definition: once for the write's files.
     counts = (listings[MDT_TIMELINE], listings[DATA_TIMELINE], reads[INDEX_DEFINITION])
-    assert counts == (5, 4, 1)
+    assert counts == (8, 6, 1)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 import pyarrow as pa
@@ -59,13 +60,13 @@ def _content(rows: pa.Table) -> list[str]:
     return _rows(rows.drop_columns(["_hoodie_file_name"]))
 
 
-def _small_files(path: Path, name: str) -> tuple[str, list[str]]:
+def _small_files(path: Path, name: str, options: Mapping[str, str] = MAINTAIN) -> tuple[str, list[str]]:
     """Three maintained inserts of one new key each into the partition of the first row (each a new
     file group of one base file): that partition and the rows then."""
     key, ordering, _partition, new_keys = TABLES[name]
     snapshot = read_snapshot(LakeTable.open(path))
     for k in new_keys:
-        write(LakeTable.open(path), _batch(snapshot, key, ordering, [0], [k]), "insert", options=MAINTAIN)
+        write(LakeTable.open(path), _batch(snapshot, key, ordering, [0], [k]), "insert", options=options)
     return snapshot.column("_hoodie_partition_path")[0].as_py(), _content(assert_consistent(path))
 
 

@@ -200,31 +200,54 @@ def _record_runs(content: bytes, count: int, parts: int) -> list[tuple[int, int,
 def _decode_with_polars(
     block: LogBlock, schema: dict[str, Any], count: int, parts: int = 1
 ) -> pa.Table | None:
-    """Read the block as Avro containers, one per run of records (decoded at once); ``None`` if the
+    """Read the block as Avro containers, one per run of records (read at once); ``None`` if the
     record lengths do not add up."""
     runs = _record_runs(block.content, count, parts)
     pl = _polars()
+    len_field = _length_field_name(schema)
     if len(runs) == 1:
-        return _decode_run(pl, block, schema, runs[0])
+        return _run_table(_read_run(pl, block, schema, runs[0], len_field), block, schema, runs[0], len_field)
     try:
-        with ThreadPoolExecutor(max_workers=len(runs), thread_name_prefix="avro-decode") as pool:
-            tables = list(pool.map(lambda run: _decode_run(pl, block, schema, run), runs))
+        # Only polars' reads on the threads: the conversions allocate from Arrow's pool, whose
+        # per-thread heaps a short-lived thread would leave behind (peak memory of later reads).
+        pool = _decode_pool()
+        later = [pool.submit(_read_run, pl, block, schema, run, len_field) for run in runs[1:]]
+        frames = [_read_run(pl, block, schema, runs[0], len_field), *(f.result() for f in later)]
+        tables = []
+        for run in runs:
+            tables.append(_run_table(frames.pop(0), block, schema, run, len_field))
     except CorruptLogBlockError:
         tables = [None]
     if any(t is None for t in tables):
         # Split where lengths lie: decoded whole, the block meets the checks it always met.
-        return _decode_run(pl, block, schema, (8, len(block.content), count))
+        whole = (8, len(block.content), count)
+        return _run_table(_read_run(pl, block, schema, whole, len_field), block, schema, whole, len_field)
     return pa.concat_tables(tables)
 
 
-def _decode_run(
-    pl: Any, block: LogBlock, schema: dict[str, Any], run: tuple[int, int, int]
-) -> pa.Table | None:
-    """One run of the block's records (first byte, end byte, records) decoded as a container."""
+_POOL: list[ThreadPoolExecutor] = []
+_POOL_LOCK = threading.Lock()
+
+
+def _decode_pool() -> ThreadPoolExecutor:
+    """The threads reading the runs after the first (the caller reads that one), made on first use
+    and kept: a thread per decode left its allocator's memory behind (50 MB more per read)."""
+    with _POOL_LOCK:
+        if not _POOL:
+            _POOL.append(
+                ThreadPoolExecutor(max_workers=PARALLEL_DECODE_PARTS - 1, thread_name_prefix="avro-decode")
+            )
+        return _POOL[0]
+
+
+def _read_run(
+    pl: Any, block: LogBlock, schema: dict[str, Any], run: tuple[int, int, int], len_field: str
+) -> Any:
+    """One run of the block's records (first byte, end byte, records) read as a container: a frame
+    with the length prefix of each record as its first column ``len_field``."""
     where = block.location
     first, end, count = run
     # Each record is (4-byte length, datum): exactly a record whose first field is fixed(4).
-    len_field = _length_field_name(schema)
     wrapper = _maps_as_arrays(schema, [0])
     wrapper["fields"] = [
         {"name": len_field, "type": {"type": "fixed", "name": f"{len_field}_t", "size": 4}},
@@ -253,9 +276,19 @@ def _decode_run(
     except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
         # A panic too (records cut short): polars raises it for data it cannot read.
         raise CorruptLogBlockError(f"{where}: data block does not decode: {exc}") from exc
-    del container  # a copy of the block: not held through the conversions below (peak memory)
+    del container  # a copy of the block: not held through the conversions (peak memory)
     if frame.height != count:
         raise CorruptLogBlockError(f"{where}: decoded {frame.height} records, header says {count}")
+    return frame
+
+
+def _run_table(
+    frame: Any, block: LogBlock, schema: dict[str, Any], run: tuple[int, int, int], len_field: str
+) -> pa.Table | None:
+    """A run's frame as the block's Arrow table, once its records' lengths are checked to tile the
+    run; ``None`` where they do not."""
+    where = block.location
+    first, end, count = run
     lengths = frame.get_column(len_field).to_arrow().cast(pa.binary(4))
     declared = sum(struct.unpack(f">{count}i", _fixed_bytes(lengths)))
     if declared != end - first - 4 * count:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import logging
+import mmap
 import os
 import struct
 import sys
@@ -254,7 +255,7 @@ def _read_run(
         *wrapper.get("fields", []),
     ]
     payload = memoryview(block.content)[first:end]
-    container = b"".join(
+    header = b"".join(
         (
             b"Obj\x01",
             zigzag(2),
@@ -266,17 +267,23 @@ def _read_run(
             _CONTAINER_SYNC,
             zigzag(count),
             zigzag(len(payload)),
-            payload,
-            _CONTAINER_SYNC,
         )
     )
-    del payload
+    # The container (a copy of the run) in memory of its own, unmapped when read: as a bytes object
+    # of up to 32 MB it came from the C heap, which kept it after a larger one was freed.
+    container = mmap.mmap(-1, len(header) + len(payload) + len(_CONTAINER_SYNC))
     try:
-        frame = pl.read_avro(io.BytesIO(container))
+        container.write(header)
+        container.write(payload)
+        container.write(_CONTAINER_SYNC)
+        del payload
+        container.seek(0)
+        frame = pl.read_avro(container)
     except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
         # A panic too (records cut short): polars raises it for data it cannot read.
         raise CorruptLogBlockError(f"{where}: data block does not decode: {exc}") from exc
-    del container  # a copy of the block: not held through the conversions (peak memory)
+    finally:
+        container.close()  # not held through the conversions (peak memory)
     if frame.height != count:
         raise CorruptLogBlockError(f"{where}: decoded {frame.height} records, header says {count}")
     return frame

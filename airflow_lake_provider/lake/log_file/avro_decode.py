@@ -11,7 +11,6 @@ import struct
 import sys
 import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow as pa
@@ -54,11 +53,6 @@ _POLARS_LOGICAL = {
 }
 _POLARS_PRIMITIVES = {"boolean", "int", "long", "float", "double", "bytes", "string"}
 _CONTAINER_SYNC = b"hudi-lake-block!"  # any 16 bytes; only has to match within one container
-# A block of this many records is decoded as PARALLEL_DECODE_PARTS runs of records at once (polars
-# releases the GIL): the decode of a large log is on the critical path of a read (0.25 s for
-# 200,000 records of 10 fields), and the base file's decoding mostly waits for it.
-PARALLEL_DECODE_RECORDS = 50_000
-PARALLEL_DECODE_PARTS = 2
 
 
 def polars_can_decode(avro_schema: Mapping[str, Any]) -> bool:
@@ -116,23 +110,22 @@ def decode_avro_data_block(block: LogBlock) -> pa.Table:
     if count == 0:
         return avro_to_arrow(schema).empty_table()
     if polars_can_decode(schema):
-        parts = PARALLEL_DECODE_PARTS if count >= PARALLEL_DECODE_RECORDS else 1
-        table = _decode_with_polars(block, schema, count, parts)
+        table = _decode_with_polars(block, schema, count)
         if table is not None:
             return table
     return _decode_with_fastavro(block, schema, count)
 
 
-def decode_avro_data_block_polars(block: LogBlock, parts: int = 1) -> pa.Table | None:
-    """Decode an AVRO_DATA block with polars only, its records split into ``parts`` runs decoded
-    at once (the fast path's two ways, for comparing them); ``None`` where the fast path falls back.
+def decode_avro_data_block_polars(block: LogBlock) -> pa.Table | None:
+    """Decode an AVRO_DATA block with polars only (the fast path, for comparing it with fastavro);
+    ``None`` where the fast path falls back.
 
     :param block: a block of type AVRO_DATA whose schema :func:`polars_can_decode`.
     """
     schema, count = _avro_block_prelude(block)
     if count == 0:
         return avro_to_arrow(schema).empty_table()
-    return _decode_with_polars(block, schema, count, parts)
+    return _decode_with_polars(block, schema, count)
 
 
 def decode_avro_data_block_fastavro(block: LogBlock) -> pa.Table:
@@ -171,90 +164,24 @@ def _length_field_name(schema: Mapping[str, Any]) -> str:
     return name
 
 
-def _record_runs(content: bytes, count: int, parts: int) -> list[tuple[int, int, int]]:
-    """The block's records as ``parts`` runs of about equal record counts: (first byte, end byte,
-    records) each, from the records' length prefixes. One run covering the block where a length
-    does not fit (the decode then finds it out and falls back)."""
-    whole = [(8, len(content), count)]
-    if parts <= 1 or count < parts:
-        return whole
-    runs = []
-    pos, start, done = 8, 8, 0
-    unpack, end = INT32.unpack_from, len(content)
-    for i in range(1, parts):
-        stop = count * i // parts
-        for _ in range(stop - done):
-            if pos + 4 > end:
-                return whole
-            (length,) = unpack(content, pos)
-            if length < 0:
-                return whole
-            pos += 4 + length
-        if pos > end:
-            return whole
-        runs.append((start, pos, stop - done))
-        start, done = pos, stop
-    runs.append((start, end, count - done))
-    return runs
-
-
-def _decode_with_polars(
-    block: LogBlock, schema: dict[str, Any], count: int, parts: int = 1
-) -> pa.Table | None:
-    """Read the block as Avro containers, one per run of records (read at once); ``None`` if the
-    record lengths do not add up."""
-    runs = _record_runs(block.content, count, parts)
-    pl = _polars()
+def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> pa.Table | None:
+    """Read the block as an Avro container; ``None`` if the record lengths do not add up."""
     len_field = _length_field_name(schema)
-    if len(runs) == 1:
-        return _run_table(_read_run(pl, block, schema, runs[0], len_field), block, schema, runs[0], len_field)
-    try:
-        # Only polars' reads on the threads: the conversions allocate from Arrow's pool, whose
-        # per-thread heaps a short-lived thread would leave behind (peak memory of later reads).
-        pool = _decode_pool()
-        later = [pool.submit(_read_run, pl, block, schema, run, len_field) for run in runs[1:]]
-        frames = [_read_run(pl, block, schema, runs[0], len_field), *(f.result() for f in later)]
-        tables = []
-        for run in runs:
-            tables.append(_run_table(frames.pop(0), block, schema, run, len_field))
-    except CorruptLogBlockError:
-        tables = [None]
-    if any(t is None for t in tables):
-        # Split where lengths lie: decoded whole, the block meets the checks it always met.
-        whole = (8, len(block.content), count)
-        return _run_table(_read_run(pl, block, schema, whole, len_field), block, schema, whole, len_field)
-    return pa.concat_tables(tables)
+    frame = _read_container(_polars(), block, schema, count, len_field)
+    return _frame_table(frame, block, schema, count, len_field)
 
 
-_POOL: list[ThreadPoolExecutor] = []
-_POOL_LOCK = threading.Lock()
-
-
-def _decode_pool() -> ThreadPoolExecutor:
-    """The threads reading the runs after the first (the caller reads that one), made on first use
-    and kept: a thread per decode left its allocator's memory behind (50 MB more per read)."""
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(
-                ThreadPoolExecutor(max_workers=PARALLEL_DECODE_PARTS - 1, thread_name_prefix="avro-decode")
-            )
-        return _POOL[0]
-
-
-def _read_run(
-    pl: Any, block: LogBlock, schema: dict[str, Any], run: tuple[int, int, int], len_field: str
-) -> Any:
-    """One run of the block's records (first byte, end byte, records) read as a container: a frame
-    with the length prefix of each record as its first column ``len_field``."""
+def _read_container(pl: Any, block: LogBlock, schema: dict[str, Any], count: int, len_field: str) -> Any:
+    """The block's records read as a container: a frame with the length prefix of each record as
+    its first column ``len_field``."""
     where = block.location
-    first, end, count = run
     # Each record is (4-byte length, datum): exactly a record whose first field is fixed(4).
     wrapper = _maps_as_arrays(schema, [0])
     wrapper["fields"] = [
         {"name": len_field, "type": {"type": "fixed", "name": f"{len_field}_t", "size": 4}},
         *wrapper.get("fields", []),
     ]
-    payload = memoryview(block.content)[first:end]
+    payload = memoryview(block.content)[8:]
     header = b"".join(
         (
             b"Obj\x01",
@@ -269,8 +196,8 @@ def _read_run(
             zigzag(len(payload)),
         )
     )
-    # The container (a copy of the run) in memory of its own, unmapped when read: as a bytes object
-    # of up to 32 MB it came from the C heap, which kept it after a larger one was freed.
+    # The container (a copy of the block) in memory of its own, unmapped when read: a bytes object
+    # under the C heap's mmap threshold (up to 32 MB once raised) stays with the heap when freed.
     container = mmap.mmap(-1, len(header) + len(payload) + len(_CONTAINER_SYNC))
     try:
         container.write(header)
@@ -289,21 +216,20 @@ def _read_run(
     return frame
 
 
-def _run_table(
-    frame: Any, block: LogBlock, schema: dict[str, Any], run: tuple[int, int, int], len_field: str
+def _frame_table(
+    frame: Any, block: LogBlock, schema: dict[str, Any], count: int, len_field: str
 ) -> pa.Table | None:
-    """A run's frame as the block's Arrow table, once its records' lengths are checked to tile the
-    run; ``None`` where they do not."""
+    """The frame as the block's Arrow table, once its records' lengths are checked to tile the
+    block; ``None`` where they do not."""
     where = block.location
-    first, end, count = run
     lengths = frame.get_column(len_field).to_arrow().cast(pa.binary(4))
     declared = sum(struct.unpack(f">{count}i", _fixed_bytes(lengths)))
-    if declared != end - first - 4 * count:
+    if declared != len(block.content) - 8 - 4 * count:
         log.warning(
             "%s: record lengths do not tile the data block (sum %s, %s bytes); decoding record by record",
             where,
             declared,
-            end - first - 4 * count,
+            len(block.content) - 8 - 4 * count,
         )
         return None
     target = avro_to_arrow(schema)

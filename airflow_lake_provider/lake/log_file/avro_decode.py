@@ -206,8 +206,8 @@ def _read_container(pl: Any, block: LogBlock, schema: dict[str, Any], count: int
         del payload
         container.seek(0)
         frame = pl.read_avro(container)
-    except (pl.exceptions.PolarsError, pl.exceptions.PanicException) as exc:
-        # A panic too (records cut short): polars raises it for data it cannot read.
+    except (pl.exceptions.PolarsError, pl.exceptions.PanicException, OSError) as exc:
+        # Records cut short: polars panics, or fails to fill its buffer, depending on where.
         raise CorruptLogBlockError(f"{where}: data block does not decode: {exc}") from exc
     finally:
         container.close()  # not held through the conversions (peak memory)

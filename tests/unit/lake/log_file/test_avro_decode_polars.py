@@ -105,3 +105,14 @@ def test_a_block_whose_lengths_lie_falls_back_to_the_record_by_record_decode(cap
     assert "do not tile" in caplog.text
     with pytest.raises(CorruptLogBlockError, match="record 0 declared"):
         decode_avro_data_block(lying)
+
+
+@pytest.mark.parametrize("cut", [1, 7, 20])
+def test_a_block_cut_short_is_a_corrupt_block_naming_it(cut: int) -> None:
+    """polars panics (or fails to fill a buffer) on records cut short: a CorruptLogBlockError, which
+    the reader logs and skips as any corrupt block, not an exception outside LakeError."""
+    table = _with_meta(pa.table({"v": pa.array([f"s{i}" * 5 for i in range(10)], pa.string())}))
+    block = _only_block(avro_data_block(table, _schema_of(table), T1))
+    cut_short = _only_block(encode_block(BlockType.AVRO_DATA, block.header, block.content[:-cut]))
+    with pytest.raises(CorruptLogBlockError, match=f"^{cut_short.location}: data block does not decode"):
+        decode_avro_data_block(cut_short)

@@ -18,10 +18,14 @@ vs a small hudi-rs script writing the same parquet file, each a fresh interprete
 and CPU seconds and peak RSS of the process (``wait4``), median of ``--runs``. And the ``lake``
 CLI's start-up: ``python -X importtime`` of ``lake read`` (cumulative import time of the CLI module).
 
+``--baseline DIR``: the source tree of another revision (e.g. ``git archive`` of main unpacked in
+DIR) is measured in the same run, interleaved with the others: its in-process read ("baseline"), its
+``lake read`` process and its start-up, so that before/after ratios share the machine's load.
+
 Usage::
 
     PYTHONPATH=. python benchmarks/read_slice.py [--rows 1000000] [--updates 200000] [--runs 3]
-        [--workdir DIR] [--skip-process]
+        [--workdir DIR] [--skip-process] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -151,6 +155,7 @@ def _read_hudi_fg(path: str):  # noqa: ANN202
 
 READERS = {
     "ours": _read_ours,
+    "baseline": _read_ours,  # the same call, with the --baseline tree first on sys.path
     "hudi-rs table": _read_hudi_table,
     "hudi-rs fg-reader": _read_hudi_fg,
 }
@@ -173,8 +178,11 @@ def _cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _child(name: str, path: str, out_file: str, conn) -> None:  # noqa: ANN001
-    """Serve timing requests for one reader: "run" -> seconds of one read; "finish" -> stats."""
+def _child(name: str, path: str, out_file: str, conn, source: str | None = None) -> None:  # noqa: ANN001
+    """Serve timing requests for one reader: "run" -> seconds of one read; "finish" -> stats.
+    ``source``: a source tree to import the project from (the baseline's)."""
+    if source is not None:
+        sys.path.insert(0, source)
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.feather as feather
@@ -206,14 +214,18 @@ def _child(name: str, path: str, out_file: str, conn) -> None:  # noqa: ANN001
         raise
 
 
-def run_readers(names: list[str], path: Path, runs: int, workdir: Path) -> dict[str, dict]:
+def run_readers(
+    names: list[str], path: Path, runs: int, workdir: Path, baseline: Path | None = None
+) -> dict[str, dict]:
     """One long-lived child process per reader (so each has its own RSS high-water mark); the
     timed runs are interleaved round-robin so that background load hits every reader alike."""
     ctx = mp.get_context("spawn")  # a fresh interpreter: the RSS peak is this reader's alone
     children = {}
     for name in names:
         parent_end, child_end = ctx.Pipe()
-        proc = ctx.Process(target=_child, args=(name, str(path), str(_out_file(workdir, name)), child_end))
+        source = str(baseline) if name == "baseline" and baseline else None
+        args = (name, str(path), str(_out_file(workdir, name)), child_end, source)
+        proc = ctx.Process(target=_child, args=args)
         proc.start()
         children[name] = (proc, parent_end)
     times: dict[str, list[float]] = {name: [] for name in names}
@@ -274,9 +286,13 @@ pq.write_table(pa.Table.from_batches(HudiTableBuilder.from_base_uri(sys.argv[1])
 LAKE_CLI = PEAK + "from airflow_lake_provider.lake.cli import main; import sys; sys.exit(main())"
 
 
-def _run_process(argv: list[str]) -> tuple[float, float, float]:
-    """Wall s, CPU s (user + system, all threads) and peak RSS MB of one fresh process (``PEAK``)."""
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _run_process(argv: list[str], source: Path = ROOT) -> tuple[float, float, float]:
+    """Wall s, CPU s (user + system, all threads) and peak RSS MB of one fresh process (``PEAK``),
+    importing the project from ``source``."""
+    env = dict(os.environ, PYTHONPATH=str(source))
     start = time.perf_counter()
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -291,9 +307,9 @@ def _run_process(argv: list[str]) -> tuple[float, float, float]:
     return wall, usage.ru_utime + usage.ru_stime, int(peak[-1]) / 1024
 
 
-def whole_process(table_path: Path, workdir: Path, runs: int) -> None:
+def whole_process(table_path: Path, workdir: Path, runs: int, baseline: Path | None = None) -> None:
     python = sys.executable
-    commands = {
+    commands: dict[str, list[str]] = {
         "lake read": [
             python,
             "-c",
@@ -305,10 +321,15 @@ def whole_process(table_path: Path, workdir: Path, runs: int) -> None:
         ],
         "hudi-rs script": [python, "-c", HUDI_RS_SCRIPT, str(table_path), str(workdir / "theirs.parquet")],
     }
+    sources = dict.fromkeys(commands, ROOT)
+    if baseline is not None:
+        out = str(workdir / "baseline.parquet")
+        commands["lake read baseline"] = [python, "-c", LAKE_CLI, "read", str(table_path), "--output", out]
+        sources["lake read baseline"] = baseline
     got: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
     for round_no in range(runs + 1):  # round 0 warms the page cache
-        for name, argv in commands.items():  # alternated: drift hits both alike
-            measured = _run_process(argv)
+        for name, argv in commands.items():  # alternated: drift hits all alike
+            measured = _run_process(argv, sources[name])
             if round_no:
                 got[name].append(measured)
     import pyarrow.parquet as pq
@@ -328,12 +349,20 @@ def whole_process(table_path: Path, workdir: Path, runs: int) -> None:
         f"SUMMARY whole process: wall ratio {ow / hw:.2f} (target <= 0.7), CPU ratio {oc / hc:.2f}, "
         f"RSS ratio {orss / hrss:.2f}; rows {ours_rows} vs {theirs_rows}"
     )
+    if baseline is not None:
+        bw, bc, brss = med["lake read baseline"]
+        print(
+            f"SUMMARY whole process, baseline: wall ratio {bw / hw:.2f}, CPU ratio {bc / hc:.2f}, "
+            f"RSS ratio {brss / hrss:.2f}; ours/baseline wall {ow / bw:.2f}"
+        )
     startup(python, table_path, workdir, runs)
+    if baseline is not None:
+        startup(python, table_path, workdir, runs, baseline)
 
 
-def startup(python: str, table_path: Path, workdir: Path, runs: int) -> None:
+def startup(python: str, table_path: Path, workdir: Path, runs: int, source: Path = ROOT) -> None:
     """``python -X importtime`` of a whole ``lake read``: its imports against its wall time."""
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+    env = dict(os.environ, PYTHONPATH=str(source))
     argv = [python, "-X", "importtime", "-c", LAKE_CLI, "read", str(table_path), "--output"]
     shares, imports, walls, watched = [], [], [], {}
     for _ in range(runs):
@@ -345,8 +374,9 @@ def startup(python: str, table_path: Path, workdir: Path, runs: int) -> None:
         total, watched = _imports(out.stderr)
         imports.append(total)
         shares.append(total / walls[-1])
+    which = "" if source == ROOT else " baseline"
     print(
-        f"start-up of `lake read` (python -X importtime, median of {runs}): imports "
+        f"start-up of `lake read`{which} (python -X importtime, median of {runs}): imports "
         f"{statistics.median(imports):.3f} s of {statistics.median(walls):.3f} s wall = share "
         f"{statistics.median(shares):.2f}; cumulative: "
         + ", ".join(f"{k} {v:.3f} s" for k, v in watched.items())
@@ -386,9 +416,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="where to build the table (kept)")
     parser.add_argument("--readers", default=",".join(READERS), help="comma-separated subset of readers")
     parser.add_argument("--skip-process", action="store_true", help="skip the whole-process comparison")
+    parser.add_argument(
+        "--baseline", type=Path, default=None, help="source tree of another revision, measured alongside"
+    )
     args = parser.parse_args(argv)
     if args.updates > args.rows:
         parser.error("--updates cannot exceed --rows")
+    if args.baseline is not None:
+        args.baseline = args.baseline.resolve()
+        if not (args.baseline / "airflow_lake_provider" / "lake").is_dir():
+            parser.error(f"--baseline {args.baseline} holds no airflow_lake_provider/lake")
 
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="read_slice_"))
     cleanup = args.workdir is None
@@ -406,11 +443,13 @@ def main(argv: list[str] | None = None) -> int:
 
         import hudi
 
-        names = [n.strip() for n in args.readers.split(",") if n.strip()]
+        names = [n.strip() for n in args.readers.split(",") if n.strip() and n.strip() != "baseline"]
+        if args.baseline is not None:
+            names.insert(1, "baseline")
         if "hudi-rs fg-reader" in names and not hasattr(hudi, "HudiFileGroupReader"):
             names.remove("hudi-rs fg-reader")
         results = {}
-        for name, out in run_readers(names, table_path, args.runs, workdir).items():
+        for name, out in run_readers(names, table_path, args.runs, workdir, args.baseline).items():
             if "error" in out:
                 print(f"{name}: FAILED {out['error']}")
                 continue
@@ -451,10 +490,19 @@ def main(argv: list[str] | None = None) -> int:
                 f"\nSUMMARY: ours {ours_median:.3f} s vs hudi-rs {hudi_median:.3f} s => ratio {ratio:.2f} "
                 f"({verdict}); rows identical: {'yes' if ok else 'NO'}; "
                 f"peak RSS ours {results['ours']['hwm_kib'] / 1024:.0f} MB vs hudi-rs "
-                f"{results['hudi-rs table']['hwm_kib'] / 1024:.0f} MB"
+                f"{results['hudi-rs table']['hwm_kib'] / 1024:.0f} MB "
+                f"(RSS ratio {results['ours']['hwm_kib'] / results['hudi-rs table']['hwm_kib']:.2f})"
             )
+            if "baseline" in results:
+                base = results["baseline"]
+                base_median = statistics.median(base["times"])
+                print(
+                    f"SUMMARY baseline: {base_median:.3f} s => ratio {base_median / hudi_median:.2f}; "
+                    f"peak RSS {base['hwm_kib'] / 1024:.0f} MB "
+                    f"(RSS ratio {base['hwm_kib'] / results['hudi-rs table']['hwm_kib']:.2f})"
+                )
         if not args.skip_process:
-            whole_process(table_path, workdir, args.runs)
+            whole_process(table_path, workdir, args.runs, args.baseline)
         return 0 if ok and len(results) == len(names) else 1
     finally:
         if cleanup:

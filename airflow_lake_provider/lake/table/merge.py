@@ -251,7 +251,17 @@ class LogMerge:
 
     def log_rows(self) -> pa.Table:
         """The winning log rows no base row beat, by key: to follow every part of the base."""
-        return self.data.take(self.winners.column("ref").filter(self._alive()))
+        return self._data_rows(self.winners.column("ref").filter(self._alive()))
+
+    def _data_rows(self, refs: pa.Array | pa.ChunkedArray) -> pa.Table:
+        """The data rows ``refs`` names, in that order. When they are every row in log order (a
+        log of distinct keys written in key order, none beaten), the data itself: a take would copy
+        the whole log while the data is still held (its size again at the read's peak)."""
+        refs = _flat(refs)
+        count = self.data.num_rows
+        if len(refs) == count and not refs.null_count and pc.all(pc.equal(refs, _arange(0, count))).as_py():
+            return self.data
+        return self.data.take(refs)
 
     def replacing_rows(
         self, base: pa.Table, base_keys: pa.Array, match: pa.Array | None = None
@@ -278,4 +288,4 @@ class LogMerge:
         if self._met:
             met = pc.unique(pa.concat_arrays(self._met)).cast(pa.int64())
             alive = pc.and_(alive, pc.invert(pc.is_in(_arange(0, self.winners.num_rows), value_set=met)))
-        return self.data.take(self.winners.column("ref").filter(alive))
+        return self._data_rows(self.winners.column("ref").filter(alive))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from airflow_lake_provider.lake.format.table_config import MergeMode
-from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, merge_slice
+from airflow_lake_provider.lake.table.merge import DataItem, DeleteItem, LogMerge, merge_slice
 
 SCHEMA = pa.schema([("id", pa.string()), ("ts", pa.int64()), ("v", pa.string())])
 FLAGGED = SCHEMA.append(pa.field("_hoodie_is_deleted", pa.bool_()))
@@ -97,3 +97,34 @@ def test_null_ordering_values_lose_to_set_ones() -> None:
     assert _merge([("a", 5, "a0")], [_data(SCHEMA, [("a", None, "a1")])]) == [("a", 5, "a0")]
     # ... and a base row without one loses to a logged version with one.
     assert _merge([("a", None, "a0")], [_data(SCHEMA, [("a", 3, "a1")])]) == [("a", 3, "a1")]
+
+
+def _buffer_address(table: pa.Table, column: str) -> int:
+    (chunk,) = table.column(column).chunks
+    return chunk.buffers()[2].address  # the string data
+
+
+def test_log_rows_are_the_logged_data_itself_when_every_record_wins_in_log_order() -> None:
+    # Issue 31 (read peak memory): a log of distinct keys written in key order, none beaten by the
+    # base, is its own output: not copied while the decoded log is still held.
+    base = _rows(SCHEMA, [("a", 1, "a0"), ("c", 1, "c0"), ("e", 1, "e0")])
+    logged = _data(SCHEMA, [("b", 2, "b1"), ("c", 2, "c1"), ("d", 2, "d1")])
+    merge = LogMerge([logged], mode=MergeMode.EVENT_TIME_ORDERING, ordering="ts", schema=SCHEMA)
+    kept = merge.kept_base(base, base.column("id").combine_chunks())
+    rows = merge.log_rows()
+    assert kept.column("id").to_pylist() == ["a", "e"]
+    assert rows.to_pylist() == logged.table.to_pylist()
+    assert _buffer_address(rows, "v") == _buffer_address(logged.table, "v")  # no copy
+
+
+def test_log_rows_are_taken_by_key_when_the_log_is_not_its_own_output() -> None:
+    # Out of key order, a superseded version, a version the base row beats: rows taken, by key.
+    base = _rows(SCHEMA, [("a", 9, "a0")])
+    unordered = _data(SCHEMA, [("c", 2, "c1"), ("b", 2, "b1"), ("a", 2, "a1")])
+    merge = LogMerge([unordered], mode=MergeMode.EVENT_TIME_ORDERING, ordering="ts", schema=SCHEMA)
+    merge.kept_base(base, base.column("id").combine_chunks())
+    assert [tuple(r.values()) for r in merge.log_rows().to_pylist()] == [("b", 2, "b1"), ("c", 2, "c1")]
+    superseded = [_data(SCHEMA, [("b", 2, "b1"), ("c", 2, "c1")]), _data(SCHEMA, [("c", 3, "c2")])]
+    merge = LogMerge(superseded, mode=MergeMode.EVENT_TIME_ORDERING, ordering="ts", schema=SCHEMA)
+    merge.kept_base(base, base.column("id").combine_chunks())
+    assert [tuple(r.values()) for r in merge.log_rows().to_pylist()] == [("b", 2, "b1"), ("c", 3, "c2")]

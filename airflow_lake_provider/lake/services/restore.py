@@ -116,10 +116,6 @@ def pending_restore(timeline: Timeline) -> tuple[Instant, dict[str, Any]] | None
 def restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None = None) -> RestoreResult:
     """Roll back every instant after ``savepoint`` (newest first); finish a pending restore first.
     ``options`` are read only for ``hoodie.metadata.enable`` (see ``metadata_table``)."""
-    return _restore(table, savepoint, options)
-
-
-def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None) -> RestoreResult:
     if drops_metadata_table(table, options):  # a savepoint it refuses anyway: refused before the drop
         before = table.timeline()
         if pending_restore(before) is None:

@@ -138,18 +138,6 @@ def execute_operation(
     blocks of instants committed in ``timeline`` are merged. Touches no timeline file except its
     marker, so a distributed task may call it; an error means this operation failed.
     """
-    return _execute_operation(table, timeline, schema, instant, op, token, fault)
-
-
-def _execute_operation(
-    table: LakeTable,
-    timeline: Timeline,
-    schema: pa.Schema,
-    instant: str,
-    op: CompactionOperation,
-    token: str | None,
-    fault: FaultHook,
-) -> WriteStat:
     slice_ = plan_slice(table, op, timeline)
     reader = SliceReader(table, timeline, schema, as_of=None)
     started = time.monotonic()

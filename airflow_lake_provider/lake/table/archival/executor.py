@@ -102,10 +102,6 @@ def archive_entry(timeline: Timeline, instant: Instant) -> dict[str, Any]:
 
 def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) -> ArchivalResult:
     """Archive what the table is due (see ``planner``); ``NO_WORK`` when nothing is."""
-    return _run_archival(table, options)
-
-
-def _run_archival(table: LakeTable, options: Mapping[str, object] | None) -> ArchivalResult:
     started = time.monotonic()
     config = ArchivalConfig.from_options(table.config.properties, options or {})
     # Java never archives past the MDT's last compaction: under maintain we stop there (archival

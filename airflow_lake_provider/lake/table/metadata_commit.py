@@ -73,6 +73,24 @@ _SOLO = "00000000000000"  # Hudi's SOLO_COMMIT_TIMESTAMP: the MDT's own initiali
 _META_PREFIX = "_hoodie_"
 
 
+def latest_files_base(storage: Storage, timeline: Timeline) -> str | None:
+    """The newest ``files`` base file (by instant) of the MDT at ``storage`` that no pending instant
+    of its ``timeline`` wrote (None: none). A crashed compaction's base files belong to no reader
+    until it completes, and one a Java writer died writing is partial."""
+    pending = {i.timestamp for i in timeline.pending}
+    bases = sorted(
+        (
+            n
+            for n in storage.list_names(FILES_PARTITION)
+            if n.startswith(FILES_GROUP)
+            and n.endswith(".hfile")
+            and n[: -len(".hfile")].rsplit("_", 1)[-1] not in pending
+        ),
+        key=lambda n: n.rsplit("_", 1)[-1],
+    )
+    return bases[-1] if bases else None
+
+
 @dataclass(frozen=True)
 class MetadataTableWriter:
     """Writes MDT deltacommits of a table's data instants (read once, before any write).
@@ -117,19 +135,12 @@ class MetadataTableWriter:
                 f"{storage.uri(rel)} does not exist: the metadata table is incomplete"
             ) from None
         layout = TimelineLayout.from_properties(props, storage.uri(rel))
-        bases = sorted(
-            (
-                n
-                for n in storage.list_names(FILES_PARTITION)
-                if n.startswith(FILES_GROUP) and n.endswith(".hfile")
-            ),
-            key=lambda n: n.rsplit("_", 1)[-1],
-        )
-        if not bases:
+        latest = latest_files_base(storage, Timeline.load(storage, layout))
+        if latest is None:
             raise TableConfigError(
                 f"{storage.uri(FILES_PARTITION)}: no {FILES_GROUP} base file to take the record schema from"
             )
-        base_rel = f"{FILES_PARTITION}/{bases[-1]}"
+        base_rel = f"{FILES_PARTITION}/{latest}"
         hfile = read_hfile(storage.read(base_rel), storage.uri(base_rel))
         schema = hfile.content.info(SCHEMA_INFO)
         if schema is None:

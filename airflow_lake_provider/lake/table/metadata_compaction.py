@@ -57,7 +57,7 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
 from airflow_lake_provider.lake.log_file.log_format import BlockType
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter, latest_files_base
+from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter, files_bases
 from airflow_lake_provider.lake.table.metadata_files import (
     FILES_PARTITION,
     latest_slices,
@@ -357,10 +357,10 @@ def bloom_settings_of(storage: Storage, base_file: str) -> bloom_filter.BloomSet
 def _bloom_settings(storage: Storage, timeline: Timeline) -> bloom_filter.BloomSettings:
     """The bloom filter sizing of the latest ``files`` base file (the one the writer took its
     dialect from)."""
-    latest = latest_files_base(storage, timeline)
-    if latest is None:
+    bases = files_bases(storage, {i.timestamp for i in timeline.pending})
+    if not bases:
         return bloom_filter.DEFAULT_SETTINGS
-    return bloom_settings_of(storage, f"{FILES_PARTITION}/{latest}")
+    return bloom_settings_of(storage, f"{FILES_PARTITION}/{bases[0]}")
 
 
 def _drop_other_attempts(storage: Storage, ops: Sequence[MetadataCompactionOperation], instant: str) -> None:

@@ -167,6 +167,18 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+def _no_mdt_compaction(path: Path) -> Path:
+    """``path`` whose maintained actions neither compact nor clean its MDT (read from the table's
+    properties too: the compaction trigger out of reach, the MDT clean keeping its 20 newest commits,
+    which the Spark-written MDT has not): its MDT, 7 deltacommits past its last compaction, would be
+    compacted by the test's third instant after the savepoint, and a restore past an MDT compaction
+    is refused (its records are in the compaction's base files)."""
+    props = path / ".hoodie/hoodie.properties"
+    more = "hoodie.metadata.compact.max.delta.commits=1000\nhoodie.cleaner.commits.retained=1000\n"
+    props.write_text(props.read_text() + more)
+    return path
+
+
 ONE_VERSION = {
     **MAINTAIN,
     "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
@@ -184,7 +196,7 @@ def test_a_restore_over_a_maintained_compaction_and_clean_keeps_the_metadata_tab
     deltacommit: its deletions of files whose additions are gone are deletions of nothing, so the
     MDT lists exactly the files on disk, for hudi-rs as for ``--check``."""
     key, ordering, _partition, _new = TABLES[name]
-    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    path = _no_mdt_compaction(keep_files_partition_only(hudi_table_zip(name), INDEXES))
     table = LakeTable.open(path)
     point = table.timeline().completed_commits[-1].timestamp
     savepoint(table, point)
@@ -260,7 +272,7 @@ def test_a_restore_undoes_a_maintained_merge_of_small_files(hudi_table_zip) -> N
     small files (a clustering replacecommit with its MDT deltacommit). The restore rolls back the
     merge and the inserts; the MDT is the savepoint's again, byte for byte."""
     name = "mor_avro_v9_txns_simple_meta"
-    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    path = _no_mdt_compaction(keep_files_partition_only(hudi_table_zip(name), INDEXES))
     table = LakeTable.open(path)
     point = table.timeline().completed_commits[-1].timestamp
     savepoint(table, point)

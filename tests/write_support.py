@@ -11,6 +11,7 @@ from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
@@ -59,3 +60,28 @@ def base_file(path: Path) -> Path:
 def base_file_at(path: Path, instant: str) -> Path:
     (base,) = path.glob(f"*_{instant}.parquet")
     return base
+
+
+def log_only_group(path: Path, version: int = 9) -> tuple[LakeTable, list[str], list[str]]:
+    """A merge-on-read table (``version`` 8 or 9) whose one file group holds log files only, as Flink
+    and Spark's bucket index write inserts: our writer's first insert (``id`` 1, 2) with its base file
+    and instant removed, leaving a deltacommit per log (updating 1, then 2, then 1). The table, the
+    deltacommits' instants, the log files' names (in that order)."""
+    lake = LakeTable.create(
+        path,
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        table_version=version,
+    )
+    first = write(lake, batch([1, 2], 1), operation="upsert").instant
+    instants = [
+        write(lake, batch([i], ts, "u"), operation="upsert").instant for ts, i in ((2, 1), (3, 2), (4, 1))
+    ]
+    base_file(path).unlink()
+    for name in (path / ".hoodie" / "timeline").glob(f"{first}*"):
+        name.unlink()
+    logs = sorted(p.name for p in path.glob(".*.log.*"))
+    assert [name.split("_")[1].split(".")[0] for name in logs] == instants
+    return LakeTable.open(path), instants, logs

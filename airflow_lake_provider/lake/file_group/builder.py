@@ -123,12 +123,14 @@ def _slot_by_completion(
     logs in Hudi's log order (deltacommit time, version, write token). A pending compaction's
     instant is a slice too (as in layout 1, folded into the slice before it by the view)."""
     slotted: dict[tuple[str, str], list[tuple[str, int | None]]] = {}
-    for (file_id, at), found in logs.items():
-        key = (partition, file_id)
-        bases = sorted(index.get(key, {}))
-        if key in compacting:
-            bases = sorted({*bases, compacting[key][0]})
-        slot = log_slot(bases, at, timeline)
+    slices: dict[str, list[str]] = {}  # per file id: its slices so far, as Java's group grows
+    # In deltacommit order, as Java adds them: a log may join a slice an earlier log opened.
+    for (file_id, at), found in sorted(logs.items(), key=lambda item: item[0][1]):
+        bases = slices.get(file_id)
+        if bases is None:
+            key = (partition, file_id)
+            bases = slices[file_id] = sorted({*index.get(key, {}), *compacting.get(key, ())[:1]})
+        slot = open_slot(bases, at, timeline)
         slotted.setdefault((file_id, slot), []).extend(found)
     for found in slotted.values():
         found.sort(key=lambda entry: _log_order(entry[0]))
@@ -140,6 +142,17 @@ def slot_for_log(bases: Sequence[str], completion: str, own: str) -> str:
     of the sorted ``bases`` not after it; a log before every base file starts a slice of its own."""
     at = bisect.bisect_right(bases, completion)
     return bases[at - 1] if at else own
+
+
+def open_slot(slices: list[str], at: str, timeline: Timeline) -> str:
+    """:func:`log_slot` among a group's sorted ``slices`` (updated): a log before all of them opens
+    a slice at its own instant, which later logs of the group join (Java's
+    ``HoodieFileGroup.addLogFile``, logs added in deltacommit order): a group of log files only (as
+    Flink and bucket-index writers leave) is one slice, not one per log."""
+    slot = log_slot(slices, at, timeline)
+    if slot == at and at not in slices:
+        bisect.insort(slices, at)
+    return slot
 
 
 def log_slot(bases: Sequence[str], at: str, timeline: Timeline) -> str:

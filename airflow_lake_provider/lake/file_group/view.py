@@ -20,7 +20,7 @@ from airflow_lake_provider.lake.file_group.builder import (
     index_slices,
     list_partitions,
     list_table,
-    log_slot,
+    open_slot,
     slice_instant,
 )
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName
@@ -363,11 +363,14 @@ def _slotted_by_completion(
 ) -> list[tuple[str, str]]:
     """Layout 2: (name, slice instant) of one group's files, each log placed by its completion time
     among the group's base files and ``other_bases`` (a layout-2 log name carries its own write's time)."""
-    bases = sorted({at for name, at in named if BaseFileName.parse(name) is not None} | set(other_bases))
-    return [
-        (name, at) if BaseFileName.parse(name) is not None else (name, log_slot(bases, at, timeline))
-        for name, at in named
-    ]
+    slices = sorted({at for name, at in named if BaseFileName.parse(name) is not None} | set(other_bases))
+    # Logs in deltacommit order, as :func:`open_slot` needs them (a log may join a slice an earlier opened).
+    slot = {at: open_slot(slices, at, timeline) for at in sorted({at for n, at in named if not _is_base(n)})}
+    return [(name, at) if _is_base(name) else (name, slot[at]) for name, at in named]
+
+
+def _is_base(name: str) -> bool:
+    return BaseFileName.parse(name) is not None
 
 
 def _partition_key(path: str) -> str:

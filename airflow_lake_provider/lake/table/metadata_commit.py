@@ -33,14 +33,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError
 from airflow_lake_provider.lake.file_group.file_names import LogFileName, write_token
-from airflow_lake_provider.lake.format.hfile import Dialect, HFileSettings, read_hfile
+from airflow_lake_provider.lake.format.hfile import Dialect, HFile, HFileSettings, read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
@@ -71,6 +71,35 @@ MDT_OPERATION = "UPSERT_PREPPED"
 MDT_WRITE_TOKEN = write_token(0, 0, 0)
 _SOLO = "00000000000000"  # Hudi's SOLO_COMMIT_TIMESTAMP: the MDT's own initialisation instants
 _META_PREFIX = "_hoodie_"
+
+
+def files_bases(storage: Storage, pending: Container[str] = ()) -> list[str]:
+    """The ``files`` base files of the MDT at ``storage``, newest (by instant) first, but those of
+    the ``pending`` instants: a crashed compaction's base files belong to no reader until it
+    completes, and one a Java writer died writing is partial."""
+    return sorted(
+        (
+            n
+            for n in storage.list_names(FILES_PARTITION)
+            if n.startswith(FILES_GROUP)
+            and n.endswith(".hfile")
+            and n.removesuffix(".hfile").rsplit("_", 1)[-1] not in pending
+        ),
+        key=lambda n: n.rsplit("_", 1)[-1],
+        reverse=True,
+    )
+
+
+def _newest_readable(storage: Storage, names: Iterable[str]) -> tuple[str, HFile] | None:
+    """The first of ``names`` (``files`` base files) that reads as an HFile: the newest may be a
+    pending compaction's, cut short by a writer that died (the timeline is not read for this)."""
+    for name in names:
+        rel = f"{FILES_PARTITION}/{name}"
+        try:
+            return rel, read_hfile(storage.read(rel), storage.uri(rel))
+        except CorruptDataFileError as exc:
+            log.warning("skipping %s for the metadata table's record schema: %s", storage.uri(rel), exc)
+    return None
 
 
 @dataclass(frozen=True)
@@ -117,20 +146,12 @@ class MetadataTableWriter:
                 f"{storage.uri(rel)} does not exist: the metadata table is incomplete"
             ) from None
         layout = TimelineLayout.from_properties(props, storage.uri(rel))
-        bases = sorted(
-            (
-                n
-                for n in storage.list_names(FILES_PARTITION)
-                if n.startswith(FILES_GROUP) and n.endswith(".hfile")
-            ),
-            key=lambda n: n.rsplit("_", 1)[-1],
-        )
-        if not bases:
+        found = _newest_readable(storage, files_bases(storage))
+        if found is None:
             raise TableConfigError(
                 f"{storage.uri(FILES_PARTITION)}: no {FILES_GROUP} base file to take the record schema from"
             )
-        base_rel = f"{FILES_PARTITION}/{bases[-1]}"
-        hfile = read_hfile(storage.read(base_rel), storage.uri(base_rel))
+        base_rel, hfile = found
         schema = hfile.content.info(SCHEMA_INFO)
         if schema is None:
             raise TableConfigError(f"{storage.uri(base_rel)}: no record schema in its file info")

@@ -23,7 +23,8 @@ file (as Java's compactor returns nothing for it).
 Durable order, on the MDT's timeline and storage: requested (the plan), inflight, the base files,
 then the completed ``commit`` (one write stat per base file). Until it completes, every reader (ours,
 hudi-rs, Java's) ignores the new base files: they belong to a pending instant; so a crash at any
-step leaves both tables as they were, and the next run finishes it (its base files written again).
+step leaves both tables as they were, and the next run finishes it (its base files written again,
+after those another attempt left at that instant under other names are deleted).
 """
 
 from __future__ import annotations
@@ -56,9 +57,8 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
 from airflow_lake_provider.lake.log_file.log_format import BlockType
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter
+from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter, files_bases
 from airflow_lake_provider.lake.table.metadata_files import (
-    FILES_GROUP,
     FILES_PARTITION,
     latest_slices,
     valid_instants,
@@ -257,7 +257,8 @@ def _execute(
     def committed(t: str) -> bool:
         return t in deltacommits and t in valid
 
-    bloom = _bloom_settings(mdt.storage)
+    _drop_other_attempts(mdt.storage, ops, instant)
+    bloom = _bloom_settings(mdt.storage, timeline)
     stats: dict[str, list[WriteStat]] = {}
     for index, op in enumerate(ops):
         stat = _compact_one(mdt, op, instant, write_token(index, 0, 0), committed, bloom)
@@ -355,20 +356,30 @@ def bloom_settings_of(storage: Storage, base_file: str) -> bloom_filter.BloomSet
     return dataclasses.replace(bloom_filter.DEFAULT_SETTINGS, num_entries=capacity, type_code=found.type_code)
 
 
-def _bloom_settings(storage: Storage) -> bloom_filter.BloomSettings:
+def _bloom_settings(storage: Storage, timeline: Timeline) -> bloom_filter.BloomSettings:
     """The bloom filter sizing of the latest ``files`` base file (the one the writer took its
     dialect from)."""
-    bases = sorted(
-        (
-            n
-            for n in storage.list_names(FILES_PARTITION)
-            if n.startswith(FILES_GROUP) and n.endswith(".hfile")
-        ),
-        key=lambda n: n.rsplit("_", 1)[-1],
-    )
+    bases = files_bases(storage, {i.timestamp for i in timeline.pending})
     if not bases:
         return bloom_filter.DEFAULT_SETTINGS
-    return bloom_settings_of(storage, f"{FILES_PARTITION}/{bases[-1]}")
+    return bloom_settings_of(storage, f"{FILES_PARTITION}/{bases[0]}")
+
+
+def _drop_other_attempts(storage: Storage, ops: Sequence[MetadataCompactionOperation], instant: str) -> None:
+    """Delete the base files at ``instant`` of the planned file groups that this run does not write
+    under their names: another writer's attempt (Java's write tokens differ from ours) left them, some
+    maybe partial. Readers ignore them while the compaction is pending; once it completes, a second
+    base file of a slice would be read in place of ours (Java rolls a failed compaction's files back
+    before running it again)."""
+    ours = {f"{op.file_id}_{write_token(i, 0, 0)}_{instant}.hfile" for i, op in enumerate(ops)}
+    for partition in sorted({op.partition for op in ops}):
+        ids = {op.file_id for op in ops if op.partition == partition}
+        for name in storage.list_names(partition):
+            if name.endswith(f"_{instant}.hfile") and name.split("_", 1)[0] in ids and name not in ours:
+                log.info(
+                    "deleting %s/%s, left by an earlier attempt of compaction %s", partition, name, instant
+                )
+                storage.delete(f"{partition}/{name}")
 
 
 def _settings(mdt: MetadataTableWriter) -> HFileSettings:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from write_support import hudi_rows, log_only_group, our_rows
 
 from airflow_lake_provider.lake.file_group.builder import slot_for_log
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -127,3 +128,19 @@ def test_a_log_written_while_a_compaction_is_pending_is_no_missing_slice(tmp_pat
     assert max(slots) == compaction and slots[compaction][0] is None  # the pending slice: logs only
     assert view.missing_slices(after) == []
     assert read_snapshot(table, as_of=after).column("ts").to_pylist() == [3]
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_a_group_of_log_files_only_is_one_slice_read_whole(tmp_path: Path, version: int) -> None:
+    """Flink and Spark's bucket index write inserts into log files: a group without a base file.
+    Java's file group opens a slice at its first log's instant and puts every later log in it; one
+    slice per log made every read take the newest log alone (row 1's update of the first log lost)."""
+    path = tmp_path / "t"
+    table, instants, logs = log_only_group(path, version)
+    ((key, group),) = table.file_system_view().groups.items()
+    assert [(s.base_instant, s.base_file, [f.file_name for f in s.log_files]) for s in group.slices] == [
+        (instants[0], None, logs)
+    ]
+    assert our_rows(path, "id", "ts", "v") == hudi_rows(path, "id", "ts", "v") == [(1, 4, "u1"), (2, 3, "u2")]
+    middle = read_snapshot(table, as_of=instants[1]).select(["id", "ts"]).to_pylist()
+    assert sorted((r["id"], r["ts"]) for r in middle) == [(1, 2), (2, 3)]

@@ -25,7 +25,7 @@ from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, decode_hfile_cells
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table import metadata_compaction as mc
-from airflow_lake_provider.lake.table.metadata_files import read_files_partition
+from airflow_lake_provider.lake.table.metadata_files import read_files_partition, read_partition_records
 from airflow_lake_provider.lake.table.metadata_services import run_metadata_table_services
 from airflow_lake_provider.lake.table.metadata_table import kept_metadata_table
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -254,3 +254,21 @@ def test_a_bad_threshold_is_refused_before_the_write_changes_anything(hudi_table
     with pytest.raises(MetadataTableConfigError, match=f"^{DELTA_COMMITS}='?{value}"):
         _upserts(path, 1, {**MAINTAIN, DELTA_COMMITS: value})
     assert tree_digest(path) == digest
+
+
+def test_a_record_index_group_of_log_files_only_is_compacted_with_every_log(hudi_table_zip) -> None:
+    """Before Java's first MDT compaction the record index groups hold log files only (one per
+    deltacommit that wrote keys there). They are one slice each, as Java groups them: one slice per
+    log made the MDT's readers, and our compaction of the group, take the newest log alone, so the
+    record index lost the keys of the older logs (a Java writer then inserts them again)."""
+    path = hudi_table_zip("mor_avro_v9_txns_simple_meta")
+    mdt = path / ".hoodie/metadata"
+    java = "20260307162612567"  # Spark's MDT compaction, undone: every record index group log-only
+    for name in [*mdt.glob(f".hoodie/timeline/{java}*"), *mdt.glob(f"*/*_{java}.hfile")]:
+        name.unlink()
+    keys = sorted(read_snapshot(LakeTable.open(path)).column("txn_id").to_pylist())
+    storage = open_storage(path)
+    assert sorted(read_partition_records(storage, "record_index")) == keys
+    compacted = run_metadata_table_services(LakeTable.open(path), {**MAINTAIN, DELTA_COMMITS: "1"})
+    assert compacted is not None and list(mdt.glob(f"record_index/record-index-*_{compacted}.hfile"))
+    assert sorted(read_partition_records(storage, "record_index")) == keys

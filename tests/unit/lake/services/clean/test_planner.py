@@ -433,3 +433,26 @@ def test_partitions_to_scan_are_the_union_over_the_commits_since_the_last_clean(
     last = {"earliestCommitToRetain": c[0], "extraMetadata": {"lake.policy": "KEEP_LATEST_COMMITS"}}
     earliest = Instant(c[2], State.COMPLETED, Action.COMMIT)
     assert partitions_to_scan(table.timeline(), CleanConfig(), earliest, last, []) == ["x", "y"]
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"},
+        {"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS", "hoodie.cleaner.commits.retained": "1"},
+    ],
+    ids=["file_versions", "commits"],
+)
+def test_a_v9_group_of_log_files_only_is_one_slice_the_clean_keeps(tmp_path: Path, policy: dict) -> None:
+    """Table versions 8/9 name a log after its deltacommit: a group without a base file (Flink, bucket
+    index) is one slice in Java, so a clean deletes none of its logs; one slice per log lost rows."""
+    from write_support import hudi_rows, log_only_group, our_rows
+
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+
+    path = tmp_path / "t"
+    table, _, logs = log_only_group(path)
+    done = run_clean(table, policy)
+    assert done.deleted_files == 0
+    assert sorted(p.name for p in path.glob(".*.log.*")) == logs
+    assert our_rows(path, "id", "ts", "v") == hudi_rows(path, "id", "ts", "v") == [(1, 4, "u1"), (2, 3, "u2")]

@@ -592,3 +592,22 @@ def test_pending_clustering_with_an_unreadable_plan_is_logged_and_one_without_re
     assert [r.getMessage() for r in caplog.records] == [
         f"{path}: unreadable requested replace metadata; its file groups are not excluded"
     ]
+
+
+def test_a_v9_group_of_log_files_only_is_compacted_whole(tmp_path: Path) -> None:
+    """A group without a base file (Flink, bucket index) is one slice in Java: its compaction merges
+    every log; one slice per log compacted the newest log alone and the base file lost row 1."""
+    from write_support import hudi_rows, log_only_group, our_rows
+
+    from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+
+    path = tmp_path / "t"
+    table, instants, logs = log_only_group(path)
+    scheduled = schedule_compaction(table, {"hoodie.compact.inline.max.delta.commits": "1"})
+    plan = table.timeline().compaction_plan(scheduled.instant)
+    assert [
+        (op["baseInstantTime"], op["dataFilePath"], op["deltaFilePaths"]) for op in plan["operations"]
+    ] == [(instants[0], None, logs)]
+    run_compaction(type(table).open(path), instant=scheduled.instant)
+    assert our_rows(path, "id", "ts", "v") == hudi_rows(path, "id", "ts", "v") == [(1, 4, "u1"), (2, 3, "u2")]

@@ -124,23 +124,10 @@ def plan_clean(storage: Storage, mdt: Timeline, retained: int) -> MetadataCleanP
     return MetadataCleanPlan(earliest, commits[-1].timestamp, files)
 
 
-def _java_slices(group: FileGroup) -> list[tuple[str, list[str]]]:
-    """(base instant, file names) of ``group``'s slices as Java groups them, oldest first: a log
-    with no base file at or before its completion opens a slice at its own instant, which later
-    such logs join (``HoodieFileGroup.addLogFile``), where the view gives each one its own."""
-    out: list[tuple[str, list[str]]] = []
-    for piece in group.slices:
-        names = [f.file_name for f in piece.files]
-        if piece.base_file is None and out:
-            out[-1][1].extend(names)
-        else:
-            out.append((piece.base_instant, names))
-    return out
-
-
 def _doomed(group: FileGroup, earliest: str) -> list[str]:
     """The files of ``group``'s slices that neither are its latest nor were current at ``earliest``."""
-    slices = list(reversed(_java_slices(group)))  # newest first
+    # Newest first; a group's logs before its first base file are one slice, as Java's (the view's).
+    slices = [(piece.base_instant, [f.file_name for f in piece.files]) for piece in reversed(group.slices)]
     before = next((base for base, _ in slices if base < earliest), None)
     out: list[str] = []
     for base, names in slices[1:]:

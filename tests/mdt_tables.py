@@ -66,3 +66,10 @@ def mdt_digest(table: Path) -> dict[str, str]:
     ``.hoodie/.aux/``)."""
     digest = tree_digest(table / ".hoodie" / "metadata")
     return {k: v for k, v in digest.items() if not k.startswith(".hoodie/.aux/")}
+
+
+def mdt_files_of(table: Path, instant: str) -> list[str]:
+    """Every file of ``table``'s MDT named with ``instant`` (timeline files and log files), relative
+    to the MDT's folder."""
+    mdt = table / ".hoodie/metadata"
+    return sorted(str(p.relative_to(mdt)) for p in mdt.rglob(f"*{instant}*") if p.is_file())

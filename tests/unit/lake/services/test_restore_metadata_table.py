@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from crash_support import crashing, steps_of
-from mdt_tables import keep_files_partition_only, mdt_digest
+from mdt_tables import keep_files_partition_only, mdt_digest, mdt_files_of
 from savepoint_support import savepoint
 from tree_digest import tree_digest
 
@@ -47,12 +47,6 @@ from tests.unit.lake.table.test_metadata_commit import (
 OPT = ["--option", "lake.metadata-table.maintain=true"]
 
 
-def _mdt_files(path: Path, instant: str) -> list[str]:
-    """Every file of the MDT named with ``instant`` (timeline files and log files)."""
-    mdt = path / ".hoodie/metadata"
-    return sorted(str(p.relative_to(mdt)) for p in mdt.rglob(f"*{instant}*") if p.is_file())
-
-
 def _prepared(path: Path, name: str) -> tuple[str, list[list[str]], list[str]]:
     """Savepoint the latest completed write, then two maintained writes: the savepoint, the rows
     after each step (savepoint, first write, second write) and the two writes' instants."""
@@ -78,7 +72,7 @@ def test_restore_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> 
     path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
     mdt_before = mdt_digest(path)
     point, rows, writes = _prepared(path, name)
-    assert all(_mdt_files(path, t) for t in writes)
+    assert all(mdt_files_of(path, t) for t in writes)
     before = tree_digest(path)
     assert main(["restore", str(path), "--savepoint", point]) == 1  # the default policy refuses
     assert "restore refused" in capsys.readouterr().err
@@ -87,7 +81,7 @@ def test_restore_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> 
     assert main(["restore", str(path), "--savepoint", point, *OPT]) == 0
     assert capsys.readouterr().out.startswith(f"restored savepoint {point} at ")
     for t in writes:
-        assert _mdt_files(path, t) == []  # its deltacommit and log files are gone from the MDT
+        assert mdt_files_of(path, t) == []  # its deltacommit and log files are gone from the MDT
         assert not list((path / ".hoodie/timeline").glob(f"{t}*"))
     # The MDT is byte for byte what it was at the savepoint: timeline, log and base files.
     assert mdt_digest(path) == mdt_before
@@ -159,7 +153,7 @@ def test_a_crash_at_every_durable_step_of_the_restore_leaves_both_readers_agreei
         restore(LakeTable.open(path), point, MAINTAIN)  # finishes the pending restore
         assert _rows(assert_consistent(path)) == rows[0], (step, steps[step - 1])
         assert_index_consistent(path)
-        assert [f for t in writes for f in _mdt_files(path, t)] == [], (step, steps[step - 1])
+        assert [f for t in writes for f in mdt_files_of(path, t)] == [], (step, steps[step - 1])
 
 
 def _copy(src: Path, dst: Path) -> Path:
@@ -212,11 +206,11 @@ def test_a_restore_over_a_maintained_compaction_and_clean_keeps_the_metadata_tab
 
     result = restore(LakeTable.open(path), point, MAINTAIN)
     assert result.rolled_back == tuple(reversed(undone))
-    assert [f for t in undone for f in _mdt_files(path, t)] == []
-    assert any(n.endswith(".deltacommit") for n in _mdt_files(path, cleaned.instant))
+    assert [f for t in undone for f in mdt_files_of(path, t)] == []
+    assert any(n.endswith(".deltacommit") for n in mdt_files_of(path, cleaned.instant))
     # The MDT is what it was at the savepoint plus the clean's deltacommit, nothing else.
     added = set(mdt_digest(path)) - set(mdt_before)
-    assert sorted(added) == _mdt_files(path, cleaned.instant)
+    assert sorted(added) == mdt_files_of(path, cleaned.instant)
     assert set(mdt_before) <= set(mdt_digest(path))
     assert _rows(assert_consistent(path)) == before  # hudi-rs through the MDT too
     assert_index_consistent(path)
@@ -276,7 +270,7 @@ def test_a_restore_undoes_a_maintained_merge_of_small_files(hudi_table_zip) -> N
     mdt_before = mdt_digest(path)
     partition, _merged_rows = _small_files(path, name, UNCOMPACTED)
     merged = merge_small_files(LakeTable.open(path), partition, TARGET)
-    assert merged.instant is not None and _mdt_files(path, merged.instant)
+    assert merged.instant is not None and mdt_files_of(path, merged.instant)
 
     result = restore(LakeTable.open(path), point, MAINTAIN)
     assert result.rolled_back[0] == merged.instant and len(result.rolled_back) == 4

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from crash_support import crashing, steps_of
-from mdt_tables import keep_files_partition_only
+from mdt_tables import keep_files_partition_only, mdt_files_of
 from metadata_table_support import tree_digest
 
 from airflow_lake_provider.lake.cli import main
@@ -42,12 +42,6 @@ from tests.unit.lake.table.test_metadata_commit import (
 OPT = ["--option", "lake.metadata-table.maintain=true"]
 
 
-def _mdt_files(path: Path, instant: str) -> list[str]:
-    """Every file of the MDT named with ``instant`` (timeline files and log files)."""
-    mdt = path / ".hoodie/metadata"
-    return sorted(str(p.relative_to(mdt)) for p in mdt.rglob(f"*{instant}*") if p.is_file())
-
-
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_rollback_of_a_completed_write_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> None:
     key, ordering, _partition, new_keys = TABLES[name]
@@ -59,12 +53,12 @@ def test_rollback_of_a_completed_write_keeps_the_metadata_table(hudi_table_zip, 
     batch = _batch(snapshot, key, ordering, [0, 1, 0], [*existing, new_keys[0]])
     t = write(LakeTable.open(path), batch, "upsert", options=MAINTAIN).instant
     assert _rows(hudi_rs(path)) != before
-    assert any(n.startswith(".hoodie/timeline/") for n in _mdt_files(path, t))
+    assert any(n.startswith(".hoodie/timeline/") for n in mdt_files_of(path, t))
 
     assert main(["rollback", str(path), "--instant", t, "--force", *OPT]) == 0
     action = "deltacommit" if LakeTable.open(path).config.is_mor else "commit"
     assert capsys.readouterr().out.startswith(f"rolled back {action} {t} at ")
-    assert _mdt_files(path, t) == []  # its deltacommit and log files are gone from the MDT
+    assert mdt_files_of(path, t) == []  # its deltacommit and log files are gone from the MDT
     assert not list((path / ".hoodie/timeline").glob(f"{t}*"))
     assert _rows(hudi_rs(path)) == before
     assert _rows(assert_consistent(path)) == before
@@ -117,7 +111,7 @@ def test_a_crash_at_every_durable_step_of_the_rollback_leaves_both_readers_agree
         assert _rows(assert_consistent(path)) in (written, before), (step, steps[step - 1])
         rollback(LakeTable.open(path), options=MAINTAIN)  # finishes the pending rollback
         assert _rows(assert_consistent(path)) == before, (step, steps[step - 1])
-        assert _mdt_files(path, t) == [], (step, steps[step - 1])
+        assert mdt_files_of(path, t) == [], (step, steps[step - 1])
 
 
 def _copy(src: Path, dst: Path) -> Path:

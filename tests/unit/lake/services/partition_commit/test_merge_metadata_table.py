@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from crash_support import crashing, steps_of
-from mdt_tables import keep_files_partition_only, mdt_digest
+from mdt_tables import keep_files_partition_only, mdt_digest, mdt_files_of
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
@@ -50,11 +50,6 @@ MERGE = {**MAINTAIN, "sink.partition-commit.policy.kind": "merge-small-files", "
 TARGET = 4 * 1024 * 1024
 
 
-def _mdt_files(path: Path, instant: str) -> list[str]:
-    mdt = path / ".hoodie/metadata"
-    return sorted(str(p.relative_to(mdt)) for p in mdt.rglob(f"*{instant}*") if p.is_file())
-
-
 def _content(rows: pa.Table) -> list[str]:
     """The rows but for ``_hoodie_file_name``, which a merge changes (it keeps every other field)."""
     return _rows(rows.drop_columns(["_hoodie_file_name"]))
@@ -74,9 +69,9 @@ def _assert_kept(path: Path, instant: str, partition: str, written: tuple[str, .
     """The merge's MDT deltacommit: timeline files and one log file per MDT partition (the v8 table
     has no ``partition_stats``); its ``files``
     records name the new base files with their sizes; both readers read ``rows``."""
-    mdt_timeline = [n for n in _mdt_files(path, instant) if n.startswith(".hoodie/")]
+    mdt_timeline = [n for n in mdt_files_of(path, instant) if n.startswith(".hoodie/")]
     assert sorted(n.rsplit(".", 1)[-1] for n in mdt_timeline) == ["deltacommit", "inflight", "requested"]
-    logs = [n for n in _mdt_files(path, instant) if not n.startswith(".hoodie/")]
+    logs = [n for n in mdt_files_of(path, instant) if not n.startswith(".hoodie/")]
     kept = LakeTable.open(path).config.properties["hoodie.table.metadata.partitions"].split(",")
     assert sorted({n.split("/")[0] for n in logs}) == sorted(kept)
     (files_log,) = [n for n in logs if n.startswith("files/")]
@@ -110,7 +105,7 @@ def test_partition_commit_merge_keeps_the_metadata_table(hudi_table_zip, capsys,
     _assert_kept(path, merge.timestamp, partition, written, rows)
     # The MDT gained the merge's deltacommit and nothing else changed there.
     after = mdt_digest(path)
-    assert sorted(set(after) - set(mdt_before)) == _mdt_files(path, merge.timestamp)
+    assert sorted(set(after) - set(mdt_before)) == mdt_files_of(path, merge.timestamp)
     assert {k: after[k] for k in mdt_before} == mdt_before
     assert main(["metadata-table", str(path), "--check"]) == 0
     assert json.loads(capsys.readouterr().out)["consistent"] is True
@@ -180,7 +175,7 @@ def test_a_crash_at_every_durable_step_of_the_merge_leaves_both_readers_agreeing
         assert again.instant is not None, where
         pending = [i.timestamp for i in crashed]
         assert list(again.rolled_back) == pending, where
-        assert [f for t in pending for f in _mdt_files(path, t)] == [], where
+        assert [f for t in pending for f in mdt_files_of(path, t)] == [], where
         _assert_kept(path, again.instant, partition, again.written, rows)
 
 

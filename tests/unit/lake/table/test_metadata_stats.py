@@ -7,6 +7,7 @@ the last writer of the partition saw them, from our own file records)."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,9 @@ LOGS_LISTED = {
     "mor_avro_v9_txns_complex_meta": 5,
     "mor_avro_v9_txns_nonpart_meta": 5,
     "mor_avro_v9_txns_simple_meta": 5,
+    # Its column_stats groups hold only logs; the records of the MDT's initialisation log
+    # (00000000000000001) are read with the later ones since a group's logs form one slice.
+    "mor_avro_v9_timebasedkeygen_nonhivestyle": 2,
 }
 
 
@@ -88,8 +92,23 @@ def test_partition_stats_equal_hudis(hudi_table_zip, name: str) -> None:
     last_write = {
         p: i.timestamp for i in timeline.completed_commits for p in timeline.commit_metadata(i).partitions
     }
+    # Java left some partitions' records as an earlier write computed them: in the timebasedkeygen
+    # tables the later commits added no partition_stats log. Those are compared only where the
+    # partition's last write wrote one (Hudi's record is then of the slices that write saw).
+    stats_written = {
+        name.split("_", 1)[1].split(".log", 1)[0]
+        for name in os.listdir(path / ".hoodie/metadata/partition_stats")
+        if ".log." in name
+    }
+    compared = {
+        stats["fileName"]
+        for stats in theirs.values()
+        if last_write.get("" if stats["fileName"] == "." else stats["fileName"]) in stats_written
+    }
+    assert compared, "no partition to compare"
+    theirs = {k: v for k, v in theirs.items() if v["fileName"] in compared}
     ours = {}
-    for partition in {stats["fileName"] for stats in theirs.values()}:
+    for partition in compared:
         rel = "" if partition == "." else partition
         files = []
         for piece in slices_seen_by(view, rel, last_write.get(rel)):

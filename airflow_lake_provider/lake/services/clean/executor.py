@@ -311,7 +311,7 @@ def run_clean(
     timeline = table.timeline()
     held = held_back_by(timeline, config, now or _now())
     result = _run_clean(table, options, mode, dry_run, now, instant, deleter, lister, log_scan)
-    if not dry_run and mode != "schedule":  # the metadata table's own compaction, when due
+    if result.outcome is Outcome.CLEANED:  # a clean instant completed: the MDT's own services, when due
         services_after_commit(table, options)
     if result.plan is None:
         result = replace(result, policy=config.policy)

@@ -104,8 +104,9 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
     """Archive what the table is due (see ``planner``); ``NO_WORK`` when nothing is."""
     started = time.monotonic()
     config = ArchivalConfig.from_options(table.config.properties, options or {})
-    # Java never archives past the MDT's last compaction: under maintain we stop there (archival
-    # writes nothing to the MDT, as Java's writes nothing), otherwise we refuse or drop it first.
+    # Java never archives a commit completed after the MDT's last compaction was requested: under
+    # maintain we stop there too (archival writes nothing to the MDT, as Java's writes nothing),
+    # otherwise we refuse or drop it first.
     guard_mutation(table, "archival", options, maintains=True, moves_keys=False)
     with table.store.exclusive("archive"):
         timeline = table.timeline()

@@ -169,9 +169,17 @@ def read_partition_records(
     return {key: record for key, record in merged.items() if record is not None}
 
 
-# Hudi's v6 MDT stamps its own actions with a data instant time plus a 3-digit operation suffix
-# (``OperationSuffix``): 20 digits, which the shared timeline (14/17-digit instants) does not hold.
-_SUFFIXED_DELTACOMMIT = re.compile(r"^([0-9]{20})\.deltacommit$")
+# Hudi's v6 MDT stamps its own actions with a 17-digit data instant time plus a 3-digit operation
+# suffix (``OperationSuffix``: 001 to 006; partition initialisation 010 and up). Hudi 0.14/0.15 merge
+# the blocks of such a completed deltacommit (``HoodieTableMetadataUtil.isValidInstant``).
+_OPERATION_SUFFIXES = frozenset({"001", "002", "003", "004", "005", "006"})
+_INIT_SUFFIX = "010"
+
+
+def mdt_own_instant(instant: str) -> bool:
+    """Whether ``instant`` is one of a v6 MDT's own (suffixed) times, as Hudi 0.14/0.15 tell them."""
+    suffix = instant[17:]
+    return len(instant) == 20 and (suffix in _OPERATION_SUFFIXES or suffix >= _INIT_SUFFIX)
 
 
 def _valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
@@ -187,14 +195,8 @@ def _valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
         valid |= deltacommits - pending
         valid |= _rolled_back(data, min(valid, default=_SOLO))
         valid |= {i.timestamp for i in mdt.filter([Action.ROLLBACK, Action.RESTORE], [State.COMPLETED])}
-    if not data.layout.has_completion_times:
-        suffixed = {
-            m.group(1)
-            for name in mdt.storage.list_names(mdt.layout.folder)
-            if (m := _SUFFIXED_DELTACOMMIT.match(name))
-        }
-        deltacommits |= suffixed
-        valid |= suffixed
+    else:
+        valid |= {r for r in deltacommits if mdt_own_instant(r)}
     return deltacommits, valid
 
 

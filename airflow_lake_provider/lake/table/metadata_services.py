@@ -61,7 +61,9 @@ def run_metadata_table_services(
     layers = (table.config.properties, table.option_defaults, options or {})
     if MetadataTablePolicy.from_options(*layers) is not MetadataTablePolicy.MAINTAIN:
         return None
-    if not detect(table).present:
+    if not detect(table).present or not table.layout.has_completion_times:
+        # (Table version 6: the MDT's compaction, clean and archival take suffixed instant times
+        # there, which these services do not write yet; a v6 MDT is not maintained by default.)
         return None
     max_delta_commits = METADATA_COMPACT_DELTA_COMMITS.read(*layers)
     with contextlib.ExitStack() as stack:

@@ -61,10 +61,11 @@ def run_metadata_table_services(
     layers = (table.config.properties, table.option_defaults, options or {})
     if MetadataTablePolicy.from_options(*layers) is not MetadataTablePolicy.MAINTAIN:
         return None
-    if not detect(table).present or not table.layout.has_completion_times:
-        # (Table version 6: the MDT's compaction, clean and archival take suffixed instant times
-        # there, which these services do not write yet; a v6 MDT is not maintained by default.)
+    if not detect(table).present:
         return None
+    # Table version 6: compaction only so far (its clean and archival are not v6-shaped yet; a v6
+    # MDT is not maintained by default).
+    v6 = not table.layout.has_completion_times
     max_delta_commits = METADATA_COMPACT_DELTA_COMMITS.read(*layers)
     with contextlib.ExitStack() as stack:
         for name in MDT_WRITER_LOCKS:
@@ -81,12 +82,13 @@ def run_metadata_table_services(
             finished = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault, timeline)
             timeline = mdt.timeline()
         retained = min(CLEAN_COMMITS_RETAINED.read(*layers), MAX_RETAINED)
-        if clean_metadata_table(mdt, retained, fault, timeline) is not None:
+        if not v6 and clean_metadata_table(mdt, retained, fault, timeline) is not None:
             timeline = mdt.timeline()
         compacted = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault, timeline)
         if compacted is not None:
             timeline = mdt.timeline()
-        archive_metadata_table(mdt, data, metadata_archival_config(*layers), timeline)
+        if not v6:
+            archive_metadata_table(mdt, data, metadata_archival_config(*layers), timeline)
         return compacted or finished
 
 

@@ -240,3 +240,43 @@ def test_without_the_switch_a_v6_metadata_table_still_refuses(hudi_table_zip) ->
     before = read_snapshot(LakeTable.open(table))
     with pytest.raises(TableConfigError, match=r"table version 6 \(only 8, 9 so far\)"):
         write(LakeTable.open(table), _batch(before, [301], 1), "insert", options=MAINTAIN)
+
+
+@pytest.mark.usefixtures("v6_maintained")
+@pytest.mark.parametrize("name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_nonpartitioned"])
+def test_the_v6_mdt_compacts_at_its_latest_deltacommit_plus_001(hudi_table_zip, name: str) -> None:
+    """With 3 deltacommits since none (the init's and two writes'), the MDT compacts after the
+    second write at that write's time + ``001`` (a ``commit``, JSON); the third write's log starts the
+    new slice, named after it; the files partition still equals the listing."""
+    table = hudi_table_zip(name)
+    init = add_v6_metadata_table(table)
+    lake = LakeTable.open(table)
+    options = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "3"}
+    before = assert_consistent(table)
+    first = write(lake, _batch(before, [401], 1), "insert", options=options)
+    assert first.metadata_compaction is None
+    second = write(lake, _batch(before, [402], 1), "insert", options=options)
+    compaction = second.instant + "001"
+    assert second.metadata_compaction == compaction
+    third = write(lake, _batch(before, [403], 1), "insert", options=options)
+    assert third.metadata_compaction is None
+    after = assert_consistent(table)
+    assert {401, 402, 403} <= set(after.column("id").to_pylist())
+    base = f"files/{GROUP}_0-0-0_{compaction}.hfile"
+    assert [f for f in _mdt_files(table) if compaction in f] == [
+        f".hoodie/{compaction}.commit",
+        f".hoodie/{compaction}.compaction.inflight",
+        f".hoodie/{compaction}.compaction.requested",
+        f"files/.{GROUP}_{compaction}.log.1_0-0-0",
+        base,
+    ]
+    commit = json.loads((table / MDT / f".hoodie/{compaction}.commit").read_text())
+    assert commit["operationType"] == "COMPACT"
+    (stat,) = commit["partitionToWriteStats"]["files"]
+    assert (stat["prevCommit"], stat["path"]) == (init, base)
+    listing = read_files_partition(open_storage(table))
+    assert listing.base_file == str(MDT / base)
+    assert listing.log_files == (str(MDT / f"files/.{GROUP}_{compaction}.log.1_0-0-0"),)
+    log = table / MDT / f"files/.{GROUP}_{compaction}.log.1_0-0-0"
+    (block,) = parse_log_bytes(log.read_bytes(), str(log))
+    assert block.header[HeaderKey.INSTANT_TIME] == third.instant

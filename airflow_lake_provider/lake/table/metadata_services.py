@@ -63,8 +63,8 @@ def run_metadata_table_services(
         return None
     if not detect(table).present:
         return None
-    # Table version 6: compaction only so far (its clean and archival are not v6-shaped yet; a v6
-    # MDT is not maintained by default).
+    # Table version 6: compaction and clean so far (its archival is not v6-shaped yet; a v6 MDT is
+    # not maintained by default).
     v6 = not table.layout.has_completion_times
     max_delta_commits = METADATA_COMPACT_DELTA_COMMITS.read(*layers)
     with contextlib.ExitStack() as stack:
@@ -82,7 +82,7 @@ def run_metadata_table_services(
             finished = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault, timeline)
             timeline = mdt.timeline()
         retained = min(CLEAN_COMMITS_RETAINED.read(*layers), MAX_RETAINED)
-        if not v6 and clean_metadata_table(mdt, retained, fault, timeline) is not None:
+        if clean_metadata_table(mdt, retained, fault, timeline) is not None:
             timeline = mdt.timeline()
         compacted = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault, timeline)
         if compacted is not None:

@@ -280,3 +280,37 @@ def test_the_v6_mdt_compacts_at_its_latest_deltacommit_plus_001(hudi_table_zip, 
     log = table / MDT / f"files/.{GROUP}_{compaction}.log.1_0-0-0"
     (block,) = parse_log_bytes(log.read_bytes(), str(log))
     assert block.header[HeaderKey.INSTANT_TIME] == third.instant
+
+
+@pytest.mark.usefixtures("v6_maintained")
+def test_the_v6_mdt_cleans_at_its_latest_deltacommit_plus_002(hudi_table_zip) -> None:
+    """Compaction after the third write (4 deltacommits), then, 3 instants after it, the clean at
+    the sixth write's time + ``002``: with 1 commit retained the initialisation's slice goes (its
+    HFile and its 4 logs), the compaction's slice stays; the listing is unchanged."""
+    table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    init = add_v6_metadata_table(table)
+    lake = LakeTable.open(table)
+    options = {
+        **MAINTAIN,
+        "hoodie.metadata.compact.max.delta.commits": "4",
+        "hoodie.cleaner.commits.retained": "1",
+    }
+    before = assert_consistent(table)
+    done = [write(lake, _batch(before, [500 + n], 1), "insert", options=options) for n in range(6)]
+    compaction, clean = done[2].instant + "001", done[5].instant + "002"
+    assert [r.metadata_compaction for r in done] == [None, None, compaction, None, None, None]
+    files = _mdt_files(table)
+    assert [f for f in files if clean in f] == [
+        f".hoodie/{clean}.clean",
+        f".hoodie/{clean}.clean.inflight",
+        f".hoodie/{clean}.clean.requested",
+    ]
+    assert [f for f in files if f.startswith("files/")] == [
+        *(f"files/.{GROUP}_{compaction}.log.{v}_0-0-0" for v in (1, 2, 3)),
+        f"files/{GROUP}_0-0-0_{compaction}.hfile",
+    ]
+    assert not any(init in f for f in files if f.startswith("files/"))
+    after = assert_consistent(table)
+    assert set(range(500, 506)) <= set(after.column("id").to_pylist())
+    # No second clean at the same time while no deltacommit followed it.
+    assert not [f for f in _mdt_files(table) if f.endswith(".clean") and f != f".hoodie/{clean}.clean"]

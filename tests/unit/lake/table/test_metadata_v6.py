@@ -22,6 +22,9 @@ from airflow_lake_provider.lake.errors import LakeError, TableConfigError
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table import metadata_table
 from airflow_lake_provider.lake.table.metadata_files import (
@@ -34,6 +37,10 @@ from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
 
 MAINTAIN = {"lake.metadata-table.maintain": "true"}
+ONE_VERSION = {
+    "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+    "hoodie.cleaner.fileversions.retained": "1",
+}
 MDT = Path(".hoodie/metadata")
 GROUP = "files-0000-0"
 # name -> (its latest completed instant, partitioned)
@@ -63,6 +70,11 @@ def _mdt_files(table: Path) -> list[str]:
 
 def _rows(table: pa.Table) -> list[str]:
     return sorted(repr(r) for r in table.drop_columns(["_hoodie_commit_seqno"]).to_pylist())
+
+
+def _data(table: pa.Table) -> list[str]:
+    """The rows without the meta fields a compaction rewrites (file name, sequence number)."""
+    return _rows(table.drop_columns(["_hoodie_file_name"]))
 
 
 def assert_consistent(table: Path, *, referee: bool = True) -> pa.Table:
@@ -314,3 +326,31 @@ def test_the_v6_mdt_cleans_at_its_latest_deltacommit_plus_002(hudi_table_zip) ->
     assert set(range(500, 506)) <= set(after.column("id").to_pylist())
     # No second clean at the same time while no deltacommit followed it.
     assert not [f for f in _mdt_files(table) if f.endswith(".clean") and f != f".hoodie/{clean}.clean"]
+
+
+@pytest.mark.usefixtures("v6_maintained")
+@pytest.mark.parametrize("name", ["morparquet_v6_simplekeygen_nonhivestyle", "morparquet_v6_nonpartitioned"])
+def test_data_compaction_then_clean_keep_a_v6_mdt(hudi_table_zip, name: str) -> None:
+    """The data table's compaction and clean each add their MDT deltacommit at their own instant
+    (completed before it): the new base files listed, then the cleaned files gone."""
+    table = hudi_table_zip(name)
+    init = add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    ids = sorted(before.column("id").to_pylist())
+    write(LakeTable.open(table), _batch(before, ids, 5), "upsert", options=MAINTAIN)
+    rows = assert_consistent(table)
+    scheduled, done = run_compaction(LakeTable.open(table), MAINTAIN, force=True)
+    assert done.outcome is Outcome.COMPLETED and scheduled.plan is not None
+    assert _data(assert_consistent(table)) == _data(rows)
+    new_bases = {s.path.rsplit("/", 1)[-1] for s in done.stats}
+    listing = read_files_partition(open_storage(table)).files
+    assert new_bases <= {n for files in listing.values() for n in files}
+    cleaned = run_clean(LakeTable.open(table), {**MAINTAIN, **ONE_VERSION})
+    assert cleaned.deleted_files > 0
+    assert _data(assert_consistent(table)) == _data(rows)
+    for instant in (done.instant, cleaned.instant):
+        assert f".hoodie/{instant}.deltacommit" in _mdt_files(table)
+    # Each a new log version of the init slice (no MDT compaction ran: 4 deltacommits < 10).
+    assert [f for f in _mdt_files(table) if f.startswith("files/.")] == [
+        f"files/.{GROUP}_{init}.log.{v}_0-0-0" for v in (1, 2, 3, 4)
+    ]

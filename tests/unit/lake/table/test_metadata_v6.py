@@ -33,6 +33,7 @@ from airflow_lake_provider.lake.table.metadata_files import (
     read_files_partition,
 )
 from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
 
@@ -354,3 +355,23 @@ def test_data_compaction_then_clean_keep_a_v6_mdt(hudi_table_zip, name: str) -> 
     assert [f for f in _mdt_files(table) if f.startswith("files/.")] == [
         f"files/.{GROUP}_{init}.log.{v}_0-0-0" for v in (1, 2, 3, 4)
     ]
+
+
+@pytest.mark.usefixtures("v6_maintained")
+@pytest.mark.parametrize(
+    "name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_simplekeygen_nonhivestyle"]
+)
+def test_rollback_of_a_completed_write_keeps_a_v6_mdt(hudi_table_zip, name: str) -> None:
+    """A forced rollback of a completed maintained write removes its MDT deltacommit and its log (a
+    v6 log found by its blocks' instant), and the MDT lists the table as before the write."""
+    table = hudi_table_zip(name)
+    init = add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    files = _mdt_files(table)
+    ids = sorted(before.column("id").to_pylist())
+    t = write(LakeTable.open(table), _batch(before, [ids[0], 601], 7), "upsert", options=MAINTAIN).instant
+    assert f"files/.{GROUP}_{init}.log.2_0-0-0" in _mdt_files(table)
+    (done,) = rollback(LakeTable.open(table), t, force=True, options=MAINTAIN)
+    assert done.target == t
+    assert _mdt_files(table) == files
+    assert _data(assert_consistent(table)) == _data(before)

@@ -63,9 +63,6 @@ def run_metadata_table_services(
         return None
     if not detect(table).present:
         return None
-    # Table version 6: compaction and clean so far (its archival is not v6-shaped yet; a v6 MDT is
-    # not maintained by default).
-    v6 = not table.layout.has_completion_times
     max_delta_commits = METADATA_COMPACT_DELTA_COMMITS.read(*layers)
     with contextlib.ExitStack() as stack:
         for name in MDT_WRITER_LOCKS:
@@ -87,8 +84,7 @@ def run_metadata_table_services(
         compacted = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault, timeline)
         if compacted is not None:
             timeline = mdt.timeline()
-        if not v6:
-            archive_metadata_table(mdt, data, metadata_archival_config(*layers), timeline)
+        archive_metadata_table(mdt, data, metadata_archival_config(*layers), timeline)
         return compacted or finished
 
 

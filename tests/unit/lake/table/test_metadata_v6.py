@@ -36,6 +36,7 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
+from airflow_lake_provider.lake.timeline.archived import decode_archive_block
 
 MAINTAIN = {"lake.metadata-table.maintain": "true"}
 ONE_VERSION = {
@@ -375,3 +376,41 @@ def test_rollback_of_a_completed_write_keeps_a_v6_mdt(hudi_table_zip, name: str)
     assert done.target == t
     assert _mdt_files(table) == files
     assert _data(assert_consistent(table)) == _data(before)
+
+
+@pytest.mark.usefixtures("v6_maintained")
+def test_the_v6_mdt_timeline_is_archived_to_layout_1_archive_files(hudi_table_zip) -> None:
+    """With an MDT compaction every 2 deltacommits and keep.min/max 2/3 (the MDT's 3/4), the MDT's
+    older instants go to ``.hoodie/metadata/.hoodie/archived/`` archive files (each entry once, with
+    its metadata) and leave its active timeline, which keeps every deltacommit of the latest slice;
+    the files partition still equals the listing."""
+    table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    init = add_v6_metadata_table(table)
+    options = {
+        **MAINTAIN,
+        "hoodie.metadata.compact.max.delta.commits": "2",
+        "hoodie.keep.min.commits": "2",
+        "hoodie.keep.max.commits": "3",
+        "hoodie.cleaner.commits.retained": "1",
+    }
+    before = assert_consistent(table)
+    done = [
+        write(LakeTable.open(table), _batch(before, [700 + n], 1), "insert", options=options)
+        for n in range(8)
+    ]
+    after = assert_consistent(table)
+    assert set(range(700, 708)) <= set(after.column("id").to_pylist())
+    archived = []
+    for path in sorted((table / MDT / ".hoodie/archived").glob(".commits_.archive.*")):
+        for block in parse_log_bytes(path.read_bytes(), str(path)):
+            archived.extend((e["commitTime"], e["actionType"]) for e in decode_archive_block(block))
+    active = {p.name.split(".")[0] for p in (table / MDT / ".hoodie").glob("[0-9]*")}
+    assert archived and (init, "deltacommit") in archived
+    assert len(archived) == len(set(archived)) and not {t for t, _ in archived} & active
+    # Every deltacommit whose block the latest slice holds is still active.
+    listing = read_files_partition(open_storage(table))
+    for log in listing.log_files:
+        for block in parse_log_bytes((table / log).read_bytes(), log):
+            assert block.header[HeaderKey.INSTANT_TIME] in active
+    compactions = [r.metadata_compaction for r in done if r.metadata_compaction]
+    assert listing.base_file == str(MDT / f"files/{GROUP}_0-0-0_{compactions[-1]}.hfile")

@@ -61,6 +61,7 @@ from airflow_lake_provider.lake.table.metadata_index import (
 )
 from airflow_lake_provider.lake.table.metadata_records import (
     FilesChange,
+    PartitionChange,
     Records,
     change_of_clean,
     files_records,
@@ -214,6 +215,20 @@ class MetadataTableWriter:
         if indexed:
             groups.update(clean_index_records(data, config, timeline, change, indexed, self.record_schema))
         return self.commit_records(instant, groups)
+
+    def commit_rollback_logs(self, instant: str, logs: Iterable[tuple[str, int]]) -> list[str]:
+        """Write and complete the MDT deltacommit of the pending data rollback ``instant`` that
+        appended rollback blocks to ``logs`` (table-relative path, new size): table version 6 only
+        (1.x rollbacks delete logs). Each file's new size in ``files``, as Java records a rollback's
+        log files (``processRollbackMetadata``; a merge keeps the larger size); no partition list."""
+        partitions: dict[str, dict[str, int]] = {}
+        for rel, size in logs:
+            partition, _, name = rel.rpartition("/")
+            partitions.setdefault(partition, {})[name] = size
+        change = FilesChange({p: PartitionChange(added=files) for p, files in partitions.items()})
+        return self.commit_records(
+            instant, {FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}}
+        )
 
     def commit_records(
         self, instant: str, partitions: Mapping[str, Mapping[str, Records]], *, discard_first: bool = True

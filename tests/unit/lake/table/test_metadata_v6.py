@@ -21,6 +21,7 @@ from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import LakeError, TableConfigError
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
+from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, delete_block
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
@@ -37,6 +38,8 @@ from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
 from airflow_lake_provider.lake.timeline.archived import decode_archive_block
+from airflow_lake_provider.lake.timeline.instant import Action
+from airflow_lake_provider.lake.timeline.markers import IOType
 
 MAINTAIN = {"lake.metadata-table.maintain": "true"}
 ONE_VERSION = {
@@ -414,3 +417,42 @@ def test_the_v6_mdt_timeline_is_archived_to_layout_1_archive_files(hudi_table_zi
             assert block.header[HeaderKey.INSTANT_TIME] in active
     compactions = [r.metadata_compaction for r in done if r.metadata_compaction]
     assert listing.base_file == str(MDT / f"files/{GROUP}_0-0-0_{compactions[-1]}.hfile")
+
+
+@pytest.mark.usefixtures("v6_maintained")
+def test_rollback_blocks_appended_to_a_log_are_listed_in_the_v6_mdt(hudi_table_zip) -> None:
+    """A failed write of a Java writer on storage that appends (HDFS) left a block in the log file
+    of an earlier write: its rollback appends a rollback block there, and (as Java's
+    ``processRollbackMetadata``) adds an MDT deltacommit at the rollback's time with the file's new
+    size, completed before the rollback: the MDT lists the log at its size again."""
+    table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    ids = sorted(before.column("id").to_pylist())
+    lake = LakeTable.open(table)
+    first = write(lake, _batch(before, [ids[0]], 1), "upsert", options=MAINTAIN).instant
+    (log,) = [
+        p
+        for p in (table / "10").glob(".*.log.*")
+        if parse_log_bytes(p.read_bytes(), str(p))[0].header[HeaderKey.INSTANT_TIME] == first
+    ]
+    log_rel = log.name
+    # The crashed write: requested and inflight, a marker naming the log, one block appended to it.
+    failed = lake.clock.next(after=first)
+    inflight = lake.store.transition_to_inflight(lake.store.create_requested(failed, Action.DELTACOMMIT))
+    assert inflight.is_inflight
+    lake.store.markers.create(failed, "10", log_rel, IOType.APPEND)
+    (own,) = parse_log_bytes(log.read_bytes(), str(log))
+    schema = json.loads(own.header[HeaderKey.SCHEMA])
+    with log.open("ab") as out:
+        out.write(delete_block([DeleteRecord(str(ids[0]), "10")], failed, schema))
+    (done,) = rollback(
+        LakeTable.open(table), options={**MAINTAIN, "hoodie.cleaner.policy.failed.writes": "EAGER"}
+    )
+    assert (done.target, done.marked, done.deleted) == (failed, (f"10/{log_rel}",), ())
+    assert f".hoodie/{done.instant}.deltacommit" in _mdt_files(table)
+    listing = read_files_partition(open_storage(table))
+    assert listing.files["10"][log_rel] == log.stat().st_size
+    after = assert_consistent(table)
+    assert _data(after) == _data(read_snapshot(LakeTable.open(table)))
+    assert ids[0] in after.column("id").to_pylist()

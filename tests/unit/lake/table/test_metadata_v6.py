@@ -26,6 +26,9 @@ from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey,
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions
+from airflow_lake_provider.lake.services.restore import restore
+from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table import metadata_table
 from airflow_lake_provider.lake.table.metadata_files import (
@@ -456,3 +459,49 @@ def test_rollback_blocks_appended_to_a_log_are_listed_in_the_v6_mdt(hudi_table_z
     after = assert_consistent(table)
     assert _data(after) == _data(read_snapshot(LakeTable.open(table)))
     assert ids[0] in after.column("id").to_pylist()
+
+
+@pytest.mark.usefixtures("v6_maintained")
+@pytest.mark.parametrize(
+    "name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_simplekeygen_nonhivestyle"]
+)
+def test_restore_keeps_a_v6_mdt(hudi_table_zip, name: str) -> None:
+    """A restore to a savepoint taken before two maintained writes removes both writes' MDT
+    deltacommits and logs: the MDT is byte for byte what it was at the savepoint."""
+    table = hudi_table_zip(name)
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    lake = LakeTable.open(table)
+    point = lake.timeline().completed_commits[-1].timestamp
+    create_savepoint(lake, point)
+    mdt_before = {f: (table / MDT / f).read_bytes() for f in _mdt_files(table)}
+    ids = sorted(before.column("id").to_pylist())
+    write(LakeTable.open(table), _batch(before, [ids[0], 801], 1), "upsert", options=MAINTAIN)
+    write(LakeTable.open(table), _batch(before, [802], 1), "insert", options=MAINTAIN)
+    restore(LakeTable.open(table), point, MAINTAIN)
+    assert {f: (table / MDT / f).read_bytes() for f in _mdt_files(table)} == mdt_before
+    assert _data(assert_consistent(table)) == _data(before)
+
+
+@pytest.mark.usefixtures("v6_maintained")
+def test_merge_small_files_keeps_a_v6_mdt(hudi_table_zip) -> None:
+    """Partition commit's merge of small files on a v6 COW table: its replacecommit's MDT
+    deltacommit (the new base file; the replaced ones listed until a clean) at its own time."""
+    table = hudi_table_zip("cow_v6_simplekeygen_nonhivestyle")
+    init = add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    for n in range(3):
+        write(LakeTable.open(table), _batch(before, [900 + n], 1), "insert", options=MAINTAIN)
+    rows = assert_consistent(table)
+    partition = str(rows.column("_hoodie_partition_path")[0].as_py())
+    merge = {
+        **MAINTAIN,
+        "sink.partition-commit.policy.kind": "merge-small-files",
+        "compaction.file-size": "4mb",
+    }
+    result = commit_partitions(LakeTable.open(table), [partition], merge)
+    assert result.committed == (partition,)
+    (replace,) = LakeTable.open(table).timeline().filter([Action.REPLACECOMMIT])
+    assert f".hoodie/{replace.timestamp}.deltacommit" in _mdt_files(table)
+    assert f"files/.{GROUP}_{init}.log.5_0-0-0" in _mdt_files(table)
+    assert _data(assert_consistent(table)) == _data(rows)

@@ -32,12 +32,13 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
     decode_hfile_block,
     decode_hfile_cells,
 )
-from airflow_lake_provider.lake.log_file.log_format import BlockType
+from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, State
 from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
+from airflow_lake_provider.lake.timeline.markers import Markers
 
 MDT_DIR = f"{HOODIE_DIR}/metadata"
 FILES_PARTITION = "files"
@@ -301,14 +302,15 @@ def _listing(
 def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
     """partition (``.`` for the table's root) -> base and log file name -> size, for the files of
     completed data instants (a log of layout 2 by its deltacommit, of layout 1 by its slice's base
-    instant, which may also be a pending compaction's), archived ones (older than the active
-    timeline) included."""
+    instant, which may also be a pending compaction's, but not one a pending write created),
+    archived ones (older than the active timeline) included."""
     _, timeline = _open_timeline(storage, mdt=False)
     completed = {i.timestamp for i in timeline.filter(states=[State.COMPLETED])}
     if not timeline.layout.has_completion_times:
         completed |= {i.timestamp for i in timeline.pending_compactions()}
     # A file older than the active timeline is of an archived, so completed, instant.
     first = timeline.instants[0].timestamp if timeline.instants else None
+    pending = set() if timeline.layout.has_completion_times else _pending_logs(storage, timeline)
     out: dict[str, dict[str, int]] = {}
     for folder, listing in storage.walk("", lambda rel: not rel.rsplit("/", 1)[-1].startswith(".")):
         names = {name for name, _ in listing}
@@ -322,9 +324,34 @@ def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
             log = LogFileName.parse(name)
             instant = base.group(3) if base else log.base_instant if log else None
             if instant is not None and (instant in completed or (first is not None and instant < first)):
-                kept[name] = size
+                if log is None or f"{folder}/{name}".lstrip("/") not in pending:
+                    kept[name] = size
         out[folder or NON_PARTITIONED] = dict(sorted(kept.items()))
     return dict(sorted(out.items()))
+
+
+def _pending_logs(storage: Storage, timeline: Timeline) -> set[str]:
+    """Layout 1: the log files (table-relative) a pending write created, which are named after a
+    completed slice but hold no completed instant's block: those its markers name whose first block
+    is its own (or that are empty or cut short). A log it appended to after others' blocks stays."""
+    markers = Markers(storage)
+    out: set[str] = set()
+    for instant in timeline.instants:
+        if instant.is_completed:
+            continue
+        for marker in markers.read(instant.timestamp):
+            if LogFileName.parse(marker.file_name) is None:
+                continue
+            rel = marker.relative_path
+            try:
+                blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
+            except FileNotFoundError:
+                continue
+            except CorruptDataFileError:
+                blocks = []
+            if not blocks or blocks[0].header.get(HeaderKey.INSTANT_TIME) == instant.timestamp:
+                out.add(rel)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

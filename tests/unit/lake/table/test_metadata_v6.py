@@ -10,10 +10,12 @@ slice's base instant; the ``files`` partition, merged as Hudi 0.15 merges it, eq
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from crash_support import crashing, steps_of
 from hudi import HudiTableBuilder
 from mdt_v6_tables import INIT_SUFFIX, V6_HFILE, add_v6_metadata_table, mdt_properties
 
@@ -29,7 +31,7 @@ from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
-from airflow_lake_provider.lake.storage import open_storage
+from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
 from airflow_lake_provider.lake.table import metadata_table
 from airflow_lake_provider.lake.table.metadata_files import (
     check_files_partition,
@@ -505,3 +507,54 @@ def test_merge_small_files_keeps_a_v6_mdt(hudi_table_zip) -> None:
     assert f".hoodie/{replace.timestamp}.deltacommit" in _mdt_files(table)
     assert f"files/.{GROUP}_{init}.log.5_0-0-0" in _mdt_files(table)
     assert _data(assert_consistent(table)) == _data(rows)
+
+
+def _blocks_of(table: Path, instant: str) -> list[str]:
+    """The MDT log files holding a block of ``instant`` (a v6 log is named after its slice)."""
+    found = []
+    for log in sorted((table / MDT / "files").glob(".*.log.*")):
+        if any(
+            b.header.get(HeaderKey.INSTANT_TIME) == instant
+            for b in parse_log_bytes(log.read_bytes(), str(log))
+        ):
+            found.append(log.name)
+    return found
+
+
+@pytest.mark.usefixtures("v6_maintained")
+def test_crash_at_every_durable_step_of_a_maintained_v6_write(hudi_table_zip, tmp_path: Path) -> None:
+    """A crash after any durable step of a maintained upsert (data instant, data files, the MDT
+    deltacommit's requested/inflight/log/completed files, the data instant completed, the clean-up)
+    leaves both readers on the rows before it (after it once its data instant completed) and the
+    files partition equal to the listing; the next maintained write rolls the crashed one back
+    (Spark's EAGER), its MDT deltacommit and log with it, and everything stays so."""
+    template = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    add_v6_metadata_table(template)
+    before = assert_consistent(template)
+    ids = sorted(before.column("id").to_pylist())
+    batch, second = _batch(before, [ids[0], 1001], 9), _batch(before, [1002], 9)
+    counting = crashing(LakeTable.open(shutil.copytree(template, tmp_path / "count")))
+    t = write(counting, batch, "upsert", options=MAINTAIN).instant
+    steps = steps_of(counting)
+    mdt_done = steps.index(f"create .hoodie/{t}.deltacommit") + 1  # the MDT's (relative to it)
+    data_done = max(i for i, s in enumerate(steps, 1) if s == f"create .hoodie/{t}.deltacommit")
+    assert data_done > mdt_done
+    eager = {**MAINTAIN, "hoodie.cleaner.policy.failed.writes": "EAGER"}
+    for step in range(1, len(steps) + 1):
+        path = shutil.copytree(template, tmp_path / f"crash{step}")
+        with pytest.raises(SimulatedCrash):
+            write(crashing(LakeTable.open(path), step), batch, "upsert", options=MAINTAIN)
+        crashed = [
+            i
+            for i in LakeTable.open(path).timeline().instants
+            if i.timestamp > max(before.column("_hoodie_commit_time").to_pylist())
+        ]
+        expected = {*ids, 1001} if step >= data_done else set(ids)
+        assert set(assert_consistent(path).column("id").to_pylist()) == expected, (step, steps[step - 1])
+        write(LakeTable.open(path), second, "insert", options=eager)
+        after = assert_consistent(path)
+        assert set(after.column("id").to_pylist()) == expected | {1002}, (step, steps[step - 1])
+        for instant in crashed:  # rolled back, or completed
+            if not LakeTable.open(path).timeline().get(instant.timestamp):
+                assert not _blocks_of(path, instant.timestamp), (step, steps[step - 1])
+                assert not list((path / MDT / ".hoodie").glob(f"{instant.timestamp}.*"))

@@ -48,11 +48,16 @@ def _is_partition_folder(rel: str) -> bool:
 
 # BASE_FILE_RE's grammar, one name per line; group 1 the name, 2 the file id, 3 the instant.
 _BASE_LINES = re.compile(r"^(([A-Za-z0-9-]+)_[A-Za-z0-9-]+_(\d{14}(?:\d{3})?)\.parquet)$", re.MULTILINE)
-# The same for a metadata table, whose base files are HFiles.
-_HFILE_BASE_LINES = re.compile(r"^(([A-Za-z0-9-]+)_[A-Za-z0-9-]+_(\d{14}(?:\d{3})?)\.hfile)$", re.MULTILINE)
+# The same for a metadata table, whose base files are HFiles (and, on a v6 table, whose instants may
+# carry operation suffixes: instant.TIMELINE_TIME_RE).
+_HFILE_BASE_LINES = re.compile(
+    r"^(([A-Za-z0-9-]+)_[A-Za-z0-9-]+_(\d{14}(?:\d{3}){0,3})\.hfile)$", re.MULTILINE
+)
 _BASE_GRAMMARS = {"parquet": _BASE_LINES, "hfile": _HFILE_BASE_LINES}
 # The log grammar (file_names._LOG_RE) likewise: 1 the name, 2 the file id, 3 the base instant.
-_LOG_LINES = re.compile(r"^(\.([A-Za-z0-9-]+)_(\d{14}(?:\d{3})?)\.log\.\d+(?:_\d+-\d+-\d+)?)$", re.MULTILINE)
+_LOG_LINES = re.compile(
+    r"^(\.([A-Za-z0-9-]+)_(\d{14}(?:\d{3}){0,3})\.log\.\d+(?:_\d+-\d+-\d+)?)$", re.MULTILINE
+)
 
 
 # A size is None where the view was listed without sizes (``build(sizes=False)``).

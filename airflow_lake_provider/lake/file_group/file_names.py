@@ -8,13 +8,17 @@ import uuid
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import InvalidFileNameError
-from airflow_lake_provider.lake.timeline.instant import validate_instant_time
+from airflow_lake_provider.lake.timeline.instant import validate_instant_time, validate_timeline_time
 
 # Java's grammar: file ids and tokens use [A-Za-z0-9-] only; a "_" would make hudi-rs drop the file.
 _FILE_ID_RE = re.compile(r"^[A-Za-z0-9-]+$")
 _TOKEN_RE = re.compile(r"^\d+-\d+-\d+$")
 BASE_FILE_RE = re.compile(r"^([A-Za-z0-9-]+)_([A-Za-z0-9-]+)_(\d{14}(?:\d{3})?)\.parquet$")
-_LOG_RE = re.compile(r"^\.([A-Za-z0-9-]+)_(\d{14}(?:\d{3})?)\.log\.(\d+)(?:_(\d+-\d+-\d+))?$")
+# A base file of another format (a metadata table's HFile) without its extension: on a v6 table's
+# metadata table its instant may carry operation suffixes (instant.TIMELINE_TIME_RE).
+_OTHER_BASE_RE = re.compile(r"^([A-Za-z0-9-]+)_([A-Za-z0-9-]+)_(\d{14}(?:\d{3}){0,3})$")
+# A log's base instant may carry a v6 metadata table's operation suffixes (instant.TIMELINE_TIME_RE).
+_LOG_RE = re.compile(r"^\.([A-Za-z0-9-]+)_(\d{14}(?:\d{3}){0,3})\.log\.(\d+)(?:_(\d+-\d+-\d+))?$")
 PARTITION_METADATA_FILE = ".hoodie_partition_metadata"
 
 
@@ -54,8 +58,8 @@ class BaseFileName:
         if extension == "parquet":
             return _parse_base(name)
         stem, dot, ext = name.rpartition(".")
-        parsed = _parse_base(f"{stem}.parquet") if dot and ext == extension else None
-        return cls(parsed.file_id, parsed.write_token, parsed.instant, extension) if parsed else None
+        m = _OTHER_BASE_RE.match(stem) if dot and ext == extension else None
+        return cls(m.group(1), m.group(2), m.group(3), extension) if m else None
 
     @classmethod
     def create(cls, file_id: str, token: str, instant: str) -> BaseFileName:
@@ -92,7 +96,7 @@ class LogFileName:
         validate_file_id(file_id)
         if version < 1 or not _TOKEN_RE.match(token):
             raise InvalidFileNameError(f"log version {version} must be >= 1 and token {token!r} <d>-<d>-<d>")
-        return cls(file_id, validate_instant_time(base_instant), version, token)
+        return cls(file_id, validate_timeline_time(base_instant), version, token)
 
 
 # Every write lists its partitions again and parses the same (immutable) names: remember them. The

@@ -10,7 +10,9 @@ last MDT clean's earliest retained commit): nothing at or after the data table's
 commit or its first pending instant (``TimelineUtils.getEarliestInstantForMetadataArchival``: MDT
 readers count an MDT deltacommit valid through its data instant). The instants go to the MDT's LSM
 history (layout 2) first, then their active files, oldest first and each instant's completed file
-last: a crash leaves them in the history and active, and the next run removes them.
+last: a crash leaves them in the history and active, and the next run removes them. On a version 6
+table (layout 1, Hudi 0.14/0.15's ``HoodieTimelineArchiver``) they go to a new archive file of
+``.hoodie/metadata/.hoodie/archived/`` instead, as the data table's archival writes one.
 
 The data table's archival keeps every commit that completed after the MDT's last compaction was
 requested (``archival.executor.metadata_table_bound``, by completion time as Java 1.x), so this bound
@@ -26,6 +28,7 @@ from collections.abc import Mapping
 
 from airflow_lake_provider.lake.config.registry import METADATA_COMPACT_DELTA_COMMITS
 from airflow_lake_provider.lake.config.values import TriggerStrategy
+from airflow_lake_provider.lake.table.archival.archive_log import write_archive_log
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.planner import plan_archival
 from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter
@@ -74,9 +77,13 @@ def archive_metadata_table(
     )
     if plan is None or not plan.instants:
         return ()
-    mdt.store.append_history(plan.instants)
-    mdt.store.remove_archived([i.timestamp for i in plan.instants])
-    mdt.store.compact_history()
+    if timeline.layout.history_folder is None:  # table version 6: layout 1's archive files
+        write_archive_log(mdt.store, timeline, plan.instants, config.batch)
+        mdt.store.remove_archived([i.timestamp for i in plan.instants])
+    else:
+        mdt.store.append_history(plan.instants)
+        mdt.store.remove_archived([i.timestamp for i in plan.instants])
+        mdt.store.compact_history()
     archived = tuple(i.timestamp for i in plan.instants)
     log.info(
         "archived %d metadata table instants (%s to %s); its active timeline starts at %s (limited by %s)",

@@ -11,7 +11,8 @@ last one before the earliest pending one; in every MDT file group, the latest sl
 older than that commit stay, every older slice's base file and log files go. Nothing to delete:
 no instant (as Java's planner).
 
-The instant is a fresh time; durable order on the MDT: requested (``HoodieCleanerPlan``), inflight,
+The instant is a fresh time (on a version 6 table the latest MDT deltacommit's time plus ``002``,
+as Hudi 0.14/0.15 take it); durable order on the MDT: requested (``HoodieCleanerPlan``), inflight,
 the deletions, completed (``HoodieCleanMetadata``). Readers only read the latest slices, which a
 clean never touches: a crash anywhere leaves every listing as it was, and the next run finishes the
 pending clean (its deletions again, a file already gone counting as deleted).
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 FaultHook = Callable[[str], None]
 POLICY = "KEEP_LATEST_COMMITS"
 MAX_RETAINED = 20  # HoodieMetadataConfig's DEFAULT_METADATA_CLEANER_COMMITS_RETAINED
+V6_CLEAN_SUFFIX = "002"  # Hudi's OperationSuffix.CLEAN
 INSTANTS_AFTER_COMPACTION = 3  # Java leaves the MDT uncleaned until this many follow a compaction
 _COMMIT_ACTIONS = (Action.COMMIT, Action.DELTACOMMIT, Action.REPLACECOMMIT)
 
@@ -156,13 +158,27 @@ def clean_metadata_table(
     plan = plan_clean(mdt.storage, timeline, retained)
     if plan is None:
         return None
-    latest = max(t for i in timeline.instants for t in (i.timestamp, i.completion_time or ""))
-    instant = mdt.store.clock.next(after=latest)
+    instant = clean_instant(mdt, timeline)
+    if instant is None:
+        return None
     body = timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, plan.to_avro(base))
     mdt.store.create_requested(instant, Action.CLEAN, body)
     fault("requested")
     _execute(mdt, mdt.timeline(), instant, plan, fault)
     return instant
+
+
+def clean_instant(mdt: MetadataTableWriter, timeline: Timeline) -> str | None:
+    """The time of a new MDT clean: on table version 6 (layout 1) the latest completed MDT
+    deltacommit's time plus Hudi's clean suffix ``002`` (``createCleanTimestamp``), None when an
+    instant already has it (Java then skips the clean: a clean ran since that deltacommit); on 8 and
+    9 a fresh time later than every MDT instant."""
+    if not timeline.layout.has_completion_times:
+        latest = max(i.timestamp for i in timeline.filter([Action.DELTACOMMIT], [State.COMPLETED]))
+        instant = latest + V6_CLEAN_SUFFIX
+        return None if any(i.timestamp == instant for i in timeline.instants) else instant
+    latest = max(t for i in timeline.instants for t in (i.timestamp, i.completion_time or ""))
+    return mdt.store.clock.next(after=latest)
 
 
 def _execute(

@@ -44,8 +44,15 @@ from airflow_lake_provider.lake.format.hfile import Dialect, HFile, HFileSetting
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
+from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
-from airflow_lake_provider.lake.table.metadata_files import FILES_GROUP, FILES_PARTITION, MDT_DIR
+from airflow_lake_provider.lake.table.metadata_files import (
+    FILES_GROUP,
+    FILES_PARTITION,
+    MDT_DIR,
+    file_groups_of,
+    mdt_own_instant,
+)
 from airflow_lake_provider.lake.table.metadata_index import (
     INDEX_PARTITIONS,
     clean_index_records,
@@ -54,6 +61,7 @@ from airflow_lake_provider.lake.table.metadata_index import (
 )
 from airflow_lake_provider.lake.table.metadata_records import (
     FilesChange,
+    PartitionChange,
     Records,
     change_of_clean,
     files_records,
@@ -208,6 +216,20 @@ class MetadataTableWriter:
             groups.update(clean_index_records(data, config, timeline, change, indexed, self.record_schema))
         return self.commit_records(instant, groups)
 
+    def commit_rollback_logs(self, instant: str, logs: Iterable[tuple[str, int]]) -> list[str]:
+        """Write and complete the MDT deltacommit of the pending data rollback ``instant`` that
+        appended rollback blocks to ``logs`` (table-relative path, new size): table version 6 only
+        (1.x rollbacks delete logs). Each file's new size in ``files``, as Java records a rollback's
+        log files (``processRollbackMetadata``; a merge keeps the larger size); no partition list."""
+        partitions: dict[str, dict[str, int]] = {}
+        for rel, size in logs:
+            partition, _, name = rel.rpartition("/")
+            partitions.setdefault(partition, {})[name] = size
+        change = FilesChange({p: PartitionChange(added=files) for p, files in partitions.items()})
+        return self.commit_records(
+            instant, {FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}}
+        )
+
     def commit_records(
         self, instant: str, partitions: Mapping[str, Mapping[str, Records]], *, discard_first: bool = True
     ) -> list[str]:
@@ -220,7 +242,8 @@ class MetadataTableWriter:
         if discard_first:
             self.discard(instant)
         requested = store.create_requested(instant, Action.DELTACOMMIT)
-        inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_avro_bytes())
+        as_avro = store.layout.has_completion_times  # layout 1 (table version 6): JSON
+        inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_bytes(as_avro))
         settings = self.settings
         if settings.dialect is Dialect.HUDI:  # hudi-io's writer stamps the creation time
             settings = dataclasses.replace(settings, create_time_ms=_epoch_ms(store.clock))
@@ -229,16 +252,19 @@ class MetadataTableWriter:
         for partition, groups in partitions.items():
             for file_id, records in groups.items():
                 data = hfile_data_block(records, self.block_schema, instant, settings, schema_first=True)
-                name = LogFileName.create(file_id, instant, 1, MDT_WRITE_TOKEN).name
-                rel = f"{partition}/{name}"
+                if store.layout.has_completion_times:
+                    name, prev, base = LogFileName.create(file_id, instant, 1, MDT_WRITE_TOKEN), instant, ""
+                else:
+                    name, prev, base = self._next_log_v6(partition, file_id)
+                rel = f"{partition}/{name.name}"
                 self.storage.create(rel, data)
                 written.append(rel)
                 stats[partition] = (
                     *stats.get(partition, ()),
-                    _log_stat(partition, file_id, rel, instant, len(records), len(data)),
+                    _log_stat(partition, rel, name, prev, base, len(records), len(data)),
                 )
         body = CommitMetadata(MDT_OPERATION, stats, {"schema": self.commit_schema})
-        store.transition_to_completed(inflight, body.to_avro_bytes())
+        store.transition_to_completed(inflight, body.to_bytes(as_avro))
         return written
 
     def discard_orphans(self, data: Timeline) -> list[str]:
@@ -254,7 +280,7 @@ class MetadataTableWriter:
         removed = []
         for instant in self.timeline().filter([Action.DELTACOMMIT]):
             t = instant.timestamp
-            if t in on_data or t <= first or t.startswith(_SOLO):
+            if t in on_data or t <= first or t.startswith(_SOLO) or mdt_own_instant(t):
                 continue
             self._remove(instant)
             removed.append(t)
@@ -319,6 +345,46 @@ class MetadataTableWriter:
                     return t
         return None
 
+    def _next_log_v6(self, partition: str, file_id: str) -> tuple[LogFileName, str, str]:
+        """Table version 6 (layout 1): the log file a deltacommit adds to the file group's newest
+        slice, named after the slice's base instant, one version past every log of that slice in
+        storage (a crashed attempt's too: a name is never reused), as our v6 data writer adds one;
+        also the slice's base instant and base file name (the write stat's)."""
+        (group,) = [g for g in file_groups_of(self.storage, [partition])[partition] if g.file_id == file_id]
+        newest = group.latest_slice
+        versions = [
+            parsed.version
+            for n in self.storage.list_names(partition)
+            if (parsed := LogFileName.parse(n)) is not None
+            and parsed.file_id == file_id
+            and parsed.base_instant == newest.base_instant
+        ]
+        name = LogFileName.create(file_id, newest.base_instant, max(versions, default=0) + 1, MDT_WRITE_TOKEN)
+        base = newest.base_file.file_name if newest.base_file is not None else ""
+        return name, newest.base_instant, base
+
+    def _logs_of(self, partition: str, instant: str) -> list[str]:
+        """The log files of ``partition`` the MDT deltacommit ``instant`` wrote: named after it
+        (Hudi 1.x), or, in table version 6, whose every block carries its instant time (a v6 log is
+        named after its slice: only its blocks tell which deltacommit wrote it; ours hold one)."""
+        found = []
+        for name in self.storage.list_names(partition):
+            parsed = LogFileName.parse(name)
+            if parsed is None:
+                continue
+            if self.store.layout.has_completion_times:
+                if parsed.base_instant == instant:
+                    found.append(name)
+                continue
+            rel = f"{partition}/{name}"
+            try:
+                blocks = parse_log_bytes(self.storage.read(rel), self.storage.uri(rel))
+            except CorruptDataFileError:
+                continue  # a partial file of a Java writer's crashed attempt is not ours to remove
+            if blocks and all(b.header.get(HeaderKey.INSTANT_TIME) == instant for b in blocks):
+                found.append(name)
+        return found
+
     def _remove(self, instant: Instant) -> None:
         """Remove an MDT deltacommit: its log files, then its completed file, then the pending ones
         (a crash leaves a shorter one for the next run to remove)."""
@@ -326,30 +392,31 @@ class MetadataTableWriter:
         for partition in self.storage.list_dir("")[1]:
             if partition.startswith("."):  # its .hoodie/
                 continue
-            for name in self.storage.list_names(partition):
-                parsed = LogFileName.parse(name)
-                if parsed is not None and parsed.base_instant == t:
-                    self.storage.delete(f"{partition}/{name}")
+            for name in self._logs_of(partition, t):
+                self.storage.delete(f"{partition}/{name}")
         if instant.state is State.COMPLETED:
             self.store.remove_completed(instant)
         self.store.remove_pending(t)
 
 
-def _log_stat(partition: str, file_id: str, rel: str, instant: str, records: int, size: int) -> WriteStat:
+def _log_stat(
+    partition: str, rel: str, name: LogFileName, prev: str, base: str, records: int, size: int
+) -> WriteStat:
     """The write stat of a new MDT log file, as Java's append handle reports one (every record an
-    update: the MDT has no inserts; the file's own instant as its previous commit)."""
+    update: the MDT has no inserts; as previous commit the slice's base instant, which in Hudi 1.x
+    is the file's own instant; the slice's base file, none in Hudi 1.x's stats)."""
     return WriteStat(
-        file_id=file_id,
+        file_id=name.file_id,
         partition_path=partition,
         path=rel,
-        prev_commit=instant,
+        prev_commit=prev,
         num_writes=records,
         num_update_writes=records,
         total_write_bytes=size,
         file_size_in_bytes=size,
-        base_file="",
-        log_files=(rel.rsplit("/", 1)[-1],),
-        log_version=1,
+        base_file=base,
+        log_files=(name.name,),
+        log_version=name.version,
         log_offset=0,
     )
 

@@ -9,7 +9,9 @@ to T, and a pending one's records may still be rolled back). A pending MDT compa
 run) is finished first, at its own time, from its own plan, as Java's ``runAnyPendingCompactions``.
 
 The instant: a fresh time, later than every instant of both timelines (table versions 8 and 9: Java
-takes ``createNewInstantTime``; the 1.x test tables show such times, no suffix). The plan: one
+takes ``createNewInstantTime``; the 1.x test tables show such times, no suffix); on a version 6
+table the latest MDT deltacommit's time plus ``001``, as Hudi 0.14/0.15 (and 1.x's
+``HoodieBackedTableMetadataWriterTableVersionSix``) take it. The plan: one
 operation per file group of every MDT partition whose latest slice has log files (a slice with only
 a base file has nothing to merge), with its base file and every log file of the slice, in
 ``HoodieCompactionPlan`` form. Executing an operation merges the base file's records with those of
@@ -67,12 +69,13 @@ from airflow_lake_provider.lake.table.metadata_merge import Record, as_read, com
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
-from airflow_lake_provider.lake.timeline.instant import Action, State
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, State
 
 log = logging.getLogger(__name__)
 
 FaultHook = Callable[[str], None]
 COMPACT_OPERATION = "COMPACT"
+V6_COMPACTION_SUFFIX = "001"  # Hudi's OperationSuffix.COMPACTION
 # What Java's MDT base files carry besides the cells (file info names, meta block name).
 BLOOM_TYPE_INFO, MIN_KEY_INFO, MAX_KEY_INFO = b"bloomFilterTypeCode", b"minRecordKey", b"maxRecordKey"
 BLOOM_BLOCK = b"bloomFilter"
@@ -221,16 +224,28 @@ def compact_metadata_table(
     ops = plan_operations(mdt)
     if not ops:
         return None
-    latest = max(
-        t for i in (*timeline.instants, *data.instants) for t in (i.timestamp, i.completion_time or "")
-    )
-    instant = mdt.store.clock.next(after=latest)
+    instant = compaction_instant(timeline, data, mdt.store.clock)
     mdt.store.create_requested(
         instant, Action.COMPACTION, mdt.store.encode_plan(timeline_avro.COMPACTION_PLAN, plan_record(ops))
     )
     fault("requested")
     _execute(data_storage, mdt, data, mdt.timeline(), instant, ops, fault)
     return instant
+
+
+def compaction_instant(timeline: Timeline, data: Timeline, clock: InstantClock) -> str:
+    """The time of a new MDT compaction: on table version 6 (layout 1) the latest completed MDT
+    deltacommit's time plus Hudi's compaction suffix ``001`` (``createCompactionTimestamp``: later
+    deltacommits, at later data times, sort after it; after an initialisation at ``<t>010`` it is
+    ``<t>010001``); on 8 and 9 a fresh time later than every instant of both timelines (Java's
+    ``createNewInstantTime``)."""
+    if not timeline.layout.has_completion_times:
+        latest = max(i.timestamp for i in timeline.filter([Action.DELTACOMMIT], [State.COMPLETED]))
+        return latest + V6_COMPACTION_SUFFIX
+    latest = max(
+        t for i in (*timeline.instants, *data.instants) for t in (i.timestamp, i.completion_time or "")
+    )
+    return clock.next(after=latest)
 
 
 def _execute(
@@ -271,7 +286,8 @@ def _execute(
         {"schema": mdt.commit_schema},
         compacted=True,
     )
-    mdt.store.transition_to_completed(current, body.to_avro_bytes())
+    # Layout 1 (table version 6) keeps JSON commit metadata; its plans are Avro as layout 2's.
+    mdt.store.transition_to_completed(current, body.to_bytes(timeline.layout.has_completion_times))
     fault("commit")
     log.info(
         "compacted the metadata table at %s: %d base files", instant, sum(len(s) for s in stats.values())

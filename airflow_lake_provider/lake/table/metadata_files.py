@@ -32,12 +32,13 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
     decode_hfile_block,
     decode_hfile_cells,
 )
-from airflow_lake_provider.lake.log_file.log_format import BlockType
+from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, State
 from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
+from airflow_lake_provider.lake.timeline.markers import Markers
 
 MDT_DIR = f"{HOODIE_DIR}/metadata"
 FILES_PARTITION = "files"
@@ -169,9 +170,17 @@ def read_partition_records(
     return {key: record for key, record in merged.items() if record is not None}
 
 
-# Hudi's v6 MDT stamps its own actions with a data instant time plus a 3-digit operation suffix
-# (``OperationSuffix``): 20 digits, which the shared timeline (14/17-digit instants) does not hold.
-_SUFFIXED_DELTACOMMIT = re.compile(r"^([0-9]{20})\.deltacommit$")
+# Hudi's v6 MDT stamps its own actions with a 17-digit data instant time plus a 3-digit operation
+# suffix (``OperationSuffix``: 001 to 006; partition initialisation 010 and up). Hudi 0.14/0.15 merge
+# the blocks of such a completed deltacommit (``HoodieTableMetadataUtil.isValidInstant``).
+_OPERATION_SUFFIXES = frozenset({"001", "002", "003", "004", "005", "006"})
+_INIT_SUFFIX = "010"
+
+
+def mdt_own_instant(instant: str) -> bool:
+    """Whether ``instant`` is one of a v6 MDT's own (suffixed) times, as Hudi 0.14/0.15 tell them."""
+    suffix = instant[17:]
+    return len(instant) == 20 and (suffix in _OPERATION_SUFFIXES or suffix >= _INIT_SUFFIX)
 
 
 def _valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
@@ -187,14 +196,8 @@ def _valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
         valid |= deltacommits - pending
         valid |= _rolled_back(data, min(valid, default=_SOLO))
         valid |= {i.timestamp for i in mdt.filter([Action.ROLLBACK, Action.RESTORE], [State.COMPLETED])}
-    if not data.layout.has_completion_times:
-        suffixed = {
-            m.group(1)
-            for name in mdt.storage.list_names(mdt.layout.folder)
-            if (m := _SUFFIXED_DELTACOMMIT.match(name))
-        }
-        deltacommits |= suffixed
-        valid |= suffixed
+    else:
+        valid |= {r for r in deltacommits if mdt_own_instant(r)}
     return deltacommits, valid
 
 
@@ -299,14 +302,15 @@ def _listing(
 def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
     """partition (``.`` for the table's root) -> base and log file name -> size, for the files of
     completed data instants (a log of layout 2 by its deltacommit, of layout 1 by its slice's base
-    instant, which may also be a pending compaction's), archived ones (older than the active
-    timeline) included."""
+    instant, which may also be a pending compaction's, but not one a pending write created),
+    archived ones (older than the active timeline) included."""
     _, timeline = _open_timeline(storage, mdt=False)
     completed = {i.timestamp for i in timeline.filter(states=[State.COMPLETED])}
     if not timeline.layout.has_completion_times:
         completed |= {i.timestamp for i in timeline.pending_compactions()}
     # A file older than the active timeline is of an archived, so completed, instant.
     first = timeline.instants[0].timestamp if timeline.instants else None
+    pending = set() if timeline.layout.has_completion_times else _pending_logs(storage, timeline)
     out: dict[str, dict[str, int]] = {}
     for folder, listing in storage.walk("", lambda rel: not rel.rsplit("/", 1)[-1].startswith(".")):
         names = {name for name, _ in listing}
@@ -320,9 +324,34 @@ def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
             log = LogFileName.parse(name)
             instant = base.group(3) if base else log.base_instant if log else None
             if instant is not None and (instant in completed or (first is not None and instant < first)):
-                kept[name] = size
+                if log is None or f"{folder}/{name}".lstrip("/") not in pending:
+                    kept[name] = size
         out[folder or NON_PARTITIONED] = dict(sorted(kept.items()))
     return dict(sorted(out.items()))
+
+
+def _pending_logs(storage: Storage, timeline: Timeline) -> set[str]:
+    """Layout 1: the log files (table-relative) a pending write created, which are named after a
+    completed slice but hold no completed instant's block: those its markers name whose first block
+    is its own (or that are empty or cut short). A log it appended to after others' blocks stays."""
+    markers = Markers(storage)
+    out: set[str] = set()
+    for instant in timeline.instants:
+        if instant.is_completed:
+            continue
+        for marker in markers.read(instant.timestamp):
+            if LogFileName.parse(marker.file_name) is None:
+                continue
+            rel = marker.relative_path
+            try:
+                blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
+            except FileNotFoundError:
+                continue
+            except CorruptDataFileError:
+                blocks = []
+            if not blocks or blocks[0].header.get(HeaderKey.INSTANT_TIME) == instant.timestamp:
+                out.add(rel)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

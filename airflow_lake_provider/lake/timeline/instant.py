@@ -13,6 +13,11 @@ from airflow_lake_provider.lake.errors import InvalidInstantError
 INSTANT_FORMAT = "%Y%m%d%H%M%S"
 # ASCII digits only, whole string (``$`` would also accept a trailing newline, ``\d`` other scripts' digits).
 INSTANT_TIME_RE = re.compile(r"[0-9]{14}(?:[0-9]{3})?")
+# What a timeline file may be named with: an instant time, or, on the metadata table of a version 6
+# table, one followed by up to two of Hudi's 3-digit operation suffixes (``OperationSuffix``: MDT
+# compaction ``001``, clean ``002``, rollback ``006``, partition initialisation ``010``...; an
+# initialisation then compacted carries both), so 20 or 23 digits after a 17-digit data instant.
+TIMELINE_TIME_RE = re.compile(r"[0-9]{14}(?:[0-9]{3}){0,3}")
 _FIELDS = ((0, 4), (4, 6), (6, 8), (8, 10), (10, 12), (12, 14))  # yyyy MM dd HH mm ss
 
 
@@ -64,11 +69,20 @@ def validate_instant_time(value: str) -> str:
     return value
 
 
+def validate_timeline_time(value: str) -> str:
+    """Return ``value`` if it names a timeline instant: an instant time (:func:`validate_instant_time`)
+    or one with a v6 metadata table's operation suffixes (``TIMELINE_TIME_RE``), else raise."""
+    if isinstance(value, str) and len(value) > 17 and TIMELINE_TIME_RE.fullmatch(value):
+        validate_instant_time(value[:17])
+        return value
+    return validate_instant_time(value)
+
+
 def instant_to_datetime(value: str) -> dt.datetime:
     """Parse an instant time as an aware UTC datetime."""
-    validate_instant_time(value)
+    validate_timeline_time(value)
     parsed = dt.datetime.strptime(value[:14], INSTANT_FORMAT).replace(tzinfo=dt.timezone.utc)
-    millis = int(value[14:] or 0)
+    millis = int(value[14:17] or 0)
     return parsed + dt.timedelta(milliseconds=millis)
 
 
@@ -100,7 +114,7 @@ class InstantClock:
             candidate = format_instant(self._now())  # type: ignore[operator]
             floor = max(filter(None, (after, self._last)), default=None)
             if floor is not None and candidate <= floor:
-                floor17 = floor if len(floor) == 17 else floor + "000"
+                floor17 = (floor + "000")[:17]  # 14 digits, 17, or a suffixed MDT time
                 candidate = format_instant(instant_to_datetime(floor17) + dt.timedelta(milliseconds=1))
             self._last = candidate
             return candidate
@@ -124,7 +138,7 @@ class Instant:
     completion_time: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
-        validate_instant_time(self.timestamp)
+        validate_timeline_time(self.timestamp)
         if self.completion_time is not None:
             validate_instant_time(self.completion_time)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from airflow_lake_provider.lake.errors import InvalidInstantError
 from airflow_lake_provider.lake.storage import HOODIE_DIR
-from airflow_lake_provider.lake.timeline.instant import COMPLETES_AS, INSTANT_TIME_RE, Action, Instant, State
+from airflow_lake_provider.lake.timeline.instant import COMPLETES_AS, TIMELINE_TIME_RE, Action, Instant, State
 
 VERSION = 1
 TIMELINE_DIR = HOODIE_DIR
@@ -39,7 +39,7 @@ def instant_path(instant: Instant) -> str:
 def parse_file_name(name: str) -> Instant | None:
     """The instant a ``.hoodie/`` file name names; ``None`` for files that are not timeline instants."""
     parts = name.split(".")
-    if len(parts) not in (2, 3) or not INSTANT_TIME_RE.fullmatch(parts[0]):
+    if len(parts) not in (2, 3) or not TIMELINE_TIME_RE.fullmatch(parts[0]):
         return None
     time, rest = parts[0], parts[1:]
     try:

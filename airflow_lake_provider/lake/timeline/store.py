@@ -31,7 +31,7 @@ from airflow_lake_provider.lake.timeline.instant import (
     Instant,
     InstantClock,
     State,
-    validate_instant_time,
+    validate_timeline_time,
 )
 from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
 from airflow_lake_provider.lake.timeline.markers import TEMP_DIR, Markers
@@ -177,7 +177,7 @@ class TimelineStore:
 
     def create_requested(self, timestamp: str, action: Action, content: bytes = b"") -> Instant:
         """Start a new instant; its time must not be used by any other timeline file."""
-        validate_instant_time(timestamp)
+        validate_timeline_time(timestamp)  # a v6 metadata table's may carry operation suffixes
         # Check and create under one lock: two processes starting different actions in the same
         # millisecond would otherwise both see the time free (create-once only guards one name).
         with self.exclusive("instant", INSTANT_LOCK_WAIT_SECONDS):

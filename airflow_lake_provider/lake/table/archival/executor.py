@@ -20,23 +20,17 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_lake_provider.lake.errors import ArchivalError, StorageError, UnsafePathError
+from airflow_lake_provider.lake.errors import StorageError, UnsafePathError
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
-from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.storage import Storage
+from airflow_lake_provider.lake.table.archival.archive_log import write_archive_log
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.planner import ArchivalPlan, plan_archival
 from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
 from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
-from airflow_lake_provider.lake.timeline.archived import (
-    ARCHIVE_FOLDER,
-    archive_file_name,
-    archive_version,
-    commit_metadata_record,
-    encode_archive_block,
-)
 from airflow_lake_provider.lake.timeline.history.writer import COMPACTION_BATCH
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 
@@ -72,32 +66,6 @@ class ArchivalResult:
             "duration_seconds": round(self.duration_seconds, 3),
             "reason": self.reason,
         }
-
-
-def archive_entry(timeline: Timeline, instant: Instant) -> dict[str, Any]:
-    """The ``HoodieArchivedMetaEntry`` of one completed instant, its metadata as Java archives it."""
-    entry: dict[str, Any] = {
-        "commitTime": instant.timestamp,
-        "actionType": instant.action.value,
-        "actionState": instant.state.name,
-        "version": 1,
-    }
-    try:
-        if instant.action in (Action.COMMIT, Action.DELTACOMMIT):
-            entry["hoodieCommitMetadata"] = commit_metadata_record(
-                timeline.read_bytes(instant), replace=False
-            )
-        elif instant.action is Action.REPLACECOMMIT:
-            entry["hoodieReplaceCommitMetadata"] = commit_metadata_record(
-                timeline.read_bytes(instant), replace=True
-            )
-        elif instant.action is Action.CLEAN:
-            entry["hoodieCleanMetadata"] = timeline.avro_record(instant)
-        elif instant.action is Action.ROLLBACK:
-            entry["hoodieRollbackMetadata"] = timeline.avro_record(instant)
-    except ValueError as exc:
-        raise ArchivalError(f"{timeline.path_of(instant)}: cannot archive it: {exc}") from None
-    return entry
 
 
 def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) -> ArchivalResult:
@@ -149,7 +117,7 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
         if table.layout.history_folder is not None:
             name = _archive_to_history(table, plan)
         else:
-            name = _write_archive(table, timeline, plan, config)
+            name = write_archive_log(table.store, timeline, plan.instants, config.batch)
             table.store.remove_archived([i.timestamp for i in plan.instants])
     actions: dict[str, int] = {}
     for instant in (*finished, *plan.instants):
@@ -366,16 +334,4 @@ def _archive_to_history(table: LakeTable, plan: ArchivalPlan) -> str | None:
     name = table.store.append_history(plan.instants)
     table.store.remove_archived([i.timestamp for i in plan.instants])
     table.store.compact_history()
-    return name
-
-
-def _write_archive(table: LakeTable, timeline: Timeline, plan: ArchivalPlan, config: ArchivalConfig) -> str:
-    entries = [archive_entry(timeline, i) for i in plan.instants]  # all checked before any write
-    blocks = [
-        encode_archive_block(entries[k : k + config.batch], plan.instants[k].timestamp)
-        for k in range(0, len(entries), config.batch)
-    ]
-    versions = [archive_version(n) for n in table.storage.list_names(f"{HOODIE_DIR}/{ARCHIVE_FOLDER}")]
-    name = archive_file_name(max((v for v in versions if v is not None), default=0) + 1)
-    table.store.write_archive(name, b"".join(blocks))
     return name

@@ -368,6 +368,9 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
         ):
             storage.append(rel, rollback_command_block(r.timestamp, t))
         marked.append((rel, storage.size(rel)))
+    mdt = kept_metadata_table(table) if marked else None
+    if mdt is not None:  # (v6 only: completed before the rollback, as Java's; readers skip it till then)
+        mdt.commit_rollback_logs(r.timestamp, marked)
     store.remove_pending(t)
     store.markers.delete(t)
     store.heartbeats.delete(t)

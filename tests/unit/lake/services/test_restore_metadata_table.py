@@ -74,11 +74,12 @@ def test_restore_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> 
     point, rows, writes = _prepared(path, name)
     assert all(mdt_files_of(path, t) for t in writes)
     before = tree_digest(path)
-    assert main(["restore", str(path), "--savepoint", point]) == 1  # the default policy refuses
+    off = ["--option", "lake.metadata-table.maintain=false"]
+    assert main(["restore", str(path), "--savepoint", point, *off]) == 1  # the refuse policy
     assert "restore refused" in capsys.readouterr().err
     assert tree_digest(path) == before
 
-    assert main(["restore", str(path), "--savepoint", point, *OPT]) == 0
+    assert main(["restore", str(path), "--savepoint", point]) == 0  # kept by default
     assert capsys.readouterr().out.startswith(f"restored savepoint {point} at ")
     for t in writes:
         assert mdt_files_of(path, t) == []  # its deltacommit and log files are gone from the MDT

@@ -121,15 +121,15 @@ def test_a_merge_of_a_v8_table_keeps_the_metadata_table(hudi_table_zip) -> None:
     _assert_kept(path, result.instant, partition, result.written, rows)
 
 
-def test_the_merge_refuses_without_the_opt_in_and_with_a_record_index(hudi_table_zip, capsys) -> None:
+def test_the_merge_refuses_under_maintain_false_and_with_a_record_index(hudi_table_zip, capsys) -> None:
     path = keep_files_partition_only(hudi_table_zip("cow_v9_txns_simple_meta"), INDEXES)
     partition, _rows_ = _small_files(path, "cow_v9_txns_simple_meta")
     before = tree_digest(path)
     args = ["partition-commit", str(path), "--partition", partition, "--policy", "merge-small-files"]
-    assert main(args) == 1
+    assert main([*args, "--option", "lake.metadata-table.maintain=false"]) == 1
     assert "partition commit (merge-small-files) refused" in capsys.readouterr().err
     assert tree_digest(path) == before
-    # A record index (which a merge would have to move keys in) is refused under the opt-in too.
+    # A record index (which a merge would have to move keys in) is refused under maintain too.
     props = path / ".hoodie/hoodie.properties"
     text = props.read_text()
     key = "hoodie.table.metadata.partitions="
@@ -141,7 +141,10 @@ def test_the_merge_refuses_without_the_opt_in_and_with_a_record_index(hudi_table
     assert "partition commit (merge-small-files) refused" in err
     why = "lake.metadata-table.maintain=true cannot keep it for this action: partitions [record_index, "
     assert why in err
-    assert "(only [column_stats, files, partition_stats] are kept so far)" in err
+    assert (
+        "(only [column_stats, files, partition_stats] are kept so far; record_index and "
+        "secondary_index_* only by the actions that move no key (compaction, clean, archival))"
+    ) in err
     assert tree_digest(path) == before
 
 

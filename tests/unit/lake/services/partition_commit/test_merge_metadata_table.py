@@ -44,6 +44,7 @@ from tests.unit.lake.table.test_metadata_commit import (
     _rows,
     assert_consistent,
     assert_index_consistent,
+    hudi_rs,
 )
 
 MERGE = {**MAINTAIN, "sink.partition-commit.policy.kind": "merge-small-files", "compaction.file-size": "4mb"}
@@ -92,7 +93,14 @@ def test_partition_commit_merge_keeps_the_metadata_table(hudi_table_zip, capsys,
     partition, rows = _small_files(path, name)
     spark = {i.timestamp for i in LakeTable.open(path).timeline().instants}
     mdt_before = mdt_digest(path)
-    result = commit_partitions(LakeTable.open(path), [partition], MERGE)
+    # The MDT's own services held off (not due; an MDT clean keeping 20 commits finds nothing): the
+    # merge's deltacommit is the only change there (services after a merge: tested below).
+    held_off = {
+        **MERGE,
+        "hoodie.metadata.compact.max.delta.commits": "100",
+        "hoodie.cleaner.commits.retained": "20",
+    }
+    result = commit_partitions(LakeTable.open(path), [partition], held_off)
     assert result.committed == (partition,)
     timeline = LakeTable.open(path).timeline()
     (merge,) = [i for i in timeline.completed_commits if i.timestamp not in spark]
@@ -185,3 +193,30 @@ def test_a_crash_at_every_durable_step_of_the_merge_leaves_both_readers_agreeing
 def _copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+def test_a_merge_runs_the_metadata_tables_services_after_it(hudi_table_zip, capsys) -> None:
+    """Under the default policy, with ``hoodie.metadata.compact.max.delta.commits=1``: once the
+    merge's replacecommit completed, the MDT is compacted, as after a write; hudi-rs, listing
+    through its new base files, reads the rows we read, and ``--check`` finds no difference."""
+    name = "cow_v9_txns_simple_meta"
+    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    partition, rows = _small_files(path, name)
+    args = ["partition-commit", str(path), "--partition", partition, "--policy", "merge-small-files"]
+    args += [
+        "--option",
+        "compaction.file-size=4mb",
+        "--option",
+        "hoodie.metadata.compact.max.delta.commits=1",
+    ]
+    spark = set((path / ".hoodie/timeline").glob("*.replacecommit"))
+    assert main(args) == 0
+    capsys.readouterr()
+    (merge,) = set((path / ".hoodie/timeline").glob("*.replacecommit")) - spark
+    instant = merge.name.split("_")[0]
+    mdt = path / ".hoodie/metadata/.hoodie/timeline"
+    assert len([p for p in mdt.glob("*.commit") if p.name.split("_")[0] > instant]) == 1
+    assert _content(hudi_rs(path)) == rows
+    assert _content(assert_consistent(path)) == rows
+    assert main(["metadata-table", str(path), "--check"]) == 0
+    assert json.loads(capsys.readouterr().out)["consistent"] is True

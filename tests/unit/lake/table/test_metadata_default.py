@@ -159,6 +159,12 @@ def test_a_v6_table_with_a_metadata_table_still_refuses_by_default_naming_why(
     assert "and lake.metadata-table.maintain=true cannot keep it for this action: table version 6" in (
         _error(capsys)
     )
+    # Refused under false too, saying the default would not keep it either.
+    assert main(["clean", str(path), "--option", "lake.metadata-table.maintain=false"]) == 1
+    assert (
+        "Nothing was changed. (Without that option it would refuse too: table version 6 (only 8, 9 so "
+        "far).) To drop the metadata table"
+    ) in _error(capsys)
     assert tree_digest(path) == digest
 
 

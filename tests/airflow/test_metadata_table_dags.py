@@ -1,6 +1,9 @@
-"""Tables with Hudi's metadata table under ``dag.test()``: the clean, rollback and write operators of
-the example DAGs refuse before writing anything (the tree byte-identical), and a lake connection whose
-extra sets ``hoodie.metadata.enable=false`` drops the metadata table as Hudi does, then cleans."""
+"""Tables with Hudi's metadata table under ``dag.test()`` and the hooks: on v8/v9 tables the hooks and
+the example compaction DAG keep it up to date by default, and a lake connection whose extra sets
+``lake.metadata-table.maintain=false`` refuses; on a v6 table (not kept yet) the clean, rollback and
+write operators of the example DAGs refuse before writing anything (the tree byte-identical), and a
+lake connection whose extra sets ``hoodie.metadata.enable=false`` drops the metadata table as Hudi
+does, then cleans."""
 
 from __future__ import annotations
 
@@ -19,6 +22,9 @@ from airflow_lake_provider.lake.format.properties import parse_properties
 
 pytestmark = pytest.mark.airflow
 COW = "cow_v6_simplekeygen_nonhivestyle"
+# A lake connection whose extra asks for the refuse policy.
+REFUSING = json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "false"}})
+REFUSED = "which this engine does not update under lake.metadata-table.maintain=false"
 
 
 def _output(capfd: pytest.CaptureFixture[str]) -> str:
@@ -136,11 +142,12 @@ def test_schedule_compaction_and_partition_commit_summaries_name_the_drop(
     assert not (cow / ".hoodie" / "metadata").exists()
 
 
-def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_writes(
+def test_the_write_hook_keeps_the_metadata_table_by_default_and_a_connection_can_refuse(
     hudi_table_zip: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``lake.metadata-table.maintain`` in the lake connection's extra: the write hook keeps a v9
-    table's MDT (files, column_stats, partition_stats) up to date, hudi-rs lists through it."""
+    """The write hook keeps a v9 table's MDT (files, column_stats, partition_stats) up to date by
+    default, hudi-rs lists through it; ``lake.metadata-table.maintain=false`` in the lake
+    connection's extra refuses, nothing changed."""
     from mdt_tables import keep_files_partition_only
 
     from airflow_lake_provider.hooks.lake import LakeHook
@@ -157,24 +164,22 @@ def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_writes(
     source = tmp_path / "in.parquet"
     pq.write_table(_batch(read_snapshot(LakeTable.open(path)), "txn_id", "txn_ts", [0], ["hook-1"]), source)
     before = tree_digest(path)
-    with pytest.raises(Exception, match="which this engine does not update"):
-        LakeHook().write(str(path), str(source), "insert")  # the default connection: refused
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_REFUSE", REFUSING)
+    with pytest.raises(Exception, match=REFUSED):
+        LakeHook(lake_conn_id="lake_refuse").write(str(path), str(source), "insert")
     assert tree_digest(path) == before
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LAKE_MAINTAIN",
-        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
-    )
-    result = LakeHook(lake_conn_id="lake_maintain").write(str(path), str(source), "insert")
+    result = LakeHook().write(str(path), str(source), "insert")  # the default connection: kept
     assert result["inserted"] == 1
     assert "hook-1" in assert_consistent(path).column("txn_id").to_pylist()
     assert_index_consistent(path)
 
 
-def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_cleans(
+def test_the_clean_hook_keeps_the_metadata_table_by_default_and_a_connection_can_refuse(
     hudi_table_zip: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The clean hook under ``lake.metadata-table.maintain`` (the connection's extra): the MDT gets
-    the clean's deltacommit; hudi-rs, listing through it, reads the rows it read before."""
+    """The clean hook by default: the MDT gets the clean's deltacommit; hudi-rs, listing through it,
+    reads the rows it read before. A connection whose extra says ``lake.metadata-table.maintain=false``
+    refuses first, nothing changed."""
     from mdt_tables import keep_files_partition_only
 
     from airflow_lake_provider.hooks.lake import LakeHook
@@ -183,7 +188,6 @@ def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_cleans(
     from airflow_lake_provider.lake.table.write.writer import write
     from tests.unit.lake.table.test_metadata_commit import (
         INDEXES,
-        MAINTAIN,
         _batch,
         _rows,
         assert_consistent,
@@ -194,21 +198,18 @@ def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_cleans(
     snapshot = read_snapshot(LakeTable.open(path))
     key = sorted(snapshot.column("txn_id").to_pylist())[0]
     at = snapshot.column("txn_id").to_pylist().index(key)
-    write(LakeTable.open(path), _batch(snapshot, "txn_id", "txn_ts", [at], [key]), "upsert", options=MAINTAIN)
+    write(LakeTable.open(path), _batch(snapshot, "txn_id", "txn_ts", [at], [key]), "upsert")
     before = _rows(assert_consistent(path))
     one_version = {
         "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
         "hoodie.cleaner.fileversions.retained": "1",
     }
     digest = tree_digest(path)
-    with pytest.raises(Exception, match="which this engine does not update"):
-        LakeHook().clean(str(path), one_version)  # the default connection: refused
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_REFUSE", REFUSING)
+    with pytest.raises(Exception, match=REFUSED):
+        LakeHook(lake_conn_id="lake_refuse").clean(str(path), one_version)
     assert tree_digest(path) == digest
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LAKE_MAINTAIN",
-        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
-    )
-    result = LakeHook(lake_conn_id="lake_maintain").clean(str(path), one_version)
+    result = LakeHook().clean(str(path), one_version)  # the default connection: kept
     assert (result["outcome"], result["executor"]) == ("CLEANED", "local"), result
     assert result["deleted_files"] > 0
     mdt = path / ".hoodie/metadata/.hoodie/timeline"
@@ -217,34 +218,29 @@ def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_cleans(
     assert_index_consistent(path, partitions=False)
 
 
-def test_the_compaction_dag_keeps_the_metadata_table_when_the_connection_opts_in(
+def test_the_compaction_dag_keeps_the_metadata_table_by_default(
     repo_root: Path,
     airflow_db: Path,
     hudi_table_zip: Callable[[str], Path],
-    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The example compaction DAG (schedule -> sensor -> compact in the worker) on a copy of a
     Spark-written v8 MOR table with an MDT (files, column_stats, partition_stats, record_index, a
-    secondary index), its lake connection's extra opting in to ``lake.metadata-table.maintain``:
-    the compaction's MDT deltacommit completes before its commit, hudi-rs (listing through the MDT)
-    reads the rows it read before, and ``lake metadata-table --check`` finds no difference."""
+    secondary index), with the default lake connection and no option: the compaction's MDT
+    deltacommit completes before its commit, hudi-rs (listing through the MDT) reads the rows it
+    read before, and ``lake metadata-table --check`` finds no difference."""
     from airflow_lake_provider.lake.cli import main
     from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.table import LakeTable
-    from tests.unit.lake.table.test_metadata_commit import MAINTAIN, assert_consistent, hudi_rs
+    from tests.unit.lake.table.test_metadata_commit import assert_consistent, hudi_rs
     from tests.unit.lake.table.test_metadata_services import _data_completion, _mdt_completion, _rows
 
     path = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
     before = _rows(hudi_rs(path))
-    due = {**MAINTAIN, "hoodie.compact.inline.max.delta.commits": "1"}
+    due = {"hoodie.compact.inline.max.delta.commits": "1"}
     c = schedule_compaction(LakeTable.open(path), due, force=True).instant
     assert c is not None
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LAKE_MAINTAIN",
-        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
-    )
     dag = load_example_dag(repo_root, "example_lake_compaction")
-    dr = dag.test(run_conf={"table_path": str(path), "lake_conn_id": "lake_maintain"})
+    dr = dag.test(run_conf={"table_path": str(path)})
     assert task_states(dag.dag_id, dr.run_id) == {
         "schedule": "success",
         "wait_for_plan": "success",
@@ -318,13 +314,13 @@ def test_a_write_of_a_missing_input_with_the_drop_option_keeps_the_metadata_tabl
     assert (path / ".hoodie/metadata").is_dir()
 
 
-def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_partition_commit_merges(
+def test_the_partition_commit_hook_keeps_the_metadata_table_on_merges_by_default(
     hudi_table_zip: Callable[[str], Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The partition commit hook (what ``LakePartitionCommitOperator`` and the sensor run) with
-    ``merge-small-files`` under ``lake.metadata-table.maintain`` from the connection's extra: the
-    merge's replacecommit gets its MDT deltacommit, hudi-rs (listing through the MDT) reads our rows,
-    ``--check`` finds no difference; the default connection refuses, nothing changed."""
+    ``merge-small-files`` and the default connection: the merge's replacecommit gets its MDT
+    deltacommit, hudi-rs (listing through the MDT) reads our rows, ``--check`` finds no difference;
+    a connection whose extra says ``lake.metadata-table.maintain=false`` refuses, nothing changed."""
     from mdt_tables import keep_files_partition_only
 
     from airflow_lake_provider.hooks.partition_commit import run_partition_commit
@@ -337,14 +333,11 @@ def test_a_connection_whose_extra_opts_in_keeps_the_metadata_table_on_partition_
     partition, rows = _small_files(path, name)
     options = {"sink.partition-commit.policy.kind": "merge-small-files", "compaction.file-size": "4mb"}
     digest = tree_digest(path)
-    with pytest.raises(Exception, match="which this engine does not update"):
-        run_partition_commit(str(path), [partition], options)  # the default policy refuses
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_REFUSE", REFUSING)
+    with pytest.raises(Exception, match=REFUSED):
+        run_partition_commit(str(path), [partition], options, lake_conn_id="lake_refuse")
     assert tree_digest(path) == digest
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LAKE_MAINTAIN",
-        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
-    )
-    result = run_partition_commit(str(path), [partition], options, lake_conn_id="lake_maintain")
+    result = run_partition_commit(str(path), [partition], options)  # the default connection: kept
     assert (result["outcome"], result["committed"]) == ("COMMITTED", [partition]), result
     merges = sorted((path / ".hoodie/timeline").glob("*.replacecommit"))
     instant, _completion = merges[-1].name.split(".")[0].split("_")

@@ -314,11 +314,12 @@ METADATA_ENABLE = Option(
 )
 METADATA_MAINTAIN = Option(
     "lake.metadata-table.maintain",
-    False,
+    True,
     p.boolean,
-    "true keeps a v8/v9 table's metadata table (files, column_stats, partition_stats) up to date on writes, "
-    "compaction, clean, rollback, restore, partition commit's merge-small-files and archival, and runs its "
-    "own compaction, clean and archival",
+    "true (the default) keeps a v8/v9 table's metadata table (files, column_stats, partition_stats) up "
+    "to date on writes, compaction, clean, rollback, restore, partition commit's merge-small-files and "
+    "archival, and runs its own compaction, clean and archival; where it cannot, the action refuses "
+    "naming why; false refuses every mutating action on a table with a metadata table",
     "metadata-table",
     MetadataTableConfigError,
 )

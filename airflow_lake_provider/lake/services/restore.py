@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.lake.errors import RollbackError
+from airflow_lake_provider.lake.table.metadata_services import services_after_commit
 from airflow_lake_provider.lake.table.metadata_table import (
     drops_metadata_table,
     guard_mutation,
@@ -115,7 +116,16 @@ def pending_restore(timeline: Timeline) -> tuple[Instant, dict[str, Any]] | None
 
 def restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None = None) -> RestoreResult:
     """Roll back every instant after ``savepoint`` (newest first); finish a pending restore first.
-    ``options`` are read only for ``hoodie.metadata.enable`` (see ``metadata_table``)."""
+    ``options`` are read only for the metadata table's (see ``metadata_table``): once the restore
+    instant completed, the MDT's own services run when due (``metadata_services``; a failure there
+    is logged, the restore stands)."""
+    result = _restore(table, savepoint, options)
+    if result.instant is not None:  # after the write lock: the services take it themselves
+        services_after_commit(table, options)
+    return result
+
+
+def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None) -> RestoreResult:
     if drops_metadata_table(table, options):  # a savepoint it refuses anyway: refused before the drop
         before = table.timeline()
         if pending_restore(before) is None:

@@ -1,5 +1,6 @@
 """The metadata table's (MDT's) own services under the maintain policy, run after a maintained data
-instant completes (Hudi 1.x's Java writer runs them at the start of its next write,
+instant completes (a write, compaction, clean, rollback, restore or partition commit's merge of
+small files; Hudi 1.x's Java writer runs them at the start of its next write,
 ``performTableServices``), in Java's order: a pending MDT compaction is finished, the MDT is cleaned
 when due (``metadata_clean``), compacted when due (``metadata_compaction``), then its timeline
 archived (``metadata_archival``).

@@ -1,21 +1,24 @@
 """Hudi's metadata table (MDT, ``.hoodie/metadata/``): detection, and the one decision every mutating
 action takes about it before it touches the table.
 
-Hudi's Java writers and table services list files through the MDT, and nothing in Hudi 0.14/0.15
-notices an action that skipped it: files we add stay invisible to them, files we delete stay listed,
-for good. So an action that would change the file set of a table with an MDT either refuses (the
-default) or first drops the MDT exactly as a Java writer run with ``hoodie.metadata.enable=false``
-does (``HoodieTable.maybeDeleteMetadataTable``): clear both partition keys of ``hoodie.properties``,
-then delete ``.hoodie/metadata/``. Every mutating entry point calls :func:`guard_mutation` before its
-first lock file, heartbeat, marker or instant; read-only work never does. The policy is one value
-decided here. A third policy, ``maintain`` (opt-in, ``lake.metadata-table.maintain=true``), keeps
-the MDT up to date instead (``metadata_commit``) on tables of version 8 and 9: writes (insert,
-upsert, delete) where the MDT partitions are among ``files``, ``column_stats`` and
-``partition_stats``, and so do rollback, restore and partition commit's merge-small-files;
-compaction (schedule, execute) and clean where they are among those plus ``record_index`` and
-secondary indexes, which services leave unchanged (they move no key, and Hudi's writer adds no entry
-of those for them). Any other action (archival), or another MDT, is refused under it as under
-``refuse``.
+Hudi's Java writers and table services list files through the MDT, and nothing in Hudi notices an
+action that skipped it: files we add stay invisible to them, files we delete stay listed, for good.
+So an action that would change the file set of a table with an MDT keeps the MDT up to date
+(``maintain``, the default), refuses (``refuse``), or first drops the MDT exactly as a Java writer
+run with ``hoodie.metadata.enable=false`` does (``drop``: ``HoodieTable.maybeDeleteMetadataTable``:
+clear both partition keys of ``hoodie.properties``, then delete ``.hoodie/metadata/``). Every
+mutating entry point calls :func:`guard_mutation` before its first lock file, heartbeat, marker or
+instant; read-only work never does. The policy is one value decided here.
+
+``maintain`` (``metadata_commit``) keeps the MDT of tables of version 8 and 9: writes (insert,
+upsert, delete), rollback, restore and partition commit's merge-small-files where the MDT partitions
+are among ``files``, ``column_stats`` and ``partition_stats``; compaction (schedule, execute), clean
+and archival where they are among those plus ``record_index`` and secondary indexes, which those
+services leave unchanged (they move no key, and Hudi's writer adds no entry of those for them).
+Where it cannot (:func:`unmaintainable`: another table version or MDT), the action refuses, naming
+why: with ``lake.metadata-table.maintain`` unset (the default) the refusal says the default could not
+keep it; set to ``true``, that the option asked for it. ``lake.metadata-table.maintain=false`` asks
+for ``refuse`` on every table.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ENABLE_KEY = METADATA_ENABLE.key  # Hudi's writer option; false drops the MDT
-MAINTAIN_KEY = METADATA_MAINTAIN.key  # ours; true keeps the MDT up to date where we can
+MAINTAIN_KEY = METADATA_MAINTAIN.key  # ours; unset (the default) or true keeps the MDT, false refuses
 # The MDT partitions the maintain policy keeps, and the table versions it keeps them on.
 MAINTAINED_PARTITIONS = frozenset({"files", "column_stats", "partition_stats"})
 MAINTAINED_VERSIONS = frozenset({8, 9})
@@ -72,20 +75,25 @@ JVM_WRITERS_NOTICE = (
 class MetadataTablePolicy(str, Enum):
     """What a mutating action does on a table that has an MDT."""
 
-    REFUSE = "refuse"  # default: raise before anything is written
+    REFUSE = "refuse"  # lake.metadata-table.maintain=false: raise before anything is written
     DROP = "drop"  # hoodie.metadata.enable=false: drop it as Hudi's writers do, then proceed
-    MAINTAIN = "maintain"  # lake.metadata-table.maintain=true: update it with every write
+    MAINTAIN = "maintain"  # the default: update it with every action that can (else refuse)
 
     @classmethod
     def from_options(cls, *layers: Mapping[str, object]) -> MetadataTablePolicy:
         """From ``hoodie.metadata.enable`` (later layers win; Hudi's default, true, keeps the MDT),
-        then ``lake.metadata-table.maintain`` (default false: refuse)."""
+        then ``lake.metadata-table.maintain`` (unset: maintain, as true; false: refuse)."""
         enabled = METADATA_ENABLE.read(*layers)
         maintain = METADATA_MAINTAIN.read(*layers)  # parsed either way: a bad value always fails
         METADATA_COMPACT_DELTA_COMMITS.read(*layers)  # (read by the MDT's services after the action)
         if not enabled:
             return cls.DROP
         return cls.MAINTAIN if maintain else cls.REFUSE
+
+
+def maintain_asked(*layers: Mapping[str, object]) -> bool:
+    """Whether a layer sets ``lake.metadata-table.maintain`` (else maintain is only the default)."""
+    return METADATA_MAINTAIN.find(*layers) is not None
 
 
 def _split(value: str | None) -> tuple[str, ...]:
@@ -146,14 +154,26 @@ class MetadataTableDrop:
         }
 
 
-def refusal(table: LakeTable, state: MetadataTableState, action: str) -> TableConfigError:
-    """The one error every refusing entry point raises: the table, the MDT, both ways out."""
+def _ways_out(table: LakeTable) -> str:
+    return (
+        f"To drop the metadata table as Hudi does, run with option {ENABLE_KEY}=false (--option, operator "
+        f"options or the lake connection's extra) or run 'lake metadata-table {table.uri} --drop'; "
+        f"{JVM_WRITERS_NOTICE}"
+    )
+
+
+def refusal(table: LakeTable, state: MetadataTableState, action: str, why: str | None) -> TableConfigError:
+    """The error of policy ``refuse`` (``lake.metadata-table.maintain=false``): the table, the MDT,
+    whether the default would keep it (``why``: what :func:`unmaintainable` finds), the ways out."""
+    default = (
+        "Without that option (its default is true) the action keeps the metadata table up to date. "
+        if why is None
+        else f"(Without that option it would refuse too: {why}.) "
+    )
     return TableConfigError(
         f"{action} refused: {table.uri} has Hudi's metadata table ({state.describe()}), which this "
-        "engine does not update; the action would leave it stale for Hudi's Java/Flink writers and "
-        f"services. Nothing was changed. To drop the metadata table as Hudi does, run with option "
-        f"{ENABLE_KEY}=false (--option, operator options or the lake connection's extra) or run "
-        f"'lake metadata-table {table.uri} --drop'; {JVM_WRITERS_NOTICE}"
+        f"engine does not update under {MAINTAIN_KEY}=false; the action would leave it stale for Hudi's "
+        f"Java/Flink writers and services. Nothing was changed. {default}{_ways_out(table)}"
     )
 
 
@@ -163,7 +183,8 @@ def _key_index(partition: str) -> bool:
 
 def unmaintainable(table: LakeTable, state: MetadataTableState, moves_keys: bool = True) -> str | None:
     """Why the maintain policy cannot keep this table's MDT for an action (None: it can); one that
-    moves no key (``moves_keys`` false: compaction, clean) keeps the key indexes too."""
+    moves no key (``moves_keys`` false: compaction, clean, archival) keeps the key indexes too.
+    The one place that decides which tables are kept (the table versions included)."""
     version = table.config.table_version
     if version not in MAINTAINED_VERSIONS:
         return f"table version {version} (only {', '.join(map(str, sorted(MAINTAINED_VERSIONS)))} so far)"
@@ -176,15 +197,30 @@ def unmaintainable(table: LakeTable, state: MetadataTableState, moves_keys: bool
     if others or "files" not in state.partitions or not state.folder_exists:
         kept = ", ".join(sorted(MAINTAINED_PARTITIONS))
         also = "" if moves_keys else f" and, for this action, {RECORD_INDEX} and {SECONDARY_INDEX_PREFIX}*"
-        return f"partitions [{', '.join(state.partitions)}] (only [{kept}]{also} are kept so far)"
+        keys = (
+            f"; {RECORD_INDEX} and {SECONDARY_INDEX_PREFIX}* only by the actions that move no key "
+            "(compaction, clean, archival)"
+            if any(_key_index(p) for p in others)
+            else ""
+        )
+        return f"partitions [{', '.join(state.partitions)}] (only [{kept}]{also} are kept so far{keys})"
     return None
 
 
-def maintain_refusal(table: LakeTable, state: MetadataTableState, action: str, why: str) -> TableConfigError:
+def maintain_refusal(
+    table: LakeTable, state: MetadataTableState, action: str, why: str, *, asked: bool = True
+) -> TableConfigError:
+    """The error of policy ``maintain`` where it cannot keep the MDT: asked for with
+    ``lake.metadata-table.maintain=true`` (``asked``) or the default."""
+    policy = (
+        f"and {MAINTAIN_KEY}=true cannot keep it for this action"
+        if asked
+        else "which this engine keeps up to date by default, but cannot for this action"
+    )
     return TableConfigError(
-        f"{action} refused: {table.uri} has Hudi's metadata table ({state.describe()}), and "
-        f"{MAINTAIN_KEY}=true cannot keep it for this action: {why}. Nothing was changed. To drop the "
-        f"metadata table as Hudi does, run with option {ENABLE_KEY}=false; {JVM_WRITERS_NOTICE}"
+        f"{action} refused: {table.uri} has Hudi's metadata table ({state.describe()}), {policy}: "
+        f"{why}; the action would leave it stale for Hudi's Java/Flink writers and services. Nothing "
+        f"was changed. {_ways_out(table)}"
     )
 
 
@@ -199,30 +235,29 @@ def guard_mutation(
 ) -> MetadataTableDrop | None:
     """Decide, before ``action`` takes its first lock, what it does about the table's MDT.
 
-    No MDT, or a dry run: nothing. Policy ``refuse``: raise ``TableConfigError`` (nothing written).
-    Policy ``drop``: drop the MDT (see :func:`drop_metadata_table`) and return what was dropped.
-    Policy ``maintain``: nothing when the action keeps the MDT itself (``maintains``) and
-    :func:`unmaintainable` finds nothing against it (``moves_keys`` false: the action moves no key);
-    otherwise ``TableConfigError``. So an action that maintains the MDT finds one present after this
-    call only under ``maintain`` (:func:`kept_metadata_table` opens it).
+    No MDT, or a dry run: nothing. Policy ``drop``: drop the MDT (see :func:`drop_metadata_table`)
+    and return what was dropped. Policy ``maintain`` (the default): nothing when the action keeps
+    the MDT itself (``maintains``) and :func:`unmaintainable` finds nothing against it
+    (``moves_keys`` false: the action moves no key); otherwise ``TableConfigError`` naming why
+    (nothing written). Policy ``refuse``: ``TableConfigError``. So an action that maintains the MDT
+    finds one present after this call only under ``maintain`` (:func:`kept_metadata_table` opens it).
     """
     # Parsed first: a bad value fails the same way whether or not the table has an MDT today.
-    policy = MetadataTablePolicy.from_options(table.config.properties, table.option_defaults, options or {})
+    layers = (table.config.properties, table.option_defaults, options or {})
+    policy = MetadataTablePolicy.from_options(*layers)
     state = detect(table)
     if not state.present or dry_run:
         return None
+    if policy is MetadataTablePolicy.DROP:
+        return drop_metadata_table(table, options)
+    why = (
+        unmaintainable(table, state, moves_keys) if maintains else "it does not update the metadata table yet"
+    )
     if policy is MetadataTablePolicy.REFUSE:
-        raise refusal(table, state, action)
-    if policy is MetadataTablePolicy.MAINTAIN:
-        why = (
-            unmaintainable(table, state, moves_keys)
-            if maintains
-            else "it does not update the metadata table yet"
-        )
-        if why is not None:
-            raise maintain_refusal(table, state, action, why)
-        return None
-    return drop_metadata_table(table, options)
+        raise refusal(table, state, action, why)
+    if why is not None:
+        raise maintain_refusal(table, state, action, why, asked=maintain_asked(*layers))
+    return None
 
 
 def kept_metadata_table(table: LakeTable) -> MetadataTableWriter | None:

@@ -232,7 +232,7 @@ def _commit_partitions(
         return partition_values(partition, fields)
 
     run = _Run(config, handlers, extractor, given_watermark, values_of, now, force)
-    return run.commit(TableTarget(table), names, require_existing=require_existing, dry_run=dry_run)
+    return run.commit(TableTarget(table, options), names, require_existing=require_existing, dry_run=dry_run)
 
 
 # What a plain directory's partition commit can apply (``metastore`` needs a table definition).

@@ -26,7 +26,7 @@ import dataclasses
 import json
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -39,6 +39,7 @@ from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.services.compaction.operation import FILE_NAME_COLUMN, output_schema
 from airflow_lake_provider.lake.table.clustering import pending_clustering_groups
 from airflow_lake_provider.lake.table.metadata_records import change_of_commit
+from airflow_lake_provider.lake.table.metadata_services import services_after_commit
 from airflow_lake_provider.lake.table.metadata_table import kept_metadata_table
 from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -120,11 +121,25 @@ def small_slices(table: LakeTable, timeline: Timeline, partition: str, target_by
 
 
 def merge_small_files(
-    table: LakeTable, partition: str, target_bytes: int, *, fault: FaultHook = _no_fault
+    table: LakeTable,
+    partition: str,
+    target_bytes: int,
+    *,
+    fault: FaultHook = _no_fault,
+    options: Mapping[str, object] | None = None,
 ) -> MergeResult:
-    """Merge the partition's small base files into ceil(total / target) new ones (at least two inputs)."""
+    """Merge the partition's small base files into ceil(total / target) new ones (at least two inputs).
+    Once the merge's replacecommit completed, the MDT's own services run when due, with ``options``
+    (``metadata_services``; a failure there is logged, the merge stands)."""
     if target_bytes <= 0:
         raise PartitionCommitError(f"merge-small-files: target size {target_bytes} must be positive")
+    merged = _merge_locked(table, partition, target_bytes, fault)
+    if merged.instant is not None:  # after the write lock: the services take it themselves
+        services_after_commit(table, options)
+    return merged
+
+
+def _merge_locked(table: LakeTable, partition: str, target_bytes: int, fault: FaultHook) -> MergeResult:
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
         rolled = tuple(recover_merges(table))
         timeline = table.timeline()

@@ -17,7 +17,7 @@ import contextlib
 import datetime as dt
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from airflow_lake_provider.lake.errors import ObjectNotFoundError
 from airflow_lake_provider.lake.services.partition_commit.config import PartitionCommitConfig, Trigger
@@ -107,8 +107,9 @@ class CommitTarget(ABC):
 class TableTarget(CommitTarget):
     kind, late_noun, missing_text = "the table", "writes", "have no completed write"
 
-    def __init__(self, table: LakeTable) -> None:
+    def __init__(self, table: LakeTable, options: Mapping[str, object] | None = None) -> None:
         self.table = table
+        self.options = options  # the run's: the MDT's services after a merge read them
         self.storage, self.uri, self.name = table.storage, table.uri, table.config.name
         self._index: WriteIndex | None = None
 
@@ -147,7 +148,7 @@ class TableTarget(CommitTarget):
         # triggerer never need (loading its native library holds the interpreter lock 0.1-0.5 s).
         from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
 
-        merged = merge_small_files(self.table, partition, target_bytes)
+        merged = merge_small_files(self.table, partition, target_bytes, options=self.options)
         if merged.instant:
             log.info(
                 "partition %s: %d small files merged at %s", partition, len(merged.replaced), merged.instant

@@ -32,6 +32,7 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.file_group.builder import list_table
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
+from airflow_lake_provider.lake.table.metadata_services import services_after_commit
 from airflow_lake_provider.lake.table.metadata_table import (
     drops_metadata_table,
     guard_mutation,
@@ -93,7 +94,9 @@ def rollback(
 ) -> list[RollbackResult]:
     """Roll back ``instant``, or (none given) every failed write the failed-writes policy allows.
 
-    Pending rollbacks are finished first. Takes the table's write lock (waiting up to 60 s).
+    Pending rollbacks are finished first. Takes the table's write lock (waiting up to 60 s). Once a
+    rollback instant completed, the MDT's own services run when due, after the lock (as after a
+    write: ``metadata_services``; a failure there is logged, the rollback stands).
     """
     # Parsed first: a bad value changes nothing (no lock file, no metadata table dropped).
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
@@ -111,8 +114,12 @@ def rollback(
         _check_metadata_table(table, chosen)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         if instant is not None:
-            return rollback_instant_locked(table, instant, force=force)
-        return rollback_failed_writes_locked(table, config)
+            done = rollback_instant_locked(table, instant, force=force)
+        else:
+            done = rollback_failed_writes_locked(table, config)
+    if done:  # a rollback instant completed (the services take the write lock themselves)
+        services_after_commit(table, options)
+    return done
 
 
 def eligible_failed_writes(table: LakeTable, timeline: Timeline, config: FailedWritesConfig) -> list[Instant]:

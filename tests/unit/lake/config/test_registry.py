@@ -57,7 +57,10 @@ def test_every_configuration_error_is_a_config_error_and_keeps_its_old_parents()
 BOOLEAN_READERS = {
     "hoodie.clean.allow.multiple": lambda o: CleanConfig.from_options(o).allow_multiple,
     "hoodie.cleaner.incremental.mode": lambda o: CleanConfig.from_options(o).incremental,
-    "hoodie.metadata.enable": lambda o: MetadataTablePolicy.from_options(o) is MetadataTablePolicy.REFUSE,
+    "hoodie.metadata.enable": lambda o: MetadataTablePolicy.from_options(o) is not MetadataTablePolicy.DROP,
+    "lake.metadata-table.maintain": lambda o: (
+        MetadataTablePolicy.from_options(o) is MetadataTablePolicy.MAINTAIN
+    ),
     "lake.partition-commit.late-data.recommit": lambda o: (
         PartitionCommitConfig.from_options(o).recommit_late_data
     ),

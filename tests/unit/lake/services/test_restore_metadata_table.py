@@ -74,11 +74,12 @@ def test_restore_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> 
     point, rows, writes = _prepared(path, name)
     assert all(mdt_files_of(path, t) for t in writes)
     before = tree_digest(path)
-    assert main(["restore", str(path), "--savepoint", point]) == 1  # the default policy refuses
+    off = ["--option", "lake.metadata-table.maintain=false"]
+    assert main(["restore", str(path), "--savepoint", point, *off]) == 1  # the refuse policy
     assert "restore refused" in capsys.readouterr().err
     assert tree_digest(path) == before
 
-    assert main(["restore", str(path), "--savepoint", point, *OPT]) == 0
+    assert main(["restore", str(path), "--savepoint", point]) == 0  # kept by default
     assert capsys.readouterr().out.startswith(f"restored savepoint {point} at ")
     for t in writes:
         assert mdt_files_of(path, t) == []  # its deltacommit and log files are gone from the MDT
@@ -269,11 +270,51 @@ def test_a_restore_undoes_a_maintained_merge_of_small_files(hudi_table_zip) -> N
     before = _rows(assert_consistent(path))
     mdt_before = mdt_digest(path)
     partition, _merged_rows = _small_files(path, name, UNCOMPACTED)
-    merged = merge_small_files(LakeTable.open(path), partition, TARGET)
+    merged = merge_small_files(LakeTable.open(path), partition, TARGET, options=UNCOMPACTED)
     assert merged.instant is not None and mdt_files_of(path, merged.instant)
 
-    result = restore(LakeTable.open(path), point, MAINTAIN)
+    result = restore(LakeTable.open(path), point, UNCOMPACTED)
     assert result.rolled_back[0] == merged.instant and len(result.rolled_back) == 4
     assert mdt_digest(path) == mdt_before
     assert _rows(assert_consistent(path)) == before  # hudi-rs through the MDT too
     assert_index_consistent(path)
+
+
+# -- the MDT's own services after a restore or rollback ------------------------------------------------
+DUE_NOW = ["--option", "hoodie.metadata.compact.max.delta.commits=1"]
+
+
+def _mdt_compactions_after(path: Path, instant: str) -> list[str]:
+    """The MDT's completed compactions (``<t>_<completion>.commit``) at times after ``instant``."""
+    timeline = path / ".hoodie/metadata/.hoodie/timeline"
+    return sorted(p.name for p in timeline.glob("*.commit") if p.name.split("_")[0] > instant)
+
+
+@pytest.mark.parametrize("how", ["restore", "rollback"])
+def test_a_restore_or_rollback_runs_the_metadata_tables_services_after_it(
+    hudi_table_zip, capsys, how: str
+) -> None:
+    """Under the default policy, with ``hoodie.metadata.compact.max.delta.commits=1``: once the
+    restore (or the forced rollback of the last write) completed, the MDT is compacted, as after a
+    write; hudi-rs, listing through its new base files, reads the rows we read, and ``--check``
+    finds no difference."""
+    name = "mor_avro_v9_txns_simple_meta"
+    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    point, rows, writes = _prepared(path, name)
+    if how == "restore":
+        assert main(["restore", str(path), "--savepoint", point, *DUE_NOW]) == 0
+        instant = capsys.readouterr().out.split(" at ")[1].split(":")[0]
+        expected = rows[0]
+    else:
+        assert main(["rollback", str(path), "--instant", writes[-1], "--force", *DUE_NOW]) == 0
+        out = capsys.readouterr().out
+        assert out.startswith(f"rolled back deltacommit {writes[-1]} at "), out
+        instant = out.split(" at ")[1].split(":")[0]
+        expected = rows[1]
+    timeline = path / ".hoodie/timeline"
+    assert len(list(timeline.glob(f"{instant}_*.{how}"))) == 1
+    assert len(_mdt_compactions_after(path, instant)) == 1
+    assert _rows(hudi_rs(path)) == expected
+    assert _rows(assert_consistent(path)) == expected
+    assert main(["metadata-table", str(path), "--check"]) == 0
+    assert json.loads(capsys.readouterr().out)["consistent"] is True

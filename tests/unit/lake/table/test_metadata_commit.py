@@ -281,9 +281,11 @@ def test_the_policy_refuses_what_it_cannot_keep_with_nothing_changed(hudi_table_
     digest = tree_digest(path)
     with pytest.raises(MetadataTableConfigError, match="lake.metadata-table.maintain"):
         write(LakeTable.open(path), batch, "insert", options={"lake.metadata-table.maintain": "maybe"})
-    # Without the opt-in, the default policy still refuses.
-    with pytest.raises(TableConfigError, match="which this engine does not update"):
-        write(LakeTable.open(path), batch, "insert")
+    # lake.metadata-table.maintain=false refuses.
+    with pytest.raises(
+        TableConfigError, match="which this engine does not update under lake.metadata-table.maintain=false"
+    ):
+        write(LakeTable.open(path), batch, "insert", options={"lake.metadata-table.maintain": "false"})
     assert tree_digest(path) == digest
 
 
@@ -314,9 +316,9 @@ def test_lake_write_with_the_opt_in_then_check_finds_no_difference(
     snapshot = read_snapshot(LakeTable.open(path))
     pq.write_table(_batch(snapshot, "txn_id", "txn_ts", [0], ["cli-1"]), tmp_path / "in.parquet")
     write_args = ["write", str(path), "--input", str(tmp_path / "in.parquet"), "--operation", "insert"]
-    assert main(write_args) != 0  # the default policy refuses
+    assert main([*write_args, "--option", "lake.metadata-table.maintain=false"]) != 0  # refused
     assert "which this engine does not update" in capsys.readouterr().err
-    assert main([*write_args, "--option", "lake.metadata-table.maintain=true"]) == 0
+    assert main(write_args) == 0  # kept by default
     capsys.readouterr()
     assert main(["metadata-table", str(path), "--check"]) == 0
     report = json.loads(capsys.readouterr().out)

@@ -228,10 +228,11 @@ def test_no_compaction_while_a_data_instant_before_the_latest_deltacommit_is_pen
     assert sorted(p.name for p in (path / ".hoodie/metadata/.hoodie/timeline").iterdir()) == before
 
 
-def test_without_the_opt_in_nothing_runs(hudi_table_zip) -> None:
+def test_under_maintain_false_nothing_runs(hudi_table_zip) -> None:
     path = keep_files_partition_only(hudi_table_zip(NAME))
     before = sorted(p.name for p in (path / ".hoodie/metadata/.hoodie/timeline").iterdir())
-    assert run_metadata_table_services(LakeTable.open(path), {DELTA_COMMITS: "1"}) is None
+    off = {DELTA_COMMITS: "1", "lake.metadata-table.maintain": "false"}
+    assert run_metadata_table_services(LakeTable.open(path), off) is None
     assert sorted(p.name for p in (path / ".hoodie/metadata/.hoodie/timeline").iterdir()) == before
 
 

@@ -193,7 +193,8 @@ def test_lake_compact_and_clean_with_the_opt_in_then_check_finds_no_difference(
     path = _prepared(hudi_table_zip, "mor_avro_v9_txns_simple_meta")
     before = _rows(hudi_rs(path))
     opt = ["--option", "lake.metadata-table.maintain=true"]
-    assert main(["compact", str(path), "--mode", "run", "--force"]) != 0  # the default refuses
+    off = ["--option", "lake.metadata-table.maintain=false"]
+    assert main(["compact", str(path), "--mode", "run", "--force", *off]) != 0  # refused
     assert "which this engine does not update" in capsys.readouterr().err
     assert main(["compact", str(path), "--mode", "run", "--force", *opt]) == 0
     assert json.loads(capsys.readouterr().out)["outcome"] == "COMPLETED"

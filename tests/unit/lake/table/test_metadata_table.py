@@ -33,6 +33,7 @@ from airflow_lake_provider.lake.table.metadata_table import (
     detect,
     drop_metadata_table,
     guard_mutation,
+    maintain_asked,
 )
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -121,7 +122,8 @@ def test_every_mutating_command_refuses_with_one_line_and_changes_nothing(
             continue
         assert lines[0].startswith(
             f"lake: error: {action} refused: {t} has Hudi's metadata table "
-            "(partitions [files], folder .hoodie/metadata/), which this engine does not update"
+            "(partitions [files], folder .hoodie/metadata/), which this engine keeps up to date by "
+            "default, but cannot for this action: table version 6 (only 8, 9 so far); the action would "
         ), lines[0]
         assert "run with option hoodie.metadata.enable=false" in lines[0]
         assert f"'lake metadata-table {t} --drop'" in lines[0]
@@ -196,15 +198,36 @@ def test_archival_never_runs_while_a_metadata_table_exists(hudi_table_zip: Calla
     assert tree_digest(path) == before
 
 
-def test_policy_is_decided_by_hoodie_metadata_enable() -> None:
-    assert MetadataTablePolicy.from_options({}) is MetadataTablePolicy.REFUSE
-    assert MetadataTablePolicy.from_options({"hoodie.metadata.enable": "true"}) is MetadataTablePolicy.REFUSE
+def test_policy_is_decided_by_hoodie_metadata_enable_then_maintain() -> None:
+    # Maintain is the default; lake.metadata-table.maintain=false refuses; enable=false drops.
+    assert MetadataTablePolicy.from_options({}) is MetadataTablePolicy.MAINTAIN
+    assert (
+        MetadataTablePolicy.from_options({"hoodie.metadata.enable": "true"}) is MetadataTablePolicy.MAINTAIN
+    )
     assert MetadataTablePolicy.from_options({"hoodie.metadata.enable": "FALSE"}) is MetadataTablePolicy.DROP
+    off = {"lake.metadata-table.maintain": "false"}
+    assert MetadataTablePolicy.from_options(off) is MetadataTablePolicy.REFUSE
+    assert MetadataTablePolicy.from_options(off, {"lake.metadata-table.maintain": "TRUE"}) is (
+        MetadataTablePolicy.MAINTAIN
+    )
+    assert (
+        MetadataTablePolicy.from_options({**off, "hoodie.metadata.enable": "false"})
+        is MetadataTablePolicy.DROP
+    )
     assert (
         MetadataTablePolicy.from_options(
             {"hoodie.metadata.enable": "false"}, {"hoodie.metadata.enable": "true"}
         )
-        is MetadataTablePolicy.REFUSE
+        is MetadataTablePolicy.MAINTAIN
+    )
+    assert (
+        maintain_asked({}),
+        maintain_asked({}, off),
+        maintain_asked({"lake.metadata-table.maintain": " "}),
+    ) == (
+        False,
+        True,
+        False,
     )
     with pytest.raises(TableConfigError, match=r"hoodie.metadata.enable='off' is not true or false"):
         MetadataTablePolicy.from_options({"hoodie.metadata.enable": "off"})

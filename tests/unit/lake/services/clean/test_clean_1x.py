@@ -174,12 +174,14 @@ def test_savepoint_on_a_spark_written_v9_mor_table_keeps_its_read_through_a_clea
 def test_clean_of_a_v8_table_with_a_metadata_table_is_refused_or_drops_it_first(
     hudi_table_zip: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The metadata-table policy applies unchanged on version 8: refused with nothing written, or
-    (``hoodie.metadata.enable=false``) the MDT dropped as Hudi 1.x does, then cleaned; hudi-rs, which
-    reads v8 through the MDT when there is one, reads what we read."""
+    """The refuse and drop policies on version 8: refused with nothing written
+    (``lake.metadata-table.maintain=false``), or (``hoodie.metadata.enable=false``) the MDT dropped
+    as Hudi 1.x does, then cleaned; hudi-rs, which reads v8 through the MDT when there is one, reads
+    what we read."""
     path = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
     before = tree_digest(path)
-    assert main(["clean", str(path), "--option", "hoodie.cleaner.commits.retained=1"]) == 1
+    off = ["--option", "lake.metadata-table.maintain=false"]
+    assert main(["clean", str(path), "--option", "hoodie.cleaner.commits.retained=1", *off]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"lake: error: clean refused: {path} has Hudi's metadata table (partitions [")
     assert tree_digest(path) == before

@@ -186,14 +186,15 @@ def test_compacting_copies_of_spark_written_1x_tables(
 def test_spark_written_1x_tables_with_a_metadata_table_follow_its_policy(
     hudi_table_zip: Callable[[str], Path], name: str
 ) -> None:
-    """Their latest slices hold Spark's logs. Refused by default, the table unchanged; with
+    """Their latest slices hold Spark's logs. Refused under ``lake.metadata-table.maintain=false``
+    (kept by default: ``test_metadata_services``), the table unchanged; with
     ``hoodie.metadata.enable=false`` the MDT is dropped first, then hudi-rs (listing the files now)
     reads the compacted table as it read the table before."""
     path = hudi_table_zip(name)
     table = LakeTable.open(path)
     before, digest = _hudi_rs(path), tree_digest(path)
     with pytest.raises(TableConfigError, match="metadata table"):
-        schedule_compaction(table, force=True)
+        schedule_compaction(table, {"lake.metadata-table.maintain": "false"}, force=True)
     assert tree_digest(path) == digest
     scheduled, done = run_compaction(table, {"hoodie.metadata.enable": "false"}, force=True)
     assert done.outcome is Outcome.COMPLETED and scheduled.plan is not None

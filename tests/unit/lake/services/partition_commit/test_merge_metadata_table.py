@@ -44,6 +44,7 @@ from tests.unit.lake.table.test_metadata_commit import (
     _rows,
     assert_consistent,
     assert_index_consistent,
+    hudi_rs,
 )
 
 MERGE = {**MAINTAIN, "sink.partition-commit.policy.kind": "merge-small-files", "compaction.file-size": "4mb"}
@@ -92,7 +93,14 @@ def test_partition_commit_merge_keeps_the_metadata_table(hudi_table_zip, capsys,
     partition, rows = _small_files(path, name)
     spark = {i.timestamp for i in LakeTable.open(path).timeline().instants}
     mdt_before = mdt_digest(path)
-    result = commit_partitions(LakeTable.open(path), [partition], MERGE)
+    # The MDT's own services held off (not due; an MDT clean keeping 20 commits finds nothing): the
+    # merge's deltacommit is the only change there (services after a merge: tested below).
+    held_off = {
+        **MERGE,
+        "hoodie.metadata.compact.max.delta.commits": "100",
+        "hoodie.cleaner.commits.retained": "20",
+    }
+    result = commit_partitions(LakeTable.open(path), [partition], held_off)
     assert result.committed == (partition,)
     timeline = LakeTable.open(path).timeline()
     (merge,) = [i for i in timeline.completed_commits if i.timestamp not in spark]
@@ -121,15 +129,15 @@ def test_a_merge_of_a_v8_table_keeps_the_metadata_table(hudi_table_zip) -> None:
     _assert_kept(path, result.instant, partition, result.written, rows)
 
 
-def test_the_merge_refuses_without_the_opt_in_and_with_a_record_index(hudi_table_zip, capsys) -> None:
+def test_the_merge_refuses_under_maintain_false_and_with_a_record_index(hudi_table_zip, capsys) -> None:
     path = keep_files_partition_only(hudi_table_zip("cow_v9_txns_simple_meta"), INDEXES)
     partition, _rows_ = _small_files(path, "cow_v9_txns_simple_meta")
     before = tree_digest(path)
     args = ["partition-commit", str(path), "--partition", partition, "--policy", "merge-small-files"]
-    assert main(args) == 1
+    assert main([*args, "--option", "lake.metadata-table.maintain=false"]) == 1
     assert "partition commit (merge-small-files) refused" in capsys.readouterr().err
     assert tree_digest(path) == before
-    # A record index (which a merge would have to move keys in) is refused under the opt-in too.
+    # A record index (which a merge would have to move keys in) is refused under maintain too.
     props = path / ".hoodie/hoodie.properties"
     text = props.read_text()
     key = "hoodie.table.metadata.partitions="
@@ -141,7 +149,10 @@ def test_the_merge_refuses_without_the_opt_in_and_with_a_record_index(hudi_table
     assert "partition commit (merge-small-files) refused" in err
     why = "lake.metadata-table.maintain=true cannot keep it for this action: partitions [record_index, "
     assert why in err
-    assert "(only [column_stats, files, partition_stats] are kept so far)" in err
+    assert (
+        "(only [column_stats, files, partition_stats] are kept so far; record_index and "
+        "secondary_index_* only by the actions that move no key (compaction, clean, archival))"
+    ) in err
     assert tree_digest(path) == before
 
 
@@ -182,3 +193,30 @@ def test_a_crash_at_every_durable_step_of_the_merge_leaves_both_readers_agreeing
 def _copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+def test_a_merge_runs_the_metadata_tables_services_after_it(hudi_table_zip, capsys) -> None:
+    """Under the default policy, with ``hoodie.metadata.compact.max.delta.commits=1``: once the
+    merge's replacecommit completed, the MDT is compacted, as after a write; hudi-rs, listing
+    through its new base files, reads the rows we read, and ``--check`` finds no difference."""
+    name = "cow_v9_txns_simple_meta"
+    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    partition, rows = _small_files(path, name)
+    args = ["partition-commit", str(path), "--partition", partition, "--policy", "merge-small-files"]
+    args += [
+        "--option",
+        "compaction.file-size=4mb",
+        "--option",
+        "hoodie.metadata.compact.max.delta.commits=1",
+    ]
+    spark = set((path / ".hoodie/timeline").glob("*.replacecommit"))
+    assert main(args) == 0
+    capsys.readouterr()
+    (merge,) = set((path / ".hoodie/timeline").glob("*.replacecommit")) - spark
+    instant = merge.name.split("_")[0]
+    mdt = path / ".hoodie/metadata/.hoodie/timeline"
+    assert len([p for p in mdt.glob("*.commit") if p.name.split("_")[0] > instant]) == 1
+    assert _content(hudi_rs(path)) == rows
+    assert _content(assert_consistent(path)) == rows
+    assert main(["metadata-table", str(path), "--check"]) == 0
+    assert json.loads(capsys.readouterr().out)["consistent"] is True

@@ -75,7 +75,8 @@ def test_a_table_with_a_metadata_table_refuses_rollback_by_name_unless_dropped(t
         rollback(table)
     assert str(raised.value).startswith(
         f"rollback refused: {table.uri} has Hudi's metadata table (partitions [files], "
-        "folder .hoodie/metadata/), which this engine does not update"
+        "folder .hoodie/metadata/), which this engine keeps up to date by default, but cannot for this "
+        "action: table version 6 (only 8, 9 so far)"
     )
     assert table.timeline().get(failed) is not None
     (done,) = rollback(table, options={"hoodie.metadata.enable": "false"})

@@ -1,11 +1,13 @@
-"""How a ``lake`` command loads pyarrow: its allocator set up for a short process.
+"""How a ``lake`` command loads pyarrow: set up for a short process.
 
 Arrow's allocator (mimalloc) backs its memory with transparent huge pages: every 2 MiB page a
 process touches first is zeroed whole by the kernel. A ``lake read`` touches most of its memory
 once (decoded row groups, the log, the output's pages), and that zeroing was a fifth of its CPU
-time (``benchmarks/read_slice.py``); with 4 KiB pages the same work costs about 0.2 s less. A
-long-lived process (an Airflow worker, a Spark Python worker) is left as it is: only the CLI calls
-this, before anything loads pyarrow.
+time (``benchmarks/read_slice.py``); with 4 KiB pages the same work costs about 0.2 s less.
+pyarrow also loads numpy, whose OpenBLAS starts a thread per core that spins for a while (3% of
+the read's CPU) though nothing here does linear algebra: one thread is asked for.
+A long-lived process (an Airflow worker, a Spark Python worker) is left as it is: only the CLI
+calls this, before anything loads pyarrow.
 """
 
 from __future__ import annotations
@@ -13,18 +15,20 @@ from __future__ import annotations
 import os
 import sys
 
-# mimalloc reads its options from the environment once, when libarrow loads.
-THP_OPTION = "MIMALLOC_ALLOW_THP"
+# Read from the environment once, when the library loads (libarrow's mimalloc, numpy's OpenBLAS).
+SETTINGS = {"MIMALLOC_ALLOW_THP": "0", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def load_arrow() -> None:
-    """Import pyarrow with mimalloc's huge pages off, unless pyarrow is loaded already or the user
-    chose (``MIMALLOC_ALLOW_THP`` set). The environment is restored after the import: the commands'
-    child processes (spark-submit) inherit it unchanged."""
-    if "pyarrow" in sys.modules or THP_OPTION in os.environ:
+    """Import pyarrow with ``SETTINGS``, each unless the user set it, unless pyarrow is loaded
+    already. The environment is restored after the import: the commands' child processes
+    (spark-submit) inherit it unchanged."""
+    if "pyarrow" in sys.modules:
         return
-    os.environ[THP_OPTION] = "0"
+    added = {k: v for k, v in SETTINGS.items() if k not in os.environ}
+    os.environ.update(added)
     try:
-        import pyarrow  # noqa: F401 - loads libarrow, whose allocator reads the option now
+        import pyarrow  # noqa: F401 - loads libarrow and numpy, which read the settings now
     finally:
-        del os.environ[THP_OPTION]
+        for key in added:
+            del os.environ[key]

@@ -1,6 +1,7 @@
 """`lake read` loads pyarrow with its allocator's transparent huge pages off (their zeroing was a
 fifth of a whole-process read's CPU time) and numpy's OpenBLAS on one thread, without leaving the
-settings in the environment, and leaves a user's own settings alone."""
+settings in the environment, and leaves a user's own settings alone; then the objects loaded so far
+are frozen out of the garbage collector's full collections."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 # mimalloc prints its options to stderr when it starts (MIMALLOC_VERBOSE); the probe then prints
 # whether the option is still in the environment after the command.
 PROBE = """
-import ctypes, os, sys
+import ctypes, gc, os, sys
 from airflow_lake_provider.lake import cli
 code = cli.main(sys.argv[1:])
+print("frozen objects:", gc.get_freeze_count())
 print("left in environment:", os.environ.get("MIMALLOC_ALLOW_THP"), os.environ.get("OPENBLAS_NUM_THREADS"))
 blas = [l.split()[-1] for l in open("/proc/self/maps") if "libscipy_openblas" in l]
 if blas:  # numpy's OpenBLAS, as loaded
@@ -59,6 +61,12 @@ def test_lake_read_loads_arrow_without_huge_pages_and_restores_the_environment(t
     stdout, stderr = _read(tmp_path)
     assert "option 'allow_thp': 0" in stderr
     assert "left in environment: None None" in stdout  # spark-submit and other children inherit nothing
+
+
+def test_lake_read_moves_the_loaded_modules_out_of_the_garbage_collectors_way(tmp_path: Path) -> None:
+    stdout, _ = _read(tmp_path)
+    frozen = int(stdout.split("frozen objects:")[1].split()[0])
+    assert frozen > 10_000  # pyarrow's and numpy's objects, and the CLI's
 
 
 def test_lake_read_loads_numpy_with_one_openblas_thread(tmp_path: Path) -> None:

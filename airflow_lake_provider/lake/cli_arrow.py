@@ -1,14 +1,14 @@
 """How a ``lake`` command loads pyarrow: set up for a short process.
 
-Arrow's allocator (mimalloc) backs its memory with transparent huge pages: every 2 MiB page a
-process touches first is zeroed whole by the kernel. A ``lake read`` touches most of its memory
-once (decoded row groups, the log, the output's pages), and that zeroing was a fifth of its CPU
-time (``benchmarks/read_slice.py``); with 4 KiB pages the same work costs about 0.2 s less.
+Arrow's allocator (mimalloc) asks for transparent huge pages: when the kernel has them, every
+2 MiB page a process touches first is zeroed whole. A ``lake read`` touches most of its memory once
+(decoded row groups, the log, the output's pages), and that zeroing was then a fifth of its CPU
+time (``benchmarks/read_slice.py``); on 4 KiB pages the same work cost 0.2-0.3 s less.
 pyarrow also loads numpy, whose OpenBLAS starts a thread per core that spins for a while (3% of
 the read's CPU) though nothing here does linear algebra: one thread is asked for. Then the objects
 loaded so far (modules, classes, functions: they live as long as the process) are moved out of the
 cyclic garbage collector's way: its full collections, triggered by the imports that follow (polars,
-for the Avro decode), walked them all again, ~0.1 s of CPU.
+for the Avro decode), walked them all again, up to ~0.1 s of CPU.
 A long-lived process (an Airflow worker, a Spark Python worker) is left as it is: only the CLI
 calls this, before anything loads pyarrow.
 """

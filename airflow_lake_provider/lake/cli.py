@@ -9,6 +9,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from airflow_lake_provider.lake.cli_arrow import load_arrow
 from airflow_lake_provider.lake.cli_parser import _parser
 from airflow_lake_provider.lake.config import check_options
 from airflow_lake_provider.lake.config.registry import PC_POLICY_KIND
@@ -27,9 +28,7 @@ if TYPE_CHECKING:
     from airflow_lake_provider.lake.timeline.active import Timeline
     from airflow_lake_provider.lake.timeline.instant import Instant
 
-# Each command imports what it uses when it runs (pyarrow, the table core, a service, even a
-# service's option names): `lake timeline` need not load the writer, `lake read` no service
-# (benchmarks/read_slice.py, tests/unit/lake/test_cli_imports.py).
+# Each command imports what it uses when it runs: `lake read` no service, `lake timeline` no writer.
 log = logging.getLogger("airflow_lake_provider.lake.cli")  # also when run as __main__ (python -m)
 
 
@@ -106,6 +105,7 @@ def _cmd_write(args: argparse.Namespace) -> None:
 
 
 def _cmd_read(args: argparse.Namespace) -> None:
+    load_arrow()  # first: before anything loads pyarrow
     from airflow_lake_provider.lake.table.export import export_parquet
     from airflow_lake_provider.lake.table.table import LakeTable
 

@@ -2,7 +2,7 @@
 
 Layers of ``airflow_lake_provider.lake`` (each may import the ones below it, never one above):
 
-    cli, cli_parser, spark_submit  entry points
+    cli, cli_arrow, cli_parser, spark_submit  entry points
     services                     clean, compaction, partition commit, savepoint, restore
     table                        the table, merge, read, write, rollback, archival, metadata table
     file_group                   file names, file slices and groups, the file system view
@@ -112,6 +112,7 @@ def test_every_core_module_belongs_to_a_layer_or_is_an_entry_point() -> None:
     core = [m for m in MODULES if m.startswith(CORE + ".")]
     assert {m for m in core if _group(m) is None} == {
         f"{CORE}.cli",
+        f"{CORE}.cli_arrow",
         f"{CORE}.cli_parser",
         f"{CORE}.spark_submit",
     }

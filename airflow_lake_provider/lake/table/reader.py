@@ -27,6 +27,7 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.file_group.model import FileSlice, LogFile
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS
+from airflow_lake_provider.lake.format.base_file import decode_dictionaries, small_dictionary_columns
 from airflow_lake_provider.lake.format.casting import cast_exact
 from airflow_lake_provider.lake.format.partitioning import record_keys
 from airflow_lake_provider.lake.format.table_config import TableConfig
@@ -167,6 +168,8 @@ class SliceReader:
         rel = slice_.base_file.relative_path
         with _naming(self.table, rel), self.table.storage.open_input(rel) as source:
             parquet = pq.ParquetFile(source)
+            if dictionaries := small_dictionary_columns(parquet.metadata):
+                parquet = pq.ParquetFile(source, metadata=parquet.metadata, read_dictionary=dictionaries)
             names = parquet.schema_arrow.names
             check_base_columns(self.table, rel, names)
             if footer is not None:
@@ -183,6 +186,7 @@ class SliceReader:
                     if index is not None
                     else parquet.schema_arrow.empty_table().select(columns)
                 )
+                rows = decode_dictionaries(rows)
                 if reuse:
                     rows = rows.append_column(RECORD_KEY, keys.slice(offset, rows.num_rows))
                     offset += rows.num_rows

@@ -1,0 +1,85 @@
+"""format/base_file.py: which string columns of a base file are read as dictionaries (small
+dictionary pages in every row group) and decoded back to their values, the same values."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_lake_provider.lake.format.base_file import (
+    SMALL_DICTIONARY_BYTES,
+    decode_dictionaries,
+    small_dictionary_columns,
+)
+
+ROWS = 20_000
+
+
+def _write(path: str, table: pa.Table, **options: object) -> pq.FileMetaData:
+    pq.write_table(table, path, row_group_size=ROWS // 4, **options)
+    return pq.ParquetFile(path).metadata
+
+
+def _table() -> pa.Table:
+    return pa.table(
+        {
+            "file": pa.array(["a-long-file-name-0_1-2-3_20240101.parquet"] * ROWS),
+            "city": pa.array([("berlin", None, "essen")[i % 3] for i in range(ROWS)]),
+            "key": pa.array([f"key{i:08d}" for i in range(ROWS)]),  # unique: no dictionary asked
+            "qty": pa.array([i % 5 for i in range(ROWS)], pa.int32()),  # dictionary, but not strings
+            "tags": pa.array([[f"t{i % 2}"] for i in range(ROWS)]),  # nested strings
+            "blob": pa.array([b"x" * 8] * ROWS, pa.binary()),
+        }
+    )
+
+
+def test_low_cardinality_string_columns_are_chosen_in_file_order(tmp_path) -> None:  # noqa: ANN001
+    meta = _write(
+        str(tmp_path / "f.parquet"), _table(), use_dictionary=["file", "city", "qty", "tags", "blob"]
+    )
+    assert small_dictionary_columns(meta) == ["file", "city", "blob"]
+
+
+def test_a_string_column_written_without_a_dictionary_is_not_chosen(tmp_path) -> None:  # noqa: ANN001
+    meta = _write(str(tmp_path / "f.parquet"), _table(), use_dictionary=["file"])
+    assert small_dictionary_columns(meta) == ["file"]
+
+
+def test_a_large_dictionary_is_not_chosen(tmp_path) -> None:  # noqa: ANN001
+    # 2,500 distinct 40-byte values, each repeated: a dictionary page of ~100 KB, uncompressible.
+    import random
+
+    rng = random.Random(7)
+    values = [
+        "".join(rng.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(40)) for _ in range(2500)
+    ]
+    table = pa.table(
+        {"big": pa.array([values[i % 2500] for i in range(ROWS)]), "small": pa.array(["x"] * ROWS)}
+    )
+    meta = _write(str(tmp_path / "f.parquet"), table, use_dictionary=["big", "small"], compression="none")
+    chunk = meta.row_group(0).column(0)
+    assert chunk.has_dictionary_page
+    assert chunk.data_page_offset - chunk.dictionary_page_offset > SMALL_DICTIONARY_BYTES
+    assert small_dictionary_columns(meta) == ["small"]
+
+
+def test_a_file_without_row_groups_has_no_dictionary_columns(tmp_path) -> None:  # noqa: ANN001
+    path = str(tmp_path / "f.parquet")
+    pq.ParquetWriter(path, _table().schema).close()
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups == 0
+    assert small_dictionary_columns(meta) == []
+
+
+def test_decoded_dictionaries_are_the_same_values_and_types(tmp_path) -> None:  # noqa: ANN001
+    path = str(tmp_path / "f.parquet")
+    table = _table()
+    meta = _write(path, table, use_dictionary=["file", "city", "blob"])
+    chosen = small_dictionary_columns(meta)
+    read = pq.ParquetFile(path, read_dictionary=chosen).read()
+    assert [pa.types.is_dictionary(read.schema.field(c).type) for c in chosen] == [True, True, True]
+    decoded = decode_dictionaries(read)
+    assert decoded.schema == table.schema
+    assert decoded.equals(table)
+    assert decoded.column("city").null_count == table.column("city").null_count > 0
+    assert decode_dictionaries(table) is table  # nothing to decode: the table itself

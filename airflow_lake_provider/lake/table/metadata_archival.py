@@ -12,8 +12,10 @@ readers count an MDT deltacommit valid through its data instant). The instants g
 history (layout 2) first, then their active files, oldest first and each instant's completed file
 last: a crash leaves them in the history and active, and the next run removes them.
 
-Since the data table archives nothing at or after the MDT's last compaction, the MDT keeps every
-deltacommit after it: no log block of a latest slice loses its instant.
+The data table's archival keeps every commit that completed after the MDT's last compaction was
+requested (``archival.executor.metadata_table_bound``, by completion time as Java 1.x), so this bound
+keeps the MDT deltacommit of every data commit whose log is in a latest MDT slice, one requested
+before the compaction but completed after it included: no such log block loses its instant.
 """
 
 from __future__ import annotations

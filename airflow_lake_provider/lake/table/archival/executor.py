@@ -104,8 +104,9 @@ def run_archival(table: LakeTable, options: Mapping[str, object] | None = None) 
     """Archive what the table is due (see ``planner``); ``NO_WORK`` when nothing is."""
     started = time.monotonic()
     config = ArchivalConfig.from_options(table.config.properties, options or {})
-    # Java never archives past the MDT's last compaction: under maintain we stop there (archival
-    # writes nothing to the MDT, as Java's writes nothing), otherwise we refuse or drop it first.
+    # Java never archives a commit completed after the MDT's last compaction was requested: under
+    # maintain we stop there too (archival writes nothing to the MDT, as Java's writes nothing),
+    # otherwise we refuse or drop it first.
     guard_mutation(table, "archival", options, maintains=True, moves_keys=False)
     with table.store.exclusive("archive"):
         timeline = table.timeline()
@@ -194,17 +195,34 @@ def _plan(
 
 
 def metadata_table_bound(table: LakeTable, timeline: Timeline) -> tuple[str, str] | None:
-    """The first instant archival keeps for the table's MDT (None: it has none): its last completed
-    compaction, or the first active instant when it has none yet (nothing is archived then)."""
+    """The first instant archival keeps for the table's MDT (None: it has none, or it bounds
+    nothing): nothing at all while the MDT has no completed compaction; after one, on table versions
+    8 and 9, the first completed commit that completed after that compaction was requested (Java 1.x
+    ``TimelineArchiverV2`` step 4, ``findInstantsModifiedAfterByCompletionTime``), else the
+    compaction itself (Java 0.x, by requested time).
+
+    By completion time: an MDT deltacommit requested before the compaction but completed after it
+    (Spark's writer interleaves the two) has its log in the slice after the compaction's base file,
+    and MDT readers merge it only while its data commit is active (it also holds back the MDT's own
+    archival, ``metadata_archival``)."""
     mdt = kept_metadata_table(table)
     if mdt is None:
         return None
     compactions = mdt.timeline().filter([Action.COMMIT], [State.COMPLETED])
-    if compactions:
-        last = compactions[-1].timestamp
+    if not compactions:
+        first = timeline.instants[0].timestamp if timeline.instants else ""
+        return first, "no compaction yet on the metadata table"
+    last = compactions[-1].timestamp
+    if not timeline.layout.has_completion_times:
         return last, f"the metadata table's last compaction {last}"
-    first = timeline.instants[0].timestamp if timeline.instants else ""
-    return first, "no compaction yet on the metadata table"
+    later = [
+        c.timestamp
+        for c in timeline.completed_commits
+        if c.completion_time is not None and c.completion_time > last and c.timestamp != last
+    ]
+    if not later:
+        return None
+    return min(later), f"commit {min(later)}, completed after the metadata table's last compaction {last}"
 
 
 def _replaces_with_files(table: LakeTable, timeline: Timeline, instants: Sequence[Instant]) -> list[str]:

@@ -21,10 +21,12 @@ also takes a replacecommit as the last compaction; here every trigger that count
 keeps them, and only a ``commit`` ends the count, as the compaction trigger counts: both keep at
 least what Hudi keeps.
 
-A table that keeps Hudi's metadata table (MDT) archives nothing at or after the MDT's last completed
-compaction, and nothing at all before its first (Java's archivers, 0.14 ``HoodieTimelineArchiver`` and
-1.x ``TimelineArchiverV2``, step 4): an MDT reader merges the log blocks of active instants only,
-so an instant archived before its records are in an MDT base file would drop out of the listing.
+A table that keeps Hudi's metadata table (MDT) archives nothing at all before the MDT's first
+completed compaction, and after one nothing from the first commit that completed after the last one
+was requested (Java's archivers, 0.14 ``HoodieTimelineArchiver`` by requested time and 1.x
+``TimelineArchiverV2``, step 4, by completion time; ``metadata_bound``, found by the executor): an
+MDT reader merges the log blocks of active instants only, so an instant archived before its records
+are in an MDT base file would drop out of the listing.
 
 Table versions 8 and 9 (Hudi 1.x's ``TimelineArchiverV2``) also keep the last completed commit
 before the earliest pending write active. Unlike Hudi 1.x, which archives only commits, cleans and
@@ -81,7 +83,8 @@ def plan_archival(
     :param live_replaces: completed replacecommits whose replaced file groups still have files.
     :param merge_on_read: keep the delta commits the compaction trigger counts (see above).
     :param metadata_bound: (first instant to keep, why) when the table keeps a metadata table: Java's
-        archiver never archives an instant at or after the metadata table's last compaction.
+        archiver never archives a commit that completed after the metadata table's last compaction
+        was requested.
     """
     commits = timeline.completed_commits
     if len(commits) <= config.max_commits:

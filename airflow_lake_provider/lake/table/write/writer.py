@@ -196,7 +196,8 @@ def _write_checked(
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:
     """Archive what is due now that the write is committed. The write stands whatever happens
     here: a failure (or another archival running) is logged and the next write or clean retries.
-    An MDT still there after the write is kept (``maintain``): archival stops at its last compaction."""
+    An MDT still there after the write is kept (``maintain``): archival keeps every commit that
+    completed after its last compaction was requested."""
     try:
         return run_archival(table, options).archived
     except LakeError as exc:

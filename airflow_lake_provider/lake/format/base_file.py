@@ -44,6 +44,7 @@ SMALL_DICTIONARY_BYTES = 64 * 1024
 # dictionary does not rule that out: Spark's 1 MB dictionary of unique _hoodie_commit_seqno values is
 # 15 KB under zstd.
 WRITER_DICTIONARY_LIMIT = 1 << 20
+_OFFSETS_LIMIT = 2**31 - 1  # bytes of values an array with 32-bit offsets holds
 
 
 def write_base_file(sink: IO[bytes], rows: pa.Table, bloom: BloomSettings | None = DEFAULT_SETTINGS) -> None:
@@ -237,6 +238,23 @@ def decode_dictionaries(rows: pa.Table) -> pa.Table:
     for index, field in enumerate(rows.schema):
         if pa.types.is_dictionary(field.type):
             column = rows.column(index)
-            decoded = pa.chunked_array([c.dictionary_decode() for c in column.chunks], field.type.value_type)
+            decoded = pa.chunked_array(
+                [piece for chunk in column.chunks for piece in _decoded(chunk)], field.type.value_type
+            )
             rows = rows.set_column(index, field.with_type(field.type.value_type), decoded)
     return rows
+
+
+def _decoded(chunk: pa.DictionaryArray) -> list[pa.Array]:
+    """The chunk's values, in pieces whose values fit 32-bit offsets (at most 2 GiB each): a row
+    group of a few million rows of a long constant string decodes to more (Parquet's own read
+    splits it so too), and a single take fails."""
+    longest = pc.max(pc.binary_length(chunk.dictionary)).as_py() or 0
+    if len(chunk) * longest <= _OFFSETS_LIMIT or _large(chunk.type.value_type):
+        return [chunk.dictionary_decode()]
+    step = max(1, _OFFSETS_LIMIT // longest)
+    return [chunk.slice(start, step).dictionary_decode() for start in range(0, len(chunk), step)]
+
+
+def _large(value_type: pa.DataType) -> bool:
+    return pa.types.is_large_string(value_type) or pa.types.is_large_binary(value_type)

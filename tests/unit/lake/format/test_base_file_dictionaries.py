@@ -4,7 +4,9 @@ dictionary pages in every row group) and decoded back to their values, the same 
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from airflow_lake_provider.lake.format.base_file import (
     SMALL_DICTIONARY_BYTES,
@@ -108,3 +110,22 @@ def test_a_column_whose_dictionary_fell_back_to_plain_pages_is_not_chosen(tmp_pa
     assert small_dictionary_columns(meta) == ["_hoodie_file_name"]
     read = pq.ParquetFile(path, read_dictionary=small_dictionary_columns(meta)).read()
     assert decode_dictionaries(read).equals(table)
+
+
+@pytest.mark.slow
+def test_a_row_group_of_more_than_2_gib_of_dictionary_values_is_decoded_in_pieces(tmp_path) -> None:  # noqa: ANN001
+    # 540,000 rows of one 4 KiB value: a 2.2 GB column in one row group (a Spark row group of a few
+    # million narrow rows and one long constant string gets there). Parquet's own read splits it in
+    # chunks of 32-bit offsets; decoded in one take, the dictionary overflowed them ("Take operation
+    # overflowed binary array capacity"), and the reader called the base file corrupt.
+    rows, value = 540_000, "v" * 4096
+    path = str(tmp_path / "f.parquet")
+    part = pa.table({"d": pa.array([value] * 10_000)})
+    pq.write_table(pa.concat_tables([part] * (rows // 10_000)), path, row_group_size=rows)
+    meta = pq.ParquetFile(path).metadata
+    assert (meta.num_row_groups, small_dictionary_columns(meta)) == (1, ["d"])
+    read = pq.ParquetFile(path, read_dictionary=["d"]).read_row_group(0)
+    decoded = decode_dictionaries(read).column("d")
+    del read
+    assert (decoded.type, len(decoded)) == (pa.string(), rows)
+    assert pc.all(pc.equal(decoded, value)).as_py()

@@ -173,7 +173,7 @@ def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> 
     try:
         frame = _read_container(_polars(), block, schema, count, len_field)
     except CorruptLogBlockError as exc:
-        log.warning("%s; decoding record by record", exc)
+        log.debug("%s; decoding record by record", exc)  # which reports a bad block itself
         return None
     return _frame_table(frame, block, schema, count, len_field)
 

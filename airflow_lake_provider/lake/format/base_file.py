@@ -37,9 +37,14 @@ ROW_GROUP_ROWS = 64 * 1024
 # compaction benchmark's 1,000,000-row base file: 0.33 s of CPU instead of 0.58 s, 62 MB, not 69.
 DICTIONARY_SAMPLE_ROWS = 16_384
 # Reading a base file, a string column whose dictionary pages are at most this large (compressed) is
-# read as a dictionary (``small_dictionary_columns``): well under any writer's dictionary page limit
-# (Arrow and parquet-java: 1 MB), so the chunk is dictionary-encoded throughout.
+# read as a dictionary (``small_dictionary_columns``), if it is dictionary-encoded throughout.
 SMALL_DICTIONARY_BYTES = 64 * 1024
+# Writers give a chunk's dictionary up once its page outgrows their limit (Arrow and parquet-java: 1 MB
+# uncompressed by default) and write the rest of the chunk as plain pages. A small compressed
+# dictionary does not rule that out: Spark's 1 MB dictionary of unique _hoodie_commit_seqno values is
+# 15 KB under zstd.
+WRITER_DICTIONARY_LIMIT = 1 << 20
+_OFFSETS_LIMIT = 2**31 - 1  # bytes of values an array with 32-bit offsets holds
 
 
 def write_base_file(sink: IO[bytes], rows: pa.Table, bloom: BloomSettings | None = DEFAULT_SETTINGS) -> None:
@@ -200,7 +205,8 @@ def small_dictionary_columns(metadata: pq.FileMetaData) -> list[str]:
     dictionary page of at most ``SMALL_DICTIONARY_BYTES``: read as dictionaries, then decoded by
     :func:`decode_dictionaries` (a take), they cost a fraction of Parquet's value-by-value decoding
     (a million 70-byte ``_hoodie_file_name`` values: 0.1 s of CPU, 3 ms as a dictionary). Columns
-    whose dictionary is large, or absent in some row group, are read as they are."""
+    whose dictionary is large, absent in some row group, or given up for plain pages (whose values a
+    dictionary read would hash one by one: ten times Parquet's decoding) are read as they are."""
     schema, groups = metadata.schema, [metadata.row_group(i) for i in range(metadata.num_row_groups)]
     chosen = []
     for index in range(metadata.num_columns if groups else 0):
@@ -211,10 +217,20 @@ def small_dictionary_columns(metadata: pq.FileMetaData) -> list[str]:
         if all(
             chunk.has_dictionary_page
             and chunk.data_page_offset - chunk.dictionary_page_offset <= SMALL_DICTIONARY_BYTES
+            and _no_plain_pages(chunk)
             for chunk in chunks
         ):
             chosen.append(column.name)
     return chosen
+
+
+def _no_plain_pages(chunk: pq.ColumnChunkMetaData) -> bool:
+    """Whether the chunk's size allows it to hold its dictionary and indices only: a dictionary page
+    within a writer's limit, then per value an index (at most the bit width of the value count) and a
+    definition level. Plain pages hold each value whole, its length alone 4 bytes: a chunk that fell
+    back to them after its dictionary's first values is larger (the footer has no page encodings)."""
+    values = chunk.num_values
+    return chunk.total_uncompressed_size <= WRITER_DICTIONARY_LIMIT + values * (values.bit_length() + 2) // 8
 
 
 def decode_dictionaries(rows: pa.Table) -> pa.Table:
@@ -222,6 +238,23 @@ def decode_dictionaries(rows: pa.Table) -> pa.Table:
     for index, field in enumerate(rows.schema):
         if pa.types.is_dictionary(field.type):
             column = rows.column(index)
-            decoded = pa.chunked_array([c.dictionary_decode() for c in column.chunks], field.type.value_type)
+            decoded = pa.chunked_array(
+                [piece for chunk in column.chunks for piece in _decoded(chunk)], field.type.value_type
+            )
             rows = rows.set_column(index, field.with_type(field.type.value_type), decoded)
     return rows
+
+
+def _decoded(chunk: pa.DictionaryArray) -> list[pa.Array]:
+    """The chunk's values, in pieces whose values fit 32-bit offsets (at most 2 GiB each): a row
+    group of a few million rows of a long constant string decodes to more (Parquet's own read
+    splits it so too), and a single take fails."""
+    longest = pc.max(pc.binary_length(chunk.dictionary)).as_py() or 0
+    if len(chunk) * longest <= _OFFSETS_LIMIT or _large(chunk.type.value_type):
+        return [chunk.dictionary_decode()]
+    step = max(1, _OFFSETS_LIMIT // longest)
+    return [chunk.slice(start, step).dictionary_decode() for start in range(0, len(chunk), step)]
+
+
+def _large(value_type: pa.DataType) -> bool:
+    return pa.types.is_large_string(value_type) or pa.types.is_large_binary(value_type)

@@ -53,6 +53,7 @@ _POLARS_LOGICAL = {
 }
 _POLARS_PRIMITIVES = {"boolean", "int", "long", "float", "double", "bytes", "string"}
 _CONTAINER_SYNC = b"hudi-lake-block!"  # any 16 bytes; only has to match within one container
+_SENTINEL = b"\xfflk\xff"  # the length prefix of the record after a block's (see _sentinel)
 
 
 def polars_can_decode(avro_schema: Mapping[str, Any]) -> bool:
@@ -165,9 +166,15 @@ def _length_field_name(schema: Mapping[str, Any]) -> str:
 
 
 def _decode_with_polars(block: LogBlock, schema: dict[str, Any], count: int) -> pa.Table | None:
-    """Read the block as an Avro container; ``None`` if the record lengths do not add up."""
+    """Read the block as an Avro container; ``None`` if the records do not read so or their lengths
+    do not add up: the record by record decode then decides (it names the bad record; it reads
+    the records of a block with bytes after them, as Hudi's readers do)."""
     len_field = _length_field_name(schema)
-    frame = _read_container(_polars(), block, schema, count, len_field)
+    try:
+        frame = _read_container(_polars(), block, schema, count, len_field)
+    except CorruptLogBlockError as exc:
+        log.debug("%s; decoding record by record", exc)  # which reports a bad block itself
+        return None
     return _frame_table(frame, block, schema, count, len_field)
 
 
@@ -182,6 +189,7 @@ def _read_container(pl: Any, block: LogBlock, schema: dict[str, Any], count: int
         *wrapper.get("fields", []),
     ]
     payload = memoryview(block.content)[8:]
+    tail = _sentinel(schema) + _overrun(wrapper)
     header = b"".join(
         (
             b"Obj\x01",
@@ -192,16 +200,20 @@ def _read_container(pl: Any, block: LogBlock, schema: dict[str, Any], count: int
             avro_bytes(b"null"),
             zigzag(0),
             _CONTAINER_SYNC,
-            zigzag(count),
-            zigzag(len(payload)),
+            zigzag(count + 1),
+            zigzag(len(payload) + len(tail)),
         )
     )
     # The container (a copy of the block) in memory of its own, unmapped when read: a bytes object
     # under the C heap's mmap threshold (up to 32 MB once raised) stays with the heap when freed.
-    container = mmap.mmap(-1, len(header) + len(payload) + len(_CONTAINER_SYNC))
+    # After the records, a sentinel record (see _sentinel: it shows whether the records took
+    # exactly the block's bytes), then bytes that do not decode (see _overrun): records cut short
+    # read into them and fail as a polars error, not a panic past the buffer that Rust prints.
+    container = mmap.mmap(-1, len(header) + len(payload) + len(tail) + len(_CONTAINER_SYNC))
     try:
         container.write(header)
         container.write(payload)
+        container.write(tail)
         container.write(_CONTAINER_SYNC)
         del payload
         container.seek(0)
@@ -211,9 +223,58 @@ def _read_container(pl: Any, block: LogBlock, schema: dict[str, Any], count: int
         raise CorruptLogBlockError(f"{where}: data block does not decode: {exc}") from exc
     finally:
         container.close()  # not held through the conversions (peak memory)
-    if frame.height != count:
-        raise CorruptLogBlockError(f"{where}: decoded {frame.height} records, header says {count}")
+    if frame.height != count + 1:
+        raise CorruptLogBlockError(f"{where}: decoded {frame.height - 1} records, header says {count}")
     return frame
+
+
+def _sentinel(schema: Any) -> bytes:
+    """A record after the block's: the length prefix ``_SENTINEL`` (negative: no record's), then
+    zero bytes, a datum of any schema (empty strings and arrays, zeros, first union branches). Read
+    where it was written, it proves the block's records took exactly their bytes: the last one's
+    overrun shows in no length prefix (those that follow it), but moves the sentinel."""
+    return _SENTINEL + bytes(_zero_width(schema))
+
+
+def _zero_width(t: Any) -> int:
+    """Bytes of the all-zero datum of ``t``."""
+    if isinstance(t, str):
+        return {"null": 0, "float": 4, "double": 8}.get(t, 1)
+    if isinstance(t, list):
+        return 1 + _zero_width(t[0]) if t else 1  # branch 0
+    kind = t.get("type")
+    if not isinstance(kind, str):
+        return _zero_width(kind)
+    if kind == "fixed":
+        return int(t.get("size", 0))
+    if kind == "record":
+        return sum(_zero_width(f.get("type")) for f in t.get("fields", []))
+    return 1 if kind in ("array", "map", "enum") else _zero_width(kind)
+
+
+def _overrun(schema: Any) -> bytes:
+    """0xFF bytes, enough that a record read into them meets a variable-length integer there (an
+    Avro length, union branch or int: no run of 0xFF bytes ends one, polars fails "out-of-spec")
+    before it runs out: past what the fixed-size values of two records take (a record cut short,
+    then the next), which are read whatever the bytes, and a few KB a string or bytes value cut
+    short may still claim (a corrupt length claiming more than that still panics)."""
+    return b"\xff" * (2 * _fixed_width(schema) + 4096)
+
+
+def _fixed_width(t: Any) -> int:
+    """Bytes a value of ``t`` may take before its first variable-length integer, at most."""
+    if isinstance(t, str):
+        return {"float": 4, "double": 8, "boolean": 1}.get(t, 0)
+    if not isinstance(t, Mapping):
+        return 0  # a union: its branch index comes first
+    kind = t.get("type")
+    if not isinstance(kind, str):
+        return _fixed_width(kind)
+    if kind == "fixed":
+        return int(t.get("size", 0))
+    if kind == "record":
+        return sum(_fixed_width(f.get("type")) for f in t.get("fields", []))
+    return _fixed_width(kind)  # arrays and maps start with a count; logical types by their base type
 
 
 def _frame_table(
@@ -222,9 +283,9 @@ def _frame_table(
     """The frame as the block's Arrow table, once its records' lengths are checked to tile the
     block; ``None`` where they do not."""
     where = block.location
-    lengths = frame.get_column(len_field).to_arrow().cast(pa.binary(4))
-    declared = sum(struct.unpack(f">{count}i", _fixed_bytes(lengths)))
-    if declared != len(block.content) - 8 - 4 * count:
+    prefixes = _fixed_bytes(frame.get_column(len_field).to_arrow().cast(pa.binary(4)))
+    declared = sum(struct.unpack(f">{count}i", prefixes[:-4]))
+    if prefixes[-4:] != _SENTINEL or declared != len(block.content) - 8 - 4 * count:
         log.warning(
             "%s: record lengths do not tile the data block (sum %s, %s bytes); decoding record by record",
             where,
@@ -233,7 +294,7 @@ def _frame_table(
         )
         return None
     target = avro_to_arrow(schema)
-    table = frame.drop(len_field).to_arrow()
+    table = frame.drop(len_field).head(count).to_arrow()
     del frame
     try:
         # First to the decoded layout (maps still lists of entries), then relabel as maps.

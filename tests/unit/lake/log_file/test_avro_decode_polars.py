@@ -109,10 +109,43 @@ def test_a_block_whose_lengths_lie_falls_back_to_the_record_by_record_decode(cap
 
 @pytest.mark.parametrize("cut", [1, 7, 20])
 def test_a_block_cut_short_is_a_corrupt_block_naming_it(cut: int) -> None:
-    """polars panics (or fails to fill a buffer) on records cut short: a CorruptLogBlockError, which
-    the reader logs and skips as any corrupt block, not an exception outside LakeError."""
+    """polars fails on records cut short; the record by record decode then names the record: a
+    CorruptLogBlockError, which the reader logs and skips as any corrupt block, not an exception
+    outside LakeError."""
     table = _with_meta(pa.table({"v": pa.array([f"s{i}" * 5 for i in range(10)], pa.string())}))
     block = _only_block(avro_data_block(table, _schema_of(table), T1))
     cut_short = _only_block(encode_block(BlockType.AVRO_DATA, block.header, block.content[:-cut]))
-    with pytest.raises(CorruptLogBlockError, match=f"^{cut_short.location}: data block does not decode"):
+    with pytest.raises(CorruptLogBlockError, match=f"^{cut_short.location}: record 9 of 69 bytes runs past"):
         decode_avro_data_block(cut_short)
+
+
+@pytest.mark.parametrize("cut", [1, 7, 20, "count"])
+def test_a_block_cut_short_prints_no_rust_panic(capfd, cut: int | str) -> None:  # noqa: ANN001
+    """Records cut short, or a header counting one record more than the block holds: polars read
+    past the end of its buffer and panicked, and Rust's panic hook printed the panic (a backtrace
+    under RUST_BACKTRACE) to stderr, above `lake read`'s one `lake: error:` line. Read into bytes
+    that do not decode, it fails as an error, printing nothing."""
+    table = _with_meta(pa.table({"v": pa.array([f"s{i}" * 5 for i in range(10)], pa.string())}))
+    block = _only_block(avro_data_block(table, _schema_of(table), T1))
+    content = bytearray(block.content)
+    if cut == "count":
+        struct.pack_into(">i", content, 4, 11)
+    else:
+        del content[-cut:]
+    short = _only_block(encode_block(BlockType.AVRO_DATA, block.header, bytes(content)))
+    capfd.readouterr()
+    with pytest.raises(CorruptLogBlockError) as raised:
+        decode_avro_data_block(short)
+    last = "record 10 length" if cut == "count" else "record 9 of 69 bytes"
+    assert str(raised.value) == f"{short.location}: {last} runs past the block"
+    assert capfd.readouterr().err == ""
+
+
+def test_bytes_after_a_blocks_records_are_ignored_as_hudi_reads_them() -> None:
+    # Hudi's readers read the records the header counts and no further (the record by record
+    # decode too); the fast path's sentinel record after them finds the extra bytes and hands over.
+    table = _with_meta(pa.table({"v": pa.array([f"s{i}" * 5 for i in range(10)], pa.string())}))
+    block = _only_block(avro_data_block(table, _schema_of(table), T1))
+    padded = _only_block(encode_block(BlockType.AVRO_DATA, block.header, block.content + b"\x07junk"))
+    assert decode_avro_data_block_polars(padded) is None
+    assert decode_avro_data_block(padded).equals(decode_avro_data_block(block))

@@ -785,8 +785,8 @@ def test_writes_an_archiver_appended_to_its_newest_archive_file_are_indexed(tmp_
     """Java's archiver appends blocks to its newest archive file (ours writes a new file per run):
     each poke after an archival reads the bytes added since the last one, and nothing else."""
     from airflow_lake_provider.lake.services.partition_commit.state import load_index
-    from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
     from airflow_lake_provider.lake.table.archival.archive_log import archive_entry
+    from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
     from airflow_lake_provider.lake.table.archival.executor import run_archival
     from airflow_lake_provider.lake.table.archival.planner import plan_archival
     from airflow_lake_provider.lake.timeline.archived import encode_archive_block

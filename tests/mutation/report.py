@@ -88,6 +88,9 @@ FOCUS = {
         "services/compaction/test_compaction.py",
         "table/write/test_writer_commit.py",
     ),
+    # The rollback planner runs before every write (failed writes first): its own tests and the
+    # rollback executor's.
+    "rollback-planner": ("table/rollback/",),
     # The view's and builder's hot functions are mapped to ~1,200 tests; their private helpers
     # (missing_slices' `_at_risk`, `_missing_of`, ...) to the few tests mutmut's incremental stats
     # ran after they were added. `focus` maps each of their functions to every test of these files.

@@ -249,3 +249,33 @@ def test_as_of_an_archived_instant_a_commit_completed_after_the_floor_is_decoded
     decoded = _decoding(monkeypatch)
     assert view.missing_slices(k1) == []
     assert decoded == [*k0, k1]
+
+
+def test_as_of_an_archived_instant_a_group_is_new_by_its_own_write_stat(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One commit rewrote k1's group and created k5's (two-level partitions): k5's own write stat
+    (prevCommit null) makes it new, not k1's, which the commit lists first."""
+    table = LakeTable.create(
+        tmp_path / "t",
+        table_version=8,
+        name="t",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p", "q"),
+    )
+
+    def put(keys: list[str], op: str) -> str:
+        rows = {"id": keys, "ts": pa.array([1] * len(keys), pa.int64()), "p": keys, "q": ["a"] * len(keys)}
+        return write(table, pa.table(rows), op).instant
+
+    first, k1 = put(["k0"], "insert"), put(["k1"], "insert")
+    both = put(["k1", "k5"], "upsert")
+    stats = table.timeline().commit_metadata(table.timeline().get(both)).write_stats()
+    assert [(s.partition_path, s.prev_commit) for s in stats] == [("k1/a", k1), ("k5/a", "null")]
+    assert archive_oldest(table.base_path, 2) == [first, k1]
+    view = table.file_system_view(table.timeline().with_history(k1))
+    decoded = _decoding(monkeypatch)
+    assert view.missing_slices(k1) == []
+    assert decoded == [both, k1]

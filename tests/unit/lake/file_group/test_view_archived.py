@@ -279,3 +279,28 @@ def test_as_of_an_archived_instant_a_group_is_new_by_its_own_write_stat(
     decoded = _decoding(monkeypatch)
     assert view.missing_slices(k1) == []
     assert decoded == [both, k1]
+
+
+def test_as_of_an_archived_instant_a_new_group_of_a_non_partitioned_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No partition folder: the write stat's path is the bare file name, and still names the group."""
+    table = LakeTable.create(
+        tmp_path / "t",
+        table_version=8,
+        name="t",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+    )
+
+    def insert(key: str) -> str:
+        return write(table, pa.table({"id": [key], "ts": pa.array([1], pa.int64())}), "insert").instant
+
+    times = [insert("k0"), insert("k1"), insert("k2")]
+    assert len(table.file_system_view().groups) == 3
+    assert archive_oldest(table.base_path, 2) == times[:2]
+    view = table.file_system_view(table.timeline().with_history(times[1]))
+    decoded = _decoding(monkeypatch)
+    assert view.missing_slices(times[1]) == []
+    assert decoded == [times[2]]

@@ -9,6 +9,7 @@ as Hudi's archiver does (``tests/history_support.py``).
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 from pathlib import Path
 
 import pyarrow as pa
@@ -304,3 +305,57 @@ def test_as_of_an_archived_instant_a_new_group_of_a_non_partitioned_table(
     decoded = _decoding(monkeypatch)
     assert view.missing_slices(times[1]) == []
     assert decoded == [times[2]]
+
+
+def test_as_of_an_archived_instant_a_log_only_group_written_since_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A group of log files only (as Flink and bucket-index writers leave) written after the
+    instant: no base file says whether it is new, so every commit up to the instant is read."""
+    table = LakeTable.create(
+        tmp_path / "t",
+        table_version=8,
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+
+    def put(key: str, partition: str, ts: int) -> str:
+        rows = pa.table({"id": [key], "ts": pa.array([ts], pa.int64()), "p": [partition]})
+        return write(table, rows, "upsert").instant
+
+    kept = put("a1", "a", 1)
+    first = put("b1", "b", 1)
+    logs = [put("b1", "b", ts) for ts in (2, 3)]
+    (base,) = (table.base_path / "b").glob("*.parquet")
+    base.unlink()  # b's group: its two logs only, as the writer that made it left them
+    for name in (table.base_path / ".hoodie" / "timeline").glob(f"{first}*"):
+        name.unlink()
+    assert archive_oldest(table.base_path, 1) == [kept]
+    view = table.file_system_view(table.timeline().with_history(kept))
+    (group,) = view.file_groups("b")
+    assert [(s.base_instant, s.base_file) for s in group.slices] == [(logs[0], None)]
+    decoded = _decoding(monkeypatch)
+    assert view.missing_slices(kept) == []
+    assert decoded == [kept]
+
+
+def test_as_of_an_archived_instant_a_group_its_commit_does_not_name_is_not_new(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A base file of a committed instant that its commit's write stats do not name (a task
+    attempt's file left behind): nothing says the group is new, so every commit up to the instant
+    is read; the group k1's commit names is new."""
+    table = _table(tmp_path / "t")
+    k0, k1 = _write(table, "k0", 1, "insert"), _write(table, "k1", 1, "insert")
+    (real,) = (table.base_path / "k1").glob("*.parquet")
+    token_and_time = real.name.split("_", 1)[1]
+    shutil.copy(real, real.with_name(f"ffffffff-0000-0000-0000-000000000000-0_{token_and_time}"))
+    assert archive_oldest(table.base_path, 1) == [k0]
+    view = table.file_system_view(table.timeline().with_history(k0))
+    assert len(view.file_groups("k1")) == 2
+    decoded = _decoding(monkeypatch)
+    assert view.missing_slices(k0) == []
+    assert decoded == [k1, k0]

@@ -232,19 +232,20 @@ def _ids_by_first_write(view: FileSystemView, replaced: dict[str, str]) -> list[
     ]
 
 
+@pytest.mark.parametrize("completed", ["000", "500"])  # at the floor itself, or after it
 def test_as_of_an_archived_instant_a_commit_completed_after_the_floor_is_decoded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, completed: str
 ) -> None:
     """The floor bounds completion times, not request times: k0's first write, completed (as a
-    concurrent writer's may) after its second was requested, can have written a file of a slice
-    from the floor on, so it is decoded; by request time it would be skipped."""
+    concurrent writer's may) when or after its second was requested, can have written a file of a
+    slice from the floor on, so it is decoded; by request time it would be skipped."""
     table = _table(tmp_path / "t")
     k0 = [_write(table, "k0", 1, "insert"), _write(table, "k0", 2)]
     k1 = _write(table, "k1", 1, "insert")
     _write(table, "k0", 3)
     folder = table.base_path / ".hoodie" / "timeline"
     (done,) = folder.glob(f"{k0[0]}_*.commit")
-    done.rename(folder / f"{k0[0]}_{k0[1][:-3]}500.commit")
+    done.rename(folder / f"{k0[0]}_{k0[1][:-3]}{completed}.commit")
     assert archive_oldest(table.base_path, 3) == [*k0, k1]
     view = table.file_system_view(table.timeline().with_history(k1))
     decoded = _decoding(monkeypatch)

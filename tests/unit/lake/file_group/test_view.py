@@ -137,3 +137,19 @@ def test_latest_pair_and_snapshot_logs_answer_as_the_built_groups_without_touchi
     built = dataclasses.replace(fresh, groups=dict(fresh.groups.items()))
     assert built.latest_pair("x", fid) == (merged, newest)
     assert built.snapshot_logs("x", fid) == fresh.snapshot_logs("x", fid)
+
+
+def test_snapshot_logs_of_a_non_partitioned_table_are_the_log_names(tmp_path: Path) -> None:
+    """No partition folder: the log paths are the bare file names, from the index and from built
+    groups alike."""
+    table = LakeTable.create(
+        tmp_path / "t", name="t", table_type="mor", record_key_fields=("id",), precombine_field="ts"
+    )
+    rows = pa.table({"id": ["a1"], "ts": pa.array([0], pa.int64()), "v": [0]})
+    fid = write(table, rows, "insert").files[0].split("_")[0]
+    log = write(table, rows, "upsert").files[0]
+    assert "/" not in log
+    view = table.file_system_view(sizes=False)
+    assert view.snapshot_logs("", fid) == [log]
+    built = dataclasses.replace(view, groups=dict(view.groups.items()))
+    assert built.snapshot_logs("", fid) == [log]

@@ -293,3 +293,13 @@ def test_savepoints_take_the_partition_from_partition_path_over_the_map_key(
     }
     table.store.create_savepoint(c0, timeline_avro.write_avro(timeline_avro.SAVEPOINT_METADATA, record))
     assert savepoints(table.timeline()) == [Savepoint(c0, frozenset({f"x/{name}"}))]
+
+
+@VERSIONS
+def test_deleting_one_savepoint_keeps_the_others(tmp_path: Path, version: int) -> None:
+    table = _table(tmp_path, version=version)
+    c0, c1 = _upsert(table, [("a", "x")], 0), _upsert(table, [("a", "x")], 1)
+    create_savepoint(table, c0)
+    create_savepoint(table, c1)
+    delete_savepoint(table, c0)
+    assert [i.timestamp for i in table.timeline().savepoints()] == [c1]

@@ -29,16 +29,17 @@ from tests.history_support import archive_oldest
 START = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
 
 
-def _table(path: Path) -> LakeTable:
+def _table(path: Path, table_type: str = "cow", partition_fields: tuple[str, ...] = ("p",)) -> LakeTable:
+    """A v8 table keyed by ``id``, ordered by ``ts``, whose clock ticks a second per instant."""
     ticks = iter(range(10**6))
     return LakeTable.create(
         path,
         table_version=8,
         name="t",
-        table_type="cow",
+        table_type=table_type,
         record_key_fields=("id",),
         precombine_field="ts",
-        partition_fields=("p",),
+        partition_fields=partition_fields,
         clock=InstantClock(now=lambda: START + dt.timedelta(seconds=next(ticks))),
     )
 
@@ -258,15 +259,7 @@ def test_as_of_an_archived_instant_a_group_is_new_by_its_own_write_stat(
 ) -> None:
     """One commit rewrote k1's group and created k5's (two-level partitions): k5's own write stat
     (prevCommit null) makes it new, not k1's, which the commit lists first."""
-    table = LakeTable.create(
-        tmp_path / "t",
-        table_version=8,
-        name="t",
-        table_type="cow",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p", "q"),
-    )
+    table = _table(tmp_path / "t", partition_fields=("p", "q"))
 
     def put(keys: list[str], op: str) -> str:
         rows = {"id": keys, "ts": pa.array([1] * len(keys), pa.int64()), "p": keys, "q": ["a"] * len(keys)}
@@ -287,14 +280,7 @@ def test_as_of_an_archived_instant_a_new_group_of_a_non_partitioned_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """No partition folder: the write stat's path is the bare file name, and still names the group."""
-    table = LakeTable.create(
-        tmp_path / "t",
-        table_version=8,
-        name="t",
-        table_type="cow",
-        record_key_fields=("id",),
-        precombine_field="ts",
-    )
+    table = _table(tmp_path / "t", partition_fields=())
 
     def insert(key: str) -> str:
         return write(table, pa.table({"id": [key], "ts": pa.array([1], pa.int64())}), "insert").instant
@@ -313,15 +299,7 @@ def test_as_of_an_archived_instant_a_log_only_group_written_since_is_checked(
 ) -> None:
     """A group of log files only (as Flink and bucket-index writers leave) written after the
     instant: no base file says whether it is new, so every commit up to the instant is read."""
-    table = LakeTable.create(
-        tmp_path / "t",
-        table_version=8,
-        name="t",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=("p",),
-    )
+    table = _table(tmp_path / "t", "mor")
 
     def put(key: str, partition: str, ts: int) -> str:
         rows = pa.table({"id": [key], "ts": pa.array([ts], pa.int64()), "p": [partition]})

@@ -1,5 +1,5 @@
 """Compaction and clean with the metadata table (MDT) kept, under the default policy, on every table of
-``tests/data/hudi-tables-1x`` that has one (``MDT_TABLES``; copies of ``../shared/hudi-tables-1x``),
+``tests/data/hudi-tables-1x`` that has one (``MDT_TABLES``: the Spark-written tables the repository keeps),
 but the Lance ones, which are refused when opened (this engine reads parquet base files only).
 
 Each table as Spark left it (its record index and secondary indexes included: compaction and clean

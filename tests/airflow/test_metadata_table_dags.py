@@ -1,9 +1,10 @@
 """Tables with Hudi's metadata table under ``dag.test()`` and the hooks: on v8/v9 tables the hooks and
 the example compaction DAG keep it up to date by default, and a lake connection whose extra sets
-``lake.metadata-table.maintain=false`` refuses; on a v6 table (not kept yet) the clean, rollback and
-write operators of the example DAGs refuse before writing anything (the tree byte-identical), and a
-lake connection whose extra sets ``hoodie.metadata.enable=false`` drops the metadata table as Hudi
-does, then cleans."""
+``lake.metadata-table.maintain=false`` refuses; on a v6 table (kept only when asked for) the clean,
+rollback and write operators of the example DAGs refuse by default before writing anything (the tree
+byte-identical), a lake connection whose extra sets ``lake.metadata-table.maintain=true`` keeps it, and
+one whose extra sets ``hoodie.metadata.enable=false`` drops the metadata table as Hudi does, then
+cleans."""
 
 from __future__ import annotations
 
@@ -172,6 +173,47 @@ def test_the_write_hook_keeps_the_metadata_table_by_default_and_a_connection_can
     assert result["inserted"] == 1
     assert "hook-1" in assert_consistent(path).column("txn_id").to_pylist()
     assert_index_consistent(path)
+
+
+def test_a_connection_asking_to_maintain_keeps_a_v6_metadata_table(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 6 is kept only when asked for: the default connection's write is refused (nothing
+    changed, no retry: a config error); one whose extra sets ``lake.metadata-table.maintain=true``
+    writes, the MDT's deltacommit at the data instant's time and its ``files`` partition equal to a
+    listing."""
+    from mdt_v6_tables import add_v6_metadata_table
+
+    from airflow_lake_provider.hooks.lake import LakeHook
+    from airflow_lake_provider.lake.storage import open_storage
+    from airflow_lake_provider.lake.table.metadata_files import check_files_partition
+    from airflow_lake_provider.lake.table.reader import read_snapshot
+    from airflow_lake_provider.lake.table.table import LakeTable
+
+    path = hudi_table_zip(COW)
+    add_v6_metadata_table(path)
+    rows = read_snapshot(LakeTable.open(path))
+    batch = rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")]).slice(0, 1)
+    source = tmp_path / "in.parquet"
+    pq.write_table(batch, source)
+    before = tree_digest(path)
+    with pytest.raises(
+        Exception, match=r"table version 6 \(only with lake.metadata-table.maintain=true"
+    ) as raised:
+        LakeHook().write(str(path), str(source), "upsert")
+    from airflow.exceptions import AirflowFailException
+
+    assert isinstance(raised.value, AirflowFailException)  # a config error: not retried
+    assert tree_digest(path) == before
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_MAINTAIN",
+        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
+    )
+    result = LakeHook(lake_conn_id="lake_maintain").write(str(path), str(source), "upsert")
+    assert result["updated"] == 1
+    instant = result["instant"]
+    assert (path / ".hoodie" / "metadata" / ".hoodie" / f"{instant}.deltacommit").is_file()
+    assert check_files_partition(open_storage(path)).consistent
 
 
 def test_the_clean_hook_keeps_the_metadata_table_by_default_and_a_connection_can_refuse(

@@ -30,6 +30,7 @@ from airflow_lake_provider.lake.table.metadata_table import (
     MetadataTablePolicy,
     detect,
     kept_metadata_table,
+    lists_files_partition,
 )
 from airflow_lake_provider.lake.timeline.instant import Action, State
 from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
@@ -62,7 +63,9 @@ def run_metadata_table_services(
     layers = (table.config.properties, table.option_defaults, options or {})
     if MetadataTablePolicy.from_options(*layers) is not MetadataTablePolicy.MAINTAIN:
         return None
-    if not detect(table).present:
+    # A kept MDT always lists `files` in hoodie.properties (the guard refuses one that does not): a
+    # table without one is not asked for the folder again (on S3, a request per committed action).
+    if not lists_files_partition(table) or not detect(table).present:
         return None
     max_delta_commits = METADATA_COMPACT_DELTA_COMMITS.read(*layers)
     with contextlib.ExitStack() as stack:

@@ -10,7 +10,8 @@ clear both partition keys of ``hoodie.properties``, then delete ``.hoodie/metada
 mutating entry point calls :func:`guard_mutation` before its first lock file, heartbeat, marker or
 instant; read-only work never does. The policy is one value decided here.
 
-``maintain`` (``metadata_commit``) keeps the MDT of tables of version 8 and 9: writes (insert,
+``maintain`` (``metadata_commit``) keeps the MDT of tables of version 8 and 9, and of version 6 when
+asked for (``lake.metadata-table.maintain=true``; only its ``files`` partition): writes (insert,
 upsert, delete), rollback, restore and partition commit's merge-small-files where the MDT partitions
 are among ``files``, ``column_stats`` and ``partition_stats``; compaction (schedule, execute), clean
 and archival where they are among those plus ``record_index`` and secondary indexes, which those
@@ -55,7 +56,10 @@ ENABLE_KEY = METADATA_ENABLE.key  # Hudi's writer option; false drops the MDT
 MAINTAIN_KEY = METADATA_MAINTAIN.key  # ours; unset (the default) or true keeps the MDT, false refuses
 # The MDT partitions the maintain policy keeps, and the table versions it keeps them on.
 MAINTAINED_PARTITIONS = frozenset({"files", "column_stats", "partition_stats"})
-MAINTAINED_VERSIONS = frozenset({8, 9})
+MAINTAINED_VERSIONS = frozenset({6, 8, 9})
+# Kept only when lake.metadata-table.maintain=true is given: we write a v6 MDT as Hudi 0.14/0.15 do,
+# byte for byte as far as Hudi's sources and hudi-rs tell, but no 0.14/0.15 JVM has read one here.
+ASKED_ONLY_VERSIONS = frozenset({6})
 # Key indexes: a service that moves no key (compaction, clean) keeps them by writing nothing to them.
 RECORD_INDEX = "record_index"
 SECONDARY_INDEX_PREFIX = "secondary_index_"
@@ -131,6 +135,12 @@ def detect(table: LakeTable) -> MetadataTableState:
     )
 
 
+def lists_files_partition(table: LakeTable) -> bool:
+    """Whether the table's properties (as opened) list the MDT's ``files`` partition, which every MDT
+    the maintain policy keeps has (:func:`unmaintainable`); read without touching storage."""
+    return "files" in _split(table.config.properties.get(PARTITIONS_KEY))
+
+
 @dataclass(frozen=True)
 class MetadataTableDrop:
     """An MDT dropped before an action (``guard_mutation``) or by ``lake metadata-table --drop``."""
@@ -181,14 +191,22 @@ def _key_index(partition: str) -> bool:
     return partition == RECORD_INDEX or partition.startswith(SECONDARY_INDEX_PREFIX)
 
 
-def unmaintainable(table: LakeTable, state: MetadataTableState, moves_keys: bool = True) -> str | None:
+def unmaintainable(
+    table: LakeTable, state: MetadataTableState, moves_keys: bool = True, *, asked: bool = False
+) -> str | None:
     """Why the maintain policy cannot keep this table's MDT for an action (None: it can); one that
-    moves no key (``moves_keys`` false: compaction, clean, archival) keeps the key indexes too.
+    moves no key (``moves_keys`` false: compaction, clean, archival) keeps the key indexes too;
+    ``asked``: ``lake.metadata-table.maintain=true`` was given (version 6 is kept only then).
     The one place that decides which tables are kept (the table versions included)."""
     version = table.config.table_version
     if version not in MAINTAINED_VERSIONS:
         return f"table version {version} (only {', '.join(map(str, sorted(MAINTAINED_VERSIONS)))} so far)"
-    if version == 6 and set(state.partitions) - {"files"}:  # (v6 under a test-only switch so far)
+    if version in ASKED_ONLY_VERSIONS and not asked:
+        return (
+            f"table version {version} (only with {MAINTAIN_KEY}=true: no Hudi 0.14/0.15 reader has checked "
+            "what this engine writes there yet)"
+        )
+    if version == 6 and set(state.partitions) - {"files"}:
         return f"partitions [{', '.join(state.partitions)}] (only [files] on table version 6)"
     if state.inflight_partitions:
         return f"partitions being built ({', '.join(state.inflight_partitions)})"
@@ -250,19 +268,26 @@ def guard_mutation(
         return None
     if policy is MetadataTablePolicy.DROP:
         return drop_metadata_table(table, options)
+    # Under refuse, why says what the default (the option unset) would do.
+    asked = policy is MetadataTablePolicy.MAINTAIN and maintain_asked(*layers)
     why = (
-        unmaintainable(table, state, moves_keys) if maintains else "it does not update the metadata table yet"
+        unmaintainable(table, state, moves_keys, asked=asked)
+        if maintains
+        else "it does not update the metadata table yet"
     )
     if policy is MetadataTablePolicy.REFUSE:
         raise refusal(table, state, action, why)
     if why is not None:
-        raise maintain_refusal(table, state, action, why, asked=maintain_asked(*layers))
+        raise maintain_refusal(table, state, action, why, asked=asked)
     return None
 
 
 def kept_metadata_table(table: LakeTable) -> MetadataTableWriter | None:
     """The writer of the table's MDT, keeping the partitions it maintains (None: no MDT). Past
-    :func:`guard_mutation` of a maintaining action, an MDT is still there only under ``maintain``."""
+    :func:`guard_mutation` of a maintaining action, an MDT is still there only under ``maintain``,
+    and then lists ``files`` (else the guard refused): properties without it need no storage request."""
+    if not lists_files_partition(table):
+        return None
     state = detect(table)
     if not state.present:
         return None

@@ -76,3 +76,25 @@ def test_a_maintained_write_reads_the_mdt_timeline_and_index_definition_once_per
     # stats read; the services' and the archival's. The index definition: once for the write's files.
     counts = (listings[MDT_TIMELINE], listings[DATA_TIMELINE], reads[INDEX_DEFINITION])
     assert counts == (8, 6, 1)
+
+
+def test_a_write_on_a_table_without_an_mdt_asks_storage_for_it_only_in_its_guards(
+    hudi_table_zip, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The guard before the write (and the one of the archival after it) looks for
+    ``.hoodie/metadata/``; the MDT writer's openings and the MDT's services after the commit see from
+    the properties (no ``files`` partition listed) that none is kept and do not ask again (on S3,
+    each would be a request: 5 before, for every write)."""
+    path = hudi_table_zip("mor_avro_v9_txns_simple_nometa").resolve()
+    batch = _upsert_batch(path)
+    asked: Counter[str] = Counter()
+    exists = LocalStorage.exists
+
+    def counting_exists(self: LocalStorage, rel: str) -> bool:
+        asked[Path(self._path(rel)).relative_to(path).as_posix()] += 1
+        return exists(self, rel)
+
+    monkeypatch.setattr(LocalStorage, "exists", counting_exists)
+    result = write(LakeTable.open(path), batch, "upsert")
+    assert (result.inserted, result.updated) == (1, 1)
+    assert asked[".hoodie/metadata"] == 2  # the write's guard and the archival's after it

@@ -150,22 +150,22 @@ def test_a_v6_table_with_a_metadata_table_still_refuses_by_default_naming_why(
     assert _error(capsys) == (
         f"lake: error: clean refused: {path} has Hudi's metadata table (partitions [files], folder "
         ".hoodie/metadata/), which this engine keeps up to date by default, but cannot for this action: "
-        "table version 6 (only 8, 9 so far); the action would leave it stale for Hudi's Java/Flink "
-        f"writers and services. Nothing was changed. {JVM.format(path=path)}"
+        "table version 6 (only with lake.metadata-table.maintain=true: no Hudi 0.14/0.15 reader has "
+        "checked what this engine writes there yet); the action would leave it stale for Hudi's "
+        f"Java/Flink writers and services. Nothing was changed. {JVM.format(path=path)}"
     )
     assert tree_digest(path) == digest
-    # Asked for explicitly, the refusal says the option could not.
-    assert main(["clean", str(path), "--option", "lake.metadata-table.maintain=true"]) == 1
-    assert "and lake.metadata-table.maintain=true cannot keep it for this action: table version 6" in (
-        _error(capsys)
-    )
     # Refused under false too, saying the default would not keep it either.
     assert main(["clean", str(path), "--option", "lake.metadata-table.maintain=false"]) == 1
     assert (
-        "Nothing was changed. (Without that option it would refuse too: table version 6 (only 8, 9 so "
-        "far).) To drop the metadata table"
+        "Nothing was changed. (Without that option it would refuse too: table version 6 (only with "
+        "lake.metadata-table.maintain=true: no Hudi 0.14/0.15 reader has checked what this engine writes "
+        "there yet).) To drop the metadata table"
     ) in _error(capsys)
     assert tree_digest(path) == digest
+    # Asked for explicitly, version 6 is kept: this clean has nothing to delete (the MDT untouched).
+    assert main(["clean", str(path), "--option", "lake.metadata-table.maintain=true"]) == 0
+    assert json.loads(capsys.readouterr().out)["reason"] == "nothing to delete"
 
 
 def test_maintain_false_refuses_naming_the_option_and_what_the_default_would_do(

@@ -123,7 +123,8 @@ def test_every_mutating_command_refuses_with_one_line_and_changes_nothing(
         assert lines[0].startswith(
             f"lake: error: {action} refused: {t} has Hudi's metadata table "
             "(partitions [files], folder .hoodie/metadata/), which this engine keeps up to date by "
-            "default, but cannot for this action: table version 6 (only 8, 9 so far); the action would "
+            "default, but cannot for this action: table version 6 (only with lake.metadata-table.maintain="
+            "true: no Hudi 0.14/0.15 reader has checked what this engine writes there yet); the action would "
         ), lines[0]
         assert "run with option hoodie.metadata.enable=false" in lines[0]
         assert f"'lake metadata-table {t} --drop'" in lines[0]

@@ -1,6 +1,7 @@
 """The metadata table (MDT) of a version 6 table, kept as Hudi 0.14/0.15 keeps it: the test tables
 given the MDT Java 0.15 initialises (``mdt_v6_tables``), then written through our writer with the
-MDT writer's v6 path (the maintain policy does not list version 6 yet: the tests switch it on).
+MDT writer's v6 path, which the maintain policy takes on version 6 only when asked for
+(``lake.metadata-table.maintain=true``; the default refuses).
 
 v6 conventions checked: MDT instants in ``.hoodie/metadata/.hoodie/`` (layout 1), the
 initialisation at the latest data instant plus ``010``, each write's MDT deltacommit at the data
@@ -14,13 +15,15 @@ import shutil
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from crash_support import crashing, steps_of
 from hudi import HudiTableBuilder
 from mdt_v6_tables import INIT_SUFFIX, V6_HFILE, add_v6_metadata_table, mdt_properties
+from metadata_table_support import tree_digest
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.errors import LakeError, TableConfigError
+from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, delete_block
@@ -32,7 +35,6 @@ from airflow_lake_provider.lake.services.partition_commit.executor import commit
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
-from airflow_lake_provider.lake.table import metadata_table
 from airflow_lake_provider.lake.table.metadata_files import (
     check_files_partition,
     list_table_files,
@@ -60,12 +62,6 @@ TABLES = {
     "morparquet_v6_nonpartitioned": ("20250117083136333", False),
     "cow_v6_nonpartitioned": ("20240418173551906", False),
 }
-
-
-@pytest.fixture
-def v6_maintained(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test-only switch: the maintain policy keeps version 6 MDTs too."""
-    monkeypatch.setattr(metadata_table, "MAINTAINED_VERSIONS", frozenset({6, 8, 9}))
 
 
 def _mdt_files(table: Path) -> list[str]:
@@ -152,7 +148,6 @@ def _completed(table: Path, folder: Path, instant: str) -> bool:
     return any((table / folder / f"{instant}.{a}").exists() for a in ("commit", "deltacommit"))
 
 
-@pytest.mark.usefixtures("v6_maintained")
 @pytest.mark.parametrize("name", sorted(TABLES))
 def test_insert_upsert_delete_keep_a_v6_metadata_table(hudi_table_zip, name: str) -> None:
     table = hudi_table_zip(name)
@@ -215,7 +210,6 @@ class _Crash(LakeError):
     pass
 
 
-@pytest.mark.usefixtures("v6_maintained")
 def test_a_failed_write_removes_its_v6_mdt_deltacommit(hudi_table_zip) -> None:
     """A write that fails after its MDT deltacommit completed rolls it back: the MDT deltacommit and
     its log (a v6 log is named after the slice: found by its blocks' instant) go, the others stay."""
@@ -255,16 +249,30 @@ def test_check_on_a_v6_metadata_table(hudi_table_zip, capsys: pytest.CaptureFixt
     assert report["extra_files"] == report["size_mismatches"] == []
 
 
-def test_without_the_switch_a_v6_metadata_table_still_refuses(hudi_table_zip) -> None:
-    """Version 6 stays out of the maintain policy until its MDT services are v6-shaped."""
+def test_a_v6_metadata_table_is_kept_only_when_asked(hudi_table_zip, capsys) -> None:
+    """Unset (the default) refuses naming the option and changes nothing; asked for, the same write
+    keeps the MDT."""
     table = hudi_table_zip("cow_v6_nonpartitioned")
     add_v6_metadata_table(table)
     before = read_snapshot(LakeTable.open(table))
-    with pytest.raises(TableConfigError, match=r"table version 6 \(only 8, 9 so far\)"):
-        write(LakeTable.open(table), _batch(before, [301], 1), "insert", options=MAINTAIN)
+    digest = tree_digest(table)
+    data = str(table.parent / "in.parquet")
+    pq.write_table(_batch(before, [301], 1), data)
+    assert main(["write", str(table), "--input", data, "--operation", "insert"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        f"lake: error: write (insert) refused: {table} has Hudi's metadata table (partitions [files], folder "
+        ".hoodie/metadata/), which this engine keeps up to date by default, but cannot for this action: "
+        "table version 6 (only with lake.metadata-table.maintain=true: no Hudi 0.14/0.15 reader has "
+        "checked what this engine writes there yet); "
+    ), err
+    assert tree_digest(table) == digest
+    option = ["--option", "lake.metadata-table.maintain=true"]
+    assert main(["write", str(table), "--input", data, "--operation", "insert", *option]) == 0
+    ours = assert_consistent(table)
+    assert sorted(ours.column("id").to_pylist()) == sorted([*before.column("id").to_pylist(), 301])
 
 
-@pytest.mark.usefixtures("v6_maintained")
 @pytest.mark.parametrize("name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_nonpartitioned"])
 def test_the_v6_mdt_compacts_at_its_latest_deltacommit_plus_001(hudi_table_zip, name: str) -> None:
     """With 3 deltacommits since none (the init's and two writes'), the MDT compacts after the
@@ -304,7 +312,6 @@ def test_the_v6_mdt_compacts_at_its_latest_deltacommit_plus_001(hudi_table_zip, 
     assert block.header[HeaderKey.INSTANT_TIME] == third.instant
 
 
-@pytest.mark.usefixtures("v6_maintained")
 def test_the_v6_mdt_cleans_at_its_latest_deltacommit_plus_002(hudi_table_zip) -> None:
     """Compaction after the third write (4 deltacommits), then, 3 instants after it, the clean at
     the sixth write's time + ``002``: with 1 commit retained the initialisation's slice goes (its
@@ -338,7 +345,6 @@ def test_the_v6_mdt_cleans_at_its_latest_deltacommit_plus_002(hudi_table_zip) ->
     assert not [f for f in _mdt_files(table) if f.endswith(".clean") and f != f".hoodie/{clean}.clean"]
 
 
-@pytest.mark.usefixtures("v6_maintained")
 @pytest.mark.parametrize("name", ["morparquet_v6_simplekeygen_nonhivestyle", "morparquet_v6_nonpartitioned"])
 def test_data_compaction_then_clean_keep_a_v6_mdt(hudi_table_zip, name: str) -> None:
     """The data table's compaction and clean each add their MDT deltacommit at their own instant
@@ -366,7 +372,6 @@ def test_data_compaction_then_clean_keep_a_v6_mdt(hudi_table_zip, name: str) -> 
     ]
 
 
-@pytest.mark.usefixtures("v6_maintained")
 @pytest.mark.parametrize(
     "name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_simplekeygen_nonhivestyle"]
 )
@@ -386,7 +391,6 @@ def test_rollback_of_a_completed_write_keeps_a_v6_mdt(hudi_table_zip, name: str)
     assert _data(assert_consistent(table)) == _data(before)
 
 
-@pytest.mark.usefixtures("v6_maintained")
 def test_the_v6_mdt_timeline_is_archived_to_layout_1_archive_files(hudi_table_zip) -> None:
     """With an MDT compaction every 2 deltacommits and keep.min/max 2/3 (the MDT's 3/4), the MDT's
     older instants go to ``.hoodie/metadata/.hoodie/archived/`` archive files (each entry once, with
@@ -424,7 +428,6 @@ def test_the_v6_mdt_timeline_is_archived_to_layout_1_archive_files(hudi_table_zi
     assert listing.base_file == str(MDT / f"files/{GROUP}_0-0-0_{compactions[-1]}.hfile")
 
 
-@pytest.mark.usefixtures("v6_maintained")
 def test_rollback_blocks_appended_to_a_log_are_listed_in_the_v6_mdt(hudi_table_zip) -> None:
     """A failed write of a Java writer on storage that appends (HDFS) left a block in the log file
     of an earlier write: its rollback appends a rollback block there, and (as Java's
@@ -463,7 +466,6 @@ def test_rollback_blocks_appended_to_a_log_are_listed_in_the_v6_mdt(hudi_table_z
     assert ids[0] in after.column("id").to_pylist()
 
 
-@pytest.mark.usefixtures("v6_maintained")
 @pytest.mark.parametrize(
     "name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_simplekeygen_nonhivestyle"]
 )
@@ -485,7 +487,6 @@ def test_restore_keeps_a_v6_mdt(hudi_table_zip, name: str) -> None:
     assert _data(assert_consistent(table)) == _data(before)
 
 
-@pytest.mark.usefixtures("v6_maintained")
 def test_merge_small_files_keeps_a_v6_mdt(hudi_table_zip) -> None:
     """Partition commit's merge of small files on a v6 COW table: its replacecommit's MDT
     deltacommit (the new base file; the replaced ones listed until a clean) at its own time."""
@@ -521,7 +522,6 @@ def _blocks_of(table: Path, instant: str) -> list[str]:
     return found
 
 
-@pytest.mark.usefixtures("v6_maintained")
 def test_crash_at_every_durable_step_of_a_maintained_v6_write(hudi_table_zip, tmp_path: Path) -> None:
     """A crash after any durable step of a maintained upsert (data instant, data files, the MDT
     deltacommit's requested/inflight/log/completed files, the data instant completed, the clean-up)

@@ -89,8 +89,12 @@ class TimelineStore:
     def _instant_files(self, timestamp: str | None = None) -> list[Instant]:
         """The instants the timeline folder's files name (those of ``timestamp`` only, if given)."""
         found = []
+        # Only names starting with the time are parsed: parsing every file of a long timeline for
+        # each state change made a table's history quadratic to write.
         for name in self.storage.list_names(self.layout.folder):
-            if timestamp is None or name[len(timestamp) : len(timestamp) + 1] in (".", "_"):
+            if timestamp is None or (
+                name.startswith(timestamp) and name[len(timestamp) : len(timestamp) + 1] in (".", "_")
+            ):
                 instant = self.layout.parse_file_name(name)
                 if instant is not None and (timestamp is None or instant.timestamp == timestamp):
                     found.append(instant)

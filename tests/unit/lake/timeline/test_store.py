@@ -638,3 +638,28 @@ def test_two_processes_never_start_different_actions_at_one_instant_time(store: 
             )
             assert sorted(results) == ["lost", "won"], (t, results)
             assert len([f for f in _listing(store) if f.startswith(t)]) == 1
+
+
+def test_a_state_change_parses_only_its_own_instants_files(
+    store: TimelineStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Starting, moving and completing an instant reads the names of that instant only: parsing every
+    file of the timeline for each step made writing a long history quadratic (10,000 instants)."""
+    for n in range(1, 31):
+        t = f"2025010100000{n:04d}"
+        store.transition_to_completed(
+            store.transition_to_inflight(store.create_requested(t, Action.DELTACOMMIT)), b"{}"
+        )
+    parsed: list[str] = []
+    parse = type(store.layout).parse_file_name
+
+    def counting(self: object, name: str) -> Instant | None:
+        parsed.append(name)
+        return parse(self, name)
+
+    monkeypatch.setattr(type(store.layout), "parse_file_name", counting)
+    t = "20250101000000100"
+    requested = store.create_requested(t, Action.COMMIT)
+    assert parsed == []
+    store.transition_to_completed(store.transition_to_inflight(requested), b"{}")
+    assert sorted(parsed) == sorted([f"{t}.commit.requested", f"{t}.commit.requested", f"{t}.inflight"])

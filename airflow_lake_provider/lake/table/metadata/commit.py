@@ -1,7 +1,7 @@
 """One data instant's deltacommit on Hudi's metadata table (MDT), written as Hudi 1.x's Java writer
 writes it, before the data instant completes (the first piece of the "maintain" policy): the
-``files`` records (``metadata_records``) and, where the MDT has those partitions, the
-``column_stats`` and ``partition_stats`` records (``metadata_index``).
+``files`` records (``metadata.records``) and, where the MDT has those partitions, the
+``column_stats`` and ``partition_stats`` records (``metadata.index``).
 
 Hudi 1.x (table versions 8 and 9) gives the MDT deltacommit of a data instant the data instant's
 own (requested) time, and its own completion time, earlier than the data instant's
@@ -18,7 +18,7 @@ commit metadata: the new base files, their column stats, the partitions' stats) 
 each at its data instant's time, completed before it.
 
 Hudi 1.x readers skip the MDT deltacommit of a pending data instant (``getValidInstantTimestamps``;
-our ``metadata_files``), so a crash at any step leaves every listing unchanged; but they merge a
+our ``metadata.files``), so a crash at any step leaves every listing unchanged; but they merge a
 completed one whose data instant is gone or rolled back: undoing a failed write removes its MDT
 deltacommit first, while the instant is pending (:meth:`MetadataTableWriter.discard`, called by the
 rollback executor). An MDT deltacommit whose data instant is no longer on the data timeline (left by
@@ -46,20 +46,20 @@ from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
 from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
-from airflow_lake_provider.lake.table.metadata_files import (
+from airflow_lake_provider.lake.table.metadata.files import (
     FILES_GROUP,
     FILES_PARTITION,
     MDT_DIR,
     file_groups_of,
     mdt_own_instant,
 )
-from airflow_lake_provider.lake.table.metadata_index import (
+from airflow_lake_provider.lake.table.metadata.index import (
     INDEX_PARTITIONS,
     clean_index_records,
     file_groups,
     index_records,
 )
-from airflow_lake_provider.lake.table.metadata_records import (
+from airflow_lake_provider.lake.table.metadata.records import (
     FilesChange,
     PartitionChange,
     Records,

@@ -38,7 +38,7 @@ from airflow_lake_provider.lake.table.metadata.policy import (
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 
-REPO_ROOT = Path(__file__).resolve().parents[4]
+REPO_ROOT = Path(__file__).resolve().parents[5]
 MOR = "morparquet_v6_simplekeygen_nonhivestyle"
 
 

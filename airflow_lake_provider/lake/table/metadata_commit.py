@@ -52,6 +52,7 @@ from airflow_lake_provider.lake.table.metadata_files import (
     MDT_DIR,
     file_groups_of,
     mdt_own_instant,
+    properties_text,
 )
 from airflow_lake_provider.lake.table.metadata_index import (
     INDEX_PARTITIONS,
@@ -98,16 +99,35 @@ def files_bases(storage: Storage, pending: Container[str] = ()) -> list[str]:
     )
 
 
-def _newest_readable(storage: Storage, names: Iterable[str]) -> tuple[str, HFile] | None:
+def _newest_readable(storage: Storage, names: Iterable[str], skipped: list[str]) -> tuple[str, HFile] | None:
     """The first of ``names`` (``files`` base files) that reads as an HFile: the newest may be a
-    pending compaction's, cut short by a writer that died (the timeline is not read for this)."""
+    pending compaction's, cut short by a writer that died (the timeline is not read for this).
+    Why each unreadable one was skipped is added to ``skipped`` (and logged if one reads)."""
     for name in names:
         rel = f"{FILES_PARTITION}/{name}"
         try:
-            return rel, read_hfile(storage.read(rel), storage.uri(rel))
+            found = rel, read_hfile(storage.read(rel), storage.uri(rel))
         except CorruptDataFileError as exc:
-            log.warning("skipping %s for the metadata table's record schema: %s", storage.uri(rel), exc)
+            skipped.append(str(exc))
+            continue
+        for reason in skipped:
+            log.warning("skipped for the metadata table's record schema: %s", reason)
+        return found
     return None
+
+
+def _pending_bases(storage: Storage, layout: TimelineLayout) -> tuple[set[str], list[str]]:
+    """Table version 6 (layout 1): the pending MDT instants, and why their ``files`` base files do
+    not count (an initialisation or compaction a writer died in: Java writes it again). Layout 2
+    names a pending compaction's base file after its own time too, but keeps them readable."""
+    if layout.has_completion_times:
+        return set(), []
+    pending = {i.timestamp for i in Timeline.load(storage, layout).instants if not i.is_completed}
+    return pending, [
+        f"{n}: its instant {t} is pending"
+        for n in files_bases(storage)
+        if (t := n.removesuffix(".hfile").rsplit("_", 1)[-1]) in pending
+    ]
 
 
 @dataclass(frozen=True)
@@ -148,16 +168,19 @@ class MetadataTableWriter:
                 )
         rel = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
         try:
-            props = parse_properties(storage.read(rel).decode("utf-8"), storage.uri(rel))
+            props = parse_properties(properties_text(storage, rel), storage.uri(rel))
         except FileNotFoundError:
             raise TableConfigError(
                 f"{storage.uri(rel)} does not exist: the metadata table is incomplete"
             ) from None
         layout = TimelineLayout.from_properties(props, storage.uri(rel))
-        found = _newest_readable(storage, files_bases(storage))
+        pending, skipped = _pending_bases(storage, layout)
+        found = _newest_readable(storage, files_bases(storage, pending), skipped)
         if found is None:
+            why = f" ({'; '.join(skipped)})" if skipped else ""
             raise TableConfigError(
-                f"{storage.uri(FILES_PARTITION)}: no {FILES_GROUP} base file to take the record schema from"
+                f"{storage.uri(FILES_PARTITION)}: no {FILES_GROUP} base file of a completed instant to take "
+                f"the record schema from{why}"
             )
         base_rel, hfile = found
         schema = hfile.content.info(SCHEMA_INFO)

@@ -73,11 +73,21 @@ class FilesListing:
 # ---------------------------------------------------------------------------------------------
 
 
+def properties_text(storage: Storage, rel: str) -> str:
+    """The text of the properties file ``rel``; ``TableConfigError`` naming it if it is not UTF-8
+    (``FileNotFoundError`` if absent, for the caller to name)."""
+    data = storage.read(rel)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TableConfigError(f"{storage.uri(rel)}: cannot read (not UTF-8 text)") from None
+
+
 def _open_timeline(storage: Storage, mdt: bool) -> tuple[dict[str, str], Timeline]:
     """The ``hoodie.properties`` and active timeline of the data table at ``storage`` or of its MDT."""
     props_rel = f"{HOODIE_DIR}/hoodie.properties"
     try:
-        text = storage.read(props_rel).decode("utf-8")
+        text = properties_text(storage, props_rel)
     except FileNotFoundError:
         if mdt:
             table = storage.root.rstrip("/").removesuffix(f"/{MDT_DIR}")

@@ -103,16 +103,18 @@ def _newest_readable(storage: Storage, names: Iterable[str], skipped: list[str])
     """The first of ``names`` (``files`` base files) that reads as an HFile: the newest may be a
     pending compaction's, cut short by a writer that died (the timeline is not read for this).
     Why each unreadable one was skipped is added to ``skipped`` (and logged if one reads)."""
+    unreadable: list[str] = []
     for name in names:
         rel = f"{FILES_PARTITION}/{name}"
         try:
             found = rel, read_hfile(storage.read(rel), storage.uri(rel))
         except CorruptDataFileError as exc:
-            skipped.append(str(exc))
+            unreadable.append(str(exc))
             continue
-        for reason in skipped:
+        for reason in unreadable:
             log.warning("skipped for the metadata table's record schema: %s", reason)
         return found
+    skipped.extend(unreadable)
     return None
 
 

@@ -1,19 +1,30 @@
 """A damaged metadata table (MDT) of a version 6 table, with ``lake.metadata-table.maintain=true``:
 the ``lake`` CLI refuses with one ``lake: error:`` line naming the damaged path (no traceback) and
-changes nothing."""
+changes nothing; a service that crashed leaves an MDT ``--check`` finds equal to the table."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from crash_support import crashing, steps_of
 from mdt_v6_tables import add_v6_metadata_table
 from metadata_table_support import tree_digest
 
 from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
+from airflow_lake_provider.lake.table.metadata_files import read_files_partition
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write.writer import write
+from tests.unit.lake.table.test_metadata_v6 import MAINTAIN as OPTIONS
+from tests.unit.lake.table.test_metadata_v6 import _batch, _data, assert_consistent
 
 MAINTAIN = ["--option", "lake.metadata-table.maintain=true"]
 MDT = Path(".hoodie/metadata")
@@ -69,3 +80,47 @@ def test_an_unreadable_mdt_base_file_is_named(hudi_table_zip, capsys, damage: st
         f"lake: error: {table / MDT / 'files'}: no files-0000-0 base file of a completed instant to take "
         f"the record schema from ({base}: {size} bytes, shorter than an HFile v3 trailer)"
     ]
+
+
+@pytest.mark.parametrize("name", ["morparquet_v6_simplekeygen_nonhivestyle", "morparquet_v6_nonpartitioned"])
+def test_crash_at_every_durable_step_of_a_data_compaction_keeps_a_v6_mdt(
+    hudi_table_zip, tmp_path: Path, capsys, name: str
+) -> None:
+    """A compaction that crashed after writing its base file: the file is none of the table's for
+    the MDT until the compaction completes (Java lists it with the compaction's deltacommit), so
+    ``--check`` finds no difference at any step; run again, the compaction completes and the MDT
+    lists its base file."""
+    template = hudi_table_zip(name)
+    add_v6_metadata_table(template)
+    before = assert_consistent(template)
+    write(
+        LakeTable.open(template),
+        _batch(before, sorted(before.column("id").to_pylist()), 5),
+        "upsert",
+        options=OPTIONS,
+    )
+    rows = _data(assert_consistent(template))
+    c = schedule_compaction(LakeTable.open(template), OPTIONS, force=True).instant
+    assert c is not None
+    counting = crashing(LakeTable.open(shutil.copytree(template, tmp_path / "count")))
+    assert execute_compaction(counting, c, options=OPTIONS).outcome is Outcome.COMPLETED
+    steps = steps_of(counting)
+    bases = {
+        s.split(" ", 1)[1].rsplit("/", 1)[-1]
+        for s in steps
+        if s.startswith("create ") and s.endswith(f"_{c}.parquet")
+    }
+    assert bases
+    for step in range(1, len(steps) + 1):
+        path = shutil.copytree(template, tmp_path / f"crash{step}")
+        with pytest.raises(SimulatedCrash):
+            execute_compaction(crashing(LakeTable.open(path), step), c, options=OPTIONS)
+        capsys.readouterr()
+        assert main(["metadata-table", str(path), "--check"]) == 0, (step, steps[step - 1])
+        assert json.loads(capsys.readouterr().out)["missing_files"] == []
+        # hudi-rs reads a pending compaction's base file as the group's newest slice: no referee.
+        assert _data(assert_consistent(path, referee=False)) == rows, (step, steps[step - 1])
+        execute_compaction(LakeTable.open(path), c, options=OPTIONS)
+        assert _data(assert_consistent(path)) == rows, (step, steps[step - 1])
+        listed = {n for files in read_files_partition(open_storage(path)).files.values() for n in files}
+        assert bases <= listed

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError
+from airflow_lake_provider.lake.errors import CorruptDataFileError, ObjectExistsError, TableConfigError
 from airflow_lake_provider.lake.file_group.file_names import LogFileName, write_token
 from airflow_lake_provider.lake.format.hfile import Dialect, HFile, HFileSettings, read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
@@ -80,6 +80,7 @@ MDT_OPERATION = "UPSERT_PREPPED"
 MDT_WRITE_TOKEN = write_token(0, 0, 0)
 _SOLO = "00000000000000"  # Hudi's SOLO_COMMIT_TIMESTAMP: the MDT's own initialisation instants
 _META_PREFIX = "_hoodie_"
+_V6_LOG_ATTEMPTS = 5  # new log versions tried when concurrent MDT deltacommits took the chosen one
 
 
 def files_bases(storage: Storage, pending: Container[str] = ()) -> list[str]:
@@ -279,10 +280,10 @@ class MetadataTableWriter:
                 data = hfile_data_block(records, self.block_schema, instant, settings, schema_first=True)
                 if store.layout.has_completion_times:
                     name, prev, base = LogFileName.create(file_id, instant, 1, MDT_WRITE_TOKEN), instant, ""
+                    rel = f"{partition}/{name.name}"
+                    self.storage.create(rel, data)
                 else:
-                    name, prev, base = self._next_log_v6(partition, file_id)
-                rel = f"{partition}/{name.name}"
-                self.storage.create(rel, data)
+                    rel, name, prev, base = self._create_log_v6(partition, file_id, data)
                 written.append(rel)
                 stats[partition] = (
                     *stats.get(partition, ()),
@@ -369,6 +370,23 @@ class MetadataTableWriter:
                 if t in inits:
                     return t
         return None
+
+    def _create_log_v6(self, partition: str, file_id: str, data: bytes) -> tuple[str, LogFileName, str, str]:
+        """Table version 6: create ``data`` as the next log of the file group's newest slice (its
+        path, name, base instant and base file name). A write, a data compaction and a clean add MDT
+        deltacommits under different locks: when another took the chosen version in between, the
+        next one is taken (a name is never overwritten)."""
+        attempt = 1
+        while True:
+            name, prev, base = self._next_log_v6(partition, file_id)
+            rel = f"{partition}/{name.name}"
+            try:
+                self.storage.create(rel, data)
+                return rel, name, prev, base
+            except ObjectExistsError:
+                if attempt == _V6_LOG_ATTEMPTS:
+                    raise
+                attempt += 1
 
     def _next_log_v6(self, partition: str, file_id: str) -> tuple[LogFileName, str, str]:
         """Table version 6 (layout 1): the log file a deltacommit adds to the file group's newest

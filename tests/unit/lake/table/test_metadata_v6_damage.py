@@ -15,10 +15,13 @@ from mdt_v6_tables import add_v6_metadata_table
 from metadata_table_support import tree_digest
 
 from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.file_group.file_names import LogFileName
+from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
+from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter
 from airflow_lake_provider.lake.table.metadata_files import read_files_partition
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -124,3 +127,42 @@ def test_crash_at_every_durable_step_of_a_data_compaction_keeps_a_v6_mdt(
         assert _data(assert_consistent(path)) == rows, (step, steps[step - 1])
         listed = {n for files in read_files_partition(open_storage(path)).files.values() for n in files}
         assert bases <= listed
+
+
+def test_a_v6_mdt_log_name_taken_by_a_concurrent_compaction_is_not_a_failure(
+    hudi_table_zip, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write and a data compaction (under different locks) each add an MDT deltacommit as a new
+    log version of the newest ``files`` slice: when the compaction's log takes the name the write
+    just chose, the write takes the next version (it used to fail: "already exists")."""
+    table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    init = add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    ids = sorted(before.column("id").to_pylist())
+    write(LakeTable.open(table), _batch(before, ids, 5), "upsert", options=OPTIONS)
+    c = schedule_compaction(LakeTable.open(table), OPTIONS, force=True).instant
+    assert c is not None
+    choose = MetadataTableWriter._next_log_v6
+    raced: list[str] = []
+
+    def racing(self: MetadataTableWriter, partition: str, file_id: str) -> tuple[LogFileName, str, str]:
+        chosen = choose(self, partition, file_id)
+        if not raced:  # the compaction commits between the write's choice and its create
+            raced.append(c)
+            assert execute_compaction(LakeTable.open(table), c, options=OPTIONS).outcome is Outcome.COMPLETED
+        return chosen
+
+    monkeypatch.setattr(MetadataTableWriter, "_next_log_v6", racing)
+    done = write(LakeTable.open(table), _batch(before, [ids[0], 1101], 9), "upsert", options=OPTIONS)
+    monkeypatch.undo()
+    assert raced == [c]
+    logs = sorted(p.name for p in (table / MDT / "files").glob(".*.log.*"))
+    assert logs == [f".files-0000-0_{init}.log.{v}_0-0-0" for v in (1, 2, 3, 4)]
+    assert _blocks(table / MDT / "files" / logs[2]) == [c]
+    assert _blocks(table / MDT / "files" / logs[3]) == [done.instant]
+    after = assert_consistent(table)
+    assert set(after.column("id").to_pylist()) == {*ids, 1101}
+
+
+def _blocks(log: Path) -> list[str]:
+    return [b.header[HeaderKey.INSTANT_TIME] for b in parse_log_bytes(log.read_bytes(), str(log))]

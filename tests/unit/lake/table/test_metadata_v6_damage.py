@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from crash_support import crashing, steps_of
@@ -166,3 +167,28 @@ def test_a_v6_mdt_log_name_taken_by_a_concurrent_compaction_is_not_a_failure(
 
 def _blocks(log: Path) -> list[str]:
     return [b.header[HeaderKey.INSTANT_TIME] for b in parse_log_bytes(log.read_bytes(), str(log))]
+
+
+@pytest.mark.parametrize("name", ["morparquet_v6_empty", "cow_v6_empty"])
+def test_a_v6_mdt_initialised_on_an_empty_table_is_kept(hudi_table_zip, capsys, name: str) -> None:
+    """Spark 0.14/0.15 initialise the MDT of a new table before its first commit completes: at
+    Hudi's ``SOLO_COMMIT_TIMESTAMP`` plus ``010``, ``00000000000000010``, no date. Its slice is read
+    (``--check`` names its base file) and kept: a maintained write adds its log to that slice."""
+    table = hudi_table_zip(name)
+    init = add_v6_metadata_table(table)
+    assert init == "00000000000000010"
+    capsys.readouterr()
+    assert main(["metadata-table", str(table), "--check"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["base_file"] == f".hoodie/metadata/files/files-0000-0_0-0-0_{init}.hfile"
+    data = table.parent / "in.parquet"
+    pq.write_table(
+        pa.table({"id": pa.array([1, 2], pa.int32()), "name": ["a", "b"], "isActive": [True, False]}), data
+    )
+    assert main(["write", str(table), "--input", str(data), "--operation", "insert", *MAINTAIN]) == 0
+    done = capsys.readouterr().out.strip()
+    assert _blocks(table / MDT / f"files/.files-0000-0_{init}.log.2_0-0-0") == [done]
+    assert main(["metadata-table", str(table), "--check"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["consistent"], report["partitions"], report["files"]) == (True, 1, 1)
+    assert sorted(assert_consistent(table).column("id").to_pylist()) == [1, 2]

@@ -42,7 +42,7 @@ from airflow_lake_provider.lake.errors import CorruptDataFileError, ObjectExists
 from airflow_lake_provider.lake.file_group.file_names import LogFileName, write_token
 from airflow_lake_provider.lake.format.hfile import Dialect, HFile, HFileSettings, read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
-from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.format.table_config import TableConfig, metadata_table_misfit
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
 from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
@@ -156,12 +156,17 @@ class MetadataTableWriter:
 
     @classmethod
     def open(
-        cls, data_storage: Storage, clock: InstantClock, partitions: Iterable[str] = (FILES_PARTITION,)
+        cls,
+        data_storage: Storage,
+        clock: InstantClock,
+        partitions: Iterable[str] = (FILES_PARTITION,),
+        data: tuple[int, TimelineLayout] | None = None,
     ) -> MetadataTableWriter:
         """The MDT of the table at ``data_storage``, keeping ``partitions`` (``files`` and any of
         ``column_stats``, ``partition_stats``); ``TableConfigError`` if it cannot be kept (no MDT
-        properties, no ``files`` base file to take the record schema and HFile dialect from, an
-        index partition without file groups)."""
+        properties, properties that do not fit ``data``, the data table's version and timeline
+        layout, no ``files`` base file to take the record schema and HFile dialect from, an index
+        partition without file groups)."""
         storage = data_storage.child(MDT_DIR)
         kept = frozenset(partitions)
         for partition in sorted(kept - {FILES_PARTITION}):
@@ -177,6 +182,12 @@ class MetadataTableWriter:
                 f"{storage.uri(rel)} does not exist: the metadata table is incomplete"
             ) from None
         layout = TimelineLayout.from_properties(props, storage.uri(rel))
+        if data is not None:
+            misfit = metadata_table_misfit(props, data[0])
+            if misfit is None and layout.version != data[1].version:
+                misfit = f"timeline layout {layout.version}, not its data table's {data[1].version}"
+            if misfit is not None:
+                raise TableConfigError(f"{storage.uri(rel)}: not the metadata table of this table: {misfit}")
         pending, skipped = _pending_bases(storage, layout)
         found = _newest_readable(storage, files_bases(storage, pending), skipped)
         if found is None:

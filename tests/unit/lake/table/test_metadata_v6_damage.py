@@ -192,3 +192,34 @@ def test_a_v6_mdt_initialised_on_an_empty_table_is_kept(hudi_table_zip, capsys, 
     report = json.loads(capsys.readouterr().out)
     assert (report["consistent"], report["partitions"], report["files"]) == (True, 1, 1)
     assert sorted(assert_consistent(table).column("id").to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("key", "old", "new", "why"),
+    [
+        ("hoodie.table.version", "6", "8", "table version 8, not its data table's 6"),
+        ("hoodie.timeline.layout.version", "1", "2", "timeline layout 2, not its data table's 1"),
+        (
+            "hoodie.table.type",
+            "MERGE_ON_READ",
+            "COPY_ON_WRITE",
+            "hoodie.table.type=COPY_ON_WRITE, not MERGE_ON_READ",
+        ),
+        (
+            "hoodie.table.base.file.format",
+            "HFILE",
+            "PARQUET",
+            "hoodie.table.base.file.format=PARQUET, not HFILE",
+        ),
+    ],
+)
+def test_mdt_properties_that_do_not_fit_the_data_table_are_refused(
+    hudi_table_zip, capsys, key: str, old: str, new: str, why: str
+) -> None:
+    """An MDT whose properties are not those of a v6 table's MDT (e.g. left by an upgrade that did
+    not finish) is not written as one: writing a layout 1 deltacommit into it would corrupt it."""
+    table = hudi_table_zip("cow_v6_simplekeygen_nonhivestyle")
+    add_v6_metadata_table(table)
+    props = table / MDT / ".hoodie/hoodie.properties"
+    props.write_text(props.read_text().replace(f"{key}={old}", f"{key}={new}"))
+    assert _refused(table, capsys) == [f"lake: error: {props}: not the metadata table of this table: {why}"]

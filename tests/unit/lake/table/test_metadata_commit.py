@@ -316,9 +316,8 @@ def test_a_v6_table_is_kept_only_when_asked_and_a_stand_in_mdt_is_refused(hudi_t
     with pytest.raises(TableConfigError) as raised:
         write(LakeTable.open(path), batch, "upsert", options=MAINTAIN)
     assert str(raised.value) == (
-        f"{path}/.hoodie/metadata/files: no files-0000-0 base file of a completed instant to take the record "
-        f"schema from ({path}/.hoodie/metadata/files/files-0000-0_0-0-0_00000000000000010.hfile: 5 bytes, "
-        "shorter than an HFile v3 trailer)"
+        f"{path}/.hoodie/metadata/.hoodie/hoodie.properties: not the metadata table of this table: table "
+        "version (none), not its data table's 6"
     )
     assert tree_digest(path) == digest
 

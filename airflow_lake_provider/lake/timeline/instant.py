@@ -77,11 +77,12 @@ def validate_instant_time(value: str) -> str:
 def validate_timeline_time(value: str) -> str:
     """Return ``value`` if it names a timeline instant: an instant time (:func:`validate_instant_time`)
     or one with a v6 metadata table's operation suffixes (``TIMELINE_TIME_RE``), else raise."""
-    if isinstance(value, str) and len(value) > 17 and TIMELINE_TIME_RE.fullmatch(value):
-        validate_instant_time(value[:17])
-        return value
-    if isinstance(value, str) and value[:14] == SOLO_TIME and value[14:] >= SOLO_INIT_SUFFIX:
-        return value  # a v6 metadata table initialised on an empty table (and its later suffixes)
+    if isinstance(value, str) and len(value) > 14 and TIMELINE_TIME_RE.fullmatch(value):
+        if value[:14] == SOLO_TIME and value[14:17] >= SOLO_INIT_SUFFIX:
+            return value  # a v6 metadata table initialised on an empty table (suffixed after it too)
+        if len(value) > 17:
+            validate_instant_time(value[:17])
+            return value
     return validate_instant_time(value)
 
 

@@ -122,7 +122,7 @@ def _newest_readable(storage: Storage, names: Iterable[str], skipped: list[str])
 def _pending_bases(storage: Storage, layout: TimelineLayout) -> tuple[set[str], list[str]]:
     """Table version 6 (layout 1): the pending MDT instants, and why their ``files`` base files do
     not count (an initialisation or compaction a writer died in: Java writes it again). Layout 2
-    names a pending compaction's base file after its own time too, but keeps them readable."""
+    (Hudi 1.x) is left as it was: there a base file is skipped only when it does not read."""
     if layout.has_completion_times:
         return set(), []
     pending = {i.timestamp for i in Timeline.load(storage, layout).instants if not i.is_completed}

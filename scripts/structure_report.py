@@ -38,7 +38,9 @@ CONCEPTS = {
     "partition commit": r"partition_commit",
     "rollback": r"rollback",
     # Hudi's metadata table: table/metadata_*.py until 2026-11-27, then the table/metadata/ package.
-    "metadata table": r"(^|\.)metadata(_(table|archival|clean|commit|compaction|files|index|merge|records|services|stats)$|\.)",
+    "metadata table": (
+        r"(^|\.)metadata(\.|_(table|archival|clean|commit|compaction|files|index|merge|records|services|stats)$)"
+    ),
 }
 
 

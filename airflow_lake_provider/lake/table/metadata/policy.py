@@ -292,7 +292,10 @@ def kept_metadata_table(table: LakeTable) -> MetadataTableWriter | None:
     if not state.present:
         return None
     return MetadataTableWriter.open(
-        table.storage, table.clock, [p for p in state.partitions if p in MAINTAINED_PARTITIONS]
+        table.storage,
+        table.clock,
+        [p for p in state.partitions if p in MAINTAINED_PARTITIONS],
+        (table.config.table_version, table.layout),
     )
 
 

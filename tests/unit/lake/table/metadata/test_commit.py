@@ -316,7 +316,8 @@ def test_a_v6_table_is_kept_only_when_asked_and_a_stand_in_mdt_is_refused(hudi_t
     with pytest.raises(TableConfigError) as raised:
         write(LakeTable.open(path), batch, "upsert", options=MAINTAIN)
     assert str(raised.value) == (
-        f"{path}/.hoodie/metadata/files: no files-0000-0 base file to take the record schema from"
+        f"{path}/.hoodie/metadata/.hoodie/hoodie.properties: not the metadata table of this table: table "
+        "version (none), not its data table's 6"
     )
     assert tree_digest(path) == digest
 

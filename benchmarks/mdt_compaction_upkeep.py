@@ -34,7 +34,7 @@ from mdt_upkeep import _unzip  # noqa: E402
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction  # noqa: E402
 from airflow_lake_provider.lake.services.compaction.result import Outcome  # noqa: E402
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction  # noqa: E402
-from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table  # noqa: E402
+from airflow_lake_provider.lake.table.metadata.policy import drop_metadata_table  # noqa: E402
 from airflow_lake_provider.lake.table.reader import read_snapshot  # noqa: E402
 from airflow_lake_provider.lake.table.table import LakeTable  # noqa: E402
 from airflow_lake_provider.lake.table.write.writer import write  # noqa: E402

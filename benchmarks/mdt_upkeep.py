@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import pyarrow as pa  # noqa: E402
 from mdt_tables import DATA_1X, keep_files_partition_only  # noqa: E402
 
-from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table  # noqa: E402
+from airflow_lake_provider.lake.table.metadata.policy import drop_metadata_table  # noqa: E402
 from airflow_lake_provider.lake.table.reader import read_snapshot  # noqa: E402
 from airflow_lake_provider.lake.table.table import LakeTable  # noqa: E402
 from airflow_lake_provider.lake.table.write.writer import write  # noqa: E402

@@ -32,11 +32,15 @@ CONCEPTS = {
     "file group": r"fs_view|file_group|file_names|data_files",
     "log file": r"log_block|log_format|data_block|delete_block|block_keys|log_file",
     "write": r"writer|write_input|(^|\.)write(\.|$)",
-    "index": r"(^|\.)index(\.|$)",
-    "compaction": r"compaction",
-    "clean": r"(^|\.)clean",
+    "index": r"(^|(?<!metadata)\.)index(\.|$)",
+    "compaction": r"(?<!metadata[._])compaction",
+    "clean": r"(^|(?<!metadata)\.)clean",
     "partition commit": r"partition_commit",
     "rollback": r"rollback",
+    # Hudi's metadata table: table/metadata_*.py until 2026-11-27, then the table/metadata/ package.
+    "metadata table": (
+        r"(^|\.)metadata(\.|_(table|archival|clean|commit|compaction|files|index|merge|records|services|stats)$)"
+    ),
 }
 
 

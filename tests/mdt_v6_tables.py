@@ -40,8 +40,8 @@ from airflow_lake_provider.lake.log_file.delete_block import encode_delete_conte
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, decode_hfile_cells
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, encode_block
 from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.table.metadata_compaction import base_file_bytes
-from airflow_lake_provider.lake.table.metadata_files import (
+from airflow_lake_provider.lake.table.metadata.compaction import base_file_bytes
+from airflow_lake_provider.lake.table.metadata.files import (
     ALL_PARTITIONS,
     FILE_LIST,
     FILES_GROUP,
@@ -50,7 +50,7 @@ from airflow_lake_provider.lake.table.metadata_files import (
     PARTITION_LIST,
     list_table_files,
 )
-from airflow_lake_provider.lake.table.metadata_table import PARTITIONS_KEY
+from airflow_lake_provider.lake.table.metadata.policy import PARTITIONS_KEY
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.timeline.instant import Action

@@ -174,7 +174,7 @@ class CompactionHookMixin(SparkJobMixin):
         """
         from airflow_lake_provider.lake.errors import LakeError
         from airflow_lake_provider.lake.services.compaction.operation import load_plan
-        from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+        from airflow_lake_provider.lake.table.metadata.policy import guard_mutation
         from airflow_lake_provider.lake.timeline.instant import Action
 
         threshold = as_threshold_mb(spark_threshold_mb)

@@ -315,7 +315,7 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         """
         from airflow_lake_provider.lake.services.clean.executor import clean_config, pending_cleans, run_clean
         from airflow_lake_provider.lake.services.clean.result import CleanResult, Outcome
-        from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+        from airflow_lake_provider.lake.table.metadata.policy import guard_mutation
 
         if mode not in CLEAN_MODES:
             raise LakeConfigError(f"mode={mode!r} is not one of {', '.join(CLEAN_MODES)}")

@@ -125,7 +125,7 @@ class WriteHookMixin(SparkJobMixin):
         :param spark_conf: extra ``--conf`` values for ``spark-submit``.
         :param spark_env: extra environment variables for ``spark-submit``.
         """
-        from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+        from airflow_lake_provider.lake.table.metadata.policy import guard_mutation
         from airflow_lake_provider.lake.table.write import write
         from airflow_lake_provider.lake.table.write.input import find_input, input_rows, read_input
 

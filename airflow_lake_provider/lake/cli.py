@@ -218,7 +218,7 @@ def _set_flag(options: dict[str, str], key: str, value: str, flag: str, error: t
 def _cmd_clean(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake import spark_submit
     from airflow_lake_provider.lake.services.clean.executor import run_clean
-    from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+    from airflow_lake_provider.lake.table.metadata.policy import guard_mutation
     from airflow_lake_provider.lake.table.table import LakeTable
 
     table = LakeTable.open(args.path)
@@ -286,7 +286,7 @@ def _cmd_compact(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
     from airflow_lake_provider.lake.services.compaction.result import Outcome
     from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
-    from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+    from airflow_lake_provider.lake.table.metadata.policy import guard_mutation
     from airflow_lake_provider.lake.table.table import LakeTable
 
     table = LakeTable.open(args.path)
@@ -400,8 +400,8 @@ def _cmd_savepoint(args: argparse.Namespace) -> None:
 
 
 def _cmd_metadata_table(args: argparse.Namespace) -> int:
-    from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table
-    from airflow_lake_provider.lake.table.metadata_table import report as metadata_report
+    from airflow_lake_provider.lake.table.metadata.policy import drop_metadata_table
+    from airflow_lake_provider.lake.table.metadata.policy import report as metadata_report
     from airflow_lake_provider.lake.table.table import LakeTable
 
     if args.force and not args.drop:
@@ -435,7 +435,7 @@ def _check_metadata_table(path: str) -> int:
     """``--check``: the files partition against a full listing, as JSON; 1 when they differ.
     Read-only, on the storage alone (no table version check: it reads v6 and v8/v9 tables)."""
     from airflow_lake_provider.lake.storage import open_storage
-    from airflow_lake_provider.lake.table.metadata_files import check_files_partition
+    from airflow_lake_provider.lake.table.metadata.files import check_files_partition
 
     found = check_files_partition(open_storage(path))
     print(json.dumps(found.to_dict(), indent=2))

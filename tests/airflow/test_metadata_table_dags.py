@@ -154,7 +154,7 @@ def test_the_write_hook_keeps_the_metadata_table_by_default_and_a_connection_can
     from airflow_lake_provider.hooks.lake import LakeHook
     from airflow_lake_provider.lake.table.reader import read_snapshot
     from airflow_lake_provider.lake.table.table import LakeTable
-    from tests.unit.lake.table.test_metadata_commit import (
+    from tests.unit.lake.table.metadata.test_commit import (
         INDEXES,
         _batch,
         assert_consistent,
@@ -186,7 +186,7 @@ def test_a_connection_asking_to_maintain_keeps_a_v6_metadata_table(
 
     from airflow_lake_provider.hooks.lake import LakeHook
     from airflow_lake_provider.lake.storage import open_storage
-    from airflow_lake_provider.lake.table.metadata_files import check_files_partition
+    from airflow_lake_provider.lake.table.metadata.files import check_files_partition
     from airflow_lake_provider.lake.table.reader import read_snapshot
     from airflow_lake_provider.lake.table.table import LakeTable
 
@@ -228,7 +228,7 @@ def test_the_clean_hook_keeps_the_metadata_table_by_default_and_a_connection_can
     from airflow_lake_provider.lake.table.reader import read_snapshot
     from airflow_lake_provider.lake.table.table import LakeTable
     from airflow_lake_provider.lake.table.write.writer import write
-    from tests.unit.lake.table.test_metadata_commit import (
+    from tests.unit.lake.table.metadata.test_commit import (
         INDEXES,
         _batch,
         _rows,
@@ -273,8 +273,8 @@ def test_the_compaction_dag_keeps_the_metadata_table_by_default(
     from airflow_lake_provider.lake.cli import main
     from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.table import LakeTable
-    from tests.unit.lake.table.test_metadata_commit import assert_consistent, hudi_rs
-    from tests.unit.lake.table.test_metadata_services import _data_completion, _mdt_completion, _rows
+    from tests.unit.lake.table.metadata.test_commit import assert_consistent, hudi_rs
+    from tests.unit.lake.table.metadata.test_services import _data_completion, _mdt_completion, _rows
 
     path = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
     before = _rows(hudi_rs(path))
@@ -309,8 +309,8 @@ def test_the_hooks_on_spark_pass_the_connections_opt_in_to_the_jobs(
     from airflow_lake_provider.lake.cli import main
     from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.table import LakeTable
-    from tests.unit.lake.table.test_metadata_commit import MAINTAIN, assert_consistent, hudi_rs
-    from tests.unit.lake.table.test_metadata_services import _data_completion, _mdt_completion, _rows
+    from tests.unit.lake.table.metadata.test_commit import MAINTAIN, assert_consistent, hudi_rs
+    from tests.unit.lake.table.metadata.test_services import _data_completion, _mdt_completion, _rows
 
     path = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
     before = _rows(hudi_rs(path))
@@ -368,7 +368,7 @@ def test_the_partition_commit_hook_keeps_the_metadata_table_on_merges_by_default
     from airflow_lake_provider.hooks.partition_commit import run_partition_commit
     from airflow_lake_provider.lake.cli import main
     from tests.unit.lake.services.partition_commit.test_merge_metadata_table import _assert_kept, _small_files
-    from tests.unit.lake.table.test_metadata_commit import INDEXES
+    from tests.unit.lake.table.metadata.test_commit import INDEXES
 
     name = "mor_avro_v9_txns_simple_meta"
     path = keep_files_partition_only(hudi_table_zip(name), INDEXES)

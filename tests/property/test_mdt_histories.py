@@ -29,7 +29,7 @@ from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from tests.property.test_mdt_writes import MOR_V8, TABLES, _service, _template
-from tests.unit.lake.table.test_metadata_commit import MAINTAIN, assert_consistent, assert_index_consistent
+from tests.unit.lake.table.metadata.test_commit import MAINTAIN, assert_consistent, assert_index_consistent
 
 STATS = tally("maintained metadata table histories")
 # The MDT's services due often; archival keeping few commits; a clean keeping one commit.

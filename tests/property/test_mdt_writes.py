@@ -24,7 +24,7 @@ from airflow_lake_provider.lake.services.compaction.executor import run_compacti
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
-from tests.unit.lake.table.test_metadata_commit import (
+from tests.unit.lake.table.metadata.test_commit import (
     INDEXES,
     MAINTAIN,
     assert_consistent,

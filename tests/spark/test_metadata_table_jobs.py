@@ -96,13 +96,13 @@ def test_lake_compact_and_clean_on_spark_keep_the_metadata_table_under_the_opt_i
     completes; hudi-rs, listing through the MDT, reads the rows it read before, and ``lake
     metadata-table --check`` finds no difference."""
     from airflow_lake_provider.lake.cli import main
-    from tests.unit.lake.table.test_metadata_services import (
+    from tests.unit.lake.table.metadata.test_services import (
         ONE_VERSION,
         _data_completion,
         _mdt_completion,
         _prepared,
     )
-    from tests.unit.lake.table.test_metadata_services import _rows as rows
+    from tests.unit.lake.table.metadata.test_services import _rows as rows
 
     path = _prepared(hudi_table_zip, "mor_avro_v9_txns_simple_meta")
     kept = LakeTable.open(path).config.properties["hoodie.table.metadata.partitions"].split(",")

@@ -324,6 +324,19 @@ def _check_version(props: Mapping[str, str], source: str) -> int:
     return number
 
 
+def metadata_table_misfit(props: Mapping[str, str], table_version: int) -> str | None:
+    """Why the properties ``props`` are not those of the metadata table of a table of version
+    ``table_version`` (None: they are). Hudi keeps both tables at one version (an upgrade that did
+    not finish may leave them apart); the MDT is a MOR table of HFile base files."""
+    found = props.get("hoodie.table.version", "")
+    if found != str(table_version):
+        return f"table version {found or '(none)'}, not its data table's {table_version}"
+    for key, value in (("hoodie.table.type", "MERGE_ON_READ"), ("hoodie.table.base.file.format", "HFILE")):
+        if props.get(key, value) != value:
+            return f"{key}={props[key]}, not {value}"
+    return None
+
+
 def _check_v8_features(props: Mapping[str, str], source: str) -> None:
     """Refuse, by name, the Hudi 1.x table features this core would otherwise misread."""
     base_format = (props.get("hoodie.table.base.file.format") or "PARQUET").strip()

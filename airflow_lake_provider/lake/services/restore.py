@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.lake.errors import RollbackError
-from airflow_lake_provider.lake.table.metadata_services import services_after_commit
-from airflow_lake_provider.lake.table.metadata_table import (
+from airflow_lake_provider.lake.table.metadata.policy import (
     drops_metadata_table,
     guard_mutation,
     kept_metadata_table,
 )
+from airflow_lake_provider.lake.table.metadata.services import services_after_commit
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     finish_pending_locked,
@@ -116,8 +116,8 @@ def pending_restore(timeline: Timeline) -> tuple[Instant, dict[str, Any]] | None
 
 def restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | None = None) -> RestoreResult:
     """Roll back every instant after ``savepoint`` (newest first); finish a pending restore first.
-    ``options`` are read only for the metadata table's (see ``metadata_table``): once the restore
-    instant completed, the MDT's own services run when due (``metadata_services``; a failure there
+    ``options`` are read only for the metadata table's (see ``metadata.policy``): once the restore
+    instant completed, the MDT's own services run when due (``metadata.services``; a failure there
     is logged, the restore stands)."""
     result = _restore(table, savepoint, options)
     if result.instant is not None:  # after the write lock: the services take it themselves

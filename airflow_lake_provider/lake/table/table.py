@@ -55,7 +55,7 @@ class LakeTable:
         # Options the caller's environment sets for every action on this table (the lake
         # connection's extra, e.g. hoodie.metadata.enable); an action's own options win over them.
         self.option_defaults: dict[str, str] = {}
-        # The ``metadata_table.MetadataTableDrop`` of an action through this object that dropped
+        # The ``metadata.policy.MetadataTableDrop`` of an action through this object that dropped
         # Hudi's metadata table, for its result (typed loosely: that module builds on this one).
         self.metadata_table_drop: Any = None
         # Key-lookup summaries of base file footers, by (relative path, size): base files are never

@@ -18,6 +18,11 @@ INSTANT_TIME_RE = re.compile(r"[0-9]{14}(?:[0-9]{3})?")
 # compaction ``001``, clean ``002``, rollback ``006``, partition initialisation ``010``...; an
 # initialisation then compacted carries both), so 20 or 23 digits after a 17-digit data instant.
 TIMELINE_TIME_RE = re.compile(r"[0-9]{14}(?:[0-9]{3}){0,3}")
+# Hudi's SOLO_COMMIT_TIMESTAMP: a v6 metadata table initialised while the data table had no
+# completed instant is initialised at it plus the partition-initialisation suffix ``010``
+# (``00000000000000010``), no date; Hudi 1.x's ``00000000000000000`` MDT times stay unparsed.
+SOLO_TIME = "00000000000000"
+SOLO_INIT_SUFFIX = "010"
 _FIELDS = ((0, 4), (4, 6), (6, 8), (8, 10), (10, 12), (12, 14))  # yyyy MM dd HH mm ss
 
 
@@ -72,9 +77,12 @@ def validate_instant_time(value: str) -> str:
 def validate_timeline_time(value: str) -> str:
     """Return ``value`` if it names a timeline instant: an instant time (:func:`validate_instant_time`)
     or one with a v6 metadata table's operation suffixes (``TIMELINE_TIME_RE``), else raise."""
-    if isinstance(value, str) and len(value) > 17 and TIMELINE_TIME_RE.fullmatch(value):
-        validate_instant_time(value[:17])
-        return value
+    if isinstance(value, str) and len(value) > 14 and TIMELINE_TIME_RE.fullmatch(value):
+        if value[:14] == SOLO_TIME and value[14:17] >= SOLO_INIT_SUFFIX:
+            return value  # a v6 metadata table initialised on an empty table (suffixed after it too)
+        if len(value) > 17:
+            validate_instant_time(value[:17])
+            return value
     return validate_instant_time(value)
 
 

@@ -239,7 +239,7 @@ def test_write_dropping_the_metadata_table_prints_the_instant_and_warns_on_stder
     out, err = done.stdout, done.stderr
     assert done.returncode == 0 and out == f"{table.timeline().instants[-1].timestamp}\n"
     assert err.count("\n") == 1 and err.rstrip().endswith(
-        f"WARNING airflow_lake_provider.lake.table.metadata_table: dropped Hudi's metadata table of "
+        f"WARNING airflow_lake_provider.lake.table.metadata.policy: dropped Hudi's metadata table of "
         f"{base} (partitions [files], folder .hoodie/metadata/) as hoodie.metadata.enable=false asks; "
         "Spark/Flink writers of this table must run with hoodie.metadata.enable=false too, or their "
         "next commit rebuilds the metadata table from a full listing"

@@ -30,8 +30,8 @@ from airflow_lake_provider.lake.services.clean.planner import (
 from airflow_lake_provider.lake.services.clean.result import CleanResult, DeleteOutcome, Outcome
 from airflow_lake_provider.lake.services.savepoint import savepointed_files, savepoints
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.metadata_services import services_after_commit
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
+from airflow_lake_provider.lake.table.metadata.policy import guard_mutation, kept_metadata_table
+from airflow_lake_provider.lake.table.metadata.services import services_after_commit
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     describe_failed_writes,

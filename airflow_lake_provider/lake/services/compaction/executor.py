@@ -43,13 +43,13 @@ from airflow_lake_provider.lake.services.compaction.operation import (
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
 from airflow_lake_provider.lake.services.compaction.result import CompactionResult, Outcome, ScheduleResult
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction, service_lock
-from airflow_lake_provider.lake.table.metadata_records import change_of_commit
-from airflow_lake_provider.lake.table.metadata_services import services_after_commit
-from airflow_lake_provider.lake.table.metadata_table import (
+from airflow_lake_provider.lake.table.metadata.policy import (
     drops_metadata_table,
     guard_mutation,
     kept_metadata_table,
 )
+from airflow_lake_provider.lake.table.metadata.records import change_of_commit
+from airflow_lake_provider.lake.table.metadata.services import services_after_commit
 from airflow_lake_provider.lake.table.reader import check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -193,9 +193,9 @@ def execute_compaction(
     requested one runs. Holds the table's compaction lock: a concurrent run gets ``ServiceBusyError``,
     a run that finds the instant completed returns ``ALREADY_COMPLETED``. ``fault`` is called at
     ``inflight``, after each operation's ``file`` and before the ``commit`` (crash tests).
-    ``options`` are read only for the metadata table's options (see ``metadata_table``): under
+    ``options`` are read only for the metadata table's options (see ``metadata.policy``): under
     ``lake.metadata-table.maintain``, a completed compaction runs the metadata table's own
-    compaction next when due (``metadata_services``; a failure there is logged, the compaction stands).
+    compaction next when due (``metadata.services``; a failure there is logged, the compaction stands).
     """
     result = _execute(table, instant, dry_run, fault, runner, options)
     if not dry_run and result.outcome is Outcome.COMPLETED:

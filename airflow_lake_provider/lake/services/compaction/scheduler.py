@@ -18,7 +18,7 @@ from airflow_lake_provider.lake.services.compaction.operation import base_files,
 from airflow_lake_provider.lake.services.compaction.plan import CompactionPlan
 from airflow_lake_provider.lake.services.compaction.planner import plan_compaction, trigger_state
 from airflow_lake_provider.lake.services.compaction.result import Outcome, ScheduleResult
-from airflow_lake_provider.lake.table.metadata_table import drops_metadata_table, guard_mutation
+from airflow_lake_provider.lake.table.metadata.policy import drops_metadata_table, guard_mutation
 from airflow_lake_provider.lake.table.reader import check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro

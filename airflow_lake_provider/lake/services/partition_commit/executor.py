@@ -55,7 +55,7 @@ from airflow_lake_provider.lake.services.partition_commit.target import (
     TableTarget,
 )
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation
+from airflow_lake_provider.lake.table.metadata.policy import guard_mutation
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.commit_metadata import join_partition
 

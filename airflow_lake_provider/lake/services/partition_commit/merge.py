@@ -38,9 +38,9 @@ from airflow_lake_provider.lake.file_group.file_names import BaseFileName, new_f
 from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.services.compaction.operation import FILE_NAME_COLUMN, output_schema
 from airflow_lake_provider.lake.table.clustering import pending_clustering_groups
-from airflow_lake_provider.lake.table.metadata_records import change_of_commit
-from airflow_lake_provider.lake.table.metadata_services import services_after_commit
-from airflow_lake_provider.lake.table.metadata_table import kept_metadata_table
+from airflow_lake_provider.lake.table.metadata.policy import kept_metadata_table
+from airflow_lake_provider.lake.table.metadata.records import change_of_commit
+from airflow_lake_provider.lake.table.metadata.services import services_after_commit
 from airflow_lake_provider.lake.table.reader import SliceReader, check_base_files
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
@@ -130,7 +130,7 @@ def merge_small_files(
 ) -> MergeResult:
     """Merge the partition's small base files into ceil(total / target) new ones (at least two inputs).
     Once the merge's replacecommit completed, the MDT's own services run when due, with ``options``
-    (``metadata_services``; a failure there is logged, the merge stands)."""
+    (``metadata.services``; a failure there is logged, the merge stands)."""
     if target_bytes <= 0:
         raise PartitionCommitError(f"merge-small-files: target size {target_bytes} must be positive")
     merged = _merge_locked(table, partition, target_bytes, fault)

@@ -27,7 +27,7 @@ from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.archival.archive_log import write_archive_log
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.planner import ArchivalPlan, plan_archival
-from airflow_lake_provider.lake.table.metadata_table import guard_mutation, kept_metadata_table
+from airflow_lake_provider.lake.table.metadata.policy import guard_mutation, kept_metadata_table
 from airflow_lake_provider.lake.table.rollback.plan import in_table
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -172,7 +172,7 @@ def metadata_table_bound(table: LakeTable, timeline: Timeline) -> tuple[str, str
     By completion time: an MDT deltacommit requested before the compaction but completed after it
     (Spark's writer interleaves the two) has its log in the slice after the compaction's base file,
     and MDT readers merge it only while its data commit is active (it also holds back the MDT's own
-    archival, ``metadata_archival``)."""
+    archival, ``metadata.archival``)."""
     mdt = kept_metadata_table(table)
     if mdt is None:
         return None

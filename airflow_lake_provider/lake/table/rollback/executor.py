@@ -32,12 +32,12 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.file_group.builder import list_table
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
-from airflow_lake_provider.lake.table.metadata_services import services_after_commit
-from airflow_lake_provider.lake.table.metadata_table import (
+from airflow_lake_provider.lake.table.metadata.policy import (
     drops_metadata_table,
     guard_mutation,
     kept_metadata_table,
 )
+from airflow_lake_provider.lake.table.metadata.services import services_after_commit
 from airflow_lake_provider.lake.table.rollback.fallback import check_fallback
 from airflow_lake_provider.lake.table.rollback.plan import (
     RollbackOutcome,
@@ -96,7 +96,7 @@ def rollback(
 
     Pending rollbacks are finished first. Takes the table's write lock (waiting up to 60 s). Once a
     rollback instant completed, the MDT's own services run when due, after the lock (as after a
-    write: ``metadata_services``; a failure there is logged, the rollback stands).
+    write: ``metadata.services``; a failure there is logged, the rollback stands).
     """
     # Parsed first: a bad value changes nothing (no lock file, no metadata table dropped).
     config = FailedWritesConfig.from_options(table.config.properties, options or {})

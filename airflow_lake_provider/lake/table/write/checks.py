@@ -16,7 +16,7 @@ from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_
 from airflow_lake_provider.lake.format.casting import cast_exact, same_shape
 from airflow_lake_provider.lake.format.partitioning import partition_paths, record_keys
 from airflow_lake_provider.lake.format.table_config import MergeMode
-from airflow_lake_provider.lake.table.metadata_table import MetadataTablePolicy
+from airflow_lake_provider.lake.table.metadata.policy import MetadataTablePolicy
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.plan import _KEY, _ORD, _PART, Operation
 from airflow_lake_provider.lake.timeline.active import Timeline

@@ -26,13 +26,13 @@ from airflow_lake_provider.lake.format.bloom_filter import DEFAULT_SETTINGS, Blo
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, LookupStats
-from airflow_lake_provider.lake.table.metadata_records import change_of_commit
-from airflow_lake_provider.lake.table.metadata_services import services_after_commit
-from airflow_lake_provider.lake.table.metadata_table import (
+from airflow_lake_provider.lake.table.metadata.policy import (
     drops_metadata_table,
     guard_mutation,
     kept_metadata_table,
 )
+from airflow_lake_provider.lake.table.metadata.records import change_of_commit
+from airflow_lake_provider.lake.table.metadata.services import services_after_commit
 from airflow_lake_provider.lake.table.progress import Progress
 from airflow_lake_provider.lake.table.rollback.executor import (
     discard_failed_write,
@@ -121,7 +121,7 @@ def write(
     (``hoodie.index.bloom.*``). Tables whose index this writer cannot keep are refused. After the
     commit, the timeline is archived (``hoodie.archive.automatic``, default true); a failed
     archival is logged and the write stands. Under ``lake.metadata-table.maintain`` the metadata
-    table's own compaction runs first when due (``metadata_services``), on the same terms.
+    table's own compaction runs first when due (``metadata.services``), on the same terms.
     """
     result, archive = _write_checked(
         table,

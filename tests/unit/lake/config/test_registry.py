@@ -33,7 +33,7 @@ from airflow_lake_provider.lake.services.clean.config import CleanConfig, CleanP
 from airflow_lake_provider.lake.services.compaction.config import CompactionConfig, TriggerStrategy
 from airflow_lake_provider.lake.services.partition_commit.config import PartitionCommitConfig
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
-from airflow_lake_provider.lake.table.metadata_table import MetadataTablePolicy
+from airflow_lake_provider.lake.table.metadata.policy import MetadataTablePolicy
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write

@@ -36,6 +36,7 @@ from airflow_lake_provider.lake.timeline.instant import (
     format_instant,
     instant_to_datetime,
     validate_instant_time,
+    validate_timeline_time,
 )
 
 HUDI_TABLES = Path(__file__).resolve().parents[3] / "data" / "hudi-tables"  # see tests/data/README.md
@@ -539,3 +540,23 @@ def test_table_config_new_properties_bad_name_raises(name: str) -> None:
         TableConfig.new_properties(
             name=name, table_type=TableType.COPY_ON_WRITE, record_key_fields=("id",), precombine_field="ts"
         )
+
+
+@pytest.mark.parametrize(
+    "value", ["00000000000000010", "00000000000000011", "00000000000000010001", "00000000000000010010001"]
+)
+def test_a_v6_mdt_initialised_on_an_empty_table_names_timeline_instants(value: str) -> None:
+    """Hudi 0.14/0.15 initialise the MDT of a table with no completed instant at
+    ``SOLO_COMMIT_TIMESTAMP`` + ``010`` (and later partitions at ``011``...): no date, but an MDT
+    timeline time, suffixed as any other; the layout 1 parser reads its files."""
+    assert validate_timeline_time(value) == value
+    assert layout.parse_file_name(f"{value}.deltacommit") == Instant(
+        value, State.COMPLETED, Action.DELTACOMMIT
+    )
+
+
+@pytest.mark.parametrize("value", ["00000000000000000", "00000000000000009", "00000000000000000001"])
+def test_other_all_zero_times_are_still_no_timeline_times(value: str) -> None:
+    """Hudi 1.x's ``00000000000000000`` MDT times are read apart (by their file names), not here."""
+    with pytest.raises(InvalidInstantError, match="is not a valid date"):
+        validate_timeline_time(value)

@@ -20,7 +20,7 @@ from airflow_lake_provider.lake.errors import SnapshotCleanedError
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.clean.result import Outcome
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint, savepoints
-from airflow_lake_provider.lake.table.metadata_table import drop_metadata_table
+from airflow_lake_provider.lake.table.metadata.policy import drop_metadata_table
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write

@@ -187,7 +187,7 @@ def test_spark_written_1x_tables_with_a_metadata_table_follow_its_policy(
     hudi_table_zip: Callable[[str], Path], name: str
 ) -> None:
     """Their latest slices hold Spark's logs. Refused under ``lake.metadata-table.maintain=false``
-    (kept by default: ``test_metadata_services``), the table unchanged; with
+    (kept by default: ``metadata/test_services``), the table unchanged; with
     ``hoodie.metadata.enable=false`` the MDT is dropped first, then hudi-rs (listing the files now)
     reads the compacted table as it read the table before."""
     path = hudi_table_zip(name)

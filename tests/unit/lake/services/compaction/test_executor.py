@@ -40,7 +40,7 @@ from airflow_lake_provider.lake.services.compaction.executor import (
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.compaction.scheduler import plan_instant, schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
-from airflow_lake_provider.lake.table.metadata_table import detect
+from airflow_lake_provider.lake.table.metadata.policy import detect
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro

@@ -16,14 +16,14 @@ from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.archival.executor import run_archival
-from airflow_lake_provider.lake.table.metadata_files import read_files_partition
-from airflow_lake_provider.lake.table.metadata_table import kept_metadata_table
+from airflow_lake_provider.lake.table.metadata.files import read_files_partition
+from airflow_lake_provider.lake.table.metadata.policy import kept_metadata_table
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
 from airflow_lake_provider.lake.timeline.instant import Action, State
-from tests.unit.lake.table.test_metadata_commit import (
+from tests.unit.lake.table.metadata.test_commit import (
     INDEXES,
     MAINTAIN,
     _batch,
@@ -32,7 +32,7 @@ from tests.unit.lake.table.test_metadata_commit import (
     assert_index_consistent,
     hudi_rs,
 )
-from tests.unit.lake.table.test_metadata_compaction import _upserts
+from tests.unit.lake.table.metadata.test_compaction import _upserts
 
 NAME = "mor_avro_v9_txns_simple_meta"
 KEEP_FEW = {**MAINTAIN, "hoodie.keep.min.commits": "1", "hoodie.keep.max.commits": "2"}

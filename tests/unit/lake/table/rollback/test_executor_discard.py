@@ -17,7 +17,7 @@ from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
-from airflow_lake_provider.lake.table.metadata_table import detect
+from airflow_lake_provider.lake.table.metadata.policy import detect
 from airflow_lake_provider.lake.table.rollback import executor
 from airflow_lake_provider.lake.table.rollback.executor import discard_failed_write, rollback
 from airflow_lake_provider.lake.table.table import LakeTable

@@ -31,7 +31,7 @@ from airflow_lake_provider.lake.config.values import TriggerStrategy
 from airflow_lake_provider.lake.table.archival.archive_log import write_archive_log
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.planner import plan_archival
-from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter
+from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action
 

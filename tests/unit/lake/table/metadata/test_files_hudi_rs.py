@@ -36,7 +36,7 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
 )
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.table.metadata_files import read_files_partition
+from airflow_lake_provider.lake.table.metadata.files import read_files_partition
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 

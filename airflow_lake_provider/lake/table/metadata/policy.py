@@ -10,7 +10,7 @@ clear both partition keys of ``hoodie.properties``, then delete ``.hoodie/metada
 mutating entry point calls :func:`guard_mutation` before its first lock file, heartbeat, marker or
 instant; read-only work never does. The policy is one value decided here.
 
-``maintain`` (``metadata_commit``) keeps the MDT of tables of version 8 and 9, and of version 6 when
+``maintain`` (``metadata.commit``) keeps the MDT of tables of version 8 and 9, and of version 6 when
 asked for (``lake.metadata-table.maintain=true``; only its ``files`` partition): writes (insert,
 upsert, delete), rollback, restore and partition commit's merge-small-files where the MDT partitions
 are among ``files``, ``column_stats`` and ``partition_stats``; compaction (schedule, execute), clean
@@ -40,7 +40,7 @@ from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import HOODIE_DIR
-from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter
+from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat_expired, now_ms
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -292,7 +292,10 @@ def kept_metadata_table(table: LakeTable) -> MetadataTableWriter | None:
     if not state.present:
         return None
     return MetadataTableWriter.open(
-        table.storage, table.clock, [p for p in state.partitions if p in MAINTAINED_PARTITIONS]
+        table.storage,
+        table.clock,
+        [p for p in state.partitions if p in MAINTAINED_PARTITIONS],
+        (table.config.table_version, table.layout),
     )
 
 

@@ -73,11 +73,21 @@ class FilesListing:
 # ---------------------------------------------------------------------------------------------
 
 
+def properties_text(storage: Storage, rel: str) -> str:
+    """The text of the properties file ``rel``; ``TableConfigError`` naming it if it is not UTF-8
+    (``FileNotFoundError`` if absent, for the caller to name)."""
+    data = storage.read(rel)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise TableConfigError(f"{storage.uri(rel)}: cannot read (not UTF-8 text)") from None
+
+
 def _open_timeline(storage: Storage, mdt: bool) -> tuple[dict[str, str], Timeline]:
     """The ``hoodie.properties`` and active timeline of the data table at ``storage`` or of its MDT."""
     props_rel = f"{HOODIE_DIR}/hoodie.properties"
     try:
-        text = storage.read(props_rel).decode("utf-8")
+        text = properties_text(storage, props_rel)
     except FileNotFoundError:
         if mdt:
             table = storage.root.rstrip("/").removesuffix(f"/{MDT_DIR}")
@@ -303,11 +313,13 @@ def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
     """partition (``.`` for the table's root) -> base and log file name -> size, for the files of
     completed data instants (a log of layout 2 by its deltacommit, of layout 1 by its slice's base
     instant, which may also be a pending compaction's, but not one a pending write created),
-    archived ones (older than the active timeline) included."""
+    archived ones (older than the active timeline) included. A pending compaction's base files are
+    listed once it completes, as its deltacommit adds them to the MDT."""
     _, timeline = _open_timeline(storage, mdt=False)
     completed = {i.timestamp for i in timeline.filter(states=[State.COMPLETED])}
+    compacting: set[str] = set()
     if not timeline.layout.has_completion_times:
-        completed |= {i.timestamp for i in timeline.pending_compactions()}
+        compacting = {i.timestamp for i in timeline.pending_compactions()}
     # A file older than the active timeline is of an archived, so completed, instant.
     first = timeline.instants[0].timestamp if timeline.instants else None
     pending = set() if timeline.layout.has_completion_times else _pending_logs(storage, timeline)
@@ -323,9 +335,13 @@ def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
             base = _BASE_RE.match(name)
             log = LogFileName.parse(name)
             instant = base.group(3) if base else log.base_instant if log else None
-            if instant is not None and (instant in completed or (first is not None and instant < first)):
-                if log is None or f"{folder}/{name}".lstrip("/") not in pending:
-                    kept[name] = size
+            listed = instant is not None and (
+                instant in completed
+                or (log is not None and instant in compacting)
+                or (first is not None and instant < first)
+            )
+            if listed and (log is None or f"{folder}/{name}".lstrip("/") not in pending):
+                kept[name] = size
         out[folder or NON_PARTITIONED] = dict(sorted(kept.items()))
     return dict(sorted(out.items()))
 

@@ -28,8 +28,8 @@ from typing import Any
 
 from airflow_lake_provider.lake.file_group.model import FileGroup
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter
-from airflow_lake_provider.lake.table.metadata_files import file_groups_of
+from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
+from airflow_lake_provider.lake.table.metadata.files import file_groups_of
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State

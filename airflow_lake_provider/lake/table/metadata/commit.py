@@ -1,7 +1,7 @@
 """One data instant's deltacommit on Hudi's metadata table (MDT), written as Hudi 1.x's Java writer
 writes it, before the data instant completes (the first piece of the "maintain" policy): the
-``files`` records (``metadata_records``) and, where the MDT has those partitions, the
-``column_stats`` and ``partition_stats`` records (``metadata_index``).
+``files`` records (``metadata.records``) and, where the MDT has those partitions, the
+``column_stats`` and ``partition_stats`` records (``metadata.index``).
 
 Hudi 1.x (table versions 8 and 9) gives the MDT deltacommit of a data instant the data instant's
 own (requested) time, and its own completion time, earlier than the data instant's
@@ -18,7 +18,7 @@ commit metadata: the new base files, their column stats, the partitions' stats) 
 each at its data instant's time, completed before it.
 
 Hudi 1.x readers skip the MDT deltacommit of a pending data instant (``getValidInstantTimestamps``;
-our ``metadata_files``), so a crash at any step leaves every listing unchanged; but they merge a
+our ``metadata.files``), so a crash at any step leaves every listing unchanged; but they merge a
 completed one whose data instant is gone or rolled back: undoing a failed write removes its MDT
 deltacommit first, while the instant is pending (:meth:`MetadataTableWriter.discard`, called by the
 rollback executor). An MDT deltacommit whose data instant is no longer on the data timeline (left by
@@ -38,28 +38,29 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError
+from airflow_lake_provider.lake.errors import CorruptDataFileError, ObjectExistsError, TableConfigError
 from airflow_lake_provider.lake.file_group.file_names import LogFileName, write_token
 from airflow_lake_provider.lake.format.hfile import Dialect, HFile, HFileSettings, read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
-from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.format.table_config import TableConfig, metadata_table_misfit
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
 from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
-from airflow_lake_provider.lake.table.metadata_files import (
+from airflow_lake_provider.lake.table.metadata.files import (
     FILES_GROUP,
     FILES_PARTITION,
     MDT_DIR,
     file_groups_of,
     mdt_own_instant,
+    properties_text,
 )
-from airflow_lake_provider.lake.table.metadata_index import (
+from airflow_lake_provider.lake.table.metadata.index import (
     INDEX_PARTITIONS,
     clean_index_records,
     file_groups,
     index_records,
 )
-from airflow_lake_provider.lake.table.metadata_records import (
+from airflow_lake_provider.lake.table.metadata.records import (
     FilesChange,
     PartitionChange,
     Records,
@@ -79,6 +80,7 @@ MDT_OPERATION = "UPSERT_PREPPED"
 MDT_WRITE_TOKEN = write_token(0, 0, 0)
 _SOLO = "00000000000000"  # Hudi's SOLO_COMMIT_TIMESTAMP: the MDT's own initialisation instants
 _META_PREFIX = "_hoodie_"
+_V6_LOG_ATTEMPTS = 5  # new log versions tried when concurrent MDT deltacommits took the chosen one
 
 
 def files_bases(storage: Storage, pending: Container[str] = ()) -> list[str]:
@@ -98,16 +100,37 @@ def files_bases(storage: Storage, pending: Container[str] = ()) -> list[str]:
     )
 
 
-def _newest_readable(storage: Storage, names: Iterable[str]) -> tuple[str, HFile] | None:
+def _newest_readable(storage: Storage, names: Iterable[str], skipped: list[str]) -> tuple[str, HFile] | None:
     """The first of ``names`` (``files`` base files) that reads as an HFile: the newest may be a
-    pending compaction's, cut short by a writer that died (the timeline is not read for this)."""
+    pending compaction's, cut short by a writer that died (the timeline is not read for this).
+    Why each unreadable one was skipped is added to ``skipped`` (and logged if one reads)."""
+    unreadable: list[str] = []
     for name in names:
         rel = f"{FILES_PARTITION}/{name}"
         try:
-            return rel, read_hfile(storage.read(rel), storage.uri(rel))
+            found = rel, read_hfile(storage.read(rel), storage.uri(rel))
         except CorruptDataFileError as exc:
-            log.warning("skipping %s for the metadata table's record schema: %s", storage.uri(rel), exc)
+            unreadable.append(str(exc))
+            continue
+        for reason in unreadable:
+            log.warning("skipped for the metadata table's record schema: %s", reason)
+        return found
+    skipped.extend(unreadable)
     return None
+
+
+def _pending_bases(storage: Storage, layout: TimelineLayout) -> tuple[set[str], list[str]]:
+    """Table version 6 (layout 1): the pending MDT instants, and why their ``files`` base files do
+    not count (an initialisation or compaction a writer died in: Java writes it again). Layout 2
+    (Hudi 1.x) is left as it was: there a base file is skipped only when it does not read."""
+    if layout.has_completion_times:
+        return set(), []
+    pending = {i.timestamp for i in Timeline.load(storage, layout).instants if not i.is_completed}
+    return pending, [
+        f"{n}: its instant {t} is pending"
+        for n in files_bases(storage)
+        if (t := n.removesuffix(".hfile").rsplit("_", 1)[-1]) in pending
+    ]
 
 
 @dataclass(frozen=True)
@@ -133,12 +156,17 @@ class MetadataTableWriter:
 
     @classmethod
     def open(
-        cls, data_storage: Storage, clock: InstantClock, partitions: Iterable[str] = (FILES_PARTITION,)
+        cls,
+        data_storage: Storage,
+        clock: InstantClock,
+        partitions: Iterable[str] = (FILES_PARTITION,),
+        data: tuple[int, TimelineLayout] | None = None,
     ) -> MetadataTableWriter:
         """The MDT of the table at ``data_storage``, keeping ``partitions`` (``files`` and any of
         ``column_stats``, ``partition_stats``); ``TableConfigError`` if it cannot be kept (no MDT
-        properties, no ``files`` base file to take the record schema and HFile dialect from, an
-        index partition without file groups)."""
+        properties, properties that do not fit ``data``, the data table's version and timeline
+        layout, no ``files`` base file to take the record schema and HFile dialect from, an index
+        partition without file groups)."""
         storage = data_storage.child(MDT_DIR)
         kept = frozenset(partitions)
         for partition in sorted(kept - {FILES_PARTITION}):
@@ -148,16 +176,25 @@ class MetadataTableWriter:
                 )
         rel = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
         try:
-            props = parse_properties(storage.read(rel).decode("utf-8"), storage.uri(rel))
+            props = parse_properties(properties_text(storage, rel), storage.uri(rel))
         except FileNotFoundError:
             raise TableConfigError(
                 f"{storage.uri(rel)} does not exist: the metadata table is incomplete"
             ) from None
         layout = TimelineLayout.from_properties(props, storage.uri(rel))
-        found = _newest_readable(storage, files_bases(storage))
+        if data is not None:
+            misfit = metadata_table_misfit(props, data[0])
+            if misfit is None and layout.version != data[1].version:
+                misfit = f"timeline layout {layout.version}, not its data table's {data[1].version}"
+            if misfit is not None:
+                raise TableConfigError(f"{storage.uri(rel)}: not the metadata table of this table: {misfit}")
+        pending, skipped = _pending_bases(storage, layout)
+        found = _newest_readable(storage, files_bases(storage, pending), skipped)
         if found is None:
+            why = f" ({'; '.join(skipped)})" if skipped else ""
             raise TableConfigError(
-                f"{storage.uri(FILES_PARTITION)}: no {FILES_GROUP} base file to take the record schema from"
+                f"{storage.uri(FILES_PARTITION)}: no {FILES_GROUP} base file of a completed instant to take "
+                f"the record schema from{why}"
             )
         base_rel, hfile = found
         schema = hfile.content.info(SCHEMA_INFO)
@@ -254,10 +291,10 @@ class MetadataTableWriter:
                 data = hfile_data_block(records, self.block_schema, instant, settings, schema_first=True)
                 if store.layout.has_completion_times:
                     name, prev, base = LogFileName.create(file_id, instant, 1, MDT_WRITE_TOKEN), instant, ""
+                    rel = f"{partition}/{name.name}"
+                    self.storage.create(rel, data)
                 else:
-                    name, prev, base = self._next_log_v6(partition, file_id)
-                rel = f"{partition}/{name.name}"
-                self.storage.create(rel, data)
+                    rel, name, prev, base = self._create_log_v6(partition, file_id, data)
                 written.append(rel)
                 stats[partition] = (
                     *stats.get(partition, ()),
@@ -344,6 +381,23 @@ class MetadataTableWriter:
                 if t in inits:
                     return t
         return None
+
+    def _create_log_v6(self, partition: str, file_id: str, data: bytes) -> tuple[str, LogFileName, str, str]:
+        """Table version 6: create ``data`` as the next log of the file group's newest slice (its
+        path, name, base instant and base file name). A write, a data compaction and a clean add MDT
+        deltacommits under different locks: when another took the chosen version in between, the
+        next one is taken (a name is never overwritten)."""
+        attempt = 1
+        while True:
+            name, prev, base = self._next_log_v6(partition, file_id)
+            rel = f"{partition}/{name.name}"
+            try:
+                self.storage.create(rel, data)
+                return rel, name, prev, base
+            except ObjectExistsError:
+                if attempt == _V6_LOG_ATTEMPTS:
+                    raise
+                attempt += 1
 
     def _next_log_v6(self, partition: str, file_id: str) -> tuple[LogFileName, str, str]:
         """Table version 6 (layout 1): the log file a deltacommit adds to the file group's newest

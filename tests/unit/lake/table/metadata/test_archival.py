@@ -12,16 +12,16 @@ from pathlib import Path
 from mdt_tables import keep_files_partition_only
 
 from airflow_lake_provider.lake.services.clean.executor import run_clean
-from airflow_lake_provider.lake.table.metadata_archival import data_bound, metadata_archival_config
-from airflow_lake_provider.lake.table.metadata_table import kept_metadata_table
+from airflow_lake_provider.lake.table.metadata.archival import data_bound, metadata_archival_config
+from airflow_lake_provider.lake.table.metadata.policy import kept_metadata_table
 from airflow_lake_provider.lake.table.table import LakeTable
-from tests.unit.lake.table.test_metadata_commit import (
+from tests.unit.lake.table.metadata.test_commit import (
     INDEXES,
     MAINTAIN,
     assert_consistent,
     assert_index_consistent,
 )
-from tests.unit.lake.table.test_metadata_compaction import _upserts
+from tests.unit.lake.table.metadata.test_compaction import _upserts
 
 OPTIONS = {
     **MAINTAIN,
@@ -46,7 +46,7 @@ def test_maintained_writes_archive_the_mdt_timeline_up_to_the_data_tables_first_
 ) -> None:
     path = keep_files_partition_only(hudi_table_zip("cow_v9_txns_simple_meta"), INDEXES)
     # A clean first removes the replaced file groups' files, so the data archival is not held back
-    # by their replacecommits (see test_metadata_archival).
+    # by their replacecommits (see metadata/test_archival).
     one_version = {
         "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
         "hoodie.cleaner.fileversions.retained": "1",

@@ -2,7 +2,7 @@
 write, as Hudi 1.x's Java writer adds them to the write's MDT deltacommit.
 
 ``column_stats``: one record (type 3) per indexed column of every file the write reports (base
-files from their footers, log files from their records; ``metadata_stats``). ``partition_stats``:
+files from their footers, log files from their records; ``metadata.stats``). ``partition_stats``:
 per partition written, one record (type 6) per column over the files of the partition's latest
 slices as the write sees them (its own files included, as if it had completed). The files written
 before keep the ``column_stats`` records the MDT holds; a file without one is read. Each record goes
@@ -25,14 +25,14 @@ from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hash_id import column_stats_key
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.metadata_files import MDT_DIR, read_partition_records
-from airflow_lake_provider.lake.table.metadata_records import (
+from airflow_lake_provider.lake.table.metadata.files import MDT_DIR, read_partition_records
+from airflow_lake_provider.lake.table.metadata.records import (
     FilesChange,
     Records,
     blank_record,
     file_group_index,
 )
-from airflow_lake_provider.lake.table.metadata_stats import (
+from airflow_lake_provider.lake.table.metadata.stats import (
     COLUMN_STATS,
     META_COLUMNS,
     PARTITION_STATS,

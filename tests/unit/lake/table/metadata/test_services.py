@@ -9,7 +9,7 @@ we do; the files partition equals a full listing (``lake metadata-table --check`
 ``column_stats``/``partition_stats`` entries equal a recomputation. The records of each deltacommit
 are those Hudi's Java writer makes (``HoodieTableMetadataUtil``): a compaction's as a commit's (its
 new base files; checked against the Spark-written compactions' own deltacommits in
-``test_metadata_index``/``test_metadata_records`` and below); a clean's as the clean conversion
+``test_index``/``test_records`` and below); a clean's as the clean conversion
 (planned deletes as ``files`` deletions, ``column_stats`` stubs marked deleted, no partition stats).
 """
 
@@ -31,14 +31,14 @@ from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.table.metadata_files import read_files_partition, read_partition_records
-from airflow_lake_provider.lake.table.metadata_index import GROUP_PREFIXES, INDEX_PARTITIONS, index_records
-from airflow_lake_provider.lake.table.metadata_records import change_of_commit, files_records
+from airflow_lake_provider.lake.table.metadata.files import read_files_partition, read_partition_records
+from airflow_lake_provider.lake.table.metadata.index import GROUP_PREFIXES, INDEX_PARTITIONS, index_records
+from airflow_lake_provider.lake.table.metadata.records import change_of_commit, files_records
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
 from airflow_lake_provider.lake.timeline.instant import Action, State
-from tests.unit.lake.table.test_metadata_commit import (
+from tests.unit.lake.table.metadata.test_commit import (
     INDEXES,
     MAINTAIN,
     _batch,
@@ -46,7 +46,7 @@ from tests.unit.lake.table.test_metadata_commit import (
     assert_index_consistent,
     hudi_rs,
 )
-from tests.unit.lake.table.test_metadata_index import _javas, flat_records
+from tests.unit.lake.table.metadata.test_index import _javas, flat_records
 
 # The Spark-written MOR tables with an MDT: the first two with their key indexes (record_index,
 # a secondary index) and logs to compact; the last compacted by Spark already, given logs by a

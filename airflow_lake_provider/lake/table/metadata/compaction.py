@@ -16,8 +16,8 @@ operation per file group of every MDT partition whose latest slice has log files
 a base file has nothing to merge), with its base file and every log file of the slice, in
 ``HoodieCompactionPlan`` form. Executing an operation merges the base file's records with those of
 the slice's log blocks whose instants readers count (the same validity rule as the readers,
-``metadata_files``), record by record as ``HoodieMetadataPayload`` combines them
-(``metadata_merge``), and writes the result as a new HFile base file
+``metadata.files``), record by record as ``HoodieMetadataPayload`` combines them
+(``metadata.merge``), and writes the result as a new HFile base file
 ``<fileId>_<token>_<instant>.hfile`` in the MDT's own HFile dialect with the file info and bloom
 filter Java's MDT base files carry. A slice without a base file whose merge holds no record gets no
 file (as Java's compactor returns nothing for it).
@@ -59,13 +59,13 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
 from airflow_lake_provider.lake.log_file.log_format import BlockType
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.metadata_commit import MetadataTableWriter, files_bases
-from airflow_lake_provider.lake.table.metadata_files import (
+from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter, files_bases
+from airflow_lake_provider.lake.table.metadata.files import (
     FILES_PARTITION,
     latest_slices,
     valid_instants,
 )
-from airflow_lake_provider.lake.table.metadata_merge import Record, as_read, combine
+from airflow_lake_provider.lake.table.metadata.merge import Record, as_read, combine
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat

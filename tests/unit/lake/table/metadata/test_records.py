@@ -11,7 +11,7 @@ import pytest
 
 from airflow_lake_provider.lake.log_file.hfile_block import decode_hfile_block
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
-from airflow_lake_provider.lake.table.metadata_records import (
+from airflow_lake_provider.lake.table.metadata.records import (
     FilesChange,
     PartitionChange,
     change_of_commit,

@@ -2,8 +2,8 @@
 instant completes (a write, compaction, clean, rollback, restore or partition commit's merge of
 small files; Hudi 1.x's Java writer runs them at the start of its next write,
 ``performTableServices``), in Java's order: a pending MDT compaction is finished, the MDT is cleaned
-when due (``metadata_clean``), compacted when due (``metadata_compaction``), then its timeline
-archived (``metadata_archival``).
+when due (``metadata.clean``), compacted when due (``metadata.compaction``), then its timeline
+archived (``metadata.archival``).
 
 They run under the locks every other writer of the MDT holds while it adds a deltacommit (clean,
 write, compaction; taken in the order the drop takes them), so no deltacommit completes while a
@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING
 
 from airflow_lake_provider.lake.config.registry import CLEAN_COMMITS_RETAINED, METADATA_COMPACT_DELTA_COMMITS
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
-from airflow_lake_provider.lake.table.metadata_archival import (
+from airflow_lake_provider.lake.table.metadata.archival import (
     archive_metadata_table,
     metadata_archival_config,
 )
-from airflow_lake_provider.lake.table.metadata_clean import MAX_RETAINED, clean_metadata_table
-from airflow_lake_provider.lake.table.metadata_compaction import compact_metadata_table
-from airflow_lake_provider.lake.table.metadata_table import (
+from airflow_lake_provider.lake.table.metadata.clean import MAX_RETAINED, clean_metadata_table
+from airflow_lake_provider.lake.table.metadata.compaction import compact_metadata_table
+from airflow_lake_provider.lake.table.metadata.policy import (
     MetadataTablePolicy,
     detect,
     kept_metadata_table,

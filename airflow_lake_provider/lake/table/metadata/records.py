@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake_provider.lake.errors import TableConfigError
-from airflow_lake_provider.lake.table.metadata_files import (
+from airflow_lake_provider.lake.table.metadata.files import (
     ALL_PARTITIONS,
     FILE_LIST,
     NON_PARTITIONED,

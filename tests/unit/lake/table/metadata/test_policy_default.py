@@ -26,8 +26,8 @@ from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
-from tests.unit.lake.table.test_metadata_commit import INDEXES, _batch, assert_consistent, hudi_rs
-from tests.unit.lake.table.test_metadata_services import _data_completion, _mdt_completion, _rows
+from tests.unit.lake.table.metadata.test_commit import INDEXES, _batch, assert_consistent, hudi_rs
+from tests.unit.lake.table.metadata.test_services import _data_completion, _mdt_completion, _rows
 
 ONE_VERSION = ["--option", "hoodie.cleaner.policy=KEEP_LATEST_FILE_VERSIONS"]
 ONE_VERSION += ["--option", "hoodie.cleaner.fileversions.retained=1"]

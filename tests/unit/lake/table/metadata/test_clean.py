@@ -15,19 +15,19 @@ from crash_support import crashing, steps_of
 from mdt_tables import keep_files_partition_only
 
 from airflow_lake_provider.lake.storage import SimulatedCrash
-from airflow_lake_provider.lake.table import metadata_clean as mcl
-from airflow_lake_provider.lake.table.metadata_services import run_metadata_table_services
-from airflow_lake_provider.lake.table.metadata_table import kept_metadata_table
+from airflow_lake_provider.lake.table.metadata import clean as mcl
+from airflow_lake_provider.lake.table.metadata.policy import kept_metadata_table
+from airflow_lake_provider.lake.table.metadata.services import run_metadata_table_services
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.instant import Action, State
-from tests.unit.lake.table.test_metadata_commit import (
+from tests.unit.lake.table.metadata.test_commit import (
     INDEXES,
     MAINTAIN,
     _rows,
     assert_consistent,
     assert_index_consistent,
 )
-from tests.unit.lake.table.test_metadata_compaction import _upserts
+from tests.unit.lake.table.metadata.test_compaction import _upserts
 
 NAME = "mor_avro_v9_txns_simple_meta"
 NO_COMPACTION = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1000"}

@@ -1,9 +1,9 @@
-"""How two records of one key in the metadata table combine (``metadata_merge``): Hudi 1.x's
+"""How two records of one key in the metadata table combine (``metadata.merge``): Hudi 1.x's
 ``HoodieMetadataPayload`` per record type."""
 
 from __future__ import annotations
 
-from airflow_lake_provider.lake.table.metadata_merge import combine
+from airflow_lake_provider.lake.table.metadata.merge import combine
 
 
 def test_the_merge_follows_javas_payload(hudi_table_zip) -> None:

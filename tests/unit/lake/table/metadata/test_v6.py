@@ -35,7 +35,7 @@ from airflow_lake_provider.lake.services.partition_commit.executor import commit
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
-from airflow_lake_provider.lake.table.metadata_files import (
+from airflow_lake_provider.lake.table.metadata.files import (
     check_files_partition,
     list_table_files,
     read_files_partition,

@@ -28,7 +28,7 @@ from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.archival.executor import run_archival
-from airflow_lake_provider.lake.table.metadata_table import (
+from airflow_lake_provider.lake.table.metadata.policy import (
     MetadataTablePolicy,
     detect,
     drop_metadata_table,
@@ -38,7 +38,7 @@ from airflow_lake_provider.lake.table.metadata_table import (
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 
-REPO_ROOT = Path(__file__).resolve().parents[4]
+REPO_ROOT = Path(__file__).resolve().parents[5]
 MOR = "morparquet_v6_simplekeygen_nonhivestyle"
 
 
@@ -489,7 +489,7 @@ def test_cli_write_with_the_option_drops_then_writes_and_logs_the_notice(
     assert LakeTable.open(path).timeline().last_completed_commit.timestamp == instant
     [warning] = result.stderr.splitlines()
     assert warning.endswith(
-        f"WARNING airflow_lake_provider.lake.table.metadata_table: dropped Hudi's metadata table of {t} "
+        f"WARNING airflow_lake_provider.lake.table.metadata.policy: dropped Hudi's metadata table of {t} "
         "(partitions [files], folder .hoodie/metadata/) as hoodie.metadata.enable=false asks; Spark/Flink "
         "writers of this table must run with hoodie.metadata.enable=false too, or their next commit "
         "rebuilds the metadata table from a full listing"
@@ -508,7 +508,7 @@ def test_the_drop_holds_every_lock_a_service_takes() -> None:
     from airflow_lake_provider.lake.services.compaction.executor import EXECUTE_LOCK
     from airflow_lake_provider.lake.services.compaction.scheduler import SCHEDULE_LOCK
     from airflow_lake_provider.lake.services.partition_commit.target import LOCK
-    from airflow_lake_provider.lake.table.metadata_table import ALL_SERVICE_LOCKS
+    from airflow_lake_provider.lake.table.metadata.policy import ALL_SERVICE_LOCKS
     from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 
     names = {

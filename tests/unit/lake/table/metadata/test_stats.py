@@ -15,8 +15,8 @@ from mdt_tables import MDT_TABLES
 
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.storage import Storage, open_storage
-from airflow_lake_provider.lake.table.metadata_files import list_table_files, read_partition_records
-from airflow_lake_provider.lake.table.metadata_stats import (
+from airflow_lake_provider.lake.table.metadata.files import list_table_files, read_partition_records
+from airflow_lake_provider.lake.table.metadata.stats import (
     _java_big_integer_bytes,
     columns_to_index,
     log_column_stats,

@@ -24,17 +24,17 @@ from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, decode_hfile_cells
 from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.table import metadata_compaction as mc
-from airflow_lake_provider.lake.table.metadata_files import read_files_partition, read_partition_records
-from airflow_lake_provider.lake.table.metadata_services import run_metadata_table_services
-from airflow_lake_provider.lake.table.metadata_table import kept_metadata_table
+from airflow_lake_provider.lake.table.metadata import compaction as mc
+from airflow_lake_provider.lake.table.metadata.files import read_files_partition, read_partition_records
+from airflow_lake_provider.lake.table.metadata.policy import kept_metadata_table
+from airflow_lake_provider.lake.table.metadata.services import run_metadata_table_services
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, State
 from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
-from tests.unit.lake.table.test_metadata_commit import (
+from tests.unit.lake.table.metadata.test_commit import (
     INDEXES,
     MAINTAIN,
     _batch,

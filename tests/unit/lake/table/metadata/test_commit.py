@@ -28,13 +28,13 @@ from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.log_file.hfile_block import decode_hfile_block, hfile_of_block
 from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import Storage, open_storage
-from airflow_lake_provider.lake.table.metadata_files import (
+from airflow_lake_provider.lake.table.metadata.files import (
     check_files_partition,
     list_table_files,
     read_files_partition,
     read_partition_records,
 )
-from airflow_lake_provider.lake.table.metadata_stats import (
+from airflow_lake_provider.lake.table.metadata.stats import (
     log_column_stats,
     parquet_column_stats,
     partition_stats,
@@ -316,7 +316,8 @@ def test_a_v6_table_is_kept_only_when_asked_and_a_stand_in_mdt_is_refused(hudi_t
     with pytest.raises(TableConfigError) as raised:
         write(LakeTable.open(path), batch, "upsert", options=MAINTAIN)
     assert str(raised.value) == (
-        f"{path}/.hoodie/metadata/files: no files-0000-0 base file to take the record schema from"
+        f"{path}/.hoodie/metadata/.hoodie/hoodie.properties: not the metadata table of this table: table "
+        "version (none), not its data table's 6"
     )
     assert tree_digest(path) == digest
 

@@ -21,16 +21,16 @@ from airflow_lake_provider.lake.services.compaction.executor import execute_comp
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
-from airflow_lake_provider.lake.table.metadata_files import check_files_partition
+from airflow_lake_provider.lake.table.metadata.files import check_files_partition
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from tests.unit.lake.table.test_metadata_commit import (
+from tests.unit.lake.table.metadata.test_commit import (
     MAINTAIN,
     assert_consistent,
     assert_index_consistent,
     hudi_rs,
 )
-from tests.unit.lake.table.test_metadata_services import ONE_VERSION, _prepared, _rows
+from tests.unit.lake.table.metadata.test_services import ONE_VERSION, _prepared, _rows
 
 # A v8 table with record_index and a secondary index; a v9 one with partition_stats (3 partitions).
 NAMES = ("mdt_basic_mor_avro_v8_nonpartitioned", "mor_avro_v9_txns_simple_meta")

@@ -15,8 +15,8 @@ import pytest
 from airflow_lake_provider.lake.log_file.hfile_block import decode_hfile_block
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.table.metadata_index import GROUP_PREFIXES, INDEX_PARTITIONS, index_records
-from airflow_lake_provider.lake.table.metadata_records import change_of_commit
+from airflow_lake_provider.lake.table.metadata.index import GROUP_PREFIXES, INDEX_PARTITIONS, index_records
+from airflow_lake_provider.lake.table.metadata.records import change_of_commit
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.instant import Action
 

@@ -25,8 +25,8 @@ from airflow_lake_provider.lake.services.compaction.executor import run_compacti
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
-from tests.unit.lake.table.test_metadata_commit import hudi_rs
-from tests.unit.lake.table.test_metadata_services import _data_completion, _mdt_completion, _rows
+from tests.unit.lake.table.metadata.test_commit import hudi_rs
+from tests.unit.lake.table.metadata.test_services import _data_completion, _mdt_completion, _rows
 
 RETAIN_ONE = {
     "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",

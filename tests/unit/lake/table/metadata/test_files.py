@@ -21,7 +21,7 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
 )
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.table.metadata_files import (
+from airflow_lake_provider.lake.table.metadata.files import (
     _combine,
     check_files_partition,
     list_table_files,

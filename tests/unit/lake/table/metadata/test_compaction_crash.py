@@ -15,11 +15,11 @@ from crash_support import crashing, steps_of
 from mdt_tables import keep_files_partition_only
 
 from airflow_lake_provider.lake.storage import SimulatedCrash
-from airflow_lake_provider.lake.table.metadata_services import run_metadata_table_services
+from airflow_lake_provider.lake.table.metadata.services import run_metadata_table_services
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
-from tests.unit.lake.table.test_metadata_commit import (
+from tests.unit.lake.table.metadata.test_commit import (
     INDEXES,
     MAINTAIN,
     _batch,

@@ -1,0 +1,225 @@
+"""A damaged metadata table (MDT) of a version 6 table, with ``lake.metadata-table.maintain=true``:
+the ``lake`` CLI refuses with one ``lake: error:`` line naming the damaged path (no traceback) and
+changes nothing; a service that crashed leaves an MDT ``--check`` finds equal to the table."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from crash_support import crashing, steps_of
+from mdt_v6_tables import add_v6_metadata_table
+from metadata_table_support import tree_digest
+
+from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.file_group.file_names import LogFileName
+from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
+from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
+from airflow_lake_provider.lake.table.metadata.files import read_files_partition
+from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write.writer import write
+from tests.unit.lake.table.metadata.test_v6 import MAINTAIN as OPTIONS
+from tests.unit.lake.table.metadata.test_v6 import _batch, _data, assert_consistent
+
+MAINTAIN = ["--option", "lake.metadata-table.maintain=true"]
+MDT = Path(".hoodie/metadata")
+
+
+def _refused(table: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """A maintained upsert of one row of ``table``: refused, nothing changed; its stderr lines."""
+    rows = read_snapshot(LakeTable.open(table))
+    data = table.parent / "in.parquet"
+    meta = [c for c in rows.column_names if c.startswith("_hoodie_")]
+    pq.write_table(rows.drop_columns(meta).slice(0, 1), data)
+    digest = tree_digest(table)
+    capsys.readouterr()
+    assert main(["write", str(table), "--input", str(data), "--operation", "upsert", *MAINTAIN]) == 1
+    assert tree_digest(table) == digest
+    return capsys.readouterr().err.splitlines()
+
+
+def test_an_mdt_properties_file_that_is_not_text_is_named(hudi_table_zip, capsys) -> None:
+    table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    add_v6_metadata_table(table)
+    props = table / MDT / ".hoodie/hoodie.properties"
+    props.write_bytes(b"\x00\xffhoodie.table.version=6\n")
+    assert _refused(table, capsys) == [f"lake: error: {props}: cannot read (not UTF-8 text)"]
+    assert main(["metadata-table", str(table), "--check"]) == 1
+    assert capsys.readouterr().err.splitlines() == [f"lake: error: {props}: cannot read (not UTF-8 text)"]
+
+
+def test_an_mdt_whose_initialisation_did_not_complete_is_refused_before_the_write(
+    hudi_table_zip, capsys
+) -> None:
+    """A writer that died after writing the initialisation's HFile, before completing its
+    deltacommit: the HFile is no file group of the MDT's yet (Java initialises it again)."""
+    table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    init = add_v6_metadata_table(table)
+    (table / MDT / f".hoodie/{init}.deltacommit").unlink()
+    assert _refused(table, capsys) == [
+        f"lake: error: {table / MDT / 'files'}: no files-0000-0 base file of a completed instant to take "
+        f"the record schema from (files-0000-0_0-0-0_{init}.hfile: its instant {init} is pending)"
+    ]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "empty"])
+def test_an_unreadable_mdt_base_file_is_named(hudi_table_zip, capsys, damage: str) -> None:
+    """The only ``files`` base file cut short: the one error line names it and what is wrong (no
+    warning before it about skipping it)."""
+    table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    init = add_v6_metadata_table(table)
+    base = table / MDT / f"files/files-0000-0_0-0-0_{init}.hfile"
+    size = base.stat().st_size // 2 if damage == "truncated" else 0
+    base.write_bytes(base.read_bytes()[:size])
+    assert _refused(table, capsys) == [
+        f"lake: error: {table / MDT / 'files'}: no files-0000-0 base file of a completed instant to take "
+        f"the record schema from ({base}: {size} bytes, shorter than an HFile v3 trailer)"
+    ]
+
+
+@pytest.mark.parametrize("name", ["morparquet_v6_simplekeygen_nonhivestyle", "morparquet_v6_nonpartitioned"])
+def test_crash_at_every_durable_step_of_a_data_compaction_keeps_a_v6_mdt(
+    hudi_table_zip, tmp_path: Path, capsys, name: str
+) -> None:
+    """A compaction that crashed after writing its base file: the file is none of the table's for
+    the MDT until the compaction completes (Java lists it with the compaction's deltacommit), so
+    ``--check`` finds no difference at any step; run again, the compaction completes and the MDT
+    lists its base file."""
+    template = hudi_table_zip(name)
+    add_v6_metadata_table(template)
+    before = assert_consistent(template)
+    write(
+        LakeTable.open(template),
+        _batch(before, sorted(before.column("id").to_pylist()), 5),
+        "upsert",
+        options=OPTIONS,
+    )
+    rows = _data(assert_consistent(template))
+    c = schedule_compaction(LakeTable.open(template), OPTIONS, force=True).instant
+    assert c is not None
+    counting = crashing(LakeTable.open(shutil.copytree(template, tmp_path / "count")))
+    assert execute_compaction(counting, c, options=OPTIONS).outcome is Outcome.COMPLETED
+    steps = steps_of(counting)
+    bases = {
+        s.split(" ", 1)[1].rsplit("/", 1)[-1]
+        for s in steps
+        if s.startswith("create ") and s.endswith(f"_{c}.parquet")
+    }
+    assert bases
+    for step in range(1, len(steps) + 1):
+        path = shutil.copytree(template, tmp_path / f"crash{step}")
+        with pytest.raises(SimulatedCrash):
+            execute_compaction(crashing(LakeTable.open(path), step), c, options=OPTIONS)
+        capsys.readouterr()
+        assert main(["metadata-table", str(path), "--check"]) == 0, (step, steps[step - 1])
+        assert json.loads(capsys.readouterr().out)["missing_files"] == []
+        # hudi-rs reads a pending compaction's base file as the group's newest slice: no referee.
+        assert _data(assert_consistent(path, referee=False)) == rows, (step, steps[step - 1])
+        execute_compaction(LakeTable.open(path), c, options=OPTIONS)
+        assert _data(assert_consistent(path)) == rows, (step, steps[step - 1])
+        listed = {n for files in read_files_partition(open_storage(path)).files.values() for n in files}
+        assert bases <= listed
+
+
+def test_a_v6_mdt_log_name_taken_by_a_concurrent_compaction_is_not_a_failure(
+    hudi_table_zip, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write and a data compaction (under different locks) each add an MDT deltacommit as a new
+    log version of the newest ``files`` slice: when the compaction's log takes the name the write
+    just chose, the write takes the next version (it used to fail: "already exists")."""
+    table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    init = add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    ids = sorted(before.column("id").to_pylist())
+    write(LakeTable.open(table), _batch(before, ids, 5), "upsert", options=OPTIONS)
+    c = schedule_compaction(LakeTable.open(table), OPTIONS, force=True).instant
+    assert c is not None
+    choose = MetadataTableWriter._next_log_v6
+    raced: list[str] = []
+
+    def racing(self: MetadataTableWriter, partition: str, file_id: str) -> tuple[LogFileName, str, str]:
+        chosen = choose(self, partition, file_id)
+        if not raced:  # the compaction commits between the write's choice and its create
+            raced.append(c)
+            assert execute_compaction(LakeTable.open(table), c, options=OPTIONS).outcome is Outcome.COMPLETED
+        return chosen
+
+    monkeypatch.setattr(MetadataTableWriter, "_next_log_v6", racing)
+    done = write(LakeTable.open(table), _batch(before, [ids[0], 1101], 9), "upsert", options=OPTIONS)
+    monkeypatch.undo()
+    assert raced == [c]
+    logs = sorted(p.name for p in (table / MDT / "files").glob(".*.log.*"))
+    assert logs == [f".files-0000-0_{init}.log.{v}_0-0-0" for v in (1, 2, 3, 4)]
+    assert _blocks(table / MDT / "files" / logs[2]) == [c]
+    assert _blocks(table / MDT / "files" / logs[3]) == [done.instant]
+    after = assert_consistent(table)
+    assert set(after.column("id").to_pylist()) == {*ids, 1101}
+
+
+def _blocks(log: Path) -> list[str]:
+    return [b.header[HeaderKey.INSTANT_TIME] for b in parse_log_bytes(log.read_bytes(), str(log))]
+
+
+@pytest.mark.parametrize("name", ["morparquet_v6_empty", "cow_v6_empty"])
+def test_a_v6_mdt_initialised_on_an_empty_table_is_kept(hudi_table_zip, capsys, name: str) -> None:
+    """Spark 0.14/0.15 initialise the MDT of a new table before its first commit completes: at
+    Hudi's ``SOLO_COMMIT_TIMESTAMP`` plus ``010``, ``00000000000000010``, no date. Its slice is read
+    (``--check`` names its base file) and kept: a maintained write adds its log to that slice."""
+    table = hudi_table_zip(name)
+    init = add_v6_metadata_table(table)
+    assert init == "00000000000000010"
+    capsys.readouterr()
+    assert main(["metadata-table", str(table), "--check"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["base_file"] == f".hoodie/metadata/files/files-0000-0_0-0-0_{init}.hfile"
+    data = table.parent / "in.parquet"
+    pq.write_table(
+        pa.table({"id": pa.array([1, 2], pa.int32()), "name": ["a", "b"], "isActive": [True, False]}), data
+    )
+    assert main(["write", str(table), "--input", str(data), "--operation", "insert", *MAINTAIN]) == 0
+    done = capsys.readouterr().out.strip()
+    assert _blocks(table / MDT / f"files/.files-0000-0_{init}.log.2_0-0-0") == [done]
+    assert main(["metadata-table", str(table), "--check"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert (report["consistent"], report["partitions"], report["files"]) == (True, 1, 1)
+    assert sorted(assert_consistent(table).column("id").to_pylist()) == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("key", "old", "new", "why"),
+    [
+        ("hoodie.table.version", "6", "8", "table version 8, not its data table's 6"),
+        ("hoodie.timeline.layout.version", "1", "2", "timeline layout 2, not its data table's 1"),
+        (
+            "hoodie.table.type",
+            "MERGE_ON_READ",
+            "COPY_ON_WRITE",
+            "hoodie.table.type=COPY_ON_WRITE, not MERGE_ON_READ",
+        ),
+        (
+            "hoodie.table.base.file.format",
+            "HFILE",
+            "PARQUET",
+            "hoodie.table.base.file.format=PARQUET, not HFILE",
+        ),
+    ],
+)
+def test_mdt_properties_that_do_not_fit_the_data_table_are_refused(
+    hudi_table_zip, capsys, key: str, old: str, new: str, why: str
+) -> None:
+    """An MDT whose properties are not those of a v6 table's MDT (e.g. left by an upgrade that did
+    not finish) is not written as one: writing a layout 1 deltacommit into it would corrupt it."""
+    table = hudi_table_zip("cow_v6_simplekeygen_nonhivestyle")
+    add_v6_metadata_table(table)
+    props = table / MDT / ".hoodie/hoodie.properties"
+    props.write_text(props.read_text().replace(f"{key}={old}", f"{key}={new}"))
+    assert _refused(table, capsys) == [f"lake: error: {props}: not the metadata table of this table: {why}"]

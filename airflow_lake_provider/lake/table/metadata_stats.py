@@ -344,6 +344,22 @@ def log_column_stats(
                 f"{storage.uri(rel)}: column stats of parquet log blocks are not computed"
             )
     rows = pa.concat_tables(tables, promote_options="permissive") if tables else None
+    return rows_column_stats(storage, partition, file_name, rows, schema, columns, definition=definition)
+
+
+def rows_column_stats(
+    storage: Storage,
+    partition: str,
+    file_name: str,
+    rows: pa.Table | None,
+    schema: Mapping[str, Any] | None,
+    columns: Iterable[str] | None = None,
+    *,
+    definition: Mapping[str, Any] | None = None,
+) -> dict[str, Stats]:
+    """:func:`log_column_stats` of a log file whose data blocks hold ``rows`` (None: it has none)
+    under the (last) block ``schema``: what its writer, which holds the rows it encoded, computes
+    without reading the file back."""
     types = {f["name"]: f["type"] for f in (schema or {}).get("fields", [])}
     if definition is None:
         definition = column_stats_definition(storage)

@@ -101,11 +101,12 @@ def files_bases(storage: Storage, pending: Container[str] = ()) -> list[str]:
 
 def _newest_readable(storage: Storage, names: Iterable[str]) -> tuple[str, HFile] | None:
     """The first of ``names`` (``files`` base files) that reads as an HFile: the newest may be a
-    pending compaction's, cut short by a writer that died (the timeline is not read for this)."""
+    pending compaction's, cut short by a writer that died (the timeline is not read for this). Its
+    blocks are not read: only its file info (the record schema) and settings are wanted."""
     for name in names:
         rel = f"{FILES_PARTITION}/{name}"
         try:
-            return rel, read_hfile(storage.read(rel), storage.uri(rel))
+            return rel, read_hfile(storage.read(rel), storage.uri(rel), info_only=True)
         except CorruptDataFileError as exc:
             log.warning("skipping %s for the metadata table's record schema: %s", storage.uri(rel), exc)
     return None

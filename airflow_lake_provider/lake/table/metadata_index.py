@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_lake_provider.lake.file_group.view import FileSystemView
-from airflow_lake_provider.lake.format.hash_id import column_stats_key
+from airflow_lake_provider.lake.format.hash_id import column_stats_key, file_id, name_id
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.data_block import BlockRows
 from airflow_lake_provider.lake.storage import Storage
@@ -145,6 +145,17 @@ def _stored_stats(storage: Storage, timeline: Timeline, keys: set[str]) -> dict[
     return out
 
 
+def _column_stats_keys(partition: str, names: list[str], columns: list[str]) -> set[str]:
+    """``column_stats_key`` of each of ``columns`` of each file of ``names``, each file's id hashed
+    once (not once per column: a write wants the keys of hundreds of files)."""
+    prefixes = [name_id(column) + name_id(partition or ".") for column in columns]
+    keys: set[str] = set()
+    for name in names:
+        file = file_id(name)
+        keys.update(prefix + file for prefix in prefixes)
+    return keys
+
+
 def _partition_records(
     storage: Storage,
     config: TableConfig,
@@ -171,14 +182,10 @@ def _partition_records(
     touched = list(change.partitions)
     view = FileSystemView.build(config, seen, partitions=touched)
     slices = {p: slices_seen_by(view, p, instant.timestamp) for p in touched}
-    wanted = {
-        column_stats_key(column, partition or ".", file.file_name)
-        for partition, pieces in slices.items()
-        for piece in pieces
-        for file in piece.files
-        if file.file_name not in written
-        for column in columns
-    }
+    wanted: set[str] = set()
+    for partition, pieces in slices.items():
+        names = [f.file_name for piece in pieces for f in piece.files if f.file_name not in written]
+        wanted |= _column_stats_keys(partition, names, columns)
     known = {**(_stored_stats(storage, now, wanted) if stored and wanted else {}), **written}
     out: dict[str, dict[str, Any]] = {}
     for partition, pieces in slices.items():

@@ -445,6 +445,9 @@ def slices_seen_by(view: FileSystemView, partition: str, instant: str | None) ->
     return dataclasses.replace(view, replaced=replaced).latest_slices(partition=partition)
 
 
+_KINDS = {int(k): k for k in ValueType}  # not ValueType(n) per record: a write merges a thousand
+
+
 def partition_stats(partition: str, file_stats: Iterable[Mapping[str, Any]]) -> dict[str, Stats]:
     """key -> the ``partition_stats`` record content of each column over ``file_stats`` (the
     ``column_stats`` of every file in the partition's latest slices): min of minima, max of maxima,
@@ -452,7 +455,8 @@ def partition_stats(partition: str, file_stats: Iterable[Mapping[str, Any]]) -> 
     merged: dict[str, Stats] = {}
     for stats in file_stats:
         name = stats["columnName"]
-        kind = ValueType(stats["valueType"]["typeOrdinal"])
+        ordinal = stats["valueType"]["typeOrdinal"]
+        kind = _KINDS[ordinal] if ordinal in _KINDS else ValueType(ordinal)  # ValueType: its error
         have = merged.get(name)
         if have is None:
             merged[name] = {**stats, "fileName": partition, "isTightBound": True}

@@ -18,6 +18,7 @@ after the executors wrote their files) makes the driver SIGKILL itself there, on
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import signal
@@ -67,7 +68,8 @@ def _write_groups(base: str, context: WriteContext, items: Any) -> Any:
     """Executor side: write each (index, file group) of this task through the core."""
     table = LakeTable.open(base)
     for index, unit in items:
-        yield index, write_file_group(table, context, unit)
+        # The driver reads the new logs' column stats back rather than be sent every row.
+        yield index, dataclasses.replace(write_file_group(table, context, unit), log_rows=None)
 
 
 def spark_runner(sc: Any, base: str, parallelism: int = 0) -> GroupRunner:

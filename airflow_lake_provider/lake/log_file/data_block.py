@@ -7,6 +7,7 @@ import decimal
 import io
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -132,6 +133,19 @@ def cast_table(table: pa.Table, schema: pa.Schema) -> pa.Table:
 # --------------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class BlockRows:
+    """The rows of an AVRO_DATA block as decoding it gives them back: kept by the block's writer, so
+    the log file's column stats are computed without decoding the block it has just written.
+
+    :param rows: schema ``avro_to_arrow(schema)``.
+    :param schema: the block's SCHEMA header, parsed.
+    """
+
+    rows: pa.Table
+    schema: Mapping[str, Any]
+
+
 def avro_data_block(table: pa.Table, avro_schema: Mapping[str, Any], instant_time: str) -> bytes:
     """Encode an AVRO_DATA block (content version 3) holding every row of ``table``.
 
@@ -142,6 +156,13 @@ def avro_data_block(table: pa.Table, avro_schema: Mapping[str, Any], instant_tim
     :returns: the block bytes.
     :raises SchemaError: naming the offending field when the table does not fit the schema.
     """
+    return encode_avro_data_block(table, avro_schema, instant_time)[0]
+
+
+def encode_avro_data_block(
+    table: pa.Table, avro_schema: Mapping[str, Any], instant_time: str
+) -> tuple[bytes, BlockRows]:
+    """:func:`avro_data_block`'s bytes, and the rows as the block holds them."""
     import fastavro  # the writer's: a reader never loads it (start-up of a fresh `lake read`)
 
     schema = check_header_schema(avro_schema, f"data block at {instant_time}")
@@ -168,7 +189,7 @@ def avro_data_block(table: pa.Table, avro_schema: Mapping[str, Any], instant_tim
     content = b"".join(parts)
     del encoded
     header = {HeaderKey.INSTANT_TIME: instant_time, HeaderKey.SCHEMA: schema_json(schema)}
-    return encode_block(BlockType.AVRO_DATA, header, content)
+    return encode_block(BlockType.AVRO_DATA, header, content), BlockRows(conformed, schema)
 
 
 def _family(t: pa.DataType) -> str:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Container, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from functools import lru_cache
 from typing import Any
 
 import fastavro
+from fastavro.const import AVRO_TYPES
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError, CorruptLogBlockError, SchemaError
 from airflow_lake_provider.lake.format.hfile import (
@@ -78,15 +79,20 @@ def decode_hfile_cells(
     if isinstance(schema_text, bytes):
         schema_text = schema_text.decode("utf-8", errors="replace")
     schema = _parse(schema_text, where)
+    unwrap = _single_record_unions(schema_text)
+    read = fastavro.schemaless_reader
     out = []
     for row, value in hfile.content.cells:
         try:
             key = row.decode("utf-8")
             if keys is not None and key not in keys:
                 continue
-            record = fastavro.schemaless_reader(
-                io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
-            )
+            if unwrap is None:
+                record = read(
+                    io.BytesIO(value), schema, None, return_record_name=True, return_record_name_override=True
+                )
+            else:  # the same record, decoded faster (see _single_record_unions)
+                record = unwrap(read(io.BytesIO(value), schema, None, return_record_name=True))
         except (UnicodeDecodeError, ValueError, EOFError, IndexError, TypeError) as exc:
             raise CorruptLogBlockError(f"{where}: record {row!r} does not decode: {exc}") from exc
         if not isinstance(record, dict):
@@ -108,6 +114,90 @@ def _parsed_schema(text: str) -> Any:
     same large ``HoodieMetadataRecord`` schema (a read decodes dozens of blocks, a write encodes a few).
     fastavro's readers and writers do not change a parsed schema."""
     return fastavro.parse_schema(json.loads(text))
+
+
+Fix = Callable[[Any], Any]
+
+
+@lru_cache(maxsize=32)
+def _single_record_unions(text: str) -> Fix | None:
+    """How a record of the schema ``text``, read with fastavro's ``return_record_name`` alone, becomes
+    the record read with ``return_record_name_override`` too (a fifth faster for the metadata
+    table's records: the override counts a union's records at every union read): each value of a
+    union with one record branch comes as ``(name, value)`` and is unwrapped. None: the schema has
+    such a union where this does not follow it (it then is read with the override)."""
+    parsed = _parsed_schema(text)
+    try:
+        return _fix(parsed, parsed.get("__named_schemas", {}), set()) or (lambda record: record)
+    except _Unfollowed:
+        return None
+
+
+class _Unfollowed(Exception):
+    """A single-record union where :func:`_fix` does not follow it."""
+
+
+def _record_like(branch: Any) -> bool:
+    """Whether fastavro counts a union branch as a record (an inline one, or any named reference)."""
+    kind = branch.get("type") if isinstance(branch, dict) else branch
+    return kind == "record" or (isinstance(kind, str) and kind not in AVRO_TYPES)
+
+
+def _fix(t: Any, named: Mapping[str, Any], seen: set[str]) -> Fix | None:
+    """What to change in a value of type ``t`` read without the override (None: nothing)."""
+    if isinstance(t, str):
+        if t in AVRO_TYPES:
+            return None
+        if t not in named or t in seen:
+            raise _Unfollowed(t)  # unknown, or a recursive type
+        return _fix(named[t], named, seen | {t})
+    if isinstance(t, list):
+        return _union_fix(t, named, seen)
+    kind = t.get("type")
+    if kind == "record":
+        inner = seen | {t["name"]}
+        fields = [(f["name"], fix) for f in t["fields"] if (fix := _fix(f["type"], named, inner))]
+        if not fields:
+            return None
+
+        def record(value: Any) -> Any:
+            for name, fix in fields:
+                value[name] = fix(value[name])
+            return value
+
+        return record
+    if kind in ("array", "map"):
+        each = _fix(t["items" if kind == "array" else "values"], named, seen)
+        if each is None:
+            return None
+        if kind == "array":
+            return lambda value: [each(v) for v in value]
+        return lambda value: {k: each(v) for k, v in value.items()}
+    return None
+
+
+def _union_fix(t: list[Any], named: Mapping[str, Any], seen: set[str]) -> Fix | None:
+    records = [b for b in t if _record_like(b)]
+    if any(_fix(b, named, seen) for b in t if not _record_like(b)):
+        raise _Unfollowed("a union's non-record branch holds one")  # whose branch a value took: unknown
+    if len(records) != 1:  # read the same with or without the override: named values stay tuples
+        by_name = {_name(b, named): fix for b in records if (fix := _fix(b, named, seen))}
+        if not by_name:
+            return None
+        return lambda value: (
+            (value[0], by_name[value[0]](value[1]))
+            if isinstance(value, tuple) and value[0] in by_name
+            else value
+        )
+    inner = _fix(records[0], named, seen)
+    if inner is None:
+        return lambda value: value[1] if isinstance(value, tuple) else value
+    return lambda value: inner(value[1]) if isinstance(value, tuple) else value
+
+
+def _name(branch: Any, named: Mapping[str, Any]) -> str:
+    """The name fastavro gives a record-like union branch's values."""
+    return str(branch["name"] if isinstance(branch, dict) else named[branch]["name"])
 
 
 def encode_records(

@@ -89,8 +89,9 @@ class HFile:
         )
 
 
-def read_hfile(data: bytes, source: str) -> HFile:
-    """Parse a whole HFile held in memory.
+def read_hfile(data: bytes, source: str, *, info_only: bool = False) -> HFile:
+    """Parse a whole HFile held in memory (``info_only``: its trailer, indexes and file info, for a
+    caller wanting no more: no data or meta block is read, the content has no cells or meta blocks).
 
     :raises CorruptDataFileError: naming ``source`` and what is wrong.
     """
@@ -109,16 +110,16 @@ def read_hfile(data: bytes, source: str) -> HFile:
     with_mvcc = dict(info).get(KEY_VALUE_VERSION) == b"\x00\x00\x00\x01"
     cells: list[tuple[bytes, bytes]] = []
     data_blocks = []
-    for entry in data_index:
+    for entry in () if info_only else data_index:
         block = read_block(data, entry.offset, comp, source)
         _expect(block, DATA, source)
         data_blocks.append(block)
         cells.extend(_cells(block, with_mvcc, source))
-    if len(cells) != trailer.entry_count:
+    if not info_only and len(cells) != trailer.entry_count:
         raise CorruptDataFileError(f"{source}: {len(cells)} cells, the trailer says {trailer.entry_count}")
     metas = []
     meta_blocks = []
-    for entry in meta_entries:
+    for entry in () if info_only else meta_entries:
         block = read_block(data, entry.offset, comp, source)
         _expect(block, META, source)
         meta_blocks.append(block)

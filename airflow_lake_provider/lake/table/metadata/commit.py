@@ -43,6 +43,7 @@ from airflow_lake_provider.lake.file_group.file_names import LogFileName, write_
 from airflow_lake_provider.lake.format.hfile import Dialect, HFile, HFileSettings, read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig, metadata_table_misfit
+from airflow_lake_provider.lake.log_file.data_block import BlockRows
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
 from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
@@ -102,13 +103,14 @@ def files_bases(storage: Storage, pending: Container[str] = ()) -> list[str]:
 
 def _newest_readable(storage: Storage, names: Iterable[str], skipped: list[str]) -> tuple[str, HFile] | None:
     """The first of ``names`` (``files`` base files) that reads as an HFile: the newest may be a
-    pending compaction's, cut short by a writer that died (the timeline is not read for this).
-    Why each unreadable one was skipped is added to ``skipped`` (and logged if one reads)."""
+    pending compaction's, cut short by a writer that died (the timeline is not read for this). Its
+    blocks are not read: only its file info (the record schema) and settings are wanted. Why each
+    unreadable one was skipped is added to ``skipped`` (and logged if one reads)."""
     unreadable: list[str] = []
     for name in names:
         rel = f"{FILES_PARTITION}/{name}"
         try:
-            found = rel, read_hfile(storage.read(rel), storage.uri(rel))
+            found = rel, read_hfile(storage.read(rel), storage.uri(rel), info_only=True)
         except CorruptDataFileError as exc:
             unreadable.append(str(exc))
             continue
@@ -217,6 +219,7 @@ class MetadataTableWriter:
         change: FilesChange,
         *,
         new_instant: bool = False,
+        logs: Mapping[str, BlockRows] | None = None,
     ) -> list[str]:
         """Write and complete the MDT deltacommit of the pending data write ``instant`` (of
         ``timeline``, which made ``change``): its ``files`` records, and its ``column_stats`` and
@@ -224,13 +227,15 @@ class MetadataTableWriter:
 
         ``new_instant``: the data instant was created by this run after :meth:`discard_orphans`
         (a data write), so no earlier attempt left an MDT deltacommit at its time to remove first
-        (one MDT timeline read less)."""
+        (one MDT timeline read less). ``logs``: the rows of the log files the write made, by
+        table-relative path, as its writer encoded them (their stats without reading them back)."""
         groups: dict[str, Mapping[str, Records]] = {
             FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}
         }
         indexed = self.partitions & INDEX_PARTITIONS
         if indexed:
-            groups.update(index_records(data, config, timeline, instant, change, indexed, self.record_schema))
+            schema = self.record_schema
+            groups.update(index_records(data, config, timeline, instant, change, indexed, schema, logs))
         return self.commit_records(instant.timestamp, groups, discard_first=not new_instant)
 
     def commit_clean(

@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_lake_provider.lake.file_group.view import FileSystemView
-from airflow_lake_provider.lake.format.hash_id import column_stats_key
+from airflow_lake_provider.lake.format.hash_id import column_stats_key, file_id, name_id
 from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.log_file.data_block import BlockRows
 from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.metadata.files import MDT_DIR, read_partition_records
 from airflow_lake_provider.lake.table.metadata.records import (
@@ -43,6 +44,7 @@ from airflow_lake_provider.lake.table.metadata.stats import (
     log_column_stats,
     parquet_column_stats,
     partition_stats,
+    rows_column_stats,
     slices_seen_by,
 )
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -65,10 +67,17 @@ def file_groups(mdt: Storage, partition: str) -> list[str]:
 
 
 def _file_stats(
-    storage: Storage, partition: str, name: str, definition: Mapping[str, Any] | None
+    storage: Storage,
+    partition: str,
+    name: str,
+    definition: Mapping[str, Any] | None,
+    logs: Mapping[str, BlockRows] | None = None,
 ) -> dict[str, dict[str, Any]]:
     if name.endswith(".parquet"):
         return parquet_column_stats(storage, partition, name, definition=definition)
+    held = (logs or {}).get(f"{partition}/{name}" if partition else name)
+    if held is not None:  # the writer's rows: the same stats as decoding the block it wrote
+        return rows_column_stats(storage, partition, name, held.rows, held.schema, definition=definition)
     return log_column_stats(storage, partition, name, definition=definition)
 
 
@@ -93,9 +102,11 @@ def index_records(
     change: FilesChange,
     partitions: frozenset[str],
     schema: Mapping[str, Any],
+    logs: Mapping[str, BlockRows] | None = None,
 ) -> Groups:
     """The records of ``partitions`` (of ``column_stats``, ``partition_stats``) for the pending
-    write ``instant`` (of ``timeline``) that made ``change``, by MDT partition and file group."""
+    write ``instant`` (of ``timeline``) that made ``change``, by MDT partition and file group.
+    ``logs``: the rows of log files the write made, by table-relative path, as its writer held them."""
     mdt = storage.child(MDT_DIR)
     # Read once for the write's files, not once per file (none: each file read reads it, as before).
     added = any(part.added for part in change.partitions.values())
@@ -104,7 +115,7 @@ def index_records(
     by_file: dict[str, list[dict[str, Any]]] = {}  # file name -> its stats
     for partition, part in change.partitions.items():
         for name in part.added:
-            stats = _file_stats(storage, partition, name, definition)
+            stats = _file_stats(storage, partition, name, definition, logs)
             new.update(stats)
             by_file[name] = list(stats.values())
     groups: Groups = {}
@@ -134,6 +145,17 @@ def _stored_stats(storage: Storage, timeline: Timeline, keys: set[str]) -> dict[
     return out
 
 
+def _column_stats_keys(partition: str, names: list[str], columns: list[str]) -> set[str]:
+    """``column_stats_key`` of each of ``columns`` of each file of ``names``, each file's id hashed
+    once (not once per column: a write wants the keys of hundreds of files)."""
+    prefixes = [name_id(column) + name_id(partition or ".") for column in columns]
+    keys: set[str] = set()
+    for name in names:
+        file = file_id(name)
+        keys.update(prefix + file for prefix in prefixes)
+    return keys
+
+
 def _partition_records(
     storage: Storage,
     config: TableConfig,
@@ -160,14 +182,10 @@ def _partition_records(
     touched = list(change.partitions)
     view = FileSystemView.build(config, seen, partitions=touched)
     slices = {p: slices_seen_by(view, p, instant.timestamp) for p in touched}
-    wanted = {
-        column_stats_key(column, partition or ".", file.file_name)
-        for partition, pieces in slices.items()
-        for piece in pieces
-        for file in piece.files
-        if file.file_name not in written
-        for column in columns
-    }
+    wanted: set[str] = set()
+    for partition, pieces in slices.items():
+        names = [f.file_name for piece in pieces for f in piece.files if f.file_name not in written]
+        wanted |= _column_stats_keys(partition, names, columns)
     known = {**(_stored_stats(storage, now, wanted) if stored and wanted else {}), **written}
     out: dict[str, dict[str, Any]] = {}
     for partition, pieces in slices.items():

@@ -344,6 +344,22 @@ def log_column_stats(
                 f"{storage.uri(rel)}: column stats of parquet log blocks are not computed"
             )
     rows = pa.concat_tables(tables, promote_options="permissive") if tables else None
+    return rows_column_stats(storage, partition, file_name, rows, schema, columns, definition=definition)
+
+
+def rows_column_stats(
+    storage: Storage,
+    partition: str,
+    file_name: str,
+    rows: pa.Table | None,
+    schema: Mapping[str, Any] | None,
+    columns: Iterable[str] | None = None,
+    *,
+    definition: Mapping[str, Any] | None = None,
+) -> dict[str, Stats]:
+    """:func:`log_column_stats` of a log file whose data blocks hold ``rows`` (None: it has none)
+    under the (last) block ``schema``: what its writer, which holds the rows it encoded, computes
+    without reading the file back."""
     types = {f["name"]: f["type"] for f in (schema or {}).get("fields", [])}
     if definition is None:
         definition = column_stats_definition(storage)
@@ -429,6 +445,9 @@ def slices_seen_by(view: FileSystemView, partition: str, instant: str | None) ->
     return dataclasses.replace(view, replaced=replaced).latest_slices(partition=partition)
 
 
+_KINDS = {int(k): k for k in ValueType}  # not ValueType(n) per record: a write merges a thousand
+
+
 def partition_stats(partition: str, file_stats: Iterable[Mapping[str, Any]]) -> dict[str, Stats]:
     """key -> the ``partition_stats`` record content of each column over ``file_stats`` (the
     ``column_stats`` of every file in the partition's latest slices): min of minima, max of maxima,
@@ -436,7 +455,8 @@ def partition_stats(partition: str, file_stats: Iterable[Mapping[str, Any]]) -> 
     merged: dict[str, Stats] = {}
     for stats in file_stats:
         name = stats["columnName"]
-        kind = ValueType(stats["valueType"]["typeOrdinal"])
+        ordinal = stats["valueType"]["typeOrdinal"]
+        kind = _KINDS[ordinal] if ordinal in _KINDS else ValueType(ordinal)  # ValueType: its error
         have = merged.get(name)
         if have is None:
             merged[name] = {**stats, "fileName": partition, "isTightBound": True}

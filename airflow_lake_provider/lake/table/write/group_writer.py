@@ -14,7 +14,7 @@ from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, with_meta_fields
 from airflow_lake_provider.lake.format.base_file import RECORD_KEY
 from airflow_lake_provider.lake.format.table_config import MergeMode
-from airflow_lake_provider.lake.log_file.data_block import avro_data_block
+from airflow_lake_provider.lake.log_file.data_block import encode_avro_data_block
 from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, delete_block, ordering_type_for
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
@@ -184,12 +184,13 @@ class _GroupWriter:
             log_instant = prev_commit = newest.base_instant
         name = LogFileName.create(file_id, log_instant, version, self.token).name
         self.table.store.markers.create(self.instant, partition, name, IOType.APPEND)
+        log_rows = None
         if self.operation is Operation.DELETE:
             block = self._delete_block(changes, partition, merged)
             updated, deleted = 0, changes.num_rows
         else:
             records = self._meta_rows(changes, partition, file_id)  # Java: file id in logs
-            block = avro_data_block(records, self.log_avro, self.instant)
+            block, log_rows = encode_avro_data_block(records, self.log_avro, self.instant)
             updated, deleted = changes.num_rows, 0
         rel = join_partition(partition, name)
         try:
@@ -216,7 +217,7 @@ class _GroupWriter:
             log_version=version,
             log_offset=0,  # a new file per write: the block starts it
         )
-        return FileGroupResult((rel,), stat, updated=updated, deleted=deleted)
+        return FileGroupResult((rel,), stat, updated=updated, deleted=deleted, log_rows=log_rows)
 
     def _delete_block(self, changes: pa.Table, partition: str, slice_: FileSlice | None) -> bytes:
         ordering = self.cfg.precombine_field

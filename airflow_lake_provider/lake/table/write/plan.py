@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.format.bloom_filter import DEFAULT_SETTINGS, BloomSettings
+from airflow_lake_provider.lake.log_file.data_block import BlockRows
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
@@ -76,6 +77,8 @@ class FileGroupResult:
     inserted: int = 0
     updated: int = 0
     deleted: int = 0
+    # APPEND of a data block, in this process: its rows, for the log's column stats (None: read back).
+    log_rows: BlockRows | None = None
 
 
 # Runs the file groups of a write and returns their results in the same order (the default runs

@@ -23,6 +23,7 @@ from airflow_lake_provider.lake.errors import (
 )
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro
 from airflow_lake_provider.lake.format.bloom_filter import DEFAULT_SETTINGS, BloomSettings
+from airflow_lake_provider.lake.log_file.data_block import BlockRows
 from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads, LookupStats
@@ -250,7 +251,10 @@ def _write_locked(
             )
             if mdt is not None:  # completed before the data instant, as Hudi's writers do
                 change = change_of_commit(metadata)
-                mdt.commit_write(table.storage, table.config, timeline, inflight, change, new_instant=True)
+                logs = job.log_rows
+                mdt.commit_write(
+                    table.storage, table.config, timeline, inflight, change, new_instant=True, logs=logs
+                )
             fault("commit")
             table.store.transition_to_completed(inflight, metadata.to_bytes(as_avro))
     except Exception as exc:
@@ -373,6 +377,7 @@ class _WriteJob:
         self.fault = fault
         self.inserted = self.updated = self.deleted = 0
         self.files: list[str] = []
+        self.log_rows: dict[str, BlockRows] = {}  # log file (table-relative) -> the rows it holds
         self.lookup_stats = LookupStats()
 
     def run(self, rows: pa.Table, runner: GroupRunner | None) -> dict[str, tuple[WriteStat, ...]]:
@@ -406,6 +411,8 @@ class _WriteJob:
             self.updated += result.updated
             self.deleted += result.deleted
             self.files.extend(result.files)
+            if result.log_rows is not None:
+                self.log_rows[result.files[0]] = result.log_rows
             if result.stat is not None:
                 stats.setdefault(result.stat.partition_path, []).append(result.stat)
         return {p: tuple(s) for p, s in stats.items()}

@@ -166,3 +166,24 @@ def test_bloom_filter_meta_block_is_rebuilt_from_the_keys(hudi_table_zip, name: 
         keys = pa.array([row.decode() for row, _ in hfile.content.cells], pa.string())
         rebuilt = build(keys, BloomSettings(num_entries=entries, fpp=1e-9, type_code="DYNAMIC_V0"))
         assert rebuilt.serialize().encode() == meta[1], path
+
+
+@pytest.mark.parametrize("name", MDT_TABLES)
+def test_info_only_reads_give_the_trailer_file_info_and_settings_of_a_full_read(
+    hudi_table_zip, name: str
+) -> None:
+    """What the MDT writer reads of the ``files`` base file at every opening (its record schema and
+    HFile settings) without decompressing its data and meta blocks (a bloom filter of 431 KB)."""
+    for path in mdt_files(hudi_table_zip(name), ".hfile"):
+        data = path.read_bytes()
+        full, head = read_hfile(data, str(path)), read_hfile(data, str(path), info_only=True)
+        assert (head.trailer, head.all_file_info, head.data_index) == (
+            full.trailer,
+            full.all_file_info,
+            full.data_index,
+        )
+        assert head.content.file_info == full.content.file_info
+        assert head.settings() == full.settings()
+        assert (head.content.cells, head.content.meta_blocks) == ((), ())
+        with pytest.raises(CorruptDataFileError):
+            read_hfile(data[:-1], str(path), info_only=True)

@@ -3,15 +3,26 @@ decodes, and is encoded again from its decoded records byte for byte."""
 
 from __future__ import annotations
 
+import io
 import json
 
+import fastavro
 import pytest
 from mdt_tables import MDT_TABLES, mdt_files
 
 from airflow_lake_provider.lake.errors import CorruptLogBlockError, SchemaError
-from airflow_lake_provider.lake.format.hfile import Dialect, HFileSettings
+from airflow_lake_provider.lake.format.hfile import (
+    Dialect,
+    HFileContent,
+    HFileSettings,
+    read_hfile,
+    write_hfile,
+)
 from airflow_lake_provider.lake.log_file.hfile_block import (
+    SCHEMA_INFO,
+    _single_record_unions,
     decode_hfile_block,
+    decode_hfile_cells,
     hfile_data_block,
     hfile_of_block,
 )
@@ -102,3 +113,66 @@ def test_new_block_round_trips_and_bad_records_are_refused(hudi_table_zip) -> No
     broken = LogBlock(back.block_type, back.header, back.footer, bytes(damaged), 0, back.size, "x.log")
     with pytest.raises(CorruptLogBlockError, match=r"x.log offset 0: HFile block unreadable: .*version 9"):
         decode_hfile_block(broken)
+
+
+@pytest.mark.parametrize("name", MDT_TABLES)
+def test_every_hfile_decodes_as_fastavro_with_the_record_name_override_reads_it(
+    hudi_table_zip, name: str
+) -> None:
+    """The records of every HFile of the MDTs (base files, log blocks) are decoded without
+    fastavro's ``return_record_name_override`` (slow: it counts a union's records at every union
+    read) and unwrapped: the same records as with it, every one."""
+    table = hudi_table_zip(name)
+    hfiles = [(read_hfile(p.read_bytes(), str(p)), None) for p in mdt_files(table, ".hfile")]
+    for path in mdt_files(table, ".log."):
+        for block in parse_log_bytes(path.read_bytes(), str(path)):
+            if block.block_type == BlockType.HFILE_DATA:
+                hfiles.append((hfile_of_block(block), block.header[HeaderKey.SCHEMA]))
+    cells = 0
+    for hfile, header in hfiles:
+        text = header or hfile.content.info(SCHEMA_INFO).decode()
+        assert _single_record_unions(text) is not None  # the fast way follows Hudi's schemas
+        schema = fastavro.parse_schema(json.loads(text))
+        theirs = [
+            (row.decode(), fastavro.schemaless_reader(io.BytesIO(value), schema, None, True, True))
+            for row, value in hfile.content.cells
+        ]
+        assert decode_hfile_cells(hfile, text, hfile.source) == theirs, hfile.source
+        cells += len(theirs)
+    assert cells > 0
+
+
+def test_single_record_unions_are_unwrapped_wherever_they_are() -> None:
+    """Inside arrays, maps, other records and the records of unions of several, and a union of one
+    record reached by name; a schema the unwrapping cannot follow (a recursive type) is read with the
+    override instead."""
+    inner = {"type": "record", "name": "In", "fields": [{"name": "x", "type": "int"}]}
+    other = {"type": "record", "name": "Other", "fields": [{"name": "o", "type": ["null", "In"]}]}
+    schema = {
+        "type": "record",
+        "name": "Top",
+        "fields": [
+            {"name": "a", "type": ["null", inner]},
+            {"name": "b", "type": {"type": "array", "items": ["null", "In"]}},
+            {"name": "c", "type": {"type": "map", "values": ["null", "In", "string"]}},
+            {"name": "d", "type": ["null", other, {"type": "record", "name": "More", "fields": []}]},
+            {"name": "e", "type": ["null", "Other"]},
+        ],
+    }
+    record = {
+        "a": {"x": 1},
+        "b": [None, {"x": 2}],
+        "c": {"k": {"x": 3}, "s": "text", "n": None},
+        "d": ("Other", {"o": {"x": 4}}),
+        "e": {"o": None},
+    }
+    text = json.dumps(schema)
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(json.loads(text)), record)
+    cells = ((b"k", buf.getvalue()),)
+    hfile = read_hfile(write_hfile(HFileContent(cells, (), ()), HFileSettings()), "t")
+    with_override = fastavro.schemaless_reader(io.BytesIO(cells[0][1]), json.loads(text), None, True, True)
+    assert decode_hfile_cells(hfile, text, "t") == [("k", record)] == [("k", with_override)]
+    assert _single_record_unions(text) is not None
+    recursive = {"type": "record", "name": "R", "fields": [{"name": "r", "type": ["null", "R"]}]}
+    assert _single_record_unions(json.dumps(recursive)) is None

@@ -98,3 +98,20 @@ def test_a_write_on_a_table_without_an_mdt_asks_storage_for_it_only_in_its_guard
     result = write(LakeTable.open(path), batch, "upsert")
     assert (result.inserted, result.updated) == (1, 1)
     assert asked[".hoodie/metadata"] == 2  # the write's guard and the archival's after it
+
+
+def test_a_maintained_write_does_not_read_back_the_log_files_it_wrote(
+    hudi_table_zip, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The column stats of the write's new log file come from the rows its writer encoded (the
+    block is not decoded back); the new base file's come from its footer."""
+    path = keep_files_partition_only(
+        hudi_table_zip("mor_avro_v9_txns_simple_meta"), ("column_stats", "partition_stats")
+    )
+    batch = _upsert_batch(path)
+    table = LakeTable.open(path)
+    reads, _ = _counted(monkeypatch, path.resolve())
+    result = write(table, batch, "upsert", options=MAINTAIN)
+    logs = [f for f in result.files if ".log." in f]
+    assert len(logs) == 1 and len(result.files) == 2
+    assert [reads[f] for f in logs] == [0]

@@ -6,14 +6,19 @@ the last writer of the partition saw them, from our own file records)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import json
 import os
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from mdt_tables import MDT_TABLES
 
 from airflow_lake_provider.lake.file_group.view import FileSystemView
+from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro, with_meta_fields
+from airflow_lake_provider.lake.log_file.data_block import encode_avro_data_block
 from airflow_lake_provider.lake.storage import Storage, open_storage
 from airflow_lake_provider.lake.table.metadata.files import list_table_files, read_partition_records
 from airflow_lake_provider.lake.table.metadata.stats import (
@@ -22,6 +27,7 @@ from airflow_lake_provider.lake.table.metadata.stats import (
     log_column_stats,
     parquet_column_stats,
     partition_stats,
+    rows_column_stats,
     slices_seen_by,
 )
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -144,3 +150,69 @@ def test_columns_to_index_without_an_index_definition(tmp_path: Path) -> None:
     defs = {"indexDefinitions": {"column_stats": {"sourceFields": ["c1"], "version": "V2"}}}
     (tmp_path / ".hoodie" / ".index_defs" / "index.json").write_text(json.dumps(defs))
     assert columns_to_index(storage, schema) == ("c1",)
+
+
+_UTC = dt.timezone.utc
+# Odd values of every primitive kind a log holds: nulls, empty and non-ASCII strings, negative
+# decimals, dates and timestamps before 1970, NaN, an all-null column; and a nested column.
+_ODD = pa.table(
+    {
+        "s": pa.array(["b", "", None, "é", "\U0001f600", "a"]),
+        "i": pa.array([3, None, -7, 0, 2**31 - 1, -(2**31)], pa.int32()),
+        "l": pa.array([None, 2**62, -1, 0, 5, -(2**63)], pa.int64()),
+        "f": pa.array([1.5, float("nan"), None, -0.0, 0.0, -3.25], pa.float32()),
+        "d": pa.array([float("-inf"), 2.5, None, float("nan"), 1e300, -0.0]),
+        "b": pa.array([True, None, False, True, False, None]),
+        "dec": pa.array(
+            [decimal.Decimal(v) if v else None for v in ("-128.00", "0.01", None, "999.99", "-0.50", "0")],
+            pa.decimal128(5, 2),
+        ),
+        "day": pa.array([dt.date(1969, 12, 31), None, dt.date(2026, 11, 27), dt.date(1, 1, 1), None, None]),
+        "ts": pa.array(
+            [dt.datetime(1969, 7, 20, 20, 17, 40, 1, _UTC), None, dt.datetime(2026, 11, 27, 6, tzinfo=_UTC)]
+            * 2,
+            pa.timestamp("us", "UTC"),
+        ),
+        "ms": pa.array([0, -1, None, 1, 86_400_000, 2], pa.timestamp("ms")),
+        "raw": pa.array([b"\xff", b"", None, b"\x00\x01", b"a", b"\x80"]),
+        "none": pa.array([None] * 6, pa.string()),
+        "nested": pa.array(
+            [{"a": 1}, None, {"a": 2}, {"a": None}, None, {"a": 0}], pa.struct([("a", pa.int64())])
+        ),
+    }
+)
+
+
+@pytest.mark.parametrize("version", ["V1", "V2"])
+def test_log_stats_from_the_writers_rows_equal_those_read_back(tmp_path: Path, version: str) -> None:
+    """A write computes its new log files' stats from the rows it encoded (``BlockRows``): the same
+    records as decoding the block back gives, for every indexed column of odd values (the nested
+    column is not indexed: Hudi 1.x's index definitions name primitive columns only)."""
+    meta = {m: pa.array([f"{m}-{i}" for i in range(_ODD.num_rows)]) for m in META_FIELDS}
+    rows = pa.table({**meta, **{c: _ODD.column(c) for c in _ODD.column_names}})
+    avro = with_meta_fields(arrow_to_avro(_ODD.schema, "odd_record", "hoodie.odd"))
+    block, held = encode_avro_data_block(rows, avro, "20261127060000000")
+    indexed = [*META_FIELDS[:3], *(c for c in _ODD.column_names if c != "nested"), "absent"]
+    defs = {"indexDefinitions": {"column_stats": {"sourceFields": indexed, "version": version}}}
+    (tmp_path / ".hoodie" / ".index_defs").mkdir(parents=True)
+    (tmp_path / ".hoodie" / ".index_defs" / "index.json").write_text(json.dumps(defs))
+    storage = open_storage(tmp_path)
+    name = ".f1-0_20261127060000000.log.1_1-0-1"
+    storage.create(f"p/{name}", block)
+    read_back = log_column_stats(storage, "p", name)
+    assert rows_column_stats(storage, "p", name, held.rows, held.schema) == read_back
+    by_column = {s["columnName"]: s for s in read_back.values()}
+    assert list(by_column) == indexed[:-1]  # "absent" is in no row
+    assert (by_column["s"]["minValue"][1], by_column["s"]["maxValue"][1]) == (
+        {"value": ""},
+        {"value": "\U0001f600"},
+    )
+    assert (
+        by_column["none"]["minValue"],
+        by_column["none"]["nullCount"],
+        by_column["none"]["valueCount"],
+    ) == (
+        None,
+        6,
+        6,
+    )

@@ -70,6 +70,36 @@ def test_log_completed_after_a_compaction_was_requested_belongs_to_its_slice(
     ]
 
 
+def test_as_of_a_log_completed_after_a_later_base_nothing_is_missing(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """As of the deltacommit that wrote APAC_LOG, completed after the compaction was requested: the
+    log belongs to the compaction's slice (after the instant, not read as of it), so the slice read
+    as of it, the first base's, lacks nothing (placed among the first base alone, it would)."""
+    path = hudi_table_zip(MOR_V9)
+    timeline = path / ".hoodie" / "timeline"
+    (timeline / f"{DELTA}_20260307135836076.deltacommit").rename(
+        timeline / f"{DELTA}_20260307135839900.deltacommit"
+    )
+    assert LakeTable.open(path).file_system_view().missing_slices(DELTA) == []
+
+
+def test_logs_of_one_deltacommit_in_version_order_past_nine(hudi_table_zip: Callable[[str], Path]) -> None:
+    """A deltacommit whose log rolled over (versions 2 to 10): its logs are read by version as a
+    number (10 last), not by name, where ``.log.10_`` sorts before ``.log.2_``; also by
+    ``snapshot_logs``, which takes them from the slice index as they were slotted."""
+    path = hudi_table_zip(MOR_V9)
+    eu, group = "region=eu", "c06fe141-9f11-46fb-aa70-d7f9d2dcca2f-0"
+    logs = [f".{group}_20260307135833781.log.1_0-24-53", f".{group}_20260307135834808.log.1_0-31-68"]
+    rolled = [logs[1].replace(".log.1_", f".log.{v}_") for v in (2, 10)]
+    for name in rolled:
+        (path / eu / name).write_bytes((path / eu / logs[1]).read_bytes())
+    base = f"{group}_0-3-6_{FIRST_BASE}.parquet"
+    assert _slices(path, (eu, group)) == [(FIRST_BASE, base, [*logs, *rolled])]
+    view = LakeTable.open(path).file_system_view()
+    assert view.snapshot_logs(eu, group) == [f"{eu}/{name}" for name in [*logs, *rolled]]
+
+
 def test_logs_of_a_slice_in_deltacommit_order_and_uncommitted_logs_left_out(
     hudi_table_zip: Callable[[str], Path],
 ) -> None:

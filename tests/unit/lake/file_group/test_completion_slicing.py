@@ -160,6 +160,35 @@ def test_a_log_written_while_a_compaction_is_pending_is_no_missing_slice(tmp_pat
     assert read_snapshot(table, as_of=after).column("ts").to_pylist() == [3]
 
 
+def test_a_group_whose_logs_all_belong_after_the_instant_does_not_end_the_check(tmp_path: Path) -> None:
+    """A group of logs only, every one completed after a compaction of it was requested: as of an
+    instant before that compaction none of its files is read, and the groups after it are still
+    checked (here one whose base file is gone, as a clean would leave it)."""
+    import datetime as dt
+
+    from write_support import batch
+
+    from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+    from airflow_lake_provider.lake.table.write import write
+    from airflow_lake_provider.lake.timeline.instant import format_instant, instant_to_datetime
+
+    path = tmp_path / "t"
+    table, deltas, _ = log_only_group(path, 8)
+    later = write(table, batch([9]), "upsert").instant  # a new group with a base file
+    compaction = schedule_compaction(table, force=True).instant
+    execute_compaction(table)
+    folder = path / ".hoodie" / "timeline"
+    for i, delta in enumerate(deltas):
+        (done,) = folder.glob(f"{delta}_*.deltacommit")
+        late = format_instant(instant_to_datetime(compaction) + dt.timedelta(seconds=1, milliseconds=i))
+        done.rename(folder / f"{delta}_{late}.deltacommit")
+    (gone,) = path.glob(f"*_{later}.parquet")
+    gone.unlink()
+    view = LakeTable.open(path).file_system_view()
+    assert view.missing_slices(later) == [("", gone.name.split("_")[0], later)]
+
+
 @pytest.mark.parametrize("version", [8, 9])
 def test_a_group_of_log_files_only_is_one_slice_read_whole(tmp_path: Path, version: int) -> None:
     """Flink and Spark's bucket index write inserts into log files: a group without a base file.

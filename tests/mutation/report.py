@@ -6,6 +6,7 @@
     python tests/mutation/report.py survivors [MODULE ...]  # surviving mutants not listed as equivalent
     python tests/mutation/report.py save [MODULE ...]   # keep mutants/*.meta in tests/mutation/results/
     python tests/mutation/report.py focus MODULE        # map MODULE's functions to its FOCUS tests only
+    python tests/mutation/report.py kill NAME TEST ...  # TESTs fail with mutant NAME on: record it killed
 
 MODULE is a key of MODULES (e.g. clean-planner); none means all. Each module runs as its own
 `mutmut run` with a name filter, so mutmut only runs the tests that call that module's functions (its
@@ -285,15 +286,40 @@ def focus(module: str) -> None:
     stats_path.write_text(json.dumps(stats))
 
 
+def kill(name: str, tests: list[str]) -> int:
+    """Run ``tests`` in mutants/ with mutant ``name`` switched on and record it killed if they fail:
+    for a mutant whose function mutmut's stats map to too few tests (a test added after the stats,
+    or a call its tracing missed) and that a test outside that mapping kills. Not while a mutmut run
+    is going: it rewrites the .meta files from memory."""
+    module = next((m for m in MODULES if name.startswith(_dotted(m) + ".")), None)
+    if module is None or name not in results(module):
+        print(f"{name}: no such mutant")
+        return 2
+    env = {**os.environ, "MUTANT_UNDER_TEST": name, "HYPOTHESIS_PROFILE": "mutation"}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:randomly", "-p", "no:cacheprovider", *tests]
+    code = subprocess.run(cmd, cwd=ROOT / "mutants", env=env, preexec_fn=_limit_file_size).returncode
+    if code != 1:  # 1: a test failed; anything else (0 passed, 2+ errors) records nothing
+        print(f"{name}: not killed (pytest exit code {code})")
+        return 1
+    data = json.loads(_meta(module).read_text())
+    data["exit_code_by_key"][name] = 1
+    _meta(module).write_text(json.dumps(data))
+    print(f"{name}: killed by {' '.join(tests)}")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     command, *names = argv or ["report"]
     everything = "--all" in names
     together = "--together" in names
     names = [n for n in names if n not in ("--all", "--together")]
     unknown = [n for n in names if n not in MODULES]
+    if command == "kill":
+        return kill(names[0], names[1:])
     if unknown or command not in ("run", "report", "survivors", "save", "focus"):
         print(
-            f"usage: report.py run|report|survivors|save|focus [{'|'.join(MODULES)} ...]; unknown: {unknown}"
+            f"usage: report.py run|report|survivors|save|focus|kill [{'|'.join(MODULES)} ...]; "
+            f"unknown: {unknown}"
         )
         return 2
     if command == "focus":

@@ -70,6 +70,36 @@ def test_log_completed_after_a_compaction_was_requested_belongs_to_its_slice(
     ]
 
 
+def test_as_of_a_log_completed_after_a_later_base_nothing_is_missing(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """As of the deltacommit that wrote APAC_LOG, completed after the compaction was requested: the
+    log belongs to the compaction's slice (after the instant, not read as of it), so the slice read
+    as of it, the first base's, lacks nothing (placed among the first base alone, it would)."""
+    path = hudi_table_zip(MOR_V9)
+    timeline = path / ".hoodie" / "timeline"
+    (timeline / f"{DELTA}_20260307135836076.deltacommit").rename(
+        timeline / f"{DELTA}_20260307135839900.deltacommit"
+    )
+    assert LakeTable.open(path).file_system_view().missing_slices(DELTA) == []
+
+
+def test_logs_of_one_deltacommit_in_version_order_past_nine(hudi_table_zip: Callable[[str], Path]) -> None:
+    """A deltacommit whose log rolled over (versions 2 to 10): its logs are read by version as a
+    number (10 last), not by name, where ``.log.10_`` sorts before ``.log.2_``; also by
+    ``snapshot_logs``, which takes them from the slice index as they were slotted."""
+    path = hudi_table_zip(MOR_V9)
+    eu, group = "region=eu", "c06fe141-9f11-46fb-aa70-d7f9d2dcca2f-0"
+    logs = [f".{group}_20260307135833781.log.1_0-24-53", f".{group}_20260307135834808.log.1_0-31-68"]
+    rolled = [logs[1].replace(".log.1_", f".log.{v}_") for v in (2, 10)]
+    for name in rolled:
+        (path / eu / name).write_bytes((path / eu / logs[1]).read_bytes())
+    base = f"{group}_0-3-6_{FIRST_BASE}.parquet"
+    assert _slices(path, (eu, group)) == [(FIRST_BASE, base, [*logs, *rolled])]
+    view = LakeTable.open(path).file_system_view()
+    assert view.snapshot_logs(eu, group) == [f"{eu}/{name}" for name in [*logs, *rolled]]
+
+
 def test_logs_of_a_slice_in_deltacommit_order_and_uncommitted_logs_left_out(
     hudi_table_zip: Callable[[str], Path],
 ) -> None:
@@ -128,6 +158,35 @@ def test_a_log_written_while_a_compaction_is_pending_is_no_missing_slice(tmp_pat
     assert max(slots) == compaction and slots[compaction][0] is None  # the pending slice: logs only
     assert view.missing_slices(after) == []
     assert read_snapshot(table, as_of=after).column("ts").to_pylist() == [3]
+
+
+def test_a_group_whose_logs_all_belong_after_the_instant_does_not_end_the_check(tmp_path: Path) -> None:
+    """A group of logs only, every one completed after a compaction of it was requested: as of an
+    instant before that compaction none of its files is read, and the groups after it are still
+    checked (here one whose base file is gone, as a clean would leave it)."""
+    import datetime as dt
+
+    from write_support import batch
+
+    from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+    from airflow_lake_provider.lake.table.write import write
+    from airflow_lake_provider.lake.timeline.instant import format_instant, instant_to_datetime
+
+    path = tmp_path / "t"
+    table, deltas, _ = log_only_group(path, 8)
+    later = write(table, batch([9]), "upsert").instant  # a new group with a base file
+    compaction = schedule_compaction(table, force=True).instant
+    execute_compaction(table)
+    folder = path / ".hoodie" / "timeline"
+    for i, delta in enumerate(deltas):
+        (done,) = folder.glob(f"{delta}_*.deltacommit")
+        late = format_instant(instant_to_datetime(compaction) + dt.timedelta(seconds=1, milliseconds=i))
+        done.rename(folder / f"{delta}_{late}.deltacommit")
+    (gone,) = path.glob(f"*_{later}.parquet")
+    gone.unlink()
+    view = LakeTable.open(path).file_system_view()
+    assert view.missing_slices(later) == [("", gone.name.split("_")[0], later)]
 
 
 @pytest.mark.parametrize("version", [8, 9])

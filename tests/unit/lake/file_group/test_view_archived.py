@@ -8,6 +8,7 @@ as Hudi's archiver does (``tests/history_support.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import shutil
 from pathlib import Path
@@ -153,6 +154,25 @@ def test_as_of_an_archived_instant_only_commits_from_the_oldest_slice_at_risk_ar
     decoded.clear()
     assert view.missing_slices(rewrites[0]) == []
     assert decoded == [*new, k1, k2, rewrites[0]]
+
+
+def test_a_built_view_narrows_the_groups_at_risk_as_the_listed_one_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Groups built into FileGroups (a view a caller replaced its groups of) rather than read from
+    the slice index: which slices have a base file is read from them, so the same commits are decoded."""
+    table = _table(tmp_path / "t")
+    k0 = [_write(table, "k0", 1, "insert"), _write(table, "k0", 2)]
+    k1, k2 = _write(table, "k1", 1, "insert"), _write(table, "k2", 1, "insert")
+    for key in ("k0", "k1", "k2"):
+        _write(table, key, 3)
+    new = [_write(table, f"k{n}", 1, "insert") for n in (3, 4)]
+    assert archive_oldest(table.base_path, 4) == [*k0, k1, k2]
+    view = table.file_system_view(table.timeline().with_history(k2))
+    built = dataclasses.replace(view, groups=dict(view.groups.items()))
+    decoded = _decoding(monkeypatch)
+    assert built.missing_slices(k2) == []
+    assert decoded == [*new, k0[1], k1, k2]
 
 
 def test_on_a_timeline_without_history_every_commit_up_to_the_instant_is_decoded(

@@ -151,3 +151,14 @@ def test_keys_out_of_order_repeated_or_null_are_still_sorted_and_reduced() -> No
     assert _last_per_key(with_null, sort) is not with_null
     single = _candidates(["a"], [0])
     assert _last_per_key(single, sort).to_pydict() == {"key": ["a"], "seq": [0]}
+
+
+def test_a_slice_without_a_base_file_is_its_log_alone() -> None:
+    """No base (a log-only slice): no base keys either; the winning log rows, or an empty table of
+    the schema when the log holds nothing."""
+    items = [_data(SCHEMA, [("a", 1, "a1"), ("b", 1, "b1")]), _delete(["b"], [None])]
+    options = {"mode": MergeMode.EVENT_TIME_ORDERING, "ordering": "ts", "schema": SCHEMA}
+    out = merge_slice(None, None, items, **options)
+    assert (out.schema, out.to_pylist()) == (SCHEMA, [{"id": "a", "ts": 1, "v": "a1"}])
+    empty = merge_slice(None, None, [], **options)
+    assert (empty.schema, empty.num_rows) == (SCHEMA, 0)

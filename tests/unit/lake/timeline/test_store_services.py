@@ -3,11 +3,13 @@ heartbeats, Hudi's timeline-server markers, and the exact refusals (each changin
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import re
 import threading
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.lake.errors import (
@@ -18,8 +20,11 @@ from airflow_lake_provider.lake.errors import (
 )
 from airflow_lake_provider.lake.format.properties import format_properties, parse_properties
 from airflow_lake_provider.lake.storage import CrashingStorage
+from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import layout
-from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from airflow_lake_provider.lake.timeline.history.reader import History
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, State
 from airflow_lake_provider.lake.timeline.markers import Marker
 from airflow_lake_provider.lake.timeline.store import TimelineStore
 
@@ -357,3 +362,53 @@ def test_starting_an_instant_waits_for_the_instant_lock(store: TimelineStore) ->
     starter.join(30)
     assert outcome == [Instant(T1, State.REQUESTED, Action.COMMIT)]
     assert _files(store) == [f"{T1}.commit.requested"]
+
+
+def test_layout_1_has_no_lsm_history_to_append_to_or_compact(store: TimelineStore) -> None:
+    where = store.storage.uri(".hoodie")
+    for call in (lambda: store.append_history([]), store.compact_history):
+        with pytest.raises(
+            InvalidStateTransitionError, match=_exactly(f"{where}: timeline layout 1 has no LSM history")
+        ):
+            call()
+    assert _files(store) == []
+
+
+def test_the_lsm_history_is_appended_to_and_compacted_where_the_table_properties_put_it(
+    tmp_path: Path,
+) -> None:
+    """``hoodie.timeline.history.path`` names the history's folder inside the timeline's: the
+    store's appends (an instant the history holds is not added again) and its compaction (at 10
+    level-0 files) go there, none to the default ``history``."""
+    path = tmp_path / "t"
+    ticks = iter(range(10**6))
+    start = dt.datetime(2025, 3, 1, tzinfo=dt.timezone.utc)
+    clock = InstantClock(now=lambda: start + dt.timedelta(seconds=next(ticks)))
+    LakeTable.create(
+        path,
+        name="t",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        table_version=8,
+        clock=clock,
+    )
+    properties = path / ".hoodie" / "hoodie.properties"
+    properties.write_text(properties.read_text() + "hoodie.timeline.history.path=lsm\n")
+    table = LakeTable.open(path, clock=clock)
+    for ts in range(11):
+        write(table, pa.table({"id": ["a"], "ts": pa.array([ts], pa.int64())}), "upsert")
+    done = table.timeline().completed_commits
+    appended = [table.store.append_history(done[:2])]
+    appended += [table.store.append_history(done[i - 1 : i + 1]) for i in range(2, 11)]  # one held, one new
+    assert appended == [f"{done[0].timestamp}_{done[1].timestamp}_0.parquet"] + [
+        f"{c.timestamp}_{c.timestamp}_0.parquet" for c in done[2:]
+    ]
+    table.store.compact_history()
+    lsm = path / ".hoodie" / "timeline" / "lsm"
+    assert [p.name for p in lsm.glob("*_1.parquet")] == [
+        f"{done[0].timestamp}_{done[-1].timestamp}_1.parquet"
+    ]
+    assert list((path / ".hoodie" / "timeline" / "history").iterdir()) == []
+    held = History(table.storage, ".hoodie/timeline/lsm").instants(done[0].timestamp, done[-1].timestamp)
+    assert [(i.instant_time, i.action) for i in held] == [(c.timestamp, c.action.value) for c in done]

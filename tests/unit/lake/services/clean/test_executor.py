@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from clean_support import RETAIN_ONE, cow_table, upsert
+from compaction_support import TIMELINE, recorded
 
 from airflow_lake_provider.lake.errors import CommitConflictError
 from airflow_lake_provider.lake.services.clean import executor
@@ -458,20 +459,22 @@ def test_a_partition_the_deleter_does_not_report_counts_as_failed(tmp_path: Path
 
 class _Contended(LocalStorage):
     """A table another process writes to: before each of the first ``collisions`` instant locks, it
-    requests a commit at the millisecond after the timeline's latest (the one a clean asks next)."""
+    requests a commit at the millisecond after the timeline's latest (the one a clean asks next) and,
+    with ``ahead`` ms, one more that much later (a writer whose clock runs ahead of ours)."""
 
-    def __init__(self, root: str | Path, collisions: int) -> None:
+    def __init__(self, root: str | Path, collisions: int, ahead: int = 0) -> None:
         super().__init__(root)
-        self.collisions = collisions
+        self.collisions, self.ahead = collisions, ahead
         self.taken: list[str] = []
 
     def lock(self, rel: str, what: str, wait_seconds: float = 0.0) -> Any:
         if rel.endswith(".lake-instant.lock") and self.collisions:
             self.collisions -= 1
-            latest = max(n[:17] for n in self.list_names(".hoodie") if n[:17].isdigit())
-            t = format_instant(instant_to_datetime(latest) + dt.timedelta(milliseconds=1))
-            self.write(f".hoodie/{t}.commit.requested", b"")
-            self.taken.append(t)
+            latest = instant_to_datetime(max(n[:17] for n in self.list_names(".hoodie") if n[:17].isdigit()))
+            for ms in (1, self.ahead) if self.ahead else (1,):
+                t = format_instant(latest + dt.timedelta(milliseconds=ms))
+                self.write(f".hoodie/{t}.commit.requested", b"")
+                self.taken.append(t)
         return super().lock(rel, what, wait_seconds)
 
 
@@ -497,6 +500,40 @@ def test_a_clean_takes_up_to_five_instant_times_when_writers_take_them_first(
     assert len(storage.taken) == 4
     after = format_instant(instant_to_datetime(storage.taken[-1]) + dt.timedelta(milliseconds=1))
     assert (scheduled.outcome, scheduled.instant) == (Outcome.SCHEDULED, after)
+
+
+def test_a_clean_retries_after_the_latest_instant_not_only_after_the_time_it_tried(tmp_path: Path) -> None:
+    """The writer that took the clean's millisecond also requested a commit 9 ms later: the retry
+    takes the millisecond after that one, the timeline's latest (not the one after its own try)."""
+    created = cow_table(tmp_path)
+    for ts in range(3):
+        upsert(created, ts)
+    frozen = InstantClock(now=lambda: dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))  # behind them all
+    storage = _Contended(created.base_path, 1, ahead=9)
+    table = LakeTable(storage, created.config, frozen)
+    scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
+    first, ahead = storage.taken
+    assert instant_to_datetime(ahead) - instant_to_datetime(first) == dt.timedelta(milliseconds=8)
+    after = format_instant(instant_to_datetime(ahead) + dt.timedelta(milliseconds=1))
+    assert (scheduled.outcome, scheduled.instant) == (Outcome.SCHEDULED, after)
+
+
+def test_a_scheduled_clean_plans_on_the_timeline_it_read_under_its_lock(tmp_path: Path) -> None:
+    """One listing of the timeline under the clean lock serves its checks and the plan (S3 lists
+    cost); before the lock, one for the pending writes holding cleans back; after, the instant
+    lock's check that the clean's time is free."""
+    created = cow_table(tmp_path)
+    for ts in range(3):
+        upsert(created, ts)
+    table, storage = recorded(created)
+    assert run_clean(table, RETAIN_ONE, mode="schedule").outcome is Outcome.SCHEDULED
+    assert storage.events == [
+        TIMELINE,
+        ("lock", ".lake-clean.lock"),
+        TIMELINE,
+        ("lock", ".lake-instant.lock"),
+        TIMELINE,
+    ]
 
 
 def test_a_dry_run_logs_the_scan_at_debug_level_only_without_log_scan(

@@ -36,6 +36,7 @@ from airflow_lake_provider.lake.services.compaction.executor import (
     EXECUTE_LOCK,
     CompactionError,
     execute_compaction,
+    run_compaction,
 )
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.compaction.scheduler import plan_instant, schedule_compaction
@@ -336,3 +337,15 @@ def test_a_metadata_table_refuses_execution_by_name_unless_dropped_or_dry(
     done = execute_compaction(table, options={"hoodie.metadata.enable": "false"})
     assert (done.outcome, done.instant) == (Outcome.COMPLETED, c)
     assert not detect(LakeTable.open(created.base_path)).present
+
+
+def test_run_compaction_takes_a_compaction_config_too(tmp_path: Path) -> None:
+    """A CompactionConfig (no metadata-table options in it) schedules and executes as its options do:
+    the execution gets no options, not the config."""
+    table = mor(tmp_path)
+    scheduled, done = run_compaction(table, CompactionConfig.from_options(DUE))
+    assert (scheduled.outcome, done.outcome, done.instant) == (
+        Outcome.SCHEDULED,
+        Outcome.COMPLETED,
+        scheduled.instant,
+    )

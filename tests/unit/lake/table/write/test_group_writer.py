@@ -98,6 +98,23 @@ def test_a_failed_rollback_of_the_write_is_logged_and_noted_and_the_write_error_
     ] == [(T1, "inflight")]
 
 
+def test_a_failed_write_its_discard_cannot_undo_is_rolled_back_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When the discard declines (a log the write appended to holds committed blocks, as Spark's
+    writers append), the instant is rolled back instead: a rollback instant, the files gone."""
+    table = _table(tmp_path / "t")
+    monkeypatch.setattr(writer, "discard_failed_write", lambda _table, _instant: False)
+    with pytest.raises(RuntimeError, match="disk gone at file") as caught:
+        write(table, _batch([1]), "insert", fault=_fail_at("file"))
+    assert caught.value.__notes__ == [f"the write's instant {T1} of {table.uri} was rolled back"]
+    instants = LakeTable.open(tmp_path / "t").timeline().instants
+    assert [(i.timestamp, i.action.value, i.state.name.lower()) for i in instants] == [
+        (T2, "rollback", "completed")
+    ]
+    assert list((tmp_path / "t").glob("*.parquet")) == []
+
+
 def test_a_write_whose_instant_was_never_created_drops_its_heartbeat(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

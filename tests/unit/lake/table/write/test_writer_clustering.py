@@ -127,3 +127,38 @@ def test_a_new_key_goes_to_a_new_group_and_after_rolling_back_the_clustering_the
     assert not table.timeline().filter(
         [Action.REPLACECOMMIT, Action.CLUSTERING], [State.REQUESTED, State.INFLIGHT]
     )
+
+
+def test_only_the_groups_a_pending_clustering_plans_refuse_and_every_one_reached_is_named(
+    tmp_path: Path,
+) -> None:
+    """A group the clustering does not plan (made after it, in the same partition) takes updates;
+    a batch reaching two planned groups names both, sorted."""
+    table, clustering, groups = _crashed_merge(tmp_path / "t", "cow", 6)
+    write(table, _batch(["new"], 2, 5), "upsert")  # a new group of its own
+    assert write(table, _batch(["new"], 3, 6), "upsert").updated == 1
+    named = ", ".join(sorted(f"x/{groups[k]}" for k in ("k0a", "k2a")))
+    with pytest.raises(
+        PendingClusteringError, match=f"reaches file group\\(s\\) {re.escape(named)} that the pending"
+    ):
+        write(table, _batch(["k0a", "k2a"], 3, 6), "upsert")
+    assert clustering in str(table.timeline().pending)
+
+
+def test_a_group_of_a_non_partitioned_table_is_named_by_its_file_id_alone(tmp_path: Path) -> None:
+    table = LakeTable.create(
+        tmp_path / "t", name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    for i in range(3):
+        write(table, pa.table({"id": [f"k{i}"], "ts": pa.array([1], pa.int64())}), "insert")
+
+    def crash(point: str) -> None:
+        if point == "commit":
+            raise KeyboardInterrupt(point)
+
+    with pytest.raises(KeyboardInterrupt):
+        merge_small_files(table, "", 10**9, fault=crash)
+    rows = read_snapshot(table).select(["_hoodie_record_key", "_hoodie_file_name"]).to_pylist()
+    (group,) = [r["_hoodie_file_name"].split("_")[0] for r in rows if r["_hoodie_record_key"] == "k0"]
+    with pytest.raises(PendingClusteringError, match=f"reaches file group\\(s\\) {group} that the pending"):
+        write(table, pa.table({"id": ["k0"], "ts": pa.array([2], pa.int64())}), "upsert")

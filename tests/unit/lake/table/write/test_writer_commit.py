@@ -16,13 +16,14 @@ from compaction_support import crash_at
 from airflow_lake_provider.lake.errors import RollbackError, SchemaError, TableConfigError
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table import progress
 from airflow_lake_provider.lake.table.rollback import executor as rollback_executor
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import EVENT_TIME_FIELD, Operation, write, writer
 from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, format_instant
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
-T1, T2 = (format_instant(FROZEN + dt.timedelta(milliseconds=i)) for i in range(2))
+T1, T2, T3 = (format_instant(FROZEN + dt.timedelta(milliseconds=i)) for i in range(3))
 
 
 def _table(path: Path, partition_fields: tuple[str, ...] = ()) -> LakeTable:
@@ -106,6 +107,28 @@ def test_a_write_logs_what_it_committed(tmp_path: Path, caplog: pytest.LogCaptur
     write(table, _batch([2, 3]), "upsert")
     assert [r.getMessage() for r in caplog.records if r.name == writer.log.name] == [
         f"committed commit upsert at {T2}: 1 inserted, 1 updated, 0 deleted in 2 files"
+    ]
+
+
+def test_a_write_logs_its_progress_in_file_groups_files_and_rows(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The start line (rows, file groups) and the last unit's line (files, and every row the groups
+    wrote: inserted, updated and deleted alike); lines between come only every 2 s."""
+    table = _table(tmp_path / "t")
+    write(table, _batch([1, 2]), "insert")
+    caplog.set_level(logging.INFO, logger=progress.log.name)
+    lines: list[str] = []
+    for ids, operation in (([2, 3, 4], "upsert"), ([1, 3], "delete")):  # 1 updated and 2 inserted; 2 deleted
+        caplog.clear()
+        write(table, _batch(ids), operation)
+        logged = [r.getMessage().rsplit(", ", 1)[0] for r in caplog.records if r.name == progress.log.name]
+        lines += [logged[0], logged[-1]]
+    assert lines == [
+        f"write {T2} of {table.uri}: 3 rows in 2 file groups",  # the inserts in a new group
+        f"write {T2} of {table.uri}: 2/2 file groups, 2 files, 3 rows",
+        f"write {T3} of {table.uri}: 2 rows in 2 file groups",
+        f"write {T3} of {table.uri}: 2/2 file groups, 2 files, 2 rows",
     ]
 
 

@@ -242,7 +242,7 @@ def _write_locked(
             fault("inflight")
 
             context = WriteContext(instant, timeline, full_schema, avro, operation, bloom)
-            job = _WriteJob(table, context, max_rows_per_file, fault)
+            job = _WriteJob(table, context, max_rows_per_file, fault, keep_log_rows=mdt is not None)
             stats = job.run(rows, runner)
             metadata = CommitMetadata(
                 operation_type=operation.name,
@@ -370,14 +370,22 @@ class _WriteJob:
     """The data-file part of one write: the key lookup here, then each file group through ``runner``."""
 
     def __init__(
-        self, table: LakeTable, context: WriteContext, max_rows_per_file: int, fault: FaultHook
+        self,
+        table: LakeTable,
+        context: WriteContext,
+        max_rows_per_file: int,
+        fault: FaultHook,
+        keep_log_rows: bool = False,
     ) -> None:
         self.table, self.context = table, context
         self.max_rows = max(1, max_rows_per_file)
         self.fault = fault
         self.inserted = self.updated = self.deleted = 0
         self.files: list[str] = []
-        self.log_rows: dict[str, BlockRows] = {}  # log file (table-relative) -> the rows it holds
+        # log file (table-relative) -> the rows it holds, for the MDT's column stats: kept only when
+        # an MDT is kept (else every group's rows would stay in memory until the commit).
+        self.keep_log_rows = keep_log_rows
+        self.log_rows: dict[str, BlockRows] = {}
         self.lookup_stats = LookupStats()
 
     def run(self, rows: pa.Table, runner: GroupRunner | None) -> dict[str, tuple[WriteStat, ...]]:
@@ -411,7 +419,7 @@ class _WriteJob:
             self.updated += result.updated
             self.deleted += result.deleted
             self.files.extend(result.files)
-            if result.log_rows is not None:
+            if self.keep_log_rows and result.log_rows is not None:
                 self.log_rows[result.files[0]] = result.log_rows
             if result.stat is not None:
                 stats.setdefault(result.stat.partition_path, []).append(result.stat)

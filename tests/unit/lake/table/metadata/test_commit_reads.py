@@ -115,3 +115,30 @@ def test_a_maintained_write_does_not_read_back_the_log_files_it_wrote(
     logs = [f for f in result.files if ".log." in f]
     assert len(logs) == 1 and len(result.files) == 2
     assert [reads[f] for f in logs] == [0]
+
+
+@pytest.mark.parametrize("meta", [True, False])
+def test_a_write_keeps_its_log_rows_only_for_a_kept_mdt(
+    hudi_table_zip, monkeypatch: pytest.MonkeyPatch, meta: bool
+) -> None:
+    """The rows of the logs a write appends are held until its commit only for the MDT's column
+    stats: without an MDT they are not kept (a large upsert would hold all its rows at once)."""
+    from airflow_lake_provider.lake.table.write import writer as writer_module
+
+    name = "mor_avro_v9_txns_simple_meta" if meta else "mor_avro_v9_txns_simple_nometa"
+    path = hudi_table_zip(name)
+    if meta:
+        path = keep_files_partition_only(path, ("column_stats", "partition_stats"))
+    jobs: list[writer_module._WriteJob] = []
+    real = writer_module._WriteJob
+
+    class Recorded(real):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+            jobs.append(self)
+
+    monkeypatch.setattr(writer_module, "_WriteJob", Recorded)
+    result = write(LakeTable.open(path), _upsert_batch(path), "upsert", options=MAINTAIN)
+    logs = [f for f in result.files if ".log." in f]
+    assert len(logs) == 1 and len(jobs) == 1
+    assert sorted(jobs[0].log_rows) == (logs if meta else [])

@@ -201,7 +201,7 @@ def test_a_connection_asking_to_maintain_keeps_a_v6_metadata_table(
         Exception, match=r"table version 6 \(only with lake.metadata-table.maintain=true"
     ) as raised:
         LakeHook().write(str(path), str(source), "upsert")
-    from airflow.exceptions import AirflowFailException
+    from airflow.sdk.exceptions import AirflowFailException
 
     assert isinstance(raised.value, AirflowFailException)  # a config error: not retried
     assert tree_digest(path) == before

@@ -28,7 +28,6 @@ from airflow_lake_provider.lake.table.metadata.clean import MAX_RETAINED, clean_
 from airflow_lake_provider.lake.table.metadata.compaction import compact_metadata_table
 from airflow_lake_provider.lake.table.metadata.policy import (
     MetadataTablePolicy,
-    detect,
     kept_metadata_table,
     lists_files_partition,
 )
@@ -64,8 +63,9 @@ def run_metadata_table_services(
     if MetadataTablePolicy.from_options(*layers) is not MetadataTablePolicy.MAINTAIN:
         return None
     # A kept MDT always lists `files` in hoodie.properties (the guard refuses one that does not): a
-    # table without one is not asked for the folder again (on S3, a request per committed action).
-    if not lists_files_partition(table) or not detect(table).present:
+    # table without one is not asked for the folder again (on S3, a request per committed action);
+    # a listed one is looked for once, by kept_metadata_table under the locks.
+    if not lists_files_partition(table):
         return None
     max_delta_commits = METADATA_COMPACT_DELTA_COMMITS.read(*layers)
     with contextlib.ExitStack() as stack:

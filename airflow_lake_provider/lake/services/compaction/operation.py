@@ -6,6 +6,7 @@ the write stats (``executor.commit_compaction``).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import time
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 
 FaultHook = Callable[[str], None]
 FILE_NAME_COLUMN = "_hoodie_file_name"
+# Base files up to this size are read in the merging thread, their keys with their rows (``parts``).
+READ_AHEAD_MIN_BYTES = 4 << 20
 
 
 def _no_fault(_point: str) -> None:
@@ -228,36 +231,35 @@ class _SliceMerge:
         # One base row group at a time, merged in place (updated rows where their base rows were,
         # as Hudi's merge handle writes them), then the inserted keys: the rows of a part are keys
         # of the old base file, whose bloom filter the new file's starts from.
-        # The base file's keys matched against the log's at once (the key column alone): per row
-        # group the log's keys would be hashed again each time.
-        reader, merge = self.reader, self.merge
-        all_keys = reader.base_key_column(self.slice_) if merge is not None else None
+        reader, merge, base_file = self.reader, self.merge, self.slice_.base_file
+        # A large base file's keys are matched against the log's at once (the key column alone: per
+        # row group the log's keys would be hashed again each time), and its next row groups decode
+        # on a thread (two ahead) while this one is merged and the one before it encoded. A small
+        # one (a row group or so) gains from neither: the second read of its keys and the thread
+        # cost a plan of 200 2,000-row groups a quarter of its CPU (benchmarks/compaction_checks.py).
+        large = base_file is not None and base_file.size > READ_AHEAD_MIN_BYTES
+        all_keys = reader.base_key_column(self.slice_) if merge is not None and large else None
         match_all = merge.match(all_keys) if merge is not None and all_keys is not None else None
         hit_all = self.hits(all_keys, match_all) if merge is not None and all_keys is not None else None
         offset = 0
-        # The next row groups decode on a thread (two ahead) while this one is merged and the one
-        # before it encoded: the footer (for ``previous``) is read before the first part arrives.
         # The file name column is not decoded: every row gets the new one (``named``). Its one
         # value, dictionary encoded, became 65,536 strings a row group: 0.1 s of 1M rows' CPU.
+        # The footer (for ``previous``) is read before the first part arrives.
         base = functools.partial(
             reader.base_parts, self.slice_, self.footer, keys=all_keys, skip=(FILE_NAME_COLUMN,)
         )
-        with read_ahead(base) as parts:
+        with read_ahead(base) if large else contextlib.nullcontext(base()) as parts:
             for part in parts:
                 keys = reader.keys_of(part)
                 self.base += len(keys)
                 if merge is None:
                     out = part
                 else:
-                    match = match_all.slice(offset, len(keys)) if match_all is not None else None
+                    match = match_all.slice(offset, len(keys)) if match_all is not None else merge.match(keys)
                     out, written = merge.replacing_rows(part, keys, match)
-                    if hit_all is not None:
-                        hit = pc.and_(hit_all.slice(offset, len(keys)), written)
-                        self.updated += pc.sum(hit).as_py() or 0
-                    elif all_keys is None and out.num_rows:
-                        hit = self.hits(reader.keys_of(out), None)
-                        if hit is not None:
-                            self.updated += pc.sum(hit).as_py() or 0
+                    hit = hit_all.slice(offset, len(keys)) if hit_all is not None else self.hits(keys, match)
+                    if hit is not None:
+                        self.updated += pc.sum(pc.and_(hit, written)).as_py() or 0
                 offset += len(keys)
                 self.kept += out.num_rows
                 yield self.named(out), True

@@ -308,8 +308,7 @@ def test_a_run_reads_the_timeline_once_under_its_lock_before_its_first_step(tmp_
         TIMELINE,
         ("read", base),  # its footer checked
         TIMELINE,  # the inflight transition
-        ("read", base),  # its key column, then its row groups
-        ("read", base),
+        ("read", base),  # its rows (a small file: its keys with them)
         TIMELINE,
         TIMELINE,
     ]

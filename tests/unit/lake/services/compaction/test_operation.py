@@ -36,6 +36,16 @@ AT = "20250301010000000"  # the compaction instant the operations are run for
 KEYS = ["k0", "k1", "k2", "k3", "k4", "k5"]
 
 
+@pytest.fixture(autouse=True, params=["small", "large"])
+def base_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs twice: its base file read as a small one (in the merging thread, its keys
+    with its rows) and as a large one (its key column first, alone, then its row groups on a
+    read-ahead thread)."""
+    if request.param == "large":
+        monkeypatch.setattr(operation, "READ_AHEAD_MIN_BYTES", 0)
+    return str(request.param)
+
+
 def _base_of(table: LakeTable, partition: str) -> Path:
     (base,) = (table.base_path / partition).glob("*.parquet")
     return base
@@ -164,18 +174,24 @@ def test_the_output_schema_is_the_given_timelines(tmp_path: Path) -> None:
     ]
 
 
-@pytest.mark.parametrize(("logs", "opens"), [(True, 2), (False, 1)], ids=["with-logs", "base-only"])
-def test_the_base_file_is_opened_once_more_only_when_logs_are_merged(
-    tmp_path: Path, logs: bool, opens: int
+@pytest.mark.parametrize("logs", [True, False], ids=["with-logs", "base-only"])
+def test_a_large_base_file_is_opened_once_more_when_logs_are_merged_and_read_ahead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, logs: bool, base_size: str
 ) -> None:
-    """With log records the base file's key column is read first, alone (matched against the log's
-    keys at once), then its row groups; with none to merge, only its row groups are read."""
+    """A large base file with log records to merge: its key column is read first, alone (matched
+    against the log's keys at once), then its row groups, on a read-ahead thread. A small one, or one
+    with nothing to merge, is opened once; a small one is read without a thread."""
     table = mor(tmp_path)
     (op,) = schedule_compaction(table, DUE).plan.operations
     op = op if logs else CompactionOperation(op.partition, op.file_id, op.base_instant, op.data_file_name, ())
     counted, storage = recorded(table)
+    threads: list[object] = []
+    real = operation.read_ahead
+    monkeypatch.setattr(operation, "read_ahead", lambda parts: threads.append(parts) or real(parts))
     stat = _run(counted, op)
-    assert storage.events.count(("read", f"x/{op.data_file_name}")) == opens
+    large = base_size == "large"
+    assert storage.events.count(("read", f"x/{op.data_file_name}")) == (2 if logs and large else 1)
+    assert len(threads) == (1 if large else 0)
     assert stat.num_update_writes == (1 if logs else 0)
 
 

@@ -20,9 +20,10 @@ Why event time, from the sources (read for facts; session 10):
   (``HoodieReaderContext.initRecordMerger`` -> ``HoodieTableConfig.inferCorrectMergingBehavior``), and
   an absent class is ``DefaultHoodieRecordPayload`` (``HoodieTableConfig.getPayloadClass`` ->
   ``HoodieRecordPayload.getPayloadClassName``, falling back to ``DEFAULT_PAYLOAD_CLASS_NAME``):
-  EVENT_TIME_ORDERING. Its 6 -> 8 upgrade (apache/hudi#13046, 1.0.2) makes a table with a precombine
-  field EVENT_TIME_ORDERING whether its payload is absent, ``DefaultHoodieRecordPayload`` or even
-  ``OverwriteWithLatestAvroPayload``.
+  EVENT_TIME_ORDERING. Its 6 -> 8 upgrade (``SevenToEightUpgradeHandler.upgradeMergeMode``, reworked
+  by apache/hudi#13046 for 1.0.2) writes EVENT_TIME_ORDERING into such a copy-on-write table (the same
+  ``getPayloadClass``), COMMIT_TIME_ORDERING into one naming ``OverwriteWithLatestAvroPayload``, and
+  EVENT_TIME_ORDERING into a merge-on-read table with a precombine field whatever its payload class.
 - hudi-rs 0.5.0 (the tests' referee) orders such a table by event time too (these tests), and by
   commit time when ``OverwriteWithLatestAvroPayload`` is named.
 """

@@ -122,7 +122,12 @@ class TableConfig:
 
     @property
     def merge_mode(self) -> MergeMode:
-        """Event-time ordering needs an ordering field and no commit-time payload or mode."""
+        """Event-time ordering needs an ordering field and no commit-time payload or mode.
+
+        No payload class (every copy-on-write table Hudi 0.14/0.15 create: they record it only on
+        merge-on-read tables) counts as ``DefaultHoodieRecordPayload``, as Hudi 1.x's table config
+        and hudi-rs take it, although those releases' writers default to the commit-time
+        ``OverwriteWithLatestAvroPayload`` (tests/unit/lake/table/test_merge_mode_v6.py)."""
         if self.merge_mode_setting:
             return MergeMode(self.merge_mode_setting.upper())
         if not self.precombine_field or self.payload_class == OVERWRITE_PAYLOAD:

@@ -117,7 +117,8 @@ class WriteConfigError(ConfigError, TableConfigError):
 
 
 class MetadataTableConfigError(ConfigError, TableConfigError):
-    """``hoodie.metadata.enable`` holds a value other than true or false."""
+    """A metadata-table option holds a value other than true or false, or ``hoodie.metadata.enable=false``
+    (drop) comes with ``lake.metadata-table.maintain=true`` (keep)."""
 
 
 class HeartbeatError(RollbackError):

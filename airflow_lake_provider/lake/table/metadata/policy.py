@@ -36,7 +36,7 @@ from airflow_lake_provider.lake.config.registry import (
     METADATA_ENABLE,
     METADATA_MAINTAIN,
 )
-from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.errors import MetadataTableConfigError, TableConfigError
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import HOODIE_DIR
@@ -86,11 +86,20 @@ class MetadataTablePolicy(str, Enum):
     @classmethod
     def from_options(cls, *layers: Mapping[str, object]) -> MetadataTablePolicy:
         """From ``hoodie.metadata.enable`` (later layers win; Hudi's default, true, keeps the MDT),
-        then ``lake.metadata-table.maintain`` (unset: maintain, as true; false: refuse)."""
+        then ``lake.metadata-table.maintain`` (unset: maintain, as true; false: refuse).
+
+        :raises MetadataTableConfigError: if the first says drop and the second is given as true:
+            the drop deletes what the other asks to keep, so neither is guessed.
+        """
         enabled = METADATA_ENABLE.read(*layers)
         maintain = METADATA_MAINTAIN.read(*layers)  # parsed either way: a bad value always fails
         METADATA_COMPACT_DELTA_COMMITS.read(*layers)  # (read by the MDT's services after the action)
         if not enabled:
+            if maintain and maintain_asked(*layers):
+                raise MetadataTableConfigError(
+                    f"{METADATA_ENABLE.key}=false drops the metadata table, {METADATA_MAINTAIN.key}=true "
+                    "keeps it up to date: give one of them, not both"
+                )
             return cls.DROP
         return cls.MAINTAIN if maintain else cls.REFUSE
 

@@ -234,6 +234,43 @@ def test_policy_is_decided_by_hoodie_metadata_enable_then_maintain() -> None:
         MetadataTablePolicy.from_options({"hoodie.metadata.enable": "off"})
 
 
+CONTRADICTION = (
+    "hoodie.metadata.enable=false drops the metadata table, lake.metadata-table.maintain=true keeps it up "
+    "to date: give one of them, not both"
+)
+
+
+def test_a_drop_with_maintain_given_true_is_refused_in_any_layers() -> None:
+    """The drop deletes what maintain=true asks to keep: neither wins silently, wherever each is set
+    (a connection's extra, the operator's options). maintain=false, or unset, with the drop drops."""
+    drop, keep = {"hoodie.metadata.enable": "false"}, {"lake.metadata-table.maintain": "true"}
+    for layers in ([{**drop, **keep}], [keep, drop], [drop, keep], [{}, keep, {}, drop]):
+        with pytest.raises(TableConfigError) as raised:
+            MetadataTablePolicy.from_options(*layers)
+        assert str(raised.value) == CONTRADICTION
+    assert MetadataTablePolicy.from_options(drop, {"lake.metadata-table.maintain": "false"}) is (
+        MetadataTablePolicy.DROP
+    )
+    assert MetadataTablePolicy.from_options(keep, {"hoodie.metadata.enable": "true"}) is (
+        MetadataTablePolicy.MAINTAIN
+    )
+
+
+def test_cli_write_asked_to_drop_and_maintain_refuses_with_one_line_and_changes_nothing(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path
+) -> None:
+    path = _mdt_table(hudi_table_zip, MOR)
+    existing = read_snapshot(LakeTable.open(path))
+    one = existing.filter(pa.compute.equal(existing.column("id"), 1))
+    data = str(tmp_path / "in.parquet")
+    pq.write_table(one.drop_columns([c for c in one.column_names if c.startswith("_hoodie_")]), data)
+    before = tree_digest(path)
+    both = ["--option", "hoodie.metadata.enable=false", "--option", "lake.metadata-table.maintain=true"]
+    (result,) = lake_all(["write", str(path), "--input", data, "--operation", "upsert", *both])
+    assert (result.returncode, result.stderr) == (1, f"lake: error: {CONTRADICTION}\n")
+    assert tree_digest(path) == before
+
+
 # -- the drop ---------------------------------------------------------------------------------------
 def _expected_props(original: dict[str, str]) -> dict[str, str]:
     want = {

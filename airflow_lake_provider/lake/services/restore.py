@@ -31,6 +31,7 @@ from airflow_lake_provider.lake.table.metadata.policy import (
     drops_metadata_table,
     guard_mutation,
     kept_metadata_table,
+    ways_out,
 )
 from airflow_lake_provider.lake.table.metadata.services import services_after_commit
 from airflow_lake_provider.lake.table.rollback.executor import (
@@ -207,7 +208,7 @@ def _check_metadata_table(table: LakeTable, savepoint: str) -> None:
             raise RollbackError(
                 f"restore of {table.uri} to savepoint {savepoint} refused under "
                 f"lake.metadata-table.maintain: it rolls back {instant.action.value} {target}, and {why}. "
-                "Nothing was changed"
+                f"Nothing was changed. {ways_out(table)}"
             )
 
 

@@ -173,7 +173,8 @@ class MetadataTableDrop:
         }
 
 
-def _ways_out(table: LakeTable) -> str:
+def ways_out(table: LakeTable) -> str:
+    """What a user refused for the MDT's sake can do instead: drop it as Hudi does."""
     return (
         f"To drop the metadata table as Hudi does, run with option {ENABLE_KEY}=false (--option, operator "
         f"options or the lake connection's extra) or run 'lake metadata-table {table.uri} --drop'; "
@@ -192,7 +193,7 @@ def refusal(table: LakeTable, state: MetadataTableState, action: str, why: str |
     return TableConfigError(
         f"{action} refused: {table.uri} has Hudi's metadata table ({state.describe()}), which this "
         f"engine does not update under {MAINTAIN_KEY}=false; the action would leave it stale for Hudi's "
-        f"Java/Flink writers and services. Nothing was changed. {default}{_ways_out(table)}"
+        f"Java/Flink writers and services. Nothing was changed. {default}{ways_out(table)}"
     )
 
 
@@ -247,7 +248,7 @@ def maintain_refusal(
     return TableConfigError(
         f"{action} refused: {table.uri} has Hudi's metadata table ({state.describe()}), {policy}: "
         f"{why}; the action would leave it stale for Hudi's Java/Flink writers and services. Nothing "
-        f"was changed. {_ways_out(table)}"
+        f"was changed. {ways_out(table)}"
     )
 
 

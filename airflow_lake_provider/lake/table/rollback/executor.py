@@ -36,6 +36,7 @@ from airflow_lake_provider.lake.table.metadata.policy import (
     drops_metadata_table,
     guard_mutation,
     kept_metadata_table,
+    ways_out,
 )
 from airflow_lake_provider.lake.table.metadata.services import services_after_commit
 from airflow_lake_provider.lake.table.rollback.fallback import check_fallback
@@ -228,7 +229,7 @@ def _check_metadata_table(table: LakeTable, target: Instant) -> None:
     if why is not None:
         raise RollbackError(
             f"rollback of {target.action.value} {target.timestamp} of {table.uri} refused under "
-            f"lake.metadata-table.maintain: {why}. Nothing was changed"
+            f"lake.metadata-table.maintain: {why}. Nothing was changed. {ways_out(table)}"
         )
 
 

@@ -47,6 +47,15 @@ from tests.unit.lake.table.metadata.test_commit import (
 OPT = ["--option", "lake.metadata-table.maintain=true"]
 
 
+def _way_out(path: Path) -> str:
+    return (
+        "To drop the metadata table as Hudi does, run with option hoodie.metadata.enable=false (--option, "
+        f"operator options or the lake connection's extra) or run 'lake metadata-table {path} --drop'; "
+        "Spark/Flink writers of this table must run with hoodie.metadata.enable=false too, or their next "
+        "commit rebuilds the metadata table from a full listing"
+    )
+
+
 def _prepared(path: Path, name: str) -> tuple[str, list[list[str]], list[str]]:
     """Savepoint the latest completed write, then two maintained writes: the savepoint, the rows
     after each step (savepoint, first write, second write) and the two writes' instants."""
@@ -110,7 +119,7 @@ def test_a_restore_rolling_back_an_instant_an_mdt_compaction_folded_in_or_with_a
         f"lake: error: restore of {path} to savepoint {point} refused under lake.metadata-table.maintain: "
         f"it rolls back deltacommit {folded}, and the metadata table's commit 20260101054337083 came "
         "after it, and undoing it there needs a metadata-table rollback instant, which this engine "
-        "does not write. Nothing was changed"
+        f"does not write. Nothing was changed. {_way_out(path)}"
     )
     assert tree_digest(path) == before
     with pytest.raises(RollbackError, match="refused under lake.metadata-table.maintain"):
@@ -128,6 +137,11 @@ def test_a_restore_rolling_back_an_instant_an_mdt_compaction_folded_in_or_with_a
         "lake.metadata-table.maintain=true cannot keep it for this action: partitions [record_index, " in err
     )
     assert tree_digest(path) == before
+    # The way out the refusals name: the restore drops the metadata table (its record index too), then
+    # restores.
+    assert main(["restore", str(path), "--savepoint", point, "--option", "hoodie.metadata.enable=false"]) == 0
+    assert not (path / ".hoodie" / "metadata").exists()
+    assert LakeTable.open(path).timeline().last_completed_commit.timestamp == point  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("name", ["cow_v9_txns_simple_meta", "mor_avro_v9_txns_simple_meta"])
@@ -243,7 +257,7 @@ def test_an_mdt_partition_initialised_after_an_instant_the_restore_rolls_back_is
     why = (
         f"the metadata table's partition initialisation {init} completed after it (its files hold the "
         "instant's records), and undoing it there needs a metadata-table rollback instant, which this "
-        "engine does not write. Nothing was changed"
+        f"engine does not write. Nothing was changed. {_way_out(path)}"
     )
     assert capsys.readouterr().err.strip() == (
         f"lake: error: restore of {path} to savepoint {point} refused under lake.metadata-table.maintain: "

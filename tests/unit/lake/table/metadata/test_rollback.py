@@ -79,7 +79,11 @@ def test_rollback_of_an_instant_an_mdt_compaction_folded_in_is_refused(hudi_tabl
     assert err.strip() == (
         f"lake: error: rollback of deltacommit {t} of {path} refused under lake.metadata-table.maintain: "
         "the metadata table's commit 20260101054337083 came after it, and undoing it there needs a "
-        "metadata-table rollback instant, which this engine does not write. Nothing was changed"
+        "metadata-table rollback instant, which this engine does not write. Nothing was changed. To drop "
+        "the metadata table as Hudi does, run with option hoodie.metadata.enable=false (--option, operator "
+        f"options or the lake connection's extra) or run 'lake metadata-table {path} --drop'; Spark/Flink "
+        "writers of this table must run with hoodie.metadata.enable=false too, or their next commit "
+        "rebuilds the metadata table from a full listing"
     )
     assert tree_digest(path) == before
 

@@ -25,6 +25,12 @@ from airflow_lake_provider.lake.format.hash_id import column_stats_key, file_id,
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.data_block import BlockRows
 from airflow_lake_provider.lake.storage import Storage
+from airflow_lake_provider.lake.table.metadata.columns import (
+    META_COLUMNS,
+    column_stats_definition,
+    index_version,
+    indexed_columns,
+)
 from airflow_lake_provider.lake.table.metadata.files import MDT_DIR, read_partition_records
 from airflow_lake_provider.lake.table.metadata.records import (
     FilesChange,
@@ -34,12 +40,8 @@ from airflow_lake_provider.lake.table.metadata.records import (
 )
 from airflow_lake_provider.lake.table.metadata.stats import (
     COLUMN_STATS,
-    META_COLUMNS,
     PARTITION_STATS,
     ValueType,
-    column_stats_definition,
-    index_version,
-    indexed_columns,
     log_column_stats,
     parquet_column_stats,
     partition_stats,

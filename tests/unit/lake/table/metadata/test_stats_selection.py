@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from mdt_tables import keep_files_partition_only
+from mdt_tables import MDT_TABLES, keep_files_partition_only
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import SchemaError
@@ -26,9 +26,14 @@ from airflow_lake_provider.lake.log_file.data_block import encode_avro_data_bloc
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.storage import open_storage
+from airflow_lake_provider.lake.table.metadata.columns import (
+    avro_indexable,
+    column_stats_definition,
+    columns_to_index,
+    indexed_columns,
+)
 from airflow_lake_provider.lake.table.metadata.files import list_table_files, read_partition_records
 from airflow_lake_provider.lake.table.metadata.stats import (
-    columns_to_index,
     log_column_stats,
     parquet_column_stats,
     rows_column_stats,
@@ -38,6 +43,7 @@ from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
 from airflow_lake_provider.lake.timeline.avro import read_commit_metadata, write_avro_for
 from tests.unit.lake.table.metadata.test_commit import assert_index_consistent
+from tests.unit.lake.table.metadata.test_stats import _by_file, _file_stats
 
 META = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
 DATA = [f"c{i}" for i in range(36)]
@@ -295,3 +301,65 @@ def test_a_mor_upsert_and_insert_with_a_struct_column_keep_hudis_columns(
     capsys.readouterr()
     assert main(["metadata-table", str(path), "--check"]) == 0
     assert json.loads(capsys.readouterr().out)["consistent"] is True
+
+
+def test_which_avro_types_hudi_indexes() -> None:
+    """``isColumnTypeSupported`` (Avro records): a decimal is indexed while its integer digits
+    (precision - scale) and its scale stay within 15 each."""
+
+    def decimal_of(precision: int, scale: int) -> dict:
+        return {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+
+    point = {"type": "record", "name": "point", "fields": [{"name": "x", "type": "int"}]}
+    cases = {
+        "int": True,
+        "bytes": True,
+        "string": True,
+        json.dumps(["null", {"type": "fixed", "name": "f", "size": 4}]): True,
+        json.dumps(["null", {"type": "long", "logicalType": "timestamp-micros"}]): True,
+        json.dumps(["null", point]): False,
+        json.dumps("point"): False,  # a named type defined earlier in the schema
+        json.dumps(["null", {"type": "array", "items": "int"}]): False,
+        json.dumps({"type": "map", "values": "int"}): False,
+        json.dumps({"type": "enum", "name": "e", "symbols": ["A"]}): False,
+        json.dumps(["int", "string"]): False,  # Hudi resolves only a nullable union
+        json.dumps(decimal_of(30, 15)): True,
+        json.dumps(decimal_of(16, 1)): True,
+        json.dumps(decimal_of(16, 0)): False,
+        json.dumps(decimal_of(17, 16)): False,
+        json.dumps(["null", decimal_of(38, 10)]): False,
+    }
+    named = {"point": point}
+    got = {k: avro_indexable(json.loads(k) if k[0] in '[{"' else k, named) for k in cases}
+    assert got == cases
+
+
+def test_without_its_definition_the_v8_tables_files_get_the_stats_java_wrote(hudi_table_zip) -> None:
+    """The referee: the Spark-written v8 MOR table's ``column_stats`` definition (index version 1)
+    dropped, every base and log file it lists gets exactly Java's records, the columns chosen from
+    the table's schema: its deletes-only log, whose own schema names no column, included."""
+    path = hudi_table_zip(MOR_V8)
+    defs_file = path / ".hoodie" / ".index_defs" / "index.json"
+    defs = json.loads(defs_file.read_text())
+    del defs["indexDefinitions"]["column_stats"]
+    defs_file.write_text(json.dumps(defs))
+    storage = open_storage(path)
+    where = {file: part for part, files in list_table_files(storage).items() for file in files}
+    checked = 0
+    for file, theirs in _by_file(storage).items():
+        if file in where:
+            assert _file_stats(storage, where[file], file) == theirs, file
+            checked += 1
+    assert checked == 7  # 2 base files, 5 log files
+
+
+@pytest.mark.parametrize("name", [n for n in MDT_TABLES if "_lance_" not in n])
+def test_the_choice_from_the_schema_is_the_column_list_java_recorded(hudi_table_zip, name: str) -> None:
+    """Every Spark-written 1.x table with column stats: the columns chosen from its schema alone
+    (no definition) are those its definition records, in order (bytes, fixed and decimal columns
+    indexed: Hudi's Avro record type)."""
+    path = hudi_table_zip(name)
+    storage = open_storage(path)
+    table = LakeTable.open(path)
+    recorded = tuple(column_stats_definition(storage)["sourceFields"])
+    assert indexed_columns(storage, table.config, table.timeline(), {}) == recorded

@@ -17,7 +17,6 @@ record per indexed column marked deleted: Hudi's stub (no values, every count -1
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,6 +25,12 @@ from airflow_lake_provider.lake.format.hash_id import column_stats_key, file_id,
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.data_block import BlockRows
 from airflow_lake_provider.lake.storage import Storage
+from airflow_lake_provider.lake.table.metadata.columns import (
+    META_COLUMNS,
+    column_stats_definition,
+    index_version,
+    indexed_columns,
+)
 from airflow_lake_provider.lake.table.metadata.files import MDT_DIR, read_partition_records
 from airflow_lake_provider.lake.table.metadata.records import (
     FilesChange,
@@ -35,12 +40,8 @@ from airflow_lake_provider.lake.table.metadata.records import (
 )
 from airflow_lake_provider.lake.table.metadata.stats import (
     COLUMN_STATS,
-    META_COLUMNS,
     PARTITION_STATS,
     ValueType,
-    column_stats_definition,
-    columns_to_index,
-    index_version,
     log_column_stats,
     parquet_column_stats,
     partition_stats,
@@ -71,14 +72,19 @@ def _file_stats(
     partition: str,
     name: str,
     definition: Mapping[str, Any] | None,
+    indexed: tuple[str, ...] | None,
     logs: Mapping[str, BlockRows] | None = None,
 ) -> dict[str, dict[str, Any]]:
+    """The ``column_stats`` of one file; ``indexed``: its columns (:func:`indexed_columns`, chosen
+    once for the files of a write; None: each file's, from the definition or the table)."""
     if name.endswith(".parquet"):
-        return parquet_column_stats(storage, partition, name, definition=definition)
+        return parquet_column_stats(storage, partition, name, indexed, definition=definition)
     held = (logs or {}).get(f"{partition}/{name}" if partition else name)
     if held is not None:  # the writer's rows: the same stats as decoding the block it wrote
-        return rows_column_stats(storage, partition, name, held.rows, held.schema, definition=definition)
-    return log_column_stats(storage, partition, name, definition=definition)
+        return rows_column_stats(
+            storage, partition, name, held.rows, held.schema, indexed, definition=definition
+        )
+    return log_column_stats(storage, partition, name, indexed, definition=definition)
 
 
 def _record(blank: Mapping[str, Any], kind: int, stats: Mapping[str, Any]) -> dict[str, Any]:
@@ -111,11 +117,13 @@ def index_records(
     # Read once for the write's files, not once per file (none: each file read reads it, as before).
     added = any(part.added for part in change.partitions.values())
     definition = column_stats_definition(storage) if added else None
+    # Chosen once from the table's schema, as Hudi chooses them for every file of a commit.
+    indexed = indexed_columns(storage, config, timeline, definition) if definition is not None else None
     new: dict[str, dict[str, Any]] = {}  # column_stats key -> stats, of the write's own files
     by_file: dict[str, list[dict[str, Any]]] = {}  # file name -> its stats
     for partition, part in change.partitions.items():
         for name in part.added:
-            stats = _file_stats(storage, partition, name, definition, logs)
+            stats = _file_stats(storage, partition, name, definition, indexed, logs)
             new.update(stats)
             by_file[name] = list(stats.values())
     groups: Groups = {}
@@ -127,7 +135,7 @@ def index_records(
         columns = sorted({s["columnName"] for s in new.values()})
         stored = COLUMN_STATS_PARTITION in partitions
         records = _partition_records(
-            storage, config, timeline, instant, change, by_file, columns, stored, blank, definition
+            storage, config, timeline, instant, change, by_file, columns, stored, blank, definition, indexed
         )
         if records:
             groups[PARTITION_STATS_PARTITION] = _route(records, file_groups(mdt, PARTITION_STATS_PARTITION))
@@ -167,6 +175,7 @@ def _partition_records(
     stored: bool,
     blank: Mapping[str, Any],
     definition: Mapping[str, Any] | None,
+    indexed: tuple[str, ...] | None,
 ) -> dict[str, dict[str, Any]]:
     """The ``partition_stats`` records of the partitions ``change`` wrote. The files the write did
     not make take their stats from the MDT's ``column_stats`` (``stored``; only the keys of
@@ -194,7 +203,9 @@ def _partition_records(
             for file in piece.files:
                 stats = known.get(file.file_name)
                 if stats is None or len(stats) < len(columns):
-                    stats = list(_file_stats(storage, partition, file.file_name, definition).values())
+                    stats = list(
+                        _file_stats(storage, partition, file.file_name, definition, indexed).values()
+                    )
                 files += stats
         for key, stats in partition_stats(partition or ".", files).items():
             out[key] = _record(blank, PARTITION_STATS, stats)
@@ -214,7 +225,9 @@ def clean_index_records(
     if COLUMN_STATS_PARTITION not in partitions or not change.file_count:
         return {}
     definition = column_stats_definition(storage)
-    columns = columns_to_index(storage, _table_columns(config, timeline), definition=definition)
+    columns = indexed_columns(storage, config, timeline, definition)
+    if columns is None:  # no schema recorded: the meta columns alone, as Hudi without one
+        columns = tuple(META_COLUMNS) if config.populate_meta_fields else ()
     v1 = index_version(storage, definition) == 1
     blank = blank_record(schema)
     records = {
@@ -229,15 +242,6 @@ def clean_index_records(
         return {}
     mdt = storage.child(MDT_DIR)
     return {COLUMN_STATS_PARTITION: _route(records, file_groups(mdt, COLUMN_STATS_PARTITION))}
-
-
-def _table_columns(config: TableConfig, timeline: Timeline) -> list[str]:
-    """The table's columns as Hudi picks indexed ones from (its index definition names them on 1.x
-    tables): the meta columns it populates, then the latest commit schema's fields."""
-    text = timeline.latest_schema()
-    fields = [str(f["name"]) for f in json.loads(text)["fields"]] if text else []
-    meta = list(META_COLUMNS) if config.populate_meta_fields else []
-    return meta + [f for f in fields if f not in meta]
 
 
 def _stub(file_name: str, column: str, v1: bool) -> dict[str, Any]:

@@ -27,27 +27,34 @@ import dataclasses
 import datetime as dt
 import decimal
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from enum import IntEnum
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError
+from airflow_lake_provider.lake.errors import CorruptDataFileError, SchemaError
 from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hash_id import column_stats_key, partition_stats_key
 from airflow_lake_provider.lake.log_file.avro_decode import decode_avro_data_block
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks
-from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.storage import Storage
+from airflow_lake_provider.lake.table.metadata.columns import (
+    avro_indexable,
+    avro_unindexable,
+    column_stats_definition,
+    default_columns,
+    index_version,
+    named_types,
+    parquet_columns,
+    resolve_avro,
+)
 
 COLUMN_STATS, PARTITION_STATS = 3, 6  # HoodieMetadataRecord.type
-INDEX_DEFS = f"{HOODIE_DIR}/.index_defs/index.json"
-# Meta columns Hudi always indexes (when the table populates them).
-META_COLUMNS = ("_hoodie_commit_time", "_hoodie_partition_path", "_hoodie_record_key")
-MAX_COLUMNS = 32  # hoodie.metadata.index.column.stats.max.columns.to.index
 _WRAPPER = "org.apache.hudi.avro.model."
 Stats = dict[str, Any]
 
@@ -166,45 +173,6 @@ def _wrap(value: Any, kind: ValueType, v1: bool, scale: int) -> tuple[str, dict[
     return (_WRAPPER + _WRAPPERS.get(kind, "LongWrapper"), {"value": value})
 
 
-def index_version(storage: Storage, definition: Mapping[str, Any] | None = None) -> int:
-    """The ``column_stats`` index version (1 or 2) the table's index definition names (V1 when the
-    table has none: Hudi 1.0). ``definition``: :func:`column_stats_definition`, if already read."""
-    found = column_stats_definition(storage) if definition is None else definition
-    return 2 if found.get("version") == "V2" else 1
-
-
-def column_stats_definition(storage: Storage) -> dict[str, Any]:
-    """The table's ``column_stats`` index definition (empty when it has none): read once by a
-    caller that computes the stats of several files, and passed to the functions here."""
-    try:
-        defs = json.loads(storage.read(INDEX_DEFS))
-    except FileNotFoundError:
-        return {}
-    return dict((defs.get("indexDefinitions") or {}).get("column_stats") or {})
-
-
-def columns_to_index(
-    storage: Storage,
-    schema_columns: Sequence[str],
-    column_list: Sequence[str] | None = None,
-    *,
-    definition: Mapping[str, Any] | None = None,
-) -> tuple[str, ...]:
-    """The columns Hudi indexes: the ``column_stats`` index definition's source fields (Hudi 1.x
-    keeps them in ``.hoodie/.index_defs/index.json``), else ``column_list``
-    (``hoodie.metadata.index.column.stats.column.list``) plus the meta columns, else the meta
-    columns and the first ``MAX_COLUMNS`` data columns."""
-    found = column_stats_definition(storage) if definition is None else definition
-    fields = found.get("sourceFields")
-    if fields:
-        return tuple(fields)
-    present = [c for c in META_COLUMNS if c in schema_columns]
-    if column_list:
-        return tuple(present + [c for c in column_list if c not in present])
-    data = [c for c in schema_columns if not c.startswith("_hoodie_")]
-    return tuple(present + data[:MAX_COLUMNS])
-
-
 def parquet_column_stats(
     storage: Storage,
     partition: str,
@@ -227,9 +195,10 @@ def parquet_column_stats(
     leaves = {meta.schema.column(i).path: i for i in range(meta.num_columns)}
     if definition is None:
         definition = column_stats_definition(storage)
-    wanted = (
-        columns if columns is not None else columns_to_index(storage, list(leaves), definition=definition)
-    )
+    if columns is not None:
+        wanted = columns
+    else:
+        wanted = default_columns(storage, definition, *parquet_columns(meta.schema))
     v1 = index_version(storage, definition) == 1
     out = {}
     for name in wanted:
@@ -361,20 +330,56 @@ def rows_column_stats(
     under the (last) block ``schema``: what its writer, which holds the rows it encoded, computes
     without reading the file back."""
     types = {f["name"]: f["type"] for f in (schema or {}).get("fields", [])}
+    named = named_types(schema, {}) if schema else {}
     if definition is None:
         definition = column_stats_definition(storage)
-    wanted = columns if columns is not None else columns_to_index(storage, list(types), definition=definition)
+    if columns is not None:
+        wanted = columns
+    else:
+        wanted = default_columns(storage, definition, list(types), avro_unindexable(schema))
     v1 = index_version(storage, definition) == 1
     out = {}
     for name in wanted:
         if rows is None:
             stats = _empty_stats(file_name, name, v1)
-        elif name in types and name in rows.column_names:
-            stats = _values_stats(rows.column(name), *_avro_value_type(types[name]), file_name, name, v1)
         else:
-            continue
+            found = _log_column(rows, types, named, name)
+            if found is None:
+                continue
+            values, field_type = found
+            if not avro_indexable(field_type, named):
+                raise SchemaError(
+                    f"{storage.uri(f'{partition}/{file_name}' if partition else file_name)}: column "
+                    f"{name!r} is indexed but its type ({json.dumps(field_type)}) is not one Hudi keeps "
+                    "column stats of"
+                )
+            stats = _values_stats(values, *_avro_value_type(field_type), file_name, name, v1)
         out[column_stats_key(name, partition or ".", file_name)] = stats
     return out
+
+
+def _log_column(
+    rows: pa.Table, types: Mapping[str, Any], named: Mapping[str, Any], name: str
+) -> tuple[pa.ChunkedArray, Any] | None:
+    """The values and Avro type of column ``name`` of a log's rows; a dotted name is a field nested
+    in records (null where a record on the way is), as Hudi reads an indexed nested field. None when
+    the rows have no such column."""
+    if name in types:
+        return (rows.column(name), types[name]) if name in rows.column_names else None
+    top, *path = name.split(".")
+    if not path or top not in types or top not in rows.column_names:
+        return None
+    values: pa.ChunkedArray | pa.Array = rows.column(top)
+    field_type = types[top]
+    for part in path:
+        record = resolve_avro(field_type, named)
+        fields = record.get("fields") if isinstance(record, dict) else None
+        children = {f["name"]: f["type"] for f in fields or ()}
+        if part not in children or not pa.types.is_struct(values.type):
+            return None
+        values = pc.struct_field(values, part)
+        field_type = children[part]
+    return pa.chunked_array([values]) if isinstance(values, pa.Array) else values, field_type
 
 
 def _empty_stats(file_name: str, name: str, v1: bool) -> Stats:

@@ -20,10 +20,10 @@ from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro, with_meta_fields
 from airflow_lake_provider.lake.log_file.data_block import encode_avro_data_block
 from airflow_lake_provider.lake.storage import Storage, open_storage
+from airflow_lake_provider.lake.table.metadata.columns import columns_to_index
 from airflow_lake_provider.lake.table.metadata.files import list_table_files, read_partition_records
 from airflow_lake_provider.lake.table.metadata.stats import (
     _java_big_integer_bytes,
-    columns_to_index,
     log_column_stats,
     parquet_column_stats,
     partition_stats,

@@ -109,7 +109,23 @@ class TableConfig:
     @property
     def bloom_settings(self) -> BloomSettings:
         """How the record-key bloom filters of new base files are sized (Hudi's bloom options)."""
-        return BloomSettings.from_options(self.properties)
+        return self.checked_bloom_settings()
+
+    def checked_bloom_settings(self, options: Mapping[str, str] | None = None) -> BloomSettings:
+        """The bloom settings of ``hoodie.properties`` under ``options`` (whose values win); a bad
+        value of the properties' own names them. Checked by the actions that write base files, not
+        when the table is opened: readers never size a filter, so a table another writer gave a bad
+        bloom setting still reads (as hudi-rs reads it)."""
+        options = options or {}
+        try:
+            return BloomSettings.from_options(self.properties, options)
+        except TableConfigError as exc:
+            own = {k: v for k, v in self.properties.items() if k not in options}
+            try:
+                BloomSettings.from_options(own)
+            except TableConfigError:  # the properties' own values are at fault: say where they are
+                raise type(exc)(f"{self.source}: {exc}") from None
+            raise
 
     @property
     def keygen_setting(self) -> str:
@@ -152,10 +168,6 @@ class TableConfig:
         if mode and mode.upper() not in MergeMode.__members__:
             raise TableConfigError(f"{source}: hoodie.record.merge.mode={mode} is not supported")
         _check_v8_features(props, source)
-        try:
-            BloomSettings.from_options(props)
-        except TableConfigError as exc:
-            raise TableConfigError(f"{source}: {exc}") from None
         return cls(
             name=props["hoodie.table.name"],
             table_type=TableType.parse(props["hoodie.table.type"]),

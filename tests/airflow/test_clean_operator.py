@@ -313,7 +313,10 @@ def test_clean_task_archives_the_timeline_after_cleaning(
             {"hoodie.keep.min.commits": "40"},
             "hoodie.keep.max.commits=30 must be greater than hoodie.keep.min.commits=40",
         ),
-        ({"archive.max_commits": "thirty"}, "archive.max_commits='thirty' is not a whole number"),
+        (
+            {"archive.max_commits": "thirty"},
+            "{props}: archive.max_commits='thirty' is not a whole number",
+        ),
     ],
     ids=["min-over-max", "not-a-number"],
 )
@@ -342,4 +345,5 @@ def test_bad_archival_settings_fail_the_clean_task_before_it_deletes_anything(
 
         LakeHook().check_archival(str(table.base_path))
     assert type(refused.value).__name__ == "LakeConfigError"
-    assert str(refused.value) == f"archival of {table.uri}: {message}"
+    props = table.storage.uri(".hoodie/hoodie.properties")
+    assert str(refused.value) == f"archival of {table.uri}: {message.format(props=props)}"

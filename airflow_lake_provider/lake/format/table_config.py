@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from types import MappingProxyType
 
 from airflow_lake_provider.lake.errors import TableConfigError, UnsupportedTableVersionError
 from airflow_lake_provider.lake.format.bloom_filter import BloomSettings
@@ -79,6 +78,30 @@ def _bool(value: str | None, default: bool) -> bool:
     return default if value is None or value == "" else value.strip().lower() == "true"
 
 
+class TableProperties(Mapping[str, str]):
+    """A table's properties, read-only, knowing the file they were read from (``source``): an
+    option read from them and refused names that file (``Option.read``), so a bad value a table's
+    other writer left is not taken for one the caller gave."""
+
+    __slots__ = ("_data", "source")
+
+    def __init__(self, data: Mapping[str, str], source: str) -> None:
+        self._data = dict(data)
+        self.source = source
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"TableProperties({self._data!r}, source={self.source!r})"
+
+
 @dataclass(frozen=True)
 class TableConfig:
     """Validated table configuration; ``properties`` keeps every key, known or not."""
@@ -124,7 +147,8 @@ class TableConfig:
             try:
                 BloomSettings.from_options(own)
             except TableConfigError:  # the properties' own values are at fault: say where they are
-                raise type(exc)(f"{self.source}: {exc}") from None
+                if not str(exc).startswith(f"{self.source}: "):  # not named by the option's read
+                    raise type(exc)(f"{self.source}: {exc}") from None
             raise
 
     @property
@@ -180,7 +204,7 @@ class TableConfig:
             merge_mode_setting=mode,
             keygen_class=props.get("hoodie.table.keygenerator.class") or _keygen_of_type(props),
             create_schema=props.get("hoodie.table.create.schema") or None,
-            properties=MappingProxyType(dict(props)),
+            properties=TableProperties(props, source),
             source=source,
             table_version=version,
         )
@@ -202,7 +226,7 @@ class TableConfig:
             merge_mode_setting=None,
             keygen_class=props.get("hoodie.table.keygenerator.class") or None,
             create_schema=None,
-            properties=MappingProxyType(dict(props)),
+            properties=TableProperties(props, source),
             source=source,
             table_version=int(props.get("hoodie.table.version") or SUPPORTED_TABLE_VERSION),
         )

@@ -91,3 +91,51 @@ def test_a_plan_scheduled_before_a_bad_bloom_setting_is_refused_before_it_starts
     where = table.storage.uri(".hoodie/hoodie.properties")
     assert str(refused.value) == f"{where}: hoodie.index.bloom.num_entries must be positive, got 0"
     assert tree_digest(tmp_path / "t") == before
+
+
+@pytest.mark.parametrize(
+    ("extra", "action", "message"),
+    [
+        (
+            {"hoodie.cleaner.commits.retained": "abc"},
+            "clean",
+            "hoodie.cleaner.commits.retained='abc' is not a whole number",
+        ),
+        (
+            {"hoodie.cleaner.commits.retained": "3", "clean.retain_commits": "4"},
+            "clean",
+            "hoodie.cleaner.commits.retained='3' and clean.retain_commits='4' set the same option to "
+            "different values: give one",
+        ),
+        (
+            {"hoodie.compact.inline.trigger.strategy": "bogus"},
+            "schedule",
+            "hoodie.compact.inline.trigger.strategy='bogus' is not one of NUM_COMMITS, "
+            "NUM_COMMITS_AFTER_LAST_REQUEST, TIME_ELAPSED, NUM_AND_TIME, NUM_OR_TIME",
+        ),
+    ],
+    ids=["not-a-number", "two-names", "enum"],
+)
+def test_a_bad_value_the_properties_hold_is_refused_naming_the_file(
+    tmp_path: Path, extra: dict[str, str], action: str, message: str
+) -> None:
+    """Not taken for a value the caller gave (who gave none): the message leads with the file."""
+    from airflow_lake_provider.lake.errors import ConfigError
+    from airflow_lake_provider.lake.services.clean.executor import run_clean
+
+    table = empty_mor(tmp_path)
+    write(table, batch(["a"], 1, "x"), "insert")
+    table = _with_properties(tmp_path / "t", **extra)
+    before = tree_digest(tmp_path / "t")
+    with pytest.raises(ConfigError) as refused:
+        if action == "clean":
+            run_clean(table, {})
+        else:
+            schedule_compaction(table, {})
+    assert str(refused.value) == f"{table.storage.uri('.hoodie/hoodie.properties')}: {message}"
+    assert tree_digest(tmp_path / "t") == before
+    # The caller's value wins over the file's bad one.
+    if action == "clean":
+        run_clean(table, {"hoodie.cleaner.commits.retained": "2"})
+    else:
+        schedule_compaction(table, {"hoodie.compact.inline.trigger.strategy": "NUM_COMMITS"})

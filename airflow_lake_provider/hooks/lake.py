@@ -456,6 +456,18 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
             result = run_archival(table, of_family(opts, "archival", "metadata-table"))
         return {**result.to_dict(), "table_path": table.uri}
 
+    def check_archival(self, table_path: str, options: Mapping[str, Any] | None = None) -> None:
+        """Refuse (:class:`LakeConfigError`) the archival settings :meth:`archive` would refuse, the
+        table's own and ``options``, without archiving: a clean that archives after it checks them
+        first, so a bad ``hoodie.keep.*`` fails the task before the clean deletes anything."""
+        from airflow_lake_provider.lake.config import of_family
+        from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
+
+        table = self.open_table(table_path)
+        given = {k: str(v) for k, v in (options or {}).items() if isinstance(k, str) and v is not None}
+        with core_errors(f"archival of {table.uri}"):  # unknown keys: the clean's check names them
+            ArchivalConfig.from_options(table.config.properties, of_family(given, "archival"))
+
     @staticmethod
     def _summary(table: LakeTable, result: CleanResult, executor: str) -> dict[str, Any]:
         return {**result.to_dict(), "table_path": table.uri, "executor": executor, **dropped_summary(table)}

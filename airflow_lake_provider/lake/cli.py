@@ -18,8 +18,8 @@ from airflow_lake_provider.lake.errors import (
     CleanConfigError,
     CompactionConfigError,
     CompactionError,
+    ConfigError,
     LakeError,
-    WriteInputError,
 )
 from airflow_lake_provider.lake.storage import Storage, open_storage, resolved_uri
 
@@ -39,7 +39,7 @@ def _cmd_rollback(args: argparse.Namespace) -> None:
     table = LakeTable.open(args.path)
     if args.force and not args.instant:
         raise LakeError("--force needs --instant: name the completed commit to roll back")
-    results = rollback(table, args.instant, force=args.force, options=_key_values(args.option, LakeError))
+    results = rollback(table, args.instant, force=args.force, options=_key_values(args.option, ConfigError))
     if not results:
         print("NO_WORK")
         return
@@ -56,7 +56,7 @@ def _cmd_restore(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake.table.table import LakeTable
 
     table = LakeTable.open(args.path)
-    result = restore(table, args.savepoint, _key_values(args.option, LakeError))
+    result = restore(table, args.savepoint, _key_values(args.option, ConfigError))
     if not result.rolled_back:
         print(f"NO_WORK: nothing after savepoint {args.savepoint}")
         return
@@ -90,7 +90,7 @@ def _cmd_write(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake.table.write import write
 
     table = LakeTable.open(args.path)
-    options = _key_values(args.option, WriteInputError)
+    options = _key_values(args.option, ConfigError)
     folder, name = _split(args.input)
     try:
         with folder.open_input(name) as source:
@@ -206,7 +206,7 @@ def _clean_options(args: argparse.Namespace, properties: Mapping[str, str]) -> d
     return options
 
 
-def _set_flag(options: dict[str, str], key: str, value: str, flag: str, error: type[LakeError]) -> None:
+def _set_flag(options: dict[str, str], key: str, value: str, flag: str, error: type[ConfigError]) -> None:
     """Set ``key`` from its own flag; refused when an ``--option`` gave it another value (as an
     ``--option`` given twice is): which one was meant?"""
     given = options.get(key)
@@ -249,7 +249,7 @@ def _dropped(table: LakeTable) -> dict[str, object]:
     return {"metadata_table_dropped": drop.to_dict()} if drop is not None else {}
 
 
-def _key_values(pairs: Sequence[str], error: type[LakeError]) -> dict[str, str]:
+def _key_values(pairs: Sequence[str], error: type[ConfigError]) -> dict[str, str]:
     options: dict[str, str] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -328,15 +328,15 @@ def _partition_commit_options(args: argparse.Namespace) -> dict[str, str]:
         parse_policies,
     )
 
-    options = _key_values(args.option, LakeError)
+    options = _key_values(args.option, ConfigError)
     if args.policy is not None:
         parse_policies(args.policy)  # unknown names fail here, before Spark or the table is touched
-        options[POLICY_KIND_KEY] = args.policy
+        _set_flag(options, POLICY_KIND_KEY, args.policy, "--policy", ConfigError)
     if args.trigger:
-        options[TRIGGER_KEY] = args.trigger
+        _set_flag(options, TRIGGER_KEY, args.trigger, "--trigger", ConfigError)
     if args.delay is not None:
         parse_duration(args.delay)
-        options[DELAY_KEY] = args.delay
+        _set_flag(options, DELAY_KEY, args.delay, "--delay", ConfigError)
     return options
 
 

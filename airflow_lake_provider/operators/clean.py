@@ -108,6 +108,10 @@ class ScheduleCleanOperator(BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         self._hook = LakeHook(lake_conn_id=self.lake_conn_id)
+        archive = as_bool(self.archive, "archive") and not as_bool(self.dry_run, "dry_run")
+        archive = archive and self.mode != "schedule"
+        if archive:  # bad archival settings fail the task before the clean deletes anything
+            self._hook.check_archival(self.table_path, self.options)
         result = self._hook.clean(
             self.table_path,
             self.options,
@@ -142,11 +146,7 @@ class ScheduleCleanOperator(BaseOperator):
             },
             changed=result["outcome"] == "CLEANED",
         )
-        if (
-            as_bool(self.archive, "archive")
-            and not as_bool(self.dry_run, "dry_run")
-            and self.mode != "schedule"
-        ):
+        if archive:
             self._archive(context, result["table_path"])
         return xcom_summary(result)
 

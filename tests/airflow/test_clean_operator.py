@@ -304,3 +304,46 @@ def test_clean_task_archives_the_timeline_after_cleaning(
     with pytest.raises(AssertionError, match="no XCom 'archival' from preview_clean"):
         _xcom(dr.run_id, "preview_clean", "archival")  # a dry run archives nothing
     assert not any(n.startswith((commits[0], commits[1])) for n in os.listdir(table.base_path / HOODIE_DIR))
+
+
+@pytest.mark.parametrize(
+    ("properties", "message"),
+    [
+        (
+            {"hoodie.keep.min.commits": "40"},
+            "hoodie.keep.max.commits=30 must be greater than hoodie.keep.min.commits=40",
+        ),
+        (
+            {"archive.max_commits": "thirty"},
+            "{props}: archive.max_commits='thirty' is not a whole number",
+        ),
+    ],
+    ids=["min-over-max", "not-a-number"],
+)
+def test_bad_archival_settings_fail_the_clean_task_before_it_deletes_anything(
+    example_dag: Any, tmp_path: Path, properties: dict[str, str], message: str
+) -> None:
+    """The clean task archives after cleaning: archival settings it would refuse (here the table's
+    own) fail it at once, before the clean. The clean used to run, delete its files and complete
+    its instant, and only the archival after it failed the task."""
+    from tree_digest import tree_digest
+
+    table, _ = _build_table(tmp_path / "trips")
+    table.store.update_properties({**table.config.properties, **properties})
+    before = tree_digest(tmp_path / "trips")
+    dr = _run(example_dag, table_path=str(table.base_path))
+    assert _task_states(dr.run_id) == {"preview_clean": "success", "clean": "failed"}
+    assert tree_digest(tmp_path / "trips") == before
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        ti = session.query(TaskInstance).filter_by(dag_id=DAG_ID, run_id=dr.run_id, task_id="clean").one()
+        assert ti.try_number == 1
+    with pytest.raises(Exception) as refused:
+        from airflow_lake_provider.hooks.lake import LakeHook
+
+        LakeHook().check_archival(str(table.base_path))
+    assert type(refused.value).__name__ == "LakeConfigError"
+    props = table.storage.uri(".hoodie/hoodie.properties")
+    assert str(refused.value) == f"archival of {table.uri}: {message.format(props=props)}"

@@ -128,8 +128,8 @@ def _hint(name: str) -> str:
 
 
 def check_options(options: Mapping[str, object]) -> None:
-    """Refuse an unknown ``hoodie.``/``lake.`` key, naming the nearest registered one; log (one
-    warning) the Hudi keys accepted that no option here reads."""
+    """Refuse an unknown ``hoodie.``/``lake.`` key, naming the nearest registered one, and a bad
+    value of a registered one; log (one warning) the Hudi keys accepted that no option here reads."""
     ignored = []
     for key in options:
         if not isinstance(key, str):  # no option reads it: its value would be dropped without a word
@@ -145,6 +145,11 @@ def check_options(options: Mapping[str, object]) -> None:
             ignored.append(name)
             continue
         raise ConfigError(f"unknown option {name}={options[key]!r}{_hint(name)}")
+    for option in OPTIONS:
+        # Every registered key's value, and its names agreeing, even where the action at hand does
+        # not read it: `lake clean --option hoodie.keep.min.commits=x` ran the clean on a value that
+        # the next archival refuses, and `hoodie.metadata.enable=yes` passed a success-file commit.
+        option.read(options)
     if ignored:
         log.warning("ignoring Hudi options this provider does not use: %s", ", ".join(ignored))
 

@@ -16,6 +16,7 @@ from airflow_lake_provider.lake.config.parsers import Parser
 from airflow_lake_provider.lake.errors import ConfigError
 
 T = TypeVar("T")
+Layer = Mapping[str, object]
 
 
 @dataclass(frozen=True)
@@ -35,24 +36,47 @@ class Option(Generic[T]):
 
     def find(self, *layers: Mapping[str, object]) -> tuple[str, str] | None:
         """The name and stripped raw value of the last layer that sets this option (conflicts refused)."""
+        found = self._found(layers)
+        return None if found is None else (found[0], found[1])
+
+    def _found(self, layers: tuple[Layer, ...]) -> tuple[str, str, Layer] | None:
         for layer in reversed(layers):
             given = [(n, str(layer[n]).strip()) for n in self.names if _is_set(layer.get(n))]
             if not given:
                 continue
             first = given[0]
             for other in given[1:]:
-                if self.parse(other[0], other[1], self.error) != self.parse(*first, self.error):
-                    raise self.error(
-                        f"{first[0]}={first[1]!r} and {other[0]}={other[1]!r} set the same option "
-                        "to different values: give one"
+                try:
+                    same = self.parse(other[0], other[1], self.error) == self.parse(*first, self.error)
+                except ConfigError as exc:
+                    raise _named(exc, layer) from None
+                if not same:
+                    raise _named(
+                        self.error(
+                            f"{first[0]}={first[1]!r} and {other[0]}={other[1]!r} set the same option "
+                            "to different values: give one"
+                        ),
+                        layer,
                     )
-            return first
+            return (*first, layer)
         return None
 
     def read(self, *layers: Mapping[str, object]) -> T:
-        """The typed value from ``layers`` (later ones override earlier), or the default."""
-        found = self.find(*layers)
-        return self.default if found is None else self.parse(found[0], found[1], self.error)
+        """The typed value from ``layers`` (later ones override earlier), or the default. A refused
+        value of a layer that knows its file (``hoodie.properties``: a ``source``) names the file."""
+        found = self._found(layers)
+        if found is None:
+            return self.default
+        try:
+            return self.parse(found[0], found[1], self.error)
+        except ConfigError as exc:
+            raise _named(exc, found[2]) from None
+
+
+def _named(exc: ConfigError, layer: Mapping[str, object]) -> ConfigError:
+    """``exc`` led by the file ``layer`` was read from, when it knows one (a table's properties)."""
+    source = getattr(layer, "source", None)
+    return exc if source is None else type(exc)(f"{source}: {exc}")
 
 
 def _is_set(value: object) -> bool:

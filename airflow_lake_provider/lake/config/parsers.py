@@ -54,12 +54,15 @@ def integer(minimum: int | None, maximum: int | None = None) -> Parser[int]:
     return parse
 
 
+# What Java's Double.parseDouble reads in decimal (Python's float() also takes ``1_000``, ``inf``).
+_DECIMAL = re.compile(r"[+-]?(?:NaN|Infinity|(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)[fFdD]?")
+
+
 def number(minimum: float | None) -> Parser[float]:
     def parse(key: str, raw: str, error: type[ConfigError]) -> float:
-        try:
-            value = float(raw)
-        except ValueError:
-            raise error(f"{key}={raw!r} is not a number") from None
+        if not _DECIMAL.fullmatch(raw):
+            raise error(f"{key}={raw!r} is not a number")
+        value = float(raw.rstrip("fFdD").replace("Infinity", "inf"))
         if minimum is not None and not value >= minimum:  # also refuses NaN
             raise error(f"{key}={raw} must be a number of at least {minimum}")
         return value

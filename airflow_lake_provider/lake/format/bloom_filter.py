@@ -62,13 +62,14 @@ class BloomSettings:
     max_entries: int = 100_000
 
     @classmethod
-    def from_options(cls, options: Mapping[str, str]) -> BloomSettings:
-        """Settings from table properties or write options; a bad value names its key."""
+    def from_options(cls, *layers: Mapping[str, str]) -> BloomSettings:
+        """Settings from option layers (table properties, then write options: a later layer's value
+        wins); a bad value names its key."""
         settings = cls(
-            r.BLOOM_NUM_ENTRIES.read(options),
-            r.BLOOM_FPP.read(options),
-            r.BLOOM_FILTER_TYPE.read(options).upper(),
-            r.BLOOM_MAX_ENTRIES.read(options),
+            r.BLOOM_NUM_ENTRIES.read(*layers),
+            r.BLOOM_FPP.read(*layers),
+            r.BLOOM_FILTER_TYPE.read(*layers).upper(),
+            r.BLOOM_MAX_ENTRIES.read(*layers),
         )
         if settings.num_entries <= 0:
             raise WriteConfigError(f"{NUM_ENTRIES_OPTION} must be positive, got {settings.num_entries}")

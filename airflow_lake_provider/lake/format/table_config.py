@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from types import MappingProxyType
 
 from airflow_lake_provider.lake.errors import TableConfigError, UnsupportedTableVersionError
 from airflow_lake_provider.lake.format.bloom_filter import BloomSettings
@@ -79,6 +78,30 @@ def _bool(value: str | None, default: bool) -> bool:
     return default if value is None or value == "" else value.strip().lower() == "true"
 
 
+class TableProperties(Mapping[str, str]):
+    """A table's properties, read-only, knowing the file they were read from (``source``): an
+    option read from them and refused names that file (``Option.read``), so a bad value a table's
+    other writer left is not taken for one the caller gave."""
+
+    __slots__ = ("_data", "source")
+
+    def __init__(self, data: Mapping[str, str], source: str) -> None:
+        self._data = dict(data)
+        self.source = source
+
+    def __getitem__(self, key: str) -> str:
+        return self._data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._data)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __repr__(self) -> str:
+        return f"TableProperties({self._data!r}, source={self.source!r})"
+
+
 @dataclass(frozen=True)
 class TableConfig:
     """Validated table configuration; ``properties`` keeps every key, known or not."""
@@ -109,7 +132,24 @@ class TableConfig:
     @property
     def bloom_settings(self) -> BloomSettings:
         """How the record-key bloom filters of new base files are sized (Hudi's bloom options)."""
-        return BloomSettings.from_options(self.properties)
+        return self.checked_bloom_settings()
+
+    def checked_bloom_settings(self, options: Mapping[str, str] | None = None) -> BloomSettings:
+        """The bloom settings of ``hoodie.properties`` under ``options`` (whose values win); a bad
+        value of the properties' own names them. Checked by the actions that write base files, not
+        when the table is opened: readers never size a filter, so a table another writer gave a bad
+        bloom setting still reads (as hudi-rs reads it)."""
+        options = options or {}
+        try:
+            return BloomSettings.from_options(self.properties, options)
+        except TableConfigError as exc:
+            own = {k: v for k, v in self.properties.items() if k not in options}
+            try:
+                BloomSettings.from_options(own)
+            except TableConfigError:  # the properties' own values are at fault: say where they are
+                if not str(exc).startswith(f"{self.source}: "):  # not named by the option's read
+                    raise type(exc)(f"{self.source}: {exc}") from None
+            raise
 
     @property
     def keygen_setting(self) -> str:
@@ -157,10 +197,6 @@ class TableConfig:
         if mode and mode.upper() not in MergeMode.__members__:
             raise TableConfigError(f"{source}: hoodie.record.merge.mode={mode} is not supported")
         _check_v8_features(props, source)
-        try:
-            BloomSettings.from_options(props)
-        except TableConfigError as exc:
-            raise TableConfigError(f"{source}: {exc}") from None
         return cls(
             name=props["hoodie.table.name"],
             table_type=TableType.parse(props["hoodie.table.type"]),
@@ -173,7 +209,7 @@ class TableConfig:
             merge_mode_setting=mode,
             keygen_class=props.get("hoodie.table.keygenerator.class") or _keygen_of_type(props),
             create_schema=props.get("hoodie.table.create.schema") or None,
-            properties=MappingProxyType(dict(props)),
+            properties=TableProperties(props, source),
             source=source,
             table_version=version,
         )
@@ -195,7 +231,7 @@ class TableConfig:
             merge_mode_setting=None,
             keygen_class=props.get("hoodie.table.keygenerator.class") or None,
             create_schema=None,
-            properties=MappingProxyType(dict(props)),
+            properties=TableProperties(props, source),
             source=source,
             table_version=int(props.get("hoodie.table.version") or SUPPORTED_TABLE_VERSION),
         )

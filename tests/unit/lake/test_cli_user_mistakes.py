@@ -262,3 +262,71 @@ def test_a_clean_with_nothing_to_do_reports_the_policy_in_effect(
         assert (code, err) == (0, "")
         result = json.loads(out)
         assert (result["outcome"], result["policy"], result["files_planned"]) == ("NO_WORK", policy, 0)
+
+
+@pytest.mark.parametrize(
+    ("flag", "option", "message"),
+    [
+        (
+            ["--policy", "success-file"],
+            "sink.partition-commit.policy.kind=merge-small-files",
+            "--policy success-file and --option sink.partition-commit.policy.kind=merge-small-files "
+            "disagree: give one of them",
+        ),
+        (
+            ["--trigger", "process-time"],
+            "sink.partition-commit.trigger=partition-time",
+            "--trigger process-time and --option sink.partition-commit.trigger=partition-time "
+            "disagree: give one of them",
+        ),
+        (
+            ["--delay", "0 s"],
+            "sink.partition-commit.delay=1 d",
+            "--delay 0 s and --option sink.partition-commit.delay=1 d disagree: give one of them",
+        ),
+    ],
+    ids=["policy", "trigger", "delay"],
+)
+def test_partition_commit_refuses_a_flag_and_an_option_that_disagree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: list[str], option: str, message: str
+) -> None:
+    """As clean's --policy/--retained and compact's --strategy: the flag used to win silently."""
+    _table(tmp_path / "t", writes=1)
+    before = tree_digest(tmp_path / "t")
+    code, out, err = _run(
+        capsys, "partition-commit", str(tmp_path / "t"), "--partition", "city=sf", *flag, "--option", option
+    )
+    assert (code, out, err) == (1, "", f"lake: error: {message}\n")
+    assert tree_digest(tmp_path / "t") == before
+
+
+@pytest.mark.parametrize("command", ["write", "rollback", "restore", "partition-commit"])
+def test_a_malformed_option_is_a_config_error_of_every_command(
+    tmp_path: Path, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--option`` without ``=`` is a configuration error (a ``ConfigError``) for every command."""
+    from airflow_lake_provider.lake import cli
+    from airflow_lake_provider.lake.errors import ConfigError
+
+    raised: list[BaseException] = []
+    real = cli._key_values
+
+    def spy(pairs: list[str], error: type[ConfigError]) -> dict[str, str]:
+        try:
+            return real(pairs, error)
+        except Exception as exc:
+            raised.append(exc)
+            raise
+
+    monkeypatch.setattr(cli, "_key_values", spy)
+    _table(tmp_path / "t", writes=1)
+    pq.write_table(_batch(["k1"], 9), tmp_path / "in.parquet")
+    extra = {
+        "write": ["--input", str(tmp_path / "in.parquet"), "--operation", "upsert"],
+        "rollback": [],
+        "restore": ["--savepoint", "20250101000000000"],
+        "partition-commit": ["--partition", "city=sf"],
+    }[command]
+    assert main([command, str(tmp_path / "t"), *extra, "--option", "nope"]) == 1
+    assert len(raised) == 1 and isinstance(raised[0], ConfigError), raised
+    assert str(raised[0]) == "--option 'nope' is not K=V"

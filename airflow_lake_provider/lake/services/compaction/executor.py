@@ -213,6 +213,7 @@ def _execute(
 ) -> CompactionResult:
     if instant is not None and drops_metadata_table(table, options):  # refused anyway: before the drop
         _pick(table.timeline(), instant)
+    table.config.checked_bloom_settings()  # new base files' filters: refused before any step
     guard_mutation(table, "compaction execute", options, dry_run=dry_run, maintains=True, moves_keys=False)
     started = time.monotonic()
     with service_lock(table, EXECUTE_LOCK, dry_run):

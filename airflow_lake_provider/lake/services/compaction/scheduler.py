@@ -125,6 +125,7 @@ def schedule_compaction(
     now = now or dt.datetime.now(dt.timezone.utc)
     if not table.config.is_mor:
         return ScheduleResult(Outcome.NO_WORK, reason=f"{table.uri} is copy-on-write; nothing to compact")
+    table.config.checked_bloom_settings()  # a plan whose base files could not be written is not scheduled
     guard_mutation(
         table,
         "compaction schedule",

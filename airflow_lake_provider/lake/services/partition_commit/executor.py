@@ -223,6 +223,7 @@ def _commit_partitions(
         handlers[PolicyKind.METASTORE] = getattr(metastore, "commit", metastore)
     given_watermark = parse_watermark(watermark) if watermark is not None else None
     if PolicyKind.MERGE_SMALL_FILES in config.policies:  # a replacecommit: Java writes it to the MDT
+        table.config.checked_bloom_settings()  # merged files' filters: refused before any commit
         # Kept under maintain (it moves keys between file groups: no record index then).
         guard_mutation(
             table, "partition commit (merge-small-files)", options, dry_run=dry_run, maintains=True

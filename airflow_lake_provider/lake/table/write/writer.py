@@ -163,12 +163,15 @@ def _write_checked(
             f"operation {operation!r} is not one of {', '.join(o.value for o in Operation)}"
         ) from None
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
-    settings = {**table.config.properties, **(options or {})}
-    check_index(table, settings, options)
-    bloom = BloomSettings.from_options(settings)
-    archive = registry.ARCHIVE_AUTOMATIC.read(settings)
+    # Read as layers, not one merged dict: the caller's value wins over hoodie.properties' whichever
+    # name each gives (merged, ``archive.max_commits`` beside the table's ``hoodie.keep.max.commits``
+    # was refused as the same option given twice).
+    layers = (table.config.properties, options or {})
+    check_index(table, {**table.config.properties, **(options or {})}, options)
+    bloom = table.config.checked_bloom_settings(options or {})
+    archive = registry.ARCHIVE_AUTOMATIC.read(*layers)
     if archive:
-        ArchivalConfig.from_options(settings)  # a bad keep.min/max refuses the write before it starts
+        ArchivalConfig.from_options(*layers)  # a bad keep.min/max refuses the write before it starts
     if drops_metadata_table(table, options):
         # The drop cannot be undone: a batch this write refuses anyway fails before it, changing nothing.
         timeline = table.timeline()

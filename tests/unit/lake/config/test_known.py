@@ -260,3 +260,69 @@ def test_an_option_name_that_is_not_a_string_is_refused(key: object) -> None:
     """Before, ``options={3: "x"}`` was passed over: no option reads a key that is not a string."""
     with pytest.raises(ConfigError, match=r"option names are strings: "):
         check_options({"hoodie.cleaner.policy": "KEEP_LATEST_COMMITS", key: "x"})  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize(
+    ("command", "options", "message"),
+    [
+        # The clean does not archive: the value was taken, and the next archival refused it.
+        (
+            ["clean", "--retained", "1"],
+            ["hoodie.keep.min.commits=x"],
+            "hoodie.keep.min.commits='x' is not a whole number",
+        ),
+        (
+            ["clean", "--retained", "1"],
+            ["hoodie.keep.max.commits=30", "archive.max_commits=40"],
+            "hoodie.keep.max.commits='30' and archive.max_commits='40' set the same option to different "
+            "values: give one",
+        ),
+        (
+            ["archive"],
+            ["hoodie.archive.automatic=yes"],
+            "hoodie.archive.automatic='yes' is not true or false",
+        ),
+        (
+            ["partition-commit", "--partition", "a"],
+            ["hoodie.metadata.enable=yes"],
+            "hoodie.metadata.enable='yes' is not true or false",
+        ),
+        (
+            ["compact", "--mode", "schedule"],
+            ["hoodie.cleaner.commits.retained=0"],
+            "hoodie.cleaner.commits.retained=0 must be at least 1",
+        ),
+    ],
+    ids=[
+        "clean-archival",
+        "clean-archival-names",
+        "archive-automatic",
+        "partition-commit-mdt",
+        "compact-clean",
+    ],
+)
+def test_a_bad_value_of_a_registered_option_the_command_does_not_read_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: list[str], options: list[str], message: str
+) -> None:
+    """Every registered key given is parsed, not only those the action reads: a bad value (or two
+    names of one option at odds) is a mistake whichever command it reaches first."""
+    import pyarrow as pa
+
+    from airflow_lake_provider.lake.table.write import write
+
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path,
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=("p",),
+    )
+    for ts in (1, 2):
+        write(table, pa.table({"id": ["k"], "ts": pa.array([ts], pa.int64()), "p": ["a"]}), "upsert")
+    before = tree_digest(path)
+    argv = [command[0], str(path), *command[1:]] + [a for o in options for a in ("--option", o)]
+    code = main(argv)
+    assert (code, capsys.readouterr().err) == (1, f"lake: error: {message}\n")
+    assert tree_digest(path) == before

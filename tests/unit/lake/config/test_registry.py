@@ -328,3 +328,19 @@ def test_spark_job_options_are_checked_like_the_others() -> None:
     assert option_values(["clean.retain_commits=3"]) == {"clean.retain_commits": "3"}
     with pytest.raises(ConfigError, match="did you mean hoodie.keep.min.commits"):
         option_values(["hoodie.keep.min.comits=3"])
+
+
+@pytest.mark.parametrize("raw", ["1_000", "inf", "infinity", "nan", "0x10", "1e"])
+def test_a_decimal_option_takes_what_java_reads_not_what_python_reads(raw: str) -> None:
+    """``hoodie.compaction.target.io`` is a Java double: ``1_000`` and ``inf`` were read by Python's
+    float() (a bound of 1000 MB, or none at all) where Hudi refuses them."""
+    with pytest.raises(CompactionConfigError) as refused:
+        CompactionConfig.from_options({"hoodie.compaction.target.io": raw})
+    assert str(refused.value) == f"hoodie.compaction.target.io={raw!r} is not a number"
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"), [("1e3", 1000.0), (".5", 0.5), ("2.5d", 2.5), ("Infinity", float("inf")), ("7", 7.0)]
+)
+def test_a_decimal_option_reads_javas_forms(raw: str, value: float) -> None:
+    assert CompactionConfig.from_options({"compaction.target_io": raw}).target_io_mb == value

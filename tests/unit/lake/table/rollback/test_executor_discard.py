@@ -168,3 +168,33 @@ def test_a_forced_rollback_is_not_refused_by_the_metadata_table_its_option_drops
     assert (done.target, done.resumed) == (latest, False)
     assert LakeTable.open(path).timeline().get(latest) is None
     assert not (path / ".hoodie" / "metadata").exists()
+
+
+def test_a_named_rollback_refused_for_its_fallback_or_as_a_compaction_keeps_the_metadata_table(
+    tmp_path: Path,
+) -> None:
+    """The check before the option's drop is the whole check but the metadata table's: a forced
+    rollback a clean removed the fallback of, and a pending compaction (finished, never rolled back),
+    are refused with the metadata table still there."""
+    table = empty_mor(tmp_path / "a")
+    write(table, batch(["a"], 1, "x"), "insert")
+    write(table, batch(["a"], 2, "x"), "upsert")
+    schedule_compaction(table, DUE)
+    v3 = execute_compaction(table).instant
+    run_clean(
+        table,
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"},
+    )
+    add_metadata_table(table.base_path)
+    table = LakeTable.open(table.base_path, clock=table.clock)
+    with pytest.raises(RollbackError, match=f"cannot roll back {v3}: a clean removed the file slice"):
+        rollback(table, v3, force=True, options=DROP)
+    assert detect(LakeTable.open(table.base_path)).present
+
+    pending = mor(tmp_path / "b")
+    c = schedule_compaction(pending, DUE).instant
+    add_metadata_table(pending.base_path)
+    pending = LakeTable.open(pending.base_path, clock=pending.clock)
+    with pytest.raises(RollbackError, match=f"{c} is a pending compaction; it is finished, not rolled back"):
+        rollback(pending, c, options=DROP)
+    assert detect(LakeTable.open(pending.base_path)).present

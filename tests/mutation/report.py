@@ -86,10 +86,27 @@ FOCUS = {
         "services/clean/test_clean.py",
         "services/compaction/test_compaction.py",
         "table/write/test_writer_commit.py",
+        # the metadata-table functions (drop, properties): not reached by the files above
+        "table/metadata/test_policy.py",
+        "table/metadata/test_v6.py",
     ),
     # The rollback planner runs before every write (failed writes first): its own tests and the
     # rollback executor's.
     "rollback-planner": ("table/rollback/",),
+    # The executor's `eligible_failed_writes` runs before every write too (~1,080 tests): its own
+    # tests, restore's (which rolls back through it) and the services' that roll back failed writes.
+    "rollback-executor": (
+        "table/rollback/",
+        "services/test_restore_1x.py",
+        "services/test_restore_clustering.py",
+        "services/test_restore_metadata_table.py",
+        "services/clean/test_clean.py",
+        "services/compaction/test_compaction.py",
+        "table/write/test_writer_commit.py",
+        # a maintained MDT: the deltacommit of a write undone goes with it
+        "table/metadata/test_commit_crash.py",
+        "table/metadata/test_rollback.py",
+    ),
     # The view's and builder's hot functions are mapped to ~1,200 tests; their private helpers
     # (missing_slices' `_at_risk`, `_missing_of`, ...) to the few tests mutmut's incremental stats
     # ran after they were added. `focus` maps each of their functions to every test of these files.

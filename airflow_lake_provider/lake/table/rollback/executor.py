@@ -106,7 +106,8 @@ def rollback(
         timeline = table.timeline()
         pending = any(p[1].target_time == instant for p in _pending_rollbacks(table, timeline))
         if not pending and drops_metadata_table(table, options):  # refused anyway: before the drop
-            _check(table, timeline, instant, force, False, fallback=True)
+            # (not against the metadata table: the drop removes it, so it holds nothing back)
+            _check(table, timeline, instant, force, False, fallback=True, metadata=False)
         chosen = timeline.get(instant)
     # Kept under the maintain policy: the target's MDT deltacommit goes while it is still pending
     # (a completed target only if nothing in the MDT came to depend on it: _check_metadata_table).
@@ -208,6 +209,7 @@ def _check(
     *,
     fallback: bool,
     restoring: bool = False,
+    metadata: bool = True,
 ) -> Instant:
     # A restore's plan orders its rollbacks; on v8/9 by Hudi 1.x's rules, under which a kept MOR
     # compaction may have completed after a write the restore undoes (not "the latest" then).
@@ -215,7 +217,7 @@ def _check(
     target = check_target(timeline, instant_time, force, compaction, any_order=any_order)
     if fallback and target.is_completed:
         check_fallback(table, timeline, target)
-    if target.is_completed:
+    if metadata and target.is_completed:
         _check_metadata_table(table, target)
     return target
 

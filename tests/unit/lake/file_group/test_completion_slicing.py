@@ -203,3 +203,20 @@ def test_a_group_of_log_files_only_is_one_slice_read_whole(tmp_path: Path, versi
     assert our_rows(path, "id", "ts", "v") == hudi_rows(path, "id", "ts", "v") == [(1, 4, "u1"), (2, 3, "u2")]
     middle = read_snapshot(table, as_of=instants[1]).select(["id", "ts"]).to_pylist()
     assert sorted((r["id"], r["ts"]) for r in middle) == [(1, 2), (2, 3)]
+
+
+@pytest.mark.parametrize("version", [8, 9])
+def test_the_latest_pair_of_a_group_of_log_files_only_is_its_one_slice_twice(
+    tmp_path: Path, version: int
+) -> None:
+    """A write's lookup of a group without a base file, from the index: the one slice is both the
+    slice read and the newest (no pending compaction to fold; a view built whole says the same)."""
+    table, instants, logs = log_only_group(tmp_path / "t", version)
+    ((key, group),) = table.file_system_view().groups.items()
+    pair = table.file_system_view(table.timeline(), [key[0]], sizes=False).latest_pair(*key)
+    assert pair is not None
+    merged, newest = pair
+    assert merged == newest
+    assert (merged.base_instant, merged.base_file) == (instants[0], None)
+    assert [f.file_name for f in merged.log_files] == logs
+    assert pair == (group.latest_slice, group.latest_slice)

@@ -15,7 +15,7 @@ from compaction_support import TIMELINE, recorded
 
 from airflow_lake_provider.lake.errors import CommitConflictError
 from airflow_lake_provider.lake.services.clean import executor
-from airflow_lake_provider.lake.services.clean.executor import delete_files, run_clean
+from airflow_lake_provider.lake.services.clean.executor import delete_files, execute_pending, run_clean
 from airflow_lake_provider.lake.services.clean.result import DeleteOutcome, Outcome
 from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -551,3 +551,16 @@ def test_a_dry_run_logs_the_scan_at_debug_level_only_without_log_scan(
         (logging.DEBUG, scanned),
         (logging.INFO, scanned),
     ]
+
+
+@VERSIONS
+def test_a_pending_clean_finished_on_its_own_reports_its_own_duration(tmp_path: Path, version: int) -> None:
+    """execute_pending (the Spark job's and a resumed clean's step) times itself: from its start."""
+    table = cow_table(tmp_path, version)
+    for ts in range(3):
+        upsert(table, ts)
+    scheduled = run_clean(table, RETAIN_ONE, mode="schedule")
+    timeline = table.timeline()
+    done = execute_pending(table, timeline.get(scheduled.instant), timeline)
+    assert (done.outcome, done.instant, done.deleted_files) == (Outcome.CLEANED, scheduled.instant, 1)
+    assert isinstance(done.duration_seconds, float) and 0 < done.duration_seconds < 60

@@ -256,3 +256,21 @@ def test_the_records_of_our_compaction_commit_equal_those_java_wrote_for_spark_c
         assert dict(files_records(change, schema)) == dict(decode_hfile_block(block))
         compared += 1
     assert compared >= 1
+
+
+@pytest.mark.parametrize("delta_commits, compacted", [("1", 1), (None, 0)])
+def test_a_run_compaction_passes_its_options_on_to_the_mdt_services_after_the_commit(
+    hudi_table_zip, delta_commits: str | None, compacted: int
+) -> None:
+    """The options given to ``run_compaction`` reach its execution's MDT services too: with
+    ``hoodie.metadata.compact.max.delta.commits=1`` the MDT is compacted after the data compaction;
+    with the default (10) it is not (the MDT has 9 deltacommits since its last compaction then)."""
+    path = _prepared(hudi_table_zip, "mor_avro_v9_txns_simple_meta")
+    options = dict(MAINTAIN)
+    if delta_commits is not None:
+        options["hoodie.metadata.compact.max.delta.commits"] = delta_commits
+    _, done = run_compaction(LakeTable.open(path), options, force=True)
+    assert done.outcome is Outcome.COMPLETED
+    mdt = path / ".hoodie/metadata/.hoodie/timeline"
+    requested = (p.name.split(".")[0] for p in mdt.glob("*.compaction.requested"))
+    assert len([t for t in requested if t > done.instant]) == compacted

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from compaction_support import DUE, batch, crash_at, empty_mor, mor
+from crash_support import crashing
 from metadata_table_support import add_metadata_table
 
 from airflow_lake_provider.lake.errors import RollbackError, TableConfigError
@@ -22,6 +23,7 @@ from airflow_lake_provider.lake.table.rollback import executor
 from airflow_lake_provider.lake.table.rollback.executor import discard_failed_write, rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
+from airflow_lake_provider.lake.timeline.instant import Action, State
 
 
 def _files(table: LakeTable) -> list[str]:
@@ -108,3 +110,91 @@ def test_a_forced_rollback_whose_fallback_a_clean_removed_is_refused_in_process(
         f"create {table.uri} --instant {v2}) would have kept it"
     )
     assert table.timeline().get(v3).is_completed
+
+
+DROP = {"hoodie.metadata.enable": "false"}
+
+
+def test_a_named_rollback_refused_is_refused_before_the_option_drops_the_metadata_table(
+    tmp_path: Path,
+) -> None:
+    table = mor(tmp_path)
+    add_metadata_table(table.base_path)
+    table = LakeTable.open(table.base_path, clock=table.clock)
+    latest = table.timeline().completed_commits[-1].timestamp
+    props = (table.base_path / ".hoodie/hoodie.properties").read_text()
+    with pytest.raises(RollbackError) as raised:
+        rollback(table, latest, options=DROP)
+    assert str(raised.value) == (
+        f"{table.uri}: {latest} is a completed deltacommit; pass --force (force=True) to roll back "
+        "the latest completed commit"
+    )
+    # The refusal came first: the metadata table is still there, the properties untouched.
+    assert detect(LakeTable.open(table.base_path)).present
+    assert (table.base_path / ".hoodie/hoodie.properties").read_text() == props
+    # Forced, it passes the same check (the slices it falls back to are there): dropped, rolled back.
+    (done,) = rollback(table, latest, force=True, options=DROP)
+    assert (done.target, done.resumed) == (latest, False)
+    assert not detect(LakeTable.open(table.base_path)).present
+
+
+def test_a_named_rollback_whose_stored_plan_is_pending_drops_the_metadata_table_and_finishes_it(
+    tmp_path: Path,
+) -> None:
+    """A forced rollback stored but not finished: naming its target again (without force) finishes it,
+    also when the option drops the metadata table first (the target is not checked again: it is
+    completed until the stored plan is done)."""
+    table = mor(tmp_path)
+    latest = table.timeline().completed_commits[-1].timestamp
+    with pytest.raises(SimulatedCrash):
+        rollback(crashing(table, 1), latest, force=True)
+    (stored,) = table.timeline().filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT])
+    assert table.timeline().get(latest).is_completed
+    add_metadata_table(table.base_path)
+    table = LakeTable.open(table.base_path, clock=table.clock)
+    assert [(r.target, r.resumed) for r in rollback(table, latest, options=DROP)] == [(latest, True)]
+    assert table.timeline().get(latest) is None
+    assert not detect(LakeTable.open(table.base_path)).present
+
+
+def test_a_forced_rollback_is_not_refused_by_the_metadata_table_its_option_drops(hudi_table_zip) -> None:
+    """The MDT's own commit after the latest deltacommit would refuse the forced rollback were the MDT
+    kept (undoing it there needs an MDT rollback instant); hoodie.metadata.enable=false drops the MDT
+    first, so it refuses nothing (the check before the drop asked it, and refused the rollback
+    "under lake.metadata-table.maintain", which no option had asked for)."""
+    path = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    latest = LakeTable.open(path).timeline().completed_commits[-1].timestamp
+    (done,) = rollback(LakeTable.open(path), latest, force=True, options=DROP)
+    assert (done.target, done.resumed) == (latest, False)
+    assert LakeTable.open(path).timeline().get(latest) is None
+    assert not (path / ".hoodie" / "metadata").exists()
+
+
+def test_a_named_rollback_refused_for_its_fallback_or_as_a_compaction_keeps_the_metadata_table(
+    tmp_path: Path,
+) -> None:
+    """The check before the option's drop is the whole check but the metadata table's: a forced
+    rollback a clean removed the fallback of, and a pending compaction (finished, never rolled back),
+    are refused with the metadata table still there."""
+    table = empty_mor(tmp_path / "a")
+    write(table, batch(["a"], 1, "x"), "insert")
+    write(table, batch(["a"], 2, "x"), "upsert")
+    schedule_compaction(table, DUE)
+    v3 = execute_compaction(table).instant
+    run_clean(
+        table,
+        {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"},
+    )
+    add_metadata_table(table.base_path)
+    table = LakeTable.open(table.base_path, clock=table.clock)
+    with pytest.raises(RollbackError, match=f"cannot roll back {v3}: a clean removed the file slice"):
+        rollback(table, v3, force=True, options=DROP)
+    assert detect(LakeTable.open(table.base_path)).present
+
+    pending = mor(tmp_path / "b")
+    c = schedule_compaction(pending, DUE).instant
+    add_metadata_table(pending.base_path)
+    pending = LakeTable.open(pending.base_path, clock=pending.clock)
+    with pytest.raises(RollbackError, match=f"{c} is a pending compaction; it is finished, not rolled back"):
+        rollback(pending, c, options=DROP)
+    assert detect(LakeTable.open(pending.base_path)).present

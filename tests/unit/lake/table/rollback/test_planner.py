@@ -75,3 +75,24 @@ def test_plan_nested_partitions_and_another_instants_file_listed_first() -> None
             RollbackRequest("y=2026", "a0", T, (f"y=2026/a0_0-0-0_{T}.parquet",), ()),
         ),
     )
+
+
+def test_plan_of_a_1x_table_deletes_the_logs_named_with_the_instant_and_marks_none() -> None:
+    # Versions 8/9: a deltacommit writes its own log files, named with its instant; each request's
+    # base instant is that instant; another instant's log is neither deleted nor marked, whatever
+    # blocks it holds.
+    written = [
+        WrittenFile(f"p/.f1_{T}.log.1_0-0-0", 20, frozenset({T})),
+        WrittenFile(f"p/.f1_{T}.log.2_0-0-0", 25, frozenset({T})),
+        WrittenFile(f"p/.f2_{B}.log.1_0-0-0", 30, frozenset({B, T})),
+        WrittenFile(f"q/f3_0-0-0_{T}.parquet", 10),
+    ]
+    got = plan(Instant(T, State.INFLIGHT, Action.DELTACOMMIT), written, logs_per_instant=True)
+    assert got == RollbackPlan(
+        T,
+        Action.DELTACOMMIT,
+        (
+            RollbackRequest("p", "f1", T, (f"p/.f1_{T}.log.1_0-0-0", f"p/.f1_{T}.log.2_0-0-0"), ()),
+            RollbackRequest("q", "f3", T, (f"q/f3_0-0-0_{T}.parquet",), ()),
+        ),
+    )

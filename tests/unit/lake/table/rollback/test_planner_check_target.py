@@ -12,9 +12,15 @@ import pytest
 
 from airflow_lake_provider.lake.errors import RollbackError
 from airflow_lake_provider.lake.storage import LocalStorage
-from airflow_lake_provider.lake.table.rollback.planner import check_target, failed_writes
+from airflow_lake_provider.lake.table.rollback.planner import (
+    check_target,
+    failed_writes,
+    latest_completed_commit,
+)
+from airflow_lake_provider.lake.timeline import layout_v2
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
 
 T1, T2, T3, T4, T5 = (f"2025010100000000{n}" for n in range(1, 6))
 
@@ -126,3 +132,50 @@ def test_savepointed_commit_and_later_compactions_are_refused(tmp_path: Path) ->
         f"roll them back first (lake rollback {where})"
     ):
         check_target(mixed, T2, force=True)
+
+
+def test_a_pending_clustering_is_taken_a_completed_one_is_not_a_write(tmp_path: Path) -> None:
+    # (versions 8/9) a restore rolls back a clustering left pending; an instant of the clustering
+    # action that reads as completed is refused like any action that is not a write.
+    pending = Instant(T2, State.INFLIGHT, Action.CLUSTERING)
+    timeline = _timeline(tmp_path, done(T1), pending, Instant(T3, State.COMPLETED, Action.CLUSTERING))
+    assert check_target(timeline, T2) == pending
+    assert check_target(timeline, T2, compaction=True) == pending
+    with _refused(f"{tmp_path}: {T3} is a clustering; only writes are rolled back"):
+        check_target(timeline, T3, force=True)
+
+
+def _layout_2(tmp_path: Path, *instants: Instant) -> Timeline:
+    return Timeline(LocalStorage(tmp_path), tuple(instants), frozenset(), TimelineLayout(layout_v2.VERSION))
+
+
+def test_the_latest_completed_commit_of_layout_2_is_the_last_to_complete(tmp_path: Path) -> None:
+    # T1 completed after T2 (a compaction requested before a deltacommit completes after it): T1 is
+    # the latest a forced rollback may take, not T2.
+    first = Instant(T1, State.COMPLETED, Action.COMMIT, completion_time=T4)
+    second = Instant(T2, State.COMPLETED, Action.DELTACOMMIT, completion_time=T3)
+    timeline = _layout_2(tmp_path, first, second)
+    assert latest_completed_commit(timeline) is first
+    assert check_target(timeline, T1, force=True) == first
+    with _refused(
+        f"{tmp_path}: {T2} is not the latest completed commit ({T1}); only that one may be rolled back"
+    ):
+        check_target(timeline, T2, force=True)
+    # Equal completion times: the later request wins. A commit without a completion time counts
+    # as completed before every commit with one.
+    tied = _layout_2(
+        tmp_path,
+        Instant(T1, State.COMPLETED, Action.COMMIT),
+        Instant(T2, State.COMPLETED, Action.DELTACOMMIT, completion_time=T5),
+        Instant(T3, State.COMPLETED, Action.DELTACOMMIT, completion_time=T5),
+    )
+    assert latest_completed_commit(tied) == done(T3)
+    unknown = _layout_2(
+        tmp_path,
+        Instant(T1, State.COMPLETED, Action.COMMIT),
+        Instant(T2, State.COMPLETED, Action.DELTACOMMIT, completion_time=T3),
+    )
+    assert latest_completed_commit(unknown) == done(T2)
+    # Layout 1 has no completion times: the last by request time.
+    assert latest_completed_commit(_timeline(tmp_path, done(T1), done(T2))) == done(T2)
+    assert latest_completed_commit(_timeline(tmp_path, Instant(T1, State.REQUESTED, Action.COMMIT))) is None

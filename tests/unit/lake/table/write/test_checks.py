@@ -83,6 +83,21 @@ def test_a_record_index_is_refused_with_the_reason(tmp_path: Path) -> None:
     )
 
 
+def test_a_record_index_goes_with_the_mdt_the_table_or_the_connection_drops(tmp_path: Path) -> None:
+    # The metadata-table policy is read from the table's properties, then the connection's defaults,
+    # then the write's options (later layers win): each may drop the MDT and its record index.
+    index = {"hoodie.table.metadata.partitions": "files,record_index"}
+    dropped = _table(tmp_path / "t", **index, **{"hoodie.metadata.enable": "false"})
+    checks.check_index(dropped, dropped.config.properties)
+    by_connection = _table(tmp_path / "u", **index)
+    by_connection.option_defaults = {"hoodie.metadata.enable": "false"}
+    checks.check_index(by_connection, by_connection.config.properties)
+    # The write's own option wins over both.
+    for table in (dropped, by_connection):
+        with pytest.raises(TableConfigError, match="the table keeps a record index"):
+            checks.check_index(table, table.config.properties, {"hoodie.metadata.enable": "true"})
+
+
 def test_a_key_generator_this_writer_does_not_follow_is_refused_with_the_ones_it_does(tmp_path: Path) -> None:
     cls = "org.apache.hudi.keygen.TimestampBasedKeyGenerator"
     table = _table(tmp_path / "t", **{KEYGEN: cls})

@@ -219,12 +219,11 @@ class _SliceMerge:
             self._names = pa.repeat(pa.scalar(self.name, pa.string()), rows.num_rows)
         return rows.set_column(self.file_name, FILE_NAME_COLUMN, self._names.slice(0, rows.num_rows))
 
-    def hits(self, keys: pa.Array, match: pa.Array | None) -> pa.Array | None:
+    def hits(self, keys: pa.Array, match: pa.Array) -> pa.Array | None:
         """Which of ``keys`` the log holds as data (``match``: the merge's :meth:`LogMerge.match` of
-        them, computed if None); None when it holds none."""
-        assert self.merge is not None
+        them); None when it holds none."""
         if self.touched is None:  # no delete blocks: a key with a winner is a key logged as data
-            return pc.is_valid(self.merge.match(keys) if match is None else match)
+            return pc.is_valid(match)
         return pc.is_in(keys, value_set=self.touched) if len(self.touched) else None
 
     def parts(self) -> Iterator[tuple[pa.Table, bool]]:

@@ -166,6 +166,37 @@ def merge_slice(
     return pa.concat_tables([*parts, merge.log_rows()])
 
 
+def _bools(n: int, true_at: np.ndarray) -> pa.Array:
+    """A boolean array of ``n`` values, true at the positions ``true_at``, built from a bitmap (as
+    :func:`_arange`: ``pa.array`` of an ndarray loads ``numpy.ma``)."""
+    bits = np.zeros(n, dtype=bool)
+    bits[true_at] = True
+    return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(np.packbits(bits, bitorder="little"))])
+
+
+class _Claims:
+    """Which ids (winners, cleared keys) a base row has taken, over the parts of a base file."""
+
+    def __init__(self, size: int) -> None:
+        self.taken = np.zeros(size, dtype=bool)
+        self.count = 0
+
+    def first(self, ids: np.ndarray) -> np.ndarray | None:
+        """For ``ids`` (one per row, in base order): true where the row takes its id first; None
+        when every row does (no id twice, none taken before: the usual case, found without a sort
+        by counting the ids taken)."""
+        before = self.taken[ids]
+        self.taken[ids] = True
+        count = int(np.count_nonzero(self.taken))
+        new, self.count = count - self.count, count
+        if new == len(ids):
+            return None
+        _, first = np.unique(ids, return_index=True)
+        own = np.zeros(len(ids), dtype=bool)
+        own[first] = True
+        return own & ~before
+
+
 class LogMerge:
     """The log of one slice merged (its winning version per key), then met with the base rows one
     part (row group) at a time: only one part of the base need be in memory at once."""
@@ -211,6 +242,9 @@ class LogMerge:
         self.cleared_keys = cleared_keys
         self._beaten: list[pa.Array] = []  # winners a base row beat (by ordering), over all parts
         self._met: list[pa.Array] = []  # winners whose key is a base key, over all parts
+        # Winners and cleared keys a base row took, over all parts (a key's first row takes it).
+        self._winner_claims = _Claims(self.winners.num_rows)
+        self._cleared_claims = _Claims(len(cleared_keys))
 
     def match(self, base_keys: pa.Array) -> pa.Array:
         """Each key's winner: an index into the winners, null where the log has no version of it.
@@ -223,9 +257,10 @@ class LogMerge:
         """For one part of the base: which rows survive (bool), and each row's winner (index into
         the winners, null where the log has no version of its key; :meth:`match` of the part's keys
         if given). Records the winners the part's rows beat or met, for :meth:`log_rows`."""
-        match = self.match(base_keys) if match is None else _flat(match)
+        raw = self.match(base_keys) if match is None else _flat(match)
+        match = self._claim(raw)
         matched = pc.is_valid(match)
-        keep = pc.invert(pc.is_in(base_keys, value_set=self.cleared_keys)) if len(self.cleared_keys) else None
+        keep = self._not_cleared(base_keys, raw, matched) if len(self.cleared_keys) else None
         if self.event_time and self.winners.num_rows:
             # ... and survives a log version only with a strictly larger ordering value.
             bord = base.column(self.ordering)
@@ -247,6 +282,33 @@ class LogMerge:
             keep = untouched if keep is None else pc.and_(keep, untouched)
         self._met.append(_flat(match.filter(matched)))
         return _flat(keep), _flat(match)
+
+    def _claim(self, match: pa.Array) -> pa.Array:
+        """``match`` with each winner left to the first base row of its key (over all parts, in base
+        order): a later row of the same key is not met by the log and reads as stored. Hudi's
+        bulk_insert, and inserts without deduplication, can write a key twice in one base file;
+        Hudi's readers (and hudi-rs) hand a key's log version to the first base row that asks for it
+        and read the others as they are, so a compaction keeps what a read showed before it."""
+        index = pc.fill_null(match, -1).to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(index >= 0)
+        own = self._winner_claims.first(index[rows]) if len(rows) else None
+        if own is None:
+            return match
+        return pc.if_else(_bools(len(index), rows[~own]), pa.scalar(None, match.type), match)
+
+    def _not_cleared(self, base_keys: pa.Array, raw: pa.Array, claimed: pa.Array) -> pa.Array:
+        """False for the rows a natural-order delete took: of each cleared key, the row that met its
+        winner (a delete after it), or where the log kept no version of it, its first row in base
+        order. A later row of the key reads as stored, as for any other version (:meth:`_claim`)."""
+        index = pc.index_in(base_keys, value_set=self.cleared_keys)  # one hashing of the keys
+        cleared = pc.is_valid(index)
+        gone = pc.and_(cleared, claimed)
+        lone = pc.and_(cleared, pc.is_null(raw))
+        if not pc.any(lone).as_py():
+            return pc.invert(gone)
+        rows = np.flatnonzero(lone.to_numpy(zero_copy_only=False))
+        own = self._cleared_claims.first(pc.fill_null(index, -1).to_numpy(zero_copy_only=False)[rows])
+        return pc.invert(pc.or_(gone, _bools(len(lone), rows if own is None else rows[own])))
 
     def kept_base(self, base: pa.Table, base_keys: pa.Array, match: pa.Array | None = None) -> pa.Table:
         """The rows of one part of the base that survive the log."""
@@ -279,18 +341,19 @@ class LogMerge:
     ) -> tuple[pa.Table, pa.Array]:
         """One part of the base merged in place: each surviving base row, or the log version that
         replaces it, in base order (as Hudi's merge handle writes a compacted file); and which rows
-        of the part are in it (bool)."""
+        of the part met their log version and are in it (bool: an update, whichever version won)."""
         keep, match = self.meet(base, base_keys, match)
+        met = pc.fill_null(pc.is_valid(match), False)
         alive = self.winner_alive  # a winner is beaten only by its own key's base row: kept there
         replaced = pc.and_(pc.invert(keep), pc.fill_null(alive.take(match), False))
         if not pc.any(replaced).as_py():
-            return (base if pc.all(keep).as_py() else base.filter(keep)), keep
+            return (base if pc.all(keep).as_py() else base.filter(keep)), pc.and_(keep, met)
         refs = self.winners.column("ref").take(match.filter(replaced))
         taken = np.flatnonzero(pc.or_(keep, replaced).to_numpy(zero_copy_only=False))
         which = replaced.to_numpy(zero_copy_only=False)[taken]
         index = taken.copy()
         index[which] = base.num_rows + np.arange(int(which.sum()))
-        written = pc.or_(keep, replaced)
+        written = pc.and_(pc.or_(keep, replaced), met)
         return pa.concat_tables([base, self.data.take(refs)]).take(pa.array(index)), written
 
     def inserted_rows(self) -> pa.Table:

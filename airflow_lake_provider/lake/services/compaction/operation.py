@@ -255,10 +255,10 @@ class _SliceMerge:
                     out = part
                 else:
                     match = match_all.slice(offset, len(keys)) if match_all is not None else merge.match(keys)
-                    out, written = merge.replacing_rows(part, keys, match)
+                    out, met = merge.replacing_rows(part, keys, match)
                     hit = hit_all.slice(offset, len(keys)) if hit_all is not None else self.hits(keys, match)
                     if hit is not None:
-                        self.updated += pc.sum(pc.and_(hit, written)).as_py() or 0
+                        self.updated += pc.sum(pc.and_(hit, met)).as_py() or 0
                 offset += len(keys)
                 self.kept += out.num_rows
                 yield self.named(out), True

@@ -162,3 +162,100 @@ def test_a_slice_without_a_base_file_is_its_log_alone() -> None:
     assert (out.schema, out.to_pylist()) == (SCHEMA, [{"id": "a", "ts": 1, "v": "a1"}])
     empty = merge_slice(None, None, [], **options)
     assert (empty.schema, empty.num_rows) == (SCHEMA, 0)
+
+
+def _replacing(
+    base_rows: list[tuple], items: list, parts: int, **kw: object
+) -> tuple[list[tuple], list[bool]]:
+    """Compaction's merge in place, the base cut in ``parts`` parts: (rows, which base rows met
+    their log version), then the inserted rows."""
+    base = _rows(SCHEMA, base_rows)
+    merge = LogMerge(
+        items, **{"mode": MergeMode.EVENT_TIME_ORDERING, "ordering": "ts", "schema": SCHEMA, **kw}
+    )
+    out: list[tuple] = []
+    met: list[bool] = []
+    size = -(-base.num_rows // parts)
+    for start in range(0, base.num_rows, size):
+        part = base.slice(start, size)
+        rows, part_met = merge.replacing_rows(part, part.column("id").combine_chunks())
+        out += [tuple(r.values()) for r in rows.to_pylist()]
+        met += part_met.to_pylist()
+    out += [tuple(r.values()) for r in merge.inserted_rows().to_pylist()]
+    return out, met
+
+
+def test_a_key_stored_twice_in_the_base_meets_the_log_once_in_base_order() -> None:
+    """A base file may hold a key twice (Hudi's bulk_insert); Hudi's readers and hudi-rs give the
+    key's log version to its first base row and read the later ones as stored (also after a delete),
+    and compaction writes what the read showed, in base order."""
+    base = [("a", 1, "a0"), ("b", 1, "b0"), ("a", 1, "a-dup"), ("c", 1, "c0"), ("a", 7, "a-dup2")]
+    update = [_data(SCHEMA, [("a", 5, "a1"), ("d", 1, "d1")])]
+    assert _merge(base, update) == [
+        ("b", 1, "b0"),
+        ("a", 1, "a-dup"),
+        ("c", 1, "c0"),
+        ("a", 7, "a-dup2"),
+        ("a", 5, "a1"),
+        ("d", 1, "d1"),
+    ]
+    for parts in (1, 2, 5):  # the first row claims the log version whichever part the others are in
+        assert _replacing(base, update, parts) == (
+            [
+                ("a", 5, "a1"),
+                ("b", 1, "b0"),
+                ("a", 1, "a-dup"),
+                ("c", 1, "c0"),
+                ("a", 7, "a-dup2"),
+                ("d", 1, "d1"),
+            ],
+            [True, False, False, False, False],
+        )
+    # The first row wins the duel by ordering: the log version is not read; the others as stored.
+    first_wins = [("a", 9, "a0"), ("a", 1, "a-dup")]
+    assert _merge(first_wins, update) == [("a", 9, "a0"), ("a", 1, "a-dup"), ("d", 1, "d1")]
+    assert _replacing(first_wins, update, 2) == (
+        [("a", 9, "a0"), ("a", 1, "a-dup"), ("d", 1, "d1")],
+        [True, False],
+    )
+    # A delete takes the first row only; commit-time ordering alike.
+    delete = [_delete(["a"], [5])]
+    assert _merge(base, delete) == [("b", 1, "b0"), ("a", 1, "a-dup"), ("c", 1, "c0"), ("a", 7, "a-dup2")]
+    commit_time = {"mode": MergeMode.COMMIT_TIME_ORDERING}
+    assert _replacing(first_wins, update, 1, **commit_time) == (
+        [("a", 5, "a1"), ("a", 1, "a-dup"), ("d", 1, "d1")],
+        [True, False],
+    )
+
+
+def test_distinct_base_keys_all_meet_the_log() -> None:
+    base = [("a", 1, "a0"), ("b", 1, "b0"), ("c", 1, "c0")]
+    update = [_data(SCHEMA, [("c", 5, "c1"), ("a", 5, "a1")])]
+    assert _replacing(base, update, 3) == (
+        [("a", 5, "a1"), ("b", 1, "b0"), ("c", 5, "c1")],
+        [True, False, True],
+    )
+    assert _merge(base, update) == [("b", 1, "b0"), ("a", 5, "a1"), ("c", 5, "c1")]  # the log's by key
+
+
+def test_a_natural_order_delete_takes_the_first_row_of_a_key_stored_twice() -> None:
+    """Of a key the base holds twice, a natural-order delete takes the first row (the row the key's
+    log version goes to, or without one its first in base order); the later row reads as stored."""
+    base = [("a", 1, "a0"), ("b", 1, "b0"), ("a", 1, "a-dup"), ("a", 1, "a-dup2")]
+    natural = [_delete(["a"], [None])]
+    assert _merge(base, natural) == [("b", 1, "b0"), ("a", 1, "a-dup"), ("a", 1, "a-dup2")]
+    for parts in (1, 2, 4):
+        assert _replacing(base, natural, parts) == (
+            [("b", 1, "b0"), ("a", 1, "a-dup"), ("a", 1, "a-dup2")],
+            [False, False, False, False],
+        )
+    # A delete with an ordering value after it is the key's winner: it takes the first row too.
+    then_deleted = [_delete(["a"], [None]), _delete(["a"], [3])]
+    assert _merge(base, then_deleted) == [("b", 1, "b0"), ("a", 1, "a-dup"), ("a", 1, "a-dup2")]
+    # A data version after it meets the first row by ordering; the others read as stored.
+    revived = [_delete(["a", "b"], [None, None]), _data(SCHEMA, [("a", 5, "a1")])]
+    assert _merge(base, revived) == [("a", 1, "a-dup"), ("a", 1, "a-dup2"), ("a", 5, "a1")]
+    assert _replacing(base, revived, 2) == (
+        [("a", 5, "a1"), ("a", 1, "a-dup"), ("a", 1, "a-dup2")],
+        [True, False, False, False],
+    )

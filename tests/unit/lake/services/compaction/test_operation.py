@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 from compaction_support import DUE, batch, crash_at, empty_mor, mor, recorded
 from crash_support import crashing, steps_of, unraisable_after
+from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake.errors import CompactionError, CorruptDataFileError
 from airflow_lake_provider.lake.format import bloom_filter
@@ -25,6 +26,7 @@ from airflow_lake_provider.lake.services.compaction import operation
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
@@ -291,3 +293,71 @@ def test_a_pending_rollback_is_not_read_for_deleted_files(tmp_path: Path) -> Non
     pending = table.timeline().filter([Action.ROLLBACK], [State.INFLIGHT])
     assert len(pending) == 1
     assert _kept_logs(table, op) == [f"x/{n}" for n in op.delta_file_names if f"x/{n}" != gone]
+
+
+@pytest.mark.parametrize("table_version", [6, 8])
+def test_a_key_stored_twice_in_the_base_file_is_read_and_compacted_as_hudi_reads_it(
+    tmp_path: Path, table_version: int
+) -> None:
+    """A base file holding k1 twice (Hudi's bulk_insert writes such files), in two row groups, and
+    a log updating k1: the first row meets the update, the second is read as stored, by our reader
+    and hudi-rs alike; the compacted file holds what that read showed, in base order, and counts
+    one update."""
+    table = empty_mor(tmp_path, table_version=table_version)
+    write(table, batch(["k0", "k1", "k2"], 1, "x"), "insert")
+    path = _base_of(table, "x")
+    source = pq.ParquetFile(path)
+    rows, footer = source.read(), dict(source.metadata.metadata)
+    again = rows.filter(pc.equal(rows.column("id"), "k1"))
+    again = again.set_column(again.schema.get_field_index("ts"), "ts", pa.array([3], pa.int64()))
+    pq.write_table(pa.concat_tables([rows, again]).replace_schema_metadata(footer), path, row_group_size=2)
+    write(table, batch(["k1"], 2, "x"), "upsert")
+    expected = [("k0", 1), ("k1", 2), ("k1", 3), ("k2", 1)]
+    assert _snapshot(table) == expected == hudi_rs_rows(table.base_path)
+    (op,) = schedule_compaction(table, DUE).plan.operations
+    stat = _run(table, op)
+    written = pq.read_table(table.base_path / stat.path).select(["id", "ts"])
+    assert [tuple(r.values()) for r in written.to_pylist()] == [("k0", 1), ("k1", 2), ("k2", 1), ("k1", 3)]
+    assert (stat.num_writes, stat.num_update_writes, stat.num_inserts) == (4, 1, 0)
+
+
+def _snapshot(table: LakeTable) -> list[tuple]:
+    rows = read_snapshot(LakeTable.open(table.base_path)).select(["id", "ts"])
+    return sorted(tuple(r.values()) for r in rows.to_pylist())
+
+
+def hudi_rs_rows(path: Path) -> list[tuple]:
+    batches = HudiTableBuilder.from_base_uri(str(path)).build().read()
+    rows = pa.Table.from_batches(batches).select(["id", "ts"])
+    return sorted(tuple(r.values()) for r in rows.to_pylist())
+
+
+@pytest.mark.parametrize("table_version", [6, 8])
+def test_a_natural_order_delete_of_a_key_stored_twice_takes_its_first_row_as_hudi_reads_it(
+    tmp_path: Path, table_version: int
+) -> None:
+    """Without an ordering field a delete is in natural order: of k1, stored twice, it takes the
+    first row; our reader, hudi-rs and the compacted file keep the second."""
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="",
+        partition_fields=("p",),
+        table_version=table_version,
+    )
+    write(table, batch(["k0", "k1"], 1, "x"), "insert")
+    path = _base_of(table, "x")
+    source = pq.ParquetFile(path)
+    rows, footer = source.read(), dict(source.metadata.metadata)
+    again = rows.filter(pc.equal(rows.column("id"), "k1"))
+    again = again.set_column(again.schema.get_field_index("ts"), "ts", pa.array([3], pa.int64()))
+    pq.write_table(pa.concat_tables([rows, again]).replace_schema_metadata(footer), path)
+    write(table, batch(["k1"], 2, "x"), "delete")
+    assert _snapshot(table) == [("k0", 1), ("k1", 3)] == hudi_rs_rows(table.base_path)
+    (op,) = schedule_compaction(table, DUE).plan.operations
+    stat = _run(table, op)
+    written = pq.read_table(table.base_path / stat.path).select(["id", "ts"])
+    assert [tuple(r.values()) for r in written.to_pylist()] == [("k0", 1), ("k1", 3)]
+    assert (stat.num_writes, stat.num_deletes, stat.num_update_writes) == (2, 1, 0)

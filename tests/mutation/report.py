@@ -69,6 +69,8 @@ _WRITER_TESTS = (
     "table/test_reader.py",
     "services/clean/test_clean.py",
     "services/compaction/test_compaction.py",
+    # the log rows a write keeps for a maintained MDT's column stats (and only then)
+    "table/metadata/test_commit_reads.py",
 )
 FOCUS = {
     **dict.fromkeys(
@@ -78,6 +80,7 @@ FOCUS = {
     "timeline-store": (
         "timeline/test_store.py",
         "timeline/test_store_services.py",
+        "timeline/test_store_v2.py",
         "table/archival/test_executor.py",
         "services/test_savepoint.py",
         "services/test_savepoint_safety.py",
@@ -106,6 +109,29 @@ FOCUS = {
         # a maintained MDT: the deltacommit of a write undone goes with it
         "table/metadata/test_commit_crash.py",
         "table/metadata/test_rollback.py",
+    ),
+    # The merge runs under every read and compaction (~390 tests, 131 s a survivor): its own tests,
+    # the readers' and the compaction operation's that merge logs with base files.
+    "merge": (
+        "table/test_merge.py",
+        "table/test_merge_mode_v6.py",
+        "table/test_reader.py",
+        "table/test_reader_1x.py",
+        "table/test_reader_history.py",
+        "services/compaction/test_operation.py",
+        "services/compaction/test_compaction.py",
+    ),
+    # The compaction modules (~200-280 tests mapped each): the compaction tests, and the MDT's own
+    # compaction and services that the data compaction runs after its commit.
+    **dict.fromkeys(
+        ("compaction-executor", "compaction-scheduler", "compaction-operation"),
+        ("services/compaction/", "table/metadata/test_services.py", "table/metadata/test_compaction.py"),
+    ),
+    # The clean executor (~265 tests mapped): the clean tests and the MDT's clean.
+    "clean-executor": (
+        "services/clean/",
+        "table/metadata/test_clean.py",
+        "services/test_savepoint_safety.py",
     ),
     # The view's and builder's hot functions are mapped to ~1,200 tests; their private helpers
     # (missing_slices' `_at_risk`, `_missing_of`, ...) to the few tests mutmut's incremental stats

@@ -215,9 +215,7 @@ class TimelineStore:
         0.x's. Fields a schema does not have are left out."""
         from airflow_lake_provider.lake.timeline import avro as timeline_avro  # fastavro: on use only
 
-        if self.layout.has_completion_times and full_name in timeline_avro.SCHEMAS_1X:
-            return timeline_avro.write_avro_1x(full_name, record)
-        return timeline_avro.write_avro(full_name, record)
+        return timeline_avro.write_avro_for(full_name, record, self.layout.has_completion_times)
 
     def start_planned(self, requested: Instant, plan: bytes) -> Instant:
         """requested -> inflight of an action whose requested file is its plan (a compaction): layout

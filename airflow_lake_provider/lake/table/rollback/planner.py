@@ -122,9 +122,10 @@ def latest_completed_commit(timeline: Timeline) -> Instant | None:
 def plan(target: Instant, written: Iterable[WrittenFile], logs_per_instant: bool = False) -> RollbackPlan:
     """The plan undoing ``target``: per file group, files to delete and log files to mark.
     ``logs_per_instant`` (versions 8/9): the log files named with ``target`` are deleted, no other."""
-    deletes: dict[tuple[str, str | None], list[str]] = {}
-    marks: dict[tuple[str, str | None], list[tuple[str, int]]] = {}
-    base_of: dict[tuple[str, str | None], str | None] = {}
+    # keyed by (partition, file id), both parsed from file names
+    deletes: dict[tuple[str, str], list[str]] = {}
+    marks: dict[tuple[str, str], list[tuple[str, int]]] = {}
+    base_of: dict[tuple[str, str], str | None] = {}
     t = target.timestamp
     for f in sorted(written, key=lambda w: w.path):
         partition, _, name = f.path.rpartition("/")
@@ -159,6 +160,6 @@ def plan(target: Instant, written: Iterable[WrittenFile], logs_per_instant: bool
             files_to_delete=tuple(deletes.get(key, ())),
             logs_to_mark=tuple(marks.get(key, ())),
         )
-        for key in sorted(set(deletes) | set(marks), key=lambda k: (k[0], k[1] or ""))
+        for key in sorted(set(deletes) | set(marks))
     )
     return RollbackPlan(t, target.action, requests)

@@ -378,7 +378,8 @@ class _WriteJob:
         context: WriteContext,
         max_rows_per_file: int,
         fault: FaultHook,
-        keep_log_rows: bool = False,
+        *,
+        keep_log_rows: bool,
     ) -> None:
         self.table, self.context = table, context
         self.max_rows = max(1, max_rows_per_file)

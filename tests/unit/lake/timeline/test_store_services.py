@@ -16,10 +16,12 @@ from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     InvalidInstantError,
     InvalidStateTransitionError,
+    StorageError,
     UnsafePathError,
 )
 from airflow_lake_provider.lake.format.properties import format_properties, parse_properties
 from airflow_lake_provider.lake.storage import CrashingStorage
+from airflow_lake_provider.lake.storage.local import LocalStorage
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import layout
@@ -412,3 +414,73 @@ def test_the_lsm_history_is_appended_to_and_compacted_where_the_table_properties
     assert list((path / ".hoodie" / "timeline" / "history").iterdir()) == []
     held = History(table.storage, ".hoodie/timeline/lsm").instants(done[0].timestamp, done[-1].timestamp)
     assert [(i.instant_time, i.action) for i in held] == [(c.timestamp, c.action.value) for c in done]
+
+
+def test_un_completing_again_after_it_ran_changes_nothing(store: TimelineStore) -> None:
+    """A forced rollback interrupted after the completed file went runs the step again: the
+    missing completed file is not an error and the instant stays pending."""
+    done = _completed(store, T1, Action.DELTACOMMIT)
+    store.remove_completed(done)
+    after = _files(store)
+    store.remove_completed(done)
+    assert _files(store) == after == [f"{T1}.deltacommit.inflight", f"{T1}.deltacommit.requested"]
+
+
+def test_properties_recovery_follows_hudis_backup_protocol(store: TimelineStore) -> None:
+    current, backup = _hoodie(store) / "hoodie.properties", _hoodie(store) / "hoodie.properties.backup"
+    # No backup: nothing was interrupted.
+    current.write_bytes(b"a=1\n")
+    assert store.recover_properties() is False
+    assert (current.read_bytes(), backup.exists()) == (b"a=1\n", False)
+    # Interrupted after the backup was made: the current file is complete, the backup goes.
+    backup.write_bytes(b"a=0\n")
+    assert store.recover_properties() is True
+    assert (current.read_bytes(), backup.exists()) == (b"a=1\n", False)
+    # Interrupted with the current file gone: the backup is copied back, then goes.
+    current.unlink()
+    backup.write_bytes(b"a=0\n")
+    assert store.recover_properties() is True
+    assert (current.read_bytes(), backup.exists()) == (b"a=0\n", False)
+
+
+def test_metadata_table_files_are_listed_deepest_folders_first(store: TimelineStore) -> None:
+    """A drop deletes file by file, deepest first, so a crash leaves the outer folders readable."""
+    mdt = _hoodie(store) / "metadata"
+    for rel in ("b", "a/x", ".hoodie/z", "files/.f.log.1_0-1-0", "files/a/b/deep", "c/ab"):
+        (mdt / rel).parent.mkdir(parents=True, exist_ok=True)
+        (mdt / rel).write_bytes(b"1")
+    assert store.metadata_table_files() == [
+        ".hoodie/metadata/files/a/b/deep",
+        ".hoodie/metadata/.hoodie/z",
+        ".hoodie/metadata/a/x",
+        ".hoodie/metadata/c/ab",
+        ".hoodie/metadata/files/.f.log.1_0-1-0",
+        ".hoodie/metadata/b",
+    ]
+
+
+def test_a_linked_metadata_table_lists_no_files_and_only_the_link_is_dropped(
+    store: TimelineStore, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    (elsewhere / "files").mkdir()
+    (elsewhere / "files" / "kept").write_bytes(b"1")
+    (_hoodie(store) / "metadata").symlink_to(elsewhere, target_is_directory=True)
+    assert store.metadata_table_files() == []
+    store.delete_metadata_table()
+    assert not (_hoodie(store) / "metadata").exists()
+    assert (elsewhere / "files" / "kept").read_bytes() == b"1"
+
+
+def test_a_drop_that_leaves_the_metadata_folder_behind_is_an_error(store: TimelineStore) -> None:
+    class Lingering(LocalStorage):
+        def delete_tree(self, rel: str) -> None:  # a store that does not remove the folder
+            pass
+
+    (_hoodie(store) / "metadata" / "files").mkdir(parents=True)
+    (_hoodie(store) / "metadata" / "files" / "f").write_bytes(b"1")
+    lingering = TimelineStore(Lingering(store.base_path))
+    where = lingering.storage.uri(".hoodie/metadata")
+    with pytest.raises(StorageError, match=_exactly(f"{where} is still there after deleting it")):
+        lingering.delete_metadata_table()
+    assert not (_hoodie(store) / "metadata" / "files" / "f").exists()

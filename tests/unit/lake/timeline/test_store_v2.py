@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import io
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,10 @@ import pytest
 from airflow_lake_provider.lake.errors import CommitConflictError, InvalidStateTransitionError
 from airflow_lake_provider.lake.format.table_config import TableConfig, TableType
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
+from airflow_lake_provider.lake.timeline import layout_v2
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
-from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, State
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, State
 from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
 from airflow_lake_provider.lake.timeline.store import TimelineStore
 
@@ -225,3 +227,73 @@ def test_java_avro_reads_our_commit_files_under_hudi_1x_schema(tmp_path: Path, s
         [f".{stat.file_id}_{done.instant}.log.1_{stat.path.rsplit('_', 1)[1]}"],
     )
     assert (java_stat["numUpdateWrites"], java_stat["prevCommit"]) == (1, done.instant)
+
+
+def test_a_savepoint_completes_under_the_instant_lock_and_refuses_one_made_while_it_waited(
+    tmp_path: Path,
+) -> None:
+    """Layout 2 takes a completion time for the savepoint under the instant lock (the lock the
+    starts of instants take, so no time is handed out twice); a savepoint another process completed
+    while this one waited for the lock is found then, and nothing more is written."""
+    store = _store(tmp_path, 8)
+    store.transition_to_completed(
+        store.transition_to_inflight(store.create_requested(T1, Action.COMMIT)), b""
+    )
+    outcome: list[object] = []
+
+    def create() -> None:
+        try:
+            outcome.append(store.create_savepoint(T1, b"ours"))
+        except Exception as exc:  # noqa: BLE001 - reported to the main thread
+            outcome.append(exc)
+
+    theirs = f"{T1}_20250101000000009.savepoint"
+    with store.storage.lock(".hoodie/.aux/.lake-instant.lock", "held by the test"):
+        creator = threading.Thread(target=create)
+        creator.start()
+        creator.join(0.5)
+        assert creator.is_alive() and outcome == []  # waiting, only its inflight file made
+        assert f"{T1}.savepoint.inflight" in _names(store)
+        store.storage.create(f".hoodie/timeline/{theirs}", b"theirs")
+    creator.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], CommitConflictError)
+    assert str(outcome[0]) == f"{T1}: a savepoint already exists"
+    assert [n for n in _names(store) if "savepoint" in n] == [f"{T1}.savepoint.inflight", theirs]
+    assert (tmp_path / "tbl/.hoodie/timeline" / theirs).read_bytes() == b"theirs"
+
+
+def test_un_completing_finds_the_completed_file_by_its_time_alone(tmp_path: Path) -> None:
+    """The completed file of layout 2 carries a completion time the caller may not hold: the store
+    deletes the file it finds for the instant's time."""
+    store = _store(tmp_path, 8)
+    inflight = store.transition_to_inflight(store.create_requested(T1, Action.DELTACOMMIT), b"")
+    done = store.transition_to_completed(inflight, b"")
+    store.remove_completed(Instant(T1, State.COMPLETED, Action.DELTACOMMIT))
+    assert layout_v2.file_name(done) not in _names(store)
+    assert _names(store) == [f"{T1}.deltacommit.inflight", f"{T1}.deltacommit.requested"]
+
+
+def _decoded(data: bytes) -> tuple[dict, list[dict]]:
+    """(writer schema, records) of an Avro container (its sync marker is random: bytes differ)."""
+    reader = fastavro.reader(io.BytesIO(data))
+    return reader.writer_schema, list(reader)
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_plans_are_encoded_under_the_schema_of_the_tables_hudi_line(tmp_path: Path, version: int) -> None:
+    """Layout 2 writes a plan whose schema changed in Hudi 1.x under the 1.x schema, others (and
+    every plan of layout 1) under 0.x's."""
+    store = _store(tmp_path, version)
+    plan = {"operations": [], "extraMetadata": None, "version": 1}
+    schema, records = _decoded(store.encode_plan(timeline_avro.COMPACTION_PLAN, plan))
+    assert ("missingSchedulePartitions" in [f["name"] for f in schema["fields"]]) == (version == 8)
+    expected = timeline_avro.write_avro_1x if version == 8 else timeline_avro.write_avro
+    assert (schema, records) == _decoded(expected(timeline_avro.COMPACTION_PLAN, plan))
+    clean = {
+        "earliestInstantToRetain": None,
+        "policy": "KEEP_LATEST_COMMITS",
+        "filesToBeDeletedPerPartition": {},
+    }
+    assert _decoded(store.encode_plan(timeline_avro.CLEANER_PLAN, clean)) == _decoded(
+        timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, clean)
+    )

@@ -10,6 +10,7 @@ from typing import Any
 import jinja2
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_lake_provider.lake.config.parsers import boolean
 from airflow_lake_provider.lake.errors import ConfigError, LakeError, ServiceBusyError
 
 # What a run without a logical date (a manual trigger from the UI, or the REST API's default)
@@ -70,15 +71,14 @@ def check_options(options: Mapping[str, Any] | None, what: str) -> dict[str, str
 
 
 def as_bool(value: bool | str, name: str) -> bool:
-    """A flag that may arrive as a rendered template string (``"True"``, ``"false"``)."""
+    """A flag that may arrive as a rendered template string (``"True"``, ``"false"``), read as the
+    options' booleans are (one parser: ``true``/``false`` in any case, anything else refused)."""
     if isinstance(value, bool):
         return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no", ""):
-        return False
-    raise LakeConfigError(f"{name}={value!r} is not a boolean")
+    try:
+        return boolean(name, str(value), ConfigError)
+    except ConfigError as exc:
+        raise LakeConfigError(str(exc)) from None
 
 
 @contextlib.contextmanager

@@ -13,6 +13,8 @@ import pytest
 from dag_helpers import new_trips_table, sync_dags_folder, task_states
 from tree_digest import tree_digest
 
+from airflow_lake_provider.hooks.errors import LakeConfigError, as_bool
+
 pytestmark = pytest.mark.airflow
 DAG_ID = "lake_config_typos"
 POLICIES = "KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS"
@@ -159,3 +161,16 @@ def test_an_option_name_that_is_not_a_string_fails_at_once(key: object) -> None:
 
     with pytest.raises(LakeConfigError, match=f"clean of t: option names are strings: {key!r}"):
         check_options({"hoodie.cleaner.commits.retained": "1", key: "x"}, "clean of t")  # type: ignore[dict-item]
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"), [("True", True), (" false ", False), ("TRUE", True), (False, False)]
+)
+def test_an_operator_flag_is_read_as_the_options_booleans_are(raw: str | bool, expected: bool) -> None:
+    assert as_bool(raw, "dry_run") is expected
+
+
+@pytest.mark.parametrize("raw", ["1", "yes", "", "0", "no", "None"])
+def test_an_operator_flag_other_than_true_or_false_fails_at_once(raw: str) -> None:
+    with pytest.raises(LakeConfigError, match=f"^dry_run={raw!r} is not true or false$"):
+        as_bool(raw, "dry_run")

@@ -39,6 +39,13 @@ class Option(Generic[T]):
         found = self._found(layers)
         return None if found is None else (found[0], found[1])
 
+    def given_in(self, *layers: Mapping[str, object]) -> str:
+        """`` (in <file>)`` when the value ``read`` takes comes from a layer that knows its file (a
+        table's ``hoodie.properties``), else "": for messages about two options together."""
+        found = self._found(layers)
+        source = None if found is None else getattr(found[2], "source", None)
+        return "" if source is None else f" (in {source})"
+
     def _found(self, layers: tuple[Layer, ...]) -> tuple[str, str, Layer] | None:
         for layer in reversed(layers):
             given = [(n, str(layer[n]).strip()) for n in self.names if _is_set(layer.get(n))]

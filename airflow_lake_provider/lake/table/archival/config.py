@@ -38,7 +38,7 @@ class ArchivalConfig:
         )
         if config.max_commits <= config.min_commits:
             raise ArchivalConfigError(
-                f"{MAX_COMMITS_KEY}={config.max_commits} must be greater than "
-                f"{MIN_COMMITS_KEY}={config.min_commits}"
+                f"{MAX_COMMITS_KEY}={config.max_commits}{r.KEEP_MAX_COMMITS.given_in(*layers)} must be "
+                f"greater than {MIN_COMMITS_KEY}={config.min_commits}{r.KEEP_MIN_COMMITS.given_in(*layers)}"
             )
         return config

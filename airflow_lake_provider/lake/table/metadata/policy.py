@@ -97,8 +97,9 @@ class MetadataTablePolicy(str, Enum):
         if not enabled:
             if maintain and maintain_asked(*layers):
                 raise MetadataTableConfigError(
-                    f"{METADATA_ENABLE.key}=false drops the metadata table, {METADATA_MAINTAIN.key}=true "
-                    "keeps it up to date: give one of them, not both"
+                    f"{METADATA_ENABLE.key}=false{METADATA_ENABLE.given_in(*layers)} drops the metadata "
+                    f"table, {METADATA_MAINTAIN.key}=true{METADATA_MAINTAIN.given_in(*layers)} keeps it "
+                    "up to date: give one of them, not both"
                 )
             return cls.DROP
         return cls.MAINTAIN if maintain else cls.REFUSE

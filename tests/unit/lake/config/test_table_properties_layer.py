@@ -13,7 +13,7 @@ from compaction_support import DUE, batch, empty_mor
 from tree_digest import tree_digest
 from write_support import hudi_rows
 
-from airflow_lake_provider.lake.errors import WriteConfigError
+from airflow_lake_provider.lake.errors import ArchivalConfigError, MetadataTableConfigError, WriteConfigError
 from airflow_lake_provider.lake.format import bloom_filter
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
@@ -139,3 +139,31 @@ def test_a_bad_value_the_properties_hold_is_refused_naming_the_file(
         run_clean(table, {"hoodie.cleaner.commits.retained": "2"})
     else:
         schedule_compaction(table, {"hoodie.compact.inline.trigger.strategy": "NUM_COMMITS"})
+
+
+def test_two_options_refused_together_name_the_file_each_came_from(tmp_path: Path) -> None:
+    """hoodie.properties holds hoodie.keep.min.commits=30; the caller's max of 25 is not above it:
+    the refusal says which value the file gave, changing nothing."""
+    table = empty_mor(tmp_path)
+    write(table, batch(["a"], 1, "x"), "insert")
+    table = _with_properties(tmp_path / "t", **{"hoodie.keep.min.commits": "30"})
+    before = tree_digest(tmp_path / "t")
+    props = table.store.storage.uri(".hoodie/hoodie.properties")
+    with pytest.raises(ArchivalConfigError) as refused:
+        write(table, batch(["b"], 2, "x"), "upsert", options={"hoodie.keep.max.commits": "25"})
+    assert str(refused.value) == (
+        f"hoodie.keep.max.commits=25 must be greater than hoodie.keep.min.commits=30 (in {props})"
+    )
+    assert tree_digest(tmp_path / "t") == before
+
+
+def test_a_drop_and_maintain_given_in_different_places_are_named_where(tmp_path: Path) -> None:
+    table = empty_mor(tmp_path)
+    table = _with_properties(tmp_path / "t", **{"lake.metadata-table.maintain": "true"})
+    props = table.store.storage.uri(".hoodie/hoodie.properties")
+    with pytest.raises(MetadataTableConfigError) as refused:
+        write(table, batch(["a"], 1, "x"), "insert", options={"hoodie.metadata.enable": "false"})
+    assert str(refused.value) == (
+        "hoodie.metadata.enable=false drops the metadata table, "
+        f"lake.metadata-table.maintain=true (in {props}) keeps it up to date: give one of them, not both"
+    )

@@ -34,6 +34,7 @@ from airflow_lake_provider.hooks.errors import (
 from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
 from airflow_lake_provider.hooks.write import WriteHookMixin
+from airflow_lake_provider.lake.config.option import NamedLayer
 from airflow_lake_provider.lake.config.registry import METADATA_ENABLE, METADATA_MAINTAIN
 
 if TYPE_CHECKING:
@@ -274,15 +275,15 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
         return table
 
     def connection_options(self) -> dict[str, str]:
-        """Table options the connection's extra sets for every action (only the metadata-table
-        policy: ``hoodie.metadata.enable`` and ``lake.metadata-table.maintain``)."""
+        """Table options the connection's extra sets for every action (the metadata-table policy:
+        ``hoodie.metadata.enable``, ``lake.metadata-table.maintain``); refusals name the connection."""
         conn = self.get_conn()
         out = {}
         for key in EXTRA_METADATA_KEYS:
             value = _extra(conn, key) if conn is not None else None
             if value is not None and value != "":
                 out[key] = str(value).strip().lower()
-        return out
+        return NamedLayer(out, f"the extra of lake connection {self.lake_conn_id!r}")
 
     # -- clean ---------------------------------------------------------------------------------
     def clean(

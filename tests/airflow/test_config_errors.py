@@ -4,6 +4,7 @@ error would show as a second try)."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -174,3 +175,30 @@ def test_an_operator_flag_is_read_as_the_options_booleans_are(raw: str | bool, e
 def test_an_operator_flag_other_than_true_or_false_fails_at_once(raw: str) -> None:
     with pytest.raises(LakeConfigError, match=f"^dry_run={raw!r} is not true or false$"):
         as_bool(raw, "dry_run")
+
+
+def test_a_bad_value_in_a_connections_extra_names_the_connection(
+    airflow_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_lake_provider.hooks.lake import LakeHook
+
+    table, _ = new_trips_table(tmp_path / "trips")
+    extra = {"hoodie.metadata.enable": "yes", "lake.metadata-table.maintain": "true"}
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_BAD", json.dumps({"conn_type": "lake", "extra": extra}))
+    extra = {"lake.metadata-table.maintain": "true"}
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_KEEP", json.dumps({"conn_type": "lake", "extra": extra}))
+    before = tree_digest(tmp_path / "trips")
+    with pytest.raises(LakeConfigError) as bad:
+        LakeHook(lake_conn_id="lake_bad").clean(str(table.uri))
+    with pytest.raises(LakeConfigError) as both:
+        LakeHook(lake_conn_id="lake_keep").clean(str(table.uri), {"hoodie.metadata.enable": "false"})
+    assert str(bad.value) == (
+        f"clean of {table.uri}: the extra of lake connection 'lake_bad': "
+        "hoodie.metadata.enable='yes' is not true or false"
+    )
+    assert str(both.value) == (
+        f"clean of {table.uri}: hoodie.metadata.enable=false drops the metadata table, "
+        "lake.metadata-table.maintain=true (in the extra of lake connection 'lake_keep') keeps it up "
+        "to date: give one of them, not both"
+    )
+    assert tree_digest(tmp_path / "trips") == before

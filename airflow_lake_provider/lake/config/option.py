@@ -80,6 +80,15 @@ class Option(Generic[T]):
             raise _named(exc, found[2]) from None
 
 
+class NamedLayer(dict[str, str]):
+    """Options read from one named place (a connection's extra): a refusal of a value names it, as
+    one read from a table's ``hoodie.properties`` names the file."""
+
+    def __init__(self, values: Mapping[str, str], source: str) -> None:
+        super().__init__(values)
+        self.source = source
+
+
 def _named(exc: ConfigError, layer: Mapping[str, object]) -> ConfigError:
     """``exc`` led by the file ``layer`` was read from, when it knows one (a table's properties)."""
     source = getattr(layer, "source", None)

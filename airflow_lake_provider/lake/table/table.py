@@ -28,6 +28,7 @@ from airflow_lake_provider.lake.format.table_config import (
     TableType,
 )
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage, local_path, open_storage
+from airflow_lake_provider.lake.table.merge import IS_DELETED_FIELD
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import DEFAULT_CLOCK, InstantClock
 from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
@@ -178,7 +179,9 @@ class LakeTable:
         if avro is None:
             return None
         data = avro_to_arrow(avro)
-        data = pa.schema([f for f in data if not f.name.startswith("_hoodie_")])
+        # Hudi's meta columns are ours to fill; ``_hoodie_is_deleted`` is a data column (a version
+        # flagged true in a log is a delete: the merge reads it, hudi-rs reads it as a column).
+        data = pa.schema([f for f in data if not f.name.startswith("_hoodie_") or f.name == IS_DELETED_FIELD])
         return pa.schema(meta_arrow_fields() + list(data)) if self.config.populate_meta_fields else data
 
     def parquet_schema(self, relative_path: str) -> pa.Schema:

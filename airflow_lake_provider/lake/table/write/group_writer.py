@@ -4,6 +4,7 @@ file (MOR), each after its marker. Any process may run it; it commits nothing.
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -246,5 +247,9 @@ class _GroupWriter:
         fields = [self.schema.field(RECORD_KEY), self.schema.field(ordering)]
         reader = SliceReader(self.table, self.timeline, pa.schema(fields))
         live = reader.read_slice(slice_)
-        where = pc.index_in(keys, value_set=reader.keys_of(live))
-        return live.column(ordering).combine_chunks().take(where)
+        # Each key's last live row: the log's version, which a read puts after the base rows (a key
+        # a base file holds twice reads its later rows as stored, before it). Java's log scan drops
+        # a delete whose value is below the logged version's, commit time or not.
+        backwards = pa.array(np.arange(live.num_rows - 1, -1, -1, dtype=np.int64))
+        where = pc.index_in(keys, value_set=reader.keys_of(live).take(backwards))
+        return live.column(ordering).take(backwards).combine_chunks().take(where)

@@ -169,3 +169,42 @@ def test_reader_conform_refuses_lossy_cast_of_stored_values() -> None:
     assert conform(pa.table({"f": [0.25]}), schema).to_pylist() == [{"f": 0.25, "g": None}]
     with pytest.raises(SchemaError, match=r"column 'f': value 0.1 does not fit float exactly"):
         conform(pa.table({"f": [0.25, 0.1]}), schema)
+
+
+@pytest.mark.parametrize(("table_version", "precombine"), [(6, "ts"), (8, "ts"), (8, "")])
+def test_a_version_flagged_hoodie_is_deleted_in_a_log_reads_deleted_as_hudi_rs_reads_it(
+    tmp_path: Path, table_version: int, precombine: str
+) -> None:
+    """``_hoodie_is_deleted`` is a data column (Hudi's delete marker), not a meta column: an upsert
+    flagging k0 true logs a delete of it. Our read, like hudi-rs, hides k0 and shows the column."""
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field=precombine,
+        partition_fields=("p",),
+        table_version=table_version,
+    )
+
+    def rows(ids: list[str], ts: int, flag: bool) -> pa.Table:
+        n = len(ids)
+        return pa.table(
+            {
+                "id": ids,
+                "ts": pa.array([ts] * n, pa.int64()),
+                "p": ["x"] * n,
+                "_hoodie_is_deleted": [flag] * n,
+            }
+        )
+
+    write(table, rows(["k0", "k1"], 1, False), "insert")
+    write(table, rows(["k0"], 2, True), "upsert")
+    ours = read_snapshot(LakeTable.open(table.base_path))
+    theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(table.base_path)).build().read())
+    assert ours.column_names == theirs.column_names
+    assert ours.column_names[-1] == "_hoodie_is_deleted"
+    assert _rows(ours.drop(["_hoodie_commit_seqno"])) == _rows(theirs.drop(["_hoodie_commit_seqno"]))
+    assert ours.select(["id", "_hoodie_is_deleted"]).to_pylist() == [
+        {"id": "k1", "_hoodie_is_deleted": False}
+    ]

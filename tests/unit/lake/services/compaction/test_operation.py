@@ -361,3 +361,23 @@ def test_a_natural_order_delete_of_a_key_stored_twice_takes_its_first_row_as_hud
     written = pq.read_table(table.base_path / stat.path).select(["id", "ts"])
     assert [tuple(r.values()) for r in written.to_pylist()] == [("k0", 1), ("k1", 3)]
     assert (stat.num_writes, stat.num_deletes, stat.num_update_writes) == (2, 1, 0)
+
+
+@pytest.mark.parametrize("table_version", [6, 8])
+def test_a_version_flagged_hoodie_is_deleted_is_compacted_away_as_hudi_rs_reads_it(
+    tmp_path: Path, table_version: int
+) -> None:
+    """An upsert flagging k1 ``_hoodie_is_deleted`` logs a delete: the compacted file holds k0 alone
+    (and keeps the column), as the read before it and hudi-rs after it."""
+    table = empty_mor(tmp_path, table_version=table_version)
+    flagged = batch(["k0", "k1"], 1, "x").append_column("_hoodie_is_deleted", pa.array([False, False]))
+    write(table, flagged, "insert")
+    write(table, batch(["k1"], 2, "x").append_column("_hoodie_is_deleted", pa.array([True])), "upsert")
+    assert _snapshot(table) == [("k0", 1)] == hudi_rs_rows(table.base_path)
+    (op,) = schedule_compaction(table, DUE).plan.operations
+    stat = _run(table, op)
+    written = pq.read_table(table.base_path / stat.path)
+    assert written.select(["id", "ts", "_hoodie_is_deleted"]).to_pylist() == [
+        {"id": "k0", "ts": 1, "_hoodie_is_deleted": False}
+    ]
+    assert (stat.num_writes, stat.num_deletes) == (1, 1)

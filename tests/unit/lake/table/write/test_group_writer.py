@@ -540,3 +540,33 @@ def test_a_write_through_a_runner_closes_every_base_file(tmp_path: Path) -> None
 
     done = write(table, _batch([2, 5], ts=2, v="y"), "upsert", runner=runner)
     assert done.updated == 2 and storage.open_now() == []
+
+
+def test_a_commit_time_delete_of_a_key_stored_twice_carries_its_log_versions_ordering_value(
+    tmp_path: Path,
+) -> None:
+    """A base file holding k1 twice (ts 1, then ts 3: Hudi's bulk_insert), its first row updated in
+    the log to ts 5: the read shows the second row as stored and the log's version. A delete then
+    carries 5, the log version's value: Java's log scan drops a delete whose ordering value is
+    smaller than the logged version's (even by commit time), the stored row's 3 would leave k1 at
+    ts 5 for Java while we and hudi-rs read it deleted."""
+    path = tmp_path / "t"
+    LakeTable.create(
+        path, name="t", table_type="mor", record_key_fields=("id",), precombine_field="ts", table_version=6
+    )
+    properties = path / ".hoodie" / "hoodie.properties"
+    payload = "hoodie.compaction.payload.class=org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+    properties.write_text(properties.read_text() + payload + "\n")
+    write(LakeTable.open(path), _batch([0, 1], ts=1), "insert")
+    (base,) = path.glob("*.parquet")
+    rows = pq.read_table(base)
+    again = rows.filter(pc.equal(rows.column("id"), 1))
+    again = again.set_column(again.schema.get_field_index("ts"), "ts", pa.array([3], pa.int64()))
+    pq.write_table(pa.concat_tables([rows, again]).replace_schema_metadata(rows.schema.metadata), base)
+    write(LakeTable.open(path), _batch([1], ts=5), "upsert")
+    assert _our_rows(path, "id", "ts") == [(0, 1), (1, 3), (1, 5)] == _hudi_rows(path, "id", "ts")
+    before = {p.name for p in path.iterdir()}
+    write(LakeTable.open(path), _batch([1], ts=0), "delete")
+    (log_file,) = [p for p in path.iterdir() if p.name not in before]
+    assert _deletes(log_file) == [DeleteRecord("1", "", 5, "long")]
+    assert _our_rows(path, "id", "ts") == [(0, 1), (1, 3)] == _hudi_rows(path, "id", "ts")

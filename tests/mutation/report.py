@@ -125,7 +125,16 @@ FOCUS = {
     # compaction and services that the data compaction runs after its commit.
     **dict.fromkeys(
         ("compaction-executor", "compaction-scheduler", "compaction-operation"),
-        ("services/compaction/", "table/metadata/test_services.py", "table/metadata/test_compaction.py"),
+        (
+            "services/compaction/",
+            "table/metadata/test_services.py",
+            "table/metadata/test_compaction.py",
+            # the metadata-table policy before an execute (drop, refusal) and the MDT commit after it
+            "table/metadata/test_policy.py",
+            "table/metadata/test_policy_default.py",
+            "table/metadata/test_v6.py",
+            "table/metadata/test_services_crash.py",
+        ),
     ),
     # The clean executor (~265 tests mapped): the clean tests and the MDT's clean.
     "clean-executor": (

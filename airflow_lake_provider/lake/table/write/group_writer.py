@@ -134,19 +134,26 @@ class _GroupWriter:
         else:
             current = self.reads.rows(slice_.base_file.relative_path, self.schema)
         keys = reader.keys_of(current)
+        # Each stored row of a changed key is replaced, unless (event time) its ordering value is
+        # larger than the new version's. A key a base file holds twice (Hudi's bulk_insert) is
+        # thereby met copy by copy, as Java's merge handle meets it: a copy that wins stays.
+        version = pc.index_in(keys, value_set=changes.column(_KEY))  # per stored row
+        replaced = pc.is_valid(version)
         if self.event_time:
-            # Event time: a version with a smaller ordering value than the stored one loses.
-            stored = current.column(self.cfg.precombine_field).take(
-                pc.index_in(changes.column(_KEY), value_set=keys)
+            stored = current.column(self.cfg.precombine_field)
+            new = changes.column(_ORD).cast(stored.type).take(version)
+            replaced = pc.and_(replaced, pc.fill_null(pc.greater_equal(new, stored), True))
+            # A version applies if it replaced a stored row, or its key is not stored (an insert).
+            applies = pc.or_(
+                pc.is_in(changes.column(_KEY), value_set=keys.filter(replaced)),
+                pc.invert(pc.is_in(changes.column(_KEY), value_set=keys)),
             )
-            wins = pc.greater_equal(changes.column(_ORD).cast(stored.type), stored)
-            changes = changes.filter(pc.fill_null(wins, True))
+            changes = changes.filter(applies)
             if not changes.num_rows:
                 return FileGroupResult()
-        changed = changes.column(_KEY).combine_chunks()
         name = BaseFileName.create(self.unit.file_id, self.token, self.instant).name
         self.table.store.markers.create(self.instant, partition, name, IOType.MERGE)
-        kept = current.filter(pc.invert(pc.is_in(keys, value_set=changed)))
+        kept = current.filter(pc.invert(replaced))
         kept = kept.set_column(4, "_hoodie_file_name", pa.array([name] * kept.num_rows, pa.string()))
         parts = [kept]
         deleted = updated = 0

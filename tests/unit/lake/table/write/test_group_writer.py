@@ -570,3 +570,69 @@ def test_a_commit_time_delete_of_a_key_stored_twice_carries_its_log_versions_ord
     (log_file,) = [p for p in path.iterdir() if p.name not in before]
     assert _deletes(log_file) == [DeleteRecord("1", "", 5, "long")]
     assert _our_rows(path, "id", "ts") == [(0, 1), (1, 3)] == _hudi_rows(path, "id", "ts")
+
+
+def _cow_with_key_twice(path: Path, first: int, second: int, version: int, commit_time: bool = False) -> None:
+    """A COW table whose base file holds k0 once and k1 twice: ts ``first``, then ts ``second``."""
+    LakeTable.create(
+        path,
+        name="t",
+        table_type="cow",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        table_version=version,
+    )
+    if commit_time:
+        properties = path / ".hoodie" / "hoodie.properties"
+        mode = (
+            "hoodie.record.merge.mode=COMMIT_TIME_ORDERING"
+            if version >= 8
+            else (
+                "hoodie.compaction.payload.class=org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
+            )
+        )
+        properties.write_text(properties.read_text() + mode + "\n")
+    write(LakeTable.open(path), _batch([0, 1], ts=first), "insert")
+    (base,) = path.glob("*.parquet")
+    rows = pq.read_table(base)
+    again = rows.filter(pc.equal(rows.column("id"), 1))
+    again = again.set_column(again.schema.get_field_index("ts"), "ts", pa.array([second], pa.int64()))
+    pq.write_table(pa.concat_tables([rows, again]).replace_schema_metadata(rows.schema.metadata), base)
+
+
+@pytest.mark.parametrize("version", [6, 8])
+@pytest.mark.parametrize(
+    ("first", "second", "operation", "expected", "counts"),
+    [
+        (9, 1, "upsert", [(0, 9), (1, 5), (1, 9)], (1, 0)),  # the copy at 9 stays, the one at 1 goes
+        (1, 9, "upsert", [(0, 5), (1, 5), (1, 9)], (2, 0)),  # (was: the copy at 9 lost, k1 at 5 only)
+        (1, 2, "upsert", [(0, 5), (1, 5)], (2, 0)),  # both copies give way to the one new version
+        (9, 1, "delete", [(0, 9), (1, 9)], (0, 1)),  # the copy at 9 outlives a delete at 5
+        (9, 9, "upsert", [(0, 9), (1, 9), (1, 9)], (0, 0)),  # no copy gives way: nothing applies
+    ],
+)
+def test_a_copy_on_write_update_meets_each_stored_copy_of_a_key_by_ordering(
+    tmp_path: Path,
+    version: int,
+    first: int,
+    second: int,
+    operation: str,
+    expected: list[tuple],
+    counts: tuple[int, int],
+) -> None:
+    """A key a base file holds twice (Hudi's bulk_insert) meets an event-time update or delete copy
+    by copy, as Java's merge handle meets it: a copy with a larger ordering value stays, the others
+    give way to the new version (written once). k0 is stored once at ``first``; both come at 5."""
+    path = tmp_path / "t"
+    _cow_with_key_twice(path, first, second, version)
+    done = write(LakeTable.open(path), _batch([0, 1], ts=5), operation)
+    assert _our_rows(path, "id", "ts") == expected == _hudi_rows(path, "id", "ts")
+    assert (done.updated, done.deleted) == counts
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_a_commit_time_copy_on_write_update_replaces_every_stored_copy(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "t"
+    _cow_with_key_twice(path, 9, 1, version, commit_time=True)
+    write(LakeTable.open(path), _batch([1], ts=5), "upsert")
+    assert _our_rows(path, "id", "ts") == [(0, 9), (1, 5)] == _hudi_rows(path, "id", "ts")

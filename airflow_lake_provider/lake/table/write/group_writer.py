@@ -18,6 +18,7 @@ from airflow_lake_provider.lake.format.table_config import MergeMode
 from airflow_lake_provider.lake.log_file.data_block import encode_avro_data_block
 from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, delete_block, ordering_type_for
 from airflow_lake_provider.lake.table.index.bloom import BaseFileReads
+from airflow_lake_provider.lake.table.merge import IS_DELETED_FIELD
 from airflow_lake_provider.lake.table.reader import SliceReader, conform
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.plan import (
@@ -51,6 +52,15 @@ def write_file_group(
         return _GroupWriter(table, context, unit, fault, reads).run()
     with BaseFileReads(table) as own:
         return _GroupWriter(table, context, unit, fault, own).run()
+
+
+def _flagged(rows: pa.Table) -> pa.Array | None:
+    """Which ``rows`` carry ``_hoodie_is_deleted`` true (Hudi's delete marker in a write's rows, as
+    Java's writers honour it), or None when none does."""
+    if IS_DELETED_FIELD not in rows.column_names:
+        return None
+    flag = pc.fill_null(rows.column(IS_DELETED_FIELD), False).combine_chunks()
+    return flag if pc.any(flag).as_py() else None
 
 
 class _GroupWriter:
@@ -108,6 +118,11 @@ class _GroupWriter:
         if self.unit.first_in_partition:
             depth = len(partition.split("/")) if partition else 0
             write_partition_metadata(self.table.storage, partition, self.instant, depth)
+        flagged = _flagged(rows)  # new keys marked deleted: nothing to write for them
+        if flagged is not None:
+            rows = rows.filter(pc.invert(flagged))
+            if not rows.num_rows:
+                return FileGroupResult()
         name = BaseFileName.create(file_id, self.token, self.instant).name
         self.table.store.markers.create(self.instant, partition, name, IOType.CREATE)
         rel, size = self._write_parquet(partition, name, self._meta_rows(rows, partition, name))
@@ -160,6 +175,10 @@ class _GroupWriter:
         if self.operation is Operation.DELETE:
             deleted = changes.num_rows
         else:
+            flagged = _flagged(changes)  # versions marked deleted: they replace, and are not written
+            if flagged is not None:
+                deleted = pc.sum(flagged).as_py()
+                changes = changes.filter(pc.invert(flagged))
             updated = changes.num_rows
             parts.append(self._meta_rows(changes, partition, name))
         out = pa.concat_tables(parts)

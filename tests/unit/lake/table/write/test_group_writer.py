@@ -636,3 +636,37 @@ def test_a_commit_time_copy_on_write_update_replaces_every_stored_copy(tmp_path:
     _cow_with_key_twice(path, 9, 1, version, commit_time=True)
     write(LakeTable.open(path), _batch([1], ts=5), "upsert")
     assert _our_rows(path, "id", "ts") == [(0, 9), (1, 5)] == _hudi_rows(path, "id", "ts")
+
+
+@pytest.mark.parametrize(("table_type", "version"), [("cow", 6), ("cow", 8), ("mor", 6), ("mor", 9)])
+def test_rows_a_write_marks_hoodie_is_deleted_are_deletes_not_stored_rows(
+    tmp_path: Path, table_type: str, version: int
+) -> None:
+    """``_hoodie_is_deleted`` true in a write's rows is Hudi's delete marker: an existing key so
+    marked is deleted (a copy-on-write rewrite leaves it out, a log carries the marked version) and a
+    new key so marked is not written; before, both were stored as live rows, read by us and hudi-rs."""
+    path = tmp_path / "t"
+    LakeTable.create(
+        path,
+        name="t",
+        table_type=table_type,
+        record_key_fields=("id",),
+        precombine_field="ts",
+        table_version=version,
+    )
+
+    def rows(ids: list[int], ts: int, flags: list[bool]) -> pa.Table:
+        return pa.table(
+            {
+                "id": pa.array(ids, pa.int64()),
+                "ts": pa.array([ts] * len(ids), pa.int64()),
+                "_hoodie_is_deleted": pa.array(flags, pa.bool_()),
+            }
+        )
+
+    write(LakeTable.open(path), rows([0, 1, 2], 1, [False, False, True]), "insert")
+    assert _our_rows(path, "id", "ts") == [(0, 1), (1, 1)] == _hudi_rows(path, "id", "ts")
+    done = write(LakeTable.open(path), rows([0, 1, 3], 2, [True, False, True]), "upsert")
+    assert _our_rows(path, "id", "ts", "_hoodie_is_deleted") == [(1, 2, False)]
+    assert _hudi_rows(path, "id", "ts", "_hoodie_is_deleted") == [(1, 2, False)]
+    assert done.inserted == 0

@@ -311,7 +311,7 @@ def test_clean_task_archives_the_timeline_after_cleaning(
     [
         (
             {"hoodie.keep.min.commits": "40"},
-            "hoodie.keep.max.commits=30 must be greater than hoodie.keep.min.commits=40",
+            "hoodie.keep.max.commits=30 must be greater than hoodie.keep.min.commits=40 (in {props})",
         ),
         (
             {"archive.max_commits": "thirty"},

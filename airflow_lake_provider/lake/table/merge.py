@@ -215,31 +215,29 @@ class LogMerge:
         cand = _candidates(items, self.ordering_type, ordering)
         # Versions before a natural-order delete of the same key can never win.
         natural = cand.filter(cand.column("natural"))
-        cleared = (
-            natural.group_by("key").aggregate([("seq", "max")]).rename_columns(["key", "cleared_at"])
-            if natural.num_rows  # group_by loads Arrow's query engine (pyarrow.acero, .dataset): 20 ms
-            else pa.table({"key": pa.array([], pa.string()), "cleared_at": pa.array([], pa.int64())})
-        )
-        if cleared.num_rows:
+        cleared_keys = pa.array([], pa.string())
+        if natural.num_rows:  # group_by loads Arrow's query engine (pyarrow.acero, .dataset): 20 ms
+            cleared = (
+                natural.group_by("key").aggregate([("seq", "max")]).rename_columns(["key", "cleared_at"])
+            )
             where = pc.index_in(cand.column("key"), value_set=cleared.column("key"))
             cleared_at = cleared.column("cleared_at").take(where)
             cand = cand.filter(pc.greater(cand.column("seq"), pc.fill_null(cleared_at, -1)))
             cand = _drop_deletes_of_deleted_keys(cand, cleared.column("key"))
+            # A base row is gone if no data version follows its key's last natural-order delete (a
+            # delete right after it keeps the key deleted, and such a key has no winner). Once one
+            # does, the log's last word, even a later delete, meets the base row by ordering: Hudi
+            # merges the log first, then the base.
+            revived = _flat(cand.filter(pc.not_equal(cand.column("ref"), -1)).column("key"))
+            cleared_keys = _flat(cleared.column("key"))
+            cleared_keys = cleared_keys.filter(pc.invert(pc.is_in(cleared_keys, value_set=revived)))
+        self.cleared_keys = cleared_keys
         sort = [("ord", "ascending"), ("seq", "ascending")] if self.event_time else [("seq", "ascending")]
         self.winners = _last_per_key(cand.select(["key", "ord", "seq", "is_delete", "ref"]), sort)
         data_tables = [i.table for i in items if isinstance(i, DataItem)]
         self.data = pa.concat_tables(data_tables) if data_tables else schema.empty_table()
         self.winner_keys = _flat(self.winners.column("key"))
         self.winner_alive = pc.invert(_flat(self.winners.column("is_delete")))
-        self.any_cleared = cleared.num_rows > 0
-        # A base row is gone if no data version follows its key's last natural-order delete (a
-        # delete right after it keeps the key deleted). Once one does, the log's last word, even a
-        # later delete, meets the base row by ordering: Hudi merges the log first, then the base.
-        cleared_keys = _flat(cleared.column("key"))
-        if cleared.num_rows:
-            revived = _flat(cand.filter(pc.not_equal(cand.column("ref"), -1)).column("key"))
-            cleared_keys = cleared_keys.filter(pc.invert(pc.is_in(cleared_keys, value_set=revived)))
-        self.cleared_keys = cleared_keys
         self._beaten: list[pa.Array] = []  # winners a base row beat (by ordering), over all parts
         self._met: list[pa.Array] = []  # winners whose key is a base key, over all parts
         # Winners and cleared keys a base row took, over all parts (a key's first row takes it).
@@ -260,7 +258,7 @@ class LogMerge:
         raw = self.match(base_keys) if match is None else _flat(match)
         match = self._claim(raw)
         matched = pc.is_valid(match)
-        keep = self._not_cleared(base_keys, raw, matched) if len(self.cleared_keys) else None
+        keep = self._not_cleared(base_keys) if len(self.cleared_keys) else None
         if self.event_time and self.winners.num_rows:
             # ... and survives a log version only with a strictly larger ordering value.
             bord = base.column(self.ordering)
@@ -274,9 +272,8 @@ class LogMerge:
             )
             survives = pc.or_(pc.invert(matched), base_wins)
             keep = survives if keep is None else pc.and_(keep, survives)
-            duel_won = base_wins if not self.any_cleared else pc.and_(base_wins, keep)
-            if pc.any(duel_won).as_py():
-                self._beaten.append(_flat(match.filter(duel_won)))
+            if pc.any(base_wins).as_py():  # a cleared key has no winner: a row that won is kept
+                self._beaten.append(_flat(match.filter(base_wins)))
         else:
             untouched = pc.invert(matched)
             keep = untouched if keep is None else pc.and_(keep, untouched)
@@ -296,19 +293,15 @@ class LogMerge:
             return match
         return pc.if_else(_bools(len(index), rows[~own]), pa.scalar(None, match.type), match)
 
-    def _not_cleared(self, base_keys: pa.Array, raw: pa.Array, claimed: pa.Array) -> pa.Array:
-        """False for the rows a natural-order delete took: of each cleared key, the row that met its
-        winner (a delete after it), or where the log kept no version of it, its first row in base
-        order. A later row of the key reads as stored, as for any other version (:meth:`_claim`)."""
-        index = pc.index_in(base_keys, value_set=self.cleared_keys)  # one hashing of the keys
-        cleared = pc.is_valid(index)
-        gone = pc.and_(cleared, claimed)
-        lone = pc.and_(cleared, pc.is_null(raw))
-        if not pc.any(lone).as_py():
-            return pc.invert(gone)
-        rows = np.flatnonzero(lone.to_numpy(zero_copy_only=False))
-        own = self._cleared_claims.first(pc.fill_null(index, -1).to_numpy(zero_copy_only=False)[rows])
-        return pc.invert(pc.or_(gone, _bools(len(lone), rows if own is None else rows[own])))
+    def _not_cleared(self, base_keys: pa.Array) -> pa.Array:
+        """False for the rows a natural-order delete took: the first row in base order of each key
+        the log left deleted (such a key has no winner). A later row of the key reads as stored, as
+        for any other version (:meth:`_claim`)."""
+        index = pc.fill_null(pc.index_in(base_keys, value_set=self.cleared_keys), -1)
+        index = index.to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(index >= 0)
+        own = self._cleared_claims.first(index[rows]) if len(rows) else None
+        return pc.invert(_bools(len(index), rows if own is None else rows[own]))
 
     def kept_base(self, base: pa.Table, base_keys: pa.Array, match: pa.Array | None = None) -> pa.Table:
         """The rows of one part of the base that survive the log."""

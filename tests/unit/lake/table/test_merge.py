@@ -249,7 +249,7 @@ def test_a_natural_order_delete_takes_the_first_row_of_a_key_stored_twice() -> N
             [("b", 1, "b0"), ("a", 1, "a-dup"), ("a", 1, "a-dup2")],
             [False, False, False, False],
         )
-    # A delete with an ordering value after it is the key's winner: it takes the first row too.
+    # A delete with an ordering value after it changes nothing: the key stays deleted, first row.
     then_deleted = [_delete(["a"], [None]), _delete(["a"], [3])]
     assert _merge(base, then_deleted) == [("b", 1, "b0"), ("a", 1, "a-dup"), ("a", 1, "a-dup2")]
     # A data version after it meets the first row by ordering; the others read as stored.
@@ -259,3 +259,47 @@ def test_a_natural_order_delete_takes_the_first_row_of_a_key_stored_twice() -> N
         [("a", 5, "a1"), ("a", 1, "a-dup"), ("a", 1, "a-dup2")],
         [True, False, False, False],
     )
+
+
+def test_of_two_logged_versions_event_time_keeps_the_larger_ordering_value_commit_time_the_later() -> None:
+    items = [_data(SCHEMA, [("a", 9, "a1")]), _data(SCHEMA, [("a", 5, "a2")])]
+    assert _merge([("a", 1, "a0")], items) == [("a", 9, "a1")]
+    # Commit time: the last logged version, even with the ordering field present and smaller.
+    commit_time = _merge([("a", 1, "a0")], items, mode=MergeMode.COMMIT_TIME_ORDERING)
+    assert commit_time == [("a", 5, "a2")]
+
+
+def test_a_key_stored_twice_after_another_matched_key_gives_its_version_to_its_own_first_row() -> None:
+    """In one part, the key stored twice is not the first row that meets the log: each key's
+    version goes to that key's first row (b's row 1, not row 2), whatever row comes first."""
+    base = [("a", 1, "a0"), ("b", 1, "b0"), ("b", 1, "b-dup"), ("c", 1, "c0"), ("c", 1, "c-dup")]
+    update = [_data(SCHEMA, [("a", 5, "a1"), ("b", 5, "b1"), ("c", 5, "c1")])]
+    assert _replacing(base, update, 1) == (
+        [("a", 5, "a1"), ("b", 5, "b1"), ("b", 1, "b-dup"), ("c", 5, "c1"), ("c", 1, "c-dup")],
+        [True, True, False, True, False],
+    )
+    deleted = [_delete(["c", "b"], [None, None])]  # natural order: the first row of each key
+    assert _replacing(base, deleted, 1) == (
+        [("a", 1, "a0"), ("b", 1, "b-dup"), ("c", 1, "c-dup")],
+        [False, False, False, False, False],
+    )
+
+
+def test_a_base_ordering_column_of_another_type_is_compared_as_the_schema_types_it() -> None:
+    """A base file written before the ordering field was widened (int to long, int to string, as
+    Hudi's schema evolution allows): its values are cast to the read schema's type first."""
+    for base_type, schema_type, values, expected in (
+        (pa.int32(), pa.int64(), (9, 10), ([], ["a1"])),  # 10 > 9: the log version wins
+        (pa.int32(), pa.string(), (9, "10"), (["a0"], [])),  # as strings "9" > "10": the base row
+    ):
+        schema = pa.schema([("id", pa.string()), ("ts", schema_type), ("v", pa.string())])
+        base = pa.table({"id": ["a"], "ts": pa.array([values[0]], base_type), "v": ["a0"]})
+        log = pa.table({"id": ["a"], "ts": pa.array([values[1]], schema_type), "v": ["a1"]})
+        merge = LogMerge(
+            [DataItem(log, log.column("id").combine_chunks())],
+            mode=MergeMode.EVENT_TIME_ORDERING,
+            ordering="ts",
+            schema=schema,
+        )
+        kept = merge.kept_base(base, base.column("id").combine_chunks())
+        assert (kept.column("v").to_pylist(), merge.log_rows().column("v").to_pylist()) == expected

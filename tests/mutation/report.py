@@ -134,6 +134,8 @@ FOCUS = {
             "table/metadata/test_policy_default.py",
             "table/metadata/test_v6.py",
             "table/metadata/test_services_crash.py",
+            # a compaction's MDT commit with partition_stats (its view built from the table config)
+            "table/metadata/test_stats_selection.py",
         ),
     ),
     # The clean executor (~265 tests mapped): the clean tests and the MDT's clean.
@@ -141,6 +143,10 @@ FOCUS = {
         "services/clean/",
         "table/metadata/test_clean.py",
         "services/test_savepoint_safety.py",
+        # the metadata-table policy before a clean (refusals, dry runs) and the MDT services after it
+        "table/metadata/test_policy.py",
+        "table/metadata/test_policy_default.py",
+        "table/metadata/test_services.py",
     ),
     # The view's and builder's hot functions are mapped to ~1,200 tests; their private helpers
     # (missing_slices' `_at_risk`, `_missing_of`, ...) to the few tests mutmut's incremental stats
@@ -166,6 +172,7 @@ FOCUS_ALL = {
     "compaction-executor",
     "compaction-scheduler",
     "compaction-operation",
+    "clean-executor",
 }
 # shown apart: a deadlock would look like one too
 SURVIVED = {0}

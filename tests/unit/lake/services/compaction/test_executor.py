@@ -118,6 +118,10 @@ def test_a_run_while_another_holds_the_compaction_lock_is_refused(tmp_path: Path
     with store(table).exclusive(EXECUTE_LOCK), pytest.raises(ServiceBusyError):
         execute_compaction(LakeTable.open(table.base_path), c)
     assert table.timeline().get(c).is_requested
+    # A dry run takes no lock (it writes nothing): it reports while the lock is held.
+    with store(table).exclusive(EXECUTE_LOCK):
+        dry = execute_compaction(LakeTable.open(table.base_path), c, dry_run=True)
+    assert (dry.outcome, dry.instant) == (Outcome.PLANNED, c)
 
 
 def test_failed_operations_are_listed_one_after_another(tmp_path: Path, table_version: int) -> None:
@@ -336,6 +340,23 @@ def test_a_metadata_table_refuses_execution_by_name_unless_dropped_or_dry(
     done = execute_compaction(table, options={"hoodie.metadata.enable": "false"})
     assert (done.outcome, done.instant) == (Outcome.COMPLETED, c)
     assert not detect(LakeTable.open(created.base_path)).present
+
+
+def test_an_instant_that_is_no_compaction_is_refused_before_the_drop_of_the_metadata_table(
+    tmp_path: Path,
+) -> None:
+    """The drop the option asks for is not done for a run that is refused anyway: an instant given
+    that is not a compaction (a deltacommit, or no instant at all) leaves the metadata table."""
+    created = mor(tmp_path)
+    c = schedule_compaction(created, DUE).instant
+    add_metadata_table(created.base_path)
+    table = LakeTable.open(created.base_path, clock=created.clock)
+    deltacommit = next(i.timestamp for i in table.timeline().instants if i.action is Action.DELTACOMMIT)
+    for instant in (deltacommit, "20990101000000000"):
+        with pytest.raises(CompactionError, match=f"there is no compaction at instant {instant}$"):
+            execute_compaction(table, instant, options={"hoodie.metadata.enable": "false"})
+        assert detect(LakeTable.open(created.base_path)).present
+    assert table.timeline().get(c).is_requested
 
 
 def test_run_compaction_takes_a_compaction_config_too(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.log_file.hfile_block import decode_hfile_block
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.services.clean.executor import run_clean
-from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.metadata.files import read_files_partition, read_partition_records
@@ -274,3 +274,15 @@ def test_a_run_compaction_passes_its_options_on_to_the_mdt_services_after_the_co
     mdt = path / ".hoodie/metadata/.hoodie/timeline"
     requested = (p.name.split(".")[0] for p in mdt.glob("*.compaction.requested"))
     assert len([t for t in requested if t > done.instant]) == compacted
+
+
+def test_an_execution_with_nothing_to_run_runs_no_mdt_service(hudi_table_zip) -> None:
+    """The MDT's services follow a data compaction's commit only: an execution that finds no pending
+    compaction (or the one asked for completed) leaves the MDT as it was, even with its compaction due
+    (9 deltacommits since the last one, ``hoodie.metadata.compact.max.delta.commits=1``)."""
+    path = _prepared(hudi_table_zip, "mor_avro_v9_txns_simple_meta")
+    options = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    mdt = path / ".hoodie/metadata/.hoodie/timeline"
+    before = sorted(p.name for p in mdt.iterdir())
+    assert execute_compaction(LakeTable.open(path), options=options).outcome is Outcome.NO_WORK
+    assert sorted(p.name for p in mdt.iterdir()) == before

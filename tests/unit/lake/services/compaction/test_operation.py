@@ -5,6 +5,7 @@ log line, in a moved table too; pending rollbacks and paths of no file of the ta
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import gc
 import logging
@@ -381,3 +382,36 @@ def test_a_version_flagged_hoodie_is_deleted_is_compacted_away_as_hudi_rs_reads_
         {"id": "k0", "ts": 1, "_hoodie_is_deleted": False}
     ]
     assert (stat.num_writes, stat.num_deletes) == (1, 1)
+
+
+def test_a_delete_the_base_row_beats_by_ordering_is_no_update_and_no_delete(tmp_path: Path) -> None:
+    """A delete block whose ordering value is below the base row's (k0: 1 < 5) leaves the row as it
+    was: counted neither as an update (no data version of k0 was logged) nor as a delete; k1's (9)
+    deletes it."""
+    table = empty_mor(tmp_path)
+    write(table, batch(KEYS[:3], 5, "x"), "insert")
+    write(table, batch(["k0"], 1, "x"), "delete")
+    write(table, batch(["k1"], 9, "x"), "delete")
+    (op,) = schedule_compaction(table, DUE).plan.operations
+    stat = _run(table, op)
+    assert pq.read_table(table.base_path / stat.path).column("id").to_pylist() == ["k0", "k2"]
+    assert (stat.num_writes, stat.num_deletes, stat.num_update_writes, stat.num_inserts) == (2, 1, 0, 0)
+
+
+def test_the_runtime_stats_are_the_log_scans_and_the_writes_milliseconds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As Hudi's compactor reports them: the scan's time, then the write's as an upsert (a slice with
+    a base file) or a create (a log-only slice), in whole milliseconds."""
+    table = empty_mor(tmp_path)
+    write(table, batch(KEYS[:2], 1, "x"), "insert")
+    write(table, batch(["k0"], 2, "x"), "upsert")
+    (op,) = schedule_compaction(table, DUE).plan.operations
+    log_only = dataclasses.replace(op, data_file_name=None)  # the slice's log alone: a create
+    ticks = iter([100.0, 100.25, 101.0, 200.0, 200.5, 200.75])  # started, scanned, written; twice
+    monkeypatch.setattr(operation.time, "monotonic", lambda: next(ticks))
+    runtimes = [_run(table, o).runtime_stats for o in (op, log_only)]
+    assert [(r.total_scan_time, r.total_upsert_time, r.total_create_time) for r in runtimes if r] == [
+        (250, 750, 0),
+        (500, 0, 250),
+    ]

@@ -13,9 +13,14 @@ import pytest
 from compaction_support import DUE, START, TIMELINE, batch, empty_mor, mor, recorded
 from metadata_table_support import add_metadata_table
 
-from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError
+from airflow_lake_provider.lake.errors import (
+    CompactionScheduleConflictError,
+    CorruptDataFileError,
+    TableConfigError,
+)
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+from airflow_lake_provider.lake.table.metadata.policy import detect
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 
@@ -117,4 +122,33 @@ def test_a_table_with_a_metadata_table_refuses_scheduling_by_name_but_not_a_dry_
     )
     dry = schedule_compaction(table, DUE, dry_run=True)
     assert (dry.outcome, dry.dry_run, len(dry.plan.operations)) == (Outcome.PLANNED, True, 1)
+    assert table.timeline().pending_compactions() == []
+
+
+def test_an_instant_given_that_is_taken_is_refused_before_the_drop_of_the_metadata_table(
+    tmp_path: Path,
+) -> None:
+    """The drop ``hoodie.metadata.enable=false`` asks for is not done for a schedule refused anyway."""
+    created = mor(tmp_path)
+    add_metadata_table(created.base_path)
+    table = LakeTable.open(created.base_path, clock=created.clock)
+    taken = table.timeline().instants[-1].timestamp
+    with pytest.raises(CompactionScheduleConflictError, match=f"at {taken}: the time is taken$"):
+        schedule_compaction(table, {**DUE, "hoodie.metadata.enable": "false"}, instant=taken)
+    assert detect(LakeTable.open(created.base_path)).present
+
+
+def test_an_instant_given_equal_to_a_completion_time_is_not_later_than_it(tmp_path: Path) -> None:
+    """Table version 8: a log belongs to the slice of the greatest base instant not after its
+    completion time, so a plan at a deltacommit's completion time would take that log into the
+    slice it creates: refused, naming the completion time as the last completed instant."""
+    table = mor(tmp_path, table_version=8)
+    completion = max(i.completion_time for i in table.timeline().instants if i.completion_time)
+    assert all(i.timestamp != completion for i in table.timeline().instants)
+    with pytest.raises(CompactionScheduleConflictError) as raised:
+        schedule_compaction(table, DUE, instant=completion)
+    assert str(raised.value) == (
+        f"cannot schedule a compaction at {completion}: it must be later than the last completed instant "
+        f"{completion}"
+    )
     assert table.timeline().pending_compactions() == []

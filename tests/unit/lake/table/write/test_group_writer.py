@@ -655,7 +655,7 @@ def test_rows_a_write_marks_hoodie_is_deleted_are_deletes_not_stored_rows(
         table_version=version,
     )
 
-    def rows(ids: list[int], ts: int, flags: list[bool]) -> pa.Table:
+    def rows(ids: list[int], ts: int, flags: list[bool | None]) -> pa.Table:
         return pa.table(
             {
                 "id": pa.array(ids, pa.int64()),
@@ -664,9 +664,10 @@ def test_rows_a_write_marks_hoodie_is_deleted_are_deletes_not_stored_rows(
             }
         )
 
-    write(LakeTable.open(path), rows([0, 1, 2], 1, [False, False, True]), "insert")
+    # A null marker is no delete (as for Hudi): key 1 stays, here and in the upsert.
+    write(LakeTable.open(path), rows([0, 1, 2], 1, [False, None, True]), "insert")
     assert _our_rows(path, "id", "ts") == [(0, 1), (1, 1)] == _hudi_rows(path, "id", "ts")
-    done = write(LakeTable.open(path), rows([0, 1, 3], 2, [True, False, True]), "upsert")
-    assert _our_rows(path, "id", "ts", "_hoodie_is_deleted") == [(1, 2, False)]
-    assert _hudi_rows(path, "id", "ts", "_hoodie_is_deleted") == [(1, 2, False)]
+    done = write(LakeTable.open(path), rows([0, 1, 3], 2, [True, None, True]), "upsert")
+    assert _our_rows(path, "id", "ts", "_hoodie_is_deleted") == [(1, 2, None)]
+    assert _hudi_rows(path, "id", "ts", "_hoodie_is_deleted") == [(1, 2, None)]
     assert done.inserted == 0

@@ -1,10 +1,9 @@
 """Tables with Hudi's metadata table under ``dag.test()`` and the hooks: on v8/v9 tables the hooks and
 the example compaction DAG keep it up to date by default, and a lake connection whose extra sets
-``lake.metadata-table.maintain=false`` refuses; on a v6 table (kept only when asked for) the clean,
-rollback and write operators of the example DAGs refuse by default before writing anything (the tree
-byte-identical), a lake connection whose extra sets ``lake.metadata-table.maintain=true`` keeps it, and
-one whose extra sets ``hoodie.metadata.enable=false`` drops the metadata table as Hudi does, then
-cleans."""
+``lake.metadata-table.maintain=false`` refuses; on a v6 table the write hook keeps it by default; with a
+stand-in that is no MDT of the table the clean, rollback and write operators of the example DAGs refuse
+before writing anything (the tree byte-identical), and a lake connection whose extra sets
+``hoodie.metadata.enable=false`` drops the metadata table as Hudi does, then cleans."""
 
 from __future__ import annotations
 
@@ -175,13 +174,13 @@ def test_the_write_hook_keeps_the_metadata_table_by_default_and_a_connection_can
     assert_index_consistent(path)
 
 
-def test_a_connection_asking_to_maintain_keeps_a_v6_metadata_table(
+def test_the_write_hook_keeps_a_v6_metadata_table_by_default(
     hudi_table_zip: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Version 6 is kept only when asked for: the default connection's write is refused (nothing
-    changed, no retry: a config error); one whose extra sets ``lake.metadata-table.maintain=true``
-    writes, the MDT's deltacommit at the data instant's time and its ``files`` partition equal to a
-    listing."""
+    """Version 6 is kept by default (its ``files`` partition, as Hudi 0.14/0.15 keep it): the default
+    connection's write adds the MDT's deltacommit at the data instant's time and its ``files``
+    partition equals a listing; a connection whose extra sets ``lake.metadata-table.maintain=false``
+    refuses (nothing changed, no retry: a config error)."""
     from mdt_v6_tables import add_v6_metadata_table
 
     from airflow_lake_provider.hooks.lake import LakeHook
@@ -197,19 +196,17 @@ def test_a_connection_asking_to_maintain_keeps_a_v6_metadata_table(
     source = tmp_path / "in.parquet"
     pq.write_table(batch, source)
     before = tree_digest(path)
-    with pytest.raises(
-        Exception, match=r"table version 6 \(only with lake.metadata-table.maintain=true"
-    ) as raised:
-        LakeHook().write(str(path), str(source), "upsert")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE_REFUSE",
+        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "false"}}),
+    )
+    with pytest.raises(Exception, match=REFUSED) as raised:
+        LakeHook(lake_conn_id="lake_refuse").write(str(path), str(source), "upsert")
     from airflow.sdk.exceptions import AirflowFailException
 
     assert isinstance(raised.value, AirflowFailException)  # a config error: not retried
     assert tree_digest(path) == before
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_LAKE_MAINTAIN",
-        json.dumps({"conn_type": "lake", "extra": {"lake.metadata-table.maintain": "true"}}),
-    )
-    result = LakeHook(lake_conn_id="lake_maintain").write(str(path), str(source), "upsert")
+    result = LakeHook().write(str(path), str(source), "upsert")
     assert result["updated"] == 1
     instant = result["instant"]
     assert (path / ".hoodie" / "metadata" / ".hoodie" / f"{instant}.deltacommit").is_file()

@@ -316,11 +316,11 @@ METADATA_MAINTAIN = Option(
     "lake.metadata-table.maintain",
     True,
     p.boolean,
-    "true (the default) keeps a v8/v9 table's metadata table (files, column_stats, partition_stats) up "
-    "to date on writes, compaction, clean, rollback, restore, partition commit's merge-small-files and "
-    "archival, and runs its own compaction, clean and archival; a v6 table's (files) only when set "
-    "to true explicitly; where it cannot, the action refuses naming why; false refuses every "
-    "mutating action on a table with a metadata table",
+    "true (the default) keeps a v8/v9 table's metadata table (files, column_stats, partition_stats) "
+    "and a v6 table's (files) up to date on writes, compaction, clean, rollback, restore, partition "
+    "commit's merge-small-files and archival, and runs its own compaction, clean and archival; where "
+    "it cannot, the action refuses naming why; false refuses every mutating action on a table with a "
+    "metadata table",
     "metadata-table",
     MetadataTableConfigError,
 )

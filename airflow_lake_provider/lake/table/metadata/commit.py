@@ -41,19 +41,18 @@ from typing import Any
 from airflow_lake_provider.lake.errors import CorruptDataFileError, ObjectExistsError, TableConfigError
 from airflow_lake_provider.lake.file_group.file_names import LogFileName, write_token
 from airflow_lake_provider.lake.format.hfile import Dialect, HFile, HFileSettings, read_hfile
-from airflow_lake_provider.lake.format.properties import parse_properties
-from airflow_lake_provider.lake.format.table_config import TableConfig, metadata_table_misfit
+from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.data_block import BlockRows
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
 from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
-from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.metadata.files import (
     FILES_GROUP,
     FILES_PARTITION,
     MDT_DIR,
+    checked_layout,
     file_groups_of,
     mdt_own_instant,
-    properties_text,
 )
 from airflow_lake_provider.lake.table.metadata.index import (
     INDEX_PARTITIONS,
@@ -72,7 +71,7 @@ from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, State
 from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
-from airflow_lake_provider.lake.timeline.store import PROPERTIES_FILE, TimelineStore
+from airflow_lake_provider.lake.timeline.store import TimelineStore
 
 log = logging.getLogger(__name__)
 
@@ -176,20 +175,7 @@ class MetadataTableWriter:
                 raise TableConfigError(
                     f"{storage.uri(partition)}: the metadata table partition has no file group"
                 )
-        rel = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
-        try:
-            props = parse_properties(properties_text(storage, rel), storage.uri(rel))
-        except FileNotFoundError:
-            raise TableConfigError(
-                f"{storage.uri(rel)} does not exist: the metadata table is incomplete"
-            ) from None
-        layout = TimelineLayout.from_properties(props, storage.uri(rel))
-        if data is not None:
-            misfit = metadata_table_misfit(props, data[0])
-            if misfit is None and layout.version != data[1].version:
-                misfit = f"timeline layout {layout.version}, not its data table's {data[1].version}"
-            if misfit is not None:
-                raise TableConfigError(f"{storage.uri(rel)}: not the metadata table of this table: {misfit}")
+        layout = checked_layout(storage, data)
         pending, skipped = _pending_bases(storage, layout)
         found = _newest_readable(storage, files_bases(storage, pending), skipped)
         if found is None:

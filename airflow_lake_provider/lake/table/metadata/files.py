@@ -25,7 +25,11 @@ from airflow_lake_provider.lake.file_group.model import FileGroup, FileSlice
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
-from airflow_lake_provider.lake.format.table_config import TableConfig, check_table_version
+from airflow_lake_provider.lake.format.table_config import (
+    TableConfig,
+    check_table_version,
+    metadata_table_misfit,
+)
 from airflow_lake_provider.lake.log_file.delete_block import decode_delete_block
 from airflow_lake_provider.lake.log_file.hfile_block import (
     SCHEMA_INFO,
@@ -81,6 +85,27 @@ def properties_text(storage: Storage, rel: str) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         raise TableConfigError(f"{storage.uri(rel)}: cannot read (not UTF-8 text)") from None
+
+
+def checked_layout(storage: Storage, data: tuple[int, TimelineLayout] | None) -> TimelineLayout:
+    """The timeline layout of the MDT at ``storage`` (``<table>/.hoodie/metadata/``), from its
+    ``hoodie.properties``; ``TableConfigError`` if there are none, or they do not fit ``data`` (the
+    data table's version and timeline layout): a folder that is not this table's MDT."""
+    rel = f"{HOODIE_DIR}/hoodie.properties"
+    try:
+        props = parse_properties(properties_text(storage, rel), storage.uri(rel))
+    except FileNotFoundError:
+        raise TableConfigError(
+            f"{storage.uri(rel)} does not exist: the metadata table is incomplete"
+        ) from None
+    layout = TimelineLayout.from_properties(props, storage.uri(rel))
+    if data is not None:
+        misfit = metadata_table_misfit(props, data[0])
+        if misfit is None and layout.version != data[1].version:
+            misfit = f"timeline layout {layout.version}, not its data table's {data[1].version}"
+        if misfit is not None:
+            raise TableConfigError(f"{storage.uri(rel)}: not the metadata table of this table: {misfit}")
+    return layout
 
 
 def _open_timeline(storage: Storage, mdt: bool) -> tuple[dict[str, str], Timeline]:

@@ -10,8 +10,8 @@ clear both partition keys of ``hoodie.properties``, then delete ``.hoodie/metada
 mutating entry point calls :func:`guard_mutation` before its first lock file, heartbeat, marker or
 instant; read-only work never does. The policy is one value decided here.
 
-``maintain`` (``metadata.commit``) keeps the MDT of tables of version 8 and 9, and of version 6 when
-asked for (``lake.metadata-table.maintain=true``; only its ``files`` partition): writes (insert,
+``maintain`` (``metadata.commit``) keeps the MDT of tables of version 6 (its ``files`` partition, the
+one Hudi 0.14/0.15 writers keep), 8 and 9: writes (insert,
 upsert, delete), rollback, restore and partition commit's merge-small-files where the MDT partitions
 are among ``files``, ``column_stats`` and ``partition_stats``; compaction (schedule, execute), clean
 and archival where they are among those plus ``record_index`` and secondary indexes, which those
@@ -41,6 +41,7 @@ from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import HOODIE_DIR
 from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
+from airflow_lake_provider.lake.table.metadata.files import checked_layout
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat_expired, now_ms
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -57,9 +58,6 @@ MAINTAIN_KEY = METADATA_MAINTAIN.key  # ours; unset (the default) or true keeps 
 # The MDT partitions the maintain policy keeps, and the table versions it keeps them on.
 MAINTAINED_PARTITIONS = frozenset({"files", "column_stats", "partition_stats"})
 MAINTAINED_VERSIONS = frozenset({6, 8, 9})
-# Kept only when lake.metadata-table.maintain=true is given: we write a v6 MDT as Hudi 0.14/0.15 do,
-# byte for byte as far as Hudi's sources and hudi-rs tell, but no 0.14/0.15 JVM has read one here.
-ASKED_ONLY_VERSIONS = frozenset({6})
 # Key indexes: a service that moves no key (compaction, clean) keeps them by writing nothing to them.
 RECORD_INDEX = "record_index"
 SECONDARY_INDEX_PREFIX = "secondary_index_"
@@ -202,21 +200,13 @@ def _key_index(partition: str) -> bool:
     return partition == RECORD_INDEX or partition.startswith(SECONDARY_INDEX_PREFIX)
 
 
-def unmaintainable(
-    table: LakeTable, state: MetadataTableState, moves_keys: bool = True, *, asked: bool = False
-) -> str | None:
+def unmaintainable(table: LakeTable, state: MetadataTableState, moves_keys: bool = True) -> str | None:
     """Why the maintain policy cannot keep this table's MDT for an action (None: it can); one that
-    moves no key (``moves_keys`` false: compaction, clean, archival) keeps the key indexes too;
-    ``asked``: ``lake.metadata-table.maintain=true`` was given (version 6 is kept only then).
+    moves no key (``moves_keys`` false: compaction, clean, archival) keeps the key indexes too.
     The one place that decides which tables are kept (the table versions included)."""
     version = table.config.table_version
     if version not in MAINTAINED_VERSIONS:
         return f"table version {version} (only {', '.join(map(str, sorted(MAINTAINED_VERSIONS)))} so far)"
-    if version in ASKED_ONLY_VERSIONS and not asked:
-        return (
-            f"table version {version} (only with {MAINTAIN_KEY}=true: no Hudi 0.14/0.15 reader has checked "
-            "what this engine writes there yet)"
-        )
     if version == 6 and set(state.partitions) - {"files"}:
         return f"partitions [{', '.join(state.partitions)}] (only [files] on table version 6)"
     if state.inflight_partitions:
@@ -282,14 +272,16 @@ def guard_mutation(
     # Under refuse, why says what the default (the option unset) would do.
     asked = policy is MetadataTablePolicy.MAINTAIN and maintain_asked(*layers)
     why = (
-        unmaintainable(table, state, moves_keys, asked=asked)
-        if maintains
-        else "it does not update the metadata table yet"
+        unmaintainable(table, state, moves_keys) if maintains else "it does not update the metadata table yet"
     )
     if policy is MetadataTablePolicy.REFUSE:
         raise refusal(table, state, action, why)
     if why is not None:
         raise maintain_refusal(table, state, action, why, asked=asked)
+    try:  # a folder that is not this table's MDT (no or foreign properties): before any lock file
+        checked_layout(table.storage.child(MDT_PATH), (table.config.table_version, table.layout))
+    except TableConfigError as error:
+        raise maintain_refusal(table, state, action, str(error), asked=asked) from None
     return None
 
 

@@ -323,15 +323,15 @@ def test_a_metadata_table_refuses_execution_by_name_unless_dropped_or_dry(
 ) -> None:
     created = mor(tmp_path)
     c = schedule_compaction(created, DUE).instant
-    add_metadata_table(created.base_path)
+    add_metadata_table(created.base_path, partitions="files,column_stats")
     table = LakeTable.open(created.base_path, clock=created.clock)
     with pytest.raises(TableConfigError) as raised:
         execute_compaction(table)
     assert str(raised.value).startswith(
-        f"compaction execute refused: {table.uri} has Hudi's metadata table (partitions [files], "
-        "folder .hoodie/metadata/), which this engine keeps up to date by default, but cannot for this "
-        "action: table version 6 (only with lake.metadata-table.maintain=true: no Hudi 0.14/0.15 reader "
-        "has checked what this engine writes there yet); the action would leave it stale"
+        f"compaction execute refused: {table.uri} has Hudi's metadata table (partitions [files, "
+        "column_stats], folder .hoodie/metadata/), which this engine keeps up to date by default, but "
+        "cannot for this action: partitions [files, column_stats] (only [files] on table version 6); the "
+        "action would leave it stale"
     )
     dry = execute_compaction(table, dry_run=True)
     assert (dry.outcome, dry.instant) == (Outcome.PLANNED, c)

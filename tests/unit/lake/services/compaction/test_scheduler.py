@@ -110,15 +110,15 @@ def test_a_slice_a_writer_adds_to_the_plan_before_the_write_lock_is_checked_unde
 
 def test_a_table_with_a_metadata_table_refuses_scheduling_by_name_but_not_a_dry_run(tmp_path: Path) -> None:
     created = mor(tmp_path)
-    add_metadata_table(created.base_path)
+    add_metadata_table(created.base_path, partitions="files,column_stats")
     table = LakeTable.open(created.base_path, clock=created.clock)
     with pytest.raises(TableConfigError) as raised:
         schedule_compaction(table, DUE)
     assert str(raised.value).startswith(
-        f"compaction schedule refused: {table.uri} has Hudi's metadata table (partitions [files], "
-        "folder .hoodie/metadata/), which this engine keeps up to date by default, but cannot for this "
-        "action: table version 6 (only with lake.metadata-table.maintain=true: no Hudi 0.14/0.15 reader "
-        "has checked what this engine writes there yet); the action would leave it stale"
+        f"compaction schedule refused: {table.uri} has Hudi's metadata table (partitions [files, "
+        "column_stats], folder .hoodie/metadata/), which this engine keeps up to date by default, but "
+        "cannot for this action: partitions [files, column_stats] (only [files] on table version 6); the "
+        "action would leave it stale"
     )
     dry = schedule_compaction(table, DUE, dry_run=True)
     assert (dry.outcome, dry.dry_run, len(dry.plan.operations)) == (Outcome.PLANNED, True, 1)

@@ -289,36 +289,32 @@ def test_the_policy_refuses_what_it_cannot_keep_with_nothing_changed(hudi_table_
     assert tree_digest(path) == digest
 
 
-def test_a_v6_table_is_kept_only_when_asked_and_a_stand_in_mdt_is_refused(hudi_table_zip, capsys) -> None:
-    """On version 6 the default refuses naming the opt-in; with it, a folder that is not Hudi's MDT
-    (no ``files`` base file) is refused by name before anything is written."""
+def test_a_stand_in_mdt_of_a_v6_table_is_refused_before_anything_is_written(hudi_table_zip, capsys) -> None:
+    """A folder that is not Hudi's MDT (its properties name no table version) is refused by name
+    before any lock file, by default and when asked for, for a service and a write alike."""
     from metadata_table_support import add_metadata_table
 
     path = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
     add_metadata_table(path)
     digest = tree_digest(path)
+    misfit = (
+        f"{path}/.hoodie/metadata/.hoodie/hoodie.properties: not the metadata table of this table: table "
+        "version (none), not its data table's 6; the action would leave it stale"
+    )
     assert main(["clean", str(path)]) == 1
     err = capsys.readouterr().err
-    assert (
-        "clean refused" in err
-        and (
-            "table version 6 (only with lake.metadata-table.maintain=true: no Hudi 0.14/0.15 reader has "
-            "checked what this engine writes there yet)"
-        )
-        in err
-    )
+    assert "clean refused" in err and "keeps up to date by default, but cannot for this action" in err
+    assert misfit in err
     assert tree_digest(path) == digest
     snapshot = read_snapshot(LakeTable.open(path))
     batch = snapshot.drop_columns([c for c in snapshot.column_names if c.startswith("_hoodie_")]).slice(0, 1)
-    with pytest.raises(TableConfigError, match=r"table version 6 \(only with lake.metadata-table.maintain"):
-        write(LakeTable.open(path), batch, "upsert")
-    assert tree_digest(path) == digest
-    with pytest.raises(TableConfigError) as raised:
-        write(LakeTable.open(path), batch, "upsert", options=MAINTAIN)
-    assert str(raised.value) == (
-        f"{path}/.hoodie/metadata/.hoodie/hoodie.properties: not the metadata table of this table: table "
-        "version (none), not its data table's 6"
-    )
+    for options in (None, MAINTAIN):
+        with pytest.raises(TableConfigError) as raised:
+            write(LakeTable.open(path), batch, "upsert", options=options)
+        assert misfit in str(raised.value)
+        assert ("and lake.metadata-table.maintain=true cannot keep it" in str(raised.value)) is (
+            options is MAINTAIN
+        )
     assert tree_digest(path) == digest
 
 

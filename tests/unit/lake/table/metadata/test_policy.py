@@ -120,11 +120,13 @@ def test_every_mutating_command_refuses_with_one_line_and_changes_nothing(
             # Refused one check earlier: our writer cannot derive this key generator's keys.
             assert "TimestampBasedKeyGenerator is not supported by this writer" in lines[0]
             continue
+        # The stand-in is no MDT of this table (its properties name no table version): refused as the
+        # default cannot keep it, before any lock file.
         assert lines[0].startswith(
             f"lake: error: {action} refused: {t} has Hudi's metadata table "
             "(partitions [files], folder .hoodie/metadata/), which this engine keeps up to date by "
-            "default, but cannot for this action: table version 6 (only with lake.metadata-table.maintain="
-            "true: no Hudi 0.14/0.15 reader has checked what this engine writes there yet); the action would "
+            f"default, but cannot for this action: {t}/.hoodie/metadata/.hoodie/hoodie.properties: not the "
+            "metadata table of this table: table version (none), not its data table's 6; the action would "
         ), lines[0]
         assert "run with option hoodie.metadata.enable=false" in lines[0]
         assert f"'lake metadata-table {t} --drop'" in lines[0]

@@ -71,15 +71,15 @@ def test_a_completed_or_unknown_instant_is_not_discarded(tmp_path: Path) -> None
 
 def test_a_table_with_a_metadata_table_refuses_rollback_by_name_unless_dropped(tmp_path: Path) -> None:
     table, failed, _ = _failed_write(tmp_path)
-    add_metadata_table(table.base_path)
+    add_metadata_table(table.base_path, partitions="files,column_stats")
     table = LakeTable.open(table.base_path, clock=table.clock)
     with pytest.raises(TableConfigError) as raised:
         rollback(table)
     assert str(raised.value).startswith(
-        f"rollback refused: {table.uri} has Hudi's metadata table (partitions [files], "
+        f"rollback refused: {table.uri} has Hudi's metadata table (partitions [files, column_stats], "
         "folder .hoodie/metadata/), which this engine keeps up to date by default, but cannot for this "
-        "action: table version 6 (only with lake.metadata-table.maintain=true: no Hudi 0.14/0.15 reader "
-        "has checked what this engine writes there yet); the action would leave it stale"
+        "action: partitions [files, column_stats] (only [files] on table version 6); the action would "
+        "leave it stale"
     )
     assert table.timeline().get(failed) is not None
     (done,) = rollback(table, options={"hoodie.metadata.enable": "false"})

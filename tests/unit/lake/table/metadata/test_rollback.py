@@ -23,9 +23,10 @@ from mdt_tables import keep_files_partition_only, mdt_files_of
 from metadata_table_support import tree_digest
 
 from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.errors import RollbackError
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
-from airflow_lake_provider.lake.table.rollback.executor import rollback
+from airflow_lake_provider.lake.table.rollback.executor import rollback, rollback_instant_locked
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
 from tests.unit.lake.table.metadata.test_commit import (
@@ -85,6 +86,11 @@ def test_rollback_of_an_instant_an_mdt_compaction_folded_in_is_refused(hudi_tabl
         "writers of this table must run with hoodie.metadata.enable=false too, or their next commit "
         "rebuilds the metadata table from a full listing"
     )
+    assert tree_digest(path) == before
+    # Checked again under the write lock (restore's steps come this way, and an MDT compaction may
+    # complete while a rollback waits for the lock): refused there too, nothing changed.
+    with pytest.raises(RollbackError, match=rf"^rollback of deltacommit {t} of .* refused under lake"):
+        rollback_instant_locked(LakeTable.open(path), t, force=True)
     assert tree_digest(path) == before
 
 

@@ -138,6 +138,18 @@ def test_a_named_rollback_refused_is_refused_before_the_option_drops_the_metadat
     assert not detect(LakeTable.open(table.base_path)).present
 
 
+def test_a_forced_rollback_of_an_older_commit_is_refused_before_the_drop_on_version_8(tmp_path: Path) -> None:
+    """On version 8 too, the refusal (not the latest completed commit; only a restore's plan takes
+    them in any order) comes before the option drops the metadata table."""
+    table = mor(tmp_path, table_version=8)
+    add_metadata_table(table.base_path)
+    table = LakeTable.open(table.base_path, clock=table.clock)
+    first, *_, latest = (i.timestamp for i in table.timeline().completed_commits)
+    with pytest.raises(RollbackError, match=rf"{first} is not the latest completed commit \({latest}\)"):
+        rollback(table, first, force=True, options=DROP)
+    assert detect(LakeTable.open(table.base_path)).present
+
+
 def test_a_named_rollback_whose_stored_plan_is_pending_drops_the_metadata_table_and_finishes_it(
     tmp_path: Path,
 ) -> None:

@@ -408,10 +408,10 @@ def test_the_runtime_stats_are_the_log_scans_and_the_writes_milliseconds(
     write(table, batch(["k0"], 2, "x"), "upsert")
     (op,) = schedule_compaction(table, DUE).plan.operations
     log_only = dataclasses.replace(op, data_file_name=None)  # the slice's log alone: a create
-    ticks = iter([100.0, 100.25, 101.0, 200.0, 200.5, 200.75])  # started, scanned, written; twice
+    ticks = iter([100.0, 102.0, 103.5, 200.0, 203.0, 205.25])  # started, scanned, written; twice
     monkeypatch.setattr(operation.time, "monotonic", lambda: next(ticks))
     runtimes = [_run(table, o).runtime_stats for o in (op, log_only)]
     assert [(r.total_scan_time, r.total_upsert_time, r.total_create_time) for r in runtimes if r] == [
-        (250, 750, 0),
-        (500, 0, 250),
+        (2000, 1500, 0),
+        (3000, 0, 2250),
     ]

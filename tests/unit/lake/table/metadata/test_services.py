@@ -286,3 +286,25 @@ def test_an_execution_with_nothing_to_run_runs_no_mdt_service(hudi_table_zip) ->
     before = sorted(p.name for p in mdt.iterdir())
     assert execute_compaction(LakeTable.open(path), options=options).outcome is Outcome.NO_WORK
     assert sorted(p.name for p in mdt.iterdir()) == before
+
+
+@pytest.mark.parametrize("delta_commits, compacted", [("1", 1), ("100", 0)])
+def test_a_clean_passes_its_options_on_to_the_mdt_services_after_it(
+    hudi_table_zip, delta_commits: str, compacted: int
+) -> None:
+    """As a compaction's: the options given to ``run_clean`` reach the MDT services that follow the
+    clean instant (with ``hoodie.metadata.compact.max.delta.commits=1`` the MDT compacts after it,
+    with 100 it does not, where the default, 10, would), and a dry run of the same clean runs none,
+    even under ``lake.metadata-table.maintain=false`` (it writes nothing, so it refuses nothing)."""
+    path = _prepared(hudi_table_zip, "mor_avro_v9_txns_simple_meta")
+    run_compaction(LakeTable.open(path), MAINTAIN, force=True)  # a slice for the clean to remove
+    options = {**MAINTAIN, **ONE_VERSION, "hoodie.metadata.compact.max.delta.commits": delta_commits}
+    mdt = path / ".hoodie/metadata/.hoodie/timeline"
+    before = sorted(p.name for p in mdt.iterdir())
+    refuse = {**ONE_VERSION, "lake.metadata-table.maintain": "false"}
+    dry = run_clean(LakeTable.open(path), refuse, dry_run=True)
+    assert dry.deleted_files == 0 and sorted(p.name for p in mdt.iterdir()) == before
+    cleaned = run_clean(LakeTable.open(path), options)
+    assert cleaned.deleted_files > 0
+    requested = (p.name.split(".")[0] for p in mdt.glob("*.compaction.requested"))
+    assert len([t for t in requested if t > cleaned.instant]) == compacted

@@ -11,16 +11,28 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from clean_support import cow_table, upsert
 from compaction_support import crash_at
 
-from airflow_lake_provider.lake.errors import RollbackError, SchemaError, TableConfigError
+from airflow_lake_provider.lake.errors import (
+    CommitConflictError,
+    RollbackError,
+    SchemaError,
+    TableConfigError,
+)
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table import progress
 from airflow_lake_provider.lake.table.rollback import executor as rollback_executor
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import EVENT_TIME_FIELD, Operation, write, writer
-from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, format_instant
+from airflow_lake_provider.lake.timeline.instant import (
+    Action,
+    InstantClock,
+    format_instant,
+    instant_to_datetime,
+)
+from tests.unit.lake.services.clean.test_executor import _Contended
 
 FROZEN = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
 T1, T2, T3 = (format_instant(FROZEN + dt.timedelta(milliseconds=i)) for i in range(3))
@@ -255,3 +267,29 @@ def test_a_write_first_finishes_a_rollback_left_pending(
     done = write(table, _batch([2]), "insert", options={"hoodie.cleaner.policy.failed.writes": "NEVER"})
     states = [(i.timestamp, i.action.value, i.state.name) for i in LakeTable.open(path).timeline().instants]
     assert states == [(T2, "rollback", "COMPLETED"), (done.instant, "commit", "COMPLETED")]
+
+
+@pytest.mark.parametrize("collisions", [4, 5])
+def test_a_write_takes_up_to_five_instant_times_when_others_take_them_first(
+    tmp_path: Path, collisions: int
+) -> None:
+    """As a clean: each try takes the millisecond after the timeline's latest; when the fifth is
+    taken too it gives up naming that time, leaving no instant or heartbeat of its own."""
+    created = cow_table(tmp_path)
+    upsert(created, 0)
+    frozen = InstantClock(now=lambda: dt.datetime(2000, 1, 1, tzinfo=dt.timezone.utc))  # behind them all
+    storage = _Contended(created.base_path, collisions)
+    table = LakeTable(storage, created.config, frozen)
+    batch = pa.table({"id": ["kx"], "ts": pa.array([1], pa.int64()), "p": ["x"]})
+    if collisions == 5:
+        with pytest.raises(CommitConflictError) as raised:
+            write(table, batch, "upsert")
+        last = storage.taken[-1]
+        assert len(storage.taken) == 5
+        assert str(raised.value) == f"instant time {last} is already used by ['{last}.commit.requested']"
+        assert not list((created.base_path / ".hoodie/.heartbeat").glob("*"))
+        return
+    done = write(table, batch, "upsert")
+    assert len(storage.taken) == 4
+    after = format_instant(instant_to_datetime(storage.taken[-1]) + dt.timedelta(milliseconds=1))
+    assert done.instant == after

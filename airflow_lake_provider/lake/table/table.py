@@ -110,7 +110,7 @@ class LakeTable:
         name: str,
         table_type: TableType | str,
         record_key_fields: tuple[str, ...],
-        precombine_field: str,
+        precombine_field: str | None,
         partition_fields: tuple[str, ...] = (),
         hive_style: bool = False,
         clock: InstantClock = DEFAULT_CLOCK,
@@ -118,7 +118,8 @@ class LakeTable:
         database: str | None = None,
     ) -> LakeTable:
         """Create an empty table of ``table_version`` (6, 8 or 9) at ``path`` (which must not hold a
-        table already)."""
+        table already). ``precombine_field`` None or ``""``: none (the last written version wins)."""
+        precombine_field = precombine_field or ""
         for what, fields in (("record key", record_key_fields), ("partition", partition_fields)):
             repeated = sorted({f for f in fields if list(fields).count(f) > 1})
             if repeated:

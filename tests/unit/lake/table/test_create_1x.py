@@ -146,3 +146,17 @@ def test_lake_init_defaults_to_version_6_and_refuses_other_versions(
             table_version=7,
         )
     assert not (tmp_path / "v").exists()
+
+
+def test_create_without_a_precombine_field_takes_none_as_empty(tmp_path: Path) -> None:
+    """``precombine_field=None`` means no ordering field, as ``""`` does (it failed with a raw
+    AttributeError): the same hoodie.properties."""
+    tables = [
+        LakeTable.create(
+            tmp_path / name, name="t", table_type="cow", record_key_fields=("id",), precombine_field=given
+        )
+        for name, given in (("none", None), ("empty", ""))
+    ]
+    none, empty = (parse_properties((t.base_path / ".hoodie/hoodie.properties").read_text()) for t in tables)
+    assert none == empty and none["hoodie.table.precombine.field"] == ""
+    assert tables[0].config.precombine_field is None

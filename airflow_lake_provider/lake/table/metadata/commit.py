@@ -30,6 +30,7 @@ removed first, as Java rolls back an MDT instant it is about to write again.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -66,6 +67,7 @@ from airflow_lake_provider.lake.table.metadata.records import (
     Records,
     change_of_clean,
     files_records,
+    log_write_stat,
 )
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -79,6 +81,10 @@ log = logging.getLogger(__name__)
 MDT_OPERATION = "UPSERT_PREPPED"
 MDT_WRITE_TOKEN = write_token(0, 0, 0)
 _SOLO = "00000000000000"  # Hudi's SOLO_COMMIT_TIMESTAMP: the MDT's own initialisation instants
+# Every MDT deltacommit is written and completed under this lock of the data table (held for
+# seconds at most: waiting a minute means a stuck holder).
+MDT_COMMIT_LOCK = ".hoodie/.aux/.lake-metadata-commit.lock"
+MDT_COMMIT_WAIT_SECONDS = 60.0
 _META_PREFIX = "_hoodie_"
 _V6_LOG_ATTEMPTS = 5  # new log versions tried when concurrent MDT deltacommits took the chosen one
 
@@ -154,6 +160,7 @@ class MetadataTableWriter:
     record_schema: Mapping[str, Any]
     commit_schema: str
     partitions: frozenset[str] = frozenset({FILES_PARTITION})
+    lock_storage: Storage | None = None  # the data table's: where MDT deltacommits take their lock
 
     @classmethod
     def open(
@@ -191,7 +198,7 @@ class MetadataTableWriter:
         text = schema.decode("utf-8")
         parsed, commit_schema = _schemas(text)
         store = TimelineStore(storage, layout, clock)
-        return cls(storage, store, text, hfile.settings(), parsed, commit_schema, kept)
+        return cls(storage, store, text, hfile.settings(), parsed, commit_schema, kept, data_storage)
 
     def timeline(self) -> Timeline:
         return Timeline.load(self.storage, self.store.layout)
@@ -266,9 +273,36 @@ class MetadataTableWriter:
         routed to file groups by the caller, :func:`file_group_index`); the log files' MDT-relative
         paths, in the order given. ``discard_first``: remove what a crashed attempt of the same data
         instant left (compaction, clean) first."""
+        with self._commit_lock():
+            self._discard_before(instant, discard_first)
+            return self._commit_records(instant, partitions)
+
+    def _commit_lock(self) -> contextlib.AbstractContextManager[None]:
+        """One MDT deltacommit at a time, written and completed whole (a write, a clean and a
+        compaction commit under their own locks would otherwise interleave their blocks)."""
+        if self.lock_storage is None:
+            return contextlib.nullcontext()
+        busy = "another action is committing to the metadata table"
+        return self.lock_storage.lock(MDT_COMMIT_LOCK, busy, MDT_COMMIT_WAIT_SECONDS)
+
+    def _discard_before(self, instant: str, discard_first: bool) -> None:
+        """Under the commit lock an MDT deltacommit still pending is a crashed action's: remove it,
+        as Java's MDT writer rolls back every pending deltacommit before its next (EAGER). Hudi
+        0.14's log scanner stops at the first block newer than the MDT's latest completed instant,
+        so a crashed block would hide every later one from it. ``discard_first``: also what a
+        crashed attempt of this same data instant left, completed or not."""
+        for found in self.timeline().filter([Action.DELTACOMMIT]):
+            t = found.timestamp
+            ours = t == instant
+            if ours and not discard_first or t.startswith(_SOLO) or mdt_own_instant(t):
+                continue
+            if ours or not found.is_completed:
+                self._remove(found)
+                if not ours:
+                    log.warning("removed the metadata table's pending deltacommit %s: its action crashed", t)
+
+    def _commit_records(self, instant: str, partitions: Mapping[str, Mapping[str, Records]]) -> list[str]:
         store = self.store
-        if discard_first:
-            self.discard(instant)
         requested = store.create_requested(instant, Action.DELTACOMMIT)
         as_avro = store.layout.has_completion_times  # layout 1 (table version 6): JSON
         inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_bytes(as_avro))
@@ -289,7 +323,7 @@ class MetadataTableWriter:
                 written.append(rel)
                 stats[partition] = (
                     *stats.get(partition, ()),
-                    _log_stat(partition, rel, name, prev, base, len(records), len(data)),
+                    log_write_stat(partition, rel, name, prev, base, len(records), len(data)),
                 )
         body = CommitMetadata(MDT_OPERATION, stats, {"schema": self.commit_schema})
         store.transition_to_completed(inflight, body.to_bytes(as_avro))
@@ -442,28 +476,6 @@ class MetadataTableWriter:
         if instant.state is State.COMPLETED:
             self.store.remove_completed(instant)
         self.store.remove_pending(t)
-
-
-def _log_stat(
-    partition: str, rel: str, name: LogFileName, prev: str, base: str, records: int, size: int
-) -> WriteStat:
-    """The write stat of a new MDT log file, as Java's append handle reports one (every record an
-    update: the MDT has no inserts; as previous commit the slice's base instant, which in Hudi 1.x
-    is the file's own instant; the slice's base file, none in Hudi 1.x's stats)."""
-    return WriteStat(
-        file_id=name.file_id,
-        partition_path=partition,
-        path=rel,
-        prev_commit=prev,
-        num_writes=records,
-        num_update_writes=records,
-        total_write_bytes=size,
-        file_size_in_bytes=size,
-        base_file=base,
-        log_files=(name.name,),
-        log_version=name.version,
-        log_offset=0,
-    )
 
 
 @lru_cache(maxsize=8)

@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.file_group.file_names import LogFileName
 from airflow_lake_provider.lake.table.metadata.files import (
     ALL_PARTITIONS,
     FILE_LIST,
     NON_PARTITIONED,
     PARTITION_LIST,
 )
-from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata
+from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
 
 Records = list[tuple[str, dict[str, Any]]]
 
@@ -131,3 +132,25 @@ def files_records(change: FilesChange, schema: Mapping[str, Any]) -> Records:
             )
         )
     return records
+
+
+def log_write_stat(
+    partition: str, rel: str, name: LogFileName, prev: str, base: str, records: int, size: int
+) -> WriteStat:
+    """The write stat of a new MDT log file, as Java's append handle reports one (every record an
+    update: the MDT has no inserts; as previous commit the slice's base instant, which in Hudi 1.x
+    is the file's own instant; the slice's base file, none in Hudi 1.x's stats)."""
+    return WriteStat(
+        file_id=name.file_id,
+        partition_path=partition,
+        path=rel,
+        prev_commit=prev,
+        num_writes=records,
+        num_update_writes=records,
+        total_write_bytes=size,
+        file_size_in_bytes=size,
+        base_file=base,
+        log_files=(name.name,),
+        log_version=name.version,
+        log_offset=0,
+    )

@@ -365,16 +365,23 @@ def _check_version(props: Mapping[str, str], source: str) -> int:
     return number
 
 
-def metadata_table_misfit(props: Mapping[str, str], table_version: int) -> str | None:
+def metadata_table_misfit(
+    props: Mapping[str, str], table_version: int, table_name: str | None = None
+) -> str | None:
     """Why the properties ``props`` are not those of the metadata table of a table of version
-    ``table_version`` (None: they are). Hudi keeps both tables at one version (an upgrade that did
-    not finish may leave them apart); the MDT is a MOR table of HFile base files."""
+    ``table_version`` named ``table_name`` (None: they are). Hudi keeps both tables at one version
+    (an upgrade that did not finish may leave them apart); the MDT is a MOR table of HFile base
+    files named after its data table (``<name>_metadata``): another table's MDT copied or linked
+    here is not this one's."""
     found = props.get("hoodie.table.version", "")
     if found != str(table_version):
         return f"table version {found or '(none)'}, not its data table's {table_version}"
     for key, value in (("hoodie.table.type", "MERGE_ON_READ"), ("hoodie.table.base.file.format", "HFILE")):
         if props.get(key, value) != value:
             return f"{key}={props[key]}, not {value}"
+    name = props.get("hoodie.table.name", "")
+    if table_name is not None and name != f"{table_name}_metadata":
+        return f"hoodie.table.name={name or '(none)'}, not {table_name}_metadata"
     return None
 
 

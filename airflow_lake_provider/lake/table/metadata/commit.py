@@ -168,7 +168,7 @@ class MetadataTableWriter:
         data_storage: Storage,
         clock: InstantClock,
         partitions: Iterable[str] = (FILES_PARTITION,),
-        data: tuple[int, TimelineLayout] | None = None,
+        data: tuple[int, TimelineLayout, str] | None = None,
     ) -> MetadataTableWriter:
         """The MDT of the table at ``data_storage``, keeping ``partitions`` (``files`` and any of
         ``column_stats``, ``partition_stats``); ``TableConfigError`` if it cannot be kept (no MDT

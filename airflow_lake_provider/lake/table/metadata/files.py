@@ -87,10 +87,10 @@ def properties_text(storage: Storage, rel: str) -> str:
         raise TableConfigError(f"{storage.uri(rel)}: cannot read (not UTF-8 text)") from None
 
 
-def checked_layout(storage: Storage, data: tuple[int, TimelineLayout] | None) -> TimelineLayout:
+def checked_layout(storage: Storage, data: tuple[int, TimelineLayout, str] | None) -> TimelineLayout:
     """The timeline layout of the MDT at ``storage`` (``<table>/.hoodie/metadata/``), from its
     ``hoodie.properties``; ``TableConfigError`` if there are none, or they do not fit ``data`` (the
-    data table's version and timeline layout): a folder that is not this table's MDT."""
+    data table's version, timeline layout and name): a folder that is not this table's MDT."""
     rel = f"{HOODIE_DIR}/hoodie.properties"
     try:
         props = parse_properties(properties_text(storage, rel), storage.uri(rel))
@@ -100,7 +100,7 @@ def checked_layout(storage: Storage, data: tuple[int, TimelineLayout] | None) ->
         ) from None
     layout = TimelineLayout.from_properties(props, storage.uri(rel))
     if data is not None:
-        misfit = metadata_table_misfit(props, data[0])
+        misfit = metadata_table_misfit(props, data[0], data[2])
         if misfit is None and layout.version != data[1].version:
             misfit = f"timeline layout {layout.version}, not its data table's {data[1].version}"
         if misfit is not None:
@@ -476,6 +476,8 @@ def check_files_partition(storage: Storage) -> FilesCheck:
         missing_files=tuple(missing),
         extra_files=tuple(extra),
         size_mismatches=tuple(sizes),
-        missing_partitions=tuple(sorted(set(actual) - listed)),
+        # A folder holding no file of a completed instant (a rolled-back write's new partition, its
+        # partition metadata left as Hudi leaves it) is listed by neither Hudi's MDT nor ours.
+        missing_partitions=tuple(sorted({p for p, files in actual.items() if files} - listed)),
         extra_partitions=tuple(sorted(listed - set(actual))),
     )

@@ -41,7 +41,6 @@ from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.storage import HOODIE_DIR
 from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
-from airflow_lake_provider.lake.table.metadata.files import checked_layout
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat_expired, now_ms
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -278,8 +277,8 @@ def guard_mutation(
         raise refusal(table, state, action, why)
     if why is not None:
         raise maintain_refusal(table, state, action, why, asked=asked)
-    try:  # a folder that is not this table's MDT (no or foreign properties): before any lock file
-        checked_layout(table.storage.child(MDT_PATH), (table.config.table_version, table.layout))
+    try:  # an MDT that cannot be kept (another table's, no files base file): before any lock file
+        kept_metadata_table(table)
     except TableConfigError as error:
         raise maintain_refusal(table, state, action, str(error), asked=asked) from None
     return None
@@ -298,7 +297,7 @@ def kept_metadata_table(table: LakeTable) -> MetadataTableWriter | None:
         table.storage,
         table.clock,
         [p for p in state.partitions if p in MAINTAINED_PARTITIONS],
-        (table.config.table_version, table.layout),
+        (table.config.table_version, table.layout, table.config.name),
     )
 
 

@@ -277,3 +277,19 @@ def test_cli_check_refuses_a_version_and_layout_that_do_not_go_together(
     (found,) = lake_all(["metadata-table", str(table), "--check"])
     assert (found.returncode, found.stdout) == (1, "")
     assert found.stderr == f"lake: error: {props}: {message}\n"
+
+
+def test_a_partition_folder_without_files_of_completed_instants_is_not_missing(hudi_table_zip) -> None:
+    """A write that created a partition, rolled back: its folder and partition metadata stay (as
+    Hudi leaves them), its files and its MDT records go, so neither Hudi's MDT nor ours lists the
+    partition; the check agrees. A file of a completed instant there makes it missing again."""
+    table = hudi_table_zip(SIMPLE)
+    (table / "region=af").mkdir()
+    shutil.copy(table / "region=us" / ".hoodie_partition_metadata", table / "region=af")
+    (table / "region=af/3c3c3c3c-0000-0000-0000-000000000000-0_0-1-1_20991231000000000.parquet").write_bytes(
+        b"1"
+    )
+    found = check_files_partition(open_storage(table))
+    assert (found.consistent, found.missing_partitions) == (True, ())
+    (table / f"region=af/1b1b1b1b-0000-0000-0000-000000000000-0_0-1-1_{LAST}.parquet").write_bytes(b"123")
+    assert check_files_partition(open_storage(table)).missing_partitions == ("region=af",)

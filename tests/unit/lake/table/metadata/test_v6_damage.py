@@ -70,10 +70,12 @@ def test_an_mdt_whose_initialisation_did_not_complete_is_refused_before_the_writ
     table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
     init = add_v6_metadata_table(table)
     (table / MDT / f".hoodie/{init}.deltacommit").unlink()
-    assert _refused(table, capsys) == [
-        f"lake: error: {table / MDT / 'files'}: no files-0000-0 base file of a completed instant to take "
-        f"the record schema from (files-0000-0_0-0-0_{init}.hfile: its instant {init} is pending)"
-    ]
+    (line,) = _refused(table, capsys)
+    assert (
+        f"cannot keep it for this action: {table / MDT / 'files'}: no files-0000-0 base file of a completed "
+        f"instant to take the record schema from (files-0000-0_0-0-0_{init}.hfile: its instant {init} is "
+        "pending); "
+    ) in line
 
 
 @pytest.mark.parametrize("damage", ["truncated", "empty"])
@@ -85,10 +87,11 @@ def test_an_unreadable_mdt_base_file_is_named(hudi_table_zip, capsys, damage: st
     base = table / MDT / f"files/files-0000-0_0-0-0_{init}.hfile"
     size = base.stat().st_size // 2 if damage == "truncated" else 0
     base.write_bytes(base.read_bytes()[:size])
-    assert _refused(table, capsys) == [
-        f"lake: error: {table / MDT / 'files'}: no files-0000-0 base file of a completed instant to take "
-        f"the record schema from ({base}: {size} bytes, shorter than an HFile v3 trailer)"
-    ]
+    (line,) = _refused(table, capsys)
+    assert (
+        f"cannot keep it for this action: {table / MDT / 'files'}: no files-0000-0 base file of a completed "
+        f"instant to take the record schema from ({base}: {size} bytes, shorter than an HFile v3 trailer); "
+    ) in line
 
 
 @pytest.mark.parametrize("name", ["morparquet_v6_simplekeygen_nonhivestyle", "morparquet_v6_nonpartitioned"])
@@ -275,3 +278,38 @@ def test_an_mdt_block_a_crashed_action_left_is_removed_before_the_next_mdt_commi
     assert execute_compaction(LakeTable.open(path), c).outcome is Outcome.COMPLETED
     assert (mdt / f"{c}.deltacommit").exists()
     assert_consistent(path)
+
+
+def test_another_tables_mdt_copied_in_is_refused_before_anything_is_written(hudi_table_zip, capsys) -> None:
+    """An MDT is named after its data table (``<name>_metadata``): one copied from another table is
+    not this one's, and writing to it would corrupt both readers' listings (Hudi 0.14's failed)."""
+    table = hudi_table_zip("cow_v6_simplekeygen_nonhivestyle")
+    other = hudi_table_zip("cow_v6_nonpartitioned")
+    add_v6_metadata_table(other)
+    shutil.copytree(other / MDT, table / MDT)
+    props = table / ".hoodie/hoodie.properties"
+    props.write_text(props.read_text() + "hoodie.table.metadata.partitions=files\n")
+    name, foreign = LakeTable.open(table).config.name, LakeTable.open(other).config.name
+    (line,) = _refused(table, capsys)
+    assert (
+        f"cannot keep it for this action: {table / MDT}/.hoodie/hoodie.properties: not the metadata table "
+        f"of this table: hoodie.table.name={foreign}_metadata, not {name}_metadata; "
+    ) in line
+
+
+def test_a_clean_on_an_mdt_without_its_files_base_file_deletes_nothing(hudi_table_zip, capsys) -> None:
+    """The MDT is opened (its record schema taken from the ``files`` base file) before the first
+    lock file: with that file gone a clean is refused having deleted nothing (it deleted the data
+    files first, then failed, its instant left inflight), as a write is."""
+    table = hudi_table_zip("cow_v6_simplekeygen_nonhivestyle")
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    write(LakeTable.open(table), _batch(before, sorted(before.column("id").to_pylist())[:2], 5), "upsert")
+    for base in (table / MDT / "files").glob("*.hfile"):
+        base.unlink()
+    digest = tree_digest(table)
+    assert main(["clean", str(table), "--policy", "KEEP_LATEST_FILE_VERSIONS", "--retained", "1"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"lake: error: clean refused: {table} has Hudi's metadata table ")
+    assert f"{table / MDT}/files: no files-0000-0 base file of a completed instant" in line
+    assert tree_digest(table) == digest

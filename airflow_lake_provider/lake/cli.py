@@ -283,7 +283,10 @@ def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
 
 def _cmd_compact(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake import spark_submit
-    from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+    from airflow_lake_provider.lake.services.compaction.executor import (
+        execute_compaction,
+        has_crashed_compaction,
+    )
     from airflow_lake_provider.lake.services.compaction.result import Outcome
     from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.metadata.policy import guard_mutation
@@ -314,8 +317,11 @@ def _cmd_compact(args: argparse.Namespace) -> None:
             table, options, dry_run=args.dry_run, instant=args.instant, force=args.force
         )
         summary.update(outcome=scheduled.outcome.value, schedule=scheduled.to_json())
-        if args.mode == "run" and scheduled.outcome is Outcome.SCHEDULED and not args.dry_run:
-            execute(scheduled.instant)
+        if args.mode == "run" and not args.dry_run:
+            if scheduled.outcome is Outcome.SCHEDULED:
+                execute(scheduled.instant)
+            elif args.instant is None and has_crashed_compaction(table):
+                execute(None)  # a crashed run's compaction (its groups left nothing to plan): finished
     print(json.dumps({**summary, **_dropped(table)}, indent=2))
 
 

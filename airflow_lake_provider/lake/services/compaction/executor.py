@@ -285,6 +285,12 @@ def _completed(
     return result
 
 
+def has_crashed_compaction(table: LakeTable) -> bool:
+    """Whether a compaction is inflight: a run crashed (or another is running it: the execute lock
+    tells them apart when it is run)."""
+    return any(c.is_inflight for c in table.timeline().pending_compactions())
+
+
 def run_compaction(
     table: LakeTable,
     options: Mapping[str, object] | CompactionConfig | None = None,
@@ -293,10 +299,14 @@ def run_compaction(
     instant: str | None = None,
     force: bool = False,
 ) -> tuple[ScheduleResult, CompactionResult]:
-    """Schedule, then execute what was scheduled (Hudi's ``scheduleAndExecute``)."""
+    """Schedule, then execute what was scheduled (Hudi's ``scheduleAndExecute``). With nothing new
+    to schedule, a compaction a crashed run left inflight is finished (the file groups it plans are
+    what kept the new plan empty): a retried run recovers its own crash."""
     scheduled = schedule_compaction(table, options, now, instant=instant, force=force)
-    if scheduled.outcome is not Outcome.SCHEDULED:
-        return scheduled, CompactionResult(Outcome.NO_WORK)
     # The caller's options decide the metadata-table policy of both halves (a config carries none).
     policy = None if isinstance(options, CompactionConfig) else options
+    if scheduled.outcome is not Outcome.SCHEDULED:
+        if instant is None and has_crashed_compaction(table):
+            return scheduled, execute_compaction(table, options=policy)  # the inflight one first
+        return scheduled, CompactionResult(Outcome.NO_WORK)
     return scheduled, execute_compaction(table, scheduled.instant, options=policy)

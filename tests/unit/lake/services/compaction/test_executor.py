@@ -4,6 +4,7 @@ picks, what each outcome reports, the lock, the log lines, and the plan instant'
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import re
 from pathlib import Path
@@ -369,3 +370,33 @@ def test_run_compaction_takes_a_compaction_config_too(tmp_path: Path) -> None:
         Outcome.COMPLETED,
         scheduled.instant,
     )
+
+
+def test_a_run_finishes_the_compaction_a_crashed_run_left_inflight(tmp_path: Path, capsys) -> None:
+    """The crashed run's plan holds the file groups, so a new schedule finds nothing: the next run
+    (an Airflow retry of the same task) finishes the inflight compaction instead of answering
+    NO_WORK and leaving it for good; the CLI's ``--mode run`` alike."""
+    from airflow_lake_provider.lake.cli import main
+
+    for way in ("api", "cli"):
+        table = mor(tmp_path / way)
+        scheduled = schedule_compaction(table, DUE)
+        with pytest.raises(SimulatedCrash):
+            execute_compaction(table, scheduled.instant, fault=crash_at("inflight"))
+        assert table.timeline().get(scheduled.instant).is_inflight
+        if way == "api":
+            again, done = run_compaction(table, DUE)
+            assert (again.outcome, done.outcome, done.instant) == (
+                Outcome.NO_WORK,
+                Outcome.COMPLETED,
+                scheduled.instant,
+            )
+        else:
+            capsys.readouterr()
+            assert main(["compact", str(table.base_path), "--mode", "run"]) == 0
+            out = json.loads(capsys.readouterr().out)
+            assert (out["outcome"], out["execute"]["instant"]) == ("COMPLETED", scheduled.instant)
+        assert table.timeline().get(scheduled.instant).is_completed
+        # Nothing inflight, nothing due: a run is NO_WORK and executes nothing.
+        nothing, idle = run_compaction(table, DUE)
+        assert (nothing.outcome, idle.outcome, idle.instant) == (Outcome.NO_WORK, Outcome.NO_WORK, None)

@@ -283,12 +283,8 @@ def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
 
 def _cmd_compact(args: argparse.Namespace) -> None:
     from airflow_lake_provider.lake import spark_submit
-    from airflow_lake_provider.lake.services.compaction.executor import (
-        execute_compaction,
-        has_crashed_compaction,
-    )
+    from airflow_lake_provider.lake.services.compaction import executor, scheduler
     from airflow_lake_provider.lake.services.compaction.result import Outcome
-    from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
     from airflow_lake_provider.lake.table.metadata.policy import guard_mutation
     from airflow_lake_provider.lake.table.table import LakeTable
 
@@ -307,21 +303,19 @@ def _cmd_compact(args: argparse.Namespace) -> None:
                 raise CompactionError(str(result.get("error")))
             summary.update(outcome=result["outcome"], execute=result)
             return
-        executed = execute_compaction(table, instant, dry_run=args.dry_run, options=options)
+        executed = executor.execute_compaction(table, instant, dry_run=args.dry_run, options=options)
         summary.update(outcome=executed.outcome.value, execute=executed.to_json())
 
     if args.mode == "execute":
         execute(args.instant)
     else:
-        scheduled = schedule_compaction(
+        scheduled = scheduler.schedule_compaction(
             table, options, dry_run=args.dry_run, instant=args.instant, force=args.force
         )
         summary.update(outcome=scheduled.outcome.value, schedule=scheduled.to_json())
-        if args.mode == "run" and not args.dry_run:
-            if scheduled.outcome is Outcome.SCHEDULED:
-                execute(scheduled.instant)
-            elif args.instant is None and has_crashed_compaction(table):
-                execute(None)  # a crashed run's compaction (its groups left nothing to plan): finished
+        planned, run = scheduled.outcome is Outcome.SCHEDULED, args.mode == "run" and not args.dry_run
+        if run and (planned or executor.run_finishes_crashed(table, args.instant)):
+            execute(scheduled.instant if planned else None)  # None: a crashed run's inflight compaction
     print(json.dumps({**summary, **_dropped(table)}, indent=2))
 
 

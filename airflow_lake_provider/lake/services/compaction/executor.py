@@ -285,10 +285,11 @@ def _completed(
     return result
 
 
-def has_crashed_compaction(table: LakeTable) -> bool:
-    """Whether a compaction is inflight: a run crashed (or another is running it: the execute lock
-    tells them apart when it is run)."""
-    return any(c.is_inflight for c in table.timeline().pending_compactions())
+def run_finishes_crashed(table: LakeTable, instant: str | None) -> bool:
+    """Whether a run that scheduled nothing finishes an inflight compaction instead: a crashed run's
+    (or one another process is running: the execute lock tells them apart), unless the run asked
+    for an instant of its own."""
+    return instant is None and any(c.is_inflight for c in table.timeline().pending_compactions())
 
 
 def run_compaction(
@@ -306,7 +307,7 @@ def run_compaction(
     # The caller's options decide the metadata-table policy of both halves (a config carries none).
     policy = None if isinstance(options, CompactionConfig) else options
     if scheduled.outcome is not Outcome.SCHEDULED:
-        if instant is None and has_crashed_compaction(table):
+        if run_finishes_crashed(table, instant):
             return scheduled, execute_compaction(table, options=policy)  # the inflight one first
         return scheduled, CompactionResult(Outcome.NO_WORK)
     return scheduled, execute_compaction(table, scheduled.instant, options=policy)

@@ -48,10 +48,27 @@ system-deps-test:
 
 install: $(STAMP)
 
+# pyspark is on PyPI as an sdist only, and uv kept a fresh build of it (~1.4 GB: sources and a
+# 440 MB wheel) for every install on this machine, never reusing one: 50 installs filled the disk
+# and broke a CI run. So the install builds pyspark's wheel once into a wheelhouse outside the
+# clone (shared by every clone and by scripts/airflow-range-check.sh through UV_FIND_LINKS), and uv
+# installs that wheel: no build per install. Delete the folder to rebuild.
+WHEELHOUSE ?= $(HOME)/.cache/airflow-lake-provider/wheels
+PYSPARK_VERSION := $(shell sed -n 's/^pyspark==//p' constraints.txt)
+export UV_FIND_LINKS := $(abspath $(WHEELHOUSE))
+
 $(STAMP):
 	@set -e; start=$$(date +%s); \
 	test -x $(PY) || $(PYTHON) -m venv $(VENV); \
 	$(PY) -m pip install $(PIP_QUIET) --disable-pip-version-check -c constraints.txt uv; \
+	mkdir -p $(WHEELHOUSE); \
+	if ! ls $(WHEELHOUSE)/pyspark-$(PYSPARK_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo "building pyspark $(PYSPARK_VERSION)'s wheel once into $(WHEELHOUSE)"; \
+	  tmp=$$(mktemp -d $(WHEELHOUSE)/.build.XXXXXX); \
+	  $(PY) -m pip wheel $(PIP_QUIET) --disable-pip-version-check --no-deps --no-cache-dir \
+	    -w $$tmp pyspark==$(PYSPARK_VERSION) && mv $$tmp/pyspark-*.whl $(WHEELHOUSE)/; \
+	  rm -rf $$tmp; \
+	fi; \
 	$(UV) pip install --python $(PY) --compile-bytecode -c constraints.txt --excludes excludes.txt \
 	  -e '.[test,spark,s3]'; \
 	if $(PY) -c 'import importlib.metadata as m; m.version("pyspark-client")' 2>/dev/null; then \

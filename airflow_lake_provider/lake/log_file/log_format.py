@@ -141,11 +141,12 @@ class _BadBlock(Exception):
     """Internal: the bytes at an offset are not a consistent block."""
 
 
-def parse_log_bytes(data: bytes, source: str) -> list[LogBlock]:
+def parse_log_bytes(data: bytes, source: str, damage: list[str] | None = None) -> list[LogBlock]:
     """Parse the blocks of a log file held in memory, skipping damaged regions with a warning.
 
     :param data: the file content.
     :param source: a label (usually the path) used in log messages and on the blocks.
+    :param damage: if given, receives one line per damaged region (``offset <n>: <what>``).
     :returns: the intact blocks in order.
     """
     blocks: list[LogBlock] = []
@@ -157,12 +158,16 @@ def parse_log_bytes(data: bytes, source: str) -> list[LogBlock]:
                 block = _parse_block(data, pos, source)
             except _BadBlock as exc:
                 log.warning("log file %s: skipping corrupt block at offset %s: %s", source, pos, exc)
+                if damage is not None:
+                    damage.append(f"offset {pos}: {exc}")
             else:
                 blocks.append(block)
                 pos += block.size
                 continue
         else:
             log.warning("log file %s: no block magic at offset %s, scanning forward", source, pos)
+            if damage is not None:
+                damage.append(f"offset {pos}: no block magic")
         nxt = data.find(MAGIC, pos + 1)
         if nxt < 0:
             if pos < end:

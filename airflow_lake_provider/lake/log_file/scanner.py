@@ -17,8 +17,9 @@ from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey,
 from airflow_lake_provider.lake.storage import Storage
 
 
-def read_log_blocks(storage: Storage, rel: str) -> list[LogBlock]:
-    """Every intact block of log file ``rel``; damaged regions are skipped with a warning.
+def read_log_blocks(storage: Storage, rel: str, damage: list[str] | None = None) -> list[LogBlock]:
+    """Every intact block of log file ``rel``; damaged regions are skipped with a warning (and, if
+    ``damage`` is given, one line each appended to it).
 
     :raises CorruptLogBlockError: if the file cannot be read at all.
     """
@@ -28,7 +29,7 @@ def read_log_blocks(storage: Storage, rel: str) -> list[LogBlock]:
         raise  # the store, not the file: already names the URI, and is not corruption
     except (LakeError, OSError) as exc:
         raise CorruptLogBlockError(f"cannot read log file {storage.uri(rel)}: {exc}") from exc
-    return parse_log_bytes(data, storage.uri(rel))
+    return parse_log_bytes(data, storage.uri(rel), damage)
 
 
 def append_log_blocks(storage: Storage, rel: str, blocks: Sequence[bytes]) -> tuple[int, int]:

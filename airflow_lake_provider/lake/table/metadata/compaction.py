@@ -56,13 +56,14 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
     decode_hfile_cells,
     encode_records,
 )
-from airflow_lake_provider.lake.log_file.log_format import BlockType
+from airflow_lake_provider.lake.log_file.log_format import BlockType, LogBlock
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter, files_bases
 from airflow_lake_provider.lake.table.metadata.files import (
     FILES_PARTITION,
     latest_slices,
+    slice_blocks,
     valid_instants,
 )
 from airflow_lake_provider.lake.table.metadata.merge import Record, as_read, combine
@@ -224,13 +225,24 @@ def compact_metadata_table(
     ops = plan_operations(mdt)
     if not ops:
         return None
+    # Read before the plan: a damaged log that hides a completed deltacommit refuses the compaction
+    # (it would write the loss into the base file) and must not leave a plan behind.
+    deltacommits, valid = valid_instants(data, timeline)
+    blocks = [_blocks(mdt.storage, op, deltacommits & valid, timeline) for op in ops]
     instant = compaction_instant(timeline, data, mdt.store.clock)
     mdt.store.create_requested(
         instant, Action.COMPACTION, mdt.store.encode_plan(timeline_avro.COMPACTION_PLAN, plan_record(ops))
     )
     fault("requested")
-    _execute(data_storage, mdt, data, mdt.timeline(), instant, ops, fault)
+    _execute(data_storage, mdt, data, mdt.timeline(), instant, ops, fault, blocks)
     return instant
+
+
+def _blocks(
+    storage: Storage, op: MetadataCompactionOperation, committed: set[str], mdt: Timeline
+) -> list[LogBlock]:
+    piece = (op.partition, op.base_instant, op.log_files)
+    return slice_blocks(storage, op.partition, piece, committed, mdt.layout.has_completion_times)
 
 
 def compaction_instant(timeline: Timeline, data: Timeline, clock: InstantClock) -> str:
@@ -256,8 +268,10 @@ def _execute(
     instant: str,
     ops: Sequence[MetadataCompactionOperation],
     fault: FaultHook,
+    blocks: Sequence[list[LogBlock]] | None = None,
 ) -> None:
-    """Run the compaction ``instant`` of ``ops`` (requested or inflight) to completion."""
+    """Run the compaction ``instant`` of ``ops`` (requested or inflight) to completion; ``blocks``:
+    each op's log blocks, if read already."""
     states = {
         i.state: i for i in timeline.instants if i.timestamp == instant and i.action is Action.COMPACTION
     }
@@ -276,7 +290,10 @@ def _execute(
     bloom = _bloom_settings(mdt.storage, timeline)
     stats: dict[str, list[WriteStat]] = {}
     for index, op in enumerate(ops):
-        stat = _compact_one(mdt, op, instant, write_token(index, 0, 0), committed, bloom)
+        read = (
+            blocks[index] if blocks is not None else _blocks(mdt.storage, op, deltacommits & valid, timeline)
+        )
+        stat = _compact_one(mdt, op, instant, write_token(index, 0, 0), committed, bloom, read)
         if stat is not None:
             stats.setdefault(op.partition, []).append(stat)
         fault("file")
@@ -295,12 +312,17 @@ def _execute(
 
 
 def merged_records(
-    storage: Storage, op: MetadataCompactionOperation, committed: Callable[[str], bool]
+    storage: Storage,
+    op: MetadataCompactionOperation,
+    committed: Callable[[str], bool],
+    blocks: Sequence[LogBlock] | None = None,
 ) -> tuple[dict[str, Record], int, int, int]:
     """The records of ``op``'s slice merged as Hudi merges them (sorted by key), the base file's
-    record count, the keys the log blocks hold and the log records read."""
+    record count, the keys the log blocks hold and the log records read. ``blocks``: the slice's
+    log blocks, if read already."""
     merged: dict[str, Record | None] = {}
-    blocks = [b for name in op.log_files for b in read_log_blocks(storage, f"{op.partition}/{name}")]
+    if blocks is None:
+        blocks = [b for name in op.log_files for b in read_log_blocks(storage, f"{op.partition}/{name}")]
     log_records = 0
     for block in visible_blocks(blocks, committed):
         if block.block_type == BlockType.HFILE_DATA:
@@ -412,8 +434,9 @@ def _compact_one(
     token: str,
     committed: Callable[[str], bool],
     bloom: bloom_filter.BloomSettings,
+    blocks: Sequence[LogBlock],
 ) -> WriteStat | None:
-    records, base_count, log_keys, log_records = merged_records(mdt.storage, op, committed)
+    records, base_count, log_keys, log_records = merged_records(mdt.storage, op, committed, blocks)
     if not records and op.base_file is None:
         return None  # nothing to write: Java's compactor writes no file for it either
     name = f"{op.file_id}_{token}_{instant}.hfile"

@@ -36,9 +36,10 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
     decode_hfile_block,
     decode_hfile_cells,
 )
-from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
-from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
+from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, LogBlock, parse_log_bytes
+from airflow_lake_provider.lake.log_file.scanner import visible_blocks
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
+from airflow_lake_provider.lake.table.metadata.slice_logs import read_slice_logs
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, State
 from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
@@ -154,11 +155,6 @@ def file_groups_of(mdt: Storage, partitions: Sequence[str]) -> dict[str, list[Fi
     return {partition: view.file_groups(partition) for partition in partitions}
 
 
-def valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
-    """(completed MDT deltacommits, the instants whose MDT log blocks readers merge)."""
-    return _valid_instants(data, mdt)
-
-
 def _latest_files_slice(mdt: Storage) -> FileSlice | None:
     return _latest_slices(mdt, FILES_PARTITION).get(FILES_GROUP)
 
@@ -179,7 +175,7 @@ def read_partition_records(
         _, data = _open_timeline(storage, mdt=False)
     mdt_storage = storage.child(MDT_DIR)
     opened = _open_timeline(mdt_storage, mdt=True)
-    deltacommits, valid = _valid_instants(data, opened[1])
+    deltacommits, valid = valid_instants(data, opened[1])
 
     def committed(instant: str) -> bool:
         return instant in deltacommits and instant in valid
@@ -190,9 +186,15 @@ def read_partition_records(
             rel = f"{MDT_DIR}/{piece.base_file.relative_path}"
             hfile = read_hfile(storage.read(rel), storage.uri(rel))
             merged.update(decode_hfile_cells(hfile, hfile.content.info(SCHEMA_INFO), storage.uri(rel), keys))
-        blocks = [
-            b for f in piece.log_files for b in read_log_blocks(storage, f"{MDT_DIR}/{f.relative_path}")
-        ]
+        names = [f.file_name for f in piece.log_files]
+        by_name = opened[1].layout.has_completion_times
+        blocks = slice_blocks(
+            storage,
+            f"{MDT_DIR}/{partition}",
+            (partition, piece.base_instant, names),
+            deltacommits & valid,
+            by_name,
+        )
         for block in visible_blocks(blocks, committed):
             if block.block_type == BlockType.HFILE_DATA:
                 merged.update(decode_hfile_block(block, keys))
@@ -212,13 +214,27 @@ _OPERATION_SUFFIXES = frozenset({"001", "002", "003", "004", "005", "006"})
 _INIT_SUFFIX = "010"
 
 
+def slice_blocks(
+    storage: Storage, folder: str, piece: tuple[str, str, Sequence[str]], committed: set[str], by_name: bool
+) -> list[LogBlock]:
+    """The blocks of the logs of MDT slice ``piece`` (partition, base instant, log names) in
+    ``folder``; a damaged one that hides a deltacommit in ``committed`` is refused. ``by_name``:
+    layout 2's logs are named after their deltacommits. In table version 6 every deltacommit after
+    a ``files`` slice's base (but an initialisation, which writes base files) writes a block to it."""
+    partition, base, names = piece
+    expected: set[str] = set()
+    if partition == FILES_PARTITION and not by_name:
+        expected = {t for t in committed if t > base and not (mdt_own_instant(t) and t[17:] >= _INIT_SUFFIX)}
+    return read_slice_logs(storage, folder, names, committed, named_by_instant=by_name, expected=expected)
+
+
 def mdt_own_instant(instant: str) -> bool:
     """Whether ``instant`` is one of a v6 MDT's own (suffixed) times, as Hudi 0.14/0.15 tell them."""
     suffix = instant[17:]
     return len(instant) == 20 and (suffix in _OPERATION_SUFFIXES or suffix >= _INIT_SUFFIX)
 
 
-def _valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
+def valid_instants(data: Timeline, mdt: Timeline) -> tuple[set[str], set[str]]:
     """(completed MDT deltacommits, the instants whose MDT blocks readers merge): Hudi's
     ``getValidInstantTimestamps``, a data instant that completed or one of the MDT's own; in Hudi
     1.x (layout 2) also every completed MDT deltacommit whose data instant is not pending (gone, or
@@ -273,8 +289,9 @@ def read_files_partition(storage: Storage) -> FilesListing:
         hfile = read_hfile(storage.read(rel), storage.uri(rel))
         for key, record in decode_hfile_cells(hfile, hfile.content.info(SCHEMA_INFO), storage.uri(rel)):
             merged[key] = record
-    blocks = [b for name in logs for b in read_log_blocks(storage, f"{folder}/{name}")]
-    deltacommits, valid = _valid_instants(data, mdt)
+    deltacommits, valid = valid_instants(data, mdt)
+    piece = (FILES_PARTITION, latest.base_instant if latest else "", logs)
+    blocks = slice_blocks(storage, folder, piece, deltacommits & valid, mdt.layout.has_completion_times)
 
     def committed(instant: str) -> bool:
         return instant in deltacommits and instant in valid

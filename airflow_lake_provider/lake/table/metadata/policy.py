@@ -206,7 +206,7 @@ def unmaintainable(table: LakeTable, state: MetadataTableState, moves_keys: bool
     version = table.config.table_version
     if version not in MAINTAINED_VERSIONS:
         return f"table version {version} (only {', '.join(map(str, sorted(MAINTAINED_VERSIONS)))} so far)"
-    if version == 6 and set(state.partitions) - {"files"}:
+    if version == 6 and set(state.partitions) != {"files"}:
         return f"partitions [{', '.join(state.partitions)}] (only [files] on table version 6)"
     if state.inflight_partitions:
         return f"partitions being built ({', '.join(state.inflight_partitions)})"

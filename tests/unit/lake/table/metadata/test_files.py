@@ -12,7 +12,7 @@ import pytest
 from lake_processes import lake_all
 from mdt_tables import MDT_TABLES
 
-from airflow_lake_provider.lake.errors import TableConfigError, TableNotFoundError
+from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError, TableNotFoundError
 from airflow_lake_provider.lake.format.hfile import Dialect, HFileContent, HFileSettings, write_hfile
 from airflow_lake_provider.lake.log_file.hfile_block import (
     decode_hfile_block,
@@ -293,3 +293,27 @@ def test_a_partition_folder_without_files_of_completed_instants_is_not_missing(h
     assert (found.consistent, found.missing_partitions) == (True, ())
     (table / f"region=af/1b1b1b1b-0000-0000-0000-000000000000-0_0-1-1_{LAST}.parquet").write_bytes(b"123")
     assert check_files_partition(open_storage(table)).missing_partitions == ("region=af",)
+
+
+@pytest.mark.parametrize("completed", [True, False])
+def test_a_damaged_log_of_a_completed_v9_mdt_deltacommit_is_refused(hudi_table_zip, completed: bool) -> None:
+    """Hudi 1.x names an MDT log after the deltacommit that wrote it: bytes lost from the log of a
+    completed one would hide its records from every reader (refused, naming it); the torn log of
+    a deltacommit that never completed is skipped, as readers skip it."""
+    table = hudi_table_zip(SIMPLE)
+    (log,) = (table / ".hoodie/metadata/files").glob(f".files-0000-0_{LAST}.log.*")
+    data = log.read_bytes()
+    log.write_bytes(data[:-10])
+    storage = open_storage(table)
+    if not completed:
+        (done,) = (table / ".hoodie/metadata/.hoodie/timeline").glob(f"{LAST}_*.deltacommit")
+        done.unlink()
+        assert LAST_FILES["region=eu"] not in read_files_partition(storage).files["region=eu"]
+        return
+    with pytest.raises(CorruptDataFileError) as refused:
+        read_files_partition(storage)
+    assert str(refused.value).startswith(
+        f"{log}: damaged (offset 0: block length {len(data) - 14} runs past end of file "
+        f"({len(data) - 10} bytes; truncated)): the metadata table's completed deltacommit(s) {LAST} "
+        f"have no readable block in {table / '.hoodie/metadata/files'}, "
+    )

@@ -140,25 +140,28 @@ def test_a_record_index_is_kept_by_compaction_and_clean_and_a_write_refuses_nami
     assert tree_digest(path) == digest
 
 
+@pytest.mark.parametrize("partitions", ["files,column_stats", "column_stats", ""])
 def test_a_v6_table_with_an_mdt_the_default_cannot_keep_refuses_naming_why(
-    hudi_table_zip, capsys: pytest.CaptureFixture[str]
+    hudi_table_zip, capsys: pytest.CaptureFixture[str], partitions: str
 ) -> None:
     """Version 6 is kept by default, its ``files`` partition only (as Hudi 0.14/0.15 writers keep
-    it): another partition is refused by name, under false too (saying the default would refuse)."""
+    it): another partition, or none, is refused by name, under false too (saying the default would
+    refuse)."""
     path = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
-    add_metadata_table(path, partitions="files,column_stats")
+    add_metadata_table(path, partitions=partitions)
+    listed = partitions.replace(",", ", ")
     digest = tree_digest(path)
     assert main(["clean", str(path)]) == 1
     assert _error(capsys) == (
-        f"lake: error: clean refused: {path} has Hudi's metadata table (partitions [files, column_stats], "
+        f"lake: error: clean refused: {path} has Hudi's metadata table (partitions [{listed}], "
         "folder .hoodie/metadata/), which this engine keeps up to date by default, but cannot for this "
-        "action: partitions [files, column_stats] (only [files] on table version 6); the action would leave "
+        f"action: partitions [{listed}] (only [files] on table version 6); the action would leave "
         f"it stale for Hudi's Java/Flink writers and services. Nothing was changed. {JVM.format(path=path)}"
     )
     assert tree_digest(path) == digest
     assert main(["clean", str(path), "--option", "lake.metadata-table.maintain=false"]) == 1
     assert (
-        "Nothing was changed. (Without that option it would refuse too: partitions [files, column_stats] "
+        f"Nothing was changed. (Without that option it would refuse too: partitions [{listed}] "
         "(only [files] on table version 6).) To drop the metadata table"
     ) in _error(capsys)
     assert tree_digest(path) == digest

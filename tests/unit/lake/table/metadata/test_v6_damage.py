@@ -17,6 +17,7 @@ from mdt_v6_tables import add_v6_metadata_table
 from metadata_table_support import tree_digest
 
 from airflow_lake_provider.lake.cli import main
+from airflow_lake_provider.lake.errors import CorruptDataFileError
 from airflow_lake_provider.lake.file_group.file_names import LogFileName
 from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
@@ -25,6 +26,7 @@ from airflow_lake_provider.lake.services.compaction.scheduler import schedule_co
 from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
 from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
 from airflow_lake_provider.lake.table.metadata.files import read_files_partition
+from airflow_lake_provider.lake.table.metadata.services import run_metadata_table_services
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
@@ -313,3 +315,55 @@ def test_a_clean_on_an_mdt_without_its_files_base_file_deletes_nothing(hudi_tabl
     assert line.startswith(f"lake: error: clean refused: {table} has Hudi's metadata table ")
     assert f"{table / MDT}/files: no files-0000-0 base file of a completed instant" in line
     assert tree_digest(table) == digest
+
+
+def test_a_torn_block_of_a_completed_mdt_deltacommit_is_refused_by_check_and_the_mdt_compaction(
+    hudi_table_zip, capsys
+) -> None:
+    """Bytes lost from the block of a completed MDT deltacommit: every reader of the MDT would
+    merge the slice without its records. ``--check`` names the log, the damage and the instant;
+    an MDT compaction refuses before its plan (it would write the loss into the base file)."""
+    table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    done = write(LakeTable.open(table), _batch(before, sorted(before.column("id").to_pylist()), 5), "upsert")
+    (log,) = [p for p in (table / MDT / "files").glob(".files-*.log.*") if _blocks(p) == [done.instant]]
+    data = log.read_bytes()
+    log.write_bytes(data[: len(data) // 2])
+    why = (
+        f"{log}: damaged (offset 0: block length {len(data) - 14} runs past end of file ({len(data) // 2} "
+        f"bytes; truncated)): the metadata table's completed deltacommit(s) {done.instant} have no readable "
+        f"block in {table / MDT / 'files'}, so every reader of the metadata table misses their records; drop "
+        "the metadata table ('lake metadata-table <table> --drop') for Hudi to build it again"
+    )
+    capsys.readouterr()
+    assert main(["metadata-table", str(table), "--check"]) == 1
+    assert capsys.readouterr().err.splitlines() == [f"lake: error: {why}"]
+    digest = tree_digest(table)
+    due = {"hoodie.metadata.compact.max.delta.commits": "1"}
+    with pytest.raises(CorruptDataFileError) as refused:
+        run_metadata_table_services(LakeTable.open(table), due)
+    assert str(refused.value) == why
+    assert tree_digest(table) == digest  # no plan left behind
+
+
+def test_a_torn_block_of_a_crashed_mdt_append_is_skipped(hudi_table_zip, capsys) -> None:
+    """A partial block whose deltacommit never completed (a writer died while appending it) hides
+    no completed deltacommit: readers skip it, and so does ``--check``."""
+    table = hudi_table_zip("morparquet_v6_simplekeygen_nonhivestyle")
+    init = add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    done = write(LakeTable.open(table), _batch(before, sorted(before.column("id").to_pylist()), 5), "upsert")
+    logs = sorted(
+        (table / MDT / "files").glob(".files-*.log.*"), key=lambda p: LogFileName.parse(p.name).version
+    )
+    assert _blocks(logs[-1]) == [done.instant]
+    torn = table / MDT / f"files/.files-0000-0_{init}.log.{len(logs) + 1}_0-0-0"
+    torn.write_bytes(logs[-1].read_bytes()[:100])
+    capsys.readouterr()
+    assert main(["metadata-table", str(table), "--check"]) == 0
+    assert json.loads(capsys.readouterr().out)["consistent"] is True
+    assert run_metadata_table_services(
+        LakeTable.open(table), {"hoodie.metadata.compact.max.delta.commits": "1"}
+    )
+    assert_consistent(table)

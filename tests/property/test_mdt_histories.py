@@ -5,8 +5,10 @@ compactions, cleans and archivals happen inside the histories), on copies of Spa
 tables. After every step: hudi-rs (listing through the MDT) reads exactly our rows, our keys are the
 model's, the ``files`` partition equals a full listing and ``column_stats`` equals a recomputation.
 
-A rollback or restore that would undo an instant an MDT compaction came after is refused (Java writes
-an MDT restore there, which this engine does not): the test then checks that nothing changed.
+A rollback or restore that would undo an instant an MDT compaction came after is refused where the
+MDT keeps stats partitions too (Java writes an MDT restore there, which this engine does not): the
+test then checks that nothing changed. On an MDT of ``files`` alone (the ``:files`` table) it is
+done, the rollback's own MDT deltacommit deleting the files it deletes.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
-from tests.property.test_mdt_writes import MOR_V8, TABLES, _service, _template
+from tests.property.test_mdt_writes import FILES_ONLY, MOR_V8, TABLES, _service, _template
 from tests.unit.lake.table.metadata.test_commit import MAINTAIN, assert_consistent, assert_index_consistent
 
 STATS = tally("maintained metadata table histories")
@@ -70,7 +72,7 @@ def _write(path, operation: str, pick: int, fresh: int, name: str, model: set, l
     """One maintained write of one row, the model updated as in ``test_mdt_writes`` (a re-insert of a
     key whose delete is still logged in a merge-on-read group loses to it when older); False when
     there was nothing to write."""
-    key, ordering, new_keys = TABLES[name]
+    key, ordering, new_keys = TABLES[name.removesuffix(FILES_ONLY)]
     snapshot = read_snapshot(LakeTable.open(path)).sort_by(key)
     groups = [n.lstrip(".").split("_", 1)[0] for n in snapshot.column("_hoodie_file_name").to_pylist()]
     data = snapshot.drop_columns([c for c in snapshot.column_names if c.startswith("_hoodie_")])
@@ -129,11 +131,17 @@ def _refused_unchanged(path, run) -> bool:  # noqa: ANN001
 # Found by this test: a compaction, an upsert rolled back, an upsert: Spark's last log file (of the
 # slice before the compaction) vanished from the files partition (MDT archival).
 @example(name=MOR_V8, steps=[("compact", 1, 1), ("upsert", 0, 0), ("rollback", 1, 0), ("upsert", 4, 0)])
-@given(name=st.sampled_from(sorted(TABLES)), steps=steps_st)
+# On an MDT of files alone: the rollback after the MDT compaction, then a restore across one.
+@example(
+    name=MOR_V8 + FILES_ONLY,
+    steps=[("savepoint", 0, 0), ("upsert", 0, 0), ("upsert", 1, 0), ("upsert", 2, 0), ("rollback", 0, 0)]
+    + [("upsert", 3, 0), ("restore", 0, 0)],
+)
+@given(name=st.sampled_from(sorted([*TABLES, MOR_V8 + FILES_ONLY])), steps=steps_st)
 def test_maintained_histories_with_rollback_restore_and_archival(
     tmp_path_factory, name: str, steps: list
 ) -> None:
-    key = TABLES[name][0]
+    key = TABLES[name.removesuffix(FILES_ONLY)][0]
     path = example_dir(tmp_path_factory, "mdth") / "t"
     shutil.copytree(_template(tmp_path_factory, name), path)
     mdt_timeline = path / ".hoodie/metadata/.hoodie/timeline"
@@ -166,9 +174,14 @@ def test_maintained_histories_with_rollback_restore_and_archival(
             if latest not in writes or states[-1][0] != latest:
                 continue  # only the latest instant, and only a write of ours
             table = LakeTable.open(path)
+            compactions = len(list(mdt_timeline.glob("*.commit")))
             if _refused_unchanged(
                 path, lambda t=table, i=latest: rollback(t, i, force=True, options=OPTIONS)
             ):
+                if compactions > mdt_compactions and any(
+                    p.name.split("_")[0] > latest for p in mdt_timeline.glob("*.commit")
+                ):
+                    STATS["rollback done after an MDT compaction"] += 1
                 states.pop()
                 _, restored, restored_logged = states[-1]
                 model, logged = set(restored), dict(restored_logged)
@@ -201,6 +214,12 @@ def test_histories_reached_the_rare_branches() -> None:
     """The histories above really rolled back, restored, archived and had the MDT compact."""
     if not STATS or not derandomized():
         pytest.skip("the property test did not run in this session, or drew a random sequence")
-    for branch in ("rollback done", "rollback refused", "restore done", "savepoint"):
+    for branch in (
+        "rollback done",
+        "rollback refused",
+        "rollback done after an MDT compaction",
+        "restore done",
+        "savepoint",
+    ):
         assert STATS[branch] > 0, (branch, dict(STATS))
     assert STATS["archive ARCHIVED"] > 0 and STATS["MDT compactions"] > 0, dict(STATS)

@@ -37,6 +37,7 @@ TABLES = {
     "cow_v9_txns_simple_meta": ("txn_id", "txn_ts", ["p-0", "p-1", "p-2"]),
     MOR_V8: ("id", "longField", [9000, 9001, 9002]),
 }
+FILES_ONLY = ":files"  # a TABLES name plus this: its MDT keeps files alone
 STATS = tally("maintained metadata table writes")
 ONE_VERSION = {
     **MAINTAIN,
@@ -47,15 +48,17 @@ _TEMPLATES: dict[str, Path] = {}
 
 
 def _template(factory, name: str) -> Path:
-    """The table unzipped once per run, its MDT down to the kept partitions."""
+    """The table unzipped once per run, its MDT down to the kept partitions (``files`` alone for a
+    name ending in ``FILES_ONLY``)."""
     if name not in _TEMPLATES:
-        into = factory.mktemp(f"mdt-{name}")
-        with zipfile.ZipFile(DATA_1X / f"{name}.zip") as zf:
+        zipped, files_only = name.removesuffix(FILES_ONLY), name.endswith(FILES_ONLY)
+        into = factory.mktemp(f"mdt-{zipped}")
+        with zipfile.ZipFile(DATA_1X / f"{zipped}.zip") as zf:
             for member in zf.infolist():
                 if not member.filename.startswith("__MACOSX"):
                     zf.extract(member, into)
         (table,) = [p for p in into.iterdir() if p.is_dir() and p.name != "__MACOSX"]
-        _TEMPLATES[name] = keep_files_partition_only(table, INDEXES)
+        _TEMPLATES[name] = keep_files_partition_only(table, () if files_only else INDEXES)
     return _TEMPLATES[name]
 
 

@@ -34,6 +34,7 @@ from airflow_lake_provider.lake.table.metadata.policy import (
     ways_out,
 )
 from airflow_lake_provider.lake.table.metadata.services import services_after_commit
+from airflow_lake_provider.lake.table.metadata.undo import why_not_undoable
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     finish_pending_locked,
@@ -187,9 +188,9 @@ def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | N
 def _check_metadata_table(table: LakeTable, savepoint: str) -> None:
     """A kept MDT (only under maintain, past the guard): refuse, before anything is written, a
     restore one of whose completed instants cannot be undone there by removing its MDT deltacommit
-    (``MetadataTableWriter.why_not_forgettable``: an MDT compaction, log compaction or indexing came
-    after it, or an MDT partition initialisation completed after it); the per-instant rollbacks
-    would otherwise stop half way."""
+    nor be corrected by its rollback's (``metadata/undo.py``: an MDT compaction, log compaction or
+    indexing came after it, or an MDT partition initialisation completed after it, on an MDT that
+    keeps more than ``files``); the per-instant rollbacks would otherwise stop half way."""
     mdt = kept_metadata_table(table)
     if mdt is None:
         return
@@ -203,7 +204,7 @@ def _check_metadata_table(table: LakeTable, savepoint: str) -> None:
         instant = timeline.get(target)
         if instant is None or not instant.is_completed:
             continue  # rolled back already, or pending: its MDT deltacommit goes either way
-        why = mdt.why_not_forgettable(target)
+        why = why_not_undoable(mdt, target)
         if why is not None:
             raise RollbackError(
                 f"restore of {table.uri} to savepoint {savepoint} refused under "

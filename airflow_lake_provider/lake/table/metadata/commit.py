@@ -203,6 +203,12 @@ class MetadataTableWriter:
     def timeline(self) -> Timeline:
         return Timeline.load(self.storage, self.store.layout)
 
+    def completed(self, instant: str) -> bool:
+        """Whether the MDT has a completed deltacommit at ``instant``."""
+        return any(
+            i.timestamp == instant for i in self.timeline().filter([Action.DELTACOMMIT], [State.COMPLETED])
+        )
+
     def commit_write(
         self,
         data: Storage,
@@ -251,16 +257,29 @@ class MetadataTableWriter:
             groups.update(clean_index_records(data, config, timeline, change, indexed, self.record_schema))
         return self.commit_records(instant, groups)
 
-    def commit_rollback_logs(self, instant: str, logs: Iterable[tuple[str, int]]) -> list[str]:
+    def commit_rollback_logs(
+        self, instant: str, logs: Iterable[tuple[str, int]], deleted: Iterable[str] = ()
+    ) -> list[str]:
         """Write and complete the MDT deltacommit of the pending data rollback ``instant`` that
-        appended rollback blocks to ``logs`` (table-relative path, new size): table version 6 only
-        (1.x rollbacks delete logs). Each file's new size in ``files``, as Java records a rollback's
-        log files (``processRollbackMetadata``; a merge keeps the larger size); no partition list."""
+        appended rollback blocks to ``logs`` (table-relative path, new size; table version 6: 1.x
+        rollbacks delete logs) and deletes the files ``deleted`` (table-relative; given only where
+        the MDT cannot forget the rolled-back instant: ``undo.py``). In ``files`` each log's new
+        size, as Java records a rollback's log files (``processRollbackMetadata``; a merge keeps the
+        larger size), and each deleted file as a deletion; no partition list."""
         partitions: dict[str, dict[str, int]] = {}
+        gone: dict[str, list[str]] = {}
         for rel, size in logs:
             partition, _, name = rel.rpartition("/")
             partitions.setdefault(partition, {})[name] = size
-        change = FilesChange({p: PartitionChange(added=files) for p, files in partitions.items()})
+        for rel in deleted:
+            partition, _, name = rel.rpartition("/")
+            gone.setdefault(partition, []).append(name)
+        change = FilesChange(
+            {
+                p: PartitionChange(added=partitions.get(p, {}), deleted=tuple(gone.get(p, ())))
+                for p in dict.fromkeys([*partitions, *gone])
+            }
+        )
         return self.commit_records(
             instant, {FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}}
         )
@@ -358,54 +377,6 @@ class MetadataTableWriter:
         for found in left:
             self._remove(found)
         return bool(left)
-
-    def why_not_forgettable(self, instant: str) -> str | None:
-        """Why the completed data instant ``instant`` cannot be undone by removing its MDT
-        deltacommit (None: it can): that deltacommit must be there, completed, and no later MDT
-        compaction (or log compaction, indexing) may have folded it into files it does not own."""
-        timeline = self.timeline()
-        own = [i for i in timeline.filter([Action.DELTACOMMIT]) if i.timestamp == instant]
-        if not any(i.is_completed for i in own):
-            return f"the metadata table has no completed deltacommit of {instant}"
-        later = [
-            i
-            for i in timeline.instants
-            if i.timestamp > instant and i.action not in (Action.DELTACOMMIT, Action.CLEAN, Action.ROLLBACK)
-        ]
-        if later:
-            return (
-                f"the metadata table's {later[0].action.value} {later[0].timestamp} came after it, and "
-                "undoing it there needs a metadata-table rollback instant, which this engine does not write"
-            )
-        init = self._initialised_after(instant)
-        if init is not None:
-            return (
-                f"the metadata table's partition initialisation {init} completed after it (its files "
-                "hold the instant's records), and undoing it there needs a metadata-table rollback "
-                "instant, which this engine does not write"
-            )
-        return None
-
-    def _initialised_after(self, instant: str) -> str | None:
-        """An MDT partition initialisation (a deltacommit at Hudi's ``0000...`` times, building the
-        partition's files from a listing of the data table) that completed after data instant
-        ``instant`` was requested and left files in a kept partition: those files may hold
-        ``instant``'s records (None: none). Its time is before every data instant's, so only its
-        completion time tells; it is no date, so it is read from the file names (``Timeline``
-        leaves such names out)."""
-        inits = set()
-        for name in self.storage.list_names(self.store.layout.folder):
-            head, _, action = name.partition(".")
-            time, _, completion = head.partition("_")
-            if action == Action.DELTACOMMIT.value and time.startswith(_SOLO) and completion > instant:
-                inits.add(time)
-        for partition in sorted(self.partitions & set(self.storage.list_dir("")[1])) if inits else ():
-            for name in self.storage.list_names(partition):
-                log_name = LogFileName.parse(name)
-                t = log_name.base_instant if log_name is not None else name.rsplit("_", 1)[-1].split(".")[0]
-                if t in inits:
-                    return t
-        return None
 
     def _create_log_v6(self, partition: str, file_id: str, data: bytes) -> tuple[str, LogFileName, str, str]:
         """Table version 6: create ``data`` as the next log of the file group's newest slice (its

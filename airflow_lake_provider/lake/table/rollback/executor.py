@@ -32,6 +32,7 @@ from airflow_lake_provider.lake.errors import (
 from airflow_lake_provider.lake.file_group.builder import list_table
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
+from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
 from airflow_lake_provider.lake.table.metadata.policy import (
     drops_metadata_table,
     guard_mutation,
@@ -39,6 +40,7 @@ from airflow_lake_provider.lake.table.metadata.policy import (
     ways_out,
 )
 from airflow_lake_provider.lake.table.metadata.services import services_after_commit
+from airflow_lake_provider.lake.table.metadata.undo import why_not_forgettable, why_not_undoable
 from airflow_lake_provider.lake.table.rollback.fallback import check_fallback
 from airflow_lake_provider.lake.table.rollback.plan import (
     RollbackOutcome,
@@ -109,8 +111,8 @@ def rollback(
             # (not against the metadata table: the drop removes it, so it holds nothing back)
             _check(table, timeline, instant, force, False, fallback=True, metadata=False)
         chosen = timeline.get(instant)
-    # Kept under the maintain policy: the target's MDT deltacommit goes while it is still pending
-    # (a completed target only if nothing in the MDT came to depend on it: _check_metadata_table).
+    # Kept under the maintain policy: the target's MDT deltacommit goes while it is still pending,
+    # or the rollback's own records its files deleted (metadata/undo.py; _check_metadata_table).
     guard_mutation(table, "rollback", options, maintains=True)
     if chosen is not None and chosen.is_completed:  # refused before the lock file is made too
         _check_metadata_table(table, chosen)
@@ -223,11 +225,10 @@ def _check(
 
 
 def _check_metadata_table(table: LakeTable, target: Instant) -> None:
-    """A kept MDT (only under maintain, past the guard): the completed ``target`` is undone there by
-    removing its deltacommit while ``target`` is pending (as a failed write's undo does; Java writes
-    an MDT rollback instant instead, to the same listing), so that deltacommit must be removable."""
+    """A kept MDT (only under maintain, past the guard): the completed ``target`` must be undoable
+    there (``metadata/undo.py``: its deltacommit removed, or its files deleted by the rollback's)."""
     mdt = kept_metadata_table(table)
-    why = mdt.why_not_forgettable(target.timestamp) if mdt is not None else None
+    why = why_not_undoable(mdt, target.timestamp) if mdt is not None else None
     if why is not None:
         raise RollbackError(
             f"rollback of {target.action.value} {target.timestamp} of {table.uri} refused under "
@@ -264,13 +265,37 @@ def discard_failed_write(table: LakeTable, instant_time: str) -> bool:
     return True
 
 
-def _forget_in_metadata_table(table: LakeTable, t: str) -> None:
+def _forget_in_metadata_table(table: LakeTable, t: str, mdt: MetadataTableWriter | None = None) -> None:
     """Remove the MDT deltacommit of the pending instant ``t`` being undone (a maintained MDT: past
     the guard, an MDT is left only under that policy) before ``t`` leaves the timeline: Hudi 1.x
-    readers merge the MDT deltacommit of an instant gone or rolled back, not of a pending one."""
-    mdt = kept_metadata_table(table)
+    readers merge the MDT deltacommit of an instant gone or rolled back, not of a pending one.
+    ``mdt``: the kept MDT's writer, if the caller opened it."""
+    mdt = mdt if mdt is not None else kept_metadata_table(table)
     if mdt is not None and mdt.discard(t):
         log.info("removed the metadata table's deltacommit of %s, which is being undone", t)
+
+
+def _drop_target(table: LakeTable, t: str) -> None:
+    """The rolled-back instant's pending files, markers and heartbeat."""
+    table.store.remove_pending(t)
+    table.store.markers.delete(t)
+    table.store.heartbeats.delete(t)
+
+
+def _logs_to_mark(table: LakeTable, r: str, rollback_plan: RollbackPlan) -> list[tuple[str, int, bool]]:
+    """The plan's logs still there, each with its size once marked and whether the rollback block
+    is still to append (a resumed rollback may have appended it)."""
+    storage, t = table.storage, rollback_plan.target_time
+    out = []
+    for path, _size in [m for req in rollback_plan.requests for m in req.logs_to_mark]:
+        rel = storage.check_deletable(path)
+        if not storage.exists(rel):
+            continue
+        data = storage.read(rel)
+        blocks = parse_log_bytes(data, storage.uri(rel))
+        done = any(b.is_rollback and b.instant_time == r and b.target_instant_time == t for b in blocks)
+        out.append((rel, len(data) if done else len(data) + len(rollback_command_block(r, t)), not done))
+    return out
 
 
 def finish_pending_locked(table: LakeTable) -> list[RollbackResult]:
@@ -351,8 +376,20 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
     inflight = r if r.is_inflight else store.transition_to_inflight(r)  # r: requested or inflight
     t = rollback_plan.target_time
     target = table.timeline().get(t)
+    to_mark = _logs_to_mark(table, r.timestamp, rollback_plan)
+    mdt = kept_metadata_table(table)
+    in_mdt = False  # the rollback's MDT deltacommit is written and completed
     if target is not None and target.is_completed:
+        # An MDT that cannot forget the target gets the rollback's deltacommit, with the files it
+        # deletes, first, while the target is still completed (readers merge it only once the
+        # rollback completes); a resumed rollback finds it there and leaves the MDT alone.
+        if mdt is not None and why_not_forgettable(mdt, t) is not None:
+            marked_sizes = [(rel, size) for rel, size, _ in to_mark]
+            mdt.commit_rollback_logs(r.timestamp, marked_sizes, rollback_plan.files_to_delete)
+            in_mdt = True
         store.remove_completed(target)
+    elif mdt is not None:
+        in_mdt = mdt.completed(r.timestamp)
     deleted, failed = [], []
     for path in rollback_plan.files_to_delete:
         try:
@@ -366,30 +403,31 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
             failed.append(storage.check_deletable(path))
             continue
         deleted.append(path)
-    _forget_in_metadata_table(table, t)
+    if mdt is not None and not in_mdt:
+        _forget_in_metadata_table(table, t, mdt)
     marked = []
-    for path, _size in [m for req in rollback_plan.requests for m in req.logs_to_mark]:
-        rel = storage.check_deletable(path)
-        if not storage.exists(rel):
-            continue
-        blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
-        if not any(
-            b.is_rollback and b.instant_time == r.timestamp and b.target_instant_time == t for b in blocks
-        ):
+    for rel, size, append in to_mark:
+        if append:
             storage.append(rel, rollback_command_block(r.timestamp, t))
-        marked.append((rel, storage.size(rel)))
-    mdt = kept_metadata_table(table) if marked else None
-    if mdt is not None:  # (v6 only: completed before the rollback, as Java's; readers skip it till then)
+        marked.append((rel, size))
+    if mdt is not None and marked and not in_mdt:
+        # v6 only: completed before the rollback, as Java's; readers skip it till then.
         mdt.commit_rollback_logs(r.timestamp, marked)
-    store.remove_pending(t)
-    store.markers.delete(t)
-    store.heartbeats.delete(t)
+    if not in_mdt:
+        _drop_target(table, t)
     outcome = RollbackOutcome(tuple(deleted), tuple(failed), tuple(marked))
     millis = int((time.monotonic() - started) * 1000)
     hudi_1x = table.layout.has_completion_times
     store.transition_to_completed(
         inflight, rollback_metadata(r.timestamp, rollback_plan, outcome, millis, storage, hudi_1x)
     )
+    if in_mdt:
+        # Corrected: the target leaves the timeline only once the rollback completed. A Hudi 1.x
+        # reader merges the target's MDT deltacommit as soon as the target is gone, and the
+        # rollback's correcting one only once the rollback is no longer pending: in between, the MDT
+        # would list the files just deleted. (A crash here leaves a pending write with nothing left
+        # to delete: the next rollback of failed writes removes it.)
+        _drop_target(table, t)
     log.info(
         "rolled back %s %s at %s: %d deleted, %d marked",
         rollback_plan.target_action.value,

@@ -119,7 +119,9 @@ def test_a_restore_rolling_back_an_instant_an_mdt_compaction_folded_in_or_with_a
         f"lake: error: restore of {path} to savepoint {point} refused under lake.metadata-table.maintain: "
         f"it rolls back deltacommit {folded}, and the metadata table's commit 20260101054337083 came "
         "after it, and undoing it there needs a metadata-table rollback instant, which this engine "
-        f"does not write. Nothing was changed. {_way_out(path)}"
+        "does not write; nor can the rollback's own deltacommit undo it, as the metadata table keeps "
+        "column_stats besides files (their records of its files are not undone yet). Nothing was "
+        f"changed. {_way_out(path)}"
     )
     assert tree_digest(path) == before
     with pytest.raises(RollbackError, match="refused under lake.metadata-table.maintain"):
@@ -257,7 +259,9 @@ def test_an_mdt_partition_initialised_after_an_instant_the_restore_rolls_back_is
     why = (
         f"the metadata table's partition initialisation {init} completed after it (its files hold the "
         "instant's records), and undoing it there needs a metadata-table rollback instant, which this "
-        f"engine does not write. Nothing was changed. {_way_out(path)}"
+        "engine does not write; nor can the rollback's own deltacommit undo it, as the metadata table "
+        "keeps column_stats, partition_stats besides files (their records of its files are not undone "
+        f"yet). Nothing was changed. {_way_out(path)}"
     )
     assert capsys.readouterr().err.strip() == (
         f"lake: error: restore of {path} to savepoint {point} refused under lake.metadata-table.maintain: "

@@ -68,9 +68,12 @@ def test_rollback_of_a_completed_write_keeps_the_metadata_table(hudi_table_zip, 
     assert json.loads(capsys.readouterr().out)["consistent"] is True
 
 
-def test_rollback_of_an_instant_an_mdt_compaction_folded_in_is_refused(hudi_table_zip, capsys) -> None:
+def test_rollback_of_an_instant_an_mdt_compaction_folded_in_is_refused_with_stats_partitions(
+    hudi_table_zip, capsys
+) -> None:
     """Spark's last deltacommit of this table was followed by an MDT compaction (its records are in
-    the MDT's base files now): removing its deltacommit would not undo it there."""
+    the MDT's base files now): removing its deltacommit would not undo it there, and the rollback's
+    own deltacommit would undo its files in ``files`` only, not in the stats partitions."""
     path = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"), INDEXES)
     t = "20260101054337037"
     assert LakeTable.open(path).timeline().get(t).is_completed  # type: ignore[union-attr]
@@ -80,7 +83,9 @@ def test_rollback_of_an_instant_an_mdt_compaction_folded_in_is_refused(hudi_tabl
     assert err.strip() == (
         f"lake: error: rollback of deltacommit {t} of {path} refused under lake.metadata-table.maintain: "
         "the metadata table's commit 20260101054337083 came after it, and undoing it there needs a "
-        "metadata-table rollback instant, which this engine does not write. Nothing was changed. To drop "
+        "metadata-table rollback instant, which this engine does not write; nor can the rollback's own "
+        "deltacommit undo it, as the metadata table keeps column_stats besides files (their records of "
+        "its files are not undone yet). Nothing was changed. To drop "
         "the metadata table as Hudi does, run with option hoodie.metadata.enable=false (--option, operator "
         f"options or the lake connection's extra) or run 'lake metadata-table {path} --drop'; Spark/Flink "
         "writers of this table must run with hoodie.metadata.enable=false too, or their next commit "
@@ -92,6 +97,29 @@ def test_rollback_of_an_instant_an_mdt_compaction_folded_in_is_refused(hudi_tabl
     with pytest.raises(RollbackError, match=rf"^rollback of deltacommit {t} of .* refused under lake"):
         rollback_instant_locked(LakeTable.open(path), t, force=True)
     assert tree_digest(path) == before
+
+
+def test_rollback_of_an_instant_an_mdt_compaction_folded_in_corrects_an_mdt_of_files_alone(
+    hudi_table_zip, capsys
+) -> None:
+    """The same rollback on the MDT with ``files`` alone: its deltacommit stays (folded into the MDT's
+    base file), and the rollback's own deltacommit, at the rollback's instant, deletes the files the
+    rollback deletes. hudi-rs, listing through the MDT, reads the rows before the deltacommit."""
+    path = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"))
+    t = "20260101054337037"
+    timeline = LakeTable.open(path).timeline()
+    previous = max(i.timestamp for i in timeline.completed_commits if i.timestamp < t)
+    with_it = _rows(hudi_rs(path))
+    assert main(["rollback", str(path), "--instant", t, "--force", *OPT]) == 0
+    r = capsys.readouterr().out.split(" at ")[1].split(":")[0]
+    assert mdt_files_of(path, t) != []  # its MDT deltacommit is kept
+    assert [p.name for p in (path / ".hoodie/metadata/.hoodie/timeline").glob(f"{r}_*.deltacommit")] != []
+    after = _rows(hudi_rs(path))
+    assert after != with_it
+    assert after == _rows(read_snapshot(LakeTable.open(path), as_of=previous))
+    assert _rows(assert_consistent(path)) == after
+    assert main(["metadata-table", str(path), "--check"]) == 0
+    assert json.loads(capsys.readouterr().out)["consistent"] is True
 
 
 def test_a_crash_at_every_durable_step_of_the_rollback_leaves_both_readers_agreeing(
@@ -127,3 +155,28 @@ def test_a_crash_at_every_durable_step_of_the_rollback_leaves_both_readers_agree
 def _copy(src: Path, dst: Path) -> Path:
     shutil.copytree(src, dst)
     return dst
+
+
+def test_a_crash_at_every_durable_step_of_a_corrected_rollback_leaves_both_readers_agreeing(
+    hudi_table_zip, tmp_path: Path
+) -> None:
+    """The rollback corrected by its own MDT deltacommit (written before the target leaves the
+    timeline), crashed after each durable step: hudi-rs, listing through the MDT, reads what we
+    read (the rows with the deltacommit, or before it), the files partition equals the listing; the
+    next rollback finishes it, to the rows before, and the MDT keeps the correction."""
+    template = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"))
+    t = "20260101054337037"
+    with_it = _rows(assert_consistent(template))
+    counting = crashing(LakeTable.open(_copy(template, tmp_path / "count")))
+    rollback(counting, t, force=True, options=MAINTAIN)
+    before = _rows(assert_consistent(tmp_path / "count"))
+    assert before != with_it
+    steps = steps_of(counting)
+    assert any(s.endswith(".deltacommit") for s in steps), steps  # the MDT's (MDT-relative)
+    for step in range(1, len(steps) + 1):
+        path = _copy(template, tmp_path / f"crash{step}")
+        with pytest.raises(SimulatedCrash):
+            rollback(crashing(LakeTable.open(path), step), t, force=True, options=MAINTAIN)
+        assert _rows(assert_consistent(path)) in (with_it, before), (step, steps[step - 1])
+        rollback(LakeTable.open(path), options=MAINTAIN)  # finishes the pending rollback
+        assert _rows(assert_consistent(path)) == before, (step, steps[step - 1])

@@ -388,6 +388,44 @@ def test_rollback_of_a_completed_write_keeps_a_v6_mdt(hudi_table_zip, name: str)
     assert _data(assert_consistent(table)) == _data(before)
 
 
+@pytest.mark.parametrize(
+    "name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_simplekeygen_nonhivestyle"]
+)
+@pytest.mark.parametrize("when", ["compacted", "before the mdt"])
+def test_rollback_of_a_write_the_v6_mdt_cannot_forget_is_corrected_by_the_rollbacks_deltacommit(
+    hudi_table_zip, name: str, when: str
+) -> None:
+    """A forced rollback of a write an MDT compaction folded into the MDT's base file, or of the
+    last commit from before the MDT (its initialisation listed its files): the write's records
+    cannot be removed there, so the rollback's own MDT deltacommit (at the rollback's instant,
+    completed before it) deletes every file the rollback deletes and lists the marked logs' sizes,
+    as Java 0.14 records a rollback. The MDT then lists the table as it is."""
+    table = hudi_table_zip(name)
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    ids = sorted(before.column("id").to_pylist())
+    if when == "compacted":
+        compact = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+        done = write(LakeTable.open(table), _batch(before, [ids[0], 601], 7), "upsert", options=compact)
+        assert done.metadata_compaction is not None
+        t, expected = done.instant, _data(before)
+    else:
+        t = LakeTable.open(table).timeline().completed_commits[-1].timestamp
+        previous = LakeTable.open(table).timeline().completed_commits[-2].timestamp
+        expected = _data(read_snapshot(LakeTable.open(table), as_of=previous))
+    mdt_timeline = table / MDT / ".hoodie"
+    own = sorted(p.name for p in mdt_timeline.glob(f"{t}.*"))
+    (done_rb,) = rollback(LakeTable.open(table), t, force=True, options=MAINTAIN)
+    assert done_rb.target == t
+    assert sorted(p.name for p in mdt_timeline.glob(f"{t}.*")) == own  # kept: not forgettable
+    assert (mdt_timeline / f"{done_rb.instant}.deltacommit").exists()
+    deleted = {f.rsplit("/", 1)[-1] for f in done_rb.deleted}
+    assert deleted and not deleted & {
+        n for files in list_table_files(open_storage(table)).values() for n in files
+    }
+    assert _data(assert_consistent(table)) == expected
+
+
 def test_the_v6_mdt_timeline_is_archived_to_layout_1_archive_files(hudi_table_zip) -> None:
     """With an MDT compaction every 2 deltacommits and keep.min/max 2/3 (the MDT's 3/4), the MDT's
     older instants go to ``.hoodie/metadata/.hoodie/archived/`` archive files (each entry once, with
@@ -482,6 +520,32 @@ def test_restore_keeps_a_v6_mdt(hudi_table_zip, name: str) -> None:
     restore(LakeTable.open(table), point, MAINTAIN)
     assert {f: (table / MDT / f).read_bytes() for f in _mdt_files(table)} == mdt_before
     assert _data(assert_consistent(table)) == _data(before)
+
+
+@pytest.mark.parametrize(
+    "name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_simplekeygen_nonhivestyle"]
+)
+def test_a_restore_across_an_mdt_compaction_corrects_a_v6_mdt(hudi_table_zip, name: str) -> None:
+    """A restore to a savepoint before two maintained writes and an MDT compaction after them (their
+    records are in the MDT's base file): each of its rollbacks records the files it deletes in its
+    own MDT deltacommit, and the MDT lists the table as at the savepoint."""
+    table = hudi_table_zip(name)
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    lake = LakeTable.open(table)
+    point = lake.timeline().completed_commits[-1].timestamp
+    create_savepoint(lake, point)
+    ids = sorted(before.column("id").to_pylist())
+    compact = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    write(LakeTable.open(table), _batch(before, [ids[0], 801], 1), "upsert", options=compact)
+    done = write(LakeTable.open(table), _batch(before, [802], 1), "insert", options=compact)
+    assert done.metadata_compaction is not None and done.metadata_compaction > done.instant
+    result = restore(LakeTable.open(table), point, MAINTAIN)
+    rollbacks = [p.name.split(".")[0] for p in (table / ".hoodie").glob("*.rollback")]
+    assert len(rollbacks) == 2 and all((table / MDT / f".hoodie/{r}.deltacommit").exists() for r in rollbacks)
+    assert result.savepoint == point
+    assert _data(assert_consistent(table)) == _data(before)
+    assert main(["metadata-table", str(table), "--check"]) == 0
 
 
 def test_merge_small_files_keeps_a_v6_mdt(hudi_table_zip) -> None:

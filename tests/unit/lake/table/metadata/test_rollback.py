@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -138,6 +139,17 @@ def test_a_crash_at_every_durable_step_of_the_rollback_leaves_both_readers_agree
     t = write(LakeTable.open(template), batch, "upsert", options=MAINTAIN).instant
     written = _rows(assert_consistent(template))
     assert written != before
+    for path, step in _crashed_at_every_step(template, tmp_path, t, (written, before)):
+        assert _rows(assert_consistent(path)) == before, step
+        assert mdt_files_of(path, t) == [], step
+
+
+def _crashed_at_every_step(
+    template: Path, tmp_path: Path, t: str, rows: tuple[list, list]
+) -> Iterator[tuple[Path, str]]:
+    """Copies of ``template`` whose forced rollback of ``t`` crashed after each durable step: both
+    readers agree on one of ``rows`` (with the instant, before it); each copy after the next
+    rollback finished it, with the step's name."""
     counting = crashing(LakeTable.open(_copy(template, tmp_path / "count")))
     rollback(counting, t, force=True, options=MAINTAIN)
     steps = steps_of(counting)
@@ -146,10 +158,9 @@ def test_a_crash_at_every_durable_step_of_the_rollback_leaves_both_readers_agree
         path = _copy(template, tmp_path / f"crash{step}")
         with pytest.raises(SimulatedCrash):
             rollback(crashing(LakeTable.open(path), step), t, force=True, options=MAINTAIN)
-        assert _rows(assert_consistent(path)) in (written, before), (step, steps[step - 1])
+        assert _rows(assert_consistent(path)) in rows, (step, steps[step - 1])
         rollback(LakeTable.open(path), options=MAINTAIN)  # finishes the pending rollback
-        assert _rows(assert_consistent(path)) == before, (step, steps[step - 1])
-        assert mdt_files_of(path, t) == [], (step, steps[step - 1])
+        yield path, f"{step}: {steps[step - 1]}"
 
 
 def _copy(src: Path, dst: Path) -> Path:
@@ -167,16 +178,14 @@ def test_a_crash_at_every_durable_step_of_a_corrected_rollback_leaves_both_reade
     template = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"))
     t = "20260101054337037"
     with_it = _rows(assert_consistent(template))
-    counting = crashing(LakeTable.open(_copy(template, tmp_path / "count")))
-    rollback(counting, t, force=True, options=MAINTAIN)
-    before = _rows(assert_consistent(tmp_path / "count"))
+    done = _copy(template, tmp_path / "done")
+    (result,) = rollback(LakeTable.open(done), t, force=True, options=MAINTAIN)
+    before = _rows(assert_consistent(done))
     assert before != with_it
-    steps = steps_of(counting)
-    assert any(s.endswith(".deltacommit") for s in steps), steps  # the MDT's (MDT-relative)
-    for step in range(1, len(steps) + 1):
-        path = _copy(template, tmp_path / f"crash{step}")
-        with pytest.raises(SimulatedCrash):
-            rollback(crashing(LakeTable.open(path), step), t, force=True, options=MAINTAIN)
-        assert _rows(assert_consistent(path)) in (with_it, before), (step, steps[step - 1])
-        rollback(LakeTable.open(path), options=MAINTAIN)  # finishes the pending rollback
-        assert _rows(assert_consistent(path)) == before, (step, steps[step - 1])
+    mdt_timeline = done / ".hoodie/metadata/.hoodie/timeline"
+    assert list(mdt_timeline.glob(f"{result.instant}_*.deltacommit"))  # the correcting one
+    assert mdt_files_of(done, t) != []  # the instant's own is kept
+    for path, step in _crashed_at_every_step(template, tmp_path, t, (with_it, before)):
+        # (a crash after the rollback completed leaves the instant pending, with nothing left to
+        # delete: the next rollback undoes it as a failed write, and removes its MDT deltacommit)
+        assert _rows(assert_consistent(path)) == before, step

@@ -287,22 +287,32 @@ class LocalStorage(Storage):
     @contextlib.contextmanager
     def lock(self, rel: str, what: str, wait_seconds: float = 0.0) -> Iterator[None]:
         path = self._path(rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
         deadline = time.monotonic() + wait_seconds
-        with open(path, "a+") as fh:
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            # Not through a symbolic link: a dangling one would make its target, outside the table.
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+        except OSError as exc:
+            raise StorageError(f"{path}: cannot open it as a lock file: {exc.strerror or exc}") from None
+        try:
             while True:
                 try:
-                    fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
                     if time.monotonic() >= deadline:
                         waited = f" (waited {wait_seconds:g} s)" if wait_seconds else ""
-                        raise ServiceBusyError(f"{self.root}: {what}{waited}") from None
+                        raise ServiceBusyError(
+                            f"{self.root}: {what}{waited}; lock file {path}, held by a running process "
+                            "(the lock goes with it)"
+                        ) from None
                     time.sleep(0.05)
             try:
                 yield
             finally:
-                fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
 
 def open_storage(
@@ -374,15 +384,21 @@ def _path_limit(folder: str, name: str, default: int) -> int:
     return value if value > 0 else default
 
 
+TEMP_PREFIX = "_"  # hidden from Hadoop's and pyarrow's listings, and no Hudi file pattern's start
+
+
 def _temp_name(path: str) -> str:
-    """A hidden sibling of ``path`` to write before renaming it into place, its name cut so that any
-    name that fits a folder fits with the temp suffix too (a 250-byte name would not)."""
+    r"""A hidden sibling of ``path`` to write before renaming it into place, its name cut so that any
+    name that fits a folder fits with the temp suffix too (a 250-byte name would not). Its name
+    starts with ``_``, not ``.``: Java's log file pattern (``^\.(.+)_(.*)\.(log|archive)\.(\d+)``,
+    matched with ``find``) would take a crashed write's ``.<log name>.<hex>.tmp`` for a log file of
+    a file group named ``.<file id>``."""
     folder, name = os.path.split(path)
     suffix = f".{uuid.uuid4().hex}.tmp"
     encoded = os.fsencode(name)
     if len(encoded) + len(suffix) + 1 > 200:  # (pathconf only for long names: a call per write)
         encoded = encoded[: _path_limit(folder, "PC_NAME_MAX", 255) - len(suffix) - 1]
-    return os.path.join(folder, f".{os.fsdecode(encoded)}{suffix}")
+    return os.path.join(folder, f"{TEMP_PREFIX}{os.fsdecode(encoded)}{suffix}")
 
 
 def _fsync_dir(path: str) -> None:

@@ -41,8 +41,9 @@ PROPERTIES_FILE = "hoodie.properties"
 PROPERTIES_BACKUP_FILE = "hoodie.properties.backup"
 # Hudi's metadata table: a Hudi table of its own under the data table's ``.hoodie/``.
 METADATA_DIR = "metadata"
-# Held only while an instant time is checked and its requested file created.
-INSTANT_LOCK_WAIT_SECONDS = 30.0
+# Held only while an instant time is checked and its requested file created. Longer than an S3
+# lock lives (LOCK_TTL_SECONDS): a holder that died is waited out and its lock taken over.
+INSTANT_LOCK_WAIT_SECONDS = 65.0
 # Writers and compaction scheduling share this lock (see ``writer.write``).
 WRITE_LOCK = "write"
 # Folders Java creates at init; hudi-rs ignores them (layout 2 adds its timeline folders).

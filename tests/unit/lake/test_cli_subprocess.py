@@ -331,7 +331,8 @@ def test_clean_errors_and_a_held_lock_change_nothing(tmp_path: Path) -> None:
     # Another clean holds the table's clean lock: refused at once, nothing planned or deleted.
     with table.store.exclusive("clean"):
         assert _error(_lake("clean", str(base), "--retained", "1")) == (
-            f"{base}: another clean is running on this table"
+            f"{base}: another clean is running on this table; lock file "
+            f"{base}/.hoodie/.aux/.lake-clean.lock, held by a running process (the lock goes with it)"
         )
     assert _tree(base) == before
 

@@ -58,8 +58,11 @@ HIDDEN_PREFIXES = (".", "_")
 PARTITION_FIELDS_KEY = PC_PARTITION_FIELDS.key
 _MERGE_ID = re.compile(r"[0-9a-f]{32}")
 # Hidden files a merge leaves when it dies: an in-progress output, or the temporary link of a local
-# publish (Storage.copy: link to .<name>.<hex>.tmp, then rename) that holds a whole output's bytes.
-_ORPHAN = re.compile(r"\.part-merged-[0-9a-f]{32}-\d{5}\.parquet(\.inprogress|\.[0-9a-f]{32}\.tmp)")
+# publish (Storage.copy: link to _<name>.<hex>.tmp, then rename; .<name>.<hex>.tmp before) that
+# holds a whole output's bytes.
+_ORPHAN = re.compile(
+    r"\.part-merged-[0-9a-f]{32}-\d{5}\.parquet\.inprogress|[._]part-merged-[0-9a-f]{32}-\d{5}\.parquet\.[0-9a-f]{32}\.tmp"
+)
 
 
 def is_hidden(name: str) -> bool:

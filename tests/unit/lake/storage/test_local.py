@@ -9,6 +9,7 @@ limits) is tested on ``LocalStorage`` alone.
 from __future__ import annotations
 
 import os
+import re
 import threading
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from airflow_lake_provider.lake.storage import (
     local_path,
     open_storage,
 )
+from airflow_lake_provider.lake.storage import local as local_module
 from airflow_lake_provider.lake.storage.s3 import S3Storage
 
 
@@ -280,6 +282,53 @@ def test_lock_is_exclusive_and_names_what_holds_it(storage: Storage) -> None:
                 pass
     with storage.lock(".hoodie/.aux/.lake-clean.lock", "x"):  # released: free again
         pass
+
+
+def test_a_local_lock_names_its_file_and_refuses_odd_lock_paths_by_name(tmp_path: Path) -> None:
+    """Refused with the lock file named, and nothing made outside the table: a dangling symbolic
+    link (its target would be created), a folder, a FIFO, ``.aux`` that is a file."""
+    local = LocalStorage(tmp_path / "t")
+    lock = ".hoodie/.aux/.lake-clean.lock"
+    path = tmp_path / "t" / lock
+    with local.lock(lock, "another clean is running"):
+        with pytest.raises(ServiceBusyError) as busy:
+            with local.lock(lock, "another clean is running", 0.1):
+                pass
+    assert str(busy.value) == (
+        f"{tmp_path / 't'}: another clean is running (waited 0.1 s); lock file {path}, held by a running "
+        "process (the lock goes with it)"
+    )
+    path.unlink()
+    os.symlink(tmp_path / "outside", path)
+    with pytest.raises(StorageError, match=rf"^{path}: cannot open it as a lock file: "):
+        with local.lock(lock, "x"):
+            pass
+    assert not (tmp_path / "outside").exists()
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(StorageError, match=rf"^{path}: cannot open it as a lock file: Is a directory$"):
+        with local.lock(lock, "x"):
+            pass
+    path.rmdir()
+    os.mkfifo(path)
+    with local.lock(lock, "x"):  # a FIFO takes a lock as a file does, and nothing blocks on it
+        pass
+    path.unlink()
+    path.parent.rmdir()
+    path.parent.write_bytes(b"")
+    with pytest.raises(StorageError, match=r"cannot open it as a lock file: File exists$"):
+        with local.lock(lock, "x"):
+            pass
+
+
+def test_temporary_files_are_no_name_hudi_reads_as_a_log_or_base_file(tmp_path: Path) -> None:
+    """A crashed write leaves its temporary file: ``_<name>.<hex>.tmp``, which Java's log file
+    pattern (matched with ``find``, so a suffix does not stop it) and base file names never match."""
+    java_log = re.compile(r"^\.(.+)_(.*)\.(log|archive)\.(\d+)(_((\d+)-(\d+)-(\d+))(.cdc)?)?")
+    name = ".files-0000-0_20250121000557095010.log.4_0-0-0"
+    temp = os.path.basename(local_module._temp_name(str(tmp_path / name)))
+    assert re.fullmatch(rf"_{re.escape(name)}\.[0-9a-f]{{32}}\.tmp", temp)
+    assert java_log.search(temp) is None and java_log.search(f".{name}.{'0' * 32}.tmp") is not None
 
 
 def test_open_storage_schemes(tmp_path: Path) -> None:

@@ -432,14 +432,14 @@ def _cmd_metadata_table(args: argparse.Namespace) -> int:
 
 
 def _check_metadata_table(path: str) -> int:
-    """``--check``: the files partition against a full listing, as JSON; 1 when they differ.
-    Read-only, on the storage alone (no table version check: it reads v6 and v8/v9 tables)."""
+    """``--check``: the files partition against a full listing, the stats partitions against a
+    recomputation, as JSON; 1 when they differ. Read-only (reads v6 and v8/v9 tables)."""
     from airflow_lake_provider.lake.storage import open_storage
-    from airflow_lake_provider.lake.table.metadata.files import check_files_partition
+    from airflow_lake_provider.lake.table.metadata.stats_check import check_report
 
-    found = check_files_partition(open_storage(path))
-    print(json.dumps(found.to_dict(), indent=2))
-    return 0 if found.consistent else 1
+    report = check_report(open_storage(path))
+    print(json.dumps(report, indent=2))
+    return 0 if report["consistent"] else 1
 
 
 _COMMANDS = {

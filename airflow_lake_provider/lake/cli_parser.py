@@ -187,7 +187,10 @@ def _add_recovery_commands(add: Callable[[str, str], argparse.ArgumentParser]) -
     p.add_argument(
         "--check",
         action="store_true",
-        help="compare its files partition with a full listing; JSON, exit 1 on any difference",
+        help=(
+            "compare its files partition with a full listing, and its column_stats and "
+            "partition_stats with a recomputation from the files; JSON, exit 1 on any difference"
+        ),
     )
     p.add_argument(
         "--drop", action="store_true", help="drop it as Hudi does with hoodie.metadata.enable=false"

@@ -30,11 +30,8 @@ from airflow_lake_provider.lake.errors import RollbackError
 from airflow_lake_provider.lake.table.metadata.policy import (
     drops_metadata_table,
     guard_mutation,
-    kept_metadata_table,
-    ways_out,
 )
 from airflow_lake_provider.lake.table.metadata.services import services_after_commit
-from airflow_lake_provider.lake.table.metadata.undo import why_not_undoable
 from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     finish_pending_locked,
@@ -132,10 +129,9 @@ def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | N
         before = table.timeline()
         if pending_restore(before) is None:
             _check(table, before, savepoint)
-    # Kept under maintain: each rollback below removes its instant's MDT deltacommit, so every one
-    # must be removable before the first is rolled back (_check_metadata_table).
+    # Kept under maintain: each rollback below removes its instant's MDT deltacommit, or records
+    # the files it deletes in its own (metadata/undo.py).
     guard_mutation(table, "restore", options, maintains=True)
-    _check_metadata_table(table, savepoint)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         started = time.monotonic()
         timeline = table.timeline()
@@ -183,34 +179,6 @@ def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | N
         )
         log.info("restored %s to savepoint %s: rolled back %s", table.uri, savepoint, targets)
         return RestoreResult(r.timestamp, savepoint, tuple(targets), resumed)
-
-
-def _check_metadata_table(table: LakeTable, savepoint: str) -> None:
-    """A kept MDT (only under maintain, past the guard): refuse, before anything is written, a
-    restore one of whose completed instants cannot be undone there by removing its MDT deltacommit
-    nor be corrected by its rollback's (``metadata/undo.py``: an MDT compaction, log compaction or
-    indexing came after it, or an MDT partition initialisation completed after it, on an MDT that
-    keeps more than ``files``); the per-instant rollbacks would otherwise stop half way."""
-    mdt = kept_metadata_table(table)
-    if mdt is None:
-        return
-    timeline = table.timeline()
-    found = pending_restore(timeline)
-    if found is not None:
-        targets = [i["commitTime"] for i in found[1].get("instantsToRollback") or []]
-    else:
-        targets = [i.timestamp for i in _check(table, timeline, savepoint)]
-    for target in targets:
-        instant = timeline.get(target)
-        if instant is None or not instant.is_completed:
-            continue  # rolled back already, or pending: its MDT deltacommit goes either way
-        why = why_not_undoable(mdt, target)
-        if why is not None:
-            raise RollbackError(
-                f"restore of {table.uri} to savepoint {savepoint} refused under "
-                f"lake.metadata-table.maintain: it rolls back {instant.action.value} {target}, and {why}. "
-                f"Nothing was changed. {ways_out(table)}"
-            )
 
 
 def _metadata(table: LakeTable, r: str, targets: list[str], millis: int) -> dict[str, Any]:

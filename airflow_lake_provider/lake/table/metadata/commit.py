@@ -60,6 +60,7 @@ from airflow_lake_provider.lake.table.metadata.index import (
     clean_index_records,
     file_groups,
     index_records,
+    rollback_index_records,
 )
 from airflow_lake_provider.lake.table.metadata.records import (
     FilesChange,
@@ -258,14 +259,20 @@ class MetadataTableWriter:
         return self.commit_records(instant, groups)
 
     def commit_rollback_logs(
-        self, instant: str, logs: Iterable[tuple[str, int]], deleted: Iterable[str] = ()
+        self,
+        instant: str,
+        logs: Iterable[tuple[str, int]],
+        deleted: Iterable[str] = (),
+        target: tuple[Storage, TableConfig, Timeline, str] | None = None,
     ) -> list[str]:
         """Write and complete the MDT deltacommit of the pending data rollback ``instant`` that
         appended rollback blocks to ``logs`` (table-relative path, new size; table version 6: 1.x
         rollbacks delete logs) and deletes the files ``deleted`` (table-relative; given only where
         the MDT cannot forget the rolled-back instant: ``undo.py``). In ``files`` each log's new
         size, as Java records a rollback's log files (``processRollbackMetadata``; a merge keeps the
-        larger size), and each deleted file as a deletion; no partition list."""
+        larger size), and each deleted file as a deletion; no partition list. ``target``: the data
+        table's storage, config and timeline and the instant rolled back, for the stats partitions'
+        records of a correction (``rollback_index_records``)."""
         partitions: dict[str, dict[str, int]] = {}
         gone: dict[str, list[str]] = {}
         for rel, size in logs:
@@ -280,9 +287,17 @@ class MetadataTableWriter:
                 for p in dict.fromkeys([*partitions, *gone])
             }
         )
-        return self.commit_records(
-            instant, {FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}}
-        )
+        groups: dict[str, Mapping[str, Records]] = {
+            FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}
+        }
+        indexed = self.partitions & INDEX_PARTITIONS
+        if target is not None and indexed:
+            data, config, timeline, rolled_back = target
+            schema = self.record_schema
+            groups.update(
+                rollback_index_records(data, config, timeline, rolled_back, change, indexed, schema)
+            )
+        return self.commit_records(instant, groups)
 
     def commit_records(
         self, instant: str, partitions: Mapping[str, Mapping[str, Records]], *, discard_first: bool = True

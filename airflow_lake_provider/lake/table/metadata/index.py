@@ -20,6 +20,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hash_id import column_stats_key, file_id, name_id
 from airflow_lake_provider.lake.format.table_config import TableConfig
@@ -191,6 +192,23 @@ def _partition_records(
     touched = list(change.partitions)
     view = FileSystemView.build(config, seen, partitions=touched)
     slices = {p: slices_seen_by(view, p, instant.timestamp) for p in touched}
+    return _stats_over(storage, now, slices, written, columns, stored, blank, definition, indexed)
+
+
+def _stats_over(
+    storage: Storage,
+    now: Timeline,
+    slices: Mapping[str, list[FileSlice]],
+    written: Mapping[str, list[dict[str, Any]]],
+    columns: list[str],
+    stored: bool,
+    blank: Mapping[str, Any],
+    definition: Mapping[str, Any] | None,
+    indexed: tuple[str, ...] | None,
+) -> dict[str, dict[str, Any]]:
+    """The ``partition_stats`` records of each partition over its ``slices``: the stats of the
+    files in ``written``, the others' from the MDT's ``column_stats`` as reading it at ``now`` shows
+    them (``stored``), else from the file itself."""
     wanted: set[str] = set()
     for partition, pieces in slices.items():
         names = [f.file_name for piece in pieces for f in piece.files if f.file_name not in written]
@@ -210,6 +228,50 @@ def _partition_records(
         for key, stats in partition_stats(partition or ".", files).items():
             out[key] = _record(blank, PARTITION_STATS, stats)
     return out
+
+
+def rollback_index_records(
+    storage: Storage,
+    config: TableConfig,
+    timeline: Timeline,
+    target: str,
+    change: FilesChange,
+    partitions: frozenset[str],
+    schema: Mapping[str, Any],
+) -> Groups:
+    """The records of ``partitions`` for the rollback of the completed instant ``target`` (still
+    completed in ``timeline``) that deletes the files of ``change``, where the MDT cannot forget
+    ``target`` (``undo.py``): the clean's ``column_stats`` records of every deleted file, and per
+    partition it touches the ``partition_stats`` record the partition's last write before ``target``
+    wrote (over the slices that write saw: the record an MDT rollback of ``target`` would bring back)."""
+    groups = clean_index_records(storage, config, timeline, change, partitions, schema)
+    if PARTITION_STATS_PARTITION not in partitions or not change.partitions:
+        return groups
+    definition = column_stats_definition(storage)
+    indexed = indexed_columns(storage, config, timeline, definition)
+    columns = (
+        list(indexed) if indexed is not None else list(META_COLUMNS if config.populate_meta_fields else ())
+    )
+    without = dataclasses.replace(
+        timeline, instants=tuple(i for i in timeline.instants if i.timestamp != target)
+    )
+    view = FileSystemView.build(config, without, partitions=list(change.partitions))
+    last: dict[str, str | None] = dict.fromkeys(change.partitions)
+    for instant in reversed(without.completed_commits):
+        if all(last.values()):
+            break
+        for partition in without.commit_metadata(instant).partitions:
+            if partition in last and last[partition] is None:
+                last[partition] = instant.timestamp
+    slices = {p: slices_seen_by(view, p, at) for p, at in last.items()}
+    stored = COLUMN_STATS_PARTITION in partitions
+    records = _stats_over(
+        storage, timeline, slices, {}, columns, stored, blank_record(schema), definition, indexed
+    )
+    if records:
+        mdt = storage.child(MDT_DIR)
+        groups[PARTITION_STATS_PARTITION] = _route(records, file_groups(mdt, PARTITION_STATS_PARTITION))
+    return groups
 
 
 def clean_index_records(

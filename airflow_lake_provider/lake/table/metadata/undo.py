@@ -1,40 +1,25 @@
 """How a kept metadata table (MDT) undoes a completed data instant that a rollback or restore takes
 away.
 
-Two ways, as the MDT allows:
-
 - **forget**: remove the instant's MDT deltacommit (its timeline files and log files) while the
   instant is pending, as the undo of a failed write does. Only while nothing in the MDT came to
   depend on that deltacommit: no later MDT compaction (or log compaction, indexing) folded it into
   files it does not own, and no partition initialisation listed the instant's files.
-- **correct**: otherwise, the rollback's own MDT deltacommit (at the rollback's instant) records
-  every file the rollback deletes as a deletion, as Java 0.14's writer records a rollback (Hudi 1.x
-  writes an MDT rollback instant instead; the listing is the same). That covers an instant older
-  than the MDT too. Only where the MDT keeps ``files`` alone: the stats partitions would need their
-  records of those files undone as well, which this engine does not write yet.
+- **correct**: otherwise (the instant older than the MDT too), the rollback's own MDT deltacommit,
+  at the rollback's instant, records every file the rollback deletes as a deletion in ``files``, as
+  Java 0.14's writer records a rollback, with the clean's ``column_stats`` records of those files
+  and the ``partition_stats`` of their partitions without the instant (``rollback_index_records``).
+  Hudi 1.x writes an MDT rollback instant instead, or refuses one an MDT compaction came after and
+  restores the MDT; the listing and the stats are the same.
 """
 
 from __future__ import annotations
 
 from airflow_lake_provider.lake.file_group.file_names import LogFileName
 from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
-from airflow_lake_provider.lake.table.metadata.files import FILES_PARTITION
 from airflow_lake_provider.lake.timeline.instant import Action
 
 _SOLO = "00000000000000"  # Hudi's SOLO_COMMIT_TIMESTAMP: the MDT's own initialisation instants
-
-
-def why_not_undoable(mdt: MetadataTableWriter, instant: str) -> str | None:
-    """Why the completed data instant ``instant`` cannot be undone in the MDT either way (None: it
-    can, by forgetting or correcting)."""
-    why = why_not_forgettable(mdt, instant)
-    if why is None or mdt.partitions == {FILES_PARTITION}:
-        return None
-    kept = ", ".join(sorted(mdt.partitions - {FILES_PARTITION}))
-    return (
-        f"{why}; nor can the rollback's own deltacommit undo it, as the metadata table keeps {kept} "
-        "besides files (their records of its files are not undone yet)"
-    )
 
 
 def why_not_forgettable(mdt: MetadataTableWriter, instant: str) -> str | None:

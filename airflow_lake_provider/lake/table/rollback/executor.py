@@ -25,7 +25,6 @@ from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import (
     ObjectNotFoundError,
-    RollbackError,
     StorageError,
     UnsafePathError,
 )
@@ -37,10 +36,9 @@ from airflow_lake_provider.lake.table.metadata.policy import (
     drops_metadata_table,
     guard_mutation,
     kept_metadata_table,
-    ways_out,
 )
 from airflow_lake_provider.lake.table.metadata.services import services_after_commit
-from airflow_lake_provider.lake.table.metadata.undo import why_not_forgettable, why_not_undoable
+from airflow_lake_provider.lake.table.metadata.undo import why_not_forgettable
 from airflow_lake_provider.lake.table.rollback.fallback import check_fallback
 from airflow_lake_provider.lake.table.rollback.plan import (
     RollbackOutcome,
@@ -103,19 +101,13 @@ def rollback(
     """
     # Parsed first: a bad value changes nothing (no lock file, no metadata table dropped).
     config = FailedWritesConfig.from_options(table.config.properties, options or {})
-    chosen = None
-    if instant is not None:
+    if instant is not None and drops_metadata_table(table, options):  # refused anyway: before the drop
         timeline = table.timeline()
-        pending = any(p[1].target_time == instant for p in _pending_rollbacks(table, timeline))
-        if not pending and drops_metadata_table(table, options):  # refused anyway: before the drop
-            # (not against the metadata table: the drop removes it, so it holds nothing back)
-            _check(table, timeline, instant, force, False, fallback=True, metadata=False)
-        chosen = timeline.get(instant)
+        if not any(p[1].target_time == instant for p in _pending_rollbacks(table, timeline)):
+            _check(table, timeline, instant, force, False, fallback=True)
     # Kept under the maintain policy: the target's MDT deltacommit goes while it is still pending,
-    # or the rollback's own records its files deleted (metadata/undo.py; _check_metadata_table).
+    # or the rollback's own records the files it deletes (metadata/undo.py).
     guard_mutation(table, "rollback", options, maintains=True)
-    if chosen is not None and chosen.is_completed:  # refused before the lock file is made too
-        _check_metadata_table(table, chosen)
     with table.store.exclusive(WRITE_LOCK, wait_seconds=ROLLBACK_LOCK_WAIT_SECONDS):
         if instant is not None:
             done = rollback_instant_locked(table, instant, force=force)
@@ -211,7 +203,6 @@ def _check(
     *,
     fallback: bool,
     restoring: bool = False,
-    metadata: bool = True,
 ) -> Instant:
     # A restore's plan orders its rollbacks; on v8/9 by Hudi 1.x's rules, under which a kept MOR
     # compaction may have completed after a write the restore undoes (not "the latest" then).
@@ -219,21 +210,7 @@ def _check(
     target = check_target(timeline, instant_time, force, compaction, any_order=any_order)
     if fallback and target.is_completed:
         check_fallback(table, timeline, target)
-    if metadata and target.is_completed:
-        _check_metadata_table(table, target)
     return target
-
-
-def _check_metadata_table(table: LakeTable, target: Instant) -> None:
-    """A kept MDT (only under maintain, past the guard): the completed ``target`` must be undoable
-    there (``metadata/undo.py``: its deltacommit removed, or its files deleted by the rollback's)."""
-    mdt = kept_metadata_table(table)
-    why = why_not_undoable(mdt, target.timestamp) if mdt is not None else None
-    if why is not None:
-        raise RollbackError(
-            f"rollback of {target.action.value} {target.timestamp} of {table.uri} refused under "
-            f"lake.metadata-table.maintain: {why}. Nothing was changed. {ways_out(table)}"
-        )
 
 
 def discard_failed_write(table: LakeTable, instant_time: str) -> bool:
@@ -320,13 +297,22 @@ def logs_per_instant(table: LakeTable) -> bool:
 
 def _rollback_one(table: LakeTable, timeline: Timeline, target: Instant) -> RollbackResult:
     written = gather(table, timeline, target)
-    rollback_plan = plan(target, written, logs_per_instant(table))
+    rollback_plan = plan(target, written, logs_per_instant(table), _corrected(table, target))
     # The plan as stored must be readable back: every path inside the table, outside .hoodie/.
     for path in (*rollback_plan.files_to_delete, *rollback_plan.logs_to_mark):
         table.storage.check_deletable(path)
     r = table.clock.next(after=timeline.latest_time)
     requested = table.store.create_requested(r, Action.ROLLBACK, rollback_plan.to_avro(table.storage))
     return _execute(table, requested, rollback_plan, resumed=False)
+
+
+def _corrected(table: LakeTable, target: Instant) -> bool:
+    """Whether the rollback of ``target`` corrects a kept MDT (``metadata/undo.py``) on a table
+    whose log files are named after their slice (version 6): then its logs are marked, not deleted."""
+    if not target.is_completed or logs_per_instant(table):
+        return False
+    mdt = kept_metadata_table(table)
+    return mdt is not None and why_not_forgettable(mdt, target.timestamp) is not None
 
 
 def gather(table: LakeTable, timeline: Timeline, target: Instant) -> list[WrittenFile]:
@@ -385,7 +371,8 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
         # rollback completes); a resumed rollback finds it there and leaves the MDT alone.
         if mdt is not None and why_not_forgettable(mdt, t) is not None:
             marked_sizes = [(rel, size) for rel, size, _ in to_mark]
-            mdt.commit_rollback_logs(r.timestamp, marked_sizes, rollback_plan.files_to_delete)
+            context = (storage, table.config, table.timeline(), t)
+            mdt.commit_rollback_logs(r.timestamp, marked_sizes, rollback_plan.files_to_delete, context)
             in_mdt = True
         store.remove_completed(target)
     elif mdt is not None:

@@ -119,9 +119,14 @@ def latest_completed_commit(timeline: Timeline) -> Instant | None:
     return commits[-1]
 
 
-def plan(target: Instant, written: Iterable[WrittenFile], logs_per_instant: bool = False) -> RollbackPlan:
+def plan(
+    target: Instant, written: Iterable[WrittenFile], logs_per_instant: bool = False, keep_logs: bool = False
+) -> RollbackPlan:
     """The plan undoing ``target``: per file group, files to delete and log files to mark.
-    ``logs_per_instant`` (versions 8/9): the log files named with ``target`` are deleted, no other."""
+    ``logs_per_instant`` (versions 8/9): the log files named with ``target`` are deleted, no other.
+    ``keep_logs`` (version 6): a log holding only ``target``'s blocks is marked too, not deleted, as
+    Java 0.14 rolls back a merge-on-read commit; a metadata table that keeps the log's size in a
+    base file would otherwise give that size to the next log of the same name (a smaller one)."""
     # keyed by (partition, file id), both parsed from file names
     deletes: dict[tuple[str, str], list[str]] = {}
     marks: dict[tuple[str, str], list[tuple[str, int]]] = {}
@@ -148,7 +153,7 @@ def plan(target: Instant, written: Iterable[WrittenFile], logs_per_instant: bool
             continue
         base_of.setdefault(key, log.base_instant)
         others = f.block_instants - {t}
-        if not others:
+        if not others and not (keep_logs and t in f.block_instants):
             deletes.setdefault(key, []).append(f.path)
         elif t in f.block_instants:
             marks.setdefault(key, []).append((f.path, f.size))

@@ -6,8 +6,8 @@ write, then two maintained writes (an upsert of existing keys with an insert, th
 the restore. Each rollback of the restore removes its write's MDT deltacommit while the write is
 pending, so afterwards hudi-rs, listing through the MDT, reads the savepoint's rows as we do,
 ``--check`` finds no difference, the stats partitions equal a recomputation and no MDT file of a
-rolled-back write is left. A restore that would roll back a completed instant an MDT compaction came
-after is refused, nothing changed.
+rolled-back write is left. A restore that rolls back a completed instant an MDT compaction came
+after (or an MDT partition's initialisation) is corrected by that rollback's own MDT deltacommit.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from savepoint_support import savepoint
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.errors import RollbackError
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.partition_commit.merge import merge_small_files
@@ -102,44 +101,42 @@ def test_restore_keeps_the_metadata_table(hudi_table_zip, capsys, name: str) -> 
     assert json.loads(capsys.readouterr().out)["consistent"] is True
 
 
-def test_a_restore_rolling_back_an_instant_an_mdt_compaction_folded_in_or_with_a_record_index_is_refused(
+def test_a_restore_across_an_mdt_compaction_is_corrected_and_one_with_a_record_index_is_refused(
     hudi_table_zip, capsys
 ) -> None:
     """Spark's last deltacommit of this table was followed by an MDT compaction (its records are in
-    the MDT's base files now): a restore to a savepoint before it is refused before anything is
-    written, not half way through its rollbacks."""
-    path = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"), INDEXES)
+    the MDT's base files now): the restore's rollback of it keeps its MDT deltacommit and records,
+    in its own, the files it deletes (their column stats marked deleted, the partition's stats
+    recomputed). A record index (whose keys a restore would move back) is refused by the policy."""
+    template = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"), INDEXES)
     folded = "20260101054337037"
-    timeline = LakeTable.open(path).timeline()
+    timeline = LakeTable.open(template).timeline()
     point = max(i.timestamp for i in timeline.completed_commits if i.timestamp < folded)
-    savepoint(LakeTable.open(path), point)
-    before = tree_digest(path)
-    assert main(["restore", str(path), "--savepoint", point, *OPT]) == 1
-    assert capsys.readouterr().err.strip() == (
-        f"lake: error: restore of {path} to savepoint {point} refused under lake.metadata-table.maintain: "
-        f"it rolls back deltacommit {folded}, and the metadata table's commit 20260101054337083 came "
-        "after it, and undoing it there needs a metadata-table rollback instant, which this engine "
-        "does not write; nor can the rollback's own deltacommit undo it, as the metadata table keeps "
-        "column_stats besides files (their records of its files are not undone yet). Nothing was "
-        f"changed. {_way_out(path)}"
-    )
-    assert tree_digest(path) == before
-    with pytest.raises(RollbackError, match="refused under lake.metadata-table.maintain"):
-        restore(LakeTable.open(path), point, MAINTAIN)
-    assert tree_digest(path) == before
-    # A record index (whose keys a restore would move back) is refused by the policy itself.
+    savepoint(LakeTable.open(template), point)
+    path = template.parent / "restored"
+    shutil.copytree(template, path)
+    at_point = _rows(read_snapshot(LakeTable.open(path), as_of=point))
+    assert main(["restore", str(path), "--savepoint", point, *OPT]) == 0
+    assert mdt_files_of(path, folded) != []
+    assert _rows(hudi_rs(path)) == at_point
+    assert _rows(assert_consistent(path)) == at_point
+    assert_index_consistent(path)
+    # The record index: refused, nothing changed.
+    path = template
     props = path / ".hoodie/hoodie.properties"
     key = "hoodie.table.metadata.partitions="
     props.write_text(props.read_text().replace(f"\n{key}", f"\n{key}record_index,"))
     before = tree_digest(path)
+    capsys.readouterr()
     assert main(["restore", str(path), "--savepoint", point, *OPT]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"lake: error: restore refused: {path} has Hudi's metadata table")
     assert (
         "lake.metadata-table.maintain=true cannot keep it for this action: partitions [record_index, " in err
     )
+    assert err.strip().endswith(_way_out(path))
     assert tree_digest(path) == before
-    # The way out the refusals name: the restore drops the metadata table (its record index too), then
+    # The way out the refusal names: the restore drops the metadata table (its record index too), then
     # restores.
     assert main(["restore", str(path), "--savepoint", point, "--option", "hoodie.metadata.enable=false"]) == 0
     assert not (path / ".hoodie" / "metadata").exists()
@@ -233,18 +230,18 @@ def test_a_restore_over_a_maintained_compaction_and_clean_keeps_the_metadata_tab
     assert_index_consistent(path)
 
 
-def test_an_mdt_partition_initialised_after_an_instant_the_restore_rolls_back_is_refused(
-    hudi_table_zip, capsys
+def test_an_mdt_partition_initialised_after_the_instants_a_restore_rolls_back_is_corrected(
+    hudi_table_zip,
 ) -> None:
     """An MDT partition built after a write (Hudi's indexer initialises it from a listing, at one of
     its ``0000...`` instant times, before every data instant's, completed later) holds that write's
     records in files no MDT deltacommit of the write names: removing the write's deltacommit would
-    leave them. The restore, and the rollback of that write, are refused, nothing changed. (The
-    initialisation is made by hand as Hudi's looks on disk: its timeline files, an empty log file
-    per file group, completed after the write.)"""
+    leave them, so each rollback of the restore keeps it and records the files it deletes in its own.
+    (The initialisation is made by hand as Hudi's looks on disk: its timeline files, an empty log
+    file per file group, completed after the writes.)"""
     name = "cow_v9_txns_simple_meta"
     path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
-    point, _rows_, writes = _prepared(path, name)
+    point, rows, writes = _prepared(path, name)
     mdt = path / ".hoodie/metadata"
     init = "00000000000000005"
     timeline = mdt / ".hoodie/timeline"
@@ -254,26 +251,12 @@ def test_an_mdt_partition_initialised_after_an_instant_the_restore_rolls_back_is
     (timeline / f"{init}_{int(writes[-1]) + 1}.deltacommit").write_bytes(done.read_bytes())
     (empty,) = (mdt / "column_stats").glob(".col-stats-0000-0_00000000000000001.log.*")
     (mdt / "column_stats" / f".col-stats-0000-0_{init}.log.1_0-0-0").write_bytes(empty.read_bytes())
-    before = tree_digest(path)
-    assert main(["restore", str(path), "--savepoint", point, *OPT]) == 1
-    why = (
-        f"the metadata table's partition initialisation {init} completed after it (its files hold the "
-        "instant's records), and undoing it there needs a metadata-table rollback instant, which this "
-        "engine does not write; nor can the rollback's own deltacommit undo it, as the metadata table "
-        "keeps column_stats, partition_stats besides files (their records of its files are not undone "
-        f"yet). Nothing was changed. {_way_out(path)}"
-    )
-    assert capsys.readouterr().err.strip() == (
-        f"lake: error: restore of {path} to savepoint {point} refused under lake.metadata-table.maintain: "
-        f"it rolls back commit {writes[-1]}, and {why}"
-    )
-    assert tree_digest(path) == before
-    assert main(["rollback", str(path), "--instant", writes[-1], "--force", *OPT]) == 1
-    assert capsys.readouterr().err.strip() == (
-        f"lake: error: rollback of commit {writes[-1]} of {path} refused under "
-        f"lake.metadata-table.maintain: {why}"
-    )
-    assert tree_digest(path) == before
+    result = restore(LakeTable.open(path), point, MAINTAIN)
+    assert list(result.rolled_back) == writes[::-1]
+    assert all(mdt_files_of(path, t) != [] for t in writes)  # kept: corrected, not forgotten
+    assert _rows(hudi_rs(path)) == rows[0]
+    assert _rows(assert_consistent(path)) == rows[0]
+    assert_index_consistent(path)
 
 
 def test_a_restore_undoes_a_maintained_merge_of_small_files(hudi_table_zip) -> None:

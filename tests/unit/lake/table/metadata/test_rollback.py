@@ -8,7 +8,7 @@ failed write does (Hudi 1.x readers skip the MDT deltacommit of a pending data i
 an MDT rollback instant instead, which lists the same files). hudi-rs, listing through the MDT,
 then reads the rows it read before the write, as we do; ``--check`` finds no difference and the
 stats partitions equal a recomputation. A completed instant an MDT compaction has already folded
-into the MDT's base files is refused with nothing changed.
+into the MDT's base files is corrected by the rollback's own MDT deltacommit instead.
 """
 
 from __future__ import annotations
@@ -21,10 +21,8 @@ from pathlib import Path
 import pytest
 from crash_support import crashing, steps_of
 from mdt_tables import keep_files_partition_only, mdt_files_of
-from metadata_table_support import tree_digest
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.errors import RollbackError
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback, rollback_instant_locked
@@ -69,56 +67,35 @@ def test_rollback_of_a_completed_write_keeps_the_metadata_table(hudi_table_zip, 
     assert json.loads(capsys.readouterr().out)["consistent"] is True
 
 
-def test_rollback_of_an_instant_an_mdt_compaction_folded_in_is_refused_with_stats_partitions(
-    hudi_table_zip, capsys
+@pytest.mark.parametrize("also", [(), INDEXES])
+def test_rollback_of_an_instant_an_mdt_compaction_folded_in_is_corrected_by_the_rollbacks_deltacommit(
+    hudi_table_zip, capsys, also: tuple[str, ...]
 ) -> None:
     """Spark's last deltacommit of this table was followed by an MDT compaction (its records are in
-    the MDT's base files now): removing its deltacommit would not undo it there, and the rollback's
-    own deltacommit would undo its files in ``files`` only, not in the stats partitions."""
-    path = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"), INDEXES)
-    t = "20260101054337037"
-    assert LakeTable.open(path).timeline().get(t).is_completed  # type: ignore[union-attr]
-    before = tree_digest(path)
-    assert main(["rollback", str(path), "--instant", t, "--force", *OPT]) == 1
-    err = capsys.readouterr().err
-    assert err.strip() == (
-        f"lake: error: rollback of deltacommit {t} of {path} refused under lake.metadata-table.maintain: "
-        "the metadata table's commit 20260101054337083 came after it, and undoing it there needs a "
-        "metadata-table rollback instant, which this engine does not write; nor can the rollback's own "
-        "deltacommit undo it, as the metadata table keeps column_stats besides files (their records of "
-        "its files are not undone yet). Nothing was changed. To drop "
-        "the metadata table as Hudi does, run with option hoodie.metadata.enable=false (--option, operator "
-        f"options or the lake connection's extra) or run 'lake metadata-table {path} --drop'; Spark/Flink "
-        "writers of this table must run with hoodie.metadata.enable=false too, or their next commit "
-        "rebuilds the metadata table from a full listing"
-    )
-    assert tree_digest(path) == before
-    # Checked again under the write lock (restore's steps come this way, and an MDT compaction may
-    # complete while a rollback waits for the lock): refused there too, nothing changed.
-    with pytest.raises(RollbackError, match=rf"^rollback of deltacommit {t} of .* refused under lake"):
-        rollback_instant_locked(LakeTable.open(path), t, force=True)
-    assert tree_digest(path) == before
-
-
-def test_rollback_of_an_instant_an_mdt_compaction_folded_in_corrects_an_mdt_of_files_alone(
-    hudi_table_zip, capsys
-) -> None:
-    """The same rollback on the MDT with ``files`` alone: its deltacommit stays (folded into the MDT's
-    base file), and the rollback's own deltacommit, at the rollback's instant, deletes the files the
-    rollback deletes. hudi-rs, listing through the MDT, reads the rows before the deltacommit."""
-    path = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"))
+    the MDT's base files now), so removing its deltacommit would not undo it there: it stays, and
+    the rollback's own deltacommit, at the rollback's instant, deletes the files the rollback
+    deletes in ``files``, marks their ``column_stats`` deleted and recomputes ``partition_stats``.
+    hudi-rs, listing through the MDT, reads the rows before the deltacommit; the stats partitions
+    equal a recomputation. Under the write lock too (restore's steps come this way)."""
+    path = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"), also)
     t = "20260101054337037"
     timeline = LakeTable.open(path).timeline()
     previous = max(i.timestamp for i in timeline.completed_commits if i.timestamp < t)
     with_it = _rows(hudi_rs(path))
-    assert main(["rollback", str(path), "--instant", t, "--force", *OPT]) == 0
-    r = capsys.readouterr().out.split(" at ")[1].split(":")[0]
+    if also:
+        with LakeTable.open(path).store.exclusive("write"):
+            (done,) = rollback_instant_locked(LakeTable.open(path), t, force=True)
+        r = done.instant
+    else:
+        assert main(["rollback", str(path), "--instant", t, "--force", *OPT]) == 0
+        r = capsys.readouterr().out.split(" at ")[1].split(":")[0]
     assert mdt_files_of(path, t) != []  # its MDT deltacommit is kept
     assert [p.name for p in (path / ".hoodie/metadata/.hoodie/timeline").glob(f"{r}_*.deltacommit")] != []
     after = _rows(hudi_rs(path))
     assert after != with_it
     assert after == _rows(read_snapshot(LakeTable.open(path), as_of=previous))
     assert _rows(assert_consistent(path)) == after
+    assert_index_consistent(path)
     assert main(["metadata-table", str(path), "--check"]) == 0
     assert json.loads(capsys.readouterr().out)["consistent"] is True
 
@@ -159,6 +136,7 @@ def _crashed_at_every_step(
         with pytest.raises(SimulatedCrash):
             rollback(crashing(LakeTable.open(path), step), t, force=True, options=MAINTAIN)
         assert _rows(assert_consistent(path)) in rows, (step, steps[step - 1])
+        assert_index_consistent(path)
         rollback(LakeTable.open(path), options=MAINTAIN)  # finishes the pending rollback
         yield path, f"{step}: {steps[step - 1]}"
 
@@ -168,14 +146,15 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.parametrize("also", [(), INDEXES])
 def test_a_crash_at_every_durable_step_of_a_corrected_rollback_leaves_both_readers_agreeing(
-    hudi_table_zip, tmp_path: Path
+    hudi_table_zip, tmp_path: Path, also: tuple[str, ...]
 ) -> None:
     """The rollback corrected by its own MDT deltacommit (written before the target leaves the
     timeline), crashed after each durable step: hudi-rs, listing through the MDT, reads what we
     read (the rows with the deltacommit, or before it), the files partition equals the listing; the
     next rollback finishes it, to the rows before, and the MDT keeps the correction."""
-    template = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"))
+    template = keep_files_partition_only(hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned"), also)
     t = "20260101054337037"
     with_it = _rows(assert_consistent(template))
     done = _copy(template, tmp_path / "done")
@@ -189,3 +168,4 @@ def test_a_crash_at_every_durable_step_of_a_corrected_rollback_leaves_both_reade
         # (a crash after the rollback completed leaves the instant pending, with nothing left to
         # delete: the next rollback undoes it as a failed write, and removes its MDT deltacommit)
         assert _rows(assert_consistent(path)) == before, step
+        assert_index_consistent(path)

@@ -426,6 +426,32 @@ def test_rollback_of_a_write_the_v6_mdt_cannot_forget_is_corrected_by_the_rollba
     assert _data(assert_consistent(table)) == expected
 
 
+def test_a_corrected_rollback_marks_the_logs_it_would_delete_so_no_later_log_takes_their_name(
+    hudi_table_zip,
+) -> None:
+    """Found with Hudi 0.14's reader: a rollback that deleted the log a rolled-back MOR write had
+    made (its size in the MDT's base file after an MDT compaction) let the next write make a log of
+    the same name, smaller; Java merges the MDT's logs before its base file, and the larger size
+    wins. A corrected rollback marks such a log (a rollback block), as Java 0.14 does, and the next
+    write makes the next log version: the MDT's sizes equal the storage's."""
+    table = hudi_table_zip("morparquet_v6_nonpartitioned")
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    ids = sorted(before.column("id").to_pylist())
+    compact = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    done = write(LakeTable.open(table), _batch(before, ids[:2], 7), "upsert", options=compact)
+    assert done.metadata_compaction is not None
+    logs = {s.path for s in done.metadata.write_stats() if ".log." in s.path}
+    assert logs
+    (rolled,) = rollback(LakeTable.open(table), done.instant, force=True, options=MAINTAIN)
+    assert set(rolled.marked) == logs and not logs & set(rolled.deleted)
+    for log in logs:
+        assert [b.is_rollback for b in parse_log_bytes((table / log).read_bytes(), log)] == [False, True]
+    again = write(LakeTable.open(table), _batch(before, ids[:2], 3), "upsert", options=compact)
+    assert not logs & {s.path for s in again.metadata.write_stats()}
+    assert_consistent(table)
+
+
 def test_the_v6_mdt_timeline_is_archived_to_layout_1_archive_files(hudi_table_zip) -> None:
     """With an MDT compaction every 2 deltacommits and keep.min/max 2/3 (the MDT's 3/4), the MDT's
     older instants go to ``.hoodie/metadata/.hoodie/archived/`` archive files (each entry once, with

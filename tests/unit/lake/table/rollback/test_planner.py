@@ -35,6 +35,20 @@ def test_plan_deletes_own_files_marks_shared_logs_and_ignores_the_rest() -> None
             RollbackRequest("p", "f4", B, (), ((f"p/.f4_{B}.log.1_0-0-0", 30),)),
         ),
     )
+    # keep_logs (a rollback correcting a v6 metadata table): the log it created is marked too; a log
+    # without any block of it (torn) is still deleted.
+    torn = WrittenFile(f"p/.f6_{B}.log.3_0-0-0", 7, frozenset())
+    kept = plan(Instant(T, State.COMPLETED, Action.DELTACOMMIT), [*written, torn], keep_logs=True)
+    assert kept == RollbackPlan(
+        T,
+        Action.DELTACOMMIT,
+        (
+            RollbackRequest("p", "f1", T, (f"p/f1_0-0-0_{T}.parquet",), ()),
+            RollbackRequest("p", "f3", B, (), ((f"p/.f3_{B}.log.2_0-0-0", 20),)),
+            RollbackRequest("p", "f4", B, (), ((f"p/.f4_{B}.log.1_0-0-0", 30),)),
+            RollbackRequest("p", "f6", B, (f"p/.f6_{B}.log.3_0-0-0",), ()),
+        ),
+    )
 
 
 def test_plan_avro_round_trip_and_paths_outside_refused(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import socket
@@ -417,12 +418,19 @@ class S3Storage(Storage):
             except FileNotFoundError:
                 return ("the lock was just released",)
             meta = held.meta
+            written = meta["last_modified"].timestamp()  # the store's clock, not the holder's
             try:
                 holder = json.loads(bytes(held.bytes()))
+                # A live holder rewrites it every third of its TTL: the holder's own expiry (its
+                # clock) counts only up to a TTL after the store last saw it written, so a holder
+                # whose clock runs ahead (or an expiry of "inf") cannot keep it for longer.
+                held_ttl = float(holder.get("ttl", ttl))
+                bound = written + (held_ttl if math.isfinite(held_ttl) and held_ttl > 0 else ttl)
                 expires = float(holder["expires"])
+                expires = min(expires, bound) if not math.isnan(expires) else written
                 name = str(holder.get("owner", "?"))
-            except (ValueError, KeyError, TypeError):  # unreadable: it expires a TTL after its write
-                expires = meta["last_modified"].timestamp() + ttl
+            except (ValueError, KeyError, TypeError, AttributeError):  # unreadable: a TTL after its write
+                expires = written + ttl
                 name = "an unreadable lock object"
             if time.time() < expires:
                 left = expires - time.time()

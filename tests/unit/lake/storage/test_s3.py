@@ -146,6 +146,26 @@ def test_lock_expires_and_is_taken_over_but_a_live_one_is_refreshed(s3_bucket: s
     assert not short.exists(LOCK)  # released
 
 
+@pytest.mark.parametrize("expires", ["an hour ahead", "inf", "nan"])
+def test_a_lock_whose_holder_clock_runs_ahead_lasts_a_ttl_after_the_store_saw_it_written(
+    s3_bucket: str, expires: str
+) -> None:
+    """The holder's expiry counts only up to a TTL after the object's last write, by the store's
+    clock: a host whose clock runs an hour ahead (or a garbled expiry) holds it no longer."""
+    short = S3Storage(f"s3://{s3_bucket}/t", lock_ttl_seconds=2.0)
+    value = {"an hour ahead": time.time() + 3600, "inf": float("inf"), "nan": float("nan")}[expires]
+    body = json.dumps({"owner": "fast-clock:1:x", "ttl": 2.0, "expires": value}).encode()
+    short.create(LOCK, body)
+    started = time.monotonic()
+    if expires != "nan":  # (a NaN expiry is no time: expired at once, as an unreadable one would be)
+        with pytest.raises(ServiceBusyError, match=r"held by fast-clock:1:x for [0-2] s more"):
+            with short.lock(LOCK, "x"):
+                pass
+    with short.lock(LOCK, "x", wait_seconds=10):
+        assert json.loads(short.read(LOCK))["owner"] != "fast-clock:1:x"
+    assert time.monotonic() - started < 6
+
+
 def test_lock_waits_for_a_release(s3: S3Storage) -> None:
     order: list[str] = []
 

@@ -435,7 +435,7 @@ def _check_metadata_table(path: str) -> int:
     """``--check``: the files partition against a full listing, the stats partitions against a
     recomputation, as JSON; 1 when they differ. Read-only (reads v6 and v8/v9 tables)."""
     from airflow_lake_provider.lake.storage import open_storage
-    from airflow_lake_provider.lake.table.metadata.stats_check import check_report
+    from airflow_lake_provider.lake.table.metadata.check import check_report
 
     report = check_report(open_storage(path))
     print(json.dumps(report, indent=2))

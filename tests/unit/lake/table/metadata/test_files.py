@@ -153,6 +153,27 @@ def test_cli_check_reports_each_difference_and_exits_1(hudi_table_zip) -> None:
     assert report["size_mismatches"] == [{"file": grown, "metadata_size": 1820, "storage_size": 1822}]
     assert report["missing_partitions"] == ["region=af"]
     assert report["extra_partitions"] == []
+    # The stats partitions are checked too: the files added have no column stats, the one gone is
+    # not compared, the grown log's records are the same; region=us's stats cannot be recomputed
+    # (a file there is no parquet), region=af has none. Nothing is pending.
+    assert report["column_stats"] == {
+        "consistent": False,
+        "files": 20,
+        "missing_files": [new_partition_file, added],
+        "stats_mismatches": [],
+        "unreadable_files": [],
+    }
+    stats = report["partition_stats"]
+    assert (stats["partitions"], stats["missing_partitions"], stats["stats_mismatches"]) == (
+        4,
+        ["region=af"],
+        [],
+    )
+    assert stats["unreadable_partitions"] == [
+        f"region=us: {table / added}: unreadable parquet footer (Parquet file size is 5 bytes, smaller "
+        "than the minimum file footer (8 bytes))"
+    ]
+    assert report["pending_instants"] == []
 
 
 def test_cli_check_errors(hudi_table_zip) -> None:

@@ -32,12 +32,14 @@ def test_check_compares_the_stats_partitions_with_a_recomputation(hudi_table_zip
         "files": 17,
         "missing_files": [],
         "stats_mismatches": [],
+        "unreadable_files": [],
     }
     assert report["partition_stats"] == {
         "consistent": True,
         "partitions": 3,
         "missing_partitions": [],
         "stats_mismatches": [],
+        "unreadable_partitions": [],
     }
     # A maintained write, then its stats logs lost: its new files have no column stats (the file it
     # rewrote neither: a new file slice), and its partition's stats are the write's before.
@@ -57,13 +59,20 @@ def test_check_compares_the_stats_partitions_with_a_recomputation(hudi_table_zip
         "files": 19,
         "missing_files": written,
         "stats_mismatches": [],
+        "unreadable_files": [],
     }
     assert report["partition_stats"] == {
         "consistent": False,
         "partitions": 3,
         "missing_partitions": [],
         "stats_mismatches": ["region=apac"],
+        "unreadable_partitions": [],
     }
+    assert report["pending_instants"] == []
+    # A pending action is named beside the differences (one that crashed may explain them).
+    (path / ".hoodie/timeline/20991231000000000.commit.requested").write_bytes(b"")
+    rc, report = _report(path, capsys)
+    assert rc == 1 and report["pending_instants"] == ["commit 20991231000000000 (requested)"]
 
 
 def test_check_of_an_mdt_of_files_alone_has_no_stats_sections(hudi_table_zip, capsys) -> None:

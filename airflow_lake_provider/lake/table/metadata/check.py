@@ -1,6 +1,6 @@
-"""``lake metadata-table --check`` for the MDT's ``column_stats`` and ``partition_stats``: each
-compared with a recomputation from the data files themselves (Hudi's
-``HoodieMetadataTableValidator`` role).
+"""``lake metadata-table --check``: the MDT's ``files`` partition against a full listing
+(``files.check_files_partition``), and its ``column_stats`` and ``partition_stats`` each against a
+recomputation from the data files themselves (Hudi's ``HoodieMetadataTableValidator`` role).
 
 ``column_stats``: every base and log file of a completed instant in storage must have the records
 its footer (base file) or records (log file) give. ``partition_stats``: every partition with files
@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
@@ -33,6 +34,8 @@ from airflow_lake_provider.lake.table.metadata.stats import (
 )
 from airflow_lake_provider.lake.table.table import LakeTable
 
+# What reading a damaged data file raises (pyarrow's errors are ValueError or OSError subclasses).
+_UNREADABLE = (LakeError, OSError, ValueError)
 COLUMN_STATS = "column_stats"
 PARTITION_STATS = "partition_stats"
 
@@ -46,10 +49,11 @@ class StatsCheck:
     checked: int
     missing: tuple[str, ...]
     mismatched: tuple[str, ...]
+    unreadable: tuple[str, ...] = ()  # "<file or partition>: <why>": a data file that cannot be read
 
     @property
     def consistent(self) -> bool:
-        return not (self.missing or self.mismatched)
+        return not (self.missing or self.mismatched or self.unreadable)
 
     def to_dict(self) -> dict[str, object]:
         unit = "files" if self.partition == COLUMN_STATS else "partitions"
@@ -58,6 +62,7 @@ class StatsCheck:
             unit: self.checked,
             f"missing_{unit}": list(self.missing),
             "stats_mismatches": list(self.mismatched),
+            f"unreadable_{unit}": list(self.unreadable),
         }
 
 
@@ -69,10 +74,22 @@ def check_report(storage: Storage) -> dict[str, object]:
     report = found.to_dict()
     properties = parse_properties(properties_text(storage, f"{HOODIE_DIR}/hoodie.properties"))
     kept = set(str(properties.get(PARTITIONS_KEY) or "").split(","))
+    table = None
     if kept & {COLUMN_STATS, PARTITION_STATS}:
-        checks = check_stats_partitions(LakeTable.open(storage), kept)
+        table = LakeTable.open(storage)
+        checks = check_stats_partitions(table, kept)
         report.update({check.partition: check.to_dict() for check in checks})
         report["consistent"] = found.consistent and all(check.consistent for check in checks)
+    if not report["consistent"]:
+        # What may explain a difference: an action that crashed before it completed (a clean's
+        # deletions, say, are in the MDT before the clean completes) is finished by its next run.
+        try:
+            pending = (table or LakeTable.open(storage)).timeline().pending
+        except LakeError:  # (the files check reads tables this engine does not open)
+            pending = ()
+        report["pending_instants"] = [
+            f"{i.action.value} {i.timestamp} ({i.state.name.lower()})" for i in pending
+        ]
     return report
 
 
@@ -105,16 +122,22 @@ def _check_column_stats(storage: Storage, listing: Mapping[str, Mapping[str, int
         stats = record.get("ColumnStatsMetadata")
         if stats:
             by_file.setdefault(stats["fileName"], {})[key] = stats
-    missing, mismatched, checked = [], [], 0
+    missing, mismatched, unreadable, checked = [], [], [], 0
     for partition, files in sorted(listing.items()):
         for name in sorted(files):
             checked += 1
             stored = by_file.get(name)
             if stored is None:
                 missing.append(_path(partition, name))
-            elif stored != _stats_of(storage, partition, name):
+                continue
+            try:
+                recomputed = _stats_of(storage, partition, name)
+            except _UNREADABLE as exc:
+                unreadable.append(f"{_path(partition, name)}: {exc}")
+                continue
+            if stored != recomputed:
                 mismatched.append(_path(partition, name))
-    return StatsCheck(COLUMN_STATS, checked, tuple(missing), tuple(mismatched))
+    return StatsCheck(COLUMN_STATS, checked, tuple(missing), tuple(mismatched), tuple(unreadable))
 
 
 def _check_partition_stats(table: LakeTable, listing: Mapping[str, Mapping[str, int]]) -> StatsCheck:
@@ -130,19 +153,24 @@ def _check_partition_stats(table: LakeTable, listing: Mapping[str, Mapping[str, 
     for instant in timeline.completed_commits:
         for partition in timeline.commit_metadata(instant).partitions:
             last_write[partition] = instant.timestamp
-    missing, mismatched = [], []
+    missing, mismatched, unreadable = [], [], []
     for partition in sorted(p for p, files in listing.items() if files):
         rel = "" if partition == "." else partition
-        files = [
-            stats
-            for piece in slices_seen_by(view, rel, last_write.get(rel))
-            for file in piece.files
-            for stats in _stats_of(storage, partition, file.file_name).values()
-        ]
         have = stored.get(partition)
         if have is None:
             missing.append(partition)
-        elif have != partition_stats(partition, files):
+            continue
+        try:
+            files = [
+                stats
+                for piece in slices_seen_by(view, rel, last_write.get(rel))
+                for file in piece.files
+                for stats in _stats_of(storage, partition, file.file_name).values()
+            ]
+        except _UNREADABLE as exc:
+            unreadable.append(f"{partition}: {exc}")
+            continue
+        if have != partition_stats(partition, files):
             mismatched.append(partition)
     checked = sum(1 for files in listing.values() if files)
-    return StatsCheck(PARTITION_STATS, checked, tuple(missing), tuple(mismatched))
+    return StatsCheck(PARTITION_STATS, checked, tuple(missing), tuple(mismatched), tuple(unreadable))

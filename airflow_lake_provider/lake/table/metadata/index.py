@@ -135,9 +135,8 @@ def index_records(
     if PARTITION_STATS_PARTITION in partitions and change.partitions:
         columns = sorted({s["columnName"] for s in new.values()})
         stored = COLUMN_STATS_PARTITION in partitions
-        records = _partition_records(
-            storage, config, timeline, instant, change, by_file, columns, stored, blank, definition, indexed
-        )
+        sources = _Sources(by_file, columns, stored, blank, definition, indexed)
+        records = _partition_records(storage, config, timeline, instant, change, sources)
         if records:
             groups[PARTITION_STATS_PARTITION] = _route(records, file_groups(mdt, PARTITION_STATS_PARTITION))
     return groups
@@ -165,18 +164,28 @@ def _column_stats_keys(partition: str, names: list[str], columns: list[str]) -> 
     return keys
 
 
+@dataclasses.dataclass(frozen=True)
+class _Sources:
+    """Where ``partition_stats`` take a file's stats from: ``written`` (file name -> the stats of a
+    file the action made), else the MDT's ``column_stats`` (``stored``; only the keys of ``columns``
+    are decoded), else the file itself (``definition``, ``indexed``: :func:`_file_stats`);
+    ``blank``: :func:`blank_record` of the MDT's schema."""
+
+    written: Mapping[str, list[dict[str, Any]]]
+    columns: list[str]
+    stored: bool
+    blank: Mapping[str, Any]
+    definition: Mapping[str, Any] | None
+    indexed: tuple[str, ...] | None
+
+
 def _partition_records(
     storage: Storage,
     config: TableConfig,
     timeline: Timeline,
     instant: Instant,
     change: FilesChange,
-    written: Mapping[str, list[dict[str, Any]]],
-    columns: list[str],
-    stored: bool,
-    blank: Mapping[str, Any],
-    definition: Mapping[str, Any] | None,
-    indexed: tuple[str, ...] | None,
+    sources: _Sources,
 ) -> dict[str, dict[str, Any]]:
     """The ``partition_stats`` records of the partitions ``change`` wrote. The files the write did
     not make take their stats from the MDT's ``column_stats`` (``stored``; only the keys of
@@ -192,23 +201,16 @@ def _partition_records(
     touched = list(change.partitions)
     view = FileSystemView.build(config, seen, partitions=touched)
     slices = {p: slices_seen_by(view, p, instant.timestamp) for p in touched}
-    return _stats_over(storage, now, slices, written, columns, stored, blank, definition, indexed)
+    return _stats_over(storage, now, slices, sources)
 
 
 def _stats_over(
-    storage: Storage,
-    now: Timeline,
-    slices: Mapping[str, list[FileSlice]],
-    written: Mapping[str, list[dict[str, Any]]],
-    columns: list[str],
-    stored: bool,
-    blank: Mapping[str, Any],
-    definition: Mapping[str, Any] | None,
-    indexed: tuple[str, ...] | None,
+    storage: Storage, now: Timeline, slices: Mapping[str, list[FileSlice]], sources: _Sources
 ) -> dict[str, dict[str, Any]]:
-    """The ``partition_stats`` records of each partition over its ``slices``: the stats of the
-    files in ``written``, the others' from the MDT's ``column_stats`` as reading it at ``now`` shows
-    them (``stored``), else from the file itself."""
+    """The ``partition_stats`` records of each partition over its ``slices``, the files' stats
+    from ``sources`` (the MDT's ``column_stats`` as reading it at ``now`` shows them)."""
+    written, columns, stored, blank = sources.written, sources.columns, sources.stored, sources.blank
+    definition, indexed = sources.definition, sources.indexed
     wanted: set[str] = set()
     for partition, pieces in slices.items():
         names = [f.file_name for piece in pieces for f in piece.files if f.file_name not in written]
@@ -265,9 +267,8 @@ def rollback_index_records(
                 last[partition] = instant.timestamp
     slices = {p: slices_seen_by(view, p, at) for p, at in last.items()}
     stored = COLUMN_STATS_PARTITION in partitions
-    records = _stats_over(
-        storage, timeline, slices, {}, columns, stored, blank_record(schema), definition, indexed
-    )
+    sources = _Sources({}, columns, stored, blank_record(schema), definition, indexed)
+    records = _stats_over(storage, timeline, slices, sources)
     if records:
         mdt = storage.child(MDT_DIR)
         groups[PARTITION_STATS_PARTITION] = _route(records, file_groups(mdt, PARTITION_STATS_PARTITION))

@@ -252,6 +252,14 @@ def _forget_in_metadata_table(table: LakeTable, t: str, mdt: MetadataTableWriter
         log.info("removed the metadata table's deltacommit of %s, which is being undone", t)
 
 
+def _completed_rollback_of(timeline: Timeline, t: str) -> str | None:
+    """The completed rollback of ``t`` on the timeline, if any (newest first)."""
+    for r in reversed(timeline.filter([Action.ROLLBACK], [State.COMPLETED])):
+        if t in (timeline.avro_record(r).get("commitsRollback") or ()):
+            return r.timestamp
+    return None
+
+
 def _drop_target(table: LakeTable, t: str) -> None:
     """The rolled-back instant's pending files, markers and heartbeat."""
     table.store.remove_pending(t)
@@ -296,6 +304,15 @@ def logs_per_instant(table: LakeTable) -> bool:
 
 
 def _rollback_one(table: LakeTable, timeline: Timeline, target: Instant) -> RollbackResult:
+    t = target.timestamp
+    done = None if target.is_completed else _completed_rollback_of(timeline, t)
+    if done is not None:
+        # A rollback that corrected the MDT completed, and a crash came before its target left the
+        # timeline (``_execute``): the target's files are undone already (a new plan would delete
+        # the logs that rollback marked, which the MDT keeps listed), only its pending files stay.
+        _drop_target(table, t)
+        log.info("removed %s %s of %s: rolled back by %s already", target.action.value, t, table.uri, done)
+        return RollbackResult(done, t, target.action.value, (), (), resumed=True)
     written = gather(table, timeline, target)
     rollback_plan = plan(target, written, logs_per_instant(table), _corrected(table, target))
     # The plan as stored must be readable back: every path inside the table, outside .hoodie/.

@@ -452,6 +452,36 @@ def test_a_corrected_rollback_marks_the_logs_it_would_delete_so_no_later_log_tak
     assert_consistent(table)
 
 
+@pytest.mark.parametrize("name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_nonpartitioned"])
+def test_a_crash_at_every_step_of_a_corrected_v6_rollback_then_the_next_rollback_finishes_it(
+    hudi_table_zip, tmp_path: Path, name: str
+) -> None:
+    """The forced rollback of a write an MDT compaction folded in, crashed after each durable step
+    (the correction, the write's completed file, its files, the marks, the rollback completed, the
+    write's pending files), then ``rollback`` with no instant: the rows before the write, and the
+    MDT equal to the listing. After the rollback completed, the write is pending with nothing left
+    to undo: it is only removed (a new plan would delete the logs the rollback marked, which the
+    MDT lists)."""
+    template = hudi_table_zip(name)
+    add_v6_metadata_table(template)
+    before = _data(assert_consistent(template))
+    ids = sorted(read_snapshot(LakeTable.open(template)).column("id").to_pylist())
+    compact = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    batch = _batch(read_snapshot(LakeTable.open(template)), [ids[0], 601], 7)
+    t = write(LakeTable.open(template), batch, "upsert", options=compact).instant
+    counting = crashing(LakeTable.open(shutil.copytree(template, tmp_path / "count")))
+    rollback(counting, t, force=True, options=MAINTAIN)
+    steps = steps_of(counting)
+    assert any(s.endswith(".rollback") for s in steps)
+    for step in range(1, len(steps) + 1):
+        path = shutil.copytree(template, tmp_path / f"crash{step}")
+        with pytest.raises(SimulatedCrash):
+            rollback(crashing(LakeTable.open(path), step), t, force=True, options=MAINTAIN)
+        rollback(LakeTable.open(path), options=MAINTAIN)
+        assert not list((path / ".hoodie").glob(f"{t}.*")), (step, steps[step - 1])
+        assert _data(assert_consistent(path)) == before, (step, steps[step - 1])
+
+
 def test_the_v6_mdt_timeline_is_archived_to_layout_1_archive_files(hudi_table_zip) -> None:
     """With an MDT compaction every 2 deltacommits and keep.min/max 2/3 (the MDT's 3/4), the MDT's
     older instants go to ``.hoodie/metadata/.hoodie/archived/`` archive files (each entry once, with

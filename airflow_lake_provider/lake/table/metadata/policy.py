@@ -410,10 +410,13 @@ def report(table: LakeTable) -> MetadataTableReport:
     """Read-only: the MDT partitions, its timeline and how far it is behind the data timeline."""
     state = detect(table)
     # MDT instant times may carry Hudi's 3-digit operation suffix (compaction 001, clean 002, ...).
-    names = sorted(
-        n for n in table.storage.list_names(f"{MDT_PATH}/{HOODIE_DIR}") if n[:1].isdigit() and "." in n
-    )
-    completed = [n.split(".")[0] for n in names if n.count(".") == 1 and not n.endswith(".inflight")]
+    # Its timeline is in .hoodie/ (layout 1) or .hoodie/timeline/ (layout 2, completed files named
+    # <time>_<completion time>.<action>), as the data table's.
+    folder = f"{MDT_PATH}/{table.layout.folder}"
+    names = sorted(n for n in table.storage.list_names(folder) if n[:1].isdigit() and "." in n)
+    completed = [
+        n.split(".")[0].split("_")[0] for n in names if n.count(".") == 1 and not n.endswith(".inflight")
+    ]
     data = [i.timestamp for i in table.timeline().instants if i.is_completed]
     return MetadataTableReport(
         state, tuple(names), max(completed) if completed else None, max(data) if data else None

@@ -5,7 +5,9 @@ away.
   instant is pending, as the undo of a failed write does. Only while nothing in the MDT came to
   depend on that deltacommit: no later MDT compaction (or log compaction, indexing) folded it into
   files it does not own, and no partition initialisation listed the instant's files.
-- **correct**: otherwise (the instant older than the MDT too), the rollback's own MDT deltacommit,
+- **correct**: otherwise (the instant older than the MDT too), the instant's MDT deltacommit stays
+  (a later write may remove it as one whose data instant is gone: the correction rules either way),
+  and the rollback's own MDT deltacommit,
   at the rollback's instant, records every file the rollback deletes as a deletion in ``files``, as
   Java 0.14's writer records a rollback, with the clean's ``column_stats`` records of those files
   and the ``partition_stats`` of their partitions without the instant (``rollback_index_records``).

@@ -162,6 +162,7 @@ def test_cli_check_reports_each_difference_and_exits_1(hudi_table_zip) -> None:
         "missing_files": [new_partition_file, added],
         "stats_mismatches": [],
         "unreadable_files": [],
+        "unverifiable_files": [],
     }
     stats = report["partition_stats"]
     assert (stats["partitions"], stats["missing_partitions"], stats["stats_mismatches"]) == (

@@ -22,6 +22,7 @@ from lake_processes import lake_all
 from metadata_table_support import MDT_FILES, SPARK_TABLES, add_metadata_table, tree_digest
 from s3_helpers import hudi_s3_options, s3_client, s3_objects
 
+from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.format.properties import parse_properties, table_checksum
 from airflow_lake_provider.lake.services.clean.executor import run_clean
@@ -772,3 +773,20 @@ def test_a_crashed_inflight_compaction_does_not_lock_the_drop_out_for_good(
 
     assert data(_ours(path)) == data(rows)
     _same_rows(_ours(path), _hudi_rs(t))
+
+
+def test_show_lists_the_mdt_timeline_of_a_layout_2_table(hudi_table_zip, capsys) -> None:
+    """Table versions 8 and 9 keep the MDT's timeline in ``.hoodie/timeline/``, completed instants
+    named ``<time>_<completion time>.<action>`` (found by an adversarial run: it showed none)."""
+    path = hudi_table_zip("cow_v9_txns_simple_meta")
+    capsys.readouterr()
+    assert main(["metadata-table", str(path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    timeline = path / ".hoodie/metadata/.hoodie/timeline"
+    names = sorted(p.name for p in timeline.iterdir() if p.is_file())
+    assert lines[3] == f"metadata instants: {len(names)}" and len(names) == 57
+    assert lines[4:-2] == [f"  {n}" for n in names]
+    assert lines[-2:] == [
+        "latest metadata instant: 20260307162457540",
+        "latest data instant: 20260307162458438",
+    ]

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.lake.errors import LakeError
+from airflow_lake_provider.lake.file_group.file_names import BaseFileName
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
@@ -102,7 +103,7 @@ def check_stats_partitions(table: LakeTable, kept: set[str]) -> list[StatsCheck]
     listing = list_table_files(storage)
     out = []
     if COLUMN_STATS in kept:
-        out.append(_check_column_stats(storage, listing))
+        out.append(_check_column_stats(table, listing))
     if PARTITION_STATS in kept:
         out.append(_check_partition_stats(table, listing))
     return out
@@ -119,17 +120,34 @@ def _path(partition: str, name: str) -> str:
     return name if partition == "." else f"{partition}/{name}"
 
 
-def _check_column_stats(storage: Storage, listing: Mapping[str, Mapping[str, int]]) -> StatsCheck:
+def _operations(table: LakeTable) -> dict[str, str]:
+    """Completed commit time -> its operation type (``DELETE``, ``UPSERT``, ...)."""
+    timeline = table.timeline()
+    return {i.timestamp: timeline.commit_metadata(i).operation_type for i in timeline.completed_commits}
+
+
+# Hudi 1.x's writer records no column or partition stats for the files a delete writes.
+_NO_STATS = ("DELETE", "DELETE_PREPPED")
+
+
+def _check_column_stats(table: LakeTable, listing: Mapping[str, Mapping[str, int]]) -> StatsCheck:
+    storage = table.storage
+    operations = _operations(table)
     by_file: dict[str, dict[str, dict[str, Any]]] = {}
     for key, record in read_partition_records(storage, COLUMN_STATS).items():
         stats = record.get("ColumnStatsMetadata")
         if stats:
             by_file.setdefault(stats["fileName"], {})[key] = stats
-    missing, mismatched, unreadable, checked = [], [], [], 0
+    missing, mismatched, unreadable, skipped, checked = [], [], [], [], 0
     for partition, files in sorted(listing.items()):
         for name in sorted(files):
             checked += 1
             stored = by_file.get(name)
+            base = BaseFileName.parse(name)
+            operation = operations.get(base.instant, "") if base is not None else ""
+            if stored is None and operation in _NO_STATS:
+                skipped.append(f"{_path(partition, name)}: written by a {operation} ({base.instant})")  # type: ignore[union-attr]
+                continue
             if stored is None:
                 missing.append(_path(partition, name))
                 continue
@@ -140,7 +158,9 @@ def _check_column_stats(storage: Storage, listing: Mapping[str, Mapping[str, int
                 continue
             if stored != recomputed:
                 mismatched.append(_path(partition, name))
-    return StatsCheck(COLUMN_STATS, checked, tuple(missing), tuple(mismatched), tuple(unreadable))
+    return StatsCheck(
+        COLUMN_STATS, checked, tuple(missing), tuple(mismatched), tuple(unreadable), tuple(skipped)
+    )
 
 
 def _check_partition_stats(table: LakeTable, listing: Mapping[str, Mapping[str, int]]) -> StatsCheck:
@@ -151,6 +171,7 @@ def _check_partition_stats(table: LakeTable, listing: Mapping[str, Mapping[str, 
         if stats:
             stored.setdefault(stats["fileName"], {})[key] = stats
     timeline = table.timeline()
+    operations = _operations(table)
     view = FileSystemView.build(table.config, timeline)
     last_write: dict[str, str] = {}
     for instant in timeline.completed_commits:
@@ -166,6 +187,9 @@ def _check_partition_stats(table: LakeTable, listing: Mapping[str, Mapping[str, 
         # A last write that replaced file groups (clustering, insert_overwrite) covered them too; a
         # clean may have removed their files since, and the record with them (rightly kept).
         at = last_write.get(rel)
+        if operations.get(at or "", "") in _NO_STATS:
+            skipped.append(f"{partition}: its last write {at} is a {operations[at or '']}")
+            continue
         gone = sorted(
             fid
             for (p, fid), replaced_at in view.replaced.items()

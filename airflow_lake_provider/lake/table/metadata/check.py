@@ -34,6 +34,7 @@ from airflow_lake_provider.lake.table.metadata.stats import (
     slices_seen_by,
 )
 from airflow_lake_provider.lake.table.table import LakeTable
+from airflow_lake_provider.lake.timeline.active import Timeline
 
 # What reading a damaged data file raises (pyarrow's errors are ValueError or OSError subclasses).
 _UNREADABLE = (LakeError, OSError, ValueError)
@@ -51,7 +52,8 @@ class StatsCheck:
     missing: tuple[str, ...]
     mismatched: tuple[str, ...]
     unreadable: tuple[str, ...] = ()  # "<file or partition>: <why>": a data file that cannot be read
-    # "<partition>: <why>": its stored record cannot be recomputed (the files it covered are gone)
+    # "<file or partition>: <why>": its record cannot be recomputed (a delete wrote it, or the files
+    # it covered are gone)
     skipped: tuple[str, ...] = ()
 
     @property
@@ -99,14 +101,34 @@ def check_report(storage: Storage) -> dict[str, object]:
 
 def check_stats_partitions(table: LakeTable, kept: set[str]) -> list[StatsCheck]:
     """The checks of the stats partitions among ``kept`` (the MDT partitions the table lists)."""
-    storage = table.storage
-    listing = list_table_files(storage)
+    listing = list_table_files(table.storage)
+    timeline = table.timeline()
+    commits = _commits(timeline)
     out = []
     if COLUMN_STATS in kept:
-        out.append(_check_column_stats(table, listing))
+        out.append(_check_column_stats(table, listing, commits))
     if PARTITION_STATS in kept:
-        out.append(_check_partition_stats(table, listing))
+        out.append(_check_partition_stats(table, listing, timeline, commits))
     return out
+
+
+@dataclass(frozen=True)
+class _Commits:
+    """The completed commits' operation types and each partition's last write (:func:`_commits`)."""
+
+    operations: dict[str, str]  # commit time -> its operation type (DELETE, UPSERT, ...)
+    last_write: dict[str, str]  # partition -> the time of the last commit that wrote it
+
+
+def _commits(timeline: Timeline) -> _Commits:
+    """One read of every completed commit's metadata, for both stats partitions' checks."""
+    operations: dict[str, str] = {}
+    last_write: dict[str, str] = {}
+    for instant in timeline.completed_commits:
+        metadata = timeline.commit_metadata(instant)
+        operations[instant.timestamp] = metadata.operation_type
+        last_write.update(dict.fromkeys(metadata.partitions, instant.timestamp))
+    return _Commits(operations, last_write)
 
 
 def _stats_of(storage: Storage, partition: str, name: str) -> dict[str, dict[str, Any]]:
@@ -116,28 +138,31 @@ def _stats_of(storage: Storage, partition: str, name: str) -> dict[str, dict[str
     return log_column_stats(storage, rel, name)
 
 
+def _stored(storage: Storage, partition: str) -> dict[str, dict[str, dict[str, Any]]]:
+    """The stats records of MDT ``partition``, by their ``fileName`` (a file, or a partition's path
+    in ``partition_stats``), then key."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for key, record in read_partition_records(storage, partition).items():
+        stats = record.get("ColumnStatsMetadata")
+        if stats:
+            out.setdefault(stats["fileName"], {})[key] = stats
+    return out
+
+
 def _path(partition: str, name: str) -> str:
     return name if partition == "." else f"{partition}/{name}"
-
-
-def _operations(table: LakeTable) -> dict[str, str]:
-    """Completed commit time -> its operation type (``DELETE``, ``UPSERT``, ...)."""
-    timeline = table.timeline()
-    return {i.timestamp: timeline.commit_metadata(i).operation_type for i in timeline.completed_commits}
 
 
 # Hudi 1.x's writer records no column or partition stats for the files a delete writes.
 _NO_STATS = ("DELETE", "DELETE_PREPPED")
 
 
-def _check_column_stats(table: LakeTable, listing: Mapping[str, Mapping[str, int]]) -> StatsCheck:
+def _check_column_stats(
+    table: LakeTable, listing: Mapping[str, Mapping[str, int]], commits: _Commits
+) -> StatsCheck:
     storage = table.storage
-    operations = _operations(table)
-    by_file: dict[str, dict[str, dict[str, Any]]] = {}
-    for key, record in read_partition_records(storage, COLUMN_STATS).items():
-        stats = record.get("ColumnStatsMetadata")
-        if stats:
-            by_file.setdefault(stats["fileName"], {})[key] = stats
+    operations = commits.operations
+    by_file = _stored(storage, COLUMN_STATS)
     missing, mismatched, unreadable, skipped, checked = [], [], [], [], 0
     for partition, files in sorted(listing.items()):
         for name in sorted(files):
@@ -163,20 +188,13 @@ def _check_column_stats(table: LakeTable, listing: Mapping[str, Mapping[str, int
     )
 
 
-def _check_partition_stats(table: LakeTable, listing: Mapping[str, Mapping[str, int]]) -> StatsCheck:
+def _check_partition_stats(
+    table: LakeTable, listing: Mapping[str, Mapping[str, int]], timeline: Timeline, commits: _Commits
+) -> StatsCheck:
     storage = table.storage
-    stored: dict[str, dict[str, dict[str, Any]]] = {}
-    for key, record in read_partition_records(storage, PARTITION_STATS).items():
-        stats = record.get("ColumnStatsMetadata")
-        if stats:
-            stored.setdefault(stats["fileName"], {})[key] = stats
-    timeline = table.timeline()
-    operations = _operations(table)
+    stored = _stored(storage, PARTITION_STATS)
+    operations, last_write = commits.operations, commits.last_write
     view = FileSystemView.build(table.config, timeline)
-    last_write: dict[str, str] = {}
-    for instant in timeline.completed_commits:
-        for partition in timeline.commit_metadata(instant).partitions:
-            last_write[partition] = instant.timestamp
     missing, mismatched, unreadable, skipped = [], [], [], []
     for partition in sorted(p for p, files in listing.items() if files):
         rel = "" if partition == "." else partition

@@ -12,19 +12,23 @@ modelled: their order is insertion order here.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterable
+from functools import lru_cache
 from typing import Generic, TypeVar
 
 V = TypeVar("V")
 _MAX_CAPACITY = 1 << 30
 
 
+@lru_cache(maxsize=1 << 16)
 def string_hash(key: str) -> int:
-    """Java's ``String.hashCode`` as an unsigned 32-bit value."""
-    h = 0
+    """Java's ``String.hashCode`` as an unsigned 32-bit value (cached: a metadata table's merges
+    hash the same file names over and over)."""
     data = key.encode("utf-16-be", errors="surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + int.from_bytes(data[i : i + 2], "big")) & 0xFFFFFFFF
+    h = 0
+    for unit in struct.unpack(f">{len(data) // 2}H", data):
+        h = (31 * h + unit) & 0xFFFFFFFF
     return h
 
 

@@ -10,11 +10,14 @@ from collections.abc import Mapping
 from airflow_lake_provider.lake.errors import TableConfigError
 
 _HEX4 = re.compile(r"[0-9A-Fa-f]{4}")
+_PLAIN_KEY = re.compile(r"[^=:\s\\]*")  # a key's characters up to a separator, space or escape
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 CHECKSUM_KEY = "hoodie.table.checksum"
 
 
 def _unescape(text: str, source: str) -> str:
+    if "\\" not in text:  # nearly every value (a table's schema runs to kilobytes): nothing to do
+        return text
     out: list[str] = []
     i = 0
     while i < len(text):
@@ -69,9 +72,9 @@ def parse_properties(text: str, source: str = "hoodie.properties") -> dict[str, 
         stripped = line.strip()
         if not stripped or stripped[0] in "#!":
             continue
-        i = 0
+        i = _PLAIN_KEY.match(stripped).end()  # type: ignore[union-attr]  # (matches "" at least)
         while i < len(stripped) and stripped[i] not in "=:" and not stripped[i].isspace():
-            i += 2 if stripped[i] == "\\" else 1
+            i += 2 if stripped[i] == "\\" else 1  # an escaped separator or space is part of the key
         key = stripped[:i]
         rest = stripped[i:].lstrip()
         if rest[:1] in ("=", ":"):

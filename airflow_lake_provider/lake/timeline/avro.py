@@ -135,7 +135,9 @@ def write_avro(full_name: str, record: Mapping[str, Any]) -> bytes:
     import fastavro
 
     buf = io.BytesIO()
-    fastavro.writer(buf, schema(full_name), [dict(record)], codec="null", validator=True)
+    # No validator: the writer refuses a record that does not fit the schema all the same (wrong
+    # type, missing field, no union branch), and validating first made every write 4x slower.
+    fastavro.writer(buf, schema(full_name), [dict(record)], codec="null")
     return buf.getvalue()
 
 
@@ -179,7 +181,7 @@ def write_avro_1x(full_name: str, record: Mapping[str, Any]) -> bytes:
     import fastavro
 
     buf = io.BytesIO()
-    fastavro.writer(buf, schema_1x(full_name), [dict(record)], codec="null", validator=True)
+    fastavro.writer(buf, schema_1x(full_name), [dict(record)], codec="null")  # (no validator: above)
     return buf.getvalue()
 
 

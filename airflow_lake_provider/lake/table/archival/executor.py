@@ -148,10 +148,12 @@ def _plan(
 ) -> tuple[ArchivalPlan | None, str, list[str]]:
     """The archival due (``plan_archival`` with every bound the table sets), why, and the
     replacecommits whose replaced file groups still have files."""
+    reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
+    if len(timeline.completed_commits) <= config.max_commits:
+        return None, reason, []  # not due (as plan_archival says): the bounds need no reads
     earliest, mor = timeline.earliest_retained(), table.config.is_mor
     bound = metadata_table_bound(table, timeline)
     plan = plan_archival(timeline, config, earliest, merge_on_read=mor, metadata_bound=bound)
-    reason = f"{len(timeline.completed_commits)} completed commits, at most {config.max_commits} kept"
     live = _replaces_with_files(table, timeline, plan.instants) if plan is not None else []
     if live:
         plan = plan_archival(timeline, config, earliest, live, merge_on_read=mor, metadata_bound=bound)

@@ -34,19 +34,20 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Container, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError, ObjectExistsError, TableConfigError
 from airflow_lake_provider.lake.file_group.file_names import LogFileName, write_token
-from airflow_lake_provider.lake.format.hfile import Dialect, HFile, HFileSettings, read_hfile
+from airflow_lake_provider.lake.format.hfile import Dialect, HFileSettings
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.data_block import BlockRows
 from airflow_lake_provider.lake.log_file.hfile_block import SCHEMA_INFO, hfile_data_block
 from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import Storage
+from airflow_lake_provider.lake.table.metadata.bases import files_bases, newest_readable, pending_bases
 from airflow_lake_provider.lake.table.metadata.files import (
     FILES_GROUP,
     FILES_PARTITION,
@@ -57,6 +58,7 @@ from airflow_lake_provider.lake.table.metadata.files import (
 )
 from airflow_lake_provider.lake.table.metadata.index import (
     INDEX_PARTITIONS,
+    Undoing,
     clean_index_records,
     file_groups,
     index_records,
@@ -88,57 +90,6 @@ MDT_COMMIT_LOCK = ".hoodie/.aux/.lake-metadata-commit.lock"
 MDT_COMMIT_WAIT_SECONDS = 60.0
 _META_PREFIX = "_hoodie_"
 _V6_LOG_ATTEMPTS = 5  # new log versions tried when concurrent MDT deltacommits took the chosen one
-
-
-def files_bases(storage: Storage, pending: Container[str] = ()) -> list[str]:
-    """The ``files`` base files of the MDT at ``storage``, newest (by instant) first, but those of
-    the ``pending`` instants: a crashed compaction's base files belong to no reader until it
-    completes, and one a Java writer died writing is partial."""
-    return sorted(
-        (
-            n
-            for n in storage.list_names(FILES_PARTITION)
-            if n.startswith(FILES_GROUP)
-            and n.endswith(".hfile")
-            and n.removesuffix(".hfile").rsplit("_", 1)[-1] not in pending
-        ),
-        key=lambda n: n.rsplit("_", 1)[-1],
-        reverse=True,
-    )
-
-
-def _newest_readable(storage: Storage, names: Iterable[str], skipped: list[str]) -> tuple[str, HFile] | None:
-    """The first of ``names`` (``files`` base files) that reads as an HFile: the newest may be a
-    pending compaction's, cut short by a writer that died (the timeline is not read for this). Its
-    blocks are not read: only its file info (the record schema) and settings are wanted. Why each
-    unreadable one was skipped is added to ``skipped`` (and logged if one reads)."""
-    unreadable: list[str] = []
-    for name in names:
-        rel = f"{FILES_PARTITION}/{name}"
-        try:
-            found = rel, read_hfile(storage.read(rel), storage.uri(rel), info_only=True)
-        except CorruptDataFileError as exc:
-            unreadable.append(str(exc))
-            continue
-        for reason in unreadable:
-            log.warning("skipped for the metadata table's record schema: %s", reason)
-        return found
-    skipped.extend(unreadable)
-    return None
-
-
-def _pending_bases(storage: Storage, layout: TimelineLayout) -> tuple[set[str], list[str]]:
-    """Table version 6 (layout 1): the pending MDT instants, and why their ``files`` base files do
-    not count (an initialisation or compaction a writer died in: Java writes it again). Layout 2
-    (Hudi 1.x) is left as it was: there a base file is skipped only when it does not read."""
-    if layout.has_completion_times:
-        return set(), []
-    pending = {i.timestamp for i in Timeline.load(storage, layout).instants if not i.is_completed}
-    return pending, [
-        f"{n}: its instant {t} is pending"
-        for n in files_bases(storage)
-        if (t := n.removesuffix(".hfile").rsplit("_", 1)[-1]) in pending
-    ]
 
 
 @dataclass(frozen=True)
@@ -184,8 +135,8 @@ class MetadataTableWriter:
                     f"{storage.uri(partition)}: the metadata table partition has no file group"
                 )
         layout = checked_layout(storage, data)
-        pending, skipped = _pending_bases(storage, layout)
-        found = _newest_readable(storage, files_bases(storage, pending), skipped)
+        pending, skipped = pending_bases(storage, layout)
+        found = newest_readable(storage, files_bases(storage, pending), skipped)
         if found is None:
             why = f" ({'; '.join(skipped)})" if skipped else ""
             raise TableConfigError(
@@ -270,7 +221,8 @@ class MetadataTableWriter:
         rollbacks delete logs) and deletes the files ``deleted`` (table-relative; given only where
         the MDT cannot forget the rolled-back instant: ``undo.py``). In ``files`` each log's new
         size, as Java records a rollback's log files (``processRollbackMetadata``; a merge keeps the
-        larger size), and each deleted file as a deletion; no partition list. ``target``: the data
+        larger size), and each deleted file as a deletion; a partition list only for a correction
+        that leaves partitions without files (``Undoing.emptied``), naming them deleted. ``target``: the data
         table's storage, config and timeline and the instant rolled back, for the stats partitions'
         records of a correction (``rollback_index_records``)."""
         partitions: dict[str, dict[str, int]] = {}
@@ -287,16 +239,20 @@ class MetadataTableWriter:
                 for p in dict.fromkeys([*partitions, *gone])
             }
         )
-        groups: dict[str, Mapping[str, Records]] = {
-            FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)}
-        }
         indexed = self.partitions & INDEX_PARTITIONS
-        if target is not None and indexed:
+        index_groups: dict[str, Mapping[str, Records]] = {}
+        if target is not None:
             data, config, timeline, rolled_back = target
-            schema = self.record_schema
-            groups.update(
-                rollback_index_records(data, config, timeline, rolled_back, change, indexed, schema)
-            )
+            undoing = Undoing.of(config, timeline, rolled_back, change)
+            change = dataclasses.replace(change, dropped=undoing.emptied)
+            if indexed:
+                index_groups.update(
+                    rollback_index_records(data, config, undoing, indexed, self.record_schema)
+                )
+        groups: dict[str, Mapping[str, Records]] = {
+            FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)},
+            **index_groups,
+        }
         return self.commit_records(instant, groups)
 
     def commit_records(
@@ -307,11 +263,11 @@ class MetadataTableWriter:
         routed to file groups by the caller, :func:`file_group_index`); the log files' MDT-relative
         paths, in the order given. ``discard_first``: remove what a crashed attempt of the same data
         instant left (compaction, clean) first."""
-        with self._commit_lock():
+        with self.commit_lock():
             self._discard_before(instant, discard_first)
             return self._commit_records(instant, partitions)
 
-    def _commit_lock(self) -> contextlib.AbstractContextManager[None]:
+    def commit_lock(self) -> contextlib.AbstractContextManager[None]:
         """One MDT deltacommit at a time, written and completed whole (a write, a clean and a
         compaction commit under their own locks would otherwise interleave their blocks)."""
         if self.lock_storage is None:

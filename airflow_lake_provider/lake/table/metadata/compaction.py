@@ -59,7 +59,8 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
 from airflow_lake_provider.lake.log_file.log_format import BlockType, LogBlock
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks, visible_blocks
 from airflow_lake_provider.lake.storage import Storage
-from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter, files_bases
+from airflow_lake_provider.lake.table.metadata.bases import files_bases
+from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
 from airflow_lake_provider.lake.table.metadata.files import (
     FILES_PARTITION,
     latest_slices,

@@ -17,12 +17,12 @@ record per indexed column marked deleted: Hudi's stub (no values, every count -1
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_lake_provider.lake.file_group.model import FileSlice
 from airflow_lake_provider.lake.file_group.view import FileSystemView
-from airflow_lake_provider.lake.format.hash_id import column_stats_key, file_id, name_id
+from airflow_lake_provider.lake.format.hash_id import column_stats_key, file_id, name_id, partition_stats_key
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.log_file.data_block import BlockRows
 from airflow_lake_provider.lake.storage import Storage
@@ -50,7 +50,7 @@ from airflow_lake_provider.lake.table.metadata.stats import (
     slices_seen_by,
 )
 from airflow_lake_provider.lake.timeline.active import Timeline
-from airflow_lake_provider.lake.timeline.instant import Instant, State
+from airflow_lake_provider.lake.timeline.instant import COMMIT_ACTIONS, Action, Instant, State
 
 COLUMN_STATS_PARTITION = "column_stats"
 PARTITION_STATS_PARTITION = "partition_stats"
@@ -199,9 +199,60 @@ def _partition_records(
     # The data timeline as reading it now shows it (the instant pending), for the MDT's reader.
     now = dataclasses.replace(timeline, instants=tuple(sorted((*others, instant))))
     touched = list(change.partitions)
-    view = FileSystemView.build(config, seen, partitions=touched)
+    listed: dict[str, Sequence[tuple[str, int]]] = {}
+
+    def once(names: Sequence[str]) -> dict[str, Sequence[tuple[str, int]]]:
+        listed.update({n: storage.list(n) for n in names if n not in listed})
+        return {n: listed[n] for n in names}
+
+    view = FileSystemView.build(config, seen, partitions=touched, lister=once)
     slices = {p: slices_seen_by(view, p, instant.timestamp) for p in touched}
-    return _stats_over(storage, now, slices, sources)
+    before = FileSystemView.build(config, now, partitions=touched, lister=once)
+    out = _grown_records(storage, now, before, slices, sources)
+    rest = {p: pieces for p, pieces in slices.items() if (p or ".") not in out}
+    records = _stats_over(storage, now, rest, sources) if rest else {}
+    return {key: record for grown in out.values() for key, record in grown.items()} | records
+
+
+def _grown_records(
+    storage: Storage,
+    now: Timeline,
+    before: FileSystemView,
+    slices: Mapping[str, list[FileSlice]],
+    sources: _Sources,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Partition (``.`` for the table's root) -> its ``partition_stats`` records, for the partitions
+    the write only grew: every file of their latest slices ``before`` it is still in ``slices``; their
+    last write replaced no file group and was no delete (whose files Hudi gives no stats), so its
+    record covers those latest slices exactly; and the MDT holds it, tight, for every column. The
+    record then is the stored one merged with the stats of the write's own files, which equals a
+    recomputation over every file (minima, maxima and sums compose) without reading the stats of
+    the files the write did not make: most of a partition's, more with every write. Others: none."""
+    added: dict[str, list[dict[str, Any]]] = {}
+    for partition, pieces in slices.items():
+        old = {f.file_name for piece in before.latest_slices(partition=partition) for f in piece.files}
+        new = [f.file_name for piece in pieces for f in piece.files]
+        fresh = [name for name in new if name not in old]
+        known = [sources.written.get(name) for name in fresh]
+        if old and old <= set(new) and all(k is not None and len(k) >= len(sources.columns) for k in known):
+            added[partition] = [stats for k in known for stats in k or ()]
+    if added:
+        added = {p: stats for p, stats in added.items() if p in _plainly_written(now, set(added))}
+    if not added or not sources.columns:
+        return {}
+    keys = {partition_stats_key(c, p or "."): (p, c) for p in added for c in sources.columns}
+    stored = read_partition_records(storage, PARTITION_STATS_PARTITION, set(keys), data=now)
+    held: dict[str, list[dict[str, Any]]] = {}
+    for key, (partition, _) in keys.items():
+        stats = (stored.get(key) or {}).get("ColumnStatsMetadata")
+        if stats and not stats.get("isDeleted") and stats.get("isTightBound"):
+            held.setdefault(partition, []).append(stats)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for partition, stats in added.items():
+        if len(held.get(partition, ())) == len(sources.columns):
+            merged = partition_stats(partition or ".", [*held[partition], *stats])
+            out[partition or "."] = {k: _record(sources.blank, PARTITION_STATS, s) for k, s in merged.items()}
+    return out
 
 
 def _stats_over(
@@ -232,20 +283,80 @@ def _stats_over(
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class Undoing:
+    """The data table as the correction of a completed instant sees it (``undo.py``): ``timeline``
+    shows the instant completed, ``without`` shows it undone, and ``view`` is ``without``'s view of
+    the partitions ``change`` (the rollback's deletions and marked logs) touches."""
+
+    timeline: Timeline
+    without: Timeline
+    view: FileSystemView
+    change: FilesChange
+
+    @classmethod
+    def of(cls, config: TableConfig, timeline: Timeline, target: str, change: FilesChange) -> Undoing:
+        # Kept as an inflight write, not removed: the time of an instant missing from the timeline
+        # older than all of it passes for archived history, and its files for committed ones.
+        instants = tuple(
+            dataclasses.replace(i, state=State.INFLIGHT, completion_time=None)
+            if i.timestamp == target and i.action in COMMIT_ACTIONS
+            else i
+            for i in timeline.instants
+        )
+        without = dataclasses.replace(
+            timeline, instants=instants, compaction_times=timeline.compaction_times - {target}
+        )
+        view = FileSystemView.build(config, without, partitions=list(change.partitions))
+        return cls(timeline, without, view, change)
+
+    @property
+    def emptied(self) -> tuple[str, ...]:
+        """The partitions the rollback leaves without files: it deletes every file of the instant
+        there and marks none, and no other committed file group is left (the instant created the
+        partition): the MDT lists them no more, as an MDT rollback of the instant would."""
+        return tuple(
+            p
+            for p, part in self.change.partitions.items()
+            if part.deleted and not part.added and not self.view.latest_slices(partition=p)
+        )
+
+
+# What Hudi 1.x writes no stats for (its files), or a record over more than the latest slices for.
+_NOT_PLAIN = ("DELETE", "DELETE_PREPPED")
+
+
+def _plainly_written(timeline: Timeline, partitions: set[str]) -> set[str]:
+    """Those of ``partitions`` whose last completed write (on the active timeline) was a plain one:
+    a commit or deltacommit, no delete (no replacecommit: its record also covers the groups it
+    replaced)."""
+    left, plain = set(partitions), set()
+    for instant in reversed(timeline.completed_commits):
+        if not left:
+            break
+        metadata = timeline.commit_metadata(instant)
+        hit = left & set(metadata.partitions)
+        if hit:
+            left -= hit
+            if instant.action is not Action.REPLACECOMMIT and metadata.operation_type not in _NOT_PLAIN:
+                plain |= hit
+    return plain
+
+
 def rollback_index_records(
     storage: Storage,
     config: TableConfig,
-    timeline: Timeline,
-    target: str,
-    change: FilesChange,
+    undoing: Undoing,
     partitions: frozenset[str],
     schema: Mapping[str, Any],
 ) -> Groups:
-    """The records of ``partitions`` for the rollback of the completed instant ``target`` (still
-    completed in ``timeline``) that deletes the files of ``change``, where the MDT cannot forget
-    ``target`` (``undo.py``): the clean's ``column_stats`` records of every deleted file, and per
-    partition it touches the ``partition_stats`` record the partition's last write before ``target``
-    wrote (over the slices that write saw: the record an MDT rollback of ``target`` would bring back)."""
+    """The records of ``partitions`` for the rollback that ``undoing`` describes, where the MDT
+    cannot forget the instant (``undo.py``): the clean's ``column_stats`` records of every deleted
+    file, and per partition it touches the ``partition_stats`` record the partition's last write
+    before the instant wrote (over the slices that write saw: the record an MDT rollback of the
+    instant would bring back), or, for a partition it leaves without files, each column's record
+    marked deleted."""
+    timeline, change = undoing.timeline, undoing.change
     groups = clean_index_records(storage, config, timeline, change, partitions, schema)
     if PARTITION_STATS_PARTITION not in partitions or not change.partitions:
         return groups
@@ -254,11 +365,9 @@ def rollback_index_records(
     columns = (
         list(indexed) if indexed is not None else list(META_COLUMNS if config.populate_meta_fields else ())
     )
-    without = dataclasses.replace(
-        timeline, instants=tuple(i for i in timeline.instants if i.timestamp != target)
-    )
-    view = FileSystemView.build(config, without, partitions=list(change.partitions))
-    last: dict[str, str | None] = dict.fromkeys(change.partitions)
+    without, view = undoing.without, undoing.view
+    emptied = set(undoing.emptied)
+    last: dict[str, str | None] = dict.fromkeys(p for p in change.partitions if p not in emptied)
     for instant in reversed(without.completed_commits):
         if all(last.values()):
             break
@@ -267,8 +376,14 @@ def rollback_index_records(
                 last[partition] = instant.timestamp
     slices = {p: slices_seen_by(view, p, at) for p, at in last.items()}
     stored = COLUMN_STATS_PARTITION in partitions
-    sources = _Sources({}, columns, stored, blank_record(schema), definition, indexed)
+    blank = blank_record(schema)
+    sources = _Sources({}, columns, stored, blank, definition, indexed)
     records = _stats_over(storage, timeline, slices, sources)
+    v1 = index_version(storage, definition) == 1
+    for partition in sorted(emptied):
+        for column in columns:
+            key = partition_stats_key(column, partition or ".")
+            records[key] = _record(blank, PARTITION_STATS, _stub(partition or ".", column, v1))
     if records:
         mdt = storage.child(MDT_DIR)
         groups[PARTITION_STATS_PARTITION] = _route(records, file_groups(mdt, PARTITION_STATS_PARTITION))

@@ -13,13 +13,13 @@ Keys are partition paths, ``.`` for a non-partitioned table's root. Every other 
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake_provider.lake.errors import TableConfigError
 from airflow_lake_provider.lake.file_group.file_names import LogFileName
+from airflow_lake_provider.lake.format.java_map import string_hash
 from airflow_lake_provider.lake.table.metadata.files import (
     ALL_PARTITIONS,
     FILE_LIST,
@@ -46,10 +46,12 @@ class FilesChange:
     :param partitions: partition path ("" for the table root) -> its change, in the order the
         instant's metadata lists them.
     :param listed: the partitions the ``__all_partitions__`` record names (``None``: none, no record).
+    :param dropped: the partitions it names deleted (``createPartitionListRecord(..., isDeleted)``).
     """
 
     partitions: Mapping[str, PartitionChange]
     listed: tuple[str, ...] | None = None
+    dropped: tuple[str, ...] = ()
 
     @property
     def file_count(self) -> int:
@@ -93,10 +95,7 @@ def file_group_index(key: str, count: int) -> int:
     """The file group (of ``count``) a record key goes to in an MDT partition with several
     (``HoodieTableMetadataUtil.mapRecordKeyToFileGroupIndex``): Java's ``String.hashCode`` of the
     key, then ``abs(abs(h) % count)``."""
-    data = key.encode("utf-16-be")
-    h = 0
-    for unit in struct.unpack(f">{len(data) // 2}H", data):
-        h = (31 * h + unit) & 0xFFFFFFFF
+    h = string_hash(key)
     signed = h - (1 << 32) if h >= 1 << 31 else h
     return abs(abs(signed) % count)
 
@@ -118,8 +117,9 @@ def files_records(change: FilesChange, schema: Mapping[str, Any]) -> Records:
     :param schema: the parsed JSON of the MDT's ``HoodieMetadataRecord`` block schema.
     """
     records: Records = []
-    if change.listed is not None:
-        listing = {partition_key(p): {"size": 0, "isDeleted": False} for p in change.listed}
+    if change.listed is not None or change.dropped:
+        listing = {partition_key(p): {"size": 0, "isDeleted": False} for p in change.listed or ()}
+        listing.update({partition_key(p): {"size": 0, "isDeleted": True} for p in change.dropped})
         records.append(
             (ALL_PARTITIONS, {**blank_record(schema), "type": PARTITION_LIST, "filesystemMetadata": listing})
         )

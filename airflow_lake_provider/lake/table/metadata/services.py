@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from airflow_lake_provider.lake.config.registry import CLEAN_COMMITS_RETAINED, METADATA_COMPACT_DELTA_COMMITS
 from airflow_lake_provider.lake.errors import LakeError, ServiceBusyError
+from airflow_lake_provider.lake.storage import HOODIE_DIR
 from airflow_lake_provider.lake.table.metadata.archival import (
     archive_metadata_table,
     metadata_archival_config,
@@ -35,6 +37,7 @@ from airflow_lake_provider.lake.timeline.instant import Action, State
 from airflow_lake_provider.lake.timeline.store import WRITE_LOCK
 
 if TYPE_CHECKING:
+    from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
     from airflow_lake_provider.lake.table.table import LakeTable
 
 log = logging.getLogger(__name__)
@@ -88,6 +91,7 @@ def run_metadata_table_services(
         compacted = compact_metadata_table(table.storage, mdt, data, max_delta_commits, fault, timeline)
         if compacted is not None:
             timeline = mdt.timeline()
+            sweep_temp_files(mdt)  # (seldom: leftovers are hidden from every reader meanwhile)
         archive_metadata_table(mdt, data, metadata_archival_config(*layers), timeline)
         return compacted or finished
 
@@ -104,3 +108,31 @@ def services_after_commit(table: LakeTable, options: Mapping[str, object] | None
     except Exception:  # an I/O error too: the data instant is committed, and a retry would redo it
         log.warning("the metadata table's services after the commit on %s failed", table.uri, exc_info=True)
     return None
+
+
+# A temp file of our local storage (``_<name>.<hex>.tmp``; ``.<name>.<hex>.tmp`` before 2026-11-27,
+# which Java's log file pattern ``^\.(.+)_(.*)\.(log|archive)\.(\d+)`` takes for a log file).
+_TEMP_FILE = re.compile(r"[._].+\.[0-9a-f]{32}\.tmp")
+
+
+def sweep_temp_files(mdt: MetadataTableWriter) -> list[str]:
+    """Remove the temp files a writer of ours, killed between writing a file and renaming it into
+    place, left in the MDT (its partitions and timeline folders); their MDT-relative paths. The
+    caller holds the data table's MDT writer locks and this the MDT commit lock: no writer of ours
+    is making one meanwhile, and Java's writers make no such names. Object stores put whole
+    objects: there are none there."""
+    storage = mdt.storage
+    if storage.local_folder() is None:
+        return []
+    layout = mdt.store.layout
+    removed = []
+    with mdt.commit_lock():
+        folders = [*storage.list_dir("")[1], HOODIE_DIR, layout.folder, layout.history_folder]
+        for folder in dict.fromkeys(f for f in folders if f):
+            for name in storage.list_names(folder):
+                if _TEMP_FILE.fullmatch(name):
+                    storage.delete(f"{folder}/{name}")
+                    removed.append(f"{folder}/{name}")
+    if removed:
+        log.info("removed temp files killed writers left in %s: %s", storage.uri(), removed)
+    return removed

@@ -177,8 +177,8 @@ def _write_checked(
         timeline = table.timeline()
         rows = prepare_batch(table, batch, operation, timeline, event_time_field)[2]
         refuse_pending_clustering(table, timeline, rows, operation)
+    # (an MDT we cannot keep refuses here, before the lock file; it is opened again under the lock)
     guard_mutation(table, f"write ({operation.value})", options, maintains=True)
-    kept_metadata_table(table)  # an MDT we cannot keep refuses before the lock file; again under it
     # Held from reading the file groups to the commit: a compaction plan scheduled in between would
     # take the slices this write appends logs to, and the logs would be lost with the old slice.
     with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):

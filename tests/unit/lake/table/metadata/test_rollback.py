@@ -18,12 +18,14 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from crash_support import crashing, steps_of
 from mdt_tables import keep_files_partition_only, mdt_files_of
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
+from airflow_lake_provider.lake.table.metadata.files import read_files_partition, read_partition_records
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback, rollback_instant_locked
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -169,3 +171,46 @@ def test_a_crash_at_every_durable_step_of_a_corrected_rollback_leaves_both_reade
         # delete: the next rollback undoes it as a failed write, and removes its MDT deltacommit)
         assert _rows(assert_consistent(path)) == before, step
         assert_index_consistent(path)
+
+
+@pytest.mark.parametrize("name", ["cow_v9_txns_simple_meta", "mor_avro_v9_txns_simple_meta"])
+def test_a_corrected_rollback_of_the_only_write_to_a_new_partition_lists_it_no_more(
+    hudi_table_zip, name: str
+) -> None:
+    """Found by an adversarial run: the write that created a partition, folded into the MDT's base
+    files by an MDT compaction, rolled back: the partition has no file left, so the correction names
+    it deleted in ``__all_partitions__`` and marks its ``partition_stats`` records deleted (they
+    held the rolled-back rows), as an MDT rollback of the write would leave them. A partition it
+    does not empty keeps its listing and gets its earlier record back."""
+    key, ordering, partition, new_keys = TABLES[name]
+    path = keep_files_partition_only(hudi_table_zip(name), INDEXES)
+    before = _rows(assert_consistent(path))
+    old_partitions = read_files_partition(open_storage(path)).partitions
+    old_stats = _partition_stats(path)
+    snapshot = read_snapshot(LakeTable.open(path))
+    batch = _batch(snapshot, key, ordering, [0, 1], [snapshot.column(key).to_pylist()[0], new_keys[0]])
+    batch = batch.set_column(
+        batch.column_names.index(partition), partition, pa.array(["us", "zz-new"], pa.string())
+    )
+    compact = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    done = write(LakeTable.open(path), batch, "upsert", options=compact)
+    assert done.metadata_compaction is not None  # its records are in the MDT's base files now
+    listed = read_files_partition(open_storage(path)).partitions
+    new = sorted(set(listed) - set(old_partitions))
+    assert len(new) == 1 and "zz-new" in new[0]
+    assert any(s["fileName"] == new[0] for s in _partition_stats(path).values())
+
+    (result,) = rollback(LakeTable.open(path), done.instant, force=True, options=MAINTAIN)
+    assert mdt_files_of(path, done.instant) != []  # corrected, not forgotten
+    assert read_files_partition(open_storage(path)).partitions == old_partitions
+    assert _partition_stats(path) == old_stats
+    assert _rows(assert_consistent(path)) == before
+    assert_index_consistent(path)
+
+
+def _partition_stats(path: Path) -> dict[str, dict]:
+    records = read_partition_records(open_storage(path), "partition_stats")
+    # a record marked deleted reads as none (the reader returns the latest record of each key)
+    return {
+        k: r["ColumnStatsMetadata"] for k, r in records.items() if not r["ColumnStatsMetadata"]["isDeleted"]
+    }

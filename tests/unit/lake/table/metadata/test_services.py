@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 import pytest
 from mdt_tables import keep_files_partition_only
+from mdt_v6_tables import add_v6_metadata_table
 
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.log_file.hfile_block import decode_hfile_block
@@ -308,3 +309,41 @@ def test_a_clean_passes_its_options_on_to_the_mdt_services_after_it(
     assert cleaned.deleted_files > 0
     requested = (p.name.split(".")[0] for p in mdt.glob("*.compaction.requested"))
     assert len([t for t in requested if t > cleaned.instant]) == compacted
+
+
+@pytest.mark.parametrize(
+    "name, mdt_v6", [("cow_v9_txns_simple_meta", False), ("morparquet_v6_simplekeygen_nonhivestyle", True)]
+)
+def test_an_mdt_compaction_sweeps_the_temp_files_killed_writers_left_in_the_mdt(
+    hudi_table_zip, name: str, mdt_v6: bool
+) -> None:
+    """A writer of ours killed between writing a file and renaming it leaves its temp file; one of
+    an older version named like ``.<log name>.<hex>.tmp``, which Java's log file pattern takes for a
+    log of file group ``.files-0000-0``. The MDT services sweep both forms (and only those) from
+    the MDT's partitions and timeline folders when they compact it."""
+    table = hudi_table_zip(name)
+    if mdt_v6:
+        add_v6_metadata_table(table)
+    else:
+        table = keep_files_partition_only(table)
+    mdt = table / ".hoodie/metadata"
+    hexes = [f"{n:032x}" for n in range(3)]
+    timeline = "" if mdt_v6 else "/timeline"
+    left = [
+        f"files/.files-0000-0_20260101000000000.log.1_0-0-0.{hexes[0]}.tmp",
+        f"files/_files-0000-0_20260101000000000.log.1_0-0-0.{hexes[1]}.tmp",
+        f".hoodie{timeline}/_20260101000000000.deltacommit.{hexes[2]}.tmp",
+    ]
+    kept = ["files/_notes.tmp", f"files/.files-0000-0_x.log.1_0-0-0.{hexes[0]}.tmpx"]
+    for rel in (*left, *kept):
+        (mdt / rel).write_bytes(b"partial")
+    before = read_snapshot(LakeTable.open(table))
+    ids = before.column("id" if mdt_v6 else "txn_id").to_pylist()[:1]
+    data = before.drop_columns([c for c in before.column_names if c.startswith("_hoodie_")])
+    batch = data.filter(pa.compute.is_in(data.column("id" if mdt_v6 else "txn_id"), pa.array(ids)))
+    options = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    done = write(LakeTable.open(table), batch, "upsert", options=options)
+    assert done.metadata_compaction is not None
+    assert [rel for rel in left if (mdt / rel).exists()] == []
+    assert [rel for rel in kept if (mdt / rel).exists()] == kept
+    assert_consistent(table)

@@ -426,6 +426,30 @@ def test_rollback_of_a_write_the_v6_mdt_cannot_forget_is_corrected_by_the_rollba
     assert _data(assert_consistent(table)) == expected
 
 
+@pytest.mark.parametrize(
+    "name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_simplekeygen_nonhivestyle"]
+)
+def test_a_corrected_v6_rollback_of_the_only_write_to_a_new_partition_lists_it_no_more(
+    hudi_table_zip, name: str
+) -> None:
+    """The write that created partition 99, folded into the MDT's base file by an MDT compaction,
+    rolled back: the correction names 99 deleted in ``__all_partitions__`` (no file is left there),
+    and the MDT lists the partitions it listed before the write."""
+    table = hudi_table_zip(name)
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    listed = read_files_partition(open_storage(table)).partitions
+    batch = _batch(before, [601], 7)
+    batch = batch.set_column(batch.column_names.index("byteField"), "byteField", pa.array([99], pa.int32()))
+    compact = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    done = write(LakeTable.open(table), batch, "upsert", options=compact)
+    assert done.metadata_compaction is not None
+    assert read_files_partition(open_storage(table)).partitions == tuple(sorted((*listed, "99")))
+    rollback(LakeTable.open(table), done.instant, force=True, options=MAINTAIN)
+    assert read_files_partition(open_storage(table)).partitions == listed
+    assert _data(assert_consistent(table)) == _data(before)
+
+
 def test_a_corrected_rollback_marks_the_logs_it_would_delete_so_no_later_log_takes_their_name(
     hudi_table_zip,
 ) -> None:

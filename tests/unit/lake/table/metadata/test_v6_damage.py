@@ -162,7 +162,7 @@ def test_a_v6_mdt_log_name_taken_by_a_concurrent_compaction_is_not_a_failure(
         if not raced:  # the compaction commits between the write's choice and its create
             raced.append(c)
             with monkeypatch.context() as unlocked:
-                unlocked.setattr(MetadataTableWriter, "_commit_lock", lambda self: contextlib.nullcontext())
+                unlocked.setattr(MetadataTableWriter, "commit_lock", lambda self: contextlib.nullcontext())
                 unlocked.setattr(MetadataTableWriter, "_discard_before", lambda self, instant, first: None)
                 done = execute_compaction(LakeTable.open(table), c, options=OPTIONS)
             assert done.outcome is Outcome.COMPLETED

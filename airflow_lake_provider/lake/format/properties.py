@@ -16,7 +16,7 @@ CHECKSUM_KEY = "hoodie.table.checksum"
 
 
 def _unescape(text: str, source: str) -> str:
-    if "\\" not in text:  # nearly every value (a table's schema runs to kilobytes): nothing to do
+    if text.isascii() and "\\" not in text:  # nearly every value (a schema runs to kilobytes)
         return text
     out: list[str] = []
     i = 0

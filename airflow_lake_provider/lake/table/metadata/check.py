@@ -118,17 +118,25 @@ class _Commits:
 
     operations: dict[str, str]  # commit time -> its operation type (DELETE, UPSERT, ...)
     last_write: dict[str, str]  # partition -> the time of the last commit that wrote it
+    # partition -> an earlier-requested commit that wrote it and completed after its last write
+    overtaken: dict[str, str]
 
 
 def _commits(timeline: Timeline) -> _Commits:
     """One read of every completed commit's metadata, for both stats partitions' checks."""
     operations: dict[str, str] = {}
     last_write: dict[str, str] = {}
+    last_done: dict[str, str] = {}  # partition -> its last write's completion time
+    latest: dict[str, tuple[str, str]] = {}  # partition -> (completion time, time) of the last to complete
     for instant in timeline.completed_commits:
         metadata = timeline.commit_metadata(instant)
         operations[instant.timestamp] = metadata.operation_type
-        last_write.update(dict.fromkeys(metadata.partitions, instant.timestamp))
-    return _Commits(operations, last_write)
+        done = instant.completion_time or ""
+        for partition in metadata.partitions:
+            last_write[partition], last_done[partition] = instant.timestamp, done
+            latest[partition] = max(latest.get(partition, ("", "")), (done, instant.timestamp))
+    overtaken = {p: at for p, (done, at) in latest.items() if done > last_done[p]}
+    return _Commits(operations, last_write, overtaken)
 
 
 def _stats_of(storage: Storage, partition: str, name: str) -> dict[str, dict[str, Any]]:
@@ -207,6 +215,14 @@ def _check_partition_stats(
         at = last_write.get(rel)
         if operations.get(at or "", "") in _NO_STATS:
             skipped.append(f"{partition}: its last write {at} is a {operations[at or '']}")
+            continue
+        if rel in commits.overtaken:
+            # Readers merge MDT logs by requested time: the record kept is the last write's, over the
+            # slices before the earlier-requested commit (a compaction) that completed after it.
+            skipped.append(
+                f"{partition}: its last write {at} completed before {commits.overtaken[rel]}, requested "
+                "earlier, which the metadata table's readers merge first"
+            )
             continue
         gone = sorted(
             fid

@@ -329,9 +329,12 @@ _NOT_PLAIN = ("DELETE", "DELETE_PREPPED")
 def _plainly_written(timeline: Timeline, partitions: set[str]) -> set[str]:
     """Those of ``partitions`` whose last completed write (on the active timeline) was a plain one:
     a commit or deltacommit, no delete (no replacecommit: its record also covers the groups it
-    replaced)."""
-    left, plain = set(partitions), set()
-    for instant in reversed(timeline.completed_commits):
+    replaced), and no earlier-requested write to them completed after it (a compaction a write
+    overtook: readers merge MDT logs by requested time, so the stored record is the write's, over
+    the slices before the compaction, not over the latest ones)."""
+    commits = timeline.completed_commits
+    left, plain, done = set(partitions), set(), {}
+    for at, instant in reversed(list(enumerate(commits))):
         if not left:
             break
         metadata = timeline.commit_metadata(instant)
@@ -340,6 +343,13 @@ def _plainly_written(timeline: Timeline, partitions: set[str]) -> set[str]:
             left -= hit
             if instant.action is not Action.REPLACECOMMIT and metadata.operation_type not in _NOT_PLAIN:
                 plain |= hit
+                done.update(dict.fromkeys(hit, (at, instant.completion_time or "")))
+    for partition, (at, completed) in done.items():
+        for earlier in commits[:at]:
+            later = (earlier.completion_time or "") > completed
+            if later and partition in timeline.commit_metadata(earlier).partitions:
+                plain.discard(partition)
+                break
     return plain
 
 

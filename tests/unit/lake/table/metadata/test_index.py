@@ -13,8 +13,12 @@ from pathlib import Path
 import pytest
 from mdt_tables import keep_files_partition_only
 
+from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.log_file.hfile_block import decode_hfile_block
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
+from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.storage import open_storage
 from airflow_lake_provider.lake.table.metadata import index as index_module
 from airflow_lake_provider.lake.table.metadata.index import GROUP_PREFIXES, INDEX_PARTITIONS, index_records
@@ -119,3 +123,38 @@ def test_a_write_that_only_grew_a_partition_merges_its_stored_record_equal_to_a_
         assert_index_consistent(path)
     mor = LakeTable.open(path).config.is_mor
     assert all(grown) if mor else not any(grown), grown
+
+
+def test_a_write_after_a_compaction_it_overtook_recomputes_and_check_names_the_overtaken_record(
+    hudi_table_zip, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found by an adversarial run: a write requested after a compaction was scheduled completes
+    before it. Readers merge MDT logs by requested time, so the partition's stored record is the
+    write's (over the slices before the compaction), not the compaction's: ``--check`` lists it as
+    unverifiable, naming both, and the next write that only grows the partition recomputes its
+    record (merging into that one would carry it on) and ``--check`` is clean again."""
+    path = keep_files_partition_only(hudi_table_zip("mor_avro_v9_txns_simple_meta"), INDEXES)
+
+    def grow(new_key: str) -> str:
+        snapshot = read_snapshot(LakeTable.open(path)).sort_by("txn_id")
+        keys = snapshot.column("txn_id").to_pylist()
+        batch = _batch(snapshot, "txn_id", "txn_ts", [0, 0], [keys[0], new_key])
+        return write(LakeTable.open(path), batch, "upsert", options=MAINTAIN).instant
+
+    grow("grow-1")
+    options = {**MAINTAIN, "hoodie.compact.inline.max.delta.commits": "1"}
+    compaction = schedule_compaction(LakeTable.open(path), options).instant
+    overtaking = grow("grow-2")
+    assert execute_compaction(LakeTable.open(path), options=MAINTAIN).outcome is Outcome.COMPLETED
+    assert main(["metadata-table", str(path), "--check"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["consistent"] is True
+    assert any(
+        f"its last write {overtaking} completed before {compaction}, requested earlier" in reason
+        for reason in report["partition_stats"]["unverifiable_partitions"]
+    ), report["partition_stats"]
+    grow("grow-3")
+    assert_index_consistent(path)
+    assert main(["metadata-table", str(path), "--check"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["consistent"] is True and report["partition_stats"]["unverifiable_partitions"] == []

@@ -128,12 +128,30 @@ def plan_archival(
     for bound, reason in bounds:
         if bound is not None and bound < cut:
             cut, why = bound, reason
+    cut, why = _kept_completing_later(commits, cut, why)
     archived = tuple(
         i
         for i in timeline.instants
         if i.timestamp < cut and i.state is State.COMPLETED and i.action is not Action.SAVEPOINT
     )
     return ArchivalPlan(archived, cut, why)
+
+
+def _kept_completing_later(commits: tuple[Instant, ...], cut: str, why: str) -> tuple[str, str]:
+    """``cut`` lowered (with why) so that no commit goes that completed after one that stays (layout
+    2; Hudi 1.x's archiver goes by completion time too): a compaction that a later-requested write
+    overtook stays with it, so the metadata table's readers and the partition_stats merge still see
+    that the compaction completed last."""
+    while True:
+        kept = [c.completion_time for c in commits if c.timestamp >= cut and c.completion_time]
+        first_done = min(kept, default=None)
+        later = [
+            c for c in commits if c.timestamp < cut and first_done and (c.completion_time or "") > first_done
+        ]
+        if not later:
+            return cut, why
+        cut = later[0].timestamp
+        why = f"{later[0].action.value} {cut} completed after a commit that stays"
 
 
 def _kept_for_compaction(timeline: Timeline, max_delta_commits: int) -> str | None:

@@ -322,7 +322,7 @@ class Undoing:
         )
 
 
-# What Hudi 1.x writes no stats for (its files), or a record over more than the latest slices for.
+# Operations whose files Hudi 1.x writes no stats for: their partitions' records cover less.
 _NOT_PLAIN = ("DELETE", "DELETE_PREPPED")
 
 

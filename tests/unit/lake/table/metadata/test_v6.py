@@ -26,7 +26,12 @@ from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, delete_block
-from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
+from airflow_lake_provider.lake.log_file.log_format import (
+    BlockType,
+    HeaderKey,
+    parse_log_bytes,
+    rollback_command_block,
+)
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome
@@ -474,6 +479,33 @@ def test_a_corrected_rollback_marks_the_logs_it_would_delete_so_no_later_log_tak
     again = write(LakeTable.open(table), _batch(before, ids[:2], 3), "upsert", options=compact)
     assert not logs & {s.path for s in again.metadata.write_stats()}
     assert_consistent(table)
+
+
+def test_a_corrected_rollback_marks_a_log_that_holds_another_rollbacks_block_too(hudi_table_zip) -> None:
+    """A v6 log is shared: it may already hold another rollback's command block (Hudi's rollback of
+    another failed write appended to it, here planted). Only a block of this rollback for this
+    instant means the log is marked already (a resumed rollback); otherwise the corrected rollback
+    appends its own, and the rolled-back write's records are read no more."""
+    table = hudi_table_zip("morparquet_v6_nonpartitioned")
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    ids = sorted(before.column("id").to_pylist())
+    compact = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    done = write(LakeTable.open(table), _batch(before, ids[:2], 7), "upsert", options=compact)
+    logs = sorted({s.path for s in done.metadata.write_stats() if ".log." in s.path})
+    assert logs
+    other = rollback_command_block("20200101000000001", "20200101000000000")  # not this instant's
+    for log in logs:
+        with open(table / log, "ab") as fh:
+            fh.write(other)
+    (rolled,) = rollback(LakeTable.open(table), done.instant, force=True, options=MAINTAIN)
+    for log in logs:
+        blocks = parse_log_bytes((table / log).read_bytes(), log)
+        assert [(b.instant_time, b.target_instant_time) for b in blocks if b.is_rollback] == [
+            ("20200101000000001", "20200101000000000"),
+            (rolled.instant, done.instant),
+        ]
+    assert _data(assert_consistent(table)) == _data(before)
 
 
 @pytest.mark.parametrize("name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_nonpartitioned"])

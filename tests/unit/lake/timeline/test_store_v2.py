@@ -297,3 +297,27 @@ def test_plans_are_encoded_under_the_schema_of_the_tables_hudi_line(tmp_path: Pa
     assert _decoded(store.encode_plan(timeline_avro.CLEANER_PLAN, clean)) == _decoded(
         timeline_avro.write_avro(timeline_avro.CLEANER_PLAN, clean)
     )
+
+
+def test_completing_an_instant_waits_for_the_instant_lock(tmp_path: Path) -> None:
+    """Layout 2 takes the completion time under the instant lock (its file name is the protocol
+    between processes), waiting for it as a start does: nothing is completed while another holds it."""
+    store = _store(tmp_path, 8)
+    inflight = store.transition_to_inflight(store.create_requested(T1, Action.DELTACOMMIT), b"")
+    outcome: list[object] = []
+
+    def complete() -> None:
+        try:
+            outcome.append(store.transition_to_completed(inflight, b""))
+        except Exception as exc:  # noqa: BLE001 - reported to the main thread
+            outcome.append(exc)
+
+    with store.storage.lock(".hoodie/.aux/.lake-instant.lock", "held by the test"):
+        completer = threading.Thread(target=complete)
+        completer.start()
+        completer.join(0.5)
+        assert completer.is_alive() and outcome == []  # waiting, nothing completed
+        assert not any(n.endswith(".deltacommit") for n in _names(store))
+    completer.join(30)
+    assert len(outcome) == 1 and isinstance(outcome[0], Instant), outcome
+    assert any(n.startswith(f"{T1}_") and n.endswith(".deltacommit") for n in _names(store))

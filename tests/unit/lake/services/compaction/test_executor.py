@@ -372,6 +372,19 @@ def test_run_compaction_takes_a_compaction_config_too(tmp_path: Path) -> None:
     )
 
 
+def test_a_run_asked_for_its_own_instant_finishes_no_crashed_compaction(tmp_path: Path) -> None:
+    """A run that asked for an instant of its own and scheduled nothing leaves a compaction another
+    run left inflight alone (NO_WORK): only a run with no instant of its own is a retry of that run."""
+    table = mor(tmp_path / "t")
+    scheduled = schedule_compaction(table, DUE)
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, scheduled.instant, fault=crash_at("inflight"))
+    own = format_instant(START + dt.timedelta(minutes=1))
+    again, done = run_compaction(table, DUE, instant=own)
+    assert (again.outcome, done.outcome, done.instant) == (Outcome.NO_WORK, Outcome.NO_WORK, None)
+    assert table.timeline().get(scheduled.instant).is_inflight
+
+
 def test_a_run_finishes_the_compaction_a_crashed_run_left_inflight(tmp_path: Path, capsys) -> None:
     """The crashed run's plan holds the file groups, so a new schedule finds nothing: the next run
     (an Airflow retry of the same task) finishes the inflight compaction instead of answering

@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
-import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -29,6 +28,7 @@ from airflow_lake_provider.lake.timeline.history.reader import History
 from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, State
 from airflow_lake_provider.lake.timeline.markers import Marker
 from airflow_lake_provider.lake.timeline.store import TimelineStore
+from tests.unit.lake.timeline.test_store_v2 import while_the_instant_lock_is_held
 
 T1, T2, T3 = "20250101000000001", "20250101000000002", "20250101000000003"
 
@@ -347,21 +347,12 @@ def test_pending_files_are_empty_by_default_and_unsafe_partition_named(store: Ti
 
 def test_starting_an_instant_waits_for_the_instant_lock(store: TimelineStore) -> None:
     # The lock file is the protocol between processes: its name is fixed, and a start waits for it.
-    outcome: list[object] = []
-
-    def start() -> None:
-        try:
-            outcome.append(store.create_requested(T1, Action.COMMIT))
-        except Exception as exc:  # noqa: BLE001 - reported to the main thread
-            outcome.append(exc)
-
-    with store.storage.lock(".hoodie/.aux/.lake-instant.lock", "held by the test"):
-        starter = threading.Thread(target=start)
-        starter.start()
-        starter.join(0.5)
-        assert starter.is_alive() and outcome == []  # waiting, nothing created
+    def meanwhile() -> None:  # waiting, nothing created
         assert _files(store) == []
-    starter.join(30)
+
+    outcome = while_the_instant_lock_is_held(
+        store, lambda: store.create_requested(T1, Action.COMMIT), meanwhile
+    )
     assert outcome == [Instant(T1, State.REQUESTED, Action.COMMIT)]
     assert _files(store) == [f"{T1}.commit.requested"]
 

@@ -239,23 +239,13 @@ def test_a_savepoint_completes_under_the_instant_lock_and_refuses_one_made_while
     store.transition_to_completed(
         store.transition_to_inflight(store.create_requested(T1, Action.COMMIT)), b""
     )
-    outcome: list[object] = []
-
-    def create() -> None:
-        try:
-            outcome.append(store.create_savepoint(T1, b"ours"))
-        except Exception as exc:  # noqa: BLE001 - reported to the main thread
-            outcome.append(exc)
-
     theirs = f"{T1}_20250101000000009.savepoint"
-    with store.storage.lock(".hoodie/.aux/.lake-instant.lock", "held by the test"):
-        creator = threading.Thread(target=create)
-        creator.start()
-        creator.join(0.5)
-        assert creator.is_alive() and outcome == []  # waiting, only its inflight file made
+
+    def meanwhile() -> None:  # waiting, only its inflight file made
         assert f"{T1}.savepoint.inflight" in _names(store)
         store.storage.create(f".hoodie/timeline/{theirs}", b"theirs")
-    creator.join(30)
+
+    outcome = while_the_instant_lock_is_held(store, lambda: store.create_savepoint(T1, b"ours"), meanwhile)
     assert len(outcome) == 1 and isinstance(outcome[0], CommitConflictError)
     assert str(outcome[0]) == f"{T1}: a savepoint already exists"
     assert [n for n in _names(store) if "savepoint" in n] == [f"{T1}.savepoint.inflight", theirs]
@@ -304,20 +294,36 @@ def test_completing_an_instant_waits_for_the_instant_lock(tmp_path: Path) -> Non
     between processes), waiting for it as a start does: nothing is completed while another holds it."""
     store = _store(tmp_path, 8)
     inflight = store.transition_to_inflight(store.create_requested(T1, Action.DELTACOMMIT), b"")
+
+    def meanwhile() -> None:  # waiting, nothing completed
+        assert not any(n.endswith(".deltacommit") for n in _names(store))
+
+    outcome = while_the_instant_lock_is_held(
+        store, lambda: store.transition_to_completed(inflight, b""), meanwhile
+    )
+    assert len(outcome) == 1 and isinstance(outcome[0], Instant), outcome
+    assert any(n.startswith(f"{T1}_") and n.endswith(".deltacommit") for n in _names(store))
+
+
+def while_the_instant_lock_is_held(
+    store: TimelineStore, call: Callable[[], object], meanwhile: Callable[[], None]
+) -> list[object]:
+    """Start ``call`` in a thread while the test holds the instant lock: it is still waiting half a
+    second later, with nothing returned, when ``meanwhile`` runs; then the lock is let go. What the
+    call returned or raised."""
     outcome: list[object] = []
 
-    def complete() -> None:
+    def run() -> None:
         try:
-            outcome.append(store.transition_to_completed(inflight, b""))
+            outcome.append(call())
         except Exception as exc:  # noqa: BLE001 - reported to the main thread
             outcome.append(exc)
 
     with store.storage.lock(".hoodie/.aux/.lake-instant.lock", "held by the test"):
-        completer = threading.Thread(target=complete)
-        completer.start()
-        completer.join(0.5)
-        assert completer.is_alive() and outcome == []  # waiting, nothing completed
-        assert not any(n.endswith(".deltacommit") for n in _names(store))
-    completer.join(30)
-    assert len(outcome) == 1 and isinstance(outcome[0], Instant), outcome
-    assert any(n.startswith(f"{T1}_") and n.endswith(".deltacommit") for n in _names(store))
+        runner = threading.Thread(target=run)
+        runner.start()
+        runner.join(0.5)
+        assert runner.is_alive() and outcome == []
+        meanwhile()
+    runner.join(30)
+    return outcome

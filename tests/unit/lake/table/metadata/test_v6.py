@@ -47,7 +47,7 @@ from airflow_lake_provider.lake.table.metadata.files import (
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.table.write.writer import write
+from airflow_lake_provider.lake.table.write.writer import WriteResult, write
 from airflow_lake_provider.lake.timeline.archived import decode_archive_block
 from airflow_lake_provider.lake.timeline.instant import Action
 from airflow_lake_provider.lake.timeline.markers import IOType
@@ -463,6 +463,21 @@ def test_a_corrected_rollback_marks_the_logs_it_would_delete_so_no_later_log_tak
     the same name, smaller; Java merges the MDT's logs before its base file, and the larger size
     wins. A corrected rollback marks such a log (a rollback block), as Java 0.14 does, and the next
     write makes the next log version: the MDT's sizes equal the storage's."""
+    table, before, done, logs = _mdt_compacted_mor_upsert(hudi_table_zip)
+    ids = sorted(before.column("id").to_pylist())
+    compact = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    (rolled,) = rollback(LakeTable.open(table), done.instant, force=True, options=MAINTAIN)
+    assert sorted(rolled.marked) == logs and not set(logs) & set(rolled.deleted)
+    for log in logs:
+        assert [b.is_rollback for b in parse_log_bytes((table / log).read_bytes(), log)] == [False, True]
+    again = write(LakeTable.open(table), _batch(before, ids[:2], 3), "upsert", options=compact)
+    assert not set(logs) & {s.path for s in again.metadata.write_stats()}
+    assert_consistent(table)
+
+
+def _mdt_compacted_mor_upsert(hudi_table_zip) -> tuple[Path, pa.Table, WriteResult, list[str]]:
+    """A v6 MOR table with an MDT, an upsert of two keys that an MDT compaction folded in right
+    after (so its rollback is corrected): the table, its rows before, the write, its log files."""
     table = hudi_table_zip("morparquet_v6_nonpartitioned")
     add_v6_metadata_table(table)
     before = assert_consistent(table)
@@ -470,15 +485,9 @@ def test_a_corrected_rollback_marks_the_logs_it_would_delete_so_no_later_log_tak
     compact = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
     done = write(LakeTable.open(table), _batch(before, ids[:2], 7), "upsert", options=compact)
     assert done.metadata_compaction is not None
-    logs = {s.path for s in done.metadata.write_stats() if ".log." in s.path}
+    logs = sorted({s.path for s in done.metadata.write_stats() if ".log." in s.path})
     assert logs
-    (rolled,) = rollback(LakeTable.open(table), done.instant, force=True, options=MAINTAIN)
-    assert set(rolled.marked) == logs and not logs & set(rolled.deleted)
-    for log in logs:
-        assert [b.is_rollback for b in parse_log_bytes((table / log).read_bytes(), log)] == [False, True]
-    again = write(LakeTable.open(table), _batch(before, ids[:2], 3), "upsert", options=compact)
-    assert not logs & {s.path for s in again.metadata.write_stats()}
-    assert_consistent(table)
+    return table, before, done, logs
 
 
 def test_a_corrected_rollback_marks_a_log_that_holds_another_rollbacks_block_too(hudi_table_zip) -> None:
@@ -486,14 +495,7 @@ def test_a_corrected_rollback_marks_a_log_that_holds_another_rollbacks_block_too
     another failed write appended to it, here planted). Only a block of this rollback for this
     instant means the log is marked already (a resumed rollback); otherwise the corrected rollback
     appends its own, and the rolled-back write's records are read no more."""
-    table = hudi_table_zip("morparquet_v6_nonpartitioned")
-    add_v6_metadata_table(table)
-    before = assert_consistent(table)
-    ids = sorted(before.column("id").to_pylist())
-    compact = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
-    done = write(LakeTable.open(table), _batch(before, ids[:2], 7), "upsert", options=compact)
-    logs = sorted({s.path for s in done.metadata.write_stats() if ".log." in s.path})
-    assert logs
+    table, before, done, logs = _mdt_compacted_mor_upsert(hudi_table_zip)
     other = rollback_command_block("20200101000000001", "20200101000000000")  # not this instant's
     for log in logs:
         with open(table / log, "ab") as fh:

@@ -223,8 +223,9 @@ def _grown_records(
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Partition (``.`` for the table's root) -> its ``partition_stats`` records, for the partitions
     the write only grew: every file of their latest slices ``before`` it is still in ``slices``; their
-    last write replaced no file group and was no delete (whose files Hudi gives no stats), so its
-    record covers those latest slices exactly; and the MDT holds it, tight, for every column. The
+    last write was a plain one (``_plainly_written``: no delete, no replacecommit, not overtaken by
+    an earlier-requested compaction), so its record covers those latest slices exactly; and the
+    MDT holds it, tight, for every column. The
     record then is the stored one merged with the stats of the write's own files, which equals a
     recomputation over every file (minima, maxima and sums compose) without reading the stats of
     the files the write did not make: most of a partition's, more with every write. Others: none."""

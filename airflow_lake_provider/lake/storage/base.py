@@ -116,6 +116,14 @@ class Storage(ABC):
     def create(self, rel: str, data: bytes) -> None:
         """Write a whole file atomically only if none exists; ``ObjectExistsError`` otherwise."""
 
+    def create_in_order(self, files: Sequence[tuple[str, bytes]]) -> None:
+        """:meth:`create` each of ``files`` (path, content) in order, stopping at the first refused;
+        all durable when it returns. Only for files of one step that nothing reads between them (a
+        timeline instant's requested and inflight files): a crash before it returns may keep any
+        of them, as a crash between single creates would keep a prefix."""
+        for rel, data in files:
+            self.create(rel, data)
+
     def check_path(self, rel: str, what: str | None = None) -> None:
         """Raise ``StorageError`` if no file can be created at ``rel`` (``what`` names it in the message)."""
         if "\x00" in rel:

@@ -186,13 +186,37 @@ class TimelineStore:
         # Check and create under one lock: two processes starting different actions in the same
         # millisecond would otherwise both see the time free (create-once only guards one name).
         with self.exclusive("instant", INSTANT_LOCK_WAIT_SECONDS):
-            present = self._states_present(timestamp)
-            if present:
-                used = sorted(self.layout.file_name(i) for i in present.values())
-                raise CommitConflictError(f"instant time {timestamp} is already used by {used}")
+            self._refuse_used(timestamp)
             instant = Instant(timestamp, State.REQUESTED, action)
             self._create_instant(instant, content)
         return instant
+
+    def start(self, timestamp: str, action: Action, content: bytes = b"") -> Instant:
+        """:meth:`create_requested` (empty) and :meth:`transition_to_inflight` with ``content`` in one
+        step, for an action that does nothing between the two (an MDT deltacommit): both files made
+        durable together, the time checked free once; the inflight instant."""
+        validate_timeline_time(timestamp)
+        with self.exclusive("instant", INSTANT_LOCK_WAIT_SECONDS):
+            self._refuse_used(timestamp)
+            requested = Instant(timestamp, State.REQUESTED, action)
+            inflight = Instant(timestamp, State.INFLIGHT, action)
+            folder = self.layout.folder
+            files = [
+                (f"{folder}/{self.layout.file_name(requested)}", b""),
+                (f"{folder}/{self.layout.file_name(inflight)}", content),
+            ]
+            try:
+                self.storage.create_in_order(files)
+            except ObjectExistsError as exc:  # another writer took the time since the check
+                raise CommitConflictError(f"instant time {timestamp} is already used: {exc}") from None
+        return inflight
+
+    def _refuse_used(self, timestamp: str) -> None:
+        """``CommitConflictError`` if a timeline file already uses ``timestamp`` (under the instant lock)."""
+        present = self._states_present(timestamp)
+        if present:
+            used = sorted(self.layout.file_name(i) for i in present.values())
+            raise CommitConflictError(f"instant time {timestamp} is already used by {used}")
 
     def transition_to_inflight(self, instant: Instant, content: bytes = b"") -> Instant:
         """requested -> inflight; an instant without a requested file is refused (savepoints excepted)."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from airflow_lake_provider.lake.config.registry import METADATA_COMPACT_DELTA_COMMITS
 from airflow_lake_provider.lake.config.values import TriggerStrategy
@@ -67,13 +67,20 @@ def data_bound(data: Timeline) -> tuple[str, str] | None:
 
 
 def archive_metadata_table(
-    mdt: MetadataTableWriter, data: Timeline, config: ArchivalConfig, timeline: Timeline | None = None
+    mdt: MetadataTableWriter,
+    data_timeline: Callable[[], Timeline],
+    config: ArchivalConfig,
+    timeline: Timeline | None = None,
 ) -> tuple[str, ...]:
     """Archive the MDT instants due; their times (none: nothing due). The caller holds the locks
-    of every MDT writer; ``timeline``: the MDT's, if the caller has read it under them."""
+    of every MDT writer; ``data_timeline`` reads the data table's timeline (called only when the
+    count makes archival due); ``timeline``: the MDT's, if the caller has read it under them."""
     timeline = timeline if timeline is not None else mdt.timeline()
+    if len(timeline.completed_commits) <= config.max_commits:
+        return ()  # not due (plan_archival's first rule): neither bound is read
+    bound = data_bound(data_timeline())
     plan = plan_archival(
-        timeline, config, timeline.earliest_retained(), merge_on_read=True, metadata_bound=data_bound(data)
+        timeline, config, timeline.earliest_retained(), merge_on_read=True, metadata_bound=bound
     )
     if plan is None or not plan.instants:
         return ()

@@ -115,15 +115,33 @@ def plan_clean(storage: Storage, mdt: Timeline, retained: int) -> MetadataCleanP
     pending = mdt.filter((*_COMMIT_ACTIONS, Action.COMPACTION), [State.REQUESTED, State.INFLIGHT])
     if pending and pending[0].timestamp < earliest.timestamp:
         earliest = next((c for c in reversed(commits) if c.timestamp < pending[0].timestamp), earliest)
+    if _left_nothing(mdt, earliest.timestamp):
+        return None
     files: dict[str, tuple[str, ...]] = {}
     partitions = sorted(p for p in storage.list_dir("")[1] if not p.startswith("."))
-    for partition, groups in file_groups_of(storage, partitions).items():
+    for partition, groups in file_groups_of(storage, partitions, mdt).items():
         doomed = [f for group in groups for f in _doomed(group, earliest.timestamp)]
         if doomed:
             files[partition] = tuple(f"{partition}/{name}" for name in sorted(doomed))
     if not files:
         return None
     return MetadataCleanPlan(earliest, commits[-1].timestamp, files)
+
+
+def _left_nothing(mdt: Timeline, earliest: str) -> bool:
+    """Whether the last completed clean left nothing for a clean retaining from ``earliest``, read
+    off the timeline without listing the MDT's files (most runs: a listing of every partition).
+
+    That clean left each file group its latest slice and at most the one slice current at the
+    commit it retained from. A slice starts at a compaction's base file, so a file can be due again
+    only once ``earliest`` has passed a compaction at or after that commit: the slice before it is
+    then no longer current (a compaction that started later, and one pending then, are at or after
+    it too). A wrong True would only leave files until the next clean that lists; it deletes none."""
+    retained = mdt.earliest_retained()
+    if retained is None:
+        return False
+    compactions = mdt.filter([Action.COMMIT, Action.COMPACTION])
+    return not any(retained <= c.timestamp < earliest for c in compactions)
 
 
 def _doomed(group: FileGroup, earliest: str) -> list[str]:

@@ -293,9 +293,8 @@ class MetadataTableWriter:
 
     def _commit_records(self, instant: str, partitions: Mapping[str, Mapping[str, Records]]) -> list[str]:
         store = self.store
-        requested = store.create_requested(instant, Action.DELTACOMMIT)
         as_avro = store.layout.has_completion_times  # layout 1 (table version 6): JSON
-        inflight = store.transition_to_inflight(requested, CommitMetadata(MDT_OPERATION).to_bytes(as_avro))
+        inflight = store.start(instant, Action.DELTACOMMIT, _inflight_body(as_avro))
         settings = self.settings
         if settings.dialect is Dialect.HUDI:  # hudi-io's writer stamps the creation time
             settings = dataclasses.replace(settings, create_time_ms=_epoch_ms(store.clock))
@@ -418,6 +417,12 @@ class MetadataTableWriter:
         if instant.state is State.COMPLETED:
             self.store.remove_completed(instant)
         self.store.remove_pending(t)
+
+
+@lru_cache(maxsize=2)
+def _inflight_body(as_avro: bool) -> bytes:
+    """What every MDT deltacommit's inflight file holds (the same bytes each time)."""
+    return CommitMetadata(MDT_OPERATION).to_bytes(as_avro)
 
 
 @lru_cache(maxsize=8)

@@ -172,13 +172,14 @@ def deltacommits_since_compaction(mdt: Timeline) -> int:
     return sum(1 for i in mdt.filter([Action.DELTACOMMIT], [State.COMPLETED]) if i.timestamp > last)
 
 
-def why_not_due(data: Timeline, mdt: Timeline, max_delta_commits: int) -> str | None:
-    """Why the MDT needs no compaction now (None: it is due), by Java's rule."""
+def why_not_due(data_timeline: Callable[[], Timeline], mdt: Timeline, max_delta_commits: int) -> str | None:
+    """Why the MDT needs no compaction now (None: it is due), by Java's rule; ``data_timeline`` reads
+    the data table's timeline (only once the count is reached: most runs need none)."""
     count = deltacommits_since_compaction(mdt)
     if count < max_delta_commits:
         return f"{count} deltacommits since its last compaction (fewer than {max_delta_commits})"
     latest = max(i.timestamp for i in mdt.filter([Action.DELTACOMMIT], [State.COMPLETED]))
-    pending = [i.timestamp for i in data.instants if not i.is_completed and i.timestamp <= latest]
+    pending = [i.timestamp for i in data_timeline().instants if not i.is_completed and i.timestamp <= latest]
     if pending:
         return (
             f"data instant(s) {', '.join(pending)} at or before its latest deltacommit {latest} are pending"
@@ -202,13 +203,14 @@ def _partitions(storage: Storage) -> list[str]:
 def compact_metadata_table(
     data_storage: Storage,
     mdt: MetadataTableWriter,
-    data: Timeline,
+    data_timeline: Callable[[], Timeline],
     max_delta_commits: int,
     fault: FaultHook = _no_fault,
     timeline: Timeline | None = None,
 ) -> str | None:
     """Finish a pending MDT compaction, or schedule and run one when due; the instant compacted
     (None: nothing to do). The caller holds the locks that keep other writers of the MDT out;
+    ``data_timeline`` reads the data table's timeline (called only when a compaction may run);
     ``timeline``: the MDT's, if the caller has read it under them."""
     timeline = timeline if timeline is not None else mdt.timeline()
     pending = timeline.filter([Action.COMPACTION], [State.REQUESTED, State.INFLIGHT])
@@ -217,9 +219,9 @@ def compact_metadata_table(
         record = timeline.compaction_plan(instant)
         ops = [MetadataCompactionOperation.from_avro(op) for op in record.get("operations") or ()]
         log.info("finishing the metadata table's pending compaction %s", instant)
-        _execute(data_storage, mdt, data, timeline, instant, ops, fault)
+        _execute(data_storage, mdt, data_timeline(), timeline, instant, ops, fault)
         return instant
-    why = why_not_due(data, timeline, max_delta_commits)
+    why = why_not_due(data_timeline, timeline, max_delta_commits)
     if why is not None:
         log.debug("metadata table compaction not due: %s", why)
         return None
@@ -228,6 +230,7 @@ def compact_metadata_table(
         return None
     # Read before the plan: a damaged log that hides a completed deltacommit refuses the compaction
     # (it would write the loss into the base file) and must not leave a plan behind.
+    data = data_timeline()
     deltacommits, valid = valid_instants(data, timeline)
     blocks = [_blocks(mdt.storage, op, deltacommits & valid, timeline) for op in ops]
     instant = compaction_instant(timeline, data, mdt.store.clock)

@@ -109,8 +109,11 @@ def checked_layout(storage: Storage, data: tuple[int, TimelineLayout, str] | Non
     return layout
 
 
-def _open_timeline(storage: Storage, mdt: bool) -> tuple[dict[str, str], Timeline]:
-    """The ``hoodie.properties`` and active timeline of the data table at ``storage`` or of its MDT."""
+def _open_timeline(
+    storage: Storage, mdt: bool, timeline: Timeline | None = None
+) -> tuple[dict[str, str], Timeline]:
+    """The ``hoodie.properties`` and active timeline (``timeline``, if the caller has read it) of
+    the data table at ``storage`` or of its MDT."""
     props_rel = f"{HOODIE_DIR}/hoodie.properties"
     try:
         text = properties_text(storage, props_rel)
@@ -124,15 +127,18 @@ def _open_timeline(storage: Storage, mdt: bool) -> tuple[dict[str, str], Timelin
     props = parse_properties(text, source)
     if not mdt:
         check_table_version(props, source)
-    return props, Timeline.load(storage, TimelineLayout.from_properties(props, source))
+    if timeline is None:
+        timeline = Timeline.load(storage, TimelineLayout.from_properties(props, source))
+    return props, timeline
 
 
-def _latest_slices(
+def latest_slices(
     mdt: Storage, partition: str, opened: tuple[dict[str, str], Timeline] | None = None
 ) -> dict[str, FileSlice]:
-    """file id -> the latest slice of each file group of an MDT partition, built as the data table's
-    views are (committed files only; layout 2 places each log by its deltacommit's completion time).
-    ``opened``: the MDT's properties and timeline, when the caller has just read them."""
+    """file id -> the latest (merged) slice of each file group of an MDT partition (``mdt``: the
+    MDT's own storage), built as the data table's views are (committed files only; layout 2 places
+    each log by its deltacommit's completion time). ``opened``: the MDT's properties and timeline,
+    when the caller has just read them."""
     props, timeline = opened or _open_timeline(mdt, mdt=True)
     config = TableConfig.of_metadata_table(props, mdt.uri(f"{HOODIE_DIR}/hoodie.properties"))
     view = FileSystemView.build(config, timeline, partitions=[partition], base_extension="hfile")
@@ -140,23 +146,16 @@ def _latest_slices(
     return {s.file_id: s for s in slices if s is not None}
 
 
-def latest_slices(mdt: Storage, partition: str) -> dict[str, FileSlice]:
-    """file id -> the latest (merged) slice of each file group of an MDT partition (``mdt``: the
-    MDT's own storage)."""
-    return _latest_slices(mdt, partition)
-
-
-def file_groups_of(mdt: Storage, partitions: Sequence[str]) -> dict[str, list[FileGroup]]:
+def file_groups_of(
+    mdt: Storage, partitions: Sequence[str], timeline: Timeline | None = None
+) -> dict[str, list[FileGroup]]:
     """Every file group of each MDT partition (``mdt``: the MDT's own storage), all its slices: one
-    read of the MDT's properties and timeline for them all."""
-    props, timeline = _open_timeline(mdt, mdt=True)
+    read of the MDT's properties and timeline for them all (``timeline``: the MDT's, when the
+    caller has just read it)."""
+    props, timeline = _open_timeline(mdt, mdt=True, timeline=timeline)
     config = TableConfig.of_metadata_table(props, mdt.uri(f"{HOODIE_DIR}/hoodie.properties"))
     view = FileSystemView.build(config, timeline, partitions=list(partitions), base_extension="hfile")
     return {partition: view.file_groups(partition) for partition in partitions}
-
-
-def _latest_files_slice(mdt: Storage) -> FileSlice | None:
-    return _latest_slices(mdt, FILES_PARTITION).get(FILES_GROUP)
 
 
 def read_partition_records(
@@ -181,7 +180,7 @@ def read_partition_records(
         return instant in deltacommits and instant in valid
 
     merged: dict[str, dict[str, Any] | None] = {}
-    for piece in _latest_slices(mdt_storage, partition, opened).values():
+    for piece in latest_slices(mdt_storage, partition, opened).values():
         if piece.base_file is not None:
             rel = f"{MDT_DIR}/{piece.base_file.relative_path}"
             hfile = read_hfile(storage.read(rel), storage.uri(rel))
@@ -280,7 +279,7 @@ def read_files_partition(storage: Storage) -> FilesListing:
     folder = f"{MDT_DIR}/{FILES_PARTITION}"
     if not storage.list_names(folder):
         raise TableConfigError(f"{storage.uri(folder)}: the metadata table has no files partition")
-    latest = _latest_files_slice(mdt_storage)
+    latest = latest_slices(mdt_storage, FILES_PARTITION).get(FILES_GROUP)
     base_name = latest.base_file.file_name if latest and latest.base_file else None
     logs = tuple(f.file_name for f in latest.log_files) if latest else ()
     merged: dict[str, dict[str, Any] | None] = {}

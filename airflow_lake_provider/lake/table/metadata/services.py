@@ -14,6 +14,7 @@ runs them); the data instant stands whatever happens here.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 from collections.abc import Callable, Mapping
@@ -77,7 +78,7 @@ def run_metadata_table_services(
         mdt = kept_metadata_table(table)
         if mdt is None:
             return None
-        data = table.timeline()
+        data = functools.cache(table.timeline)  # read once, only if a step needs it (most need none)
         # Java's order: finish a pending compaction, clean, then compact when due. The MDT's
         # timeline is read again only after a step changed it (each read is a listing: on S3, a LIST).
         timeline = mdt.timeline()

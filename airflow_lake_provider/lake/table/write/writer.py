@@ -203,7 +203,7 @@ def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str
     An MDT still there after the write is kept (``maintain``): archival keeps every commit that
     completed after its last compaction was requested."""
     try:
-        return run_archival(table, options).archived
+        return run_archival(table, options, guarded=True).archived
     except LakeError as exc:
         log.warning("automatic archival after a write to %s did not run: %s", table.uri, exc)
         return ()

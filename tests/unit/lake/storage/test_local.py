@@ -133,6 +133,56 @@ def test_create_is_create_once_and_leaves_no_temp_files(storage: Storage) -> Non
     assert contents(storage) == {".hoodie/1.commit": b"first"}
 
 
+def test_create_in_order_creates_each_once_and_stops_at_the_first_refused(storage: Storage) -> None:
+    storage.create_in_order(
+        [(".hoodie/1.deltacommit.requested", b""), (".hoodie/1.deltacommit.inflight", b"i")]
+    )
+    storage.create(".hoodie/2.b", b"taken")
+    with pytest.raises(ObjectExistsError, match="2.b already exists; not overwriting it"):
+        storage.create_in_order([(".hoodie/2.a", b"a"), (".hoodie/2.b", b"b"), (".hoodie/2.c", b"c")])
+    assert contents(storage) == {
+        ".hoodie/1.deltacommit.requested": b"",
+        ".hoodie/1.deltacommit.inflight": b"i",
+        ".hoodie/2.a": b"a",
+        ".hoodie/2.b": b"taken",
+    }
+
+
+def _fsyncs(monkeypatch: pytest.MonkeyPatch, root: Path) -> list[str]:
+    """What each ``os.fsync`` flushes from now on: a folder (``dir:<rel>``) or a file's temp copy."""
+    synced: list[str] = []
+    fsync = os.fsync
+
+    def counting(fd: int) -> None:
+        path = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        rel = path.relative_to(root).as_posix() if path != root else "."
+        synced.append(f"dir:{rel}" if path.is_dir() else "file")
+        fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    return synced
+
+
+def test_local_creates_sync_each_file_with_content_and_a_folder_once_per_step(
+    local: LocalStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced = _fsyncs(monkeypatch, Path(local.root))
+    local.create(".hoodie/1.commit", b"body")
+    assert synced == ["file", "dir:.hoodie"]
+    synced.clear()
+    local.create(".hoodie/2.commit.requested", b"")  # nothing to flush but its name
+    assert synced == ["dir:.hoodie"]
+    synced.clear()
+    # requested and inflight together: the folder once, after both are linked
+    local.create_in_order([(".hoodie/3.commit.requested", b""), (".hoodie/3.commit.inflight", b"i")])
+    assert synced == ["file", "dir:.hoodie"]
+    synced.clear()
+    with pytest.raises(ObjectExistsError):  # the one linked before the refusal is made durable too
+        local.create_in_order([(".hoodie/4.a", b"a"), (".hoodie/1.commit", b"b")])
+    assert synced == ["file", "dir:.hoodie"]
+    assert local.read(".hoodie/4.a") == b"a" and local.read(".hoodie/1.commit") == b"body"
+
+
 def test_concurrent_creates_of_one_file_have_exactly_one_winner(storage: Storage) -> None:
     winners: list[int] = []
     losers: list[int] = []

@@ -240,6 +240,42 @@ def test_store_create_requested_time_already_used_conflict(
     assert _tree(_hoodie(store)) == before
 
 
+def test_store_start_creates_requested_and_inflight_and_refuses_a_used_time(store: TimelineStore) -> None:
+    inflight = store.start(T1, Action.DELTACOMMIT, b"inflight-body")
+    assert inflight == Instant(T1, State.INFLIGHT, Action.DELTACOMMIT)
+    files = [f"{T1}.deltacommit.inflight", f"{T1}.deltacommit.requested"]
+    assert _listing(store) == sorted(INIT_ENTRIES + files)
+    assert [(_hoodie(store) / f).read_bytes() for f in files] == [b"inflight-body", b""]
+    completed = store.transition_to_completed(inflight, b"done")
+    assert Timeline.load(store.base_path).instants == (completed,)
+    before = _tree(_hoodie(store))
+    with pytest.raises(CommitConflictError, match=f"instant time {T1} is already used by .*{T1}.deltacommit"):
+        store.start(T1, Action.COMMIT)
+    with pytest.raises(InvalidInstantError):
+        store.start("2024-01-01", Action.DELTACOMMIT)
+    assert _tree(_hoodie(store)) == before and _no_temp_files(store)
+
+
+def test_store_start_loses_to_a_writer_that_took_the_time_after_its_check(
+    store: TimelineStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Another process (not taking the instant lock: a Java writer) creates the inflight file
+    # between the check and the links: the start fails as a conflict, its requested file kept.
+    check = store._refuse_used
+
+    def racing(timestamp: str) -> None:
+        check(timestamp)
+        (_hoodie(store) / f"{timestamp}.deltacommit.inflight").write_bytes(b"theirs")
+
+    monkeypatch.setattr(store, "_refuse_used", racing)
+    with pytest.raises(
+        CommitConflictError, match=f"instant time {T1} is already used: .*{T1}.deltacommit.inflight"
+    ):
+        store.start(T1, Action.DELTACOMMIT, b"ours")
+    assert (_hoodie(store) / f"{T1}.deltacommit.inflight").read_bytes() == b"theirs"
+    assert _no_temp_files(store)
+
+
 def test_store_create_requested_time_used_by_completed_only_conflict(store: TimelineStore) -> None:
     (_hoodie(store) / f"{T1}.commit").write_bytes(_commit_json())  # a completed file alone (archived history)
     before = _tree(_hoodie(store))

@@ -14,12 +14,15 @@ import pytest
 from crash_support import crashing, steps_of
 from mdt_tables import keep_files_partition_only
 
-from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
 from airflow_lake_provider.lake.table.metadata import clean as mcl
 from airflow_lake_provider.lake.table.metadata.policy import kept_metadata_table
 from airflow_lake_provider.lake.table.metadata.services import run_metadata_table_services
 from airflow_lake_provider.lake.table.table import LakeTable
-from airflow_lake_provider.lake.timeline.instant import Action, State
+from airflow_lake_provider.lake.timeline.active import Timeline
+from airflow_lake_provider.lake.timeline.avro import CLEAN_METADATA, write_avro
+from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
+from airflow_lake_provider.lake.timeline.layouts import LAYOUT_V1
 from tests.unit.lake.table.metadata.test_commit import (
     INDEXES,
     MAINTAIN,
@@ -99,6 +102,87 @@ def test_nothing_to_delete_no_clean_instant(hudi_table_zip) -> None:
     files = _mdt_files(path)
     run_metadata_table_services(LakeTable.open(path), NO_COMPACTION)
     assert _cleans(path) == [] and _mdt_files(path) == files
+
+
+@pytest.mark.parametrize(("every", "retained"), [(4, 6), (8, 4), (8, 5), (6, 9)])
+def test_a_clean_planned_off_the_timeline_finds_what_a_listing_finds(
+    hudi_table_zip, monkeypatch: pytest.MonkeyPatch, every: int, retained: int
+) -> None:
+    """Every MDT clean the services plan in a history of compactions and cleans: where the timeline
+    says the last clean left nothing (no listing), a listing of the MDT finds nothing either, and
+    after the first clean it says so every time the listing would find nothing. The histories
+    retain from a compaction itself (8, 4) and see the retained commit pass a compaction before
+    the next one (8, 5)."""
+    path = keep_files_partition_only(hudi_table_zip(NAME), INDEXES)
+    options = {
+        **MAINTAIN,
+        "hoodie.metadata.compact.max.delta.commits": str(every),
+        "hoodie.cleaner.commits.retained": str(retained),
+    }
+    plan_clean, left_nothing = mcl.plan_clean, mcl._left_nothing
+    seen: list[tuple[bool, bool]] = []  # (planned off the timeline, the listing's plan is None)
+    differ: list[str] = []  # (collected: the services log an error and go on)
+
+    def compared(storage, timeline, kept):  # type: ignore[no-untyped-def]
+        skipped: list[bool] = []
+        monkeypatch.setattr(mcl, "_left_nothing", lambda *a: skipped.append(left_nothing(*a)) or skipped[-1])
+        planned = plan_clean(storage, timeline, kept)
+        monkeypatch.setattr(mcl, "_left_nothing", lambda *_: False)
+        listed = plan_clean(storage, timeline, kept)
+        if planned != listed:
+            differ.append(f"after {timeline.instants[-1]}: {planned} != {listed}")
+        seen.append((skipped == [True], listed is None))
+        return planned
+
+    monkeypatch.setattr(mcl, "plan_clean", compared)
+    _upserts(path, 16, options)
+    assert differ == []
+    assert (True, True) in seen and (False, False) in seen  # skipped; and listed, finding files
+    # Once a clean ran, the timeline tells every time: no listing that finds nothing.
+    first = seen.index((False, False))
+    assert (False, True) not in seen[first:]
+
+
+def _timeline_with(tmp_path: Path, files: dict[str, str | None]) -> Timeline:
+    """A layout-1 timeline of these files (name -> a clean's earliest commit to retain, or None)."""
+    hoodie = tmp_path / ".hoodie"
+    hoodie.mkdir(parents=True)
+    for name, retained in files.items():
+        body = b""
+        if retained is not None:
+            plan = mcl.MetadataCleanPlan(Instant(retained, State.COMPLETED, Action.COMMIT), retained, {})
+            body = write_avro(CLEAN_METADATA, mcl._metadata(plan, name.split(".")[0], 0.0))
+        (hoodie / name).write_bytes(body)
+    return Timeline.load(open_storage(tmp_path), LAYOUT_V1)
+
+
+def test_the_timeline_says_the_last_clean_left_nothing_until_the_retained_commit_passes_a_compaction(
+    tmp_path: Path,
+) -> None:
+    """A clean that retained from compaction 2 (its latest slice) kept the slice before it: that
+    slice is due again once the retained commit passes 2, not before; one retained from 3 kept
+    slice 2 alone. A compaction still pending counts as one; with no completed clean, only a
+    listing tells."""
+    done = {f"{t}.deltacommit": None for t in ("20240101000001", "20240101000003", "20240101000004")}
+    compaction = {"20240101000002.compaction.requested": None, "20240101000002.commit": None}
+    clean_at_2 = _timeline_with(
+        tmp_path / "a", {**done, **compaction, "20240101000005.clean": "20240101000002"}
+    )
+    assert mcl._left_nothing(clean_at_2, "20240101000002") is True
+    assert mcl._left_nothing(clean_at_2, "20240101000003") is False
+    clean_at_3 = _timeline_with(
+        tmp_path / "b", {**done, **compaction, "20240101000005.clean": "20240101000003"}
+    )
+    assert mcl._left_nothing(clean_at_3, "20240101000004") is True
+    pending = _timeline_with(
+        tmp_path / "c",
+        {**done, "20240101000005.clean": "20240101000001", "20240101000002.compaction.requested": None},
+    )
+    assert mcl._left_nothing(pending, "20240101000002") is True
+    assert mcl._left_nothing(pending, "20240101000003") is False
+    assert (
+        mcl._left_nothing(_timeline_with(tmp_path / "d", {**done, **compaction}), "20240101000002") is False
+    )
 
 
 def test_no_clean_until_three_instants_follow_the_last_compaction(hudi_table_zip) -> None:

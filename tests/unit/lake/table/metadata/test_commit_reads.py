@@ -70,23 +70,24 @@ def test_a_maintained_write_reads_the_mdt_timeline_and_index_definition_once_per
     result = write(table, batch, "upsert", options=MAINTAIN)
     assert (result.inserted, result.updated) == (1, 1)
     # MDT timeline: the orphans check, under the MDT commit lock the check for crashed actions'
-    # pending deltacommits, requested, inflight, completed, the stats read (partition_stats: the
-    # write only grew its partitions); after the commit the MDT's services (once, nothing due
-    # changes it), their clean planning (once for every MDT partition); no data archival's MDT
-    # bound (archival is not due by the commit count). Data timeline: the write's own reads (before
-    # its instant, requested, inflight, completed), none for the stats read; the services' and the
+    # pending deltacommits, requested and inflight (one check: created together), completed, the
+    # stats read (partition_stats: the write only grew its partitions); after the commit the MDT's
+    # services (once, nothing due changes it; their clean planning lists the partitions over that
+    # same timeline); no data archival's MDT bound (archival is not due by the commit count). Data
+    # timeline: the write's own reads (before its instant, requested, inflight, completed), none
+    # for the stats read nor the MDT's services (neither compaction nor archival is due); the
     # archival's. The index definition: once for the write's files.
     counts = (listings[MDT_TIMELINE], listings[DATA_TIMELINE], reads[INDEX_DEFINITION])
-    assert counts == (8, 6, 1)
+    assert counts == (6, 5, 1)
 
 
 def test_a_write_on_a_table_without_an_mdt_asks_storage_for_it_only_in_its_guards(
     hudi_table_zip, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The guard before the write (and the one of the archival after it) looks for
-    ``.hoodie/metadata/``; the MDT writer's openings and the MDT's services after the commit see from
-    the properties (no ``files`` partition listed) that none is kept and do not ask again (on S3,
-    each would be a request: 5 before, for every write)."""
+    """The guard before the write looks for ``.hoodie/metadata/`` (the archival after it relies on
+    the write's); the MDT writer's openings and the MDT's services after the commit see from the
+    properties (no ``files`` partition listed) that none is kept and do not ask again (on S3, each
+    would be a request: 5 before, for every write)."""
     path = hudi_table_zip("mor_avro_v9_txns_simple_nometa").resolve()
     batch = _upsert_batch(path)
     asked: Counter[str] = Counter()
@@ -99,7 +100,7 @@ def test_a_write_on_a_table_without_an_mdt_asks_storage_for_it_only_in_its_guard
     monkeypatch.setattr(LocalStorage, "exists", counting_exists)
     result = write(LakeTable.open(path), batch, "upsert")
     assert (result.inserted, result.updated) == (1, 1)
-    assert asked[".hoodie/metadata"] == 2  # the write's guard and the archival's after it
+    assert asked[".hoodie/metadata"] == 1  # the write's guard
 
 
 def test_a_maintained_write_does_not_read_back_the_log_files_it_wrote(

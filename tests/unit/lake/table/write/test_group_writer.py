@@ -418,7 +418,7 @@ def test_a_failed_archival_after_a_write_is_logged_and_the_write_stands(
 ) -> None:
     table = _table(tmp_path / "t")
 
-    def unavailable(*_args: object) -> None:
+    def unavailable(*_args: object, **_kwargs: object) -> None:
         raise StorageError("the archive folder is read-only")
 
     monkeypatch.setattr(writer, "run_archival", unavailable)

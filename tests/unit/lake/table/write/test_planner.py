@@ -4,6 +4,7 @@ touches that a concurrent clean deletes (item 9). Exact rows, ours and hudi-rs."
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -22,7 +23,13 @@ from airflow_lake_provider.lake.services.compaction.scheduler import schedule_co
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
-from airflow_lake_provider.lake.timeline.instant import Action, Instant, InstantClock, instant_to_datetime
+from airflow_lake_provider.lake.timeline.instant import (
+    Action,
+    Instant,
+    InstantClock,
+    format_instant,
+    instant_to_datetime,
+)
 
 Row = tuple[int, int, str]  # id, ts, v
 
@@ -274,6 +281,42 @@ def test_a_clean_taking_the_writes_instant_first_is_left_alone_and_the_write_com
     done = run_clean(table, keep_one, mode="execute", instant=taken[0])
     assert (done.outcome, done.deleted_files) == (CleanOutcome.CLEANED, 1)
     _both(path, [(1, 1, "b"), (2, 1, "c")])
+
+
+def test_a_write_whose_instant_was_taken_retries_later_than_every_instant_on_the_timeline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clean in another process takes the write's chosen time, and a third process, whose clock
+    runs 5 s ahead, schedules a clean too: the write's next time is later than that one as well,
+    not merely later than its own first choice (Hudi's timeline only grows)."""
+    path = tmp_path / "t"
+    table = LakeTable.create(
+        path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts"
+    )
+    write(table, pa.table({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}), "insert")
+    write(table, pa.table({"id": [1], "ts": [1], "v": ["b"]}), "upsert")
+    create = table.store.create_requested
+    taken: list[str] = []
+
+    def others_first(timestamp: str, action: Action, content: bytes = b"") -> Instant:
+        if not taken:
+            at = instant_to_datetime(timestamp)
+            same = LakeTable.open(path, clock=InstantClock(now=lambda: at))
+            keep_one = {
+                "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                "hoodie.cleaner.fileversions.retained": "1",
+            }
+            assert run_clean(same, keep_one, mode="schedule").instant == timestamp
+            later = format_instant(at + dt.timedelta(seconds=5))
+            plan = (path / ".hoodie" / f"{timestamp}.clean.requested").read_bytes()
+            LakeTable.open(path).store.create_requested(later, Action.CLEAN, plan)
+            taken.append(later)
+        return create(timestamp, action, content)
+
+    monkeypatch.setattr(table.store, "create_requested", others_first)
+    result = write(table, pa.table({"id": [2], "ts": [3], "v": ["c"]}), "upsert")
+    assert taken and result.instant > taken[0]
+    assert LakeTable.open(path).timeline().completed_commits[-1].timestamp == result.instant
 
 
 def test_a_write_taking_the_cleans_instant_first_does_not_fail_the_clean(

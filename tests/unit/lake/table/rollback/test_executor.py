@@ -658,6 +658,25 @@ def test_clean_names_the_failed_write_holding_it_back(tmp_path: Path) -> None:
     _check(path, {1: (22, "v2"), 2: (10, "b2"), 3: (10, "a3")})
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_a_rollback_leaves_no_markers_nor_heartbeat_of_its_target(tmp_path: Path, version: int) -> None:
+    path = tmp_path / "t"
+    table, model = _seed(path, "mor", version)
+    with pytest.raises(SimulatedCrash):  # both files written, no commit
+        write(crashing(table, 6), _batch([(1, 70, "m"), (11, 70, "n")]), "upsert")
+    [pending] = table.timeline().pending
+    temp = path / ".hoodie" / ".temp" / pending.timestamp
+    beat = path / ".hoodie" / ".heartbeat" / pending.timestamp
+    beat.parent.mkdir(exist_ok=True)
+    beat.write_text("0")  # a killed writer's last beat, long expired
+    assert list(temp.rglob("*.marker.*"))
+    [result] = rollback(LakeTable.open(path, clock=_clock()))
+    assert result.target == pending.timestamp
+    assert not temp.exists() and not beat.exists()
+    assert sorted(os.listdir(path / ".hoodie" / ".heartbeat")) == []
+    _check(path, model)
+
+
 def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path) -> None:
     """A Hudi writer appends to an existing log file: the rollback keeps the file (other instants'
     blocks) and appends a command block; ours and hudi-rs then skip the failed instant's block."""

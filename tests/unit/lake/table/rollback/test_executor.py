@@ -4,6 +4,7 @@ check our reader == hudi-rs == a model; refusals that change nothing; Hudi's mar
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 import shutil
 from collections.abc import Callable
@@ -677,7 +678,9 @@ def test_a_rollback_leaves_no_markers_nor_heartbeat_of_its_target(tmp_path: Path
     _check(path, model)
 
 
-def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path) -> None:
+def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A Hudi writer appends to an existing log file: the rollback keeps the file (other instants'
     blocks) and appends a command block; ours and hudi-rs then skip the failed instant's block."""
     path = tmp_path / "t"
@@ -707,11 +710,35 @@ def test_failed_append_to_a_shared_log_file_gets_a_rollback_block(tmp_path: Path
     shutil.copytree(path, again)
     with pytest.raises(SimulatedCrash):
         rollback(crashing(LakeTable.open(again, clock=_clock()), append_step))
+    torn = tmp_path / "torn"
+    shutil.copytree(again, torn)
+    # A log the stored plan names, gone before the block was appended: nothing left to mark.
+    gone = tmp_path / "gone"
+    shutil.copytree(path, gone)
+    with pytest.raises(SimulatedCrash):
+        rollback(crashing(LakeTable.open(gone, clock=_clock()), append_step - 1))
+    (gone / shared.relative_to(path)).unlink()
+    [skipped] = rollback(LakeTable.open(gone, clock=_clock()))
+    assert skipped.resumed and (skipped.deleted, skipped.marked) == ((), ())
     [resumed] = rollback(LakeTable.open(again, clock=_clock()))
     assert resumed.resumed
     again_shared = again / shared.relative_to(path)
     assert [b.block_type.name for b in parse_log_bytes(again_shared.read_bytes(), "x")].count("COMMAND") == 1
+    # The size recorded is the file's: the block appended before the crash is counted once.
+    metadata = timeline_avro.read_avro((again / ".hoodie" / f"{resumed.instant}.rollback").read_bytes(), "x")
+    assert metadata["partitionMetadata"]["city=a"]["rollbackLogFiles"] == {
+        str(again_shared): again_shared.stat().st_size
+    }
     _check(again, model)
+    # Its log torn since (cut inside the block appended): the torn block is skipped with a warning
+    # naming the log, the block appended again, and both readers read the table as before.
+    torn_shared = torn / shared.relative_to(path)
+    torn_shared.write_bytes(torn_shared.read_bytes()[:-7])
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        [finished] = rollback(LakeTable.open(torn, clock=_clock()))
+    assert finished.resumed and any(str(torn_shared) in r.getMessage() for r in caplog.records)
+    _check(torn, model)
     [result] = rollback(LakeTable.open(path, clock=_clock()))
     rel = shared.relative_to(path).as_posix()
     assert (result.deleted, result.marked) == ((), (rel,))

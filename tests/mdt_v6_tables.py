@@ -48,8 +48,8 @@ from airflow_lake_provider.lake.table.metadata.files import (
     FILES_PARTITION,
     MDT_DIR,
     PARTITION_LIST,
-    list_table_files,
 )
+from airflow_lake_provider.lake.table.metadata.listing import list_table_files
 from airflow_lake_provider.lake.table.metadata.policy import PARTITIONS_KEY
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat

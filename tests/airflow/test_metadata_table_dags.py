@@ -185,7 +185,7 @@ def test_the_write_hook_keeps_a_v6_metadata_table_by_default(
 
     from airflow_lake_provider.hooks.lake import LakeHook
     from airflow_lake_provider.lake.storage import open_storage
-    from airflow_lake_provider.lake.table.metadata.files import check_files_partition
+    from airflow_lake_provider.lake.table.metadata.listing import check_files_partition
     from airflow_lake_provider.lake.table.reader import read_snapshot
     from airflow_lake_provider.lake.table.table import LakeTable
 

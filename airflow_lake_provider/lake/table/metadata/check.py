@@ -1,5 +1,5 @@
 """``lake metadata-table --check``: the MDT's ``files`` partition against a full listing
-(``files.check_files_partition``), and its ``column_stats`` and ``partition_stats`` each against a
+(``listing.check_files_partition``), and its ``column_stats`` and ``partition_stats`` each against a
 recomputation from the data files themselves (Hudi's ``HoodieMetadataTableValidator`` role).
 
 ``column_stats``: every base and log file of a completed instant in storage must have the records
@@ -20,12 +20,8 @@ from airflow_lake_provider.lake.file_group.file_names import BaseFileName
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
-from airflow_lake_provider.lake.table.metadata.files import (
-    check_files_partition,
-    list_table_files,
-    properties_text,
-    read_partition_records,
-)
+from airflow_lake_provider.lake.table.metadata.files import properties_text, read_partition_records
+from airflow_lake_provider.lake.table.metadata.listing import check_files_partition, list_table_files
 from airflow_lake_provider.lake.table.metadata.policy import PARTITIONS_KEY
 from airflow_lake_provider.lake.table.metadata.stats import (
     log_column_stats,

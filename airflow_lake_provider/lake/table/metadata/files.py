@@ -14,13 +14,11 @@ larger size wins; tombstones are dropped from the result.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake_provider.lake.errors import CorruptDataFileError, TableConfigError, TableNotFoundError
-from airflow_lake_provider.lake.file_group.file_names import PARTITION_METADATA_FILE, LogFileName
 from airflow_lake_provider.lake.file_group.model import FileGroup, FileSlice
 from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.format.hfile import read_hfile
@@ -36,14 +34,13 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
     decode_hfile_block,
     decode_hfile_cells,
 )
-from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, LogBlock, parse_log_bytes
+from airflow_lake_provider.lake.log_file.log_format import BlockType, LogBlock
 from airflow_lake_provider.lake.log_file.scanner import visible_blocks
 from airflow_lake_provider.lake.storage import HOODIE_DIR, Storage
 from airflow_lake_provider.lake.table.metadata.slice_logs import read_slice_logs
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import Action, State
 from airflow_lake_provider.lake.timeline.layouts import TimelineLayout
-from airflow_lake_provider.lake.timeline.markers import Markers
 
 MDT_DIR = f"{HOODIE_DIR}/metadata"
 FILES_PARTITION = "files"
@@ -53,8 +50,6 @@ NON_PARTITIONED = "."
 PARTITION_LIST, FILE_LIST = 1, 2  # HoodieMetadataRecord.type
 # Hudi's SOLO_COMMIT_TIMESTAMP: the MDT's own initialisation instants start with it.
 _SOLO = "00000000000000"
-
-_BASE_RE = re.compile(r"^([A-Za-z0-9-]+)_(\d+-\d+-\d+)_(\d{14}(?:\d{3})?)\.[A-Za-z0-9]+$")
 
 
 @dataclass(frozen=True)
@@ -343,157 +338,3 @@ def _listing(
         elif record.get("type") == FILE_LIST:
             files[key] = dict(sorted(live.items()))
     return FilesListing(partitions, dict(sorted(files.items())), base, logs)
-
-
-# ---------------------------------------------------------------------------------------------
-# The listing the MDT should equal: the data table's storage, files of completed instants only
-# ---------------------------------------------------------------------------------------------
-
-
-def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
-    """partition (``.`` for the table's root) -> base and log file name -> size, for the files of
-    completed data instants (a log of layout 2 by its deltacommit, of layout 1 by its slice's base
-    instant, which may also be a pending compaction's, but not one a pending write created),
-    archived ones (older than the active timeline) included. A pending compaction's base files are
-    listed once it completes, as its deltacommit adds them to the MDT."""
-    _, timeline = _open_timeline(storage, mdt=False)
-    completed = {i.timestamp for i in timeline.filter(states=[State.COMPLETED])}
-    compacting: set[str] = set()
-    if not timeline.layout.has_completion_times:
-        compacting = {i.timestamp for i in timeline.pending_compactions()}
-    # A file older than the active timeline is of an archived, so completed, instant.
-    first = timeline.instants[0].timestamp if timeline.instants else None
-    pending = set() if timeline.layout.has_completion_times else _pending_logs(storage, timeline)
-    out: dict[str, dict[str, int]] = {}
-    for folder, listing in storage.walk("", lambda rel: not rel.rsplit("/", 1)[-1].startswith(".")):
-        names = {name for name, _ in listing}
-        if PARTITION_METADATA_FILE not in names and not any(
-            n.startswith(PARTITION_METADATA_FILE) for n in names
-        ):
-            continue
-        kept = {}
-        for name, size in listing:
-            base = _BASE_RE.match(name)
-            log = LogFileName.parse(name)
-            instant = base.group(3) if base else log.base_instant if log else None
-            listed = instant is not None and (
-                instant in completed
-                or (log is not None and instant in compacting)
-                or (first is not None and instant < first)
-            )
-            if listed and (log is None or f"{folder}/{name}".lstrip("/") not in pending):
-                kept[name] = size
-        out[folder or NON_PARTITIONED] = dict(sorted(kept.items()))
-    return dict(sorted(out.items()))
-
-
-def _pending_logs(storage: Storage, timeline: Timeline) -> set[str]:
-    """Layout 1: the log files (table-relative) a pending write created, which are named after a
-    completed slice but hold no completed instant's block: those its markers name whose first block
-    is its own (or that are empty or cut short). A log it appended to after others' blocks stays."""
-    markers = Markers(storage)
-    out: set[str] = set()
-    for instant in timeline.instants:
-        if instant.is_completed:
-            continue
-        for marker in markers.read(instant.timestamp):
-            if LogFileName.parse(marker.file_name) is None:
-                continue
-            rel = marker.relative_path
-            try:
-                blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
-            except FileNotFoundError:
-                continue
-            except CorruptDataFileError:
-                blocks = []
-            if not blocks or blocks[0].header.get(HeaderKey.INSTANT_TIME) == instant.timestamp:
-                out.add(rel)
-    return out
-
-
-# ---------------------------------------------------------------------------------------------
-# The check (Hudi's HoodieMetadataTableValidator role, files partition)
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class FilesCheck:
-    """How the MDT ``files`` partition differs from the data table's storage.
-
-    Files are ``<partition>/<name>`` (``<name>`` alone at the root of a non-partitioned table).
-    ``missing_*``: in storage, not in the MDT; ``extra_*``: in the MDT, not in storage.
-    """
-
-    table: str
-    listing: FilesListing
-    missing_files: tuple[tuple[str, int], ...]
-    extra_files: tuple[tuple[str, int], ...]
-    size_mismatches: tuple[tuple[str, int, int], ...]  # (file, MDT size, storage size)
-    missing_partitions: tuple[str, ...]
-    extra_partitions: tuple[str, ...]
-
-    @property
-    def consistent(self) -> bool:
-        return not (
-            self.missing_files
-            or self.extra_files
-            or self.size_mismatches
-            or self.missing_partitions
-            or self.extra_partitions
-        )
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "table": self.table,
-            "consistent": self.consistent,
-            "base_file": self.listing.base_file,
-            "log_files": list(self.listing.log_files),
-            "partitions": len(self.listing.partitions),
-            "files": sum(len(f) for f in self.listing.files.values()),
-            "missing_files": [{"file": f, "size": s} for f, s in self.missing_files],
-            "extra_files": [{"file": f, "size": s} for f, s in self.extra_files],
-            "size_mismatches": [
-                {"file": f, "metadata_size": m, "storage_size": s} for f, m, s in self.size_mismatches
-            ],
-            "missing_partitions": list(self.missing_partitions),
-            "extra_partitions": list(self.extra_partitions),
-        }
-
-
-def _path(partition: str, name: str) -> str:
-    return name if partition == NON_PARTITIONED else f"{partition}/{name}"
-
-
-def check_files_partition(storage: Storage) -> FilesCheck:
-    """Compare the MDT ``files`` partition with a full listing of the data table's storage (files of
-    completed instants). Read-only.
-
-    :raises TableNotFoundError: if there is no table at ``storage``.
-    :raises TableConfigError: if the table has no MDT ``files`` partition.
-    """
-    listing = read_files_partition(storage)
-    actual = list_table_files(storage)
-    missing, extra, sizes = [], [], []
-    for partition in sorted(set(actual) | set(listing.files)):
-        have = listing.files.get(partition, {})
-        want = actual.get(partition, {})
-        for name in sorted(set(have) | set(want)):
-            path = _path(partition, name)
-            if name not in have:
-                missing.append((path, want[name]))
-            elif name not in want:
-                extra.append((path, have[name]))
-            elif have[name] != want[name]:
-                sizes.append((path, have[name], want[name]))
-    listed = set(listing.partitions)
-    return FilesCheck(
-        table=storage.root,
-        listing=listing,
-        missing_files=tuple(missing),
-        extra_files=tuple(extra),
-        size_mismatches=tuple(sizes),
-        # A folder holding no file of a completed instant (a rolled-back write's new partition, its
-        # partition metadata left as Hudi leaves it) is listed by neither Hudi's MDT nor ours.
-        missing_partitions=tuple(sorted({p for p, files in actual.items() if files} - listed)),
-        extra_partitions=tuple(sorted(listed - set(actual))),
-    )

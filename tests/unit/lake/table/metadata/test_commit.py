@@ -28,12 +28,8 @@ from airflow_lake_provider.lake.file_group.view import FileSystemView
 from airflow_lake_provider.lake.log_file.hfile_block import decode_hfile_block, hfile_of_block
 from airflow_lake_provider.lake.log_file.log_format import HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import Storage, open_storage
-from airflow_lake_provider.lake.table.metadata.files import (
-    check_files_partition,
-    list_table_files,
-    read_files_partition,
-    read_partition_records,
-)
+from airflow_lake_provider.lake.table.metadata.files import read_files_partition, read_partition_records
+from airflow_lake_provider.lake.table.metadata.listing import check_files_partition, list_table_files
 from airflow_lake_provider.lake.table.metadata.stats import (
     log_column_stats,
     parquet_column_stats,

@@ -21,12 +21,8 @@ from airflow_lake_provider.lake.log_file.hfile_block import (
 )
 from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey, parse_log_bytes
 from airflow_lake_provider.lake.storage import open_storage
-from airflow_lake_provider.lake.table.metadata.files import (
-    _combine,
-    check_files_partition,
-    list_table_files,
-    read_files_partition,
-)
+from airflow_lake_provider.lake.table.metadata.files import _combine, read_files_partition
+from airflow_lake_provider.lake.table.metadata.listing import check_files_partition, list_table_files
 
 SIMPLE = "mor_avro_v9_txns_simple_meta"
 LAST = "20260307162620509"  # its last deltacommit: two new base files, in region=eu and region=us

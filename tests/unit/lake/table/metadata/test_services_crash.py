@@ -21,7 +21,7 @@ from airflow_lake_provider.lake.services.compaction.executor import execute_comp
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
-from airflow_lake_provider.lake.table.metadata.files import check_files_partition
+from airflow_lake_provider.lake.table.metadata.listing import check_files_partition
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from tests.unit.lake.table.metadata.test_commit import (

@@ -21,7 +21,8 @@ from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_
 from airflow_lake_provider.lake.log_file.data_block import encode_avro_data_block
 from airflow_lake_provider.lake.storage import Storage, open_storage
 from airflow_lake_provider.lake.table.metadata.columns import columns_to_index
-from airflow_lake_provider.lake.table.metadata.files import list_table_files, read_partition_records
+from airflow_lake_provider.lake.table.metadata.files import read_partition_records
+from airflow_lake_provider.lake.table.metadata.listing import list_table_files
 from airflow_lake_provider.lake.table.metadata.stats import (
     _java_big_integer_bytes,
     log_column_stats,

@@ -32,7 +32,8 @@ from airflow_lake_provider.lake.table.metadata.columns import (
     columns_to_index,
     indexed_columns,
 )
-from airflow_lake_provider.lake.table.metadata.files import list_table_files, read_partition_records
+from airflow_lake_provider.lake.table.metadata.files import read_partition_records
+from airflow_lake_provider.lake.table.metadata.listing import list_table_files
 from airflow_lake_provider.lake.table.metadata.stats import (
     log_column_stats,
     parquet_column_stats,

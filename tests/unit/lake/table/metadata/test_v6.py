@@ -39,11 +39,8 @@ from airflow_lake_provider.lake.services.partition_commit.executor import commit
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.savepoint import create_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
-from airflow_lake_provider.lake.table.metadata.files import (
-    check_files_partition,
-    list_table_files,
-    read_files_partition,
-)
+from airflow_lake_provider.lake.table.metadata.files import read_files_partition
+from airflow_lake_provider.lake.table.metadata.listing import check_files_partition, list_table_files
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -646,6 +643,45 @@ def test_restore_keeps_a_v6_mdt(hudi_table_zip, name: str, mdt_compactions: bool
     else:
         assert corrections == []
         assert {f: (table / MDT / f).read_bytes() for f in _mdt_files(table)} == mdt_before
+    assert _data(assert_consistent(table)) == _data(before)
+    assert main(["metadata-table", str(table), "--check"]) == 0
+
+
+@pytest.mark.parametrize("name", ["morparquet_v6_nonpartitioned", "morparquet_v6_simplekeygen_nonhivestyle"])
+def test_a_restore_past_a_data_compaction_keeps_a_v6_mdt_as_java_lists_it(hudi_table_zip, name: str) -> None:
+    """A savepoint, a data compaction, an upsert onto the compacted slices and an MDT compaction
+    after it, then the restore. The upsert's rollback is corrected (the MDT's base file holds its
+    records): as Java 0.14's, it marks the upsert's new log, named after the compaction's slice,
+    and the MDT lists the size it leaves; the compaction's rollback deletes only its base files.
+    The log stays with a rolled-back block and the rollback's command block, listed by the MDT as
+    Java's lists it, and by the check (a log a completed rollback appended to)."""
+    table = hudi_table_zip(name)
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    lake = LakeTable.open(table)
+    point = lake.timeline().completed_commits[-1].timestamp
+    create_savepoint(lake, point)
+    options = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    compacted = run_compaction(
+        LakeTable.open(table), {**options, "hoodie.compact.inline.max.delta.commits": "1"}
+    )
+    c = compacted[1].instant
+    assert c is not None
+    ids = sorted(before.column("id").to_pylist())
+    upsert = write(LakeTable.open(table), _batch(before, [ids[0]], 1), "upsert", options=options)
+    assert upsert.metadata_compaction is not None
+    restore(LakeTable.open(table), point, options)
+    kept = [p for p in table.rglob(f".*_{c}.log.*") if ".hoodie" not in p.parts]
+    assert len(kept) == 1
+    blocks = parse_log_bytes(kept[0].read_bytes(), str(kept[0]))
+    assert [(b.block_type.name, b.instant_time) for b in blocks][-2:] == [
+        ("AVRO_DATA", upsert.instant),
+        ("COMMAND", min(p.name.split(".")[0] for p in (table / ".hoodie").glob("*.rollback"))),
+    ]
+    rel = kept[0].relative_to(table).as_posix()
+    partition, _, file = rel.rpartition("/")
+    assert read_files_partition(open_storage(table)).files[partition or "."][file] == kept[0].stat().st_size
+    assert not list(table.rglob(f"*_{c}.parquet"))
     assert _data(assert_consistent(table)) == _data(before)
     assert main(["metadata-table", str(table), "--check"]) == 0
 

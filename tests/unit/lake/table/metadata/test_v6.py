@@ -612,6 +612,17 @@ def test_rollback_blocks_appended_to_a_log_are_listed_in_the_v6_mdt(hudi_table_z
     assert ids[0] in after.column("id").to_pylist()
 
 
+def _savepointed(table: Path) -> tuple[Path, pa.Table, str]:
+    """The table with a v6 MDT added, its rows (checked consistent) and a savepoint at its latest
+    completed commit."""
+    add_v6_metadata_table(table)
+    before = assert_consistent(table)
+    lake = LakeTable.open(table)
+    point = lake.timeline().completed_commits[-1].timestamp
+    create_savepoint(lake, point)
+    return table, before, point
+
+
 @pytest.mark.parametrize(
     "name", ["morparquet_v6_simplekeygen_nonhivestyle", "cow_v6_simplekeygen_nonhivestyle"]
 )
@@ -622,12 +633,7 @@ def test_restore_keeps_a_v6_mdt(hudi_table_zip, name: str, mdt_compactions: bool
     compaction after each write (their records in the MDT's base file), each of its rollbacks
     instead records the files it deletes in its own MDT deltacommit, and the MDT lists the table
     as at the savepoint."""
-    table = hudi_table_zip(name)
-    add_v6_metadata_table(table)
-    before = assert_consistent(table)
-    lake = LakeTable.open(table)
-    point = lake.timeline().completed_commits[-1].timestamp
-    create_savepoint(lake, point)
+    table, before, point = _savepointed(hudi_table_zip(name))
     mdt_before = {f: (table / MDT / f).read_bytes() for f in _mdt_files(table)}
     ids = sorted(before.column("id").to_pylist())
     options = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"} if mdt_compactions else MAINTAIN
@@ -655,12 +661,7 @@ def test_a_restore_past_a_data_compaction_keeps_a_v6_mdt_as_java_lists_it(hudi_t
     and the MDT lists the size it leaves; the compaction's rollback deletes only its base files.
     The log stays with a rolled-back block and the rollback's command block, listed by the MDT as
     Java's lists it, and by the check (a log a completed rollback appended to)."""
-    table = hudi_table_zip(name)
-    add_v6_metadata_table(table)
-    before = assert_consistent(table)
-    lake = LakeTable.open(table)
-    point = lake.timeline().completed_commits[-1].timestamp
-    create_savepoint(lake, point)
+    table, before, point = _savepointed(hudi_table_zip(name))
     options = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
     compacted = run_compaction(
         LakeTable.open(table), {**options, "hoodie.compact.inline.max.delta.commits": "1"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -283,37 +284,55 @@ def test_a_clean_taking_the_writes_instant_first_is_left_alone_and_the_write_com
     _both(path, [(1, 1, "b"), (2, 1, "c")])
 
 
-def test_a_write_whose_instant_was_taken_retries_later_than_every_instant_on_the_timeline(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A clean in another process takes the write's chosen time, and a third process, whose clock
-    runs 5 s ahead, schedules a clean too: the write's next time is later than that one as well,
-    not merely later than its own first choice (Hudi's timeline only grows)."""
+def _two_writes(tmp_path: Path) -> tuple[Path, LakeTable]:
+    """A COW table holding an insert of keys 1 and 2, then an upsert of key 1."""
     path = tmp_path / "t"
     table = LakeTable.create(
         path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts"
     )
     write(table, pa.table({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}), "insert")
     write(table, pa.table({"id": [1], "ts": [1], "v": ["b"]}), "upsert")
+    return path, table
+
+
+def _before_the_first_create(
+    monkeypatch: pytest.MonkeyPatch, table: LakeTable, act: Callable[[str, dt.datetime], str]
+) -> list[str]:
+    """Run ``act(time, its moment)`` once, just before ``table``'s store creates its first requested
+    instant (another process acting in that millisecond); the time ``act`` returns, once it ran."""
     create = table.store.create_requested
     taken: list[str] = []
 
-    def others_first(timestamp: str, action: Action, content: bytes = b"") -> Instant:
+    def first_act(timestamp: str, action: Action, content: bytes = b"") -> Instant:
         if not taken:
-            at = instant_to_datetime(timestamp)
-            same = LakeTable.open(path, clock=InstantClock(now=lambda: at))
-            keep_one = {
-                "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
-                "hoodie.cleaner.fileversions.retained": "1",
-            }
-            assert run_clean(same, keep_one, mode="schedule").instant == timestamp
-            later = format_instant(at + dt.timedelta(seconds=5))
-            plan = (path / ".hoodie" / f"{timestamp}.clean.requested").read_bytes()
-            LakeTable.open(path).store.create_requested(later, Action.CLEAN, plan)
-            taken.append(later)
+            taken.append(act(timestamp, instant_to_datetime(timestamp)))
         return create(timestamp, action, content)
 
-    monkeypatch.setattr(table.store, "create_requested", others_first)
+    monkeypatch.setattr(table.store, "create_requested", first_act)
+    return taken
+
+
+def test_a_write_whose_instant_was_taken_retries_later_than_every_instant_on_the_timeline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A clean in another process takes the write's chosen time, and a third process, whose clock
+    runs 5 s ahead, schedules a clean too: the write's next time is later than that one as well,
+    not merely later than its own first choice (Hudi's timeline only grows)."""
+    path, table = _two_writes(tmp_path)
+
+    def others_first(timestamp: str, at: dt.datetime) -> str:
+        same = LakeTable.open(path, clock=InstantClock(now=lambda: at))
+        keep_one = {
+            "hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+            "hoodie.cleaner.fileversions.retained": "1",
+        }
+        assert run_clean(same, keep_one, mode="schedule").instant == timestamp
+        later = format_instant(at + dt.timedelta(seconds=5))
+        plan = (path / ".hoodie" / f"{timestamp}.clean.requested").read_bytes()
+        LakeTable.open(path).store.create_requested(later, Action.CLEAN, plan)
+        return later
+
+    taken = _before_the_first_create(monkeypatch, table, others_first)
     result = write(table, pa.table({"id": [2], "ts": [3], "v": ["c"]}), "upsert")
     assert taken and result.instant > taken[0]
     assert LakeTable.open(path).timeline().completed_commits[-1].timestamp == result.instant
@@ -325,24 +344,14 @@ def test_a_write_taking_the_cleans_instant_first_does_not_fail_the_clean(
     """The other way round: a write in another process creates its instant in the millisecond the
     clean chose, just before the clean creates its own. The clean takes a later instant and cleans
     (before the fix it failed with CommitConflictError); the write's instant is left alone."""
-    path = tmp_path / "t"
-    table = LakeTable.create(
-        path, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts"
-    )
-    write(table, pa.table({"id": [1, 2], "ts": [1, 1], "v": ["a", "a"]}), "insert")
-    write(table, pa.table({"id": [1], "ts": [1], "v": ["b"]}), "upsert")
-    create = table.store.create_requested
-    taken: list[str] = []
+    path, table = _two_writes(tmp_path)
 
-    def write_first(timestamp: str, action: Action, content: bytes = b"") -> Instant:
-        if not taken:
-            at = instant_to_datetime(timestamp)
-            other = LakeTable.open(path, clock=InstantClock(now=lambda: at))  # the same millisecond
-            assert write(other, pa.table({"id": [2], "ts": [1], "v": ["c"]}), "upsert").instant == timestamp
-            taken.append(timestamp)
-        return create(timestamp, action, content)
+    def write_first(timestamp: str, at: dt.datetime) -> str:
+        other = LakeTable.open(path, clock=InstantClock(now=lambda: at))  # the same millisecond
+        assert write(other, pa.table({"id": [2], "ts": [1], "v": ["c"]}), "upsert").instant == timestamp
+        return timestamp
 
-    monkeypatch.setattr(table.store, "create_requested", write_first)
+    taken = _before_the_first_create(monkeypatch, table, write_first)
     result = run_clean(
         table,
         {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS", "hoodie.cleaner.fileversions.retained": "1"},

@@ -136,11 +136,17 @@ class LocalStorage(Storage):
         folder = os.path.dirname(path)
         os.makedirs(folder, exist_ok=True)
         tmp = _temp_name(path)
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            if data:  # (an empty file has no blocks to flush: the folder's fsync after its link does)
-                fh.flush()
-                os.fsync(fh.fileno())
+        try:
+            with open(tmp, "wb") as fh:
+                fh.write(data)
+                if data:  # (an empty file has no blocks to flush: the folder's fsync after its link does)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+        except BaseException as exc:
+            _unlink_quietly(tmp)  # (a full disk would otherwise keep a partial temp file)
+            if isinstance(exc, OSError):
+                raise StorageError(f"cannot write {path}: {exc.strerror or exc}") from exc
+            raise
         return tmp
 
     def write(self, rel: str, data: bytes) -> None:
@@ -167,9 +173,15 @@ class LocalStorage(Storage):
                 path = self._path(rel)
                 self._link_new(path, data)
                 folders[os.path.dirname(path)] = None
-        finally:
+        except BaseException:
+            # What was linked before the refusal is made durable, but a failure to sync must not
+            # hide why the create stopped (e.g. the time taken by another writer).
             for folder in folders:
-                _fsync_dir(folder)
+                with contextlib.suppress(OSError):
+                    _fsync_dir(folder)
+            raise
+        for folder in folders:
+            _fsync_dir(folder)
 
     def _link_new(self, path: str, data: bytes) -> None:
         """Write ``data`` to a temp file and link it to ``path`` if nothing is there (the folder is

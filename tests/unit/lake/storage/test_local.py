@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -181,6 +183,52 @@ def test_local_creates_sync_each_file_with_content_and_a_folder_once_per_step(
         local.create_in_order([(".hoodie/4.a", b"a"), (".hoodie/1.commit", b"b")])
     assert synced == ["file", "dir:.hoodie"]
     assert local.read(".hoodie/4.a") == b"a" and local.read(".hoodie/1.commit") == b"body"
+
+
+def test_a_refused_create_in_order_says_so_even_when_the_folder_cannot_be_synced(
+    local: LocalStorage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refusal is the answer: a failing folder sync on the way out must not replace it (a
+    writer would report a disk error instead of retrying at a free time). Once every file is
+    linked, a failing sync is the error (the step is not durable)."""
+    local.create(".hoodie/1.commit", b"body")
+
+    def failing(folder: str) -> None:
+        raise OSError(5, "Input/output error", folder)
+
+    monkeypatch.setattr(local_module, "_fsync_dir", failing)
+    with pytest.raises(ObjectExistsError, match="1.commit"):
+        local.create_in_order([(".hoodie/2.a", b"a"), (".hoodie/1.commit", b"b")])
+    with pytest.raises(OSError, match="Input/output error"):
+        local.create_in_order([(".hoodie/3.a", b"a")])
+
+
+def test_a_write_that_runs_out_of_space_names_the_file_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    """A real short write (the process's file size limit, as a full disk would stop it): a
+    ``StorageError`` naming the file, and no partial temp file left beside it, for every way a
+    file is written."""
+    script = f"""
+import resource, signal, sys
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+resource.setrlimit(resource.RLIMIT_FSIZE, (1000, 1000))
+from airflow_lake_provider.lake.errors import StorageError
+from airflow_lake_provider.lake.storage import LocalStorage
+storage = LocalStorage({str(tmp_path / "t")!r})
+for how, rel in (("write", "a/w.bin"), ("create", "a/c.bin"), ("create_in_order", "a/o.bin")):
+    try:
+        if how == "create_in_order":
+            storage.create_in_order([(rel, b"x" * 5000)])
+        else:
+            getattr(storage, how)(rel, b"x" * 5000)
+    except StorageError as exc:
+        print(how, exc)
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    lines = out.splitlines()
+    assert [line.split(" ", 1)[0] for line in lines] == ["write", "create", "create_in_order"], out
+    for line, name in zip(lines, ("w.bin", "c.bin", "o.bin"), strict=True):
+        assert f"cannot write {tmp_path / 't' / 'a' / name}: File too large" in line
+    assert os.listdir(tmp_path / "t" / "a") == []
 
 
 def test_concurrent_creates_of_one_file_have_exactly_one_winner(storage: Storage) -> None:

@@ -33,6 +33,8 @@ MODULES = {
     "savepoint": "services/savepoint.py",
     "rollback-planner": "table/rollback/planner.py",
     "rollback-executor": "table/rollback/executor.py",
+    # gather (what a rolled-back instant wrote) left executor.py on 2026-11-28
+    "rollback-written": "table/rollback/written.py",
     "compaction-planner": "services/compaction/planner.py",
     "compaction-executor": "services/compaction/executor.py",
     "compaction-scheduler": "services/compaction/scheduler.py",
@@ -72,6 +74,20 @@ _WRITER_TESTS = (
     # the log rows a write keeps for a maintained MDT's column stats (and only then)
     "table/metadata/test_commit_reads.py",
 )
+_ROLLBACK_TESTS = (
+    "table/rollback/",
+    "services/test_restore_1x.py",
+    "services/test_restore_clustering.py",
+    "services/test_restore_metadata_table.py",
+    "services/clean/test_clean.py",
+    "services/compaction/test_compaction.py",
+    "table/write/test_writer_commit.py",
+    # a maintained MDT: the deltacommit of a write undone goes with it
+    "table/metadata/test_commit_crash.py",
+    "table/metadata/test_rollback.py",
+    # a v6 compaction's rollback deletes the logs on its slices (restore past it, the MDT's tombstones)
+    "table/metadata/test_v6.py",
+)
 FOCUS = {
     **dict.fromkeys(
         ("writer", "write-checks", "write-planner", "write-group-writer", "bloom-index"), _WRITER_TESTS
@@ -85,7 +101,7 @@ FOCUS = {
         "services/test_savepoint.py",
         "services/test_savepoint_safety.py",
         "table/rollback/test_executor.py",
-        "table/rollback/test_executor_gather.py",
+        "table/rollback/test_written.py",
         "services/clean/test_clean.py",
         "services/compaction/test_compaction.py",
         "table/write/test_writer_commit.py",
@@ -98,18 +114,7 @@ FOCUS = {
     "rollback-planner": ("table/rollback/",),
     # The executor's `eligible_failed_writes` runs before every write too (~1,080 tests): its own
     # tests, restore's (which rolls back through it) and the services' that roll back failed writes.
-    "rollback-executor": (
-        "table/rollback/",
-        "services/test_restore_1x.py",
-        "services/test_restore_clustering.py",
-        "services/test_restore_metadata_table.py",
-        "services/clean/test_clean.py",
-        "services/compaction/test_compaction.py",
-        "table/write/test_writer_commit.py",
-        # a maintained MDT: the deltacommit of a write undone goes with it
-        "table/metadata/test_commit_crash.py",
-        "table/metadata/test_rollback.py",
-    ),
+    **dict.fromkeys(("rollback-executor", "rollback-written"), _ROLLBACK_TESTS),
     # The merge runs under every read and compaction (~390 tests, 131 s a survivor): its own tests,
     # the readers' and the compaction operation's that merge logs with base files.
     "merge": (

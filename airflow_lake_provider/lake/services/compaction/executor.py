@@ -42,7 +42,11 @@ from airflow_lake_provider.lake.services.compaction.operation import (
 )
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation, CompactionPlan
 from airflow_lake_provider.lake.services.compaction.result import CompactionResult, Outcome, ScheduleResult
-from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction, service_lock
+from airflow_lake_provider.lake.services.compaction.scheduler import (
+    refuse_while_restoring,
+    schedule_compaction,
+    service_lock,
+)
 from airflow_lake_provider.lake.table.metadata.policy import (
     drops_metadata_table,
     guard_mutation,
@@ -51,6 +55,7 @@ from airflow_lake_provider.lake.table.metadata.policy import (
 from airflow_lake_provider.lake.table.metadata.records import change_of_commit
 from airflow_lake_provider.lake.table.metadata.services import services_after_commit
 from airflow_lake_provider.lake.table.reader import check_base_files
+from airflow_lake_provider.lake.table.rollback.executor import undone_compactions
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat, join_partition
@@ -163,14 +168,27 @@ def _local_runner(fault: FaultHook) -> OperationRunner:
 
 
 def _pick(timeline: Timeline, instant: str | None) -> Instant | None:
-    """The compaction to run: the one asked for, else a crashed (inflight) one, else the earliest."""
+    """The compaction to run: the one asked for, else a crashed (inflight) one, else the earliest.
+    One a rollback undid or is undoing is never run again (``undone_compactions``): asked for, it
+    is refused; otherwise passed over."""
+    undone = undone_compactions(timeline)
+    root = timeline.storage.root
     if instant is not None:
         validate_instant_time(instant)
         found = timeline.get(instant)
         if found is None or not (found.action is Action.COMPACTION or timeline.is_compaction(found)):
-            raise CompactionError(f"{timeline.storage.root}: there is no compaction at instant {instant}")
+            raise CompactionError(f"{root}: there is no compaction at instant {instant}")
+        if instant in undone:
+            raise CompactionError(
+                f"{root}: compaction {instant} is rolled back by {undone[instant]}; a crash kept it "
+                f"pending: lake rollback {root} finishes that"
+            )
         return found
-    pending = timeline.pending_compactions()
+    for c, r in undone.items():
+        log.warning(
+            "compaction %s of %s, rolled back by %s, is not run (lake rollback finishes that)", c, root, r
+        )
+    pending = [c for c in timeline.pending_compactions() if c.timestamp not in undone]
     inflight = [i for i in pending if i.is_inflight]
     return (inflight or pending or [None])[0]
 
@@ -218,6 +236,7 @@ def _execute(
     started = time.monotonic()
     with service_lock(table, EXECUTE_LOCK, dry_run):
         timeline = table.timeline()
+        refuse_while_restoring(table, timeline, "running a compaction")
         target = _pick(timeline, instant)
         if target is None:
             return CompactionResult(Outcome.NO_WORK, duration_seconds=time.monotonic() - started)

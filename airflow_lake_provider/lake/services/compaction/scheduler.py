@@ -12,7 +12,7 @@ import datetime as dt
 import logging
 from collections.abc import Mapping
 
-from airflow_lake_provider.lake.errors import CompactionScheduleConflictError
+from airflow_lake_provider.lake.errors import CompactionError, CompactionScheduleConflictError
 from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY, CompactionConfig
 from airflow_lake_provider.lake.services.compaction.operation import base_files, output_schema
 from airflow_lake_provider.lake.services.compaction.plan import CompactionPlan
@@ -26,6 +26,7 @@ from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import (
     COMMIT_ACTIONS,
     Action,
+    State,
     format_instant,
     instant_to_datetime,
     validate_instant_time,
@@ -142,6 +143,18 @@ def schedule_compaction(
             return _schedule_locked(table, config, now, dry_run, instant, force, checked)
 
 
+def refuse_while_restoring(table: LakeTable, timeline: Timeline, doing: str) -> None:
+    """``CompactionError`` while a restore is pending, as writers refuse: its plan was fixed when it
+    started, so a compaction planned or run now could take slices it is about to delete, or redo
+    one it is rolling back."""
+    restoring = timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT])
+    if restoring:
+        raise CompactionError(
+            f"{table.uri}: restore {restoring[0].timestamp} is pending; finish it before {doing} "
+            f"(lake restore {table.uri} --savepoint ...)"
+        )
+
+
 def service_lock(table: LakeTable, service: str, dry_run: bool) -> contextlib.AbstractContextManager[None]:
     """The service's lock; none for a dry run, which writes nothing (not even a lock file) and
     reports what a run would do on the timeline as it reads it."""
@@ -172,6 +185,7 @@ def _schedule_locked(
     checked: set[str],
 ) -> ScheduleResult:
     timeline = table.timeline()
+    refuse_while_restoring(table, timeline, "scheduling a compaction")
     trigger = trigger_state(timeline, config, now)
     if not (trigger.due or force):
         log.info("compaction of %s not due: %s", table.uri, trigger.reason)

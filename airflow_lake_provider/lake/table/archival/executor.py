@@ -233,8 +233,8 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
     for rollback in timeline.filter([Action.ROLLBACK], [State.COMPLETED]):
         record = timeline.avro_record(rollback)
         for target in record.get("commitsRollback") or ():
-            if target >= keep_from:
-                continue
+            if target >= keep_from or timeline.get(target) is not None:
+                continue  # (on the timeline again: redone after a crash, its files are its own)
             paths = set()
             for marker in table.store.markers.read(target):
                 try:
@@ -247,6 +247,7 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
                         paths.add(in_table(storage, path, partition))
                     except UnsafePathError:
                         continue  # not a file of this table: nothing here can count as committed
+            stuck += _drop_slice_leftovers(table, rollback, target, record, paths)
             held = {rel: _holds(storage, rel, target) for rel in sorted(paths)}
             for rel in [r for r, what in held.items() if what == "unmarked"]:
                 # A writer appended to a shared log after the rollback listed its files (a late
@@ -276,6 +277,52 @@ def _delete_rolled_back_files(table: LakeTable, timeline: Timeline, keep_from: s
                     stuck.append(f"{storage.uri(rel)} (delete it, then archive)")
             if not stuck:
                 table.store.markers.delete(target)
+    return stuck
+
+
+def _drop_slice_leftovers(
+    table: LakeTable, rollback: Instant, target: str, record: Mapping[str, Any], paths: set[str]
+) -> list[str]:
+    """Delete the logs left on the slices of compaction ``target`` that ``rollback`` rolled back
+    (version 6; a rollback of an earlier version deleted only the compaction's base files, whose
+    names give the file groups); return what could not be. They hold only rolled-back blocks, and
+    once archival passes ``rollback`` each would read as a committed slice without a base file,
+    hiding the file group's older rows. A kept metadata table lists them and archival writes
+    nothing to it: then archival waits."""
+    actions = {i.get("action") for i in record.get("instantsRollback") or ()}
+    if not table.config.is_mor or table.layout.has_completion_times or not actions & {"commit", "compaction"}:
+        return []
+    groups: dict[str, set[str]] = {}
+    for rel in paths:
+        partition, _, name = rel.rpartition("/")
+        base = BaseFileName.parse(name)
+        if base is not None and base.instant == target:
+            groups.setdefault(partition, set()).add(base.file_id)
+    storage, left = table.storage, []
+    for partition, file_ids in sorted(groups.items()):
+        for name in storage.list_names(partition):
+            log_name = LogFileName.parse(name)
+            if log_name is not None and log_name.base_instant == target and log_name.file_id in file_ids:
+                left.append(f"{partition}/{name}" if partition else name)
+    if left and kept_metadata_table(table) is not None:
+        return [
+            f"{storage.uri(rel)} is left on the slices of compaction {target}, rolled back by "
+            f"{rollback.timestamp}; the metadata table lists it (drop it: lake metadata-table "
+            f"{table.uri} --drop, then archive)"
+            for rel in left
+        ]
+    stuck = []
+    for rel in left:
+        log.warning(
+            "archival: deleting %s, left on the slices of compaction %s that %s rolled back",
+            storage.uri(rel),
+            target,
+            rollback.timestamp,
+        )
+        try:
+            storage.delete_data_file(rel)
+        except (StorageError, OSError) as exc:
+            stuck.append(f"{storage.uri(rel)} (delete it, then archive: {exc})")
     return stuck
 
 

@@ -34,7 +34,7 @@ import contextlib
 import dataclasses
 import json
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -54,6 +54,7 @@ from airflow_lake_provider.lake.table.metadata.files import (
     MDT_DIR,
     checked_layout,
     file_groups_of,
+    files_stages,
     mdt_own_instant,
 )
 from airflow_lake_provider.lake.table.metadata.index import (
@@ -71,6 +72,7 @@ from airflow_lake_provider.lake.table.metadata.records import (
     change_of_clean,
     files_records,
     log_write_stat,
+    partition_key,
 )
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat
@@ -253,19 +255,46 @@ class MetadataTableWriter:
             FILES_PARTITION: {FILES_GROUP: files_records(change, self.record_schema)},
             **index_groups,
         }
-        return self.commit_records(instant, groups)
+        again = self._cancelled(gone)
+        then = {FILES_PARTITION: {FILES_GROUP: files_records(again, self.record_schema)}} if again else None
+        return self.commit_records(instant, groups, then=then)
+
+    def _cancelled(self, gone: Mapping[str, Sequence[str]]) -> FilesChange | None:
+        """The deletions in ``gone`` (partition -> file names) a single tombstone would not make:
+        files the base file lists and the logs list too. Hudi merges the logs first, where the
+        tombstone meets the logs' entry and both go, then the base file, whose entry stays. A
+        second tombstone, in a block after the first, is kept through the logs' merge and removes
+        the base file's entry (a corrected rollback deleting a log an earlier rollback marked)."""
+        if not gone or self.lock_storage is None:
+            return None
+        stages = files_stages(self.lock_storage)
+        twice: dict[str, PartitionChange] = {}
+        for partition, names in gone.items():
+            key = partition_key(partition)
+            in_base = (stages.base.get(key) or {}).get("filesystemMetadata") or {}
+            in_logs = (stages.logged.get(key) or {}).get("filesystemMetadata") or {}
+            both = tuple(n for n in names if _live(in_base.get(n)) and _live(in_logs.get(n)))
+            if both:
+                twice[partition] = PartitionChange(deleted=both)
+        return FilesChange(twice) if twice else None
 
     def commit_records(
-        self, instant: str, partitions: Mapping[str, Mapping[str, Records]], *, discard_first: bool = True
+        self,
+        instant: str,
+        partitions: Mapping[str, Mapping[str, Records]],
+        *,
+        discard_first: bool = True,
+        then: Mapping[str, Mapping[str, Records]] | None = None,
     ) -> list[str]:
         """Write and complete the MDT deltacommit of data instant ``instant``: per MDT partition and
         file group (file id), one new log file of one HFILE_DATA block holding the records (keys
         routed to file groups by the caller, :func:`file_group_index`); the log files' MDT-relative
         paths, in the order given. ``discard_first``: remove what a crashed attempt of the same data
-        instant left (compaction, clean) first."""
+        instant left (compaction, clean) first. ``then``: the records of a second block in the same
+        file groups' logs (merged after the first)."""
         with self.commit_lock():
             self._discard_before(instant, discard_first)
-            return self._commit_records(instant, partitions)
+            return self._commit_records(instant, partitions, then or {})
 
     def commit_lock(self) -> contextlib.AbstractContextManager[None]:
         """One MDT deltacommit at a time, written and completed whole (a write, a clean and a
@@ -291,7 +320,12 @@ class MetadataTableWriter:
                 if not ours:
                     log.warning("removed the metadata table's pending deltacommit %s: its action crashed", t)
 
-    def _commit_records(self, instant: str, partitions: Mapping[str, Mapping[str, Records]]) -> list[str]:
+    def _commit_records(
+        self,
+        instant: str,
+        partitions: Mapping[str, Mapping[str, Records]],
+        then: Mapping[str, Mapping[str, Records]],
+    ) -> list[str]:
         store = self.store
         as_avro = store.layout.has_completion_times  # layout 1 (table version 6): JSON
         inflight = store.start(instant, Action.DELTACOMMIT, _inflight_body(as_avro))
@@ -303,6 +337,9 @@ class MetadataTableWriter:
         for partition, groups in partitions.items():
             for file_id, records in groups.items():
                 data = hfile_data_block(records, self.block_schema, instant, settings, schema_first=True)
+                more = then.get(partition, {}).get(file_id, [])
+                if more:
+                    data += hfile_data_block(more, self.block_schema, instant, settings, schema_first=True)
                 if store.layout.has_completion_times:
                     name, prev, base = LogFileName.create(file_id, instant, 1, MDT_WRITE_TOKEN), instant, ""
                     rel = f"{partition}/{name.name}"
@@ -312,7 +349,7 @@ class MetadataTableWriter:
                 written.append(rel)
                 stats[partition] = (
                     *stats.get(partition, ()),
-                    log_write_stat(partition, rel, name, prev, base, len(records), len(data)),
+                    log_write_stat(partition, rel, name, prev, base, len(records) + len(more), len(data)),
                 )
         body = CommitMetadata(MDT_OPERATION, stats, {"schema": self.commit_schema})
         store.transition_to_completed(inflight, body.to_bytes(as_avro))
@@ -417,6 +454,10 @@ class MetadataTableWriter:
         if instant.state is State.COMPLETED:
             self.store.remove_completed(instant)
         self.store.remove_pending(t)
+
+
+def _live(info: Mapping[str, Any] | None) -> bool:
+    return info is not None and not info.get("isDeleted")
 
 
 @lru_cache(maxsize=2)

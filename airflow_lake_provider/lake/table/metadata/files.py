@@ -9,7 +9,8 @@ Hudi 1.x (table versions 8, 9) any completed MDT deltacommit whose data instant 
 one whose data instant is gone or rolled back counts (a writer removes it before that).
 Each record's file map merges as ``HoodieMetadataPayload.combineFileSystemMetadata`` does: a newer
 deletion removes the file (kept as a tombstone only when the older record lacked it), otherwise the
-larger size wins; tombstones are dropped from the result.
+larger size wins; tombstones are dropped from the result. As Hudi's readers do, the log blocks merge
+among themselves first, then over the base file (``FilesStages``).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def checked_layout(storage: Storage, data: tuple[int, TimelineLayout, str] | Non
     return layout
 
 
-def _open_timeline(
+def open_timeline(
     storage: Storage, mdt: bool, timeline: Timeline | None = None
 ) -> tuple[dict[str, str], Timeline]:
     """The ``hoodie.properties`` and active timeline (``timeline``, if the caller has read it) of
@@ -134,7 +135,7 @@ def latest_slices(
     MDT's own storage), built as the data table's views are (committed files only; layout 2 places
     each log by its deltacommit's completion time). ``opened``: the MDT's properties and timeline,
     when the caller has just read them."""
-    props, timeline = opened or _open_timeline(mdt, mdt=True)
+    props, timeline = opened or open_timeline(mdt, mdt=True)
     config = TableConfig.of_metadata_table(props, mdt.uri(f"{HOODIE_DIR}/hoodie.properties"))
     view = FileSystemView.build(config, timeline, partitions=[partition], base_extension="hfile")
     slices = (view.merged_latest_slice(group) for group in view.file_groups(partition))
@@ -147,7 +148,7 @@ def file_groups_of(
     """Every file group of each MDT partition (``mdt``: the MDT's own storage), all its slices: one
     read of the MDT's properties and timeline for them all (``timeline``: the MDT's, when the
     caller has just read it)."""
-    props, timeline = _open_timeline(mdt, mdt=True, timeline=timeline)
+    props, timeline = open_timeline(mdt, mdt=True, timeline=timeline)
     config = TableConfig.of_metadata_table(props, mdt.uri(f"{HOODIE_DIR}/hoodie.properties"))
     view = FileSystemView.build(config, timeline, partitions=list(partitions), base_extension="hfile")
     return {partition: view.file_groups(partition) for partition in partitions}
@@ -166,9 +167,9 @@ def read_partition_records(
     :raises CorruptDataFileError: if a base file or log block is unreadable.
     """
     if data is None:
-        _, data = _open_timeline(storage, mdt=False)
+        _, data = open_timeline(storage, mdt=False)
     mdt_storage = storage.child(MDT_DIR)
-    opened = _open_timeline(mdt_storage, mdt=True)
+    opened = open_timeline(mdt_storage, mdt=True)
     deltacommits, valid = valid_instants(data, opened[1])
 
     def committed(instant: str) -> bool:
@@ -268,21 +269,43 @@ def read_files_partition(storage: Storage) -> FilesListing:
     :raises TableConfigError: if the table has no MDT ``files`` partition.
     :raises CorruptDataFileError: if a base file or log block is unreadable.
     """
-    _, data = _open_timeline(storage, mdt=False)
+    stages = files_stages(storage)
+    merged: dict[str, dict[str, Any] | None] = dict(stages.base)
+    for key, record in stages.logged.items():
+        older = merged.get(key)
+        merged[key] = _combine(older, record, key) if record is not None and older is not None else record
+    return _listing(merged, stages.base_file, stages.log_files)
+
+
+@dataclass(frozen=True)
+class FilesStages:
+    """The ``files`` partition's latest slice in Hudi's two merge stages: the base file's records,
+    and its valid log blocks' records merged among themselves (None: a delete block's key). Readers
+    and compaction merge the second over the first, so a tombstone that met a live entry of the
+    same file in the logs is gone before the base file's entry is reached."""
+
+    base: dict[str, dict[str, Any]]
+    logged: dict[str, dict[str, Any] | None]
+    base_file: str | None
+    log_files: tuple[str, ...]
+
+
+def files_stages(storage: Storage) -> FilesStages:
+    """The two stages :func:`read_files_partition` merges (same errors)."""
+    _, data = open_timeline(storage, mdt=False)
     mdt_storage = storage.child(MDT_DIR)
-    _, mdt = _open_timeline(mdt_storage, mdt=True)
+    _, mdt = open_timeline(mdt_storage, mdt=True)
     folder = f"{MDT_DIR}/{FILES_PARTITION}"
     if not storage.list_names(folder):
         raise TableConfigError(f"{storage.uri(folder)}: the metadata table has no files partition")
     latest = latest_slices(mdt_storage, FILES_PARTITION).get(FILES_GROUP)
     base_name = latest.base_file.file_name if latest and latest.base_file else None
     logs = tuple(f.file_name for f in latest.log_files) if latest else ()
-    merged: dict[str, dict[str, Any] | None] = {}
+    base: dict[str, dict[str, Any]] = {}
     if base_name is not None:
         rel = f"{folder}/{base_name}"
         hfile = read_hfile(storage.read(rel), storage.uri(rel))
-        for key, record in decode_hfile_cells(hfile, hfile.content.info(SCHEMA_INFO), storage.uri(rel)):
-            merged[key] = record
+        base.update(decode_hfile_cells(hfile, hfile.content.info(SCHEMA_INFO), storage.uri(rel)))
     deltacommits, valid = valid_instants(data, mdt)
     piece = (FILES_PARTITION, latest.base_instant if latest else "", logs)
     blocks = slice_blocks(storage, folder, piece, deltacommits & valid, mdt.layout.has_completion_times)
@@ -290,19 +313,21 @@ def read_files_partition(storage: Storage) -> FilesListing:
     def committed(instant: str) -> bool:
         return instant in deltacommits and instant in valid
 
+    logged: dict[str, dict[str, Any] | None] = {}
     for block in visible_blocks(blocks, committed):
         if block.block_type == BlockType.HFILE_DATA:
             for key, record in decode_hfile_block(block):
-                merged[key] = _combine(merged.get(key), record, key)
+                older = logged.get(key)
+                logged[key] = _combine(older, record, key) if older is not None else record
         elif block.block_type == BlockType.DELETE:
             for entry in decode_delete_block(block):
-                merged[entry.record_key] = None
+                logged[entry.record_key] = None
         else:
             raise CorruptDataFileError(
                 f"{block.location}: a {block.block_type.name} block in the files partition"
             )
     base_rel = f"{folder}/{base_name}" if base_name else None
-    return _listing(merged, base_rel, tuple(f"{folder}/{n}" for n in logs))
+    return FilesStages(base, logged, base_rel, tuple(f"{folder}/{n}" for n in logs))
 
 
 def _file_map(record: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -318,7 +343,10 @@ def _combine(older: Mapping[str, Any] | None, newer: Mapping[str, Any], key: str
         if old is None:
             combined[name] = info  # a tombstone for a file the older record lacks is kept
         elif info.get("isDeleted"):
-            del combined[name]
+            if old.get("isDeleted"):
+                combined[name] = info  # deleted twice: Java keeps the tombstone for the base file
+            else:
+                del combined[name]
         else:
             combined[name] = {"size": max(int(info["size"]), int(old["size"])), "isDeleted": False}
     return {**newer, "filesystemMetadata": combined}

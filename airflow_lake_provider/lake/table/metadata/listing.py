@@ -15,7 +15,7 @@ from airflow_lake_provider.lake.storage import Storage
 from airflow_lake_provider.lake.table.metadata.files import (
     NON_PARTITIONED,
     FilesListing,
-    _open_timeline,
+    open_timeline,
     read_files_partition,
 )
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -36,10 +36,11 @@ def list_table_files(storage: Storage) -> dict[str, dict[str, int]]:
     instant, which may also be a pending compaction's, but not one a pending write created),
     archived ones (older than the active timeline) included. A pending compaction's base files are
     listed once it completes, as its deltacommit adds them to the MDT. A layout-1 log whose slice's
-    base instant was rolled back since (a restore past a data compaction) is listed while a block
-    in it is a completed instant's: the command block of the rollback that kept it (Java's MDT
-    lists the size that rollback left, and the compaction's rollback deletes only base files)."""
-    _, timeline = _open_timeline(storage, mdt=False)
+    base instant was rolled back since (a restore past a data compaction, by an earlier version
+    whose compaction rollback deleted only base files) is listed while a block in it is a completed
+    instant's: the command block of the rollback that kept it (the MDT lists the size that rollback
+    left; a compaction's rollback now deletes such logs, ``rollback/written.py``)."""
+    _, timeline = open_timeline(storage, mdt=False)
     completed = {i.timestamp for i in timeline.filter(states=[State.COMPLETED])}
     compacting: set[str] = set()
     if not timeline.layout.has_completion_times:

@@ -6,7 +6,8 @@ Durable order of one rollback ``r`` of instant ``t``:
 2. ``<r>.rollback.inflight``,
 3. forced rollback of a completed ``t``: its completed file goes (its files stop being visible),
 4. ``t``'s files deleted, rollback command blocks appended to log files other instants share
-   (versions 8/9: none, ``t``'s log files are its own and deleted),
+   (versions 8/9: none, ``t``'s log files are its own and deleted; a version 6 compaction's: also
+   the logs later, rolled-back writes put on its slices, ``written.py``),
 5. ``t``'s inflight and requested files, markers and heartbeat removed,
 6. ``<r>.rollback`` (``HoodieRollbackMetadata``).
 
@@ -28,8 +29,7 @@ from airflow_lake_provider.lake.errors import (
     StorageError,
     UnsafePathError,
 )
-from airflow_lake_provider.lake.file_group.builder import list_table
-from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
+from airflow_lake_provider.lake.file_group.file_names import LogFileName
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
 from airflow_lake_provider.lake.table.metadata.commit import MetadataTableWriter
 from airflow_lake_provider.lake.table.metadata.policy import (
@@ -45,13 +45,14 @@ from airflow_lake_provider.lake.table.rollback.plan import (
     RollbackPlan,
     rollback_metadata,
 )
-from airflow_lake_provider.lake.table.rollback.planner import WrittenFile, check_target, failed_writes, plan
+from airflow_lake_provider.lake.table.rollback.planner import check_target, failed_writes, plan
 from airflow_lake_provider.lake.table.rollback.policy import (
     FailedWritesConfig,
     FailedWritesPolicy,
     heartbeat_expired,
     now_ms,
 )
+from airflow_lake_provider.lake.table.rollback.written import drops_slice, gather, logs_per_instant
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -284,9 +285,45 @@ def _logs_to_mark(table: LakeTable, r: str, rollback_plan: RollbackPlan) -> list
 
 
 def finish_pending_locked(table: LakeTable) -> list[RollbackResult]:
-    """Finish every pending rollback from its stored plan, oldest first."""
+    """Finish every pending rollback from its stored plan, oldest first; then remove the pending
+    files left of compactions already rolled back (``rolled_back_compactions``)."""
     timeline = table.timeline()
-    return [_execute(table, r, p, resumed=True) for r, p in _pending_rollbacks(table, timeline)]
+    done = [_execute(table, r, p, resumed=True) for r, p in _pending_rollbacks(table, timeline)]
+    for compaction, r in rolled_back_compactions(table.timeline() if done else timeline):
+        _drop_target(table, compaction.timestamp)
+        log.info("removed compaction %s of %s: rolled back by %s already", compaction.timestamp, table.uri, r)
+        done.append(RollbackResult(r, compaction.timestamp, Action.COMPACTION.value, (), (), resumed=True))
+    return done
+
+
+def undone_compactions(timeline: Timeline) -> dict[str, str]:
+    """Pending compactions a rollback undid (``rolled_back_compactions``) or is undoing (a forced
+    rollback of a completed compaction un-completes it first; a crash leaves that rollback pending):
+    compaction time -> rollback time. None of them may run again."""
+    pending = {c.timestamp for c in timeline.pending_compactions()}
+    if not pending:
+        return {}
+    found = {c.timestamp: r for c, r in rolled_back_compactions(timeline)}
+    for r in timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]):
+        plan = timeline.avro_record(Instant(r.timestamp, State.REQUESTED, Action.ROLLBACK))
+        target = (plan.get("instantToRollback") or {}).get("commitTime")
+        if target in pending:
+            found[target] = r.timestamp
+    return found
+
+
+def rolled_back_compactions(timeline: Timeline) -> list[tuple[Instant, str]]:
+    """Pending compactions a completed rollback undid, each with that rollback: a crash came after
+    the forced rollback of a completed compaction that corrected the MDT completed and before the
+    compaction's requested and inflight files went. Such a compaction is never executed again."""
+    if not timeline.filter([Action.ROLLBACK], [State.COMPLETED]):
+        return []
+    found = []
+    for compaction in timeline.pending_compactions():
+        r = _completed_rollback_of(timeline, compaction.timestamp)
+        if r is not None:
+            found.append((compaction, r))
+    return found
 
 
 def _pending_rollbacks(table: LakeTable, timeline: Timeline) -> list[tuple[Instant, RollbackPlan]]:
@@ -296,11 +333,6 @@ def _pending_rollbacks(table: LakeTable, timeline: Timeline) -> list[tuple[Insta
         record = timeline.avro_record(requested)
         out.append((r, RollbackPlan.from_record(record, timeline.path_of(requested), table.storage)))
     return out
-
-
-def logs_per_instant(table: LakeTable) -> bool:
-    """Whether each deltacommit writes log files of its own (versions 8/9, timeline layout 2)."""
-    return table.layout.has_completion_times
 
 
 def _rollback_one(table: LakeTable, timeline: Timeline, target: Instant) -> RollbackResult:
@@ -314,7 +346,13 @@ def _rollback_one(table: LakeTable, timeline: Timeline, target: Instant) -> Roll
         log.info("removed %s %s of %s: rolled back by %s already", target.action.value, t, table.uri, done)
         return RollbackResult(done, t, target.action.value, (), (), resumed=True)
     written = gather(table, timeline, target)
-    rollback_plan = plan(target, written, logs_per_instant(table), _corrected(table, target))
+    rollback_plan = plan(
+        target,
+        written,
+        logs_per_instant(table),
+        _corrected(table, target),
+        slice_logs=drops_slice(table, timeline, target),
+    )
     # The plan as stored must be readable back: every path inside the table, outside .hoodie/.
     for path in (*rollback_plan.files_to_delete, *rollback_plan.logs_to_mark):
         table.storage.check_deletable(path)
@@ -330,47 +368,6 @@ def _corrected(table: LakeTable, target: Instant) -> bool:
         return False
     mdt = kept_metadata_table(table)
     return mdt is not None and why_not_forgettable(mdt, target.timestamp) is not None
-
-
-def gather(table: LakeTable, timeline: Timeline, target: Instant) -> list[WrittenFile]:
-    """The files ``target`` wrote: from its markers, else (completed) its write stats, else by
-    listing the table for files named with it and log files holding its blocks."""
-    storage = table.storage
-    t = target.timestamp
-    per_instant = logs_per_instant(table)
-    markers = table.store.markers.read(t)
-    if markers:
-        paths = {m.relative_path for m in markers}
-    elif target.is_completed:
-        paths = {s.path for s in timeline.commit_metadata(target).write_stats()}
-    else:
-        paths = set()
-        for partition, files in list_table(storage, table.config).items():
-            for name, _size in files:
-                base = BaseFileName.parse(name)
-                log_name = LogFileName.parse(name) if base is None else None
-                # v6: an older slice's log may hold t's blocks; v8/9: only logs named with t are t's.
-                if (base is not None and base.instant == t) or (
-                    log_name is not None
-                    and (log_name.base_instant == t if per_instant else log_name.base_instant <= t)
-                ):
-                    paths.add(f"{partition}/{name}" if partition else name)
-    written = []
-    for path in sorted(paths):
-        rel = storage.check_deletable(path)
-        if not storage.exists(rel):
-            if markers:  # its file not made yet: a writer still running (a late executor) may make
-                written.append(WrittenFile(rel, 0))  # it, so the plan and metadata name it
-            continue
-        log_name = LogFileName.parse(rel.rpartition("/")[2])
-        instants: frozenset[str] = frozenset()
-        if log_name is not None and not per_instant:  # (v8/9: the plan goes by the log's name)
-            blocks = parse_log_bytes(storage.read(rel), storage.uri(rel))
-            instants = frozenset(b.instant_time for b in blocks if b.instant_time and not b.is_rollback)
-            if not markers and not target.is_completed and log_name.base_instant != t and t not in instants:
-                continue  # listing fallback: an older slice's log the instant never appended to
-        written.append(WrittenFile(rel, storage.size(rel), instants))
-    return written
 
 
 def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resumed: bool) -> RollbackResult:
@@ -414,9 +411,12 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
         if append:
             storage.append(rel, rollback_command_block(r.timestamp, t))
         marked.append((rel, size))
-    if mdt is not None and marked and not in_mdt:
+    # v6: the logs on a rolled-back compaction's slices, listed by the MDT deltacommits of the
+    # writes' rollbacks (they marked them), go from the listing too.
+    gone = [p for p in deleted if rollback_plan.target_action is not Action.DELTACOMMIT and _is_log(p)]
+    if mdt is not None and (marked or gone) and not in_mdt:
         # v6 only: completed before the rollback, as Java's; readers skip it till then.
-        mdt.commit_rollback_logs(r.timestamp, marked)
+        mdt.commit_rollback_logs(r.timestamp, marked, gone)
     if not in_mdt:
         _drop_target(table, t)
     outcome = RollbackOutcome(tuple(deleted), tuple(failed), tuple(marked))
@@ -449,6 +449,10 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
         resumed,
         tuple(failed),
     )
+
+
+def _is_log(path: str) -> bool:
+    return LogFileName.parse(path.rpartition("/")[2]) is not None
 
 
 def describe_failed_writes(base_path: str, instants: Sequence[Instant]) -> str:

@@ -120,13 +120,21 @@ def latest_completed_commit(timeline: Timeline) -> Instant | None:
 
 
 def plan(
-    target: Instant, written: Iterable[WrittenFile], logs_per_instant: bool = False, keep_logs: bool = False
+    target: Instant,
+    written: Iterable[WrittenFile],
+    logs_per_instant: bool = False,
+    keep_logs: bool = False,
+    *,
+    slice_logs: bool = False,
 ) -> RollbackPlan:
     """The plan undoing ``target``: per file group, files to delete and log files to mark.
     ``logs_per_instant`` (versions 8/9): the log files named with ``target`` are deleted, no other.
     ``keep_logs`` (version 6): a log holding only ``target``'s blocks is marked too, not deleted, as
     Java 0.14 rolls back a merge-on-read commit; a metadata table that keeps the log's size in a
-    base file would otherwise give that size to the next log of the same name (a smaller one)."""
+    base file would otherwise give that size to the next log of the same name (a smaller one).
+    ``slice_logs`` (a version 6 compaction): the logs named after ``target``'s slices are deleted
+    whole, whatever blocks they hold: the slice goes, and no later log can take their names (a
+    compaction's time is never written again)."""
     # keyed by (partition, file id), both parsed from file names
     deletes: dict[tuple[str, str], list[str]] = {}
     marks: dict[tuple[str, str], list[tuple[str, int]]] = {}
@@ -146,6 +154,10 @@ def plan(
         if log is None:
             continue
         key = (partition, log.file_id)
+        if slice_logs and log.base_instant == t:
+            deletes.setdefault(key, []).append(f.path)
+            base_of.setdefault(key, t)
+            continue
         if logs_per_instant:
             if log.base_instant == t:  # (in 1.x the name's instant is the deltacommit's)
                 deletes.setdefault(key, []).append(f.path)

@@ -40,6 +40,7 @@ from airflow_lake_provider.lake.table.rollback.executor import (
     eligible_failed_writes,
     rollback_failed_writes_locked,
     rollback_instant_locked,
+    rolled_back_compactions,
 )
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -277,7 +278,8 @@ def _ready_timeline(table: LakeTable, timeline: Timeline, config: FailedWritesCo
         )
     failed = eligible_failed_writes(table, timeline, config)
     rolling = timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT])
-    if failed or rolling:
+    # (a compaction a completed rollback undid is removed first: this write's logs would go on its slices)
+    if failed or rolling or rolled_back_compactions(timeline):
         rollback_failed_writes_locked(table, config)
         timeline = table.timeline()
     return timeline

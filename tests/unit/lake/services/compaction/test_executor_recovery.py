@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from compaction_support import DUE, batch, crash_at, empty_mor, mor, store, timeline_file
+from crash_support import crashing, steps_of
+from tree_digest import tree_digest
 from write_support import hudi_rows
 
 from airflow_lake_provider.lake.errors import CompactionError, CorruptTimelineFileError
@@ -25,6 +28,8 @@ from airflow_lake_provider.lake.services.compaction.operation import run_operati
 from airflow_lake_provider.lake.services.compaction.plan import CompactionOperation
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+from airflow_lake_provider.lake.services.restore import restore
+from airflow_lake_provider.lake.services.savepoint import savepoints
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
@@ -33,6 +38,7 @@ from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
 from airflow_lake_provider.lake.timeline.instant import State
+from tests.unit.lake.table.rollback.test_written import _compacted_then_upserted
 
 
 def _rows(table: LakeTable) -> list[tuple[str, int, str]]:
@@ -377,3 +383,36 @@ def test_logs_merge_in_the_order_of_their_writes_whatever_their_write_tokens(
     assert done.outcome is Outcome.COMPLETED
     assert sorted((r["id"], r["v"]) for r in read_snapshot(table).select(["id", "v"]).to_pylist()) == expected
     assert hudi_rows(table.base_path, "id", "v") == expected
+
+
+def test_no_compaction_is_scheduled_or_run_while_a_restore_is_pending(tmp_path: Path) -> None:
+    """A restore that crashed half way (one of its two rollbacks done): its plan was fixed when it
+    started. Scheduling or running a compaction now, which could redo the compaction it is rolling
+    back or take slices it will delete, is refused and changes nothing, as a write is; finishing the
+    restore then leaves the savepoint's rows."""
+    table, c, at_savepoint = _compacted_then_upserted(tmp_path / "t", 1)
+    point = savepoints(table.timeline())[0].instant
+    with pytest.raises(SimulatedCrash):
+        restore(crashing(table, _first_rollback_done(table, point)), point)
+    before = tree_digest(Path(table.storage.root))
+    for attempt in (
+        lambda: schedule_compaction(table, {**DUE}, force=True),
+        lambda: execute_compaction(table),
+        lambda: execute_compaction(table, c),
+    ):
+        with pytest.raises(CompactionError, match=r"restore \d+ is pending; finish it before"):
+            attempt()
+        assert tree_digest(Path(table.storage.root)) == before
+    restore(table, point)
+    assert read_snapshot(table).sort_by("id").column("ts").to_pylist() == (
+        at_savepoint.sort_by("id").column("ts").to_pylist()
+    )
+
+
+def _first_rollback_done(table: LakeTable, point: str) -> int:
+    """The durable step of a restore to ``point`` after which its first rollback completed."""
+    counting = crashing(
+        LakeTable.open(shutil.copytree(table.storage.root, Path(table.storage.root + "-count")))
+    )
+    restore(counting, point)
+    return next(n for n, s in enumerate(steps_of(counting), 1) if s.endswith(".rollback"))

@@ -12,16 +12,20 @@ from hudi import HudiTableBuilder
 
 from airflow_lake_provider.lake import cli
 from airflow_lake_provider.lake.errors import ArchivalConfigError, InstantArchivedError, TableConfigError
+from airflow_lake_provider.lake.log_file.log_format import rollback_command_block
 from airflow_lake_provider.lake.log_file.scanner import read_log_blocks
 from airflow_lake_provider.lake.services.clean.executor import run_clean
-from airflow_lake_provider.lake.services.savepoint import create_savepoint
+from airflow_lake_provider.lake.services.restore import restore
+from airflow_lake_provider.lake.services.savepoint import create_savepoint, savepoints
 from airflow_lake_provider.lake.storage import LocalStorage
 from airflow_lake_provider.lake.table.archival.executor import Outcome, run_archival
 from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.archived import decode_archive_block
 from airflow_lake_provider.lake.timeline.instant import Action
+from tests.unit.lake.table.rollback.test_written import _archive_past, _compacted_then_upserted
 
 # No count-based compaction trigger: on MOR archival then keeps no delta commits for one (see
 # test_mor_archival_keeps_the_delta_commits_the_compaction_trigger_counts).
@@ -605,3 +609,52 @@ def test_a_merge_whose_replaced_files_a_deleted_savepoint_kept_is_not_archived_w
     archived = _lake_json(capsys, "archive", str(path), *CLI_KEEP)
     assert (archived["first_archived"], archived["last_archived"]) == (replace, ys[1])
     assert _lake_rows(capsys, path) == expected
+
+
+def test_archival_deletes_a_log_an_earlier_version_left_on_a_rolled_back_compactions_slice(
+    tmp_path: Path,
+) -> None:
+    """A restore of an earlier version rolled a compaction back by its base files alone and left a
+    log two upserts put on its slice (appended, as Hudi's writers do: both blocks and both
+    rollbacks' command blocks). Archival deletes it before moving past the rollbacks: once they are
+    archived it would read as a committed slice without a base file and hide the file group's older
+    row of key 1."""
+    table, c, at_savepoint = _compacted_then_upserted(tmp_path / "t", 2)
+    first, second = sorted(Path(table.storage.root).rglob(f".*_{c}.log.*"))
+    shared = first.read_bytes() + second.read_bytes()
+    point = savepoints(table.timeline())[0].instant
+    restore(table, point)
+    timeline = table.timeline()
+    undone = [
+        (r.timestamp, rec["commitsRollback"][0])
+        for r in timeline.filter([Action.ROLLBACK])
+        if (rec := timeline.avro_record(r))["commitsRollback"] != [c]
+    ]
+    assert len(undone) == 2
+    first.write_bytes(shared + b"".join(rollback_command_block(*u) for u in undone))
+    _archive_past(table, point)
+    assert not first.exists()
+    ours = read_snapshot(table).sort_by("id")
+    theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(table.storage.root).build().read())
+    assert ours.column("ts").to_pylist() == theirs.sort_by("id").column("ts").to_pylist()
+    assert ours.column("ts").to_pylist() == [at_savepoint.sort_by("id").column("ts")[0].as_py(), 13]
+
+
+def test_archival_keeps_the_files_of_a_compaction_redone_after_its_rollback(tmp_path: Path) -> None:
+    """A table an earlier version left with a completed rollback of compaction C and C completed
+    again (it ran C once more after a crash between the rollback's completion and the removal of
+    C's pending files). C's base files are committed: archival past the rollback keeps them, and
+    we read what hudi-rs reads."""
+    table, c, _ = _compacted_then_upserted(tmp_path / "t", 0)
+    root = Path(table.storage.root)
+    redo = {p: p.read_bytes() for p in [*root.glob(f".hoodie/{c}.*"), *root.glob(f"*_{c}.parquet")]}
+    (undo,) = rollback(table, c, force=True)
+    assert not any(p.exists() for p in redo)
+    for p, data in redo.items():  # C completed again, its rollback still on the timeline
+        p.write_bytes(data)
+    _archive_past(table, savepoints(table.timeline())[0].instant)
+    assert undo.instant not in {i.timestamp for i in table.timeline().instants}  # archived
+    assert all(p.exists() for p in redo if p.suffix == ".parquet")
+    ours = read_snapshot(table).sort_by("id")
+    theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(table.storage.root).build().read())
+    assert ours.column("ts").to_pylist() == theirs.sort_by("id").column("ts").to_pylist() == [2, 13]

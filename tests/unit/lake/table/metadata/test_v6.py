@@ -26,6 +26,7 @@ from airflow_lake_provider.lake.errors import LakeError
 from airflow_lake_provider.lake.format.hfile import read_hfile
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.log_file.delete_block import DeleteRecord, delete_block
+from airflow_lake_provider.lake.log_file.hfile_block import decode_hfile_block
 from airflow_lake_provider.lake.log_file.log_format import (
     BlockType,
     HeaderKey,
@@ -33,12 +34,14 @@ from airflow_lake_provider.lake.log_file.log_format import (
     rollback_command_block,
 )
 from airflow_lake_provider.lake.services.clean.executor import run_clean
-from airflow_lake_provider.lake.services.compaction.executor import run_compaction
+from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome
 from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions
 from airflow_lake_provider.lake.services.restore import restore
-from airflow_lake_provider.lake.services.savepoint import create_savepoint
+from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
 from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
+from airflow_lake_provider.lake.table.archival.executor import Outcome as ArchivalOutcome
+from airflow_lake_provider.lake.table.archival.executor import run_archival
 from airflow_lake_provider.lake.table.metadata.files import read_files_partition
 from airflow_lake_provider.lake.table.metadata.listing import check_files_partition, list_table_files
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -46,6 +49,7 @@ from airflow_lake_provider.lake.table.rollback.executor import rollback
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import WriteResult, write
 from airflow_lake_provider.lake.timeline.archived import decode_archive_block
+from airflow_lake_provider.lake.timeline.avro import read_avro
 from airflow_lake_provider.lake.timeline.instant import Action
 from airflow_lake_provider.lake.timeline.markers import IOType
 
@@ -612,6 +616,14 @@ def test_rollback_blocks_appended_to_a_log_are_listed_in_the_v6_mdt(hudi_table_z
     assert ids[0] in after.column("id").to_pylist()
 
 
+_KEEP_FEW = {
+    "hoodie.metadata.compact.max.delta.commits": "1",
+    "hoodie.keep.min.commits": "2",
+    "hoodie.keep.max.commits": "3",
+    "hoodie.cleaner.commits.retained": "1",
+}
+
+
 def _savepointed(table: Path) -> tuple[Path, pa.Table, str]:
     """The table with a v6 MDT added, its rows (checked consistent) and a savepoint at its latest
     completed commit."""
@@ -654,37 +666,167 @@ def test_restore_keeps_a_v6_mdt(hudi_table_zip, name: str, mdt_compactions: bool
 
 
 @pytest.mark.parametrize("name", ["morparquet_v6_nonpartitioned", "morparquet_v6_simplekeygen_nonhivestyle"])
-def test_a_restore_past_a_data_compaction_keeps_a_v6_mdt_as_java_lists_it(hudi_table_zip, name: str) -> None:
-    """A savepoint, a data compaction, an upsert onto the compacted slices and an MDT compaction
-    after it, then the restore. The upsert's rollback is corrected (the MDT's base file holds its
-    records): as Java 0.14's, it marks the upsert's new log, named after the compaction's slice,
-    and the MDT lists the size it leaves; the compaction's rollback deletes only its base files.
-    The log stays with a rolled-back block and the rollback's command block, listed by the MDT as
-    Java's lists it, and by the check (a log a completed rollback appended to)."""
+@pytest.mark.parametrize("upserts", [1, 2])
+def test_a_restore_past_a_data_compaction_deletes_the_logs_on_its_slices_and_the_mdt_forgets_them(
+    hudi_table_zip, name: str, upserts: int
+) -> None:
+    """A savepoint, a data compaction C, upserts onto C's slices (each followed by an MDT
+    compaction), then the restore. The upserts' rollbacks are corrected (the MDT's base file holds
+    their records) and mark the log named after C's slice; C's rollback deletes its base files and
+    that log: left, once archival passed C's rollback it would read as a committed slice without a
+    base file, hiding the file group's rows. The MDT's base file and its logs (the marking
+    rollbacks') both list the log, so C's rollback writes its tombstone twice: Hudi merges the logs
+    first, where one tombstone goes with the logs' entry and leaves the base file's. After more
+    writes and archival past C's rollback, we and hudi-rs read the savepoint's rows plus theirs."""
     table, before, point = _savepointed(hudi_table_zip(name))
-    options = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    options = {**MAINTAIN, **_KEEP_FEW}
     compacted = run_compaction(
         LakeTable.open(table), {**options, "hoodie.compact.inline.max.delta.commits": "1"}
     )
     c = compacted[1].instant
     assert c is not None
     ids = sorted(before.column("id").to_pylist())
-    upsert = write(LakeTable.open(table), _batch(before, [ids[0]], 1), "upsert", options=options)
-    assert upsert.metadata_compaction is not None
+    for n in range(upserts):
+        upsert = write(LakeTable.open(table), _batch(before, [ids[0]], n + 1), "upsert", options=options)
+        assert upsert.metadata_compaction is not None
+    on_slice = sorted(p for p in table.rglob(f".*_{c}.log.*") if ".hoodie" not in p.parts)
+    assert len(on_slice) == upserts  # (our writer adds a log version per write)
     restore(LakeTable.open(table), point, options)
-    kept = [p for p in table.rglob(f".*_{c}.log.*") if ".hoodie" not in p.parts]
-    assert len(kept) == 1
-    blocks = parse_log_bytes(kept[0].read_bytes(), str(kept[0]))
-    assert [(b.block_type.name, b.instant_time) for b in blocks][-2:] == [
-        ("AVRO_DATA", upsert.instant),
-        ("COMMAND", min(p.name.split(".")[0] for p in (table / ".hoodie").glob("*.rollback"))),
-    ]
-    rel = kept[0].relative_to(table).as_posix()
-    partition, _, file = rel.rpartition("/")
-    assert read_files_partition(open_storage(table)).files[partition or "."][file] == kept[0].stat().st_size
     assert not list(table.rglob(f"*_{c}.parquet"))
+    assert not any(p.exists() for p in on_slice)
+    rollbacks = sorted(p.name.split(".")[0] for p in (table / ".hoodie").glob("*.rollback"))
+    (of_c,) = [r for r in rollbacks if c in (read_rollback(table, r)["commitsRollback"])]
+    blocks = _mdt_blocks(table, of_c)
+    assert [b.block_type for b in blocks] == [BlockType.HFILE_DATA, BlockType.HFILE_DATA]
+    second = dict(decode_hfile_block(blocks[1]))
+    partition = on_slice[0].parent.relative_to(table).as_posix()
+    tombstones = {p.name: {"size": 0, "isDeleted": True} for p in on_slice}
+    assert second[partition]["filesystemMetadata"] == tombstones
     assert _data(assert_consistent(table)) == _data(before)
     assert main(["metadata-table", str(table), "--check"]) == 0
+    # The savepoint goes; more writes: the MDT compacts, the data timeline archives past C's rollback.
+    delete_savepoint(LakeTable.open(table), point)
+    for n in range(5):
+        write(LakeTable.open(table), _batch(before, [ids[1]], 10 + n), "upsert", options=options)
+        if n == 1:  # (archival keeps what the last clean retained)
+            run_clean(LakeTable.open(table), options)
+    assert not (table / ".hoodie" / f"{of_c}.rollback").exists()
+    after = assert_consistent(table)
+    assert len(after) == len(before)
+    assert main(["metadata-table", str(table), "--check"]) == 0
+
+
+@pytest.mark.parametrize("name", ["morparquet_v6_nonpartitioned"])
+def test_a_crash_at_every_step_of_a_compactions_rollback_that_deletes_logs_on_its_slices(
+    hudi_table_zip, tmp_path: Path, name: str
+) -> None:
+    """Forced rollbacks of an upsert onto a compaction's slices (corrected: an MDT compaction
+    folded it in), then of the compaction, crashed after each durable step of the second; the next
+    rollback finishes it: the compaction's base files and the marked log are gone, and the MDT
+    lists the table (the two tombstones written once, with the rollback's deltacommit)."""
+    template = hudi_table_zip(name)
+    add_v6_metadata_table(template)
+    before = _data(assert_consistent(template))
+    options = {**MAINTAIN, "hoodie.metadata.compact.max.delta.commits": "1"}
+    c = run_compaction(LakeTable.open(template), {**options, "hoodie.compact.inline.max.delta.commits": "1"})
+    t = c[1].instant
+    assert t is not None
+    ids = sorted(read_snapshot(LakeTable.open(template)).column("id").to_pylist())
+    batch = _batch(read_snapshot(LakeTable.open(template)), [ids[0]], 7)
+    u = write(LakeTable.open(template), batch, "upsert", options=options).instant
+    rollback(LakeTable.open(template), u, force=True, options=options)
+    counting = crashing(LakeTable.open(shutil.copytree(template, tmp_path / "count")))
+    rollback(counting, t, force=True, options=options)
+    steps = steps_of(counting)
+    assert any(".log." in s and "metadata" not in s for s in steps), steps  # the slice's log deleted
+    for step in range(1, len(steps) + 1):
+        path = shutil.copytree(template, tmp_path / f"crash{step}")
+        with pytest.raises(SimulatedCrash):
+            rollback(crashing(LakeTable.open(path), step), t, force=True, options=options)
+        # A compaction run in between never redoes the compaction: once the rollback un-completed
+        # it, that rollback is pending or (a crash after its completion) completed.
+        redo = run_compaction(LakeTable.open(path), options)[1]
+        assert (redo.outcome, redo.instant) == (Outcome.NO_WORK, None), (step, steps[step - 1])
+        rollback(LakeTable.open(path), options=options)
+        assert not list((path / ".hoodie").glob(f"{t}.*")), (step, steps[step - 1])
+        assert not [p for p in path.rglob(f"*_{t}*") if ".hoodie" not in p.parts], (step, steps[step - 1])
+        assert _data(assert_consistent(path)) == before, (step, steps[step - 1])
+        assert main(["metadata-table", str(path), "--check"]) == 0, (step, steps[step - 1])
+
+
+def test_archival_waits_on_a_log_left_on_a_rolled_back_compactions_slice_the_mdt_lists(
+    hudi_table_zip,
+) -> None:
+    """A log an earlier version's restore left on a rolled-back compaction's slice, on a table
+    whose MDT is kept: archival cannot delete it (the MDT lists it, archival writes nothing there)
+    and does not move past the rollback; its reason names the log and the way out."""
+    table, before, point = _savepointed(hudi_table_zip("morparquet_v6_nonpartitioned"))
+    options = {**MAINTAIN, **_KEEP_FEW}
+    c = run_compaction(LakeTable.open(table), {**options, "hoodie.compact.inline.max.delta.commits": "1"})[1]
+    assert c.instant is not None
+    ids = sorted(before.column("id").to_pylist())
+    write(LakeTable.open(table), _batch(before, [ids[0]], 1), "upsert", options=options)
+    (left,) = [p for p in table.rglob(f".*_{c.instant}.log.*") if ".hoodie" not in p.parts]
+    kept = left.read_bytes()
+    restore(LakeTable.open(table), point, options)
+    left.write_bytes(kept)  # as the earlier version left it
+    delete_savepoint(LakeTable.open(table), point)
+    for n in range(5):
+        write(LakeTable.open(table), _batch(before, [ids[1]], 10 + n), "upsert", options=options)
+        if n == 1:
+            run_clean(LakeTable.open(table), options)
+    result = run_archival(LakeTable.open(table), options)
+    assert result.outcome is ArchivalOutcome.NO_WORK
+    assert f"{left.name} is left on the slices of compaction {c.instant}" in result.reason
+    assert "lake metadata-table" in result.reason and "--drop" in result.reason
+    assert left.exists()
+
+
+def test_after_a_crash_that_left_a_rolled_back_compaction_pending_it_is_never_run_and_a_write_removes_it(
+    hudi_table_zip, tmp_path: Path
+) -> None:
+    """The forced rollback of a compaction that corrects the MDT completes before the compaction's
+    pending files go; a crash in between leaves the compaction pending with a completed rollback.
+    Compaction passes it over (asked for by name: refused, naming the rollback), and the next write
+    removes its pending files first, so its logs go on the older slices, and archival later finds
+    nothing of it to expose."""
+    table = hudi_table_zip("morparquet_v6_nonpartitioned")
+    add_v6_metadata_table(table)
+    options = {**MAINTAIN, **_KEEP_FEW}
+    c = run_compaction(LakeTable.open(table), {**options, "hoodie.compact.inline.max.delta.commits": "1"})
+    t = c[1].instant
+    assert t is not None
+    counting = crashing(LakeTable.open(shutil.copytree(table, tmp_path / "count")))
+    rollback(counting, t, force=True, options=options)
+    steps = steps_of(counting)
+    (step,) = [n for n, s in enumerate(steps, 1) if s.endswith(".rollback") and "metadata" not in s]
+    with pytest.raises(SimulatedCrash):
+        rollback(crashing(LakeTable.open(table), step), t, force=True, options=options)
+    assert sorted(p.name for p in (table / ".hoodie").glob(f"{t}.*")) == [
+        f"{t}.compaction.inflight",
+        f"{t}.compaction.requested",
+    ]
+    with pytest.raises(LakeError, match=rf"compaction {t} is rolled back by \d+.*lake rollback"):
+        execute_compaction(LakeTable.open(table), t, options=options)
+    before = read_snapshot(LakeTable.open(table))
+    ids = sorted(before.column("id").to_pylist())
+    write(LakeTable.open(table), _batch(before, [ids[0]], 5), "upsert", options=options)
+    assert not list((table / ".hoodie").glob(f"{t}.*"))
+    assert not [p for p in table.rglob(f"*_{t}*") if ".hoodie" not in p.parts]
+    assert_consistent(table)
+
+
+def read_rollback(table: Path, instant: str) -> dict:
+    path = table / ".hoodie" / f"{instant}.rollback"
+    return read_avro(path.read_bytes(), str(path))
+
+
+def _mdt_blocks(table: Path, instant: str) -> list:
+    """The blocks of MDT deltacommit ``instant`` in the files partition's logs."""
+    found = []
+    for log in sorted((table / MDT / "files").glob(f".{GROUP}_*.log.*")):
+        found += [b for b in parse_log_bytes(log.read_bytes(), str(log)) if b.instant_time == instant]
+    return found
 
 
 def test_merge_small_files_keeps_a_v6_mdt(hudi_table_zip) -> None:

@@ -110,3 +110,19 @@ def test_plan_of_a_1x_table_deletes_the_logs_named_with_the_instant_and_marks_no
             RollbackRequest("q", "f3", T, (f"q/f3_0-0-0_{T}.parquet",), ()),
         ),
     )
+
+
+@pytest.mark.parametrize("slice_logs", [False, True])
+def test_a_compactions_plan_deletes_the_logs_named_after_its_slices(slice_logs: bool) -> None:
+    """Version 6: logs named after compaction ``T``'s slices hold later writes' blocks (rolled back
+    before ``T`` may be) and rollback blocks. With ``slice_logs`` they go with ``T``'s base files,
+    in the request of their file group; without it (any other target) such a log, holding none of
+    ``T``'s blocks, is neither deleted nor marked."""
+    written = [
+        WrittenFile(f"p/.f1_{T}.log.1_0-0-0", 40, frozenset({"20250101000000003", "20250101000000004"})),
+        WrittenFile(f"p/f1_0-0-0_{T}.parquet", 10),
+    ]
+    got = plan(Instant(T, State.COMPLETED, Action.COMMIT), written, slice_logs=slice_logs)
+    base = f"p/f1_0-0-0_{T}.parquet"
+    deleted = (f"p/.f1_{T}.log.1_0-0-0", base) if slice_logs else (base,)
+    assert got == RollbackPlan(T, Action.COMMIT, (RollbackRequest("p", "f1", T, deleted, ()),))

@@ -13,12 +13,17 @@ from types import SimpleNamespace
 import pyarrow as pa
 import pytest
 from compaction_support import DUE, crash_at, mor
+from hudi import HudiTableBuilder
 from tree_digest import tree_digest
 
 from airflow_lake_provider.lake.errors import CorruptTimelineFileError, RollbackError, StorageError
 from airflow_lake_provider.lake.log_file.log_format import log as log_block_log
 from airflow_lake_provider.lake.log_file.log_format import parse_log_bytes, rollback_command_block
+from airflow_lake_provider.lake.services.clean.executor import run_clean
+from airflow_lake_provider.lake.services.compaction.executor import run_compaction
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+from airflow_lake_provider.lake.services.restore import restore
+from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint, savepoints
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.rollback import executor as executor_module
@@ -32,7 +37,7 @@ from airflow_lake_provider.lake.table.rollback.planner import WrittenFile
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
-from airflow_lake_provider.lake.timeline.instant import InstantClock, format_instant
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, format_instant
 
 START = dt.datetime(2025, 6, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
 T1, T2, T3 = (format_instant(START + dt.timedelta(milliseconds=i)) for i in range(3))
@@ -350,3 +355,93 @@ def test_a_damaged_pending_rollback_plan_is_named_and_nothing_changes(t: LakeTab
         rollback_instant_locked(t, T3)
     assert str(err.value) == f"{t.storage.uri(f'.hoodie/{LATER}.rollback.requested')}: unknown action 'bogus'"
     assert sorted(p.relative_to(_root(t)).as_posix() for p in _root(t).rglob("*")) == before
+
+
+def _compacted_then_upserted(path: Path, upserts: int) -> tuple[LakeTable, str, pa.Table]:
+    """A MOR table without a metadata table: two writes, a savepoint, a compaction C, then
+    ``upserts`` upserts of key 1 onto C's slice (logs named after C); the rows at the savepoint."""
+    table = _mor(path, ())
+    write(table, _batch([1, 2], 1), "insert")
+    write(table, _batch([1], 2), "upsert")
+    at_savepoint = read_snapshot(table)
+    create_savepoint(table, table.timeline().completed_commits[-1].timestamp)
+    c = run_compaction(table, DUE)[1].instant
+    assert c is not None
+    for n in range(upserts):
+        write(table, _batch([1], 3 + n), "upsert")
+    return table, c, at_savepoint
+
+
+KEEP = {
+    "hoodie.keep.min.commits": "2",
+    "hoodie.keep.max.commits": "3",
+    "hoodie.cleaner.commits.retained": "1",
+    "hoodie.compact.inline.max.delta.commits": "1",  # (archival keeps what it would compact)
+}
+
+
+def _archive_past(table: LakeTable, point: str) -> None:
+    """The savepoint deleted, four upserts of key 2 (ts 10 to 13) and a clean after the second:
+    archival (after each write) moves the active timeline past the restore's rollbacks."""
+    delete_savepoint(table, point)
+    for n in range(4):
+        write(table, _batch([2], 10 + n), "upsert", options=KEEP)
+        if n == 1:
+            run_clean(table, KEEP)
+
+
+@pytest.mark.parametrize("upserts", [1, 2])
+def test_a_restore_past_a_compaction_deletes_the_logs_on_its_slices_so_archival_cannot_expose_them(
+    tmp_path: Path, upserts: int
+) -> None:
+    """The compaction's rollback deletes its base files and every log named after its slices
+    (their writes were rolled back first). Left, such a log holds only rolled-back blocks; once
+    archival passes the rollbacks it reads as a committed slice without a base file and hides the
+    file group's older rows. After the restore, writes, a clean and archival, we and hudi-rs read
+    the same rows, the savepoint's with the new writes."""
+    table, c, at_savepoint = _compacted_then_upserted(tmp_path / "t", upserts)
+    root = _root(table)
+    on_slice = sorted(p.name for p in root.rglob(f".*_{c}.log.*"))
+    assert len(on_slice) == upserts
+    point = savepoints(table.timeline())[0].instant
+    restore(table, point)
+    assert not list(root.rglob(f"*_{c}*")), "the compaction's base files and its slices' logs"
+    timeline = table.timeline()
+    records = [timeline.avro_record(r) for r in timeline.filter([Action.ROLLBACK])]
+    deleted = {
+        p.rsplit("/", 1)[1]
+        for record in records
+        for m in record["partitionMetadata"].values()
+        for p in m["successDeleteFiles"]
+    }
+    assert set(on_slice) <= deleted  # (without an MDT, each upsert's rollback deletes its own log)
+    (rollback_of_c,) = [
+        r
+        for r, rec in zip(timeline.filter([Action.ROLLBACK]), records, strict=True)
+        if c in rec["commitsRollback"]
+    ]
+    _archive_past(table, point)
+    assert rollback_of_c.timestamp not in {i.timestamp for i in table.timeline().instants}
+    ours = read_snapshot(table).sort_by("id")
+    theirs = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(root)).build().read()).sort_by("id")
+    assert ours.column("id").to_pylist() == theirs.column("id").to_pylist() == [1, 2]
+    assert ours.column("ts").to_pylist() == theirs.column("ts").to_pylist()
+    assert ours.column("ts").to_pylist() == [at_savepoint.sort_by("id").column("ts")[0].as_py(), 13]
+
+
+def test_rolling_back_a_pending_compaction_refuses_a_log_on_its_slice_holding_a_completed_write(
+    tmp_path: Path,
+) -> None:
+    """Only a restore rolls back a pending compaction, after every write since. Asked directly
+    while a completed upsert's log sits on its slice, the rollback names the log and the write and
+    changes nothing: deleting that log would lose the write."""
+    table = _mor(tmp_path / "t", ())
+    write(table, _batch([1, 2], 1), "insert")
+    write(table, _batch([1], 2), "upsert")
+    c = schedule_compaction(table, DUE).instant
+    assert c is not None
+    u = write(table, _batch([1], 3), "upsert").instant
+    before = tree_digest(_root(table))
+    with pytest.raises(RollbackError, match=rf"_{c}\.log\.1.*slice compaction {c} began.*{u}"):
+        rollback_instant_locked(table, c, compaction=True, restoring=True)
+    assert tree_digest(_root(table)) == before

@@ -254,9 +254,16 @@ def _forget_in_metadata_table(table: LakeTable, t: str, mdt: MetadataTableWriter
 
 
 def _completed_rollback_of(timeline: Timeline, t: str) -> str | None:
-    """The completed rollback of ``t`` on the timeline, if any (newest first)."""
+    """The completed rollback that undid ``t`` for good, if any (newest first). Hudi's retry of a
+    failed compaction rolls the pending compaction back (recorded with action ``compaction``) and
+    requests it again (``rollbackInflightCompaction``): that one does not count, the compaction is
+    to run. (Our rollbacks of a pending compaction, a restore's, remove it before completing.)"""
     for r in reversed(timeline.filter([Action.ROLLBACK], [State.COMPLETED])):
-        if t in (timeline.avro_record(r).get("commitsRollback") or ()):
+        record = timeline.avro_record(r)
+        if t not in (record.get("commitsRollback") or ()):
+            continue
+        actions = {i.get("action") for i in record.get("instantsRollback") or () if i.get("commitTime") == t}
+        if actions != {Action.COMPACTION.value}:
             return r.timestamp
     return None
 

@@ -254,6 +254,8 @@ def test_store_start_creates_requested_and_inflight_and_refuses_a_used_time(stor
     with pytest.raises(InvalidInstantError):
         store.start("2024-01-01", Action.DELTACOMMIT)
     assert _tree(_hoodie(store)) == before and _no_temp_files(store)
+    store.start(T2, Action.DELTACOMMIT)  # no content given: an empty inflight file
+    assert (_hoodie(store) / f"{T2}.deltacommit.inflight").read_bytes() == b""
 
 
 def test_store_start_loses_to_a_writer_that_took_the_time_after_its_check(
@@ -274,6 +276,34 @@ def test_store_start_loses_to_a_writer_that_took_the_time_after_its_check(
         store.start(T1, Action.DELTACOMMIT, b"ours")
     assert (_hoodie(store) / f"{T1}.deltacommit.inflight").read_bytes() == b"theirs"
     assert _no_temp_files(store)
+
+
+def _hold_instant_lock(base: str, held: str, seconds: float) -> None:
+    with TimelineStore(base).exclusive("instant"):
+        Path(held).touch()
+        time.sleep(seconds)
+
+
+def test_store_start_waits_for_the_instant_lock_another_process_holds(
+    store: TimelineStore, tmp_path: Path
+) -> None:
+    """The check and the links happen under the instant lock that ``create_requested`` takes too:
+    a start while another process holds it waits for it (as long as a Java-sized commit may take),
+    then starts."""
+    held = tmp_path / "held"
+    ctx = multiprocessing.get_context("spawn")
+    holder = ctx.Process(target=_hold_instant_lock, args=(store.base_path, str(held), 1.0))
+    holder.start()
+    try:
+        while not held.exists():
+            time.sleep(0.01)
+        began = time.monotonic()
+        inflight = store.start(T1, Action.DELTACOMMIT, b"ours")
+        waited = time.monotonic() - began
+    finally:
+        holder.join()
+    assert inflight == Instant(T1, State.INFLIGHT, Action.DELTACOMMIT)
+    assert 0.5 < waited < 5, waited
 
 
 def test_store_create_requested_time_used_by_completed_only_conflict(store: TimelineStore) -> None:

@@ -18,7 +18,7 @@ import pytest
 from compaction_support import DUE, batch, crash_at, empty_mor, mor, store, timeline_file
 from crash_support import crashing, steps_of
 from tree_digest import tree_digest
-from write_support import hudi_rows
+from write_support import hudi_rows, our_rows
 
 from airflow_lake_provider.lake.errors import CompactionError, CorruptTimelineFileError
 from airflow_lake_provider.lake.format import bloom_filter
@@ -32,6 +32,7 @@ from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.savepoint import savepoints
 from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.reader import read_snapshot
+from airflow_lake_provider.lake.table.rollback.executor import rollback_instant_locked
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
@@ -416,3 +417,30 @@ def _first_rollback_done(table: LakeTable, point: str) -> int:
     )
     restore(counting, point)
     return next(n for n, s in enumerate(steps_of(counting), 1) if s.endswith(".rollback"))
+
+
+def test_a_compaction_hudi_rolled_back_to_retry_it_runs_again(tmp_path: Path) -> None:
+    """Hudi retries a failed compaction C by a completed rollback of the pending C (recorded with
+    action ``compaction``) and C requested again, its plan and the logs on its slices kept
+    (``rollbackInflightCompaction``). That is not a compaction undone: a write keeps it, and the
+    next run executes it; we read what hudi-rs reads."""
+    table = mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+    assert c is not None
+    write(table, batch(["a"], 3, "x"), "upsert")  # a log on C's slice
+    root = Path(table.storage.root)
+    plan = root / ".hoodie" / f"{c}.compaction.requested"
+    kept = {p: p.read_bytes() for p in [plan, *root.rglob(f".*_{c}.log.*")]}
+    for p in kept:
+        if ".log." in p.name:
+            p.unlink()  # (Hudi's rollback of a pending compaction keeps them; ours would delete them)
+    with table.store.exclusive("write"):
+        (undo,) = rollback_instant_locked(table, c, compaction=True, restoring=True)
+    for p, data in kept.items():
+        p.write_bytes(data)
+    assert undo.target_action == "compaction" and not plan.with_suffix(".inflight").exists()
+    write(table, batch(["b"], 4, "x"), "upsert")
+    assert plan.exists()
+    result = execute_compaction(table)
+    assert (result.outcome, result.instant) == (Outcome.COMPLETED, c)
+    assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 3), ("b", 4), ("c", 1)]

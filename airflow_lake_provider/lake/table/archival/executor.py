@@ -29,6 +29,7 @@ from airflow_lake_provider.lake.table.archival.config import ArchivalConfig
 from airflow_lake_provider.lake.table.archival.planner import ArchivalPlan, plan_archival
 from airflow_lake_provider.lake.table.metadata.policy import guard_mutation, kept_metadata_table
 from airflow_lake_provider.lake.table.rollback.plan import in_table
+from airflow_lake_provider.lake.table.rollback.written import logs_on_slices
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.history.writer import COMPACTION_BATCH
@@ -298,12 +299,8 @@ def _drop_slice_leftovers(
         base = BaseFileName.parse(name)
         if base is not None and base.instant == target:
             groups.setdefault(partition, set()).add(base.file_id)
-    storage, left = table.storage, []
-    for partition, file_ids in sorted(groups.items()):
-        for name in storage.list_names(partition):
-            log_name = LogFileName.parse(name)
-            if log_name is not None and log_name.base_instant == target and log_name.file_id in file_ids:
-                left.append(f"{partition}/{name}" if partition else name)
+    storage = table.storage
+    left = logs_on_slices(storage, target, groups)
     if left and kept_metadata_table(table) is not None:
         return [
             f"{storage.uri(rel)} is left on the slices of compaction {target}, rolled back by "

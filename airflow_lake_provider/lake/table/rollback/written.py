@@ -3,6 +3,8 @@ listing, with the instants of the blocks in each log file (the planner decides f
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from airflow_lake_provider.lake.errors import RollbackError
 from airflow_lake_provider.lake.file_group.builder import list_table
 from airflow_lake_provider.lake.file_group.file_names import BaseFileName, LogFileName
@@ -35,12 +37,18 @@ def _slice_logs(table: LakeTable, timeline: Timeline, t: str) -> set[str]:
     groups: dict[str, set[str]] = {}
     for op in timeline.compaction_plan(t).get("operations") or ():
         groups.setdefault(op.get("partitionPath") or "", set()).add(op["fileId"])
-    found = set()
-    for partition, file_ids in groups.items():
-        for name in table.storage.list_names(partition):
+    return set(logs_on_slices(table.storage, t, groups))
+
+
+def logs_on_slices(storage: Storage, t: str, groups: Mapping[str, set[str]]) -> list[str]:
+    """The log files named after base instant ``t`` in the file groups ``groups`` names (partition
+    -> file ids), table-relative, by partition and name: one listing per partition."""
+    found = []
+    for partition, file_ids in sorted(groups.items()):
+        for name in sorted(storage.list_names(partition)):
             log_name = LogFileName.parse(name)
             if log_name is not None and log_name.base_instant == t and log_name.file_id in file_ids:
-                found.add(f"{partition}/{name}" if partition else name)
+                found.append(f"{partition}/{name}" if partition else name)
     return found
 
 

@@ -305,6 +305,22 @@ class TimelineStore:
                 removed.append(self.layout.file_name(present[state]))
         return removed
 
+    def revert_to_requested(self, timestamp: str) -> Instant:
+        """Delete the inflight file of a pending instant whose requested file holds its plan, so it
+        runs again from that plan (how Hudi's retry of a failed compaction ends); refuse a completed
+        instant or one with no plan to run again."""
+        present = self._states_present(timestamp)
+        requested = present.get(State.REQUESTED)
+        if State.COMPLETED in present:
+            raise InvalidStateTransitionError(
+                f"{timestamp}: is completed; only pending instants are reverted"
+            )
+        if requested is None or not self.storage.read(self.layout.instant_path(requested)):
+            raise InvalidStateTransitionError(f"{timestamp}: has no requested plan to run again")
+        if State.INFLIGHT in present:
+            self.storage.delete(self.layout.instant_path(present[State.INFLIGHT]))
+        return requested
+
     def remove_completed(self, instant: Instant) -> None:
         """Delete the completed file of a write being rolled back (forced): the instant turns
         pending again (its inflight file stays), so its files stop being visible at once."""

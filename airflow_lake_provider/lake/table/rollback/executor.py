@@ -268,11 +268,32 @@ def _completed_rollback_of(timeline: Timeline, t: str) -> str | None:
     return None
 
 
-def _drop_target(table: LakeTable, t: str) -> None:
-    """The rolled-back instant's pending files, markers and heartbeat."""
-    table.store.remove_pending(t)
+def _drop_target(table: LakeTable, t: str, *, retry: bool = False) -> None:
+    """The rolled-back instant's pending files, markers and heartbeat. ``retry``: its inflight file
+    only, its plan stays requested (``_hudi_retry``)."""
+    if retry:
+        table.store.revert_to_requested(t)
+        log.info("compaction %s of %s is requested again: Hudi's retry of it was interrupted", t, table.uri)
+    else:
+        table.store.remove_pending(t)
     table.store.markers.delete(t)
     table.store.heartbeats.delete(t)
+
+
+def _hudi_retry(timeline: Timeline, rollback_plan: RollbackPlan, target: Instant | None) -> bool:
+    """Whether a pending rollback is Hudi's retry of a failed compaction, interrupted: it undoes a
+    pending compaction that still has its plan, and no restore is pending (ours roll a pending
+    compaction back only within a restore). Hudi ends it with the compaction requested again."""
+    if target is None or target.is_completed or target.action is not Action.COMPACTION:
+        return False
+    if rollback_plan.target_action is not Action.COMPACTION:
+        return False
+    if timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT]):
+        return False
+    try:
+        return bool(timeline.read_bytes(Instant(target.timestamp, State.REQUESTED, Action.COMPACTION)))
+    except FileNotFoundError:  # an inflight file alone: nothing to run again
+        return False
 
 
 def _logs_to_mark(table: LakeTable, r: str, rollback_plan: RollbackPlan) -> list[tuple[str, int, bool]]:
@@ -425,7 +446,7 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
         # v6 only: completed before the rollback, as Java's; readers skip it till then.
         mdt.commit_rollback_logs(r.timestamp, marked, gone)
     if not in_mdt:
-        _drop_target(table, t)
+        _drop_target(table, t, retry=resumed and _hudi_retry(table.timeline(), rollback_plan, target))
     outcome = RollbackOutcome(tuple(deleted), tuple(failed), tuple(marked))
     millis = int((time.monotonic() - started) * 1000)
     hudi_1x = table.layout.has_completion_times

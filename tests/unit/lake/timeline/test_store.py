@@ -374,6 +374,32 @@ def test_store_remove_pending_refuses_completed(store: TimelineStore) -> None:
     assert _tree(_hoodie(store)) == before
 
 
+def test_store_reverts_a_pending_instant_to_requested_and_refuses_one_without_a_plan(
+    store: TimelineStore,
+) -> None:
+    store.transition_to_inflight(store.create_requested(T1, Action.COMPACTION, b"plan"))
+    store.create_requested(T2, Action.COMPACTION, b"plan2")
+    assert store.revert_to_requested(T1) == Instant(T1, State.REQUESTED, Action.COMPACTION)
+    assert store.revert_to_requested(T2) == Instant(T2, State.REQUESTED, Action.COMPACTION)
+    assert _listing(store) == sorted(
+        [*INIT_ENTRIES, f"{T1}.compaction.requested", f"{T2}.compaction.requested"]
+    )
+    assert (_hoodie(store) / f"{T1}.compaction.requested").read_bytes() == b"plan"
+    store.transition_to_inflight(store.create_requested(T3, Action.DELTACOMMIT))  # no plan
+    store.transition_to_completed(
+        store.transition_to_inflight(Instant(T2, State.REQUESTED, Action.COMPACTION)), b"{}"
+    )
+    before = _tree(_hoodie(store))
+    for t, why in (
+        (T3, "has no requested plan"),
+        (T2, "is completed"),
+        ("20250101000000004", "has no requested"),
+    ):
+        with pytest.raises(InvalidStateTransitionError, match=f"{t}: {why}"):
+            store.revert_to_requested(t)
+    assert _tree(_hoodie(store)) == before
+
+
 def test_store_update_pending_rewrites_and_refuses_completed(store: TimelineStore) -> None:
     requested = store.create_requested(T1, Action.COMPACTION, b"v1")
     store.update_pending(requested, b"v2")

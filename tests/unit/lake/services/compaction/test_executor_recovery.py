@@ -5,6 +5,7 @@ plan it scheduled even when an older plan is pending."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import shutil
@@ -444,3 +445,55 @@ def test_a_compaction_hudi_rolled_back_to_retry_it_runs_again(tmp_path: Path) ->
     result = execute_compaction(table)
     assert (result.outcome, result.instant) == (Outcome.COMPLETED, c)
     assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 3), ("b", 4), ("c", 1)]
+
+
+def _hudi_retry_interrupted(path: Path, crash_after: int | None) -> tuple[LakeTable, str, list[str]]:
+    """A v6 MOR table where compaction C crashed after writing a base file and a log (a later
+    upsert) lies on C's slice; then Hudi's retry of C: a rollback of the pending C whose plan names
+    C's partial file only (Hudi keeps the logs on C's slice), stopped right after its durable step
+    ``crash_after`` (``None``: run through, counting). Returns the table, C and the steps."""
+    table = mor(path)
+    c = schedule_compaction(table, DUE).instant
+    assert c is not None
+    write(table, batch(["a"], 3, "x"), "upsert")
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, c, fault=crash_at("file"))
+    logs = {p: p.read_bytes() for p in path.rglob(f".*_{c}.log.*")}
+    assert len(logs) == 1
+    for p in logs:
+        p.unlink()  # so that our planner, which deletes them, leaves them out of the plan
+    counting = crashing(table, crash_after)
+    with table.store.exclusive("write"), contextlib.suppress(SimulatedCrash):
+        rollback_instant_locked(counting, c, compaction=True, restoring=True)
+    for p, data in logs.items():
+        p.write_bytes(data)
+    return table, c, steps_of(counting)
+
+
+def test_hudis_retry_of_a_compaction_interrupted_before_its_rollback_completed_ends_as_hudi_ends_it(
+    tmp_path: Path,
+) -> None:
+    """Interrupted at every durable step before the pending compaction C would leave the timeline,
+    Hudi's retry of C resumes (here through the next write) as Hudi resumes it: the rollback
+    completes and C is requested again, its plan and the logs on its slice kept (not removed, which
+    would leave committed logs on the slice of a compaction that is gone); then C runs, and we read
+    what hudi-rs reads."""
+    _, c, steps = _hudi_retry_interrupted(tmp_path / "count", None)
+    last = next(n for n, s in enumerate(steps, 1) if f"{c}.compaction" in s) - 1
+    assert last >= 3  # the rollback's requested and inflight files and C's partial file
+    for k in range(1, last + 1):
+        table, c, _ = _hudi_retry_interrupted(tmp_path / str(k), k)
+        root = Path(table.storage.root)
+        assert timeline_file(table, c, State.INFLIGHT).exists(), k
+        with pytest.raises(CompactionError, match=rf"{c} is rolled back by \d+; .*lake rollback"):
+            execute_compaction(table, c)  # undone while the rollback is pending: never run
+        write(table, batch(["b"], 4, "x"), "upsert")
+        assert timeline_file(table, c, State.REQUESTED).exists(), k
+        assert not timeline_file(table, c, State.INFLIGHT).exists(), k
+        assert [i.state for i in table.timeline().filter(None, None) if i.action.value == "rollback"] == [
+            State.COMPLETED
+        ], k
+        result = execute_compaction(table)
+        assert (result.outcome, result.instant) == (Outcome.COMPLETED, c), k
+        expected = [("a", 3), ("b", 4), ("c", 1)]
+        assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == expected, k

@@ -35,6 +35,8 @@ MODULES = {
     "rollback-executor": "table/rollback/executor.py",
     # gather (what a rolled-back instant wrote) left executor.py on 2026-11-28
     "rollback-written": "table/rollback/written.py",
+    # compactions undone for good and Hudi's retry of one left executor.py on 2026-11-28 (session 17)
+    "rollback-undone": "table/rollback/undone.py",
     "compaction-planner": "services/compaction/planner.py",
     "compaction-executor": "services/compaction/executor.py",
     "compaction-scheduler": "services/compaction/scheduler.py",
@@ -87,6 +89,8 @@ _ROLLBACK_TESTS = (
     "table/metadata/test_rollback.py",
     # a v6 compaction's rollback deletes the logs on its slices (restore past it, the MDT's tombstones)
     "table/metadata/test_v6.py",
+    # compactions a rollback undid are never run; Hudi's retry of one (interrupted too) runs again
+    "services/compaction/test_executor_recovery.py",
 )
 FOCUS = {
     **dict.fromkeys(
@@ -114,7 +118,7 @@ FOCUS = {
     "rollback-planner": ("table/rollback/",),
     # The executor's `eligible_failed_writes` runs before every write too (~1,080 tests): its own
     # tests, restore's (which rolls back through it) and the services' that roll back failed writes.
-    **dict.fromkeys(("rollback-executor", "rollback-written"), _ROLLBACK_TESTS),
+    **dict.fromkeys(("rollback-executor", "rollback-written", "rollback-undone"), _ROLLBACK_TESTS),
     # The merge runs under every read and compaction (~390 tests, 131 s a survivor): its own tests,
     # the readers' and the compaction operation's that merge logs with base files.
     "merge": (

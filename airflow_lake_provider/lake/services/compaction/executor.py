@@ -55,7 +55,7 @@ from airflow_lake_provider.lake.table.metadata.policy import (
 from airflow_lake_provider.lake.table.metadata.records import change_of_commit
 from airflow_lake_provider.lake.table.metadata.services import services_after_commit
 from airflow_lake_provider.lake.table.reader import check_base_files
-from airflow_lake_provider.lake.table.rollback.executor import undone_compactions
+from airflow_lake_provider.lake.table.rollback.undone import undone_compactions
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import CommitMetadata, WriteStat, join_partition
@@ -179,18 +179,24 @@ def _pick(timeline: Timeline, instant: str | None) -> Instant | None:
         if found is None or not (found.action is Action.COMPACTION or timeline.is_compaction(found)):
             raise CompactionError(f"{root}: there is no compaction at instant {instant}")
         if instant in undone:
-            raise CompactionError(
-                f"{root}: compaction {instant} is rolled back by {undone[instant]}; a crash kept it "
-                f"pending: lake rollback {root} finishes that"
-            )
+            raise CompactionError(f"{root}: compaction {instant} {_why_not(timeline, undone[instant])}")
         return found
     for c, r in undone.items():
-        log.warning(
-            "compaction %s of %s, rolled back by %s, is not run (lake rollback finishes that)", c, root, r
-        )
+        log.warning("compaction %s of %s is not run: %s", c, root, _why_not(timeline, r))
     pending = [c for c in timeline.pending_compactions() if c.timestamp not in undone]
     inflight = [i for i in pending if i.is_inflight]
     return (inflight or pending or [None])[0]
+
+
+def _why_not(timeline: Timeline, r: str) -> str:
+    root = timeline.storage.root
+    rollback = timeline.get(r)
+    if rollback is not None and rollback.is_completed:
+        return f"is rolled back by {r}; a crash kept it pending: lake rollback {root} removes it"
+    return (
+        f"is being rolled back by {r}, which a crash interrupted: lake rollback {root} finishes that "
+        "(if it is Hudi's retry of the compaction, the compaction then runs again)"
+    )
 
 
 def execute_compaction(

@@ -52,6 +52,11 @@ from airflow_lake_provider.lake.table.rollback.policy import (
     heartbeat_expired,
     now_ms,
 )
+from airflow_lake_provider.lake.table.rollback.undone import (
+    completed_rollback_of,
+    is_hudi_retry,
+    rolled_back_compactions,
+)
 from airflow_lake_provider.lake.table.rollback.written import drops_slice, gather, logs_per_instant
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
@@ -253,24 +258,9 @@ def _forget_in_metadata_table(table: LakeTable, t: str, mdt: MetadataTableWriter
         log.info("removed the metadata table's deltacommit of %s, which is being undone", t)
 
 
-def _completed_rollback_of(timeline: Timeline, t: str) -> str | None:
-    """The completed rollback that undid ``t`` for good, if any (newest first). Hudi's retry of a
-    failed compaction rolls the pending compaction back (recorded with action ``compaction``) and
-    requests it again (``rollbackInflightCompaction``): that one does not count, the compaction is
-    to run. (Our rollbacks of a pending compaction, a restore's, remove it before completing.)"""
-    for r in reversed(timeline.filter([Action.ROLLBACK], [State.COMPLETED])):
-        record = timeline.avro_record(r)
-        if t not in (record.get("commitsRollback") or ()):
-            continue
-        actions = {i.get("action") for i in record.get("instantsRollback") or () if i.get("commitTime") == t}
-        if actions != {Action.COMPACTION.value}:
-            return r.timestamp
-    return None
-
-
 def _drop_target(table: LakeTable, t: str, *, retry: bool = False) -> None:
     """The rolled-back instant's pending files, markers and heartbeat. ``retry``: its inflight file
-    only, its plan stays requested (``_hudi_retry``)."""
+    only, its plan stays requested (``undone.is_hudi_retry``)."""
     if retry:
         table.store.revert_to_requested(t)
         log.info("compaction %s of %s is requested again: Hudi's retry of it was interrupted", t, table.uri)
@@ -278,22 +268,6 @@ def _drop_target(table: LakeTable, t: str, *, retry: bool = False) -> None:
         table.store.remove_pending(t)
     table.store.markers.delete(t)
     table.store.heartbeats.delete(t)
-
-
-def _hudi_retry(timeline: Timeline, rollback_plan: RollbackPlan, target: Instant | None) -> bool:
-    """Whether a pending rollback is Hudi's retry of a failed compaction, interrupted: it undoes a
-    pending compaction that still has its plan, and no restore is pending (ours roll a pending
-    compaction back only within a restore). Hudi ends it with the compaction requested again."""
-    if target is None or target.is_completed or target.action is not Action.COMPACTION:
-        return False
-    if rollback_plan.target_action is not Action.COMPACTION:
-        return False
-    if timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT]):
-        return False
-    try:
-        return bool(timeline.read_bytes(Instant(target.timestamp, State.REQUESTED, Action.COMPACTION)))
-    except FileNotFoundError:  # an inflight file alone: nothing to run again
-        return False
 
 
 def _logs_to_mark(table: LakeTable, r: str, rollback_plan: RollbackPlan) -> list[tuple[str, int, bool]]:
@@ -324,36 +298,6 @@ def finish_pending_locked(table: LakeTable) -> list[RollbackResult]:
     return done
 
 
-def undone_compactions(timeline: Timeline) -> dict[str, str]:
-    """Pending compactions a rollback undid (``rolled_back_compactions``) or is undoing (a forced
-    rollback of a completed compaction un-completes it first; a crash leaves that rollback pending):
-    compaction time -> rollback time. None of them may run again."""
-    pending = {c.timestamp for c in timeline.pending_compactions()}
-    if not pending:
-        return {}
-    found = {c.timestamp: r for c, r in rolled_back_compactions(timeline)}
-    for r in timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]):
-        plan = timeline.avro_record(Instant(r.timestamp, State.REQUESTED, Action.ROLLBACK))
-        target = (plan.get("instantToRollback") or {}).get("commitTime")
-        if target in pending:
-            found[target] = r.timestamp
-    return found
-
-
-def rolled_back_compactions(timeline: Timeline) -> list[tuple[Instant, str]]:
-    """Pending compactions a completed rollback undid, each with that rollback: a crash came after
-    the forced rollback of a completed compaction that corrected the MDT completed and before the
-    compaction's requested and inflight files went. Such a compaction is never executed again."""
-    if not timeline.filter([Action.ROLLBACK], [State.COMPLETED]):
-        return []
-    found = []
-    for compaction in timeline.pending_compactions():
-        r = _completed_rollback_of(timeline, compaction.timestamp)
-        if r is not None:
-            found.append((compaction, r))
-    return found
-
-
 def _pending_rollbacks(table: LakeTable, timeline: Timeline) -> list[tuple[Instant, RollbackPlan]]:
     out = []
     for r in timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]):
@@ -365,7 +309,7 @@ def _pending_rollbacks(table: LakeTable, timeline: Timeline) -> list[tuple[Insta
 
 def _rollback_one(table: LakeTable, timeline: Timeline, target: Instant) -> RollbackResult:
     t = target.timestamp
-    done = None if target.is_completed else _completed_rollback_of(timeline, t)
+    done = None if target.is_completed else completed_rollback_of(timeline, t)
     if done is not None:
         # A rollback that corrected the MDT completed, and a crash came before its target left the
         # timeline (``_execute``): the target's files are undone already (a new plan would delete
@@ -401,9 +345,12 @@ def _corrected(table: LakeTable, target: Instant) -> bool:
 def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resumed: bool) -> RollbackResult:
     started = time.monotonic()
     store, storage = table.store, table.storage
-    inflight = r if r.is_inflight else store.transition_to_inflight(r)  # r: requested or inflight
     t = rollback_plan.target_time
-    target = table.timeline().get(t)
+    timeline = table.timeline()
+    target = timeline.get(t)
+    # Decided before any change: a retry whose compaction lost its plan may be refused.
+    retry = resumed and is_hudi_retry(table, timeline, r.timestamp, rollback_plan, target)
+    inflight = r if r.is_inflight else store.transition_to_inflight(r)  # r: requested or inflight
     to_mark = _logs_to_mark(table, r.timestamp, rollback_plan)
     mdt = kept_metadata_table(table)
     in_mdt = False  # the rollback's MDT deltacommit is written and completed
@@ -419,19 +366,7 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
         store.remove_completed(target)
     elif mdt is not None:
         in_mdt = mdt.completed(r.timestamp)
-    deleted, failed = [], []
-    for path in rollback_plan.files_to_delete:
-        try:
-            storage.delete_data_file(path)  # already gone counts as deleted
-        except UnsafePathError:
-            raise
-        except (StorageError, OSError) as exc:
-            # As Hudi does: recorded in failedDeleteFiles and the rollback completes. The file stays
-            # invisible (its instant is on no timeline); clean never deletes it, so name it loudly.
-            log.warning("rollback %s of %s could not delete %s: %s", r.timestamp, t, storage.uri(path), exc)
-            failed.append(storage.check_deletable(path))
-            continue
-        deleted.append(path)
+    deleted, failed = _delete_files(table, r.timestamp, rollback_plan)
     if mdt is not None and not in_mdt:
         _forget_in_metadata_table(table, t, mdt)
     marked = []
@@ -446,7 +381,7 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
         # v6 only: completed before the rollback, as Java's; readers skip it till then.
         mdt.commit_rollback_logs(r.timestamp, marked, gone)
     if not in_mdt:
-        _drop_target(table, t, retry=resumed and _hudi_retry(table.timeline(), rollback_plan, target))
+        _drop_target(table, t, retry=retry)
     outcome = RollbackOutcome(tuple(deleted), tuple(failed), tuple(marked))
     millis = int((time.monotonic() - started) * 1000)
     hudi_1x = table.layout.has_completion_times
@@ -459,7 +394,7 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
         # rollback's correcting one only once the rollback is no longer pending: in between, the MDT
         # would list the files just deleted. (A crash here leaves a pending write with nothing left
         # to delete: the next rollback of failed writes removes it.)
-        _drop_target(table, t)
+        _drop_target(table, t, retry=retry)
     log.info(
         "rolled back %s %s at %s: %d deleted, %d marked",
         rollback_plan.target_action.value,
@@ -477,6 +412,25 @@ def _execute(table: LakeTable, r: Instant, rollback_plan: RollbackPlan, *, resum
         resumed,
         tuple(failed),
     )
+
+
+def _delete_files(table: LakeTable, r: str, rollback_plan: RollbackPlan) -> tuple[list[str], list[str]]:
+    """The plan's files deleted, and those that could not be (already gone counts as deleted)."""
+    storage, deleted, failed = table.storage, [], []
+    for path in rollback_plan.files_to_delete:
+        try:
+            storage.delete_data_file(path)
+        except UnsafePathError:
+            raise
+        except (StorageError, OSError) as exc:
+            # As Hudi does: recorded in failedDeleteFiles and the rollback completes. The file stays
+            # invisible (its instant is on no timeline); clean never deletes it, so name it loudly.
+            t = rollback_plan.target_time
+            log.warning("rollback %s of %s could not delete %s: %s", r, t, storage.uri(path), exc)
+            failed.append(storage.check_deletable(path))
+            continue
+        deleted.append(path)
+    return deleted, failed
 
 
 def _is_log(path: str) -> bool:

@@ -69,6 +69,11 @@ def check_target(
             f"{where}: {instant_time} is a pending compaction; it is finished, not rolled back "
             f"(lake compact {where} --mode execute --instant {instant_time})"
         )
+    if instant.action is Action.ROLLBACK and not instant.is_completed:
+        raise RollbackError(
+            f"{where}: {instant_time} is a pending rollback; it is finished, not rolled back "
+            f"(lake rollback {where})"
+        )
     if instant.action not in ROLLBACK_ACTIONS:
         raise RollbackError(
             f"{where}: {instant_time} is a {instant.action.value}; only writes are rolled back"

@@ -40,9 +40,9 @@ from airflow_lake_provider.lake.table.rollback.executor import (
     eligible_failed_writes,
     rollback_failed_writes_locked,
     rollback_instant_locked,
-    rolled_back_compactions,
 )
 from airflow_lake_provider.lake.table.rollback.policy import FailedWritesConfig, heartbeat
+from airflow_lake_provider.lake.table.rollback.undone import rolled_back_compactions
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.checks import check_index, prepare_batch
 from airflow_lake_provider.lake.table.write.group_writer import write_file_group

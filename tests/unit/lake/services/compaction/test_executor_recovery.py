@@ -9,7 +9,7 @@ import contextlib
 import logging
 import re
 import shutil
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -18,10 +18,12 @@ import pyarrow.parquet as pq
 import pytest
 from compaction_support import DUE, batch, crash_at, empty_mor, mor, store, timeline_file
 from crash_support import crashing, steps_of
+from mdt_v6_tables import add_v6_metadata_table
+from savepoint_support import savepoint
 from tree_digest import tree_digest
 from write_support import hudi_rows, our_rows
 
-from airflow_lake_provider.lake.errors import CompactionError, CorruptTimelineFileError
+from airflow_lake_provider.lake.errors import CompactionError, CorruptTimelineFileError, RollbackError
 from airflow_lake_provider.lake.format import bloom_filter
 from airflow_lake_provider.lake.services.compaction import executor, operation
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
@@ -32,14 +34,16 @@ from airflow_lake_provider.lake.services.compaction.scheduler import schedule_co
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.savepoint import savepoints
 from airflow_lake_provider.lake.storage import SimulatedCrash
+from airflow_lake_provider.lake.table.metadata.listing import check_files_partition
+from airflow_lake_provider.lake.table.metadata.policy import kept_metadata_table
 from airflow_lake_provider.lake.table.reader import read_snapshot
-from airflow_lake_provider.lake.table.rollback.executor import rollback_instant_locked
+from airflow_lake_provider.lake.table.rollback.executor import rollback, rollback_instant_locked
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
-from airflow_lake_provider.lake.timeline.instant import State
+from airflow_lake_provider.lake.timeline.instant import Action, State
 from tests.unit.lake.table.rollback.test_written import _compacted_then_upserted
 
 
@@ -447,19 +451,25 @@ def test_a_compaction_hudi_rolled_back_to_retry_it_runs_again(tmp_path: Path) ->
     assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 3), ("b", 4), ("c", 1)]
 
 
-def _hudi_retry_interrupted(path: Path, crash_after: int | None) -> tuple[LakeTable, str, list[str]]:
-    """A v6 MOR table where compaction C crashed after writing a base file and a log (a later
-    upsert) lies on C's slice; then Hudi's retry of C: a rollback of the pending C whose plan names
-    C's partial file only (Hudi keeps the logs on C's slice), stopped right after its durable step
-    ``crash_after`` (``None``: run through, counting). Returns the table, C and the steps."""
-    table = mor(path)
+def _compaction_crashed(table: LakeTable, after_scheduling: Callable[[LakeTable], None] | None = None) -> str:
+    """Compaction C of a ``mor`` table crashed after writing a base file, with a log (a, ts 3) on
+    its slice (none with ``upsert=False``); ``after_scheduling`` runs once C is scheduled. C."""
     c = schedule_compaction(table, DUE).instant
     assert c is not None
+    if after_scheduling is not None:
+        after_scheduling(table)
     write(table, batch(["a"], 3, "x"), "upsert")
     with pytest.raises(SimulatedCrash):
         execute_compaction(table, c, fault=crash_at("file"))
-    logs = {p: p.read_bytes() for p in path.rglob(f".*_{c}.log.*")}
-    assert len(logs) == 1
+    return c
+
+
+def _interrupt_hudi_retry(table: LakeTable, c: str, crash_after: int | None) -> list[str]:
+    """Hudi's retry of the crashed compaction C: a rollback of the pending C whose plan names C's
+    partial file only (Hudi keeps the logs on C's slice), stopped right after its durable step
+    ``crash_after`` (``None``: run through, counting). Returns the steps."""
+    logs = {p: p.read_bytes() for p in Path(table.storage.root).rglob(f".*_{c}.log.*")}
+    assert logs
     for p in logs:
         p.unlink()  # so that our planner, which deletes them, leaves them out of the plan
     counting = crashing(table, crash_after)
@@ -467,11 +477,22 @@ def _hudi_retry_interrupted(path: Path, crash_after: int | None) -> tuple[LakeTa
         rollback_instant_locked(counting, c, compaction=True, restoring=True)
     for p, data in logs.items():
         p.write_bytes(data)
-    return table, c, steps_of(counting)
+    return steps_of(counting)
+
+
+def _hudi_retry_interrupted(path: Path, crash_after: int | None) -> tuple[LakeTable, str, list[str]]:
+    table = mor(path)
+    c = _compaction_crashed(table)
+    return table, c, _interrupt_hudi_retry(table, c, crash_after)
+
+
+def _pending_rollback(table: LakeTable) -> str:
+    (r,) = table.timeline().filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT])
+    return r.timestamp
 
 
 def test_hudis_retry_of_a_compaction_interrupted_before_its_rollback_completed_ends_as_hudi_ends_it(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Interrupted at every durable step before the pending compaction C would leave the timeline,
     Hudi's retry of C resumes (here through the next write) as Hudi resumes it: the rollback
@@ -485,8 +506,18 @@ def test_hudis_retry_of_a_compaction_interrupted_before_its_rollback_completed_e
         table, c, _ = _hudi_retry_interrupted(tmp_path / str(k), k)
         root = Path(table.storage.root)
         assert timeline_file(table, c, State.INFLIGHT).exists(), k
-        with pytest.raises(CompactionError, match=rf"{c} is rolled back by \d+; .*lake rollback"):
+        interrupted = (
+            rf"{c} is being rolled back by \d+, which a crash interrupted: lake rollback .* finishes"
+        )
+        with pytest.raises(CompactionError, match=interrupted):
             execute_compaction(table, c)  # undone while the rollback is pending: never run
+        caplog.clear()
+        assert execute_compaction(table).outcome is Outcome.NO_WORK
+        assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+            f"compaction {c} of {root} is not run: is being rolled back by {_pending_rollback(table)}, "
+            f"which a crash interrupted: lake rollback {root} finishes that (if it is Hudi's retry of "
+            "the compaction, the compaction then runs again)"
+        ], k
         write(table, batch(["b"], 4, "x"), "upsert")
         assert timeline_file(table, c, State.REQUESTED).exists(), k
         assert not timeline_file(table, c, State.INFLIGHT).exists(), k
@@ -497,3 +528,166 @@ def test_hudis_retry_of_a_compaction_interrupted_before_its_rollback_completed_e
         assert (result.outcome, result.instant) == (Outcome.COMPLETED, c), k
         expected = [("a", 3), ("b", 4), ("c", 1)]
         assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == expected, k
+
+
+@pytest.mark.parametrize("savepoint_after_c", [True, False])
+def test_a_restore_finishes_an_interrupted_hudi_retry_and_rolls_the_compaction_back_only_if_its_plan_says(
+    tmp_path: Path, savepoint_after_c: bool
+) -> None:
+    """A restore started while Hudi's retry of compaction C is pending finishes that rollback first,
+    as Hudi would (C requested again): a savepoint after C keeps C, which then runs; one before C
+    rolls C back itself, after the writes on its slice, so no log of a write it keeps is hidden."""
+    table = mor(tmp_path / "t")
+    points: list[str] = []
+
+    def savepoint_latest(table: LakeTable) -> None:
+        latest = table.timeline().last_completed_commit
+        assert latest is not None
+        savepoint(table, latest.timestamp)
+        points.append(latest.timestamp)
+
+    if savepoint_after_c:
+
+        def upsert_and_savepoint(table: LakeTable) -> None:
+            write(table, batch(["a"], 3, "x"), "upsert")
+            savepoint_latest(table)
+
+        c = _compaction_crashed(table, upsert_and_savepoint)  # (a, 3) is upserted again after it
+        write(table, batch(["b"], 5, "x"), "upsert")
+        expected = [("a", 3), ("b", 1), ("c", 1)]
+    else:
+        savepoint_latest(table)
+        c = _compaction_crashed(table)
+        expected = [("a", 2), ("b", 1), ("c", 1)]
+    _interrupt_hudi_retry(table, c, 2)
+    r = _pending_rollback(table)
+    restore(table, points[0])
+    timeline = table.timeline()
+    assert timeline.get(r) is not None and timeline.get(r).is_completed
+    root = Path(table.storage.root)
+    if savepoint_after_c:
+        assert [i.timestamp for i in timeline.pending_compactions()] == [c]
+        assert not timeline_file(table, c, State.INFLIGHT).exists()
+        result = execute_compaction(table)
+        assert (result.outcome, result.instant) == (Outcome.COMPLETED, c)
+    else:
+        assert timeline.get(c) is None and list(root.rglob(f"*_{c}.*")) == []
+    assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == expected
+
+
+def test_an_interrupted_hudi_retry_whose_mdt_record_completed_keeps_the_compaction(tmp_path: Path) -> None:
+    """Java's rollback completes its metadata-table deltacommit before the rollback itself: a crash
+    in between, then the next write finishes the rollback; the compaction is requested again all
+    the same, runs, and the rows and the MDT's listing are what hudi-rs and the files say."""
+    base = mor(tmp_path / "t")
+    add_v6_metadata_table(Path(base.storage.root))
+    table = LakeTable.open(Path(base.storage.root), clock=base.clock)
+    c = schedule_compaction(table, DUE).instant
+    assert c is not None
+    write(table, batch(["a"], 3, "x"), "upsert")
+    with pytest.raises(SimulatedCrash):
+        execute_compaction(table, c, fault=crash_at("file"))
+    _interrupt_hudi_retry(table, c, 2)
+    r = _pending_rollback(table)
+    mdt = kept_metadata_table(table)
+    assert mdt is not None
+    mdt.commit_rollback_logs(r, [], [])  # the rollback's MDT deltacommit, completed
+    write(table, batch(["b"], 4, "x"), "upsert")
+    assert (
+        timeline_file(table, c, State.REQUESTED).exists()
+        and not timeline_file(table, c, State.INFLIGHT).exists()
+    )
+    result = execute_compaction(table)
+    assert (result.outcome, result.instant) == (Outcome.COMPLETED, c)
+    root = Path(table.storage.root)
+    assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 3), ("b", 4), ("c", 1)]
+    check = check_files_partition(table.storage)
+    assert (check.missing_files, check.extra_files, check.size_mismatches) == ((), (), ())
+
+
+@pytest.mark.parametrize("plan", ["empty", "missing"])
+def test_an_interrupted_hudi_retry_of_a_compaction_without_its_plan_is_refused_while_logs_hold_writes(
+    tmp_path: Path, plan: str
+) -> None:
+    """A damaged timeline: Hudi's retry of C is pending and C's requested file (its plan) is empty
+    or gone, so C could only be removed, which would hide the completed write in the log on its
+    slice. Writes and rollbacks are refused, naming the rollback, C and the log, and nothing
+    changes; with the plan back, the next write finishes the retry and C runs."""
+    table, c, _ = _hudi_retry_interrupted(tmp_path / "t", 2)
+    r = _pending_rollback(table)
+    requested = timeline_file(table, c, State.REQUESTED)
+    kept = requested.read_bytes()
+    if plan == "empty":
+        requested.write_bytes(b"")
+    else:
+        requested.unlink()
+    root = Path(table.storage.root)
+    (log,) = root.rglob(f".*_{c}.log.*")
+    before = tree_digest(root)
+    for attempt in (
+        lambda: write(table, batch(["b"], 4, "x"), "upsert"),
+        lambda: rollback(table),
+    ):
+        with pytest.raises(
+            RollbackError, match=rf"rollback {r} retries compaction {c}, whose plan .*{log.name}"
+        ):
+            attempt()
+        assert tree_digest(root) == before
+    with pytest.raises(RollbackError, match=f"{r} is a pending rollback; it is finished, not rolled back"):
+        rollback(table, r)
+    assert tree_digest(root) == before
+    requested.write_bytes(kept)
+    write(table, batch(["b"], 4, "x"), "upsert")
+    assert (execute_compaction(table).instant, table.timeline().pending_compactions()) == (c, [])
+    assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 3), ("b", 4), ("c", 1)]
+
+
+def test_an_interrupted_hudi_retry_of_a_compaction_without_its_plan_nor_writes_on_its_slice_removes_it(
+    tmp_path: Path,
+) -> None:
+    """As above, but the log on C's slice holds no completed write (its upsert was rolled back
+    before the retry): C goes with the rollback, and nothing is lost."""
+    table, c, _ = _hudi_retry_interrupted(tmp_path / "t", 2)
+    r = _pending_rollback(table)
+    timeline_file(table, c, State.REQUESTED).unlink()
+    root = Path(table.storage.root)
+    (log,) = root.rglob(f".*_{c}.log.*")
+    upsert = next(i for i in reversed(table.timeline().completed_commits) if i.timestamp > c)
+    table.store.remove_completed(upsert)  # the upsert undone, as a crashed write: its block stays
+    write(table, batch(["b"], 4, "x"), "upsert")  # finishes r, rolls the upsert back
+    timeline = table.timeline()
+    assert timeline.get(c) is None and timeline.get(r).is_completed
+    assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 4), ("c", 1)]
+    assert not log.exists()
+
+
+def test_a_restore_crashed_in_its_rollback_of_a_pending_compaction_rolls_it_back_once(tmp_path: Path) -> None:
+    """Our restore's own rollback of a pending compaction C, resumed after a crash at any of its
+    steps, is for good (not Hudi's retry, which it resembles: it started after the restore): C
+    goes with that one rollback, and the savepoint's rows are what both readers read."""
+    counting = mor(tmp_path / "count")
+    savepoint(counting, counting.timeline().completed_commits[-1].timestamp)
+    _compaction_crashed(counting)
+    point = savepoints(counting.timeline())[0].instant
+    restored = crashing(counting)
+    restore(restored, point)
+    steps = steps_of(restored)
+    first = next(n for n, s in enumerate(steps, 1) if s.endswith(".rollback.requested"))
+    last = len(steps) - 1  # the restore's completion
+    assert last - first >= 3  # the rollback's requested, inflight, C's partial file...
+    for k in range(first, last):
+        table = mor(tmp_path / str(k))
+        savepoint(table, table.timeline().completed_commits[-1].timestamp)
+        c = _compaction_crashed(table)
+        with pytest.raises(SimulatedCrash):
+            restore(crashing(table, k), point)
+        restore(table, point)
+        timeline = table.timeline()
+        undoing = [
+            r.timestamp
+            for r in timeline.filter([Action.ROLLBACK], [State.COMPLETED])
+            if c in (timeline.avro_record(r).get("commitsRollback") or ())
+        ]
+        assert (len(undoing), timeline.get(c)) == (1, None), (k, steps[k - 1])
+        root = Path(table.storage.root)
+        assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 1), ("c", 1)], k

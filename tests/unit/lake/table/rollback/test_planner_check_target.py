@@ -58,6 +58,14 @@ def test_missing_instant_and_actions_that_are_not_writes_are_refused(tmp_path: P
     # compaction=True lets a pending compaction through, nothing else.
     with _refused(f"{where}: {T2} is a clean; only writes are rolled back"):
         check_target(timeline, T2, compaction=True)
+    # A pending rollback is finished (by any rollback); a completed one is no write either.
+    rolling = _timeline(tmp_path, done(T1, Action.ROLLBACK), Instant(T2, State.INFLIGHT, Action.ROLLBACK))
+    with _refused(
+        f"{where}: {T2} is a pending rollback; it is finished, not rolled back (lake rollback {where})"
+    ):
+        check_target(rolling, T2, force=True)
+    with _refused(f"{where}: {T1} is a rollback; only writes are rolled back"):
+        check_target(rolling, T1, force=True)
 
 
 def test_pending_write_is_taken_completed_one_only_forced_latest(tmp_path: Path) -> None:

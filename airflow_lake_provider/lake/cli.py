@@ -33,7 +33,7 @@ log = logging.getLogger("airflow_lake_provider.lake.cli")  # also when run as __
 
 
 def _cmd_rollback(args: argparse.Namespace) -> None:
-    from airflow_lake_provider.lake.services.rollback import rollback
+    from airflow_lake_provider.lake.services.rollback import describe_rollbacks, rollback
     from airflow_lake_provider.lake.table.table import LakeTable
 
     table = LakeTable.open(args.path)
@@ -43,12 +43,8 @@ def _cmd_rollback(args: argparse.Namespace) -> None:
     if not results:
         print("NO_WORK")
         return
-    for result in results:
-        print(
-            f"rolled back {result.target_action} {result.target} at {result.instant}: "
-            f"{len(result.deleted)} files deleted, {len(result.marked)} log files marked"
-            + (" (finished an interrupted rollback)" if result.resumed else "")
-        )
+    for line in describe_rollbacks(table, results):
+        print(line)
 
 
 def _cmd_restore(args: argparse.Namespace) -> None:

@@ -147,7 +147,12 @@ def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | N
                 )
             targets = [i["commitTime"] for i in plan.get("instantsToRollback") or []]
         else:
-            undo = _check(table, timeline, savepoint)
+            undo = _check(table, timeline, savepoint)  # bad input: refused before any change
+            # Rollbacks a crash left pending are finished before the restore starts (one may be
+            # refused: then nothing of the restore is on the timeline), and the plan made after.
+            if undo and finish_pending_locked(table):
+                timeline = table.timeline()
+                undo = _check(table, timeline, savepoint)
             if not undo:
                 return RestoreResult(None, savepoint, ())
             targets = [i.timestamp for i in undo]

@@ -20,13 +20,13 @@ from airflow_lake_provider.lake.services.compaction.planner import plan_compacti
 from airflow_lake_provider.lake.services.compaction.result import Outcome, ScheduleResult
 from airflow_lake_provider.lake.table.metadata.policy import drops_metadata_table, guard_mutation
 from airflow_lake_provider.lake.table.reader import check_base_files
+from airflow_lake_provider.lake.table.rollback.executor import refuse_while_restoring as refuse_restoring
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.instant import (
     COMMIT_ACTIONS,
     Action,
-    State,
     format_instant,
     instant_to_datetime,
     validate_instant_time,
@@ -147,12 +147,7 @@ def refuse_while_restoring(table: LakeTable, timeline: Timeline, doing: str) -> 
     """``CompactionError`` while a restore is pending, as writers refuse: its plan was fixed when it
     started, so a compaction planned or run now could take slices it is about to delete, or redo
     one it is rolling back."""
-    restoring = timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT])
-    if restoring:
-        raise CompactionError(
-            f"{table.uri}: restore {restoring[0].timestamp} is pending; finish it before {doing} "
-            f"(lake restore {table.uri} --savepoint ...)"
-        )
+    refuse_restoring(table, timeline, doing, CompactionError)
 
 
 def service_lock(table: LakeTable, service: str, dry_run: bool) -> contextlib.AbstractContextManager[None]:

@@ -4,6 +4,6 @@ The rollback mechanics live in ``lake/table/rollback/`` (planner, plan, executor
 itself rolls back, and the table layer may not import services. Restore (``restore.py``) builds on it.
 """
 
-from airflow_lake_provider.lake.table.rollback.executor import RollbackResult, rollback
+from airflow_lake_provider.lake.table.rollback.executor import RollbackResult, describe_rollbacks, rollback
 
-__all__ = ["RollbackResult", "rollback"]
+__all__ = ["RollbackResult", "describe_rollbacks", "rollback"]

@@ -19,13 +19,16 @@ Callers hold the table's write lock (``rollback`` takes it; the writer already h
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import (
+    LakeError,
     ObjectNotFoundError,
+    RollbackError,
     StorageError,
     UnsafePathError,
 )
@@ -217,6 +220,25 @@ def _check(
     if fallback and target.is_completed:
         check_fallback(table, timeline, target)
     return target
+
+
+def refuse_while_restoring(
+    table: LakeTable, timeline: Timeline, doing: str, error: type[LakeError] = RollbackError
+) -> None:
+    """``error`` while a restore is pending, naming the command that finishes it: its plan was fixed
+    when it started, so nothing may change the instants it rolls back meanwhile."""
+    restoring = timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT])
+    if not restoring:
+        return
+    r = restoring[0].timestamp
+    point = "..."
+    with contextlib.suppress(LakeError):  # the refusal stands whatever its plan holds
+        plan = timeline.avro_record(Instant(r, State.REQUESTED, Action.RESTORE))
+        point = str(plan.get("savepointToRestoreTimestamp") or point)
+    raise error(
+        f"{table.uri}: restore {r} is pending; finish it before {doing} "
+        f"(lake restore {table.uri} --savepoint {point})"
+    )
 
 
 def discard_failed_write(table: LakeTable, instant_time: str) -> bool:
@@ -437,6 +459,24 @@ def _is_log(path: str) -> bool:
     return LogFileName.parse(path.rpartition("/")[2]) is not None
 
 
+def describe_rollbacks(table: LakeTable, results: Sequence[RollbackResult]) -> list[str]:
+    """One line per rollback done, as ``lake rollback`` prints them."""
+    timeline, lines = table.timeline(), []
+    for result in results:
+        counts = f"{len(result.deleted)} files deleted, {len(result.marked)} log files marked"
+        if result.target_action == "compaction" and timeline.get(result.target) is not None:
+            lines.append(  # Hudi's retry of a failed compaction, finished: to run, not undone
+                f"finished rollback {result.instant} of compaction {result.target} (Hudi's retry of "
+                f"it): {counts}; the compaction is requested again and runs next"
+            )
+        else:
+            resumed = " (finished an interrupted rollback)" if result.resumed else ""
+            lines.append(
+                f"rolled back {result.target_action} {result.target} at {result.instant}: {counts}{resumed}"
+            )
+    return lines
+
+
 def describe_failed_writes(base_path: str, instants: Sequence[Instant]) -> str:
     """The sentence services add when failed writes block them."""
     if not instants:
@@ -447,4 +487,4 @@ def describe_failed_writes(base_path: str, instants: Sequence[Instant]) -> str:
     )
 
 
-__all__ = ["RollbackResult", "describe_failed_writes", "rollback"]
+__all__ = ["RollbackResult", "describe_failed_writes", "describe_rollbacks", "rollback"]

@@ -22,13 +22,17 @@ from airflow_lake_provider.lake.timeline.instant import Action, Instant, State
 def completed_rollback_of(timeline: Timeline, t: str) -> str | None:
     """The completed rollback that undid ``t`` for good, if any (newest first): not Hudi's retry of
     a compaction (its record names ``t`` with action ``compaction``; ours of a pending compaction,
-    a restore's, remove it before completing)."""
+    a restore's, remove it before completing). A record without ``t``'s action (its
+    ``instantsRollback`` left empty) counts as a retry if ``t`` is a compaction requested again:
+    one a rollback undid for good keeps its inflight file (``remove_completed``)."""
+    current = timeline.get(t)
+    requested_again = current is not None and current.action is Action.COMPACTION and current.is_requested
     for r in reversed(timeline.filter([Action.ROLLBACK], [State.COMPLETED])):
         record = timeline.avro_record(r)
         if t not in (record.get("commitsRollback") or ()):
             continue
         actions = {i.get("action") for i in record.get("instantsRollback") or () if i.get("commitTime") == t}
-        if actions != {Action.COMPACTION.value}:
+        if actions != {Action.COMPACTION.value} and not (requested_again and not actions):
             return r.timestamp
     return None
 

@@ -18,7 +18,6 @@ from airflow_lake_provider.lake.config import registry
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     LakeError,
-    RollbackError,
     WriteInputError,
 )
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro
@@ -38,6 +37,7 @@ from airflow_lake_provider.lake.table.progress import Progress
 from airflow_lake_provider.lake.table.rollback.executor import (
     discard_failed_write,
     eligible_failed_writes,
+    refuse_while_restoring,
     rollback_failed_writes_locked,
     rollback_instant_locked,
 )
@@ -270,12 +270,7 @@ def _write_locked(
 def _ready_timeline(table: LakeTable, timeline: Timeline, config: FailedWritesConfig) -> Timeline:
     """Refuse a write while a restore is pending; roll back the failed writes the policy names
     (only now, after every check of the batch passed: bad input changes nothing)."""
-    restoring = timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT])
-    if restoring:
-        raise RollbackError(
-            f"{table.uri}: restore {restoring[0].timestamp} is pending; finish it before writing "
-            f"(lake restore {table.uri} --savepoint ...)"
-        )
+    refuse_while_restoring(table, timeline, "writing")
     failed = eligible_failed_writes(table, timeline, config)
     rolling = timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT])
     # (a compaction a completed rollback undid is removed first: this write's logs would go on its slices)

@@ -23,6 +23,7 @@ from savepoint_support import savepoint
 from tree_digest import tree_digest
 from write_support import hudi_rows, our_rows
 
+from airflow_lake_provider.lake.cli import main as lake_main
 from airflow_lake_provider.lake.errors import CompactionError, CorruptTimelineFileError, RollbackError
 from airflow_lake_provider.lake.format import bloom_filter
 from airflow_lake_provider.lake.services.compaction import executor, operation
@@ -406,7 +407,9 @@ def test_no_compaction_is_scheduled_or_run_while_a_restore_is_pending(tmp_path: 
         lambda: execute_compaction(table),
         lambda: execute_compaction(table, c),
     ):
-        with pytest.raises(CompactionError, match=r"restore \d+ is pending; finish it before"):
+        with pytest.raises(
+            CompactionError, match=rf"restore \d+ is pending; finish it before .* --savepoint {point}\)$"
+        ):
             attempt()
         assert tree_digest(Path(table.storage.root)) == before
     restore(table, point)
@@ -424,11 +427,13 @@ def _first_rollback_done(table: LakeTable, point: str) -> int:
     return next(n for n, s in enumerate(steps_of(counting), 1) if s.endswith(".rollback"))
 
 
-def test_a_compaction_hudi_rolled_back_to_retry_it_runs_again(tmp_path: Path) -> None:
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_compaction_hudi_rolled_back_to_retry_it_runs_again(tmp_path: Path, recorded: bool) -> None:
     """Hudi retries a failed compaction C by a completed rollback of the pending C (recorded with
     action ``compaction``) and C requested again, its plan and the logs on its slices kept
     (``rollbackInflightCompaction``). That is not a compaction undone: a write keeps it, and the
-    next run executes it; we read what hudi-rs reads."""
+    next run executes it; we read what hudi-rs reads. The same when the rollback's record leaves
+    ``instantsRollback`` empty (no action recorded): C is requested, not inflight, so retried."""
     table = mor(tmp_path)
     c = schedule_compaction(table, DUE).instant
     assert c is not None
@@ -444,6 +449,13 @@ def test_a_compaction_hudi_rolled_back_to_retry_it_runs_again(tmp_path: Path) ->
     for p, data in kept.items():
         p.write_bytes(data)
     assert undo.target_action == "compaction" and not plan.with_suffix(".inflight").exists()
+    if not recorded:
+        record_file = root / ".hoodie" / f"{undo.instant}.rollback"
+        record = timeline_avro.read_avro(record_file.read_bytes(), str(record_file))
+        assert [i["commitTime"] for i in record["instantsRollback"]] == [c]
+        record_file.write_bytes(
+            timeline_avro.write_avro(timeline_avro.ROLLBACK_METADATA, {**record, "instantsRollback": []})
+        )
     write(table, batch(["b"], 4, "x"), "upsert")
     assert plan.exists()
     result = execute_compaction(table)
@@ -614,6 +626,8 @@ def test_an_interrupted_hudi_retry_of_a_compaction_without_its_plan_is_refused_w
     slice. Writes and rollbacks are refused, naming the rollback, C and the log, and nothing
     changes; with the plan back, the next write finishes the retry and C runs."""
     table, c, _ = _hudi_retry_interrupted(tmp_path / "t", 2)
+    point = table.timeline().completed_commits[0].timestamp
+    savepoint(table, point)
     r = _pending_rollback(table)
     requested = timeline_file(table, c, State.REQUESTED)
     kept = requested.read_bytes()
@@ -627,6 +641,7 @@ def test_an_interrupted_hudi_retry_of_a_compaction_without_its_plan_is_refused_w
     for attempt in (
         lambda: write(table, batch(["b"], 4, "x"), "upsert"),
         lambda: rollback(table),
+        lambda: restore(table, point),  # refused before its instant is made
     ):
         with pytest.raises(
             RollbackError, match=rf"rollback {r} retries compaction {c}, whose plan .*{log.name}"
@@ -691,3 +706,16 @@ def test_a_restore_crashed_in_its_rollback_of_a_pending_compaction_rolls_it_back
         assert (len(undoing), timeline.get(c)) == (1, None), (k, steps[k - 1])
         root = Path(table.storage.root)
         assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 1), ("c", 1)], k
+
+
+def test_lake_rollback_says_that_a_compaction_hudi_was_retrying_is_requested_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    table, c, _ = _hudi_retry_interrupted(tmp_path / "t", 2)
+    r = _pending_rollback(table)
+    assert lake_main(["rollback", table.storage.root]) == 0
+    assert capsys.readouterr().out == (
+        f"finished rollback {r} of compaction {c} (Hudi's retry of it): 1 files deleted, 0 log files "
+        "marked; the compaction is requested again and runs next\n"
+    )
+    assert [i.timestamp for i in table.timeline().pending_compactions()] == [c]

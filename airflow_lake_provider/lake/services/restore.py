@@ -36,6 +36,7 @@ from airflow_lake_provider.lake.table.rollback.executor import (
     ROLLBACK_LOCK_WAIT_SECONDS,
     finish_pending_locked,
     is_clustering,
+    refuse_unfinishable_locked,
     rollback_instant_locked,
 )
 from airflow_lake_provider.lake.table.rollback.planner import ROLLBACK_ACTIONS
@@ -96,6 +97,10 @@ def _check(table: LakeTable, timeline: Timeline, savepoint: str) -> list[Instant
     if not any(s.timestamp == savepoint for s in timeline.savepoints()):
         known = ", ".join(s.timestamp for s in timeline.savepoints()) or "none"
         raise RollbackError(f"{table.uri}: there is no savepoint at {savepoint} (savepoints: {known})")
+    commit = timeline.get(savepoint)
+    if commit is None or not commit.is_completed:
+        # An earlier version let a savepoint be made on a commit a pending rollback then undid.
+        raise RollbackError(f"{table.uri}: the commit of savepoint {savepoint} is no longer on the timeline")
     later = [s.timestamp for s in timeline.savepoints() if s.timestamp > savepoint]
     if later:
         raise RollbackError(
@@ -147,14 +152,11 @@ def _restore(table: LakeTable, savepoint: str, options: Mapping[str, object] | N
                 )
             targets = [i["commitTime"] for i in plan.get("instantsToRollback") or []]
         else:
-            undo = _check(table, timeline, savepoint)  # bad input: refused before any change
-            # Rollbacks a crash left pending are finished before the restore starts (one may be
-            # refused: then nothing of the restore is on the timeline), and the plan made after.
-            if undo and finish_pending_locked(table):
-                timeline = table.timeline()
-                undo = _check(table, timeline, savepoint)
+            undo = _check(table, timeline, savepoint)
             if not undo:
                 return RestoreResult(None, savepoint, ())
+            # A pending rollback its finishing (below) would refuse: refused before the restore starts.
+            refuse_unfinishable_locked(table)
             targets = [i.timestamp for i in undo]
             record = {
                 "instantsToRollback": [{"commitTime": i.timestamp, "action": i.action.value} for i in undo],

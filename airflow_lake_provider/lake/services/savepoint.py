@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import SavepointError
 from airflow_lake_provider.lake.services.clean.plan import CleanPlan
+from airflow_lake_provider.lake.table.rollback.undone import pending_rollback_targets
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
@@ -71,6 +72,12 @@ def _create(table: LakeTable, instant: str, user: str | None, comment: str) -> S
     target = timeline.get(instant)
     if target is None or target.action not in COMMIT_ACTIONS or target.state is not State.COMPLETED:
         raise SavepointError(f"{table.uri}: {instant} is not a completed commit on the timeline")
+    rolling = pending_rollback_targets(timeline).get(instant)
+    if rolling is not None:
+        raise SavepointError(
+            f"{table.uri}: {instant} is being rolled back by {rolling}, which a crash interrupted: "
+            f"lake rollback {table.uri} finishes that"
+        )
     last_clean = timeline.last_completed(Action.CLEAN)
     if last_clean is not None:
         retained = timeline.avro_record(last_clean).get("earliestCommitToRetain") or ""

@@ -320,6 +320,14 @@ def finish_pending_locked(table: LakeTable) -> list[RollbackResult]:
     return done
 
 
+def refuse_unfinishable_locked(table: LakeTable) -> None:
+    """What finishing the pending rollbacks would refuse, raised before any of them changes
+    anything (a restore asks before it writes its own instant)."""
+    timeline = table.timeline()
+    for r, rollback_plan in _pending_rollbacks(table, timeline):
+        is_hudi_retry(table, timeline, r.timestamp, rollback_plan, timeline.get(rollback_plan.target_time))
+
+
 def _pending_rollbacks(table: LakeTable, timeline: Timeline) -> list[tuple[Instant, RollbackPlan]]:
     out = []
     for r in timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]):
@@ -467,7 +475,7 @@ def describe_rollbacks(table: LakeTable, results: Sequence[RollbackResult]) -> l
         if result.target_action == "compaction" and timeline.get(result.target) is not None:
             lines.append(  # Hudi's retry of a failed compaction, finished: to run, not undone
                 f"finished rollback {result.instant} of compaction {result.target} (Hudi's retry of "
-                f"it): {counts}; the compaction is requested again and runs next"
+                f"it): {counts}; the compaction is requested again"
             )
         else:
             resumed = " (finished an interrupted rollback)" if result.resumed else ""

@@ -59,10 +59,18 @@ def undone_compactions(timeline: Timeline) -> dict[str, str]:
     if not pending:
         return {}
     found = {c.timestamp: r for c, r in rolled_back_compactions(timeline)}
+    found |= {t: r for t, r in pending_rollback_targets(timeline).items() if t in pending}
+    return found
+
+
+def pending_rollback_targets(timeline: Timeline) -> dict[str, str]:
+    """The instants pending rollbacks undo: target time -> rollback time (a crash interrupted them;
+    the next rollback, write or restore finishes them)."""
+    found = {}
     for r in timeline.filter([Action.ROLLBACK], [State.REQUESTED, State.INFLIGHT]):
         plan = timeline.avro_record(Instant(r.timestamp, State.REQUESTED, Action.ROLLBACK))
         target = (plan.get("instantToRollback") or {}).get("commitTime")
-        if target in pending:
+        if target:
             found[target] = r.timestamp
     return found
 
@@ -72,7 +80,8 @@ def is_hudi_retry(
 ) -> bool:
     """Whether the pending rollback ``r`` being finished is Hudi's retry of a failed compaction,
     interrupted: it undoes a pending compaction (action ``compaction``) and was not started by a
-    pending restore (ours roll a pending compaction back only there, after that restore began).
+    pending restore (ours roll a pending compaction back only there: after that restore began,
+    undoing a compaction its plan names).
     Hudi ends it with the compaction requested again: ``True`` if its plan is there to run.
     Without one (a damaged timeline) the compaction can only go, which is refused while logs on its
     slices hold completed writes: those would be hidden (``RollbackError``, nothing changed)."""
@@ -80,10 +89,12 @@ def is_hudi_retry(
         return False
     if rollback_plan.target_action is not Action.COMPACTION:
         return False
+    t = target.timestamp
     restoring = timeline.filter([Action.RESTORE], [State.REQUESTED, State.INFLIGHT])
     if restoring and r > restoring[0].timestamp:
-        return False
-    t = target.timestamp
+        plan = timeline.avro_record(Instant(restoring[0].timestamp, State.REQUESTED, Action.RESTORE))
+        if any(i.get("commitTime") == t for i in plan.get("instantsToRollback") or ()):
+            return False
     try:
         if timeline.read_bytes(Instant(t, State.REQUESTED, Action.COMPACTION)):
             return True

@@ -24,7 +24,12 @@ from tree_digest import tree_digest
 from write_support import hudi_rows, our_rows
 
 from airflow_lake_provider.lake.cli import main as lake_main
-from airflow_lake_provider.lake.errors import CompactionError, CorruptTimelineFileError, RollbackError
+from airflow_lake_provider.lake.errors import (
+    CompactionError,
+    CorruptTimelineFileError,
+    RollbackError,
+    SavepointError,
+)
 from airflow_lake_provider.lake.format import bloom_filter
 from airflow_lake_provider.lake.services.compaction import executor, operation
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
@@ -542,13 +547,17 @@ def test_hudis_retry_of_a_compaction_interrupted_before_its_rollback_completed_e
         assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == expected, k
 
 
-@pytest.mark.parametrize("savepoint_after_c", [True, False])
+@pytest.mark.parametrize(
+    "savepoint_after_c, retry_after_restore", [(True, False), (False, False), (True, True)]
+)
 def test_a_restore_finishes_an_interrupted_hudi_retry_and_rolls_the_compaction_back_only_if_its_plan_says(
-    tmp_path: Path, savepoint_after_c: bool
+    tmp_path: Path, savepoint_after_c: bool, retry_after_restore: bool
 ) -> None:
     """A restore started while Hudi's retry of compaction C is pending finishes that rollback first,
     as Hudi would (C requested again): a savepoint after C keeps C, which then runs; one before C
-    rolls C back itself, after the writes on its slice, so no log of a write it keeps is hidden."""
+    rolls C back itself, after the writes on its slice, so no log of a write it keeps is hidden.
+    The same when the retry began after the restore (a crash stopped the restore at once): that
+    rollback is not the restore's own, whose plan does not name C."""
     table = mor(tmp_path / "t")
     points: list[str] = []
 
@@ -571,8 +580,13 @@ def test_a_restore_finishes_an_interrupted_hudi_retry_and_rolls_the_compaction_b
         savepoint_latest(table)
         c = _compaction_crashed(table)
         expected = [("a", 2), ("b", 1), ("c", 1)]
+    if retry_after_restore:
+        with pytest.raises(SimulatedCrash):
+            restore(crashing(table, 1), points[0])
     _interrupt_hudi_retry(table, c, 2)
     r = _pending_rollback(table)
+    (started,) = table.timeline().filter([Action.RESTORE], None) or [None]
+    assert (started is not None and r > started.timestamp) == retry_after_restore
     restore(table, points[0])
     timeline = table.timeline()
     assert timeline.get(r) is not None and timeline.get(r).is_completed
@@ -716,6 +730,29 @@ def test_lake_rollback_says_that_a_compaction_hudi_was_retrying_is_requested_aga
     assert lake_main(["rollback", table.storage.root]) == 0
     assert capsys.readouterr().out == (
         f"finished rollback {r} of compaction {c} (Hudi's retry of it): 1 files deleted, 0 log files "
-        "marked; the compaction is requested again and runs next\n"
+        "marked; the compaction is requested again\n"
     )
     assert [i.timestamp for i in table.timeline().pending_compactions()] == [c]
+
+
+def test_no_savepoint_of_a_commit_a_pending_rollback_undoes_and_no_restore_to_one_gone(
+    tmp_path: Path,
+) -> None:
+    """A forced rollback of the latest commit X, interrupted: X still reads as completed, but the
+    next write finishes its rollback. A savepoint of X is refused (naming the rollback and the
+    command); one an earlier version made anyway is refused by restore once X is gone."""
+    table = mor(tmp_path / "t")
+    x = table.timeline().completed_commits[-1].timestamp
+    with pytest.raises(SimulatedCrash), table.store.exclusive("write"):
+        rollback_instant_locked(crashing(table, 2), x, force=True)
+    r = _pending_rollback(table)
+    root = Path(table.storage.root)
+    with pytest.raises(
+        SavepointError, match=rf"{x} is being rolled back by {r}, which a crash interrupted: lake rollback"
+    ):
+        savepoint(table, x)
+    assert list((root / ".hoodie").glob(f"{x}.savepoint*")) == []
+    table.store.create_savepoint(x, b"")  # (as an earlier version did)
+    write(table, batch(["c"], 4, "y"), "upsert")  # finishes the rollback: X is gone
+    with pytest.raises(RollbackError, match=f"the commit of savepoint {x} is no longer on the timeline"):
+        restore(table, x)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from airflow_lake_provider.lake.errors import SavepointError
 from airflow_lake_provider.lake.services.clean.plan import CleanPlan
+from airflow_lake_provider.lake.table.rollback.executor import refuse_while_restoring
 from airflow_lake_provider.lake.table.rollback.undone import pending_rollback_targets
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
@@ -72,6 +73,8 @@ def _create(table: LakeTable, instant: str, user: str | None, comment: str) -> S
     target = timeline.get(instant)
     if target is None or target.action not in COMMIT_ACTIONS or target.state is not State.COMPLETED:
         raise SavepointError(f"{table.uri}: {instant} is not a completed commit on the timeline")
+    # A pending restore would roll back what it savepoints, or stop on it (writes are refused too).
+    refuse_while_restoring(table, timeline, "making a savepoint", SavepointError)
     rolling = pending_rollback_targets(timeline).get(instant)
     if rolling is not None:
         raise SavepointError(

@@ -417,6 +417,14 @@ def test_no_compaction_is_scheduled_or_run_while_a_restore_is_pending(tmp_path: 
         ):
             attempt()
         assert tree_digest(Path(table.storage.root)) == before
+    making = rf"restore \d+ is pending; finish it before making a savepoint .* --savepoint {point}\)$"
+    with pytest.raises(SavepointError, match=making):
+        savepoint(table, c)
+    hoodie = Path(table.storage.root) / ".hoodie"
+    assert sorted(p.name for p in hoodie.glob("*.savepoint*")) == [
+        f"{point}.savepoint",
+        f"{point}.savepoint.inflight",
+    ]
     restore(table, point)
     assert read_snapshot(table).sort_by("id").column("ts").to_pylist() == (
         at_savepoint.sort_by("id").column("ts").to_pylist()

@@ -764,3 +764,55 @@ def test_no_savepoint_of_a_commit_a_pending_rollback_undoes_and_no_restore_to_on
     write(table, batch(["c"], 4, "y"), "upsert")  # finishes the rollback: X is gone
     with pytest.raises(RollbackError, match=f"the commit of savepoint {x} is no longer on the timeline"):
         restore(table, x)
+
+
+@pytest.mark.parametrize("crash_after", [3, 4])  # C's completed file deleted; then its base file too
+def test_our_forced_rollback_of_a_completed_compaction_resumed_removes_it_for_good(
+    tmp_path: Path, crash_after: int
+) -> None:
+    """Our forced rollback of a completed compaction C (recorded with action ``commit``) left
+    pending by a crash once C was un-completed: finished, it removes C's pending files (it is no
+    Hudi retry, which would keep C's plan), and C never runs again."""
+    table = mor(tmp_path / "t")
+    _, done = run_compaction(table, DUE)
+    c = done.instant
+    assert c is not None
+    with pytest.raises(SimulatedCrash):
+        rollback(crashing(table, crash_after), c, force=True)
+    hoodie = Path(table.storage.root) / ".hoodie"
+    assert sorted(p.name for p in hoodie.glob(f"{c}.*")) == [
+        f"{c}.compaction.inflight",
+        f"{c}.compaction.requested",
+    ]
+    (undo,) = rollback(table)
+    assert (undo.target, undo.target_action, undo.resumed) == (c, "commit", True)
+    assert list(hoodie.glob(f"{c}.*")) == []
+    assert execute_compaction(table).outcome is Outcome.NO_WORK
+    root = Path(table.storage.root)
+    assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 1), ("c", 1)]
+
+
+def test_a_compaction_a_rollback_undid_stays_undone_behind_newer_rollbacks(tmp_path: Path) -> None:
+    """A completed compaction C rolled back for good (R1, action ``commit``) whose pending files a
+    crash left (as after a rollback that corrected a metadata table), then a newer rollback R2 of
+    another write: R1 is still found behind R2, so C is refused, never run, and the next write
+    removes it."""
+    table = mor(tmp_path / "t")
+    _, done = run_compaction(table, DUE)
+    c = done.instant
+    assert c is not None
+    hoodie = Path(table.storage.root) / ".hoodie"
+    left = {p: p.read_bytes() for p in hoodie.glob(f"{c}.compaction.*")}
+    (r1,) = rollback(table, c, force=True)
+    with pytest.raises(SimulatedCrash):
+        write(crashing(table, 3), batch(["d"], 5, "y"), "upsert")
+    (r2,) = rollback(table)
+    assert r1.instant < r2.instant and r2.target != c
+    for p, data in left.items():
+        p.write_bytes(data)
+    with pytest.raises(CompactionError, match=f"compaction {c} is rolled back by {r1.instant}"):
+        execute_compaction(table, c)
+    write(table, batch(["b"], 4, "x"), "upsert")
+    assert list(hoodie.glob(f"{c}.*")) == []
+    root = Path(table.storage.root)
+    assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 4), ("c", 1)]

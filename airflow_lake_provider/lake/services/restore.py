@@ -98,7 +98,8 @@ def _check(table: LakeTable, timeline: Timeline, savepoint: str) -> list[Instant
         known = ", ".join(s.timestamp for s in timeline.savepoints()) or "none"
         raise RollbackError(f"{table.uri}: there is no savepoint at {savepoint} (savepoints: {known})")
     commit = timeline.get(savepoint)
-    if commit is None or not commit.is_completed:
+    archived = commit is None and not any(i.timestamp < savepoint for i in timeline.instants)
+    if not archived and (commit is None or not commit.is_completed):
         # An earlier version let a savepoint be made on a commit a pending rollback then undid.
         raise RollbackError(f"{table.uri}: the commit of savepoint {savepoint} is no longer on the timeline")
     later = [s.timestamp for s in timeline.savepoints() if s.timestamp > savepoint]

@@ -816,3 +816,19 @@ def test_a_compaction_a_rollback_undid_stays_undone_behind_newer_rollbacks(tmp_p
     assert list(hoodie.glob(f"{c}.*")) == []
     root = Path(table.storage.root)
     assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 4), ("c", 1)]
+
+
+def test_a_restore_to_a_savepoint_whose_commit_was_archived_is_not_refused(tmp_path: Path) -> None:
+    """Java can archive past a savepoint (``hoodie.archive.beyond.savepoint``): the savepoint's commit
+    is then older than the whole active timeline, which is no sign of a rolled-back commit; the
+    restore goes on."""
+    table = mor(tmp_path / "t")
+    first = table.timeline().completed_commits[0].timestamp
+    savepoint(table, first)
+    write(table, batch(["b"], 4, "x"), "upsert")
+    hoodie = Path(table.storage.root) / ".hoodie"
+    for p in hoodie.glob(f"{first}.*"):
+        if "savepoint" not in p.name:
+            p.unlink()  # (as archived)
+    result = restore(table, first)
+    assert result.instant is not None and len(result.rolled_back) == 2

@@ -6,6 +6,7 @@ plan it scheduled even when an older plan is pending."""
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import logging
 import re
 import shutil
@@ -16,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from compaction_support import DUE, batch, crash_at, empty_mor, mor, store, timeline_file
+from compaction_support import DUE, START, batch, crash_at, empty_mor, mor, store, timeline_file
 from crash_support import crashing, steps_of
 from mdt_v6_tables import add_v6_metadata_table
 from savepoint_support import savepoint
@@ -31,6 +32,7 @@ from airflow_lake_provider.lake.errors import (
     SavepointError,
 )
 from airflow_lake_provider.lake.format import bloom_filter
+from airflow_lake_provider.lake.log_file.log_format import rollback_command_block
 from airflow_lake_provider.lake.services.compaction import executor, operation
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
 from airflow_lake_provider.lake.services.compaction.operation import run_operation
@@ -49,7 +51,7 @@ from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
-from airflow_lake_provider.lake.timeline.instant import Action, State
+from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, State
 from tests.unit.lake.table.rollback.test_written import _compacted_then_upserted
 
 
@@ -543,7 +545,11 @@ def test_hudis_retry_of_a_compaction_interrupted_before_its_rollback_completed_e
             f"which a crash interrupted: lake rollback {root} finishes that (if it is Hudi's retry of "
             "the compaction, the compaction then runs again)"
         ], k
-        write(table, batch(["b"], 4, "x"), "upsert")
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            write(table, batch(["b"], 4, "x"), "upsert")
+        again = f"compaction {c} of {root} is requested again: Hudi's retry of it was interrupted"
+        assert caplog.messages.count(again) == 1, k
         assert timeline_file(table, c, State.REQUESTED).exists(), k
         assert not timeline_file(table, c, State.INFLIGHT).exists(), k
         assert [i.state for i in table.timeline().filter(None, None) if i.action.value == "rollback"] == [
@@ -832,3 +838,66 @@ def test_a_restore_to_a_savepoint_whose_commit_was_archived_is_not_refused(tmp_p
             p.unlink()  # (as archived)
     result = restore(table, first)
     assert result.instant is not None and len(result.rolled_back) == 2
+
+
+def test_a_rollback_block_on_the_slice_of_a_compaction_without_its_plan_is_no_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Hudi's retry of C is pending and C's plan is gone; the log on C's slice holds a failed
+    write's block and a completed rollback's command block (Hudi appends one to a shared log), and
+    a torn tail. A command block is no write: nothing completed is hidden, so C goes with the
+    rollback; the torn log is named by its path."""
+    table = mor(tmp_path)
+    c = _compaction_crashed(table)
+    root = Path(table.storage.root)
+    (log,) = root.rglob(f".*_{c}.log.*")
+    u1 = table.timeline().completed_commits[-1]
+    write(table, batch(["a"], 4, "x"), "upsert")
+    u2 = table.timeline().completed_commits[-1]
+    table.store.remove_completed(u2)
+    (undo_u2,) = rollback(table)
+    assert undo_u2.target == u2.timestamp and table.timeline().get(undo_u2.instant).is_completed
+    with log.open("ab") as f:
+        f.write(rollback_command_block(undo_u2.instant, u2.timestamp) + b"torn")
+    table.store.remove_completed(u1)  # its block stays: a failed write
+    _interrupt_hudi_retry(table, c, 2)
+    r = _pending_rollback(table)
+    timeline_file(table, c, State.REQUESTED).unlink()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        write(table, batch(["b"], 5, "x"), "upsert")  # finishes r, then rolls u1 back
+    timeline = table.timeline()
+    assert timeline.get(c) is None and timeline.get(r).is_completed
+    assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 5), ("c", 1)]
+    named = f"log file {table.storage.uri(log.relative_to(root).as_posix())}: "
+    torn = [m for m in caplog.messages if "trailing bytes" in m]
+    assert torn and all(m.startswith(named) for m in torn)
+
+
+def test_an_unpartitioned_tables_retry_without_its_plan_is_refused_while_its_log_holds_a_write(
+    tmp_path: Path,
+) -> None:
+    """As the partitioned case: the log of a table without partitions lies at the base path."""
+    ticks = iter(range(10**6))
+    table = LakeTable.create(
+        tmp_path / "t",
+        name="t",
+        table_type="mor",
+        record_key_fields=("id",),
+        precombine_field="ts",
+        partition_fields=(),
+        clock=InstantClock(now=lambda: START + dt.timedelta(seconds=next(ticks))),
+    )
+    write(table, batch(["a", "b"], 1, "x"), "insert")
+    write(table, batch(["a"], 2, "x"), "upsert")
+    c = _compaction_crashed(table)
+    _interrupt_hudi_retry(table, c, 2)
+    r = _pending_rollback(table)
+    timeline_file(table, c, State.REQUESTED).unlink()
+    root = Path(table.storage.root)
+    (log,) = root.glob(f".*_{c}.log.*")
+    before = tree_digest(root)
+    named = re.escape(table.storage.uri(log.name))
+    with pytest.raises(RollbackError, match=rf"rollback {r} retries compaction {c}, .* writes: {named}\. "):
+        write(table, batch(["b"], 4, "x"), "upsert")
+    assert tree_digest(root) == before

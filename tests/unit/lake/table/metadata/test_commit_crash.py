@@ -9,6 +9,7 @@ readers and removed by the next maintained write (a crash at each of its steps i
 
 from __future__ import annotations
 
+import logging
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -164,7 +165,7 @@ def test_a_failed_maintained_write_removes_its_mdt_deltacommit_before_its_instan
 
 @pytest.mark.parametrize(("name", "also"), KEPT)
 def test_the_rollback_of_a_crashed_maintained_write_keeps_the_metadata_table(
-    hudi_table_zip, tmp_path: Path, name: str, also: tuple[str, ...]
+    hudi_table_zip, tmp_path: Path, name: str, also: tuple[str, ...], caplog: pytest.LogCaptureFixture
 ) -> None:
     """A maintained write that crashed after its MDT deltacommit completed is rolled back by the
     next maintained write (EAGER, Spark's default): the MDT deltacommit goes while the crashed
@@ -182,7 +183,10 @@ def test_the_rollback_of_a_crashed_maintained_write_keeps_the_metadata_table(
     assert _mdt_names(template, t)
     assert _keys(assert_consistent(template), key) == before
     counting = crashing(LakeTable.open(_copy(template, tmp_path / "count2")))
-    _upsert(template, key, ordering, second)(counting)
+    with caplog.at_level(logging.INFO):
+        _upsert(template, key, ordering, second)(counting)
+    forgot = f"removed the metadata table's deltacommit of {t}, which is being undone"
+    assert caplog.messages.count(forgot) == 1
     steps = steps_of(counting)
     assert any(s.endswith(".rollback") for s in steps)  # (completed rollback of the crashed write)
     for step in range(1, len(steps) + 1):

@@ -445,3 +445,16 @@ def test_rolling_back_a_pending_compaction_refuses_a_log_on_its_slice_holding_a_
     with pytest.raises(RollbackError, match=rf"_{c}\.log\.1.*slice compaction {c} began.*{u}"):
         rollback_instant_locked(table, c, compaction=True, restoring=True)
     assert tree_digest(_root(table)) == before
+    # A second upsert appended to the same log, as Hudi's writers append: both writes are named.
+    u2 = write(table, _batch([1], 4), "upsert").instant
+    log1, log2 = sorted(_root(table).glob(f".*_{c}.log.*"))
+    log1.write_bytes(log1.read_bytes() + log2.read_bytes())
+    log2.unlink()
+    before = tree_digest(_root(table))
+    with pytest.raises(RollbackError) as err:
+        rollback_instant_locked(table, c, compaction=True, restoring=True)
+    assert str(err.value) == (
+        f"{table.storage.uri(log1.name)} is on the slice compaction {c} began and holds blocks of "
+        f"completed write(s) {u}, {u2}: roll those back first"
+    )
+    assert tree_digest(_root(table)) == before

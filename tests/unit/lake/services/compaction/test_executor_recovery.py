@@ -45,7 +45,12 @@ from airflow_lake_provider.lake.storage import SimulatedCrash
 from airflow_lake_provider.lake.table.metadata.listing import check_files_partition
 from airflow_lake_provider.lake.table.metadata.policy import kept_metadata_table
 from airflow_lake_provider.lake.table.reader import read_snapshot
-from airflow_lake_provider.lake.table.rollback.executor import rollback, rollback_instant_locked
+from airflow_lake_provider.lake.table.rollback.executor import (
+    RollbackResult,
+    describe_rollbacks,
+    rollback,
+    rollback_instant_locked,
+)
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
@@ -747,6 +752,26 @@ def test_lake_rollback_says_that_a_compaction_hudi_was_retrying_is_requested_aga
         "marked; the compaction is requested again\n"
     )
     assert [i.timestamp for i in table.timeline().pending_compactions()] == [c]
+
+
+def test_each_rollback_is_described_by_what_it_undid_and_whether_it_was_resumed(tmp_path: Path) -> None:
+    """``lake rollback``'s lines: Hudi's retry of a compaction still on the timeline, a rolled-back
+    compaction gone from it (resumed), a write rolled back."""
+    table = mor(tmp_path)
+    c = schedule_compaction(table, DUE).instant
+    gone, write_time = "20250301000090000", "20250301000091000"
+    results = [
+        RollbackResult("20250301000100000", c, "compaction", ("x/f.parquet",), ()),
+        RollbackResult("20250301000101000", gone, "compaction", (), (), resumed=True),
+        RollbackResult("20250301000102000", write_time, "deltacommit", ("x/a", "x/b"), ("x/c",)),
+    ]
+    assert describe_rollbacks(table, results) == [
+        f"finished rollback 20250301000100000 of compaction {c} (Hudi's retry of it): 1 files deleted, "
+        "0 log files marked; the compaction is requested again",
+        f"rolled back compaction {gone} at 20250301000101000: 0 files deleted, 0 log files marked "
+        "(finished an interrupted rollback)",
+        f"rolled back deltacommit {write_time} at 20250301000102000: 2 files deleted, 1 log files marked",
+    ]
 
 
 def test_no_savepoint_of_a_commit_a_pending_rollback_undoes_and_no_restore_to_one_gone(

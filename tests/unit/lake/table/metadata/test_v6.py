@@ -36,6 +36,7 @@ from airflow_lake_provider.lake.log_file.log_format import (
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.services.partition_commit.executor import commit_partitions
 from airflow_lake_provider.lake.services.restore import restore
 from airflow_lake_provider.lake.services.savepoint import create_savepoint, delete_savepoint
@@ -713,6 +714,30 @@ def test_a_restore_past_a_data_compaction_deletes_the_logs_on_its_slices_and_the
     assert not (table / ".hoodie" / f"{of_c}.rollback").exists()
     after = assert_consistent(table)
     assert len(after) == len(before)
+    assert main(["metadata-table", str(table), "--check"]) == 0
+
+
+@pytest.mark.parametrize("name", ["morparquet_v6_nonpartitioned", "morparquet_v6_simplekeygen_nonhivestyle"])
+def test_a_restore_past_a_pending_compaction_deletes_the_marked_log_on_its_slice_and_the_mdt_forgets_it(
+    hudi_table_zip, name: str
+) -> None:
+    """As above with C only scheduled, and the MDT initialised again after the upsert onto C's
+    slice (its base file then holds the upsert's log): the upsert's rollback is corrected and marks
+    the log; C's rollback (of a pending instant: no MDT deltacommit undone) deletes it and records
+    its tombstone in the MDT, at the base path as in a partition."""
+    table, before, point = _savepointed(hudi_table_zip(name))
+    c = schedule_compaction(
+        LakeTable.open(table), {**MAINTAIN, "hoodie.compact.inline.max.delta.commits": "1"}
+    )
+    assert c.instant is not None
+    ids = sorted(before.column("id").to_pylist())
+    write(LakeTable.open(table), _batch(before, [ids[0]], 1), "upsert", options=MAINTAIN)
+    (on_slice,) = [p for p in table.rglob(f".*_{c.instant}.log.*") if ".hoodie" not in p.parts]
+    shutil.rmtree(table / MDT)
+    add_v6_metadata_table(table)
+    restore(LakeTable.open(table), point, MAINTAIN)
+    assert not on_slice.exists() and not list((table / ".hoodie").glob(f"{c.instant}.*"))
+    assert _data(assert_consistent(table)) == _data(before)
     assert main(["metadata-table", str(table), "--check"]) == 0
 
 

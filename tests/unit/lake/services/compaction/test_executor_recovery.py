@@ -709,12 +709,24 @@ def test_an_interrupted_hudi_retry_of_a_compaction_without_its_plan_nor_writes_o
     assert not log.exists()
 
 
-def test_a_restore_crashed_in_its_rollback_of_a_pending_compaction_rolls_it_back_once(tmp_path: Path) -> None:
+@pytest.mark.parametrize("restored_before", [False, True])
+def test_a_restore_crashed_in_its_rollback_of_a_pending_compaction_rolls_it_back_once(
+    tmp_path: Path, restored_before: bool
+) -> None:
     """Our restore's own rollback of a pending compaction C, resumed after a crash at any of its
     steps, is for good (not Hudi's retry, which it resembles: it started after the restore): C
-    goes with that one rollback, and the savepoint's rows are what both readers read."""
-    counting = mor(tmp_path / "count")
-    savepoint(counting, counting.timeline().completed_commits[-1].timestamp)
+    goes with that one rollback, and the savepoint's rows are what both readers read. The same
+    with an earlier, completed restore on the timeline (only the pending one's plan counts)."""
+
+    def prepared(path: Path) -> LakeTable:
+        table = mor(path)
+        savepoint(table, table.timeline().completed_commits[-1].timestamp)
+        if restored_before:
+            write(table, batch(["d"], 1, "y"), "insert")
+            restore(table, savepoints(table.timeline())[0].instant)
+        return table
+
+    counting = prepared(tmp_path / "count")
     _compaction_crashed(counting)
     point = savepoints(counting.timeline())[0].instant
     restored = crashing(counting)
@@ -724,8 +736,7 @@ def test_a_restore_crashed_in_its_rollback_of_a_pending_compaction_rolls_it_back
     last = len(steps) - 1  # the restore's completion
     assert last - first >= 3  # the rollback's requested, inflight, C's partial file...
     for k in range(first, last):
-        table = mor(tmp_path / str(k))
-        savepoint(table, table.timeline().completed_commits[-1].timestamp)
+        table = prepared(tmp_path / str(k))
         c = _compaction_crashed(table)
         with pytest.raises(SimulatedCrash):
             restore(crashing(table, k), point)

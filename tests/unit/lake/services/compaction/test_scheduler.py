@@ -16,6 +16,7 @@ from metadata_table_support import add_metadata_table
 from airflow_lake_provider.lake.errors import (
     CompactionScheduleConflictError,
     CorruptDataFileError,
+    ServiceBusyError,
     TableConfigError,
 )
 from airflow_lake_provider.lake.services.compaction.result import Outcome
@@ -151,4 +152,16 @@ def test_an_instant_given_equal_to_a_completion_time_is_not_later_than_it(tmp_pa
         f"cannot schedule a compaction at {completion}: it must be later than the last completed instant "
         f"{completion}"
     )
+    assert table.timeline().pending_compactions() == []
+
+
+def test_a_dry_run_takes_no_lock_and_reports_while_a_writer_holds_the_write_lock(tmp_path: Path) -> None:
+    """A dry run writes nothing, so it waits on no writer or scheduler: it reports the plan while
+    both locks are held (a real schedule is refused as busy)."""
+    table = mor(tmp_path)
+    with table.store.exclusive("write"), table.store.exclusive("compaction-schedule"):
+        dry = schedule_compaction(table, DUE, dry_run=True)
+        assert (dry.outcome, dry.dry_run, len(dry.plan.operations)) == (Outcome.PLANNED, True, 1)
+        with pytest.raises(ServiceBusyError):
+            schedule_compaction(table, DUE)
     assert table.timeline().pending_compactions() == []

@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 (pa.compute)
 import pytest
+from compaction_support import crash_at
 from mdt_tables import keep_files_partition_only
 from mdt_v6_tables import add_v6_metadata_table
 
@@ -31,7 +32,8 @@ from airflow_lake_provider.lake.log_file.log_format import BlockType, HeaderKey,
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction, run_compaction
 from airflow_lake_provider.lake.services.compaction.result import Outcome
-from airflow_lake_provider.lake.storage import open_storage
+from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
+from airflow_lake_provider.lake.storage import SimulatedCrash, open_storage
 from airflow_lake_provider.lake.table.metadata.files import read_files_partition, read_partition_records
 from airflow_lake_provider.lake.table.metadata.index import GROUP_PREFIXES, INDEX_PARTITIONS, index_records
 from airflow_lake_provider.lake.table.metadata.records import change_of_commit, files_records
@@ -259,19 +261,28 @@ def test_the_records_of_our_compaction_commit_equal_those_java_wrote_for_spark_c
     assert compared >= 1
 
 
+@pytest.mark.parametrize("crashed_first", [False, True])
 @pytest.mark.parametrize("delta_commits, compacted", [("1", 1), (None, 0)])
 def test_a_run_compaction_passes_its_options_on_to_the_mdt_services_after_the_commit(
-    hudi_table_zip, delta_commits: str | None, compacted: int
+    hudi_table_zip, delta_commits: str | None, compacted: int, crashed_first: bool
 ) -> None:
     """The options given to ``run_compaction`` reach its execution's MDT services too: with
     ``hoodie.metadata.compact.max.delta.commits=1`` the MDT is compacted after the data compaction;
-    with the default (10) it is not (the MDT has 9 deltacommits since its last compaction then)."""
+    with the default (10) it is not (the MDT has 9 deltacommits since its last compaction then).
+    The same when the run finishes a compaction a crashed run left inflight."""
     path = _prepared(hudi_table_zip, "mor_avro_v9_txns_simple_meta")
     options = dict(MAINTAIN)
     if delta_commits is not None:
         options["hoodie.metadata.compact.max.delta.commits"] = delta_commits
+    if crashed_first:  # a crashed run's compaction: the next run finds nothing new, finishes it
+        scheduled = schedule_compaction(LakeTable.open(path), options, force=True)
+        with pytest.raises(SimulatedCrash):
+            execute_compaction(
+                LakeTable.open(path), scheduled.instant, options=options, fault=crash_at("file")
+            )
     _, done = run_compaction(LakeTable.open(path), options, force=True)
     assert done.outcome is Outcome.COMPLETED
+    assert crashed_first is False or done.instant == scheduled.instant
     mdt = path / ".hoodie/metadata/.hoodie/timeline"
     requested = (p.name.split(".")[0] for p in mdt.glob("*.compaction.requested"))
     assert len([t for t in requested if t > done.instant]) == compacted

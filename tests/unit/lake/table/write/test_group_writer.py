@@ -115,6 +115,27 @@ def test_a_failed_write_its_discard_cannot_undo_is_rolled_back_and_says_so(
     assert list((tmp_path / "t").glob("*.parquet")) == []
 
 
+def test_a_write_failing_once_its_requested_file_exists_undoes_it_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An error after the store made the requested file (before it returned): the instant goes
+    with the error, which says so."""
+    table = _table(tmp_path / "t")
+    made = table.store.create_requested
+
+    def made_then_failed(*args: object, **kwargs: object) -> None:
+        made(*args, **kwargs)
+        raise StorageError("the store failed after making the requested file")
+
+    monkeypatch.setattr(table.store, "create_requested", made_then_failed)
+    with pytest.raises(StorageError, match="after making") as caught:
+        write(table, _batch([1]), "insert")
+    assert caught.value.__notes__ == [
+        f"the write's instant {T1} of {table.uri} was undone: nothing of it is left"
+    ]
+    assert LakeTable.open(tmp_path / "t").timeline().instants == ()
+
+
 def test_a_write_whose_instant_was_never_created_drops_its_heartbeat(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -7,16 +7,20 @@
     python tests/mutation/report.py save [MODULE ...]   # keep mutants/*.meta in tests/mutation/results/
     python tests/mutation/report.py focus MODULE        # map MODULE's functions to its FOCUS tests only
     python tests/mutation/report.py kill NAME TEST ...  # TESTs fail with mutant NAME on: record it killed
+    python tests/mutation/report.py stamp [MODULE ...]  # fingerprint the listed equivalents (checked)
 
 MODULE is a key of MODULES (e.g. clean-planner); none means all. Each module runs as its own
 `mutmut run` with a name filter, so mutmut only runs the tests that call that module's functions (its
 stats map tests to functions) and never the whole selection. One worker (--max-children 1): the
 machine is shared; MUTATION_WORKERS=2 in the environment runs two. Mutants listed in equivalent.txt
-(name, then why) count as neither killed nor survived in the score.
+(name, its fingerprint, then why) count as neither killed nor survived in the score, as long as
+the fingerprint matches the mutant mutmut generated last (a stale entry is retested and reported).
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 import json
 import os
 import resource
@@ -193,15 +197,76 @@ def _dotted(module: str) -> str:
     return f"{PACKAGE}/{MODULES[module]}"[: -len(".py")].replace("/", ".")
 
 
-def equivalents() -> dict[str, str]:
-    """Mutant name -> why it is equivalent, from equivalent.txt (`name  reason`, # comments)."""
-    found: dict[str, str] = {}
-    for line in (ROOT / "tests" / "mutation" / "equivalent.txt").read_text().splitlines():
+EQUIVALENT = ROOT / "tests" / "mutation" / "equivalent.txt"
+
+
+def _listed() -> dict[str, tuple[str | None, str]]:
+    """Mutant name -> (fingerprint or None, why it is equivalent), from equivalent.txt
+    (`name [fp=HASH] reason`, # comments)."""
+    found: dict[str, tuple[str | None, str]] = {}
+    for line in EQUIVALENT.read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             name, _, why = line.partition(" ")
-            found[name] = why.strip()
+            why = why.strip()
+            fp = None
+            if why.startswith("fp="):
+                fp, _, why = why[3:].partition(" ")
+            found[name] = (fp, why.strip())
     return found
+
+
+def fingerprints(module: str) -> dict[str, str] | None:
+    """Mutant name -> a short hash of its mutated function (its name aside), from the mutants mutmut
+    generated; None when mutants/ has none of ``module``. mutmut renumbers a function's mutants when
+    its code changes, so a listed name may come to mean another mutant: the hash tells."""
+    path = ROOT / "mutants" / PACKAGE / MODULES[module]
+    if not path.exists():
+        return None
+    prefix = _dotted(module) + "."
+    found = {}
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in node.name:
+            name, node.name = node.name, ""
+            if not name.endswith("__mutmut_orig"):
+                found[prefix + name] = hashlib.sha1(ast.dump(node).encode()).hexdigest()[:10]
+    return found
+
+
+def stale_equivalents(module: str) -> list[str]:
+    """Listed mutants of ``module`` whose mutated code is not what was listed (its fingerprint
+    differs, or the mutant is gone): retested, and not counted as equivalent."""
+    current = fingerprints(module)
+    if current is None:
+        return []
+    prefix = _dotted(module) + "."
+    return sorted(
+        name
+        for name, (fp, _) in _listed().items()
+        if name.startswith(prefix) and fp is not None and current.get(name) != fp
+    )
+
+
+def equivalents() -> dict[str, str]:
+    """Mutant name -> why it is equivalent: the listed mutants whose code is still what was listed."""
+    listed = _listed()
+    # Only the modules with fingerprinted entries are parsed (a mutated module is megabytes).
+    stamped = {m for m in MODULES for n, (fp, _) in listed.items() if fp and n.startswith(_dotted(m) + ".")}
+    stale = {n for m in stamped for n in stale_equivalents(m)}
+    return {name: why for name, (_, why) in listed.items() if name not in stale}
+
+
+def stamp(modules: list[str]) -> None:
+    """Give the listed mutants of ``modules`` that have no fingerprint their current one (once each
+    was checked to be the mutant its reason describes: `mutmut show NAME`)."""
+    prints = {n: fp for m in modules for n, fp in (fingerprints(m) or {}).items()}
+    lines = []
+    for line in EQUIVALENT.read_text().splitlines():
+        name, _, rest = line.strip().partition(" ")
+        if name in prints and not rest.startswith("fp="):
+            line = f"{name} fp={prints[name]} {rest.strip()}"
+        lines.append(line)
+    EQUIVALENT.write_text("\n".join(lines) + "\n")
 
 
 # Results kept in the repository: a full pass over the modules takes longer than a working session on a
@@ -272,9 +337,8 @@ def _names(module: str, everything: bool) -> list[str]:
     every mutant is killed or listed."""
     # Mutants listed as equivalent are not retested (they would survive again, running every test).
     skip = KILLED | TIMEOUT
-    open_ = sorted(
-        n for n, c in results(module).items() if c not in skip and (everything or n not in equivalents())
-    )
+    listed = equivalents()
+    open_ = sorted(n for n, c in results(module).items() if c not in skip and (everything or n not in listed))
     if _stale(module):  # which functions changed shows only once mutmut regenerates: retest them all
         everything = True
     if results(module) and not open_ and not everything:
@@ -331,6 +395,8 @@ def table(modules: list[str]) -> bool:
         ok &= score >= TARGET
         row = (module, len(codes), killed, timeout, survived, len(equiv), other, f"{score:.1%}")
         print("{:22} {:7} {:6} {:7} {:8} {:5} {:5} {:>6}".format(*row))
+        for name in stale_equivalents(module):
+            print(f"  stale equivalent (its mutant changed since it was listed; retested): {name}")
     return ok
 
 
@@ -391,9 +457,9 @@ def main(argv: list[str]) -> int:
     unknown = [n for n in names if n not in MODULES]
     if command == "kill":
         return kill(names[0], names[1:])
-    if unknown or command not in ("run", "report", "survivors", "save", "focus"):
+    if unknown or command not in ("run", "report", "survivors", "save", "focus", "stamp"):
         print(
-            f"usage: report.py run|report|survivors|save|focus|kill [{'|'.join(MODULES)} ...]; "
+            f"usage: report.py run|report|survivors|save|focus|kill|stamp [{'|'.join(MODULES)} ...]; "
             f"unknown: {unknown}"
         )
         return 2
@@ -404,6 +470,9 @@ def main(argv: list[str]) -> int:
     modules = names or list(MODULES)
     if command == "survivors":
         survivors(modules)
+        return 0
+    if command == "stamp":
+        stamp(modules)
         return 0
     if command == "save":
         for module in modules:

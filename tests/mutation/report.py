@@ -79,6 +79,10 @@ _WRITER_TESTS = (
     "services/compaction/test_compaction.py",
     # the log rows a write keeps for a maintained MDT's column stats (and only then)
     "table/metadata/test_commit_reads.py",
+    # the columns a maintained write indexes, chosen from the table's schema and config
+    "table/metadata/test_stats_selection.py",
+    # a record index dropped with the MDT by the write's own option
+    "table/test_table_1x.py",
 )
 _ROLLBACK_TESTS = (
     "table/rollback/",

@@ -28,9 +28,14 @@ def batch(ids: list[str], ts: int, partition: str) -> pa.Table:
     return pa.table({"id": ids, "ts": pa.array([ts] * len(ids), pa.int64()), "p": [partition] * len(ids)})
 
 
-def empty_mor(tmp_path: Path, clock: InstantClock | None = None, table_version: int = 6) -> LakeTable:
-    """A MOR table of ``table_version`` partitioned by ``p``, its clock one second further at every
-    instant."""
+def empty_mor(
+    tmp_path: Path,
+    clock: InstantClock | None = None,
+    table_version: int = 6,
+    partition_fields: tuple[str, ...] = ("p",),
+) -> LakeTable:
+    """A MOR table of ``table_version`` partitioned by ``partition_fields``, its clock one second
+    further at every instant."""
     ticks = iter(range(10**6))
     return LakeTable.create(
         tmp_path / "t",
@@ -38,7 +43,7 @@ def empty_mor(tmp_path: Path, clock: InstantClock | None = None, table_version: 
         table_type="mor",
         record_key_fields=("id",),
         precombine_field="ts",
-        partition_fields=("p",),
+        partition_fields=partition_fields,
         clock=clock or InstantClock(now=lambda: START + dt.timedelta(seconds=next(ticks))),
         table_version=table_version,
     )

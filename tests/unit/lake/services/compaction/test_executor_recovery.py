@@ -6,7 +6,6 @@ plan it scheduled even when an older plan is pending."""
 from __future__ import annotations
 
 import contextlib
-import datetime as dt
 import logging
 import re
 import shutil
@@ -17,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from compaction_support import DUE, START, batch, crash_at, empty_mor, mor, store, timeline_file
+from compaction_support import DUE, batch, crash_at, empty_mor, mor, store, timeline_file
 from crash_support import crashing, steps_of
 from mdt_v6_tables import add_v6_metadata_table
 from savepoint_support import savepoint
@@ -56,7 +55,7 @@ from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.active import Timeline
 from airflow_lake_provider.lake.timeline.commit_metadata import WriteStat
-from airflow_lake_provider.lake.timeline.instant import Action, InstantClock, State
+from airflow_lake_provider.lake.timeline.instant import Action, State
 from tests.unit.lake.table.rollback.test_written import _compacted_then_upserted
 
 
@@ -914,16 +913,7 @@ def test_an_unpartitioned_tables_retry_without_its_plan_is_refused_while_its_log
     tmp_path: Path,
 ) -> None:
     """As the partitioned case: the log of a table without partitions lies at the base path."""
-    ticks = iter(range(10**6))
-    table = LakeTable.create(
-        tmp_path / "t",
-        name="t",
-        table_type="mor",
-        record_key_fields=("id",),
-        precombine_field="ts",
-        partition_fields=(),
-        clock=InstantClock(now=lambda: START + dt.timedelta(seconds=next(ticks))),
-    )
+    table = empty_mor(tmp_path, partition_fields=())
     write(table, batch(["a", "b"], 1, "x"), "insert")
     write(table, batch(["a"], 2, "x"), "upsert")
     c = _compaction_crashed(table)

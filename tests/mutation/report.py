@@ -222,7 +222,7 @@ def _listed() -> dict[str, tuple[str | None, str]]:
 
 def fingerprints(module: str) -> dict[str, str] | None:
     """Mutant name -> a short hash of its mutated function (its name aside), from the mutants mutmut
-    generated; None when mutants/ has none of ``module``. mutmut renumbers a function's mutants when
+    generated; None when mutants/ has no mutants of ``module``. mutmut renumbers a function's mutants when
     its code changes, so a listed name may come to mean another mutant: the hash tells."""
     path = ROOT / "mutants" / PACKAGE / MODULES[module]
     if not path.exists():
@@ -234,7 +234,8 @@ def fingerprints(module: str) -> dict[str, str] | None:
             name, node.name = node.name, ""
             if not name.endswith("__mutmut_orig"):
                 found[prefix + name] = hashlib.sha1(ast.dump(node).encode()).hexdigest()[:10]
-    return found
+    # A run whose `only_mutate` leaves the module out copies its plain source there: unknown then.
+    return found or None
 
 
 def stale_equivalents(module: str) -> list[str]:

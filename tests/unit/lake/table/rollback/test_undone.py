@@ -4,6 +4,7 @@ retry of a compaction whose plan is gone while logs on its slices hold completed
 from __future__ import annotations
 
 import contextlib
+import logging
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from airflow_lake_provider.lake.timeline.instant import Action, State
 
 
 def test_a_requested_write_a_completed_rollback_undid_is_removed_without_a_second_rollback(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A write that crashed right after its requested file, rolled back by a rollback that
     completed before the write's file went (as a crash between the two leaves it), its record
@@ -41,7 +42,10 @@ def test_a_requested_write_a_completed_rollback_undid_is_removed_without_a_secon
         timeline_avro.write_avro(timeline_avro.ROLLBACK_METADATA, {**record, "instantsRollback": []})
     )
     requested.write_bytes(kept)
-    (again,) = rollback(table)
+    with caplog.at_level(logging.INFO):
+        (again,) = rollback(table)
+    removed = f"removed deltacommit {w.timestamp} of {table.uri}: rolled back by {undo.instant} already"
+    assert caplog.messages.count(removed) == 1
     assert (again.instant, again.target, again.resumed) == (undo.instant, w.timestamp, True)
     timeline = table.timeline()
     assert timeline.get(w.timestamp) is None

@@ -20,6 +20,7 @@ the fingerprint matches the mutant mutmut generated last (a stale entry is retes
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import json
 import os
@@ -227,7 +228,12 @@ def fingerprints(module: str) -> dict[str, str] | None:
     path = ROOT / "mutants" / PACKAGE / MODULES[module]
     if not path.exists():
         return None
-    prefix = _dotted(module) + "."
+    return _fingerprints_of(path, path.stat().st_mtime_ns, _dotted(module) + ".")
+
+
+@functools.cache
+def _fingerprints_of(path: Path, _mtime_ns: int, prefix: str) -> dict[str, str] | None:
+    """Parsed once per version of the file (a mutated module is megabytes; `run` asks per module)."""
     found = {}
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in node.name:
@@ -255,7 +261,7 @@ def stale_equivalents(module: str) -> list[str]:
 def equivalents() -> dict[str, str]:
     """Mutant name -> why it is equivalent: the listed mutants whose code is still what was listed."""
     listed = _listed()
-    # Only the modules with fingerprinted entries are parsed (a mutated module is megabytes).
+    # Only the modules with fingerprinted entries are parsed.
     stamped = {m for m in MODULES for n, (fp, _) in listed.items() if fp and n.startswith(_dotted(m) + ".")}
     stale = {n for m in stamped for n in stale_equivalents(m)}
     return {name: why for name, (_, why) in listed.items() if name not in stale}

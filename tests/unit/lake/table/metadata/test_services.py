@@ -282,7 +282,8 @@ def test_a_run_compaction_passes_its_options_on_to_the_mdt_services_after_the_co
             )
     _, done = run_compaction(LakeTable.open(path), options, force=True)
     assert done.outcome is Outcome.COMPLETED
-    assert crashed_first is False or done.instant == scheduled.instant
+    if crashed_first:
+        assert done.instant == scheduled.instant  # the crashed one, finished
     mdt = path / ".hoodie/metadata/.hoodie/timeline"
     requested = (p.name.split(".")[0] for p in mdt.glob("*.compaction.requested"))
     assert len([t for t in requested if t > done.instant]) == compacted

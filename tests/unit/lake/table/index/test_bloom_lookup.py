@@ -1,5 +1,6 @@
 """The writer's key lookup (``table.index.bloom``) on base files whose footers are damaged, partial
-or replaced: what it prunes by key range and bloom filter, which keys it reads, and the rows it leaves."""
+or replaced, and past a file group of logs only: what it prunes by key range and bloom filter, which
+keys it reads, and the rows it leaves."""
 
 from __future__ import annotations
 
@@ -17,7 +18,11 @@ from write_support import hudi_rows as _hudi_rows
 from write_support import our_rows as _our_rows
 from write_support import table as _table
 
+from airflow_lake_provider.lake.file_group.file_names import LogFileName
+from airflow_lake_provider.lake.format.avro_schema import with_meta_fields
+from airflow_lake_provider.lake.log_file.data_block import avro_data_block
 from airflow_lake_provider.lake.table.index import bloom
+from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 
 
@@ -125,3 +130,32 @@ def test_a_footer_with_no_key_range_at_all_is_looked_up_by_its_keys(tmp_path: Pa
     pq.write_table(pq.read_table(base).replace_schema_metadata(metadata), base)
     done = write(table, _batch([2], ts=2, v="y"), "upsert")
     assert (done.inserted, done.updated) == (0, 1)
+
+
+def test_a_group_of_logs_only_sorted_first_does_not_end_the_lookup(tmp_path: Path) -> None:
+    # The groups are looked up in file-id order; a group with no base file (here the first) has no
+    # footer to read, and the groups after it must still be read: key 1 lives in the second group's
+    # base file, so the upsert updates it there instead of inserting it a second time.
+    path = tmp_path / "t"
+    table = _table(path, "mor")
+    write(table, _batch([1]), "insert")
+    lake = LakeTable.open(path)
+    avro = with_meta_fields(lake.data_avro_schema(lake.timeline()))
+    group = "00000000-0000-4000-8000-000000000000-0"
+    assert group < _base_file(path).name
+    rows = pa.table(
+        {
+            "_hoodie_commit_time": [T1],
+            "_hoodie_commit_seqno": [f"{T1}_0_9"],
+            "_hoodie_record_key": ["2"],
+            "_hoodie_partition_path": [""],
+            "_hoodie_file_name": [group],
+            "id": pa.array([2], pa.int64()),
+            "ts": pa.array([1], pa.int64()),
+            "v": ["x2"],
+        }
+    )
+    (path / LogFileName.create(group, T1, 1, "0-0-0").name).write_bytes(avro_data_block(rows, avro, T1))
+    done = write(table, _batch([1], ts=2, v="y"), "upsert")
+    assert (done.inserted, done.updated) == (0, 1)
+    assert _our_rows(path, "id", "v") == _hudi_rows(path, "id", "v") == [(1, "y1"), (2, "x2")]

@@ -85,3 +85,30 @@ def log_only_group(path: Path, version: int = 9) -> tuple[LakeTable, list[str], 
     logs = sorted(p.name for p in path.glob(".*.log.*"))
     assert [name.split("_")[1].split(".")[0] for name in logs] == instants
     return LakeTable.open(path), instants, logs
+
+
+def add_log_only_group(path: Path, group: str, instant: str, key: int, v: str) -> str:
+    """Write, as another writer would (one whose index puts inserts into logs), a file group of
+    one log file at the completed ``instant`` of the non-partitioned table at ``path``, holding row
+    ``key`` (ts 1, ``v``). Returns the log file's name."""
+    from airflow_lake_provider.lake.file_group.file_names import LogFileName
+    from airflow_lake_provider.lake.format.avro_schema import with_meta_fields
+    from airflow_lake_provider.lake.log_file.data_block import avro_data_block
+
+    lake = LakeTable.open(path)
+    avro = with_meta_fields(lake.data_avro_schema(lake.timeline()))
+    rows = pa.table(
+        {
+            "_hoodie_commit_time": [instant],
+            "_hoodie_commit_seqno": [f"{instant}_0_9"],
+            "_hoodie_record_key": [str(key)],
+            "_hoodie_partition_path": [""],
+            "_hoodie_file_name": [group],
+            "id": pa.array([key], pa.int64()),
+            "ts": pa.array([1], pa.int64()),
+            "v": [v],
+        }
+    )
+    name = LogFileName.create(group, instant, 1, "0-0-0").name
+    (path / name).write_bytes(avro_data_block(rows, avro, instant))
+    return name

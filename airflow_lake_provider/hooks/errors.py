@@ -11,7 +11,15 @@ import jinja2
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_lake_provider.lake.config.parsers import boolean
-from airflow_lake_provider.lake.errors import ConfigError, LakeError, ServiceBusyError
+from airflow_lake_provider.lake.errors import (
+    ConfigError,
+    LakeError,
+    MissingExtraError,
+    ServiceBusyError,
+    StorageAccessError,
+    StorageError,
+    TableNotFoundError,
+)
 
 # What a run without a logical date (a manual trigger from the UI, or the REST API's default)
 # lacks in its template context.
@@ -57,17 +65,49 @@ def core_errors(what: str, retry_note: str = "") -> Iterator[None]:
         raise LakeHookError(f"{what} failed: {exc}{retry_note}") from exc
 
 
+# Opening a table: what a retry cannot change (besides every ValueError, as for any core call).
+_NO_RETRY_OPENING = (ValueError, TableNotFoundError, MissingExtraError, StorageAccessError)
+
+
+def fails_now(exc: BaseException) -> bool:
+    """Whether ``exc``, raised where a trigger looks at a table, should fail its task at once (as the
+    hooks decide for the same error) rather than be retried: the triggerer passes only this on."""
+    return isinstance(exc, (AirflowFailException, ConfigError, *_NO_RETRY_OPENING))
+
+
+@contextlib.contextmanager
+def opening_errors() -> Iterator[None]:
+    """Around opening a table or a location: what a retry cannot change (no table there, a bad URI or
+    ``hoodie.properties``, a missing extra, a refused key) fails the task at once; the store failing
+    (down, throttled, a read cut off) is retried."""
+    try:
+        yield
+    except LakeHookError:
+        raise
+    except _NO_RETRY_OPENING as exc:
+        raise LakeConfigError(str(exc)) from exc
+    except StorageError as exc:
+        raise LakeHookError(str(exc)) from exc  # an outage or throttling: a retry may succeed
+    except LakeError as exc:
+        raise LakeConfigError(str(exc)) from exc
+
+
 def check_options(options: Mapping[str, Any] | None, what: str) -> dict[str, str]:
     """An operator's ``options`` as strings, unknown ``hoodie.``/``lake.`` keys refused (no retry)."""
     from airflow_lake_provider.lake.config import check_options as check
 
-    odd = [k for k in (options or {}) if not isinstance(k, str)]
-    if odd:  # str() would make a name no option reads, and the value would be dropped without a word
-        raise LakeConfigError(f"{what}: option names are strings: {odd[0]!r}")
-    given = {str(k): str(v) for k, v in (options or {}).items() if v is not None}
+    given = as_strings(options, what)
     with core_errors(what):
         check(given)
     return given
+
+
+def as_strings(options: Mapping[str, Any] | None, what: str) -> dict[str, str]:
+    """``options`` with string values (``None`` values left out); a name that is not a string is refused."""
+    odd = [k for k in (options or {}) if not isinstance(k, str)]
+    if odd:  # str() would make a name no option reads, and the value would be dropped without a word
+        raise LakeConfigError(f"{what}: option names are strings: {odd[0]!r}")
+    return {k: str(v) for k, v in (options or {}).items() if v is not None}
 
 
 def as_bool(value: bool | str, name: str) -> bool:

@@ -30,6 +30,7 @@ from airflow_lake_provider.hooks.errors import (
     as_bool,
     check_options,
     core_errors,
+    opening_errors,
 )
 from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.hooks.spark import SparkSubmission, spark_job_env
@@ -246,31 +247,21 @@ class LakeHook(CompactionHookMixin, WriteHookMixin, BaseHook):
     def open_location(self, table_path: str) -> Storage:
         """The storage at ``table_path`` (a Hudi table or a plain parquet directory), with the
         connection's settings over the process' own (given to the storage, not ``os.environ``)."""
-        from airflow_lake_provider.lake.errors import LakeError, StorageUnavailableError
         from airflow_lake_provider.lake.storage import open_storage
 
-        try:
+        with opening_errors():
             path = self.resolve_table_path(table_path)
             return open_storage(path, environ={**os.environ, **self.storage_env()})
-        except StorageUnavailableError as exc:
-            raise LakeHookError(str(exc)) from exc
-        except LakeError as exc:
-            raise LakeConfigError(str(exc)) from exc
 
     def open_table(self, table_path: str) -> LakeTable:
         """Open the table at ``table_path`` (resolved with :meth:`resolve_table_path`)."""
-        from airflow_lake_provider.lake.errors import LakeError, StorageUnavailableError
         from airflow_lake_provider.lake.storage import open_storage
         from airflow_lake_provider.lake.table.table import LakeTable
 
-        try:
+        with opening_errors():
             path = self.resolve_table_path(table_path)
             # The connection's settings over the process' own; given to the storage, not os.environ.
             table = LakeTable.open(open_storage(path, environ={**os.environ, **self.storage_env()}))
-        except StorageUnavailableError as exc:
-            raise LakeHookError(str(exc)) from exc  # an outage: a retry may succeed
-        except LakeError as exc:
-            raise LakeConfigError(str(exc)) from exc
         table.option_defaults = self.connection_options()
         return table
 
@@ -491,10 +482,7 @@ def _file_uri_as_path(text: str) -> str:
     """A ``file:`` URI as the local path it names (read as ``open_storage`` reads it); other text as is."""
     if text[:5].lower() != "file:":
         return text
-    from airflow_lake_provider.lake.errors import LakeError
     from airflow_lake_provider.lake.storage import open_storage
 
-    try:
+    with opening_errors():
         return open_storage(text).uri()
-    except LakeError as exc:
-        raise LakeConfigError(str(exc)) from exc

@@ -14,6 +14,7 @@ from airflow_lake_provider.hooks.errors import (
     LakeConfigError,
     LakeHookError,
     as_bool,
+    as_strings,
     check_options,
     core_errors,
 )
@@ -42,14 +43,28 @@ def commit_options(
     trigger: str | None = None,
     delay: str | None = None,
 ) -> dict[str, str]:
-    """The options of one commit: ``options``, then the explicit arguments over them."""
-    merged = {str(k): str(v) for k, v in (options or {}).items() if v is not None}
-    if policies:
-        merged[POLICY_KIND_KEY] = policies if isinstance(policies, str) else ",".join(policies)
-    if trigger:
-        merged[TRIGGER_KEY] = str(trigger)
-    if delay is not None and str(delay) != "":
-        merged[DELAY_KEY] = str(delay)
+    """The options of one commit: ``options``, and the explicit arguments. An argument and an
+    option that set the same thing to different values are refused (which one was meant?)."""
+    merged = as_strings(options, "partition commit")
+    joined = policies if isinstance(policies, str) else ",".join(policies or ())
+    arguments = (
+        (PC_POLICY_KIND, "policies", joined),
+        (PC_TRIGGER, "trigger", trigger),
+        (PC_DELAY, "delay", delay),
+    )
+    for option, argument, value in arguments:
+        if value is None or str(value).strip() == "":
+            continue
+        with core_errors("partition commit"):
+            given = option.find(merged)
+            if given is not None and not option.same(given, (option.key, str(value))):
+                raise LakeConfigError(
+                    f"partition commit: {argument}={value!r} and option {given[0]}={given[1]!r} "
+                    "disagree: give one of them"
+                )
+        for name in option.names:
+            merged.pop(name, None)
+        merged[option.key] = str(value)
     return merged
 
 
@@ -60,7 +75,7 @@ def run_partition_commit(
     *,
     watermark: Any = None,
     dry_run: bool | str = False,
-    force: bool = False,
+    force: bool | str = False,
     require_existing: bool = True,
     custom_policy: Callable[..., Any] | None = None,
     spark_master: str = "local[2]",
@@ -89,6 +104,7 @@ def run_partition_commit(
     from airflow_lake_provider.lake.table.table import LakeTable
 
     dry = as_bool(dry_run, "dry_run")
+    force = as_bool(force, "force")
     watermark = None if watermark in (None, "", "None") else watermark
     options = check_options(options, f"partition commit of {table_path}")
     with core_errors(f"partition commit of {table_path}"):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from airflow_lake_provider.lake.cli_arrow import load_arrow
 from airflow_lake_provider.lake.cli_parser import _parser
-from airflow_lake_provider.lake.config import check_options
+from airflow_lake_provider.lake.config import BY_NAME, check_options
 from airflow_lake_provider.lake.config.registry import PC_POLICY_KIND
 from airflow_lake_provider.lake.errors import (
     ArchivalConfigError,
@@ -204,9 +204,10 @@ def _clean_options(args: argparse.Namespace, properties: Mapping[str, str]) -> d
 
 def _set_flag(options: dict[str, str], key: str, value: str, flag: str, error: type[ConfigError]) -> None:
     """Set ``key`` from its own flag; refused when an ``--option`` gave it another value (as an
-    ``--option`` given twice is): which one was meant?"""
+    ``--option`` given twice is): which one was meant? Values are compared as the option reads them
+    (``--retained 3`` agrees with ``--option ...retained=03``)."""
     given = options.get(key)
-    if given is not None and given != str(value):
+    if given is not None and not BY_NAME[key].same((key, given), (key, str(value))):
         raise error(f"{flag} {value} and --option {key}={given} disagree: give one of them")
     options[key] = str(value)
 

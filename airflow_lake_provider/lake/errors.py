@@ -141,6 +141,10 @@ class StorageError(LakeError):
     """A file could not be read, written, listed or deleted as asked."""
 
 
+class InvalidLocationError(StorageError, ValueError):
+    """A table location is malformed or names a store this core cannot open (retrying cannot help)."""
+
+
 class ObjectNotFoundError(StorageError, FileNotFoundError):
     """The file asked for does not exist."""
 

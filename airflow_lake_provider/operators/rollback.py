@@ -75,14 +75,15 @@ class RollbackFailedWritesOperator(BaseOperator):
         self.lake_conn_id = lake_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
-        from airflow_lake_provider.hooks.errors import check_options, core_errors
+        from airflow_lake_provider.hooks.errors import as_bool, check_options, core_errors
         from airflow_lake_provider.lake.services.rollback import rollback
 
         table = _open(self.table_path, self.lake_conn_id)
         what = f"rollback of failed writes in {table.uri}"
         options = check_options(self.options, what)
         with core_errors(what):
-            results = rollback(table, self.instant or None, force=self.force, options=options)
+            force = as_bool(self.force, "force")  # a string "false" is not a request to force
+            results = rollback(table, self.instant or None, force=force, options=options)
         rollbacks = [r.to_dict() for r in results]
         if rollbacks:
             self.log.info("rolled back in %s:\n%s", table.uri, rollback_table(rollbacks))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
-from airflow_lake_provider.hooks.errors import LakeHookError
+from airflow_lake_provider.hooks.errors import LakeConfigError, LakeHookError
 from airflow_lake_provider.hooks.lake import LakeHook
 from airflow_lake_provider.triggers import trigger_poll_interval
 from airflow_lake_provider.triggers.compaction import CompactionPlanTrigger
@@ -123,6 +123,5 @@ class CompactionPlanSensor(BaseSensorOperator):
             if self.soft_fail:
                 raise AirflowSkipException(message)
             raise AirflowSensorTimeout(message)
-        raise LakeHookError(
-            f"waiting for a compaction plan on {self.table_path} failed: {event.get('message')}"
-        )
+        error = LakeConfigError if event.get("fail_now") else LakeHookError
+        raise error(f"waiting for a compaction plan on {self.table_path} failed: {event.get('message')}")

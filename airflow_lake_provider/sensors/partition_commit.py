@@ -11,7 +11,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_lake_provider.assets import emit_table_event, with_table_outlet
-from airflow_lake_provider.hooks.errors import LakeHookError, explain_missing_interval
+from airflow_lake_provider.hooks.errors import LakeConfigError, LakeHookError, explain_missing_interval
 from airflow_lake_provider.hooks.partition_commit import (
     as_partitions,
     commit_options,
@@ -203,4 +203,5 @@ class PartitionCommitSensor(BaseSensorOperator):
             if self.soft_fail:
                 raise AirflowSkipException(message)
             raise AirflowSensorTimeout(message)
-        raise LakeHookError(f"waiting for partitions of {self.table_path} failed: {event.get('message')}")
+        error = LakeConfigError if event.get("fail_now") else LakeHookError
+        raise error(f"waiting for partitions of {self.table_path} failed: {event.get('message')}")

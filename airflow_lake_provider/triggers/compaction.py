@@ -15,12 +15,15 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_lake_provider.hooks.errors import fails_now
+
 
 class CompactionPlanTrigger(BaseTrigger):
     """Polls a table's timeline until a ``<c>.compaction.requested`` exists, then fires with ``c``.
 
     Events: ``{"status": "success", "instant": c}``, ``{"status": "timeout"}`` once ``timeout_at``
-    (epoch seconds) passes, ``{"status": "error", "message": ...}`` if the table cannot be read.
+    (epoch seconds) passes, ``{"status": "error", "message": ..., "fail_now": bool}`` if the table
+    cannot be read (``fail_now``: a retry cannot help, so the sensor fails its task at once).
 
     :param table_path: absolute base path of the table (already resolved by the sensor).
     :param poll_interval: seconds between two looks at the timeline.
@@ -66,7 +69,7 @@ class CompactionPlanTrigger(BaseTrigger):
                 # the triggerer's event loop.
                 instant = await asyncio.to_thread(self._look)
             except Exception as exc:  # an unreadable table or a bad connection: the sensor fails the task
-                yield TriggerEvent({"status": "error", "message": str(exc)})
+                yield TriggerEvent({"status": "error", "message": str(exc), "fail_now": fails_now(exc)})
                 return
             if instant is not None:
                 yield TriggerEvent({"status": "success", "instant": instant})

@@ -14,12 +14,15 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_lake_provider.hooks.errors import fails_now
+
 
 class PartitionCommitTrigger(BaseTrigger):
     """Polls the commit plan of ``partitions`` until none waits for its trigger or first write.
 
     Events: ``{"status": "ready", "summary": ...}`` (the dry-run plan), ``{"status": "timeout"}``
-    once ``timeout_at`` (epoch seconds) passes, ``{"status": "error", "message": ...}``.
+    once ``timeout_at`` (epoch seconds) passes, ``{"status": "error", "message": ..., "fail_now": bool}``
+    (``fail_now``: a bad option or table, which a retry cannot change: the sensor fails at once).
 
     :param table_path: absolute base path of the table (already resolved by the sensor).
     :param partitions: partition paths.
@@ -74,7 +77,7 @@ class PartitionCommitTrigger(BaseTrigger):
             try:
                 summary = await asyncio.to_thread(self._look)
             except Exception as exc:  # a bad table or option: report it, the sensor fails the task
-                yield TriggerEvent({"status": "error", "message": str(exc)})
+                yield TriggerEvent({"status": "error", "message": str(exc), "fail_now": fails_now(exc)})
                 return
             if not summary.get("waiting") and not summary.get("missing"):
                 yield TriggerEvent({"status": "ready", "summary": summary})

@@ -218,6 +218,7 @@ def test_the_compaction_trigger_fires_an_error_naming_the_table_when_it_disappea
     assert payload == {
         "status": "error",
         "message": f"{table.uri} is not a Hudi table: no .hoodie/hoodie.properties",
+        "fail_now": True,  # no table: a retry would wait for nothing, as the hooks' open refuses at once
     }
     assert seconds < 10
 

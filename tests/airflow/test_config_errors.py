@@ -15,6 +15,7 @@ from dag_helpers import new_trips_table, sync_dags_folder, task_states
 from tree_digest import tree_digest
 
 from airflow_lake_provider.hooks.errors import LakeConfigError, as_bool
+from airflow_lake_provider.lake import errors
 
 pytestmark = pytest.mark.airflow
 DAG_ID = "lake_config_typos"
@@ -202,3 +203,53 @@ def test_a_bad_value_in_a_connections_extra_names_the_connection(
         "to date: give one of them, not both"
     )
     assert tree_digest(tmp_path / "trips") == before
+
+
+def _raised_through_opening(error: Exception) -> Exception:
+    from airflow_lake_provider.hooks.errors import opening_errors
+
+    with pytest.raises(Exception) as raised, opening_errors():
+        raise error
+    return raised.value
+
+
+@pytest.mark.parametrize(
+    ("error", "fails_at_once"),
+    [
+        (errors.StorageError("s3://b/t/.hoodie/hoodie.properties: cannot read (503 SlowDown)"), False),
+        (errors.StorageUnavailableError("cannot reach the S3 endpoint"), False),
+        (errors.CorruptTimelineFileError("torn"), True),
+        (errors.TableNotFoundError("/t is not a Hudi table"), True),
+        (errors.TableConfigError("hoodie.table.type=X"), True),
+        (errors.StorageAccessError("access denied"), True),
+        (errors.MissingExtraError("pip install airflow-lake-provider[s3]"), True),
+    ],
+    ids=["throttled", "unreachable", "corrupt-file", "no-table", "bad-properties", "denied", "missing-extra"],
+)
+def test_opening_a_table_retries_only_what_a_retry_may_change(error: Exception, fails_at_once: bool) -> None:
+    from airflow_lake_provider.hooks.errors import LakeHookError
+
+    raised = _raised_through_opening(error)
+    assert isinstance(raised, LakeHookError) and str(raised) == str(error) and raised.__cause__ is error
+    assert isinstance(raised, LakeConfigError) is fails_at_once
+
+
+@pytest.mark.parametrize(
+    ("error", "fails_at_once"),
+    [
+        (LakeConfigError("partition commit of t: a bad pattern"), True),
+        (errors.PartitionCommitConfigError("sink.partition-commit.delay='x'"), True),
+        (errors.TableNotFoundError("/t is not a Hudi table"), True),
+        (errors.StorageAccessError("access denied"), True),
+        (ValueError("bad input"), True),
+        (errors.StorageError("503 SlowDown"), False),
+        (errors.CorruptTimelineFileError("a timeline file being written"), False),
+        (RuntimeError("anything else"), False),
+    ],
+)
+def test_a_trigger_tells_its_sensor_to_fail_at_once_only_what_a_retry_cannot_change(
+    error: Exception, fails_at_once: bool
+) -> None:
+    from airflow_lake_provider.hooks.errors import fails_now
+
+    assert fails_now(error) is fails_at_once

@@ -261,3 +261,85 @@ def test_manual_run_data_interval_template_fails_at_once_and_the_fallback_commit
     committed = xcom_value(dag_id, dr.run_id, "fallback")
     assert committed["outcome"] == "COMMITTED" and committed["committed"] == [PART]
     assert (table.base_path / PART / "_SUCCESS").exists()
+
+
+# -- failures a retry cannot change fail at once, also through the triggerer -----------------------
+# A pattern that does not fit the table's partitions: every retry would read the same folders.
+UNREADABLE = {**OPTIONS, "partition.time-extractor.timestamp-pattern": "$year-$month"}
+UNREADABLE_MESSAGE = (
+    f"partition {PART!r}: time '2024-01' cannot be read (expected yyyy-MM-dd[ HH:mm[:ss]]); "
+    "check partition.time-extractor.timestamp-pattern"
+)
+
+
+def test_a_partition_time_the_pattern_cannot_read_fails_at_once_poked_or_deferred(tmp_path: Path) -> None:
+    from airflow_lake_provider.hooks.errors import LakeHookError
+
+    table = _hourly_table(tmp_path / "t")
+    sensor = PartitionCommitSensor(
+        task_id="w", table_path=str(table.base_path), partitions=PART, options=UNREADABLE, watermark="2030"
+    )
+    with pytest.raises(LakeConfigError) as poked:
+        sensor.poke({})  # type: ignore[arg-type]
+    assert str(poked.value).endswith(UNREADABLE_MESSAGE)
+
+    async def first_event(t: PartitionCommitTrigger) -> Any:
+        async for event in t.run():
+            return event.payload
+
+    trigger = PartitionCommitTrigger(str(table.base_path), [PART], UNREADABLE, "2030-01-01T00:00:00Z")
+    payload = asyncio.run(first_event(trigger))
+    assert (payload["status"], payload["fail_now"]) == ("error", True)
+    assert payload["message"].endswith(UNREADABLE_MESSAGE)
+    with pytest.raises(LakeConfigError, match="^waiting for partitions of .* failed: partition"):
+        sensor.execute_complete({}, payload)  # type: ignore[arg-type]
+    # A failure a retry may get past (the store, a policy's own error) stays retryable.
+    with pytest.raises(LakeHookError) as retried:
+        sensor.execute_complete({}, {"status": "error", "message": "503 SlowDown", "fail_now": False})  # type: ignore[arg-type]
+    assert not isinstance(retried.value, LakeConfigError)
+
+
+@pytest.mark.parametrize(
+    ("options", "arguments", "message"),
+    [
+        (
+            {"sink.partition-commit.policy.kind": "metastore"},
+            {"policies": "success-file"},
+            "partition commit: policies='success-file' and option "
+            "sink.partition-commit.policy.kind='metastore' disagree: give one of them",
+        ),
+        (
+            {"sink.partition-commit.delay": "1 h"},
+            {"delay": "2 h"},
+            "partition commit: delay='2 h' and option sink.partition-commit.delay='1 h' disagree: "
+            "give one of them",
+        ),
+        (
+            {"sink.partition-commit.trigger": "process-time"},
+            {"trigger": "partition-time"},
+            "partition commit: trigger='partition-time' and option "
+            "sink.partition-commit.trigger='process-time' disagree: give one of them",
+        ),
+        ({5: "x"}, {}, "partition commit: option names are strings: 5"),
+    ],
+    ids=["policies", "delay", "trigger", "key-not-a-string"],
+)
+def test_commit_arguments_at_odds_with_the_options_fail_at_once(
+    options: dict[Any, str], arguments: dict[str, str], message: str
+) -> None:
+    from airflow_lake_provider.hooks.partition_commit import commit_options
+
+    with pytest.raises(LakeConfigError) as refused:
+        commit_options(options, **arguments)
+    assert str(refused.value) == message
+
+
+def test_commit_arguments_that_agree_with_the_options_are_taken_once() -> None:
+    from airflow_lake_provider.hooks.partition_commit import commit_options
+
+    options = {"sink.partition-commit.delay": "60 min", "sink.partition-commit.trigger": "partition-time"}
+    assert commit_options(options, ["success-file"], "PARTITION-TIME", "1 h") == {
+        "sink.partition-commit.delay": "1 h",
+        "sink.partition-commit.trigger": "PARTITION-TIME",
+        "sink.partition-commit.policy.kind": "success-file",
+    }

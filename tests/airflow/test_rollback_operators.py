@@ -244,3 +244,28 @@ def test_write_operator_retry_on_a_v8_table_deletes_the_failed_attempts_log_file
     assert _rows(path) == {1: "b1", 2: "a2", 3: "b3"}
     hudi = pa.Table.from_batches(HudiTableBuilder.from_base_uri(str(path)).build().read())
     assert dict(zip(hudi.column("id").to_pylist(), hudi.column("v").to_pylist(), strict=True)) == _rows(path)
+
+
+@pytest.mark.parametrize(
+    ("force", "refusal"), [("false", "completed"), ("maybe", "force='maybe' is not true")]
+)
+def test_force_given_as_text_is_read_as_a_flag_not_as_truthy_text(
+    tmp_path: Path, airflow_db: Path, force: str, refusal: str
+) -> None:
+    """``force="false"`` (a string, e.g. from a DAG's params) was truthy: the latest completed commit
+    was rolled back. It is read as the options' booleans are; other text fails at once."""
+    from airflow_lake_provider.hooks.errors import LakeHookError
+    from airflow_lake_provider.operators.rollback import RollbackFailedWritesOperator
+
+    table = _table(tmp_path / "t")
+    (latest,) = [i.timestamp for i in table.timeline().completed_commits]
+    op = RollbackFailedWritesOperator(
+        task_id="rb",
+        table_path=str(table.base_path),
+        instant=latest,
+        force=force,  # type: ignore[arg-type]
+    )
+    with pytest.raises(LakeHookError, match=refusal):
+        op.execute({})  # type: ignore[arg-type]
+    assert _rows(table.base_path) == {1: "a1", 2: "a2"}
+    assert [i.timestamp for i in LakeTable.open(table.base_path).timeline().completed_commits] == [latest]

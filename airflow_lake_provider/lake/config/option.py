@@ -54,7 +54,7 @@ class Option(Generic[T]):
             first = given[0]
             for other in given[1:]:
                 try:
-                    same = self.parse(other[0], other[1], self.error) == self.parse(*first, self.error)
+                    same = self.same(first, other)
                 except ConfigError as exc:
                     raise _named(exc, layer) from None
                 if not same:
@@ -67,6 +67,13 @@ class Option(Generic[T]):
                     )
             return (*first, layer)
         return None
+
+    def same(self, given: tuple[str, str], other: tuple[str, str]) -> bool:
+        """Whether two (name, raw value) pairs of this option mean the same (``3`` and ``03``); a
+        value its parser refuses raises that refusal."""
+        return self.parse(other[0], other[1].strip(), self.error) == self.parse(
+            given[0], given[1].strip(), self.error
+        )
 
     def read(self, *layers: Mapping[str, object]) -> T:
         """The typed value from ``layers`` (later ones override earlier), or the default. A refused

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import airflow_lake_provider.lake.config.checked as c
 import airflow_lake_provider.lake.config.parsers as p
 from airflow_lake_provider.lake.config.option import Option
 from airflow_lake_provider.lake.config.values import (
@@ -170,7 +171,7 @@ COMPACT_MAX_DELTA_SECONDS = Option(
 COMPACTION_STRATEGY = Option(
     "hoodie.compaction.strategy",
     DEFAULT_STRATEGY,
-    p.text,
+    c.strategies,
     "which file groups a plan takes (Hudi's strategy class names or short forms, comma-joined)",
     "compaction",
     CompactionConfigError,
@@ -257,7 +258,7 @@ ARCHIVE_AUTOMATIC = Option(
 BLOOM_NUM_ENTRIES = Option(
     "hoodie.index.bloom.num_entries",
     60_000,
-    p.integer(None),  # ranges checked with the other bloom settings
+    c.bloom_entries,
     "keys a new base file's bloom filter is sized for",
     "write",
     WriteConfigError,
@@ -265,7 +266,7 @@ BLOOM_NUM_ENTRIES = Option(
 BLOOM_FPP = Option(
     "hoodie.index.bloom.fpp",
     1e-9,
-    p.number(None),
+    c.bloom_fpp,
     "false positive rate of new bloom filters",
     "write",
     WriteConfigError,
@@ -273,7 +274,7 @@ BLOOM_FPP = Option(
 BLOOM_FILTER_TYPE = Option(
     "hoodie.bloom.index.filter.type",
     "DYNAMIC_V0",
-    p.text,
+    c.bloom_filter_type,
     "SIMPLE or DYNAMIC_V0 bloom filters",
     "write",
     WriteConfigError,
@@ -281,7 +282,7 @@ BLOOM_FILTER_TYPE = Option(
 BLOOM_MAX_ENTRIES = Option(
     "hoodie.bloom.index.filter.dynamic.max.entries",
     100_000,
-    p.integer(None),
+    c.bloom_max_entries,
     "DYNAMIC_V0: most keys a filter grows to",
     "write",
     WriteConfigError,
@@ -361,7 +362,7 @@ PC_DELAY = Option(
 PC_TIME_ZONE = Option(
     "sink.partition-commit.watermark-time-zone",
     "UTC",
-    p.text,
+    c.time_zone,
     "time zone of partition times",
     "partition-commit",
     PartitionCommitConfigError,
@@ -369,7 +370,7 @@ PC_TIME_ZONE = Option(
 PC_POLICY_KIND = Option(
     "sink.partition-commit.policy.kind",
     "success-file",
-    p.text,
+    c.policies,
     "success-file, metastore, custom, merge-small-files (comma-joined, applied in that order)",
     "partition-commit",
     PartitionCommitConfigError,
@@ -385,7 +386,7 @@ PC_POLICY_CLASS = Option(
 PC_SUCCESS_FILE = Option(
     "sink.partition-commit.success-file.name",
     "_SUCCESS",
-    p.text,
+    c.success_file_name,
     "name of the success file",
     "partition-commit",
     PartitionCommitConfigError,
@@ -393,7 +394,7 @@ PC_SUCCESS_FILE = Option(
 PC_EXTRACTOR_KIND = Option(
     "partition.time-extractor.kind",
     "default",
-    p.text,
+    c.extractor_kind,
     "default or custom",
     "partition-commit",
     PartitionCommitConfigError,

@@ -30,3 +30,12 @@ class TriggerStrategy(str, Enum):
 class PartitionCommitTrigger(str, Enum):
     PROCESS_TIME = "process-time"
     PARTITION_TIME = "partition-time"
+
+
+class PolicyKind(str, Enum):
+    """A partition-commit policy (``sink.partition-commit.policy.kind``)."""
+
+    SUCCESS_FILE = "success-file"
+    METASTORE = "metastore"
+    CUSTOM = "custom"
+    MERGE_SMALL_FILES = "merge-small-files"

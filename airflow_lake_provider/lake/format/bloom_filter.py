@@ -65,29 +65,18 @@ class BloomSettings:
     def from_options(cls, *layers: Mapping[str, str]) -> BloomSettings:
         """Settings from option layers (table properties, then write options: a later layer's value
         wins); a bad value names its key."""
+        # Each value is checked as it is read (the registry's parsers); only their combination here.
         settings = cls(
             r.BLOOM_NUM_ENTRIES.read(*layers),
             r.BLOOM_FPP.read(*layers),
-            r.BLOOM_FILTER_TYPE.read(*layers).upper(),
+            r.BLOOM_FILTER_TYPE.read(*layers),
             r.BLOOM_MAX_ENTRIES.read(*layers),
         )
-        if settings.num_entries <= 0:
-            raise WriteConfigError(f"{NUM_ENTRIES_OPTION} must be positive, got {settings.num_entries}")
-        for key, value in (
-            (NUM_ENTRIES_OPTION, settings.num_entries),
-            (MAX_ENTRIES_OPTION, settings.max_entries),
-        ):
-            if value > _INT_MAX:  # Hudi reads both as Java ints
-                raise WriteConfigError(f"{key} must be at most {_INT_MAX}, got {value}")
-        if not 0.0 < settings.fpp < 1.0:
-            raise WriteConfigError(f"{FPP_OPTION} must be in (0, 1), got {settings.fpp}")
         if settings.vector_size > _INT_MAX:
             raise WriteConfigError(
                 f"{NUM_ENTRIES_OPTION}={settings.num_entries} at {FPP_OPTION}={settings.fpp:g} needs a "
                 f"filter of {settings.vector_size} bits, more than its header holds ({_INT_MAX})"
             )
-        if settings.type_code not in (SIMPLE, DYNAMIC_V0):
-            raise WriteConfigError(f"{TYPE_OPTION} must be SIMPLE or DYNAMIC_V0, got {settings.type_code!r}")
         return settings
 
     @property

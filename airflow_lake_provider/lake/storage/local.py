@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from airflow_lake_provider.lake.errors import (
+    InvalidLocationError,
     ObjectExistsError,
     ObjectNotFoundError,
     ServiceBusyError,
@@ -358,9 +359,9 @@ def open_storage(
         return location
     text = os.fspath(location)
     if not text:
-        raise StorageError("a table location cannot be empty")
+        raise InvalidLocationError("a table location cannot be empty")
     if "\x00" in text:
-        raise StorageError(f"{text!r}: a location cannot hold a NUL byte")
+        raise InvalidLocationError(f"{text!r}: a location cannot hold a NUL byte")
     if text[:5].lower() == "file:":
         return LocalStorage(_file_uri_path(text))
     scheme, sep, _ = text.partition("://")
@@ -376,7 +377,7 @@ def open_storage(
             raise missing_extra("s3", f"{text}: a table on S3", exc) from exc
 
         return S3Storage(text, environ=environ)
-    raise StorageError(
+    raise InvalidLocationError(
         f"{text}: storage scheme {scheme!r} is not supported (local paths, file: and s3: URIs are)"
     )
 
@@ -386,10 +387,10 @@ def _file_uri_path(uri: str) -> str:
     percent-decoded as every other reader of the URI decodes it."""
     parsed = urllib.parse.urlsplit(uri)
     if parsed.netloc not in ("", "localhost"):
-        raise StorageError(f"{uri}: file URIs on another host ({parsed.netloc!r}) are not supported")
+        raise InvalidLocationError(f"{uri}: file URIs on another host ({parsed.netloc!r}) are not supported")
     path = urllib.parse.unquote(parsed.path)
     if not path.startswith("/"):
-        raise StorageError(f"{uri}: a file URI needs an absolute path")
+        raise InvalidLocationError(f"{uri}: a file URI needs an absolute path")
     return path
 
 

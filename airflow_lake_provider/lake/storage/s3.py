@@ -47,6 +47,7 @@ from obstore.exceptions import (
 from obstore.store import S3Store
 
 from airflow_lake_provider.lake.errors import (
+    InvalidLocationError,
     ObjectExistsError,
     ObjectNotFoundError,
     ServiceBusyError,
@@ -111,12 +112,12 @@ class S3Storage(Storage):
     ) -> None:
         parsed = urllib.parse.urlsplit(uri)
         if parsed.scheme.lower() != "s3" or not parsed.netloc:
-            raise StorageError(f"{uri}: not an s3://bucket/prefix location")
+            raise InvalidLocationError(f"{uri}: not an s3://bucket/prefix location")
         self.bucket = parsed.netloc
         if any(p in (".", "..") for p in parsed.path.split("/")):
             # Not folders on S3 but literal key parts, which the S3 client refuses at the first
             # request (a ValueError, not a storage error): refuse the location itself, named.
-            raise StorageError(f"{uri}: an S3 key has no . or .. folders: name the key as it is")
+            raise InvalidLocationError(f"{uri}: an S3 key has no . or .. folders: name the key as it is")
         self.prefix = "/".join(p for p in parsed.path.split("/") if p)
         self.root = f"s3://{self.bucket}/{self.prefix}" if self.prefix else f"s3://{self.bucket}"
         self.lock_ttl_seconds = lock_ttl_seconds
@@ -133,7 +134,7 @@ class S3Storage(Storage):
             elif config.get("endpoint", "").strip().lower().startswith("http://"):
                 # obstore would fail each request with a bare "HTTP error: builder error".
                 endpoint = _CREDENTIALS_IN_URL.sub("//***@", config["endpoint"])
-                raise StorageError(
+                raise InvalidLocationError(
                     f"{self.root}: the endpoint {endpoint} (AWS_ENDPOINT_URL) is plain http: set "
                     "AWS_ALLOW_HTTP=true (a lake connection: its extra allow_http) to allow it, or "
                     "use an https:// endpoint"

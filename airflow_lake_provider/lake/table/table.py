@@ -12,8 +12,7 @@ import pyarrow.parquet as pq
 from airflow_lake_provider.lake.errors import (
     LakeError,
     SchemaError,
-    StorageAccessError,
-    StorageUnavailableError,
+    StorageError,
     TableConfigError,
     TableExistsError,
     TableNotFoundError,
@@ -96,8 +95,8 @@ class LakeTable:
             raise TableNotFoundError(
                 f"{storage.root} is not a Hudi table: {props_uri} does not exist"
             ) from None
-        except (StorageAccessError, StorageUnavailableError):
-            raise  # the store, not the table: callers (and retries) must see which
+        except StorageError:
+            raise  # the store, not the table (down, throttled, refused): callers and retries must see which
         except (LakeError, OSError, UnicodeDecodeError) as exc:
             raise TableConfigError(f"{props_uri}: cannot read ({exc})") from None
         return cls(storage, TableConfig.from_properties(parse_properties(text, props_uri), props_uri), clock)

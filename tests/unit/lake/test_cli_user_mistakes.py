@@ -330,3 +330,26 @@ def test_a_malformed_option_is_a_config_error_of_every_command(
     assert main([command, str(tmp_path / "t"), *extra, "--option", "nope"]) == 1
     assert len(raised) == 1 and isinstance(raised[0], ConfigError), raised
     assert str(raised[0]) == "--option 'nope' is not K=V"
+
+
+@pytest.mark.parametrize(
+    ("flags", "option", "policy"),
+    [
+        (["--retained", "3"], "hoodie.cleaner.commits.retained=03", "KEEP_LATEST_COMMITS"),
+        (
+            ["--policy", "KEEP_LATEST_FILE_VERSIONS"],
+            "hoodie.cleaner.policy=keep_latest_file_versions",
+            "KEEP_LATEST_FILE_VERSIONS",
+        ),
+    ],
+    ids=["retained", "policy"],
+)
+def test_a_flag_and_an_option_that_mean_the_same_agree(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], option: str, policy: str
+) -> None:
+    """Compared as the option reads them, not as text: ``3`` and ``03``, a policy in either case."""
+    base = tmp_path / "t"
+    _table(base, kind="cow", writes=1)
+    code, out, err = _run(capsys, "clean", str(base), *flags, "--option", option, "--dry-run")
+    assert (code, err) == (0, "")
+    assert json.loads(out)["policy"] == policy

@@ -18,7 +18,12 @@ from hudi import HudiReadOptions, HudiTableBuilder
 from s3_helpers import hudi_s3_options, s3_client, s3_objects
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.errors import CommitConflictError, StorageUnavailableError, TableNotFoundError
+from airflow_lake_provider.lake.errors import (
+    CommitConflictError,
+    StorageError,
+    StorageUnavailableError,
+    TableNotFoundError,
+)
 from airflow_lake_provider.lake.services.clean.executor import run_clean
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
@@ -352,6 +357,24 @@ def test_a_store_outage_while_reading_files_is_not_reported_as_corruption(
     monkeypatch.setattr(S3Storage, method, down)
     with pytest.raises(StorageUnavailableError, match=f"{uri}/.*: cannot reach the S3 endpoint"):
         read_snapshot(table)
+
+
+def test_a_throttled_read_of_the_table_properties_is_the_stores_error_not_the_tables(
+    s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """S3's 503 SlowDown (once obstore stops retrying) is a plain StorageError: opening the table
+    must say so, not call hoodie.properties unreadable (a config error, which Airflow never retries)."""
+    uri = f"s3://{s3_bucket}/t"
+    LakeTable.create(uri, name="t", table_type="cow", record_key_fields=("id",), precombine_field="ts")
+    slow_down = StorageError(f"{uri}/.hoodie/hoodie.properties: cannot read (503 SlowDown)")
+
+    def throttled(self: S3Storage, rel: str, *args: object) -> bytes:
+        raise slow_down
+
+    monkeypatch.setattr(S3Storage, "read", throttled)
+    with pytest.raises(StorageError) as raised:
+        LakeTable.open(uri)
+    assert raised.value is slow_down
 
 
 def test_a_plain_http_endpoint_without_allow_http_names_the_variable(

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from airflow_lake_provider.lake.config import checked
 from airflow_lake_provider.lake.config import registry as r
 from airflow_lake_provider.lake.config.registry import DEFAULT_STRATEGY, STRATEGY_PACKAGE
 from airflow_lake_provider.lake.config.values import TriggerStrategy
@@ -49,50 +49,9 @@ class CompactionConfig:
             day_partitions=r.COMPACTION_DAY_PARTITIONS.read(*layers),
             partition_regex=r.COMPACTION_PARTITION_REGEX.read(*layers),
         )
-        strategy_kinds(config.strategy)  # now, so a misspelt name fails before anything is planned
         return config
-
-
-def normalize_strategy_name(name: str) -> str:
-    """``org.apache...LogFileSizeBasedCompactionStrategy`` and ``log_file_size`` both give ``logfilesize``."""
-    short = name.strip().rsplit(".", 1)[-1].lower()
-    short = re.sub(r"[^a-z0-9]", "", short)
-    for suffix in ("compactionstrategy", "strategy"):
-        short = short.removesuffix(suffix)
-    return short.removesuffix("based")
-
-
-# Normalised strategy names (Hudi's class names and short forms) -> the kind of strategy they build.
-_KINDS = {
-    "logfilesize": "logfilesize",
-    "logfilenum": "logfilenum",
-    "logfilecount": "logfilenum",
-    "boundedio": "boundedio",
-    "day": "day",
-    "daybasedandboundedio": "dayio",
-    "dayandboundedio": "dayio",
-    "boundedpartitionaware": "boundedpartitionaware",
-    "unboundedpartitionaware": "unboundedpartitionaware",
-    "unbounded": "unbounded",
-    "partitionregex": "partitionregex",
-}
-_KNOWN = (
-    "LogFileSizeBased, LogFileNumBased, BoundedIO, DayBased, DayBasedAndBoundedIO, "
-    "BoundedPartitionAware, UnBoundedPartitionAware, UnBounded, PartitionRegexBased"
-)
 
 
 def strategy_kinds(strategy: str) -> list[str]:
     """The kinds of the strategies ``hoodie.compaction.strategy`` names (comma-joined), checked."""
-    names = [n for n in strategy.split(",") if n.strip()]
-    if not names:
-        raise CompactionConfigError(f"{STRATEGY_KEY}={strategy!r} names no strategy")
-    kinds = []
-    for name in names:
-        kind = _KINDS.get(normalize_strategy_name(name))
-        if kind is None:
-            raise CompactionConfigError(
-                f"{STRATEGY_KEY}: unknown strategy {name.strip()!r} (known: {_KNOWN})"
-            )
-        kinds.append(kind)
-    return kinds
+    return checked.strategy_kinds(STRATEGY_KEY, strategy, CompactionConfigError)

@@ -6,14 +6,13 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
-from airflow_lake_provider.lake.config import parsers
+from airflow_lake_provider.lake.config import checked, parsers
 from airflow_lake_provider.lake.config import registry as r
 from airflow_lake_provider.lake.config.values import PartitionCommitTrigger as Trigger
+from airflow_lake_provider.lake.config.values import PolicyKind
 from airflow_lake_provider.lake.errors import PartitionCommitConfigError
-from airflow_lake_provider.lake.services.partition_commit.success_file import check_success_file_name
 
 TRIGGER_KEY = r.PC_TRIGGER.key
 DELAY_KEY = r.PC_DELAY.key
@@ -32,13 +31,6 @@ DEFAULT_TARGET_SIZE = r.PC_TARGET_FILE_SIZE.default
 __all__ = ["PartitionCommitConfig", "PolicyKind", "Trigger", "parse_duration", "parse_policies", "parse_size"]
 
 
-class PolicyKind(str, Enum):
-    SUCCESS_FILE = "success-file"
-    METASTORE = "metastore"
-    CUSTOM = "custom"
-    MERGE_SMALL_FILES = "merge-small-files"
-
-
 def parse_duration(value: object, what: str = DELAY_KEY) -> dt.timedelta:
     """A Flink duration (``0 s``, ``1 h``, ``30min``, ``1 d``; a bare number is ms) or a timedelta."""
     return parsers.duration(what, value, PartitionCommitConfigError)
@@ -51,21 +43,7 @@ def parse_size(value: object, what: str = TARGET_SIZE_KEYS[0]) -> int:
 
 def parse_policies(value: object) -> tuple[PolicyKind, ...]:
     """``success-file,metastore`` -> kinds in the order given (applied in that order)."""
-    names = [p.strip().lower() for p in str(value).split(",") if p.strip()]
-    if not names:
-        raise PartitionCommitConfigError(f"{POLICY_KIND_KEY}={value!r} names no policy")
-    kinds: list[PolicyKind] = []
-    for name in names:
-        try:
-            kind = PolicyKind(name)
-        except ValueError:
-            known = ", ".join(k.value for k in PolicyKind)
-            raise PartitionCommitConfigError(
-                f"{POLICY_KIND_KEY}: unknown policy {name!r} (known: {known})"
-            ) from None
-        if kind not in kinds:
-            kinds.append(kind)
-    return tuple(kinds)
+    return checked.policy_kinds(POLICY_KIND_KEY, str(value), PartitionCommitConfigError)
 
 
 def check_metastore_location(table_uri: str) -> None:
@@ -109,25 +87,17 @@ class PartitionCommitConfig:
     def from_options(cls, *layers: Mapping[str, object]) -> PartitionCommitConfig:
         """Build from option layers, later ones overriding earlier (table properties, then the caller's)."""
         zone = r.PC_TIME_ZONE.read(*layers)
-        try:
-            ZoneInfo(zone)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise PartitionCommitConfigError(f"{TIME_ZONE_KEY}={zone!r} is not a known time zone") from None
-        policies = parse_policies(r.PC_POLICY_KIND.read(*layers))
-        success = check_success_file_name(r.PC_SUCCESS_FILE.read(*layers))
-        kind = r.PC_EXTRACTOR_KIND.read(*layers).lower()
+        kind = r.PC_EXTRACTOR_KIND.read(*layers)
         extractor_class = r.PC_EXTRACTOR_CLASS.read(*layers)
-        if kind not in ("default", "custom"):
-            raise PartitionCommitConfigError(f"{EXTRACTOR_KIND_KEY}={kind!r} is not default or custom")
         if kind == "custom" and not extractor_class:
             raise PartitionCommitConfigError(f"{EXTRACTOR_KIND_KEY}=custom needs {EXTRACTOR_CLASS_KEY}")
         return cls(
             trigger=r.PC_TRIGGER.read(*layers),
             delay=r.PC_DELAY.read(*layers),
             watermark_time_zone=zone,
-            policies=policies,
+            policies=parse_policies(r.PC_POLICY_KIND.read(*layers)),
             policy_class=r.PC_POLICY_CLASS.read(*layers),
-            success_file_name=success,
+            success_file_name=r.PC_SUCCESS_FILE.read(*layers),
             extractor_class=extractor_class if kind == "custom" else None,
             timestamp_pattern=r.PC_PATTERN.read(*layers),
             timestamp_formatter=r.PC_FORMATTER.read(*layers),

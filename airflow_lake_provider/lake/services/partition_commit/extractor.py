@@ -124,8 +124,8 @@ def make_extractor(config: PartitionCommitConfig) -> Callable[[str, PartitionVal
                     f"extractor {config.extractor_class} failed for partition {partition!r}: "
                     f"{type(exc).__name__}: {exc}; nothing was committed"
                 ) from exc
-            if not isinstance(result, dt.datetime):
-                raise PartitionCommitError(
+            if not isinstance(result, dt.datetime):  # the same for every retry: fail now
+                raise PartitionCommitConfigError(
                     f"extractor {config.extractor_class} returned {result!r} for partition {partition!r}, "
                     "not a datetime"
                 )
@@ -159,8 +159,8 @@ def _parse_time(text: str, strptime: str | None, partition: str) -> dt.datetime:
         y, mo, d, h, mi, s, frac = match.groups()
         micros = int((frac or "0").ljust(6, "0")[:6])
         return dt.datetime(int(y), int(mo), int(d), int(h or 0), int(mi or 0), int(s or 0), micros)
-    except ValueError as exc:
-        raise PartitionCommitError(
+    except ValueError as exc:  # the pattern does not fit the table's partitions: no retry helps
+        raise PartitionCommitConfigError(
             f"partition {partition!r}: time {text!r} cannot be read ({exc}); check {PATTERN_KEY}"
         ) from None
 

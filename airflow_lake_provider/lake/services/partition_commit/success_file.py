@@ -20,26 +20,6 @@ from airflow_lake_provider.lake.storage.base import Storage
 from airflow_lake_provider.lake.timeline.commit_metadata import join_partition
 
 SUCCESS_FILE_KEY = PC_SUCCESS_FILE.key
-# Hudi's base and log file formats, and parquet directories' files: data, whatever the rest of the name.
-DATA_SUFFIXES = (".parquet", ".orc", ".hfile", ".avro")
-
-
-def check_success_file_name(name: str) -> str:
-    """``name`` if a success file may take it: a plain name, not hidden, not a data file's."""
-    if not name or "/" in name or "\\" in name or "\x00" in name or name in (".", ".."):
-        raise PartitionCommitConfigError(f"{SUCCESS_FILE_KEY}={name!r} is not a plain file name")
-    if name.startswith("."):
-        raise PartitionCommitConfigError(
-            f"{SUCCESS_FILE_KEY}={name!r} is a hidden name, as Hudi's own files in a partition are "
-            "(.hoodie_partition_metadata, log files .<fileId>_<instant>.log.<n>): choose another, "
-            "e.g. _SUCCESS"
-        )
-    if name.lower().endswith(DATA_SUFFIXES):
-        raise PartitionCommitConfigError(
-            f"{SUCCESS_FILE_KEY}={name!r} is the name of a data file ({', '.join(DATA_SUFFIXES)}): "
-            "choose another, e.g. _SUCCESS"
-        )
-    return name
 
 
 # How data files start: Parquet (also its _metadata summaries), ORC, Avro object containers.

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_lake_provider.lake.config import registry
-from airflow_lake_provider.lake.errors import SchemaError, StorageError, TableConfigError
+from airflow_lake_provider.lake.errors import SchemaError, StorageError, TableConfigError, WriteConfigError
 from airflow_lake_provider.lake.format.avro_schema import META_FIELDS, arrow_to_avro, avro_to_arrow
 from airflow_lake_provider.lake.format.casting import cast_exact, same_shape
 from airflow_lake_provider.lake.format.partitioning import partition_paths, record_keys
@@ -55,7 +55,7 @@ def check_index(
     """
     kind = (registry.INDEX_TYPE.read(settings) or "").upper()
     if kind and kind not in _SAME_ANSWER_INDEXES:
-        raise TableConfigError(
+        raise WriteConfigError(
             f"{table.uri}: {INDEX_TYPE}={kind} is not supported by this writer (it keeps a bloom/simple "
             "index only); write this table with Spark"
         )

@@ -292,6 +292,57 @@ def test_an_option_name_that_is_not_a_string_is_refused(key: object) -> None:
             ["hoodie.cleaner.commits.retained=0"],
             "hoodie.cleaner.commits.retained=0 must be at least 1",
         ),
+        # Values the reading service checks beyond their type (the registry's checked parsers).
+        (
+            ["clean", "--retained", "1"],
+            ["hoodie.compaction.strategy=Bogus"],
+            "hoodie.compaction.strategy: unknown strategy 'Bogus' (known: LogFileSizeBased, LogFileNumBased, "
+            "BoundedIO, DayBased, DayBasedAndBoundedIO, BoundedPartitionAware, UnBoundedPartitionAware, "
+            "UnBounded, PartitionRegexBased)",
+        ),
+        (["archive"], ["hoodie.index.bloom.fpp=NaN"], "hoodie.index.bloom.fpp must be in (0, 1), got nan"),
+        (["archive"], ["hoodie.index.bloom.fpp=1"], "hoodie.index.bloom.fpp must be in (0, 1), got 1.0"),
+        (
+            ["archive"],
+            ["hoodie.index.bloom.num_entries=1099511627776"],
+            "hoodie.index.bloom.num_entries must be at most 2147483647, got 1099511627776",
+        ),
+        (
+            ["archive"],
+            ["hoodie.index.bloom.num_entries=0"],
+            "hoodie.index.bloom.num_entries must be positive, got 0",
+        ),
+        (
+            ["archive"],
+            ["hoodie.bloom.index.filter.dynamic.max.entries=2147483648"],
+            "hoodie.bloom.index.filter.dynamic.max.entries must be at most 2147483647, got 2147483648",
+        ),
+        (
+            ["archive"],
+            ["hoodie.bloom.index.filter.type=foo"],
+            "hoodie.bloom.index.filter.type must be SIMPLE or DYNAMIC_V0, got 'FOO'",
+        ),
+        (
+            ["clean", "--retained", "1"],
+            ["sink.partition-commit.watermark-time-zone=Mars/Phobos"],
+            "sink.partition-commit.watermark-time-zone='Mars/Phobos' is not a known time zone",
+        ),
+        (
+            ["clean", "--retained", "1"],
+            ["sink.partition-commit.policy.kind=success-file,bogus"],
+            "sink.partition-commit.policy.kind: unknown policy 'bogus' (known: success-file, metastore, "
+            "custom, merge-small-files)",
+        ),
+        (
+            ["clean", "--retained", "1"],
+            ["partition.time-extractor.kind=Bogus"],
+            "partition.time-extractor.kind='bogus' is not default or custom",
+        ),
+        (
+            ["clean", "--retained", "1"],
+            ["sink.partition-commit.success-file.name=../x"],
+            "sink.partition-commit.success-file.name='../x' is not a plain file name",
+        ),
     ],
     ids=[
         "clean-archival",
@@ -299,6 +350,17 @@ def test_an_option_name_that_is_not_a_string_is_refused(key: object) -> None:
         "archive-automatic",
         "partition-commit-mdt",
         "compact-clean",
+        "clean-compaction-strategy",
+        "archive-bloom-fpp-nan",
+        "archive-bloom-fpp-one",
+        "archive-bloom-entries-large",
+        "archive-bloom-entries-zero",
+        "archive-bloom-max-entries",
+        "archive-bloom-type",
+        "clean-time-zone",
+        "clean-policy-kind",
+        "clean-extractor-kind",
+        "clean-success-file",
     ],
 )
 def test_a_bad_value_of_a_registered_option_the_command_does_not_read_is_refused(

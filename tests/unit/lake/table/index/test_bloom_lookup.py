@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from write_support import T1
+from write_support import T1, add_log_only_group
 from write_support import base_file as _base_file
 from write_support import base_file_at as _base_file_at
 from write_support import batch as _batch
@@ -18,11 +18,7 @@ from write_support import hudi_rows as _hudi_rows
 from write_support import our_rows as _our_rows
 from write_support import table as _table
 
-from airflow_lake_provider.lake.file_group.file_names import LogFileName
-from airflow_lake_provider.lake.format.avro_schema import with_meta_fields
-from airflow_lake_provider.lake.log_file.data_block import avro_data_block
 from airflow_lake_provider.lake.table.index import bloom
-from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 
 
@@ -139,23 +135,9 @@ def test_a_group_of_logs_only_sorted_first_does_not_end_the_lookup(tmp_path: Pat
     path = tmp_path / "t"
     table = _table(path, "mor")
     write(table, _batch([1]), "insert")
-    lake = LakeTable.open(path)
-    avro = with_meta_fields(lake.data_avro_schema(lake.timeline()))
     group = "00000000-0000-4000-8000-000000000000-0"
     assert group < _base_file(path).name
-    rows = pa.table(
-        {
-            "_hoodie_commit_time": [T1],
-            "_hoodie_commit_seqno": [f"{T1}_0_9"],
-            "_hoodie_record_key": ["2"],
-            "_hoodie_partition_path": [""],
-            "_hoodie_file_name": [group],
-            "id": pa.array([2], pa.int64()),
-            "ts": pa.array([1], pa.int64()),
-            "v": ["x2"],
-        }
-    )
-    (path / LogFileName.create(group, T1, 1, "0-0-0").name).write_bytes(avro_data_block(rows, avro, T1))
+    add_log_only_group(path, group, T1, 2, "x2")
     done = write(table, _batch([1], ts=2, v="y"), "upsert")
     assert (done.inserted, done.updated) == (0, 1)
     assert _our_rows(path, "id", "v") == _hudi_rows(path, "id", "v") == [(1, "y1"), (2, "x2")]

@@ -15,6 +15,7 @@ from airflow_lake_provider.lake.errors import (
     LakeError,
     SchemaError,
     TableConfigError,
+    WriteConfigError,
 )
 from airflow_lake_provider.lake.format.table_config import TableConfig
 from airflow_lake_provider.lake.table.reader import read_snapshot
@@ -67,7 +68,8 @@ ONE = pa.table({"id": pa.array([1], pa.int64()), "ts": pa.array([1], pa.int64())
 # -- the table's index and key generator ----------------------------------------------------------
 def test_an_index_this_writer_cannot_keep_is_refused_with_the_reason(tmp_path: Path) -> None:
     table = _table(tmp_path / "t", **{"hoodie.index.type": "bucket"})
-    assert _refused(table, ONE, TableConfigError) == (
+    # A configuration error, as every refused option is (Airflow fails such a task at once).
+    assert _refused(table, ONE, WriteConfigError) == (
         f"{table.uri}: hoodie.index.type=BUCKET is not supported by this writer (it keeps a bloom/simple "
         "index only); write this table with Spark"
     )

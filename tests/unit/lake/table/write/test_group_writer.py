@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from tree_digest import tree_digest
-from write_support import T1, T2, T3
+from write_support import T1, T2, T3, add_log_only_group
 from write_support import base_file as _base_file
 from write_support import base_file_at as _base_file_at
 from write_support import batch as _batch
@@ -254,22 +254,8 @@ def test_an_append_to_a_group_without_a_base_file_records_no_base_file(tmp_path:
     table = _table(path, "mor")
     write(table, _batch([1]), "insert")
     # Another writer (e.g. one whose index puts inserts into logs) made a group of logs only at T1.
-    avro = with_meta_fields(LakeTable.open(path).data_avro_schema(LakeTable.open(path).timeline()))
     group = "0a0a0a0a-0000-4000-8000-000000000000-0"
-    rows = pa.table(
-        {
-            "_hoodie_commit_time": [T1],
-            "_hoodie_commit_seqno": [f"{T1}_0_9"],
-            "_hoodie_record_key": ["2"],
-            "_hoodie_partition_path": [""],
-            "_hoodie_file_name": [group],
-            "id": pa.array([2], pa.int64()),
-            "ts": pa.array([1], pa.int64()),
-            "v": ["x2"],
-        }
-    )
-    first_log = LogFileName.create(group, T1, 1, "0-0-0").name
-    (path / first_log).write_bytes(avro_data_block(rows, avro, T1))
+    add_log_only_group(path, group, T1, 2, "x2")
     assert _our_rows(path, "id", "v") == _hudi_rows(path, "id", "v") == [(1, "x1"), (2, "x2")]
 
     done = write(table, _batch([2], ts=2, v="y"), "upsert")

@@ -833,7 +833,9 @@ def test_our_forced_rollback_of_a_completed_compaction_resumed_removes_it_for_go
     assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 1), ("c", 1)]
 
 
-def test_a_compaction_a_rollback_undid_stays_undone_behind_newer_rollbacks(tmp_path: Path) -> None:
+def test_a_compaction_a_rollback_undid_stays_undone_behind_newer_rollbacks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A completed compaction C rolled back for good (R1, action ``commit``) whose pending files a
     crash left (as after a rollback that corrected a metadata table), then a newer rollback R2 of
     another write: R1 is still found behind R2, so C is refused, never run, and the next write
@@ -853,7 +855,10 @@ def test_a_compaction_a_rollback_undid_stays_undone_behind_newer_rollbacks(tmp_p
         p.write_bytes(data)
     with pytest.raises(CompactionError, match=f"compaction {c} is rolled back by {r1.instant}"):
         execute_compaction(table, c)
-    write(table, batch(["b"], 4, "x"), "upsert")
+    with caplog.at_level(logging.INFO, logger="airflow_lake_provider.lake.table.rollback.executor"):
+        write(table, batch(["b"], 4, "x"), "upsert")
+    removed = f"removed compaction {c} of {table.uri}: rolled back by {r1.instant} already"
+    assert [m for m in caplog.messages if m.startswith("removed ")] == [removed]
     assert list(hoodie.glob(f"{c}.*")) == []
     root = Path(table.storage.root)
     assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 4), ("c", 1)]

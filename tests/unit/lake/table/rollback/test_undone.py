@@ -15,7 +15,11 @@ from airflow_lake_provider.lake.errors import RollbackError
 from airflow_lake_provider.lake.services.compaction.executor import execute_compaction
 from airflow_lake_provider.lake.services.compaction.scheduler import schedule_compaction
 from airflow_lake_provider.lake.storage import SimulatedCrash
-from airflow_lake_provider.lake.table.rollback.executor import rollback, rollback_instant_locked
+from airflow_lake_provider.lake.table.rollback.executor import (
+    RollbackResult,
+    rollback,
+    rollback_instant_locked,
+)
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline import avro as timeline_avro
 from airflow_lake_provider.lake.timeline.instant import Action, State
@@ -46,7 +50,7 @@ def test_a_requested_write_a_completed_rollback_undid_is_removed_without_a_secon
         (again,) = rollback(table)
     removed = f"removed deltacommit {w.timestamp} of {table.uri}: rolled back by {undo.instant} already"
     assert caplog.messages.count(removed) == 1
-    assert (again.instant, again.target, again.resumed) == (undo.instant, w.timestamp, True)
+    assert again == RollbackResult(undo.instant, w.timestamp, "deltacommit", (), (), resumed=True)
     timeline = table.timeline()
     assert timeline.get(w.timestamp) is None
     assert [r.timestamp for r in timeline.filter([Action.ROLLBACK], None)] == [undo.instant]

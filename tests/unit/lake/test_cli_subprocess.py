@@ -318,11 +318,19 @@ def test_clean_errors_and_a_held_lock_change_nothing(tmp_path: Path) -> None:
     *errors, usage, compact = lake_all(
         *(["clean", str(base), *argv] for argv in cases.values()),
         ["clean", str(base), "--policy", "KEEP_ALL"],
-        ["compact", str(base), "--mode", "schedule", *strategy, "--option", "hoodie.compaction.strategy=x"],
+        [
+            "compact",
+            str(base),
+            "--mode",
+            "schedule",
+            *strategy,
+            "--option",
+            "hoodie.compaction.strategy=BoundedIO",
+        ],
     )
     assert _error(compact) == (
-        "--strategy LogFileNumBasedCompactionStrategy and --option hoodie.compaction.strategy=x disagree: "
-        "give one of them"
+        "--strategy LogFileNumBasedCompactionStrategy and --option hoodie.compaction.strategy=BoundedIO "
+        "disagree: give one of them"
     )
     for message, done in zip(cases, errors, strict=True):
         assert _error(done).startswith(message), (message, done.stderr)

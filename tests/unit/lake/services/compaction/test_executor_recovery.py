@@ -833,14 +833,11 @@ def test_our_forced_rollback_of_a_completed_compaction_resumed_removes_it_for_go
     assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 1), ("c", 1)]
 
 
-def test_a_compaction_a_rollback_undid_stays_undone_behind_newer_rollbacks(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def _undone_compaction_left(path: Path) -> tuple[LakeTable, str, str]:
     """A completed compaction C rolled back for good (R1, action ``commit``) whose pending files a
     crash left (as after a rollback that corrected a metadata table), then a newer rollback R2 of
-    another write: R1 is still found behind R2, so C is refused, never run, and the next write
-    removes it."""
-    table = mor(tmp_path / "t")
+    another write. The table, C and R1."""
+    table = mor(path)
     _, done = run_compaction(table, DUE)
     c = done.instant
     assert c is not None
@@ -853,15 +850,32 @@ def test_a_compaction_a_rollback_undid_stays_undone_behind_newer_rollbacks(
     assert r1.instant < r2.instant and r2.target != c
     for p, data in left.items():
         p.write_bytes(data)
-    with pytest.raises(CompactionError, match=f"compaction {c} is rolled back by {r1.instant}"):
+    return table, c, r1.instant
+
+
+def test_a_compaction_a_rollback_undid_stays_undone_behind_newer_rollbacks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """R1 is still found behind R2, so C is refused, never run, and the next write removes it."""
+    table, c, r1 = _undone_compaction_left(tmp_path / "t")
+    with pytest.raises(CompactionError, match=f"compaction {c} is rolled back by {r1}"):
         execute_compaction(table, c)
     with caplog.at_level(logging.INFO, logger="airflow_lake_provider.lake.table.rollback.executor"):
         write(table, batch(["b"], 4, "x"), "upsert")
-    removed = f"removed compaction {c} of {table.uri}: rolled back by {r1.instant} already"
+    removed = f"removed compaction {c} of {table.uri}: rolled back by {r1} already"
     assert [m for m in caplog.messages if m.startswith("removed ")] == [removed]
-    assert list(hoodie.glob(f"{c}.*")) == []
+    assert list((Path(table.storage.root) / ".hoodie").glob(f"{c}.*")) == []
     root = Path(table.storage.root)
     assert our_rows(root, "id", "ts") == hudi_rows(root, "id", "ts") == [("a", 2), ("b", 4), ("c", 1)]
+
+
+def test_a_rollback_run_reports_the_compaction_it_removed_as_finished_by_the_earlier_rollback(
+    tmp_path: Path,
+) -> None:
+    table, c, r1 = _undone_compaction_left(tmp_path / "t")
+    assert rollback(table) == [RollbackResult(r1, c, "compaction", (), (), resumed=True)]
+    assert list((Path(table.storage.root) / ".hoodie").glob(f"{c}.*")) == []
+    assert rollback(table) == []
 
 
 def test_a_restore_to_a_savepoint_whose_commit_was_archived_is_not_refused(tmp_path: Path) -> None:

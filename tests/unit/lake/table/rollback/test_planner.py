@@ -126,3 +126,25 @@ def test_a_compactions_plan_deletes_the_logs_named_after_its_slices(slice_logs: 
     base = f"p/f1_0-0-0_{T}.parquet"
     deleted = (f"p/.f1_{T}.log.1_0-0-0", base) if slice_logs else (base,)
     assert got == RollbackPlan(T, Action.COMMIT, (RollbackRequest("p", "f1", T, deleted, ()),))
+
+
+def test_a_compactions_slice_without_its_base_file_still_names_the_compaction_as_its_base() -> None:
+    """A compaction that crashed before writing its base file in a group: the group's request names
+    ``T`` as its latest base instant (Hudi's ``latestBaseInstant``), from the slice's log alone."""
+    written = [WrittenFile(f"p/.f1_{T}.log.1_0-0-0", 40, frozenset({"20250101000000003"}))]
+    got = plan(Instant(T, State.COMPLETED, Action.COMMIT), written, slice_logs=True)
+    assert got == RollbackPlan(
+        T, Action.COMMIT, (RollbackRequest("p", "f1", T, (f"p/.f1_{T}.log.1_0-0-0",), ()),)
+    )
+
+
+def test_a_log_named_after_the_target_is_planned_by_its_blocks_unless_told_it_is_a_slice() -> None:
+    """Version 6: a file group of logs only starts with a log named after the deltacommit that
+    created it; rolling that deltacommit back marks the log when later writes appended to it (the
+    default), it does not delete the whole slice as a compaction's rollback does."""
+    later = "20250101000000009"
+    written = [WrittenFile(f"p/.f1_{T}.log.1_0-0-0", 40, frozenset({T, later}))]
+    got = plan(Instant(T, State.INFLIGHT, Action.DELTACOMMIT), written)
+    assert got == RollbackPlan(
+        T, Action.DELTACOMMIT, (RollbackRequest("p", "f1", T, (), ((f"p/.f1_{T}.log.1_0-0-0", 40),)),)
+    )

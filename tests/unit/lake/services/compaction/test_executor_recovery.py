@@ -413,15 +413,18 @@ def test_no_compaction_is_scheduled_or_run_while_a_restore_is_pending(tmp_path: 
     with pytest.raises(SimulatedCrash):
         restore(crashing(table, _first_rollback_done(table, point)), point)
     before = tree_digest(Path(table.storage.root))
-    for attempt in (
-        lambda: schedule_compaction(table, {**DUE}, force=True),
-        lambda: execute_compaction(table),
-        lambda: execute_compaction(table, c),
+    (r,) = table.timeline().filter([Action.RESTORE], [State.INFLIGHT])
+    for attempt, doing in (
+        (lambda: schedule_compaction(table, {**DUE}, force=True), "scheduling a compaction"),
+        (lambda: execute_compaction(table), "running a compaction"),
+        (lambda: execute_compaction(table, c), "running a compaction"),
     ):
-        with pytest.raises(
-            CompactionError, match=rf"restore \d+ is pending; finish it before .* --savepoint {point}\)$"
-        ):
+        with pytest.raises(CompactionError) as refused:
             attempt()
+        assert str(refused.value) == (
+            f"{table.uri}: restore {r.timestamp} is pending; finish it before {doing} "
+            f"(lake restore {table.uri} --savepoint {point})"
+        )
         assert tree_digest(Path(table.storage.root)) == before
     making = rf"restore \d+ is pending; finish it before making a savepoint .* --savepoint {point}\)$"
     with pytest.raises(SavepointError, match=making):

@@ -17,6 +17,7 @@ from airflow_lake_provider.hooks.errors import (
     as_strings,
     check_options,
     core_errors,
+    opening_errors,
 )
 from airflow_lake_provider.hooks.results import dropped_summary
 from airflow_lake_provider.lake.config.registry import PC_DELAY, PC_POLICY_KIND, PC_TRIGGER
@@ -100,23 +101,20 @@ def run_partition_commit(
         commit_partitions,
         commit_plain_partitions,
     )
-    from airflow_lake_provider.lake.services.partition_commit.plain import is_plain_directory
-    from airflow_lake_provider.lake.table.table import LakeTable
 
     dry = as_bool(dry_run, "dry_run")
     force = as_bool(force, "force")
     watermark = None if watermark in (None, "", "None") else watermark
     options = check_options(options, f"partition commit of {table_path}")
     with core_errors(f"partition commit of {table_path}"):
-        storage, storage_env, options = _open_location(table_path, options, lake_conn_id)
-        if is_plain_directory(storage):
+        storage, table, storage_env, options = _open_target(table_path, options, lake_conn_id)
+        if table is None:
             # No .hoodie/: a parquet directory written by another engine (no metastore policy there).
             kwargs = {"watermark": watermark, "custom_policy": custom_policy, "dry_run": dry, "force": force}
             plain = commit_plain_partitions(
                 storage, partitions, options, require_existing=require_existing, **kwargs
             )
             return {**plain.to_dict(), "table_path": table_path}
-        table = LakeTable.open(storage)
         config = commit_config(table, options)
         if PolicyKind.METASTORE in config.policies:
             check_metastore_location(table.uri)  # an s3:// table: refused before Spark starts (dry runs too)
@@ -149,6 +147,19 @@ def run_partition_commit(
             result = {**committed.to_dict(), **dropped_summary(table)}
     result["table_path"] = table_path
     return result
+
+
+def _open_target(
+    table_path: str, options: Mapping[str, str], lake_conn_id: str | None
+) -> tuple[Any, Any, dict[str, str], Mapping[str, str]]:
+    """:func:`_open_location`, and the table there (``None``: a plain parquet directory), opened as
+    every hook opens one: what a retry cannot change (a refused key, a broken table) fails at once."""
+    from airflow_lake_provider.lake.services.partition_commit.plain import is_plain_directory
+    from airflow_lake_provider.lake.table.table import LakeTable
+
+    with opening_errors():
+        storage, storage_env, options = _open_location(table_path, options, lake_conn_id)
+        return storage, None if is_plain_directory(storage) else LakeTable.open(storage), storage_env, options
 
 
 def _open_location(

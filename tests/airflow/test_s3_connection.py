@@ -8,6 +8,8 @@ spark-submit command line, a log line or an XCom; spark-submit gets it in its en
 from __future__ import annotations
 
 import json
+import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -294,3 +296,35 @@ def test_operator_merges_a_plain_parquet_directory_on_s3_with_the_connection_onl
     assert len(merged) == 1 and objects["_SUCCESS"] == b""
     rows = pq.read_table(pa.BufferReader(objects[merged[0]])).column("id").to_pylist()
     assert rows == list(range(50))
+
+
+def test_a_refused_key_fails_a_partition_commit_at_once_as_it_fails_every_other_task(
+    lake_conn: str, refusing_s3_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Opening the table goes through the hooks' one translation: a refused key (no retry can pass)
+    fails the task at once in partition commit too, also when its trigger meets it."""
+    import asyncio
+
+    from airflow_lake_provider.hooks.errors import LakeConfigError
+    from airflow_lake_provider.hooks.lake import LakeHook
+    from airflow_lake_provider.hooks.partition_commit import run_partition_commit
+    from airflow_lake_provider.triggers.partition_commit import PartitionCommitTrigger
+
+    conn = json.loads(os.environ["AIRFLOW_CONN_LAKE_S3"])
+    extra = {**conn["extra"], "endpoint": refusing_s3_endpoint}
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_S3", json.dumps({**conn, "login": "AKIAWRONG", "extra": extra}))
+    uri = "s3://bucket/trips"
+    with pytest.raises(LakeConfigError, match="access denied") as opened:
+        LakeHook(lake_conn_id=lake_conn).open_table(uri)
+    denied = f"^{uri}/.*: access denied while trying to "
+    with pytest.raises(LakeConfigError, match=denied):
+        run_partition_commit(uri, ["a"], {}, lake_conn_id=lake_conn, dry_run=True)
+
+    async def first_event() -> Any:
+        trigger = PartitionCommitTrigger(uri, ["a"], {}, poll_interval=0.1, lake_conn_id=lake_conn)
+        return await anext(trigger.run())
+
+    event = asyncio.run(first_event())
+    assert (event.payload["status"], event.payload["fail_now"]) == ("error", True)
+    assert re.match(denied, event.payload["message"]) and SECRET not in event.payload["message"]
+    assert SECRET not in str(opened.value)

@@ -110,7 +110,7 @@ def success_file_name(key: str, raw: str, error: type[ConfigError]) -> str:
 def time_zone(key: str, raw: str, error: type[ConfigError]) -> str:
     try:
         ZoneInfo(raw)
-    except (ZoneInfoNotFoundError, ValueError):
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a folder of zones, a name too long
         raise error(f"{key}={raw!r} is not a known time zone") from None
     return raw
 

@@ -29,6 +29,8 @@ class Option(Generic[T]):
     error: type[ConfigError] = ConfigError
     aliases: tuple[str, ...] = ()  # Hudi's other names for it (1.x renames)
     flink: tuple[str, ...] = ()  # Flink's names for it (FlinkOptions)
+    # What two values are compared by, where the value read is the text as given (a list of names)
+    meaning: Parser[object] | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -71,9 +73,8 @@ class Option(Generic[T]):
     def same(self, given: tuple[str, str], other: tuple[str, str]) -> bool:
         """Whether two (name, raw value) pairs of this option mean the same (``3`` and ``03``); a
         value its parser refuses raises that refusal."""
-        return self.parse(other[0], other[1].strip(), self.error) == self.parse(
-            given[0], given[1].strip(), self.error
-        )
+        parse = self.meaning or self.parse
+        return parse(other[0], other[1].strip(), self.error) == parse(given[0], given[1].strip(), self.error)
 
     def read(self, *layers: Mapping[str, object]) -> T:
         """The typed value from ``layers`` (later ones override earlier), or the default. A refused

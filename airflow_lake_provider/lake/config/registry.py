@@ -175,6 +175,7 @@ COMPACTION_STRATEGY = Option(
     "which file groups a plan takes (Hudi's strategy class names or short forms, comma-joined)",
     "compaction",
     CompactionConfigError,
+    meaning=c.strategy_kinds,
 )
 COMPACTION_LOG_SIZE_THRESHOLD = Option(
     "hoodie.compaction.logfile.size.threshold",
@@ -374,6 +375,7 @@ PC_POLICY_KIND = Option(
     "success-file, metastore, custom, merge-small-files (comma-joined, applied in that order)",
     "partition-commit",
     PartitionCommitConfigError,
+    meaning=c.policy_kinds,
 )
 PC_POLICY_CLASS = Option(
     "sink.partition-commit.policy.class",

@@ -170,7 +170,7 @@ class S3Storage(Storage):
         # S3's XML error codes and status lines, never names, and redact credentials in URLs.
         text = _CREDENTIALS_IN_URL.sub("//***@", str(exc))
         if "<Code>NoSuchBucket</Code>" in text:
-            return StorageError(f"{uri}: bucket {self.bucket!r} does not exist")
+            return InvalidLocationError(f"{uri}: bucket {self.bucket!r} does not exist")
         if isinstance(exc, PermissionDeniedError | UnauthenticatedError) or any(
             code in text for code in _ACCESS_CODES
         ):

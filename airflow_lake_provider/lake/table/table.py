@@ -10,9 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_lake_provider.lake.errors import (
+    InvalidLocationError,
     LakeError,
     SchemaError,
+    StorageAccessError,
     StorageError,
+    StorageUnavailableError,
     TableConfigError,
     TableExistsError,
     TableNotFoundError,
@@ -83,7 +86,8 @@ class LakeTable:
 
     @classmethod
     def open(cls, location: Location, clock: InstantClock = DEFAULT_CLOCK) -> LakeTable:
-        """Open an existing table; raise ``TableNotFoundError``/``TableConfigError`` otherwise."""
+        """Open an existing table; raise ``TableNotFoundError``/``TableConfigError`` otherwise, or the
+        ``StorageError`` of a remote store that failed to read ``hoodie.properties`` (a retry may pass)."""
         storage = open_storage(location)
         props_rel = f"{HOODIE_DIR}/{PROPERTIES_FILE}"
         props_uri = storage.uri(props_rel)
@@ -95,8 +99,12 @@ class LakeTable:
             raise TableNotFoundError(
                 f"{storage.root} is not a Hudi table: {props_uri} does not exist"
             ) from None
-        except StorageError:
-            raise  # the store, not the table (down, throttled, refused): callers and retries must see which
+        except (StorageAccessError, StorageUnavailableError, InvalidLocationError):
+            raise  # the store, not the table: callers (and retries) must see which
+        except StorageError as exc:
+            if storage.local_folder() is None:
+                raise  # a remote store's failure (throttled, a 5xx): a retry may pass
+            raise TableConfigError(f"{props_uri}: cannot read ({exc})") from None
         except (LakeError, OSError, UnicodeDecodeError) as exc:
             raise TableConfigError(f"{props_uri}: cannot read ({exc})") from None
         return cls(storage, TableConfig.from_properties(parse_properties(text, props_uri), props_uri), clock)

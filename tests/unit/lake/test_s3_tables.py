@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,8 +21,10 @@ from s3_helpers import hudi_s3_options, s3_client, s3_objects
 from airflow_lake_provider.lake.cli import main
 from airflow_lake_provider.lake.errors import (
     CommitConflictError,
+    InvalidLocationError,
     StorageError,
     StorageUnavailableError,
+    TableConfigError,
     TableNotFoundError,
 )
 from airflow_lake_provider.lake.services.clean.executor import run_clean
@@ -375,6 +378,18 @@ def test_a_throttled_read_of_the_table_properties_is_the_stores_error_not_the_ta
     with pytest.raises(StorageError) as raised:
         LakeTable.open(uri)
     assert raised.value is slow_down
+
+
+def test_a_missing_bucket_is_a_location_error_and_a_folder_for_properties_the_tables(
+    s3_bucket: str, tmp_path: Path
+) -> None:
+    """Neither passes on a retry: a table in a bucket that does not exist is a bad location (as a
+    malformed URI is), a local ``hoodie.properties`` that is a folder a broken table."""
+    with pytest.raises(InvalidLocationError, match=r"bucket 'no-such-bucket-x' does not exist$"):
+        LakeTable.open("s3://no-such-bucket-x/t")
+    (tmp_path / "t" / ".hoodie" / "hoodie.properties").mkdir(parents=True)
+    with pytest.raises(TableConfigError, match=r"hoodie.properties: cannot read \(.*"):
+        LakeTable.open(tmp_path / "t")
 
 
 def test_a_plain_http_endpoint_without_allow_http_names_the_variable(

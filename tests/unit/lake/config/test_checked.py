@@ -75,6 +75,19 @@ def test_an_extractor_kind_is_default_or_custom_in_any_case() -> None:
 
 def test_a_time_zone_is_one_the_zone_database_knows() -> None:
     assert checked.time_zone("k", "Europe/Berlin", ConfigError) == "Europe/Berlin"
-    for raw in ("Mars/Phobos", "../etc/passwd", "Europe/"):
+    for raw in ("Mars/Phobos", "../etc/passwd", "Europe/", "Etc", "America", "x" * 300):
         with pytest.raises(ConfigError, match=f"^k='{raw}' is not a known time zone$"):
             checked.time_zone("k", raw, ConfigError)
+
+
+def test_two_names_of_policies_or_strategies_agree_by_what_they_name() -> None:
+    """A flag and an option (or an alias) compare by the kinds they name, not as text; the order of
+    policies is part of it (they are applied in that order)."""
+    from airflow_lake_provider.lake.config.registry import COMPACTION_STRATEGY, PC_POLICY_KIND
+
+    full = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
+    assert COMPACTION_STRATEGY.same(("--strategy", "LogFileSizeBasedCompactionStrategy"), ("k", full))
+    assert not COMPACTION_STRATEGY.same(("--strategy", "BoundedIO"), ("k", full))
+    assert PC_POLICY_KIND.same(("--policy", "SUCCESS-FILE"), ("k", "success-file"))
+    assert PC_POLICY_KIND.same(("policies", "success-file,metastore"), ("k", " success-file, metastore "))
+    assert not PC_POLICY_KIND.same(("policies", "metastore,success-file"), ("k", "success-file,metastore"))

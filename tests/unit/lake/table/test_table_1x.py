@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake_provider.lake.cli import main
-from airflow_lake_provider.lake.errors import TableConfigError
+from airflow_lake_provider.lake.errors import SchemaError, TableConfigError
 from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write.writer import write
@@ -84,6 +84,38 @@ def test_a_bad_batch_with_the_drop_option_fails_before_the_metadata_table_is_dro
         "lake: error: batch is missing required column(s) ['id', 'longField'] "
         "(record key, partition, precombine)\n"
     )
+    assert tree_digest(table_dir) == before
+
+
+def test_a_keys_only_delete_with_the_drop_option_drops_the_metadata_table_and_deletes(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    """The batch checked before the drop is checked as the write's own operation: a delete needs only
+    the key (and precombine) columns, so it is not refused there as an upsert with missing columns."""
+    table_dir = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    table = LakeTable.open(table_dir)
+    rows = read_snapshot(table)
+    key = rows.column("id")[0].as_py()
+    doomed = rows.slice(0, 1).select(["id", "longField"])
+    write(table, doomed, "delete", options={"hoodie.metadata.enable": "false"})
+    after = LakeTable.open(table_dir)
+    assert after.config.properties.get("hoodie.table.metadata.partitions", "") == ""
+    assert not (table_dir / ".hoodie" / "metadata").exists()
+    left = read_snapshot(after)
+    assert left.num_rows == rows.num_rows - 1
+    assert key not in left.column("id").to_pylist()
+
+
+def test_a_bad_event_time_field_with_the_drop_option_fails_before_the_metadata_table_is_dropped(
+    hudi_table_zip: Callable[[str], Path],
+) -> None:
+    table_dir = hudi_table_zip("mdt_basic_mor_avro_v8_nonpartitioned")
+    table = LakeTable.open(table_dir)
+    rows = read_snapshot(table)
+    row = rows.slice(0, 1).drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")])
+    before = tree_digest(table_dir)
+    with pytest.raises(SchemaError, match="^event time field 'nope' is not a column of the batch$"):
+        write(table, row, "upsert", event_time_field="nope", options={"hoodie.metadata.enable": "false"})
     assert tree_digest(table_dir) == before
 
 

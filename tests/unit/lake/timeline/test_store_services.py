@@ -15,6 +15,7 @@ from airflow_lake_provider.lake.errors import (
     CommitConflictError,
     InvalidInstantError,
     InvalidStateTransitionError,
+    ObjectNotFoundError,
     StorageError,
     UnsafePathError,
 )
@@ -432,6 +433,21 @@ def test_properties_recovery_follows_hudis_backup_protocol(store: TimelineStore)
     backup.write_bytes(b"a=0\n")
     assert store.recover_properties() is True
     assert (current.read_bytes(), backup.exists()) == (b"a=0\n", False)
+
+
+def test_properties_are_read_from_the_backup_and_neither_file_names_the_current_one(
+    store: TimelineStore,
+) -> None:
+    current, backup = _hoodie(store) / "hoodie.properties", _hoodie(store) / "hoodie.properties.backup"
+    current.write_bytes("a=\u00e9\n".encode())
+    assert store.read_properties_text() == "a=\u00e9\n"
+    current.unlink()
+    backup.write_bytes(b"a=0\n")  # an update interrupted after its delete, as Hudi's readers fall back
+    assert store.read_properties_text() == "a=0\n"
+    backup.unlink()
+    with pytest.raises(ObjectNotFoundError) as caught:
+        store.read_properties_text()
+    assert str(caught.value) == store.storage.uri(".hoodie/hoodie.properties") == str(current)
 
 
 def test_metadata_table_files_are_listed_deepest_folders_first(store: TimelineStore) -> None:

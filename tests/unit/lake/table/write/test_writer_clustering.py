@@ -18,6 +18,7 @@ from airflow_lake_provider.lake.table.reader import read_snapshot
 from airflow_lake_provider.lake.table.table import LakeTable
 from airflow_lake_provider.lake.table.write import write
 from airflow_lake_provider.lake.timeline.instant import Action, State
+from tests.mdt_v6_tables import add_v6_metadata_table
 from tests.tree_digest import tree_digest
 
 CASES = pytest.mark.parametrize(("version", "table_type"), [(6, "cow"), (6, "mor"), (8, "cow"), (8, "mor")])
@@ -93,6 +94,23 @@ def test_a_write_to_a_group_under_pending_clustering_is_refused_and_changes_noth
         write(table, batch, operation)
     assert tree_digest(table.base_path) == before
     assert _rows(read_snapshot(table)) == _rows(rows) == _hudi_rs(table.base_path)
+
+
+def test_the_refusal_comes_before_the_metadata_table_drop_the_write_asks_for(tmp_path: Path) -> None:
+    """hoodie.metadata.enable=false drops the MDT for good: a write the pending clustering refuses is
+    refused first, with the same error, and the MDT stays."""
+    table, clustering, groups = _crashed_merge(tmp_path / "t", "cow", 6)
+    add_v6_metadata_table(table.base_path)
+    table = LakeTable.open(table.base_path)
+    before = tree_digest(table.base_path)
+    message = (
+        f"{table.uri}: write (delete) refused: it reaches file group(s) x/{groups['k2b']} that the "
+        f"pending clustering {clustering} will replace"
+    )
+    with pytest.raises(PendingClusteringError, match=f"^{re.escape(message)} "):
+        write(table, _batch(["k2b"], 2, 7), "delete", options={"hoodie.metadata.enable": "false"})
+    assert tree_digest(table.base_path) == before
+    assert (table.base_path / ".hoodie" / "metadata" / "files").is_dir()
 
 
 @CASES

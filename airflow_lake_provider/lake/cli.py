@@ -124,7 +124,7 @@ def _split(location: str) -> tuple[Storage, str]:
     """The storage of a user file's folder, and the file's name in it."""
     folder, _, name = location.rpartition("/")
     scheme, sep, rest = location.partition("://")
-    if not name or name in (".", "..") or (sep and "/" not in rest.strip("/")):
+    if not name or name in (".", "..") or (sep and "/" not in rest.strip("/")) or "\x00" in location:
         raise LakeError(f"{location!r} does not name a file")
     storage = open_storage(folder or ("/" if location.startswith("/") else "."))
     if storage.exists(name) and name not in storage.list_names():
@@ -206,9 +206,10 @@ def _set_flag(options: dict[str, str], key: str, value: str, flag: str, error: t
     """Set ``key`` from its own flag; refused when an ``--option`` gave it another value (as an
     ``--option`` given twice is): which one was meant? Values are compared as the option reads them
     (``--retained 3`` agrees with ``--option ...retained=03``)."""
-    given = options.get(key)
-    if given is not None and not BY_NAME[key].same((key, given), (key, str(value))):
-        raise error(f"{flag} {value} and --option {key}={given} disagree: give one of them")
+    option = BY_NAME[key]
+    for name, given in list(options.items()):  # the key itself or another name of the same option
+        if BY_NAME.get(name) is option and not option.same((name, given), (key, str(value))):
+            raise error(f"{flag} {value} and --option {name}={given} disagree: give one of them")
     options[key] = str(value)
 
 
@@ -273,7 +274,7 @@ def _compaction_options(args: argparse.Namespace) -> dict[str, str]:
     from airflow_lake_provider.lake.services.compaction.config import STRATEGY_KEY
 
     options = _key_values(args.option, CompactionConfigError)
-    if args.strategy:
+    if args.strategy:  # "" is the default strategy, as an empty hoodie.compaction.strategy is
         _set_flag(options, STRATEGY_KEY, args.strategy, "--strategy", CompactionConfigError)
     return options
 

@@ -7,10 +7,27 @@ import sys
 from collections.abc import Callable, Sequence
 
 # The choices from the option values alone: a service's config module is loaded by its command.
+from airflow_lake_provider.lake.config.parsers import whole_number
 from airflow_lake_provider.lake.config.values import CleanPolicy
 from airflow_lake_provider.lake.config.values import PartitionCommitTrigger as Trigger
 
 OPERATIONS = ("insert", "upsert", "delete")  # writer.Operation's values (the writer loads pyarrow)
+
+
+def _upper(value: str) -> str:
+    return value.strip().upper()  # as the option reads the same value (clean policy names)
+
+
+def _lower(value: str) -> str:
+    return value.strip().lower()  # as the option reads the same value (Flink's trigger names)
+
+
+def _whole(value: str) -> int:
+    """A count as its option reads it: Java's digits (not Python's ``1_0``)."""
+    number = whole_number(value.strip())
+    if number is None:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number")
+    return number
 
 
 def _fields(value: str) -> tuple[str, ...]:
@@ -109,8 +126,8 @@ def _add_service_commands(add: Callable[[str, str], argparse.ArgumentParser]) ->
     """clean, compact, archive, partition-commit."""
     p = add("clean", "delete file versions no retained snapshot or savepoint needs")
     p.add_argument("path")
-    p.add_argument("--policy", choices=[c.value for c in CleanPolicy])
-    p.add_argument("--retained", type=int, help="commits, file versions or hours to retain (per policy)")
+    p.add_argument("--policy", type=_upper, choices=[c.value for c in CleanPolicy])
+    p.add_argument("--retained", type=_whole, help="commits, file versions or hours to retain (per policy)")
     p.add_argument("--option", action="append", default=[], metavar="K=V", help="any hoodie.clean* option")
     p.add_argument("--dry-run", action="store_true", help="print the plan; write and delete nothing")
     p.add_argument(
@@ -145,7 +162,7 @@ def _add_service_commands(add: Callable[[str, str], argparse.ArgumentParser]) ->
     p.add_argument("path")
     p.add_argument("--partition", action="append", required=True, help="partition path (repeatable)")
     p.add_argument("--policy", help="comma-separated policies in order: success-file,metastore,custom")
-    p.add_argument("--trigger", choices=[t.value for t in Trigger])
+    p.add_argument("--trigger", type=_lower, choices=[t.value for t in Trigger])
     p.add_argument("--delay", help="e.g. '0 s', '30 min', '1 h', '1 d'")
     p.add_argument("--watermark", help="partition-time trigger: ISO 8601 time or epoch milliseconds")
     p.add_argument(

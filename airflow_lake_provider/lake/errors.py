@@ -161,6 +161,10 @@ class PartitionCommitConfigError(ConfigError, PartitionCommitError):
     """A ``sink.partition-commit.*`` or ``partition.time-extractor.*`` option holds a bad value."""
 
 
+class InvalidPartitionError(PartitionCommitError, ValueError):
+    """A partition argument that names no partition folder (none, ``..``, ``.hoodie``, hidden)."""
+
+
 class PartitionNotFoundError(PartitionCommitError, ValueError):
     """A partition named for commit has no completed write on the table."""
 

@@ -11,7 +11,12 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_lake_provider.assets import emit_table_event, with_table_outlet
-from airflow_lake_provider.hooks.errors import LakeConfigError, LakeHookError, explain_missing_interval
+from airflow_lake_provider.hooks.errors import (
+    LakeConfigError,
+    LakeHookError,
+    as_bool,
+    explain_missing_interval,
+)
 from airflow_lake_provider.hooks.partition_commit import (
     as_partitions,
     commit_options,
@@ -99,6 +104,7 @@ class PartitionCommitSensor(BaseSensorOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         **kwargs: Any,
     ) -> None:
+        commit = as_bool(commit, "commit")  # "false" from a config file is false, not a truthy string
         if commit:
             kwargs["outlets"] = with_table_outlet(table_path, kwargs.get("outlets"))
         super().__init__(**kwargs)

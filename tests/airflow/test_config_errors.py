@@ -253,3 +253,51 @@ def test_a_trigger_tells_its_sensor_to_fail_at_once_only_what_a_retry_cannot_cha
     from airflow_lake_provider.hooks.errors import fails_now
 
     assert fails_now(error) is fails_at_once
+
+
+@pytest.mark.parametrize(
+    ("partitions", "message"),
+    [
+        (["../x"], "partition '../x' is not a partition folder of the directory"),
+        ([".hoodie/x"], "partition '.hoodie/x' is not a partition folder of the directory"),
+        (["_tmp"], "partition '_tmp' is hidden"),
+    ],
+    ids=["parent", "hoodie", "hidden"],
+)
+def test_a_partition_argument_naming_no_partition_fails_at_once(
+    tmp_path: Path, partitions: list[str], message: str
+) -> None:
+    """A retry reads the same argument: once retried as any other partition-commit failure."""
+    from airflow_lake_provider.hooks.partition_commit import run_partition_commit
+
+    (tmp_path / "plain" / "dt=1").mkdir(parents=True)
+    before = tree_digest(tmp_path)
+    with pytest.raises(LakeConfigError) as caught:
+        run_partition_commit(str(tmp_path / "plain"), partitions, {}, dry_run=True)
+    assert str(caught.value).startswith(f"partition commit of {tmp_path / 'plain'}: {message}")
+    assert tree_digest(tmp_path) == before
+
+
+def test_partition_commit_of_a_missing_location_fails_at_once_as_every_action_does(tmp_path: Path) -> None:
+    from airflow_lake_provider.hooks.lake import LakeHook
+    from airflow_lake_provider.hooks.partition_commit import run_partition_commit
+
+    missing = tmp_path / "nope"
+    with pytest.raises(LakeConfigError) as commit:
+        run_partition_commit(str(missing), ["dt=1"], {}, dry_run=True)
+    with pytest.raises(LakeConfigError):
+        LakeHook().clean(str(missing))
+    assert str(commit.value) == (
+        f"partition commit of {missing}: {missing} does not exist: "
+        "neither a Hudi table nor a parquet directory"
+    )
+    assert not missing.exists()
+
+
+def test_options_that_are_not_a_mapping_fail_at_once() -> None:
+    from airflow_lake_provider.hooks.errors import check_options
+
+    with pytest.raises(
+        LakeConfigError, match="^clean of t: options must map option names to values, not a str$"
+    ):
+        check_options("{'hoodie.cleaner.commits.retained': 1}", "clean of t")  # type: ignore[arg-type]

@@ -343,3 +343,16 @@ def test_commit_arguments_that_agree_with_the_options_are_taken_once() -> None:
         "sink.partition-commit.trigger": "PARTITION-TIME",
         "sink.partition-commit.policy.kind": "success-file",
     }
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("false", False), ("True", True), (False, False)])
+def test_the_sensors_commit_flag_is_read_by_the_boolean_parser(raw: str | bool, expected: bool) -> None:
+    """``commit="false"`` (from a config file) once was a truthy string: the sensor committed."""
+    sensor = PartitionCommitSensor(task_id="s", table_path="/t", partitions="dt=1", commit=raw)  # type: ignore[arg-type]
+    assert sensor.commit is expected
+    assert bool(sensor.outlets) is expected  # the table's asset only when it commits
+
+
+def test_the_sensors_commit_flag_other_than_true_or_false_is_refused_at_parse() -> None:
+    with pytest.raises(LakeConfigError, match="^commit='yes' is not true or false$"):
+        PartitionCommitSensor(task_id="s", table_path="/t", partitions="dt=1", commit="yes")  # type: ignore[arg-type]

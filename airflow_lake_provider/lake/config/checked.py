@@ -122,6 +122,37 @@ def extractor_kind(key: str, raw: str, error: type[ConfigError]) -> str:
     return kind
 
 
+# Java DateTimeFormatter letters read as strptime's (the common date/time subset).
+_JAVA_LETTERS = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
+
+
+def strptime_format(key: str, formatter: str, error: type[ConfigError]) -> str:
+    """A Java date pattern (``yyyyMMdd HH``) as strptime's; a letter we do not know, or a field given
+    twice (strptime cannot read one field twice), is refused."""
+    out: list[str] = []
+    i = 0
+    while i < len(formatter):
+        java = next((j for j in _JAVA_LETTERS if formatter.startswith(j, i)), None)
+        if java is not None:
+            if _JAVA_LETTERS[java] in out:
+                raise error(f"{key}={formatter!r}: pattern field {java!r} is given more than once")
+            out.append(_JAVA_LETTERS[java])
+            i += len(java)
+            continue
+        ch = formatter[i]
+        if ch.isalpha():
+            known = ", ".join(_JAVA_LETTERS)
+            raise error(f"{key}={formatter!r}: pattern letter {ch!r} is not supported (use {known})")
+        out.append("%%" if ch == "%" else ch)
+        i += 1
+    return "".join(out)
+
+
+def time_formatter(key: str, raw: str, error: type[ConfigError]) -> str:
+    strptime_format(key, raw, error)
+    return raw
+
+
 # -- bloom filters (Hudi reads their sizes as Java ints) ------------------------------------------
 def bloom_entries(key: str, raw: str, error: type[ConfigError]) -> int:
     value = integer(None)(key, raw, error)

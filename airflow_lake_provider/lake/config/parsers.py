@@ -88,6 +88,8 @@ def regex(key: str, raw: str, error: type[ConfigError]) -> str:
         re.compile(raw)
     except re.error as exc:
         raise error(f"{key}={raw!r} is not a valid regex: {exc}") from None
+    except (OverflowError, RecursionError):  # a repeat count or a nesting past what re can compile
+        raise error(f"{key}={raw!r} is not a regex this engine can compile (too large or too deep)") from None
     return raw
 
 

@@ -420,7 +420,7 @@ PC_PATTERN = Option(
 PC_FORMATTER = Option(
     "partition.time-extractor.timestamp-formatter",
     None,
-    p.text,
+    c.time_formatter,
     "the timestamp's format (yyyy-MM-dd HH:mm:ss)",
     "partition-commit",
     PartitionCommitConfigError,

@@ -13,7 +13,7 @@ import copy
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +91,14 @@ def arrow_to_avro(schema: pa.Schema, record_name: str, namespace: str) -> dict[s
         out["namespace"] = namespace
     out["fields"] = fields
     return out
+
+
+def check_table_names(table_name: str, fields: Sequence[str]) -> None:
+    """Refuse a table name or field name its writes could not use: the data schema is an Avro record
+    ``<table name>_record`` in namespace ``hoodie.<table name>``, its fields named by their columns."""
+    _check_name(f"{table_name}_record", f"table name {table_name!r}: record name")
+    for field_name in fields:
+        _check_name(field_name, "field")
 
 
 def _check_name(name: str, what: str) -> None:

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from airflow_lake_provider.lake.errors import SchemaError, TableConfigError
-from airflow_lake_provider.lake.format.table_config import TableConfig
+from airflow_lake_provider.lake.format.table_config import TableConfig, table_flag
 
 DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 # How Hudi's key generators write a null or empty part of a composite record key.
@@ -81,7 +81,7 @@ def field_prefixed_keys(config: TableConfig) -> bool:
     keygen = (config.keygen_class or "").rsplit(".", 1)[-1]
     if len(config.record_key_fields) > 1:
         return True
-    bare = str(config.properties.get(COMPLEX_KEYGEN_NEW_ENCODING, "false")).lower() == "true"
+    bare = table_flag(config.properties, COMPLEX_KEYGEN_NEW_ENCODING, False, config.source)
     return keygen in _COMPLEX_KEYGENS and not bare
 
 

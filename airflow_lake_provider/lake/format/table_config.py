@@ -6,7 +6,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from airflow_lake_provider.lake.errors import TableConfigError, UnsupportedTableVersionError
+from airflow_lake_provider.lake.config.parsers import boolean
+from airflow_lake_provider.lake.errors import ConfigError, TableConfigError, UnsupportedTableVersionError
 from airflow_lake_provider.lake.format.bloom_filter import BloomSettings
 from airflow_lake_provider.lake.format.timeline_paths import timeline_location
 
@@ -74,8 +75,16 @@ def _partition_fields(value: str | None) -> tuple[str, ...]:
     return tuple(f.partition(":")[0] for f in _split(value))
 
 
-def _bool(value: str | None, default: bool) -> bool:
-    return default if value is None or value == "" else value.strip().lower() == "true"
+def table_flag(props: Mapping[str, str], key: str, default: bool, source: str) -> bool:
+    """A boolean table property, read by the one boolean parser: ``yes`` or ``1`` is refused (naming
+    ``source``) rather than read as false, as every boolean option is."""
+    raw = props.get(key)
+    if raw is None or not str(raw).strip():
+        return default
+    try:
+        return boolean(key, str(raw), ConfigError)
+    except ConfigError as exc:
+        raise TableConfigError(f"{source}: {exc}") from None
 
 
 class TableProperties(Mapping[str, str]):
@@ -181,7 +190,7 @@ class TableConfig:
             if not props.get(key):
                 raise TableConfigError(f"{source}: required property {key} is missing")
         version = _check_version(props, source)
-        if props.get("hoodie.datasource.write.drop.partition.columns", "false").lower() == "true":
+        if table_flag(props, "hoodie.datasource.write.drop.partition.columns", False, source):
             raise TableConfigError(
                 f"{source}: hoodie.datasource.write.drop.partition.columns=true is not supported"
             )
@@ -203,8 +212,8 @@ class TableConfig:
             record_key_fields=_split(props.get("hoodie.table.recordkey.fields")),
             precombine_field=precombine or None,
             partition_fields=_partition_fields(props.get("hoodie.table.partition.fields")),
-            hive_style=_bool(props.get("hoodie.datasource.write.hive_style_partitioning"), False),
-            populate_meta_fields=_bool(props.get("hoodie.populate.meta.fields"), True),
+            hive_style=table_flag(props, "hoodie.datasource.write.hive_style_partitioning", False, source),
+            populate_meta_fields=table_flag(props, "hoodie.populate.meta.fields", True, source),
             payload_class=props.get("hoodie.compaction.payload.class") or None,
             merge_mode_setting=mode,
             keygen_class=props.get("hoodie.table.keygenerator.class") or _keygen_of_type(props),
@@ -219,6 +228,9 @@ class TableConfig:
         """A metadata table's config: MOR, keyed by ``key``, no meta fields. Not validated as a data
         table's: ``from_properties`` refuses its HFILE base file format, which only a data table's
         readers must refuse (the MDT's are read by the metadata readers)."""
+        version = str(props.get("hoodie.table.version") or SUPPORTED_TABLE_VERSION).strip()
+        if not version.isdigit():
+            raise TableConfigError(f"{source}: hoodie.table.version={version!r} is not a whole number")
         return cls(
             name=props.get("hoodie.table.name", ""),
             table_type=TableType.MERGE_ON_READ,
@@ -233,7 +245,7 @@ class TableConfig:
             create_schema=None,
             properties=TableProperties(props, source),
             source=source,
-            table_version=int(props.get("hoodie.table.version") or SUPPORTED_TABLE_VERSION),
+            table_version=int(version),
         )
 
     @staticmethod

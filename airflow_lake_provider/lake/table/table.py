@@ -22,7 +22,7 @@ from airflow_lake_provider.lake.errors import (
 )
 from airflow_lake_provider.lake.file_group.builder import Lister
 from airflow_lake_provider.lake.file_group.view import FileSystemView
-from airflow_lake_provider.lake.format.avro_schema import avro_to_arrow, meta_arrow_fields
+from airflow_lake_provider.lake.format.avro_schema import avro_to_arrow, check_table_names, meta_arrow_fields
 from airflow_lake_provider.lake.format.properties import parse_properties
 from airflow_lake_provider.lake.format.table_config import (
     SUPPORTED_TABLE_VERSION,
@@ -127,6 +127,11 @@ class LakeTable:
         """Create an empty table of ``table_version`` (6, 8 or 9) at ``path`` (which must not hold a
         table already). ``precombine_field`` None or ``""``: none (the last written version wins)."""
         precombine_field = precombine_field or ""
+        try:  # a name its writes would refuse: refused before the table exists
+            ordering = [precombine_field] if precombine_field else []
+            check_table_names(name, [*record_key_fields, *partition_fields, *ordering])
+        except SchemaError as exc:
+            raise TableConfigError(str(exc)) from None
         for what, fields in (("record key", record_key_fields), ("partition", partition_fields)):
             repeated = sorted({f for f in fields if list(fields).count(f) > 1})
             if repeated:

@@ -353,3 +353,89 @@ def test_a_flag_and_an_option_that_mean_the_same_agree(
     code, out, err = _run(capsys, "clean", str(base), *flags, "--option", option, "--dry-run")
     assert (code, err) == (0, "")
     assert json.loads(out)["policy"] == policy
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (
+            ["--name", "my-table"],
+            "table name 'my-table': record name 'my-table_record' is not a valid Avro name",
+        ),
+        (["--name", "tåble"], "table name 'tåble': record name 'tåble_record' is not a valid Avro name"),
+        (["--record-key", "a b"], "field 'a b' is not a valid Avro name"),
+        (["--precombine", " "], "field ' ' is not a valid Avro name"),
+        (["--partition-fields", "ü"], "field 'ü' is not a valid Avro name"),
+    ],
+    ids=["dash", "non-ascii", "space-key", "blank-precombine", "partition"],
+)
+def test_init_refuses_a_name_every_write_would_refuse_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
+) -> None:
+    given = {"--name": "n5", "--record-key": "uuid", "--precombine": "ts"}
+    given.update(dict(zip(flags[::2], flags[1::2], strict=True)))
+    argv = ["init", str(tmp_path / "n5"), "--table-type", "cow", *(a for kv in given.items() for a in kv)]
+    code, out, err = _run(capsys, *argv)
+    assert (code, out) == (1, "")
+    assert err == f"lake: error: {message} ([A-Za-z_][A-Za-z0-9_]*)\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("flags", "option", "message"),
+    [
+        (
+            ["--policy", "KEEP_LATEST_COMMITS"],
+            "hoodie.clean.policy=KEEP_LATEST_FILE_VERSIONS",
+            "--policy KEEP_LATEST_COMMITS and --option hoodie.clean.policy=KEEP_LATEST_FILE_VERSIONS "
+            "disagree",
+        ),
+        (
+            ["--retained", "3"],
+            "clean.retain_commits=4",
+            "--retained 3 and --option clean.retain_commits=4 disagree",
+        ),
+    ],
+    ids=["policy-alias", "retained-flink-name"],
+)
+def test_a_flag_that_disagrees_with_another_name_of_its_option_names_both(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], option: str, message: str
+) -> None:
+    base = tmp_path / "t"
+    _table(base, kind="cow", writes=1)
+    before = tree_digest(base)
+    code, out, err = _run(capsys, "clean", str(base), *flags, "--option", option)
+    assert (code, out, err) == (1, "", f"lake: error: {message}: give one of them\n")
+    assert tree_digest(base) == before
+
+
+def test_flags_read_their_values_as_their_options_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A policy or trigger in any case, as ``--option`` reads it; a count as Java reads it (not ``1_0``)."""
+    base = tmp_path / "t"
+    _table(base, writes=1)
+    before = tree_digest(base)
+    code, out, err = _run(capsys, "clean", str(base), "--policy", " keep_latest_commits", "--dry-run")
+    assert (code, err, json.loads(out)["policy"]) == (0, "", "KEEP_LATEST_COMMITS")
+    with pytest.raises(SystemExit) as caught:
+        main(["clean", str(base), "--retained", "1_0", "--dry-run"])
+    assert caught.value.code == 2
+    assert capsys.readouterr().err.endswith("error: argument --retained: '1_0' is not a whole number\n")
+    trigger = ["--trigger", "PROCESS-TIME", "--option", "sink.partition-commit.trigger=partition-time"]
+    code, out, err = _run(capsys, "partition-commit", str(base), "--partition", "city=sf", *trigger)
+    assert (code, out) == (1, "")  # read as process-time, then compared with the option
+    assert err == (
+        "lake: error: --trigger process-time and --option sink.partition-commit.trigger=partition-time "
+        "disagree: give one of them\n"
+    )
+    assert tree_digest(base) == before
+
+
+def test_read_refuses_an_output_name_holding_nul(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _table(tmp_path / "t", writes=1)
+    output = str(tmp_path / "o\x00.parquet")
+    code, out, err = _run(capsys, "read", str(tmp_path / "t"), "--output", output)
+    assert (code, out) == (1, "")
+    assert err == f"lake: error: {output!r} does not name a file\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]

@@ -19,9 +19,11 @@ from typing import Any, Protocol
 
 from airflow_lake_provider.lake.config.registry import PC_PARTITION_FIELDS
 from airflow_lake_provider.lake.errors import (
+    InvalidPartitionError,
     PartitionCommitConfigError,
     PartitionCommitError,
     PartitionNotFoundError,
+    TableNotFoundError,
 )
 from airflow_lake_provider.lake.services.partition_commit.config import (
     PartitionCommitConfig,
@@ -150,7 +152,7 @@ def _check_partition_name(partition: str) -> str:
     text = str(partition).strip("/")  # spaces belong to the name ("city=Paris " is its own partition)
     parts = text.split("/")
     if "\x00" in text or any(p in (".", "..", ".hoodie") for p in parts) or "//" in text:
-        raise PartitionCommitError(f"partition {partition!r} is not a partition path of the table")
+        raise InvalidPartitionError(f"partition {partition!r} is not a partition path of the table")
     return text
 
 
@@ -204,7 +206,7 @@ def _commit_partitions(
     force: bool,
 ) -> CommitResult:
     if not partitions:
-        raise PartitionCommitError("no partition given to commit")
+        raise InvalidPartitionError("no partition given to commit")
     names = [_check_partition_name(p) for p in partitions]
     for name in names:  # before any policy: a success file was written through such a link
         check_folder_inside(table.storage, name, "the table")
@@ -260,10 +262,10 @@ def commit_plain_partitions(
     times here). Late data: visible files the last commit did not cover.
     """
     if not partitions:
-        raise PartitionCommitError("no partition given to commit")
+        raise InvalidPartitionError("no partition given to commit")
     names = list(dict.fromkeys(check_partition(p) for p in partitions))  # dt=1 and dt=1/ are one
     if not storage.exists(""):
-        raise PartitionCommitError(
+        raise TableNotFoundError(
             f"{storage.root} does not exist: neither a Hudi table nor a parquet directory"
         )
     check_plain_directory(storage)

@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from airflow_lake_provider.lake.config.checked import strptime_format
 from airflow_lake_provider.lake.errors import PartitionCommitConfigError, PartitionCommitError
 from airflow_lake_provider.lake.services.partition_commit.config import (
     EXTRACTOR_CLASS_KEY,
@@ -25,8 +26,6 @@ _DEFAULT_TIME = re.compile(
     r"(\d{4})-(\d{1,2})-(\d{1,2})(?:[ T](\d{1,2}):(\d{1,2})(?::(\d{1,2})(?:\.(\d{1,9}))?)?)?"
 )
 _VARIABLE = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
-# Java DateTimeFormatter letters we translate to strptime (the common date/time subset).
-_JAVA_LETTERS = {"yyyy": "%Y", "MM": "%m", "dd": "%d", "HH": "%H", "mm": "%M", "ss": "%S"}
 
 
 def partition_values(partition: str, fields: Sequence[str]) -> PartitionValues:
@@ -47,27 +46,6 @@ def partition_values(partition: str, fields: Sequence[str]) -> PartitionValues:
     return tuple(zip(fields, segments, strict=True))
 
 
-def _java_format(formatter: str) -> str:
-    """Translate a Java date pattern (``yyyyMMdd HH``) to strptime; refuse letters we do not know."""
-    out, i = [], 0
-    while i < len(formatter):
-        for java, py in _JAVA_LETTERS.items():
-            if formatter.startswith(java, i):
-                out.append(py)
-                i += len(java)
-                break
-        else:
-            ch = formatter[i]
-            if ch.isalpha():
-                raise PartitionCommitConfigError(
-                    f"{FORMATTER_KEY}={formatter!r}: pattern letter {ch!r} is not supported "
-                    f"(use {', '.join(_JAVA_LETTERS)})"
-                )
-            out.append("%%" if ch == "%" else ch)
-            i += 1
-    return "".join(out)
-
-
 def check_pattern(config: PartitionCommitConfig, fields: Sequence[str]) -> None:
     """Refuse, before anything is committed, a pattern naming a field the table does not have."""
     if config.timestamp_pattern is None:
@@ -79,7 +57,7 @@ def check_pattern(config: PartitionCommitConfig, fields: Sequence[str]) -> None:
             f"{unknown} (the table's partition fields: {list(fields)})"
         )
     if config.timestamp_formatter is not None:
-        _java_format(config.timestamp_formatter)
+        strptime_format(FORMATTER_KEY, config.timestamp_formatter, PartitionCommitConfigError)
 
 
 def load_object(dotted: str, key: str) -> object:
@@ -132,7 +110,8 @@ def make_extractor(config: PartitionCommitConfig) -> Callable[[str, PartitionVal
             return result.replace(tzinfo=None) if result.tzinfo is None else _naive_in(result, config)
 
         return custom
-    strptime = _java_format(config.timestamp_formatter) if config.timestamp_formatter else None
+    formatter = config.timestamp_formatter
+    strptime = strptime_format(FORMATTER_KEY, formatter, PartitionCommitConfigError) if formatter else None
 
     def default(partition: str, values: PartitionValues) -> dt.datetime:
         by_name = dict(values)

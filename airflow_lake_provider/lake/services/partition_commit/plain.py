@@ -37,6 +37,7 @@ from typing import Any
 
 from airflow_lake_provider.lake.config.registry import PC_PARTITION_FIELDS
 from airflow_lake_provider.lake.errors import (
+    InvalidPartitionError,
     ObjectNotFoundError,
     PartitionCommitConfigError,
     PartitionCommitError,
@@ -177,9 +178,9 @@ def check_partition(partition: str) -> str:
         or any(p in ("", ".", "..", HOODIE_DIR) for p in parts)
         or (parts and parts[0] == META_DIR)
     ):
-        raise PartitionCommitError(f"partition {partition!r} is not a partition folder of the directory")
+        raise InvalidPartitionError(f"partition {partition!r} is not a partition folder of the directory")
     if any(is_hidden(p) for p in parts):
-        raise PartitionCommitError(
+        raise InvalidPartitionError(
             f"partition {partition!r} is hidden (a folder starting with '.' or '_'): readers of the "
             "directory skip it, and engines keep files of running jobs there (_temporary); nothing changed"
         )

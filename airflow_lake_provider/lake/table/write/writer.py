@@ -101,9 +101,10 @@ def write(
 ) -> WriteResult:
     """Write ``batch`` as one new instant and return what was committed.
 
-    ``event_time_field`` (default: the table's ``hoodie.payload.event.time.field``) names a column
-    whose min and max (epoch milliseconds) the commit records in ``extraMetadata``
-    (``lake.minEventTime``/``lake.maxEventTime``): partition commit derives its watermark from them.
+    ``event_time_field`` (default: ``hoodie.payload.event.time.field`` of ``options``, else the
+    table's) names a column whose min and max (epoch milliseconds) the commit records in
+    ``extraMetadata`` (``lake.minEventTime``/``lake.maxEventTime``): partition commit derives its
+    watermark from them.
 
     ``fault`` is called at each durable step (``requested``, ``inflight``, ``file``, ``commit``) so
     tests can inject a crash there. Holds the table's write lock throughout (waiting up to
@@ -168,6 +169,7 @@ def _write_checked(
     # name each gives (merged, ``archive.max_commits`` beside the table's ``hoodie.keep.max.commits``
     # was refused as the same option given twice).
     layers = (table.config.properties, options or {})
+    event_time_field = event_time_field or registry.EVENT_TIME_FIELD.read(*layers)
     check_index(table, {**table.config.properties, **(options or {})}, options)
     bloom = table.config.checked_bloom_settings(options or {})
     archive = registry.ARCHIVE_AUTOMATIC.read(*layers)

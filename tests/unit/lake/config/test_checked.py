@@ -91,3 +91,30 @@ def test_two_names_of_policies_or_strategies_agree_by_what_they_name() -> None:
     assert PC_POLICY_KIND.same(("--policy", "SUCCESS-FILE"), ("k", "success-file"))
     assert PC_POLICY_KIND.same(("policies", "success-file,metastore"), ("k", " success-file, metastore "))
     assert not PC_POLICY_KIND.same(("policies", "metastore,success-file"), ("k", "success-file,metastore"))
+
+
+def test_a_time_formatter_is_java_letters_each_field_once() -> None:
+    assert checked.strptime_format("k", "yyyy-MM-dd HH:mm:ss%", WriteConfigError) == "%Y-%m-%d %H:%M:%S%%"
+    assert checked.time_formatter("k", "yyyyMMdd", WriteConfigError) == "yyyyMMdd"
+    assert (
+        _refusal(checked.time_formatter, "MM MM") == "k='MM MM': pattern field 'MM' is given more than once"
+    )
+    assert _refusal(checked.time_formatter, "yyyyyyyy") == (
+        "k='yyyyyyyy': pattern field 'yyyy' is given more than once"
+    )
+    assert _refusal(checked.time_formatter, "QQ") == (
+        "k='QQ': pattern letter 'Q' is not supported (use yyyy, MM, dd, HH, mm, ss)"
+    )
+
+
+def test_a_regex_re_cannot_compile_is_refused_naming_it() -> None:
+    from airflow_lake_provider.lake.config.parsers import regex
+
+    assert regex("k", "a+", WriteConfigError) == "a+"
+    assert (
+        _refusal(regex, "(") == "k='(' is not a valid regex: missing ), unterminated subpattern at position 0"
+    )
+    too_deep = "(" * 2000 + ")" * 2000
+    with pytest.raises(WriteConfigError) as refused:
+        regex("k", too_deep, WriteConfigError)
+    assert str(refused.value).endswith("is not a regex this engine can compile (too large or too deep)")

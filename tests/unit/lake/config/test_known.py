@@ -343,6 +343,18 @@ def test_an_option_name_that_is_not_a_string_is_refused(key: object) -> None:
             ["sink.partition-commit.success-file.name=../x"],
             "sink.partition-commit.success-file.name='../x' is not a plain file name",
         ),
+        (
+            ["clean", "--retained", "1"],
+            ["partition.time-extractor.timestamp-formatter=yyyy-yyyy"],
+            "partition.time-extractor.timestamp-formatter='yyyy-yyyy': pattern field 'yyyy' is given more "
+            "than once",
+        ),
+        (
+            ["clean", "--retained", "1"],
+            ["hoodie.compaction.partition.path.regex=a{4294967296}"],
+            "hoodie.compaction.partition.path.regex='a{4294967296}' is not a regex this engine can compile "
+            "(too large or too deep)",
+        ),
     ],
     ids=[
         "clean-archival",
@@ -361,6 +373,8 @@ def test_an_option_name_that_is_not_a_string_is_refused(key: object) -> None:
         "clean-policy-kind",
         "clean-extractor-kind",
         "clean-success-file",
+        "clean-formatter-repeated-field",
+        "clean-regex-too-large",
     ],
 )
 def test_a_bad_value_of_a_registered_option_the_command_does_not_read_is_refused(

@@ -218,6 +218,20 @@ def test_an_event_time_field_that_is_missing_or_not_a_time_is_refused(tmp_path: 
     )
 
 
+def test_the_event_time_field_option_of_a_write_is_read_over_the_tables(tmp_path: Path) -> None:
+    """``hoodie.payload.event.time.field`` in the write's options (``lake write --option``, the write
+    operator's options) names the column as the argument does; a missing one is refused the same."""
+    field = "hoodie.payload.event.time.field"
+    table = _table(tmp_path / "t", **{field: "ts"})
+    batch = pa.table({"id": pa.array([1, 2], pa.int64()), "ts": pa.array([4, 6], pa.int64())})
+    batch = batch.append_column("et", pa.array([30, 20], pa.int64()))
+    assert _refused(table, batch, SchemaError, options={field: "when"}) == (
+        "event time field 'when' is not a column of the batch"
+    )
+    write(table, batch, "insert", options={field: "et"})
+    assert _event_extra(tmp_path / "t", T1) == ("20", "30")
+
+
 # -- duplicate keys in one batch ------------------------------------------------------------------
 def test_two_versions_of_a_key_in_a_batch_become_one_row(tmp_path: Path) -> None:
     table = _table(tmp_path / "t")

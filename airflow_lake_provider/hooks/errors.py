@@ -46,9 +46,9 @@ class LakeSparkJobError(LakeHookError):
 def core_errors(what: str, retry_note: str = "") -> Iterator[None]:
     """Around a call into the table core: its errors become the Airflow layer's, decided here only.
 
-    A ``ConfigError`` (an unknown option, a bad value), any other bad input (the core raises those
-    as ``ValueError``: a schema, a path outside the table, a missing partition) and a location holding
-    no table fail the task at once (:class:`LakeConfigError`): a retry reads the same input. A busy lock is
+    A ``ConfigError`` (an unknown option, a bad value) and any other bad input (the core raises those
+    as ``ValueError``: a schema, a path outside the table, a missing partition) fail the task at once
+    (:class:`LakeConfigError`): a retry reads the same input. A busy lock is
     :class:`LakeServiceBusyError` and any other ``LakeError`` is :class:`LakeHookError`: both retried.
     ``what`` names the action and the table (``clean of s3://b/t``); ``retry_note`` ends the message
     of a retried failure (what a retry will do).
@@ -59,7 +59,7 @@ def core_errors(what: str, retry_note: str = "") -> Iterator[None]:
         raise
     except ServiceBusyError as exc:
         raise LakeServiceBusyError(f"{what} not started: {exc}") from exc
-    except (ConfigError, ValueError, TableNotFoundError) as exc:
+    except (ConfigError, ValueError) as exc:
         raise LakeConfigError(f"{what}: {exc}") from exc
     except LakeError as exc:
         raise LakeHookError(f"{what} failed: {exc}{retry_note}") from exc

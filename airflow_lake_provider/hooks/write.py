@@ -128,6 +128,7 @@ class WriteHookMixin(SparkJobMixin):
         from airflow_lake_provider.lake.table.metadata.policy import guard_mutation
         from airflow_lake_provider.lake.table.write import write
         from airflow_lake_provider.lake.table.write.input import find_input, input_rows, read_input
+        from airflow_lake_provider.lake.table.write.writer import check_write
 
         if operation not in WRITE_OPERATIONS:
             raise LakeConfigError(f"operation={operation!r} is not one of {', '.join(WRITE_OPERATIONS)}")
@@ -142,19 +143,20 @@ class WriteHookMixin(SparkJobMixin):
             # A missing input is refused before the guard (which may drop the MDT) changes anything.
             source = find_input(input_path, environ={**os.environ, **self.storage_env()})  # type: ignore[attr-defined]
             rows = input_rows(source)
+            batch = read_input(source) if rows <= threshold else None
+            if batch is not None:  # a batch the write refuses fails before the guard's MDT drop
+                check_write(table, batch, operation, opts)
             # Here, not only in the core's write: the rollback below and a Spark write come first.
             guard_mutation(table, f"write ({operation})", opts, maintains=True)
             rolled_back = self._roll_back_earlier_attempts(table, run_keys, opts)
-            if rows <= threshold:
-                self.log.info(  # type: ignore[attr-defined]
-                    "write of %s into %s: %d input rows in %d files (<= spark_threshold %d): in the worker",
-                    input_path,
-                    table.uri,
-                    rows,
-                    len(source.files),
-                    threshold,
-                )
-                result = write(table, read_input(source), operation, options=opts, extra_metadata=attempt)
+            here = batch is not None
+            self.log.info(  # type: ignore[attr-defined]
+                "write of %s into %s: %d input rows in %d files (%s spark_threshold %d): %s",
+                *(input_path, table.uri, rows, len(source.files)),
+                *("<=" if here else ">", threshold, "in the worker" if here else "on Spark"),
+            )
+            if batch is not None:
+                result = write(table, batch, operation, options=opts, extra_metadata=attempt)
                 counts = {"inserted": result.inserted, "updated": result.updated, "deleted": result.deleted}
                 return {
                     "instant": result.instant,
@@ -163,14 +165,6 @@ class WriteHookMixin(SparkJobMixin):
                     "executor": "local",
                     **dropped_summary(table),
                 }
-            self.log.info(  # type: ignore[attr-defined]
-                "write of %s into %s: %d input rows in %d files (> spark_threshold %d): on Spark",
-                input_path,
-                table.uri,
-                rows,
-                len(source.files),
-                threshold,
-            )
             written = self._write_on_spark(
                 table, input_path, operation, opts, attempt, spark_conn_id, spark_conf, spark_env
             )

@@ -384,3 +384,32 @@ def test_the_partition_commit_hook_keeps_the_metadata_table_on_merges_by_default
     assert len(written) == 1
     _assert_kept(path, instant, partition, written, rows)
     assert main(["metadata-table", str(path), "--check"]) == 0
+
+
+def test_the_write_hook_refuses_a_bad_batch_before_the_drop_its_options_ask_for(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path
+) -> None:
+    """The hook drops the MDT ahead of the rollback of an earlier attempt, so it checks the batch
+    first, as the core's write does: a refused write leaves the table, MDT included, as it was."""
+    from mdt_v6_tables import add_v6_metadata_table
+
+    from airflow_lake_provider.hooks.errors import LakeConfigError
+    from airflow_lake_provider.hooks.lake import LakeHook
+    from airflow_lake_provider.lake.table.reader import read_snapshot
+    from airflow_lake_provider.lake.table.table import LakeTable
+
+    path = hudi_table_zip(COW)
+    add_v6_metadata_table(path)
+    rows = read_snapshot(LakeTable.open(path))
+    batch = rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")]).slice(0, 1)
+    source = tmp_path / "in.parquet"
+    pq.write_table(batch, source)
+    before = tree_digest(path)
+    drop = {"hoodie.metadata.enable": "false", "hoodie.payload.event.time.field": "nope"}
+    with pytest.raises(LakeConfigError) as refused:
+        LakeHook().write(str(path), str(source), "upsert", options=drop)
+    assert str(refused.value) == (
+        f"write of {source} into {LakeTable.open(path).uri}: "
+        "event time field 'nope' is not a column of the batch"
+    )
+    assert tree_digest(path) == before

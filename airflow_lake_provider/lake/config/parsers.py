@@ -19,11 +19,13 @@ Parser = Callable[[str, str, type[ConfigError]], T]
 JAVA_INT_MAX = 2**31 - 1
 JAVA_LONG_MAX = 2**63 - 1
 # What Java's Integer.parseInt reads: a sign and digits (Python's int() also takes ``1_000``).
-_WHOLE = re.compile(r"[+-]?\d+")
+
+
+_WHOLE = re.compile(r"[+-]?[0-9]{1,40}")  # ASCII digits only; 40 is far past a Java long
 
 
 def whole_number(raw: str) -> int | None:
-    """``raw`` as Java reads a whole number, or None."""
+    """``raw`` as Java reads a whole number (at most 40 digits: far past any Java type), or None."""
     return int(raw) if _WHOLE.fullmatch(raw) else None
 
 

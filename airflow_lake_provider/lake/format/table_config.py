@@ -6,7 +6,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from airflow_lake_provider.lake.config.parsers import boolean
+from airflow_lake_provider.lake.config.parsers import boolean, whole_number
 from airflow_lake_provider.lake.errors import ConfigError, TableConfigError, UnsupportedTableVersionError
 from airflow_lake_provider.lake.format.bloom_filter import BloomSettings
 from airflow_lake_provider.lake.format.timeline_paths import timeline_location
@@ -229,7 +229,7 @@ class TableConfig:
         table's: ``from_properties`` refuses its HFILE base file format, which only a data table's
         readers must refuse (the MDT's are read by the metadata readers)."""
         version = str(props.get("hoodie.table.version") or SUPPORTED_TABLE_VERSION).strip()
-        if not version.isdigit():
+        if whole_number(version) is None:
             raise TableConfigError(f"{source}: hoodie.table.version={version!r} is not a whole number")
         return cls(
             name=props.get("hoodie.table.name", ""),
@@ -245,7 +245,7 @@ class TableConfig:
             create_schema=None,
             properties=TableProperties(props, source),
             source=source,
-            table_version=int(version),
+            table_version=int(version),  # checked above: ASCII digits
         )
 
     @staticmethod
@@ -362,7 +362,7 @@ def check_table_version(props: Mapping[str, str], source: str) -> int:
 def _check_version(props: Mapping[str, str], source: str) -> int:
     """The table version, if readable, with the timeline layout that version has."""
     version = props["hoodie.table.version"].strip()
-    if not version.isdigit() or int(version) not in READABLE_TABLE_VERSIONS:
+    if whole_number(version) not in READABLE_TABLE_VERSIONS:
         raise UnsupportedTableVersionError(
             f"{source}: hoodie.table.version={version} is not supported (only table versions 6, 8 and 9)"
         )

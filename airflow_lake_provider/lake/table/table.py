@@ -128,8 +128,9 @@ class LakeTable:
         table already). ``precombine_field`` None or ``""``: none (the last written version wins)."""
         precombine_field = precombine_field or ""
         try:  # a name its writes would refuse: refused before the table exists
-            ordering = [precombine_field] if precombine_field else []
-            check_table_names(name, [*record_key_fields, *partition_fields, *ordering])
+            # As the table's config reads them back: stripped (``"ts "`` is ts, ``" "`` no field).
+            fields = [f.strip() for f in (*record_key_fields, *partition_fields, precombine_field)]
+            check_table_names(name, [f for f in fields if f])
         except SchemaError as exc:
             raise TableConfigError(str(exc)) from None
         for what, fields in (("record key", record_key_fields), ("partition", partition_fields)):

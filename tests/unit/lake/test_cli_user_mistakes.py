@@ -364,10 +364,9 @@ def test_a_flag_and_an_option_that_mean_the_same_agree(
         ),
         (["--name", "tåble"], "table name 'tåble': record name 'tåble_record' is not a valid Avro name"),
         (["--record-key", "a b"], "field 'a b' is not a valid Avro name"),
-        (["--precombine", " "], "field ' ' is not a valid Avro name"),
         (["--partition-fields", "ü"], "field 'ü' is not a valid Avro name"),
     ],
-    ids=["dash", "non-ascii", "space-key", "blank-precombine", "partition"],
+    ids=["dash", "non-ascii", "space-key", "partition"],
 )
 def test_init_refuses_a_name_every_write_would_refuse_and_creates_nothing(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flags: list[str], message: str
@@ -439,3 +438,17 @@ def test_read_refuses_an_output_name_holding_nul(tmp_path: Path, capsys: pytest.
     assert (code, out) == (1, "")
     assert err == f"lake: error: {output!r} does not name a file\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t"]
+
+
+def test_init_reads_fields_stripped_as_the_table_reads_them_back(tmp_path: Path) -> None:
+    """``--precombine "ts "`` is ts and ``" "`` no field, as hoodie.properties is read: not refused."""
+    for precombine, expected in (("ts ", "ts"), (" ", None)):
+        path = tmp_path / f"t{len(expected or '')}"
+        argv = ["init", str(path), "--table-type", "cow", "--name", "t", "--record-key", " uuid"]
+        assert main([*argv, "--precombine", precombine, "--partition-fields", "city "]) == 0
+        config = LakeTable.open(path).config
+        assert (config.record_key_fields, config.precombine_field, config.partition_fields) == (
+            ("uuid",),
+            expected,
+            ("city",),
+        )

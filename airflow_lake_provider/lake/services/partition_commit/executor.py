@@ -23,7 +23,6 @@ from airflow_lake_provider.lake.errors import (
     PartitionCommitConfigError,
     PartitionCommitError,
     PartitionNotFoundError,
-    TableNotFoundError,
 )
 from airflow_lake_provider.lake.services.partition_commit.config import (
     PartitionCommitConfig,
@@ -265,7 +264,8 @@ def commit_plain_partitions(
         raise InvalidPartitionError("no partition given to commit")
     names = list(dict.fromkeys(check_partition(p) for p in partitions))  # dt=1 and dt=1/ are one
     if not storage.exists(""):
-        raise TableNotFoundError(
+        # Retried, not a bad argument: on S3 a directory exists only once its first file lands.
+        raise PartitionCommitError(
             f"{storage.root} does not exist: neither a Hudi table nor a parquet directory"
         )
     check_plain_directory(storage)

@@ -7,7 +7,12 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
 
-from airflow_lake_provider.lake.services.partition_commit.config import PartitionCommitConfig, Trigger
+from airflow_lake_provider.lake.errors import PartitionCommitConfigError
+from airflow_lake_provider.lake.services.partition_commit.config import (
+    LATENESS_KEY,
+    PartitionCommitConfig,
+    Trigger,
+)
 from airflow_lake_provider.lake.services.partition_commit.extractor import PartitionValues
 from airflow_lake_provider.lake.services.partition_commit.plan import CommitPlan, Decision, PartitionDecision
 from airflow_lake_provider.lake.services.partition_commit.state import (
@@ -23,8 +28,15 @@ def table_watermark(index: WriteIndex, config: PartitionCommitConfig) -> dt.date
     """The largest committed event time minus the allowed lateness, or ``None`` if writers recorded none."""
     if index.max_event_time_ms is None:
         return None
-    moment = dt.datetime.fromtimestamp(index.max_event_time_ms / 1000, dt.timezone.utc)
-    return moment - config.allowed_lateness
+    try:
+        moment = dt.datetime.fromtimestamp(index.max_event_time_ms / 1000, dt.timezone.utc)
+        return moment - config.allowed_lateness
+    except (OverflowError, ValueError, OSError):  # a time out of datetime's years 1-9999
+        raise PartitionCommitConfigError(
+            f"the table's newest event time ({index.max_event_time_ms} epoch ms, recorded as "
+            f"lake.maxEventTime) minus {LATENESS_KEY}={config.allowed_lateness} is not a time between "
+            "the years 1 and 9999: pass the watermark explicitly"
+        ) from None
 
 
 def plan_commit(

@@ -123,9 +123,19 @@ def _event_times(batch: pa.Table, field_name: str | None) -> dict[str, str]:
     if low is None:
         return {}
     mul, div = scale
-    return {EVENT_TIME_MIN: str(low * mul // div), EVENT_TIME_MAX: str(high * mul // div)}
+    low, high = low * mul // div, high * mul // div
+    for value in (low, high):
+        if not _FIRST_MS <= value <= _LAST_MS:  # a partition-time commit could not read it as a time
+            raise SchemaError(
+                f"event time field {field_name!r} holds {value} epoch ms, outside the years 1-9999 "
+                "(an integer column counts milliseconds)"
+            )
+    return {EVENT_TIME_MIN: str(low), EVENT_TIME_MAX: str(high)}
 
 
+# The epoch milliseconds of 0001-01-01 and of the end of 9999-12-31 (UTC): Python's datetime range.
+_FIRST_MS = -62_135_596_800_000
+_LAST_MS = 253_402_300_799_999
 # A timestamp unit's counts to epoch milliseconds: multiply, then floor-divide. Every Arrow unit:
 # a delete batch may carry an event time column the table does not have.
 _TO_MS = {"s": (1000, 1), "ms": (1, 1), "us": (1, 1_000), "ns": (1, 1_000_000)}

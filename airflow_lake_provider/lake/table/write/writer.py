@@ -158,6 +158,49 @@ def _write_checked(
     runner: GroupRunner | None,
 ) -> tuple[WriteResult, bool]:
     """:func:`write` up to its commit; also whether automatic archival is on."""
+    checked = check_write(table, batch, operation, options, event_time_field)
+    operation = checked.operation
+    # (an MDT we cannot keep refuses here, before the lock file; it is opened again under the lock)
+    guard_mutation(table, f"write ({operation.value})", options, maintains=True)
+    # Held from reading the file groups to the commit: a compaction plan scheduled in between would
+    # take the slices this write appends logs to, and the logs would be lost with the old slice.
+    with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
+        result = _write_locked(
+            table,
+            batch,
+            operation,
+            max_rows_per_file,
+            fault,
+            checked.failed_writes,
+            dict(extra_metadata or {}),
+            checked.event_time_field,
+            runner,
+            checked.bloom,
+        )
+    return result, checked.archive
+
+
+@dataclass(frozen=True)
+class CheckedWrite:
+    """What :func:`check_write` read from the write's arguments and options."""
+
+    operation: Operation
+    failed_writes: FailedWritesConfig
+    event_time_field: str | None
+    bloom: BloomSettings
+    archive: bool
+
+
+def check_write(
+    table: LakeTable,
+    batch: pa.Table,
+    operation: Operation | str,
+    options: Mapping[str, str] | None = None,
+    event_time_field: str | None = None,
+) -> CheckedWrite:
+    """Everything a write checks before it changes anything, the batch too when its options drop the
+    table's MDT (the drop cannot be undone). The Airflow hook calls it before its own guard, which
+    drops the MDT ahead of the rollback of an earlier attempt."""
     try:
         operation = Operation(operation)
     except ValueError:
@@ -180,24 +223,7 @@ def _write_checked(
         timeline = table.timeline()
         rows = prepare_batch(table, batch, operation, timeline, event_time_field)[2]
         refuse_pending_clustering(table, timeline, rows, operation)
-    # (an MDT we cannot keep refuses here, before the lock file; it is opened again under the lock)
-    guard_mutation(table, f"write ({operation.value})", options, maintains=True)
-    # Held from reading the file groups to the commit: a compaction plan scheduled in between would
-    # take the slices this write appends logs to, and the logs would be lost with the old slice.
-    with table.store.exclusive(WRITE_LOCK, wait_seconds=WRITE_LOCK_WAIT_SECONDS):
-        result = _write_locked(
-            table,
-            batch,
-            operation,
-            max_rows_per_file,
-            fault,
-            config,
-            dict(extra_metadata or {}),
-            event_time_field,
-            runner,
-            bloom,
-        )
-    return result, archive
+    return CheckedWrite(operation, config, event_time_field, bloom, archive)
 
 
 def _archive_after_write(table: LakeTable, options: dict[str, str]) -> tuple[str, ...]:

@@ -118,3 +118,13 @@ def test_a_regex_re_cannot_compile_is_refused_naming_it() -> None:
     with pytest.raises(WriteConfigError) as refused:
         regex("k", too_deep, WriteConfigError)
     assert str(refused.value).endswith("is not a regex this engine can compile (too large or too deep)")
+
+
+def test_a_whole_number_past_any_java_type_is_refused_not_a_raw_error() -> None:
+    """``int()`` refuses strings of over 4,300 digits with a ValueError of its own."""
+    from airflow_lake_provider.lake.config.parsers import integer, whole_number
+
+    assert whole_number("+" + "0" * 39 + "7") == 7
+    assert whole_number("9" * 41) is None
+    assert whole_number("\u00b2") is None
+    assert _refusal(integer(1), "9" * 5000) == f"k={'9' * 5000!r} is not a whole number"

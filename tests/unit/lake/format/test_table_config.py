@@ -63,6 +63,16 @@ def test_the_complex_keygens_bare_encoding_flag_is_read_by_the_same_parser() -> 
 def test_a_metadata_tables_version_that_is_not_a_number_is_refused_naming_the_file() -> None:
     mdt = "/t/.hoodie/metadata/.hoodie/hoodie.properties"
     assert TableConfig.of_metadata_table({"hoodie.table.version": "8"}, mdt).table_version == 8
+    for raw in ("six", "\u00b2", "9" * 5000):  # a superscript two is a digit to str.isdigit, not to int()
+        with pytest.raises(TableConfigError) as caught:
+            TableConfig.of_metadata_table({"hoodie.table.version": raw}, mdt)
+        assert str(caught.value) == f"{mdt}: hoodie.table.version={raw!r} is not a whole number"
+
+
+@pytest.mark.parametrize("raw", ["\u00b2", "9" * 5000, "6.0"])
+def test_a_data_tables_version_that_is_not_a_plain_number_is_refused_naming_the_file(raw: str) -> None:
     with pytest.raises(TableConfigError) as caught:
-        TableConfig.of_metadata_table({"hoodie.table.version": "six"}, mdt)
-    assert str(caught.value) == f"{mdt}: hoodie.table.version='six' is not a whole number"
+        TableConfig.from_properties({**_props(), "hoodie.table.version": raw}, SOURCE)
+    assert str(caught.value) == (
+        f"{SOURCE}: hoodie.table.version={raw} is not supported (only table versions 6, 8 and 9)"
+    )

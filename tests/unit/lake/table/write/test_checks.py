@@ -232,6 +232,35 @@ def test_the_event_time_field_option_of_a_write_is_read_over_the_tables(tmp_path
     assert _event_extra(tmp_path / "t", T1) == ("20", "30")
 
 
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        (pa.array([1_704_067_200_000_000], pa.int64()), 1_704_067_200_000_000),  # microseconds taken for ms
+        (pa.array([-62_135_596_800_001], pa.int64()), -62_135_596_800_001),  # just before 0001-01-01
+        (pa.array([253_402_300_800_000], pa.int64()), 253_402_300_800_000),  # 10000-01-01
+    ],
+    ids=["microseconds", "year-0", "year-10000"],
+)
+def test_an_event_time_outside_the_years_1_to_9999_is_refused(
+    tmp_path: Path, column: pa.Array, value: int
+) -> None:
+    """A partition-time commit reads the recorded maximum as a time: one it cannot read would stop
+    every later commit of the table."""
+    table = _table(tmp_path / "t")
+    assert _refused(table, ONE.append_column("et", column), SchemaError, event_time_field="et") == (
+        f"event time field 'et' holds {value} epoch ms, outside the years 1-9999 "
+        "(an integer column counts milliseconds)"
+    )
+
+
+def test_the_first_and_last_millisecond_of_the_years_1_to_9999_are_event_times(tmp_path: Path) -> None:
+    table = _table(tmp_path / "t")
+    edges = pa.array([-62_135_596_800_000, 253_402_300_799_999], pa.int64())
+    batch = pa.table({"id": pa.array([1, 2], pa.int64()), "ts": pa.array([1, 1], pa.int64()), "et": edges})
+    write(table, batch, "insert", event_time_field="et")
+    assert _event_extra(tmp_path / "t", T1) == ("-62135596800000", "253402300799999")
+
+
 # -- duplicate keys in one batch ------------------------------------------------------------------
 def test_two_versions_of_a_key_in_a_batch_become_one_row(tmp_path: Path) -> None:
     table = _table(tmp_path / "t")

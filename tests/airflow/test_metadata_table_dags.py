@@ -174,18 +174,10 @@ def test_the_write_hook_keeps_the_metadata_table_by_default_and_a_connection_can
     assert_index_consistent(path)
 
 
-def test_the_write_hook_keeps_a_v6_metadata_table_by_default(
-    hudi_table_zip: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Version 6 is kept by default (its ``files`` partition, as Hudi 0.14/0.15 keep it): the default
-    connection's write adds the MDT's deltacommit at the data instant's time and its ``files``
-    partition equals a listing; a connection whose extra sets ``lake.metadata-table.maintain=false``
-    refuses (nothing changed, no retry: a config error)."""
+def _v6_with_mdt_and_a_row_of_it(hudi_table_zip: Callable[[str], Path], tmp_path: Path) -> tuple[Path, Path]:
+    """A Hudi-written v6 COW table given an MDT, and a parquet file holding one of its rows."""
     from mdt_v6_tables import add_v6_metadata_table
 
-    from airflow_lake_provider.hooks.lake import LakeHook
-    from airflow_lake_provider.lake.storage import open_storage
-    from airflow_lake_provider.lake.table.metadata.listing import check_files_partition
     from airflow_lake_provider.lake.table.reader import read_snapshot
     from airflow_lake_provider.lake.table.table import LakeTable
 
@@ -195,6 +187,22 @@ def test_the_write_hook_keeps_a_v6_metadata_table_by_default(
     batch = rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")]).slice(0, 1)
     source = tmp_path / "in.parquet"
     pq.write_table(batch, source)
+    return path, source
+
+
+def test_the_write_hook_keeps_a_v6_metadata_table_by_default(
+    hudi_table_zip: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 6 is kept by default (its ``files`` partition, as Hudi 0.14/0.15 keep it): the default
+    connection's write adds the MDT's deltacommit at the data instant's time and its ``files``
+    partition equals a listing; a connection whose extra sets ``lake.metadata-table.maintain=false``
+    refuses (nothing changed, no retry: a config error)."""
+
+    from airflow_lake_provider.hooks.lake import LakeHook
+    from airflow_lake_provider.lake.storage import open_storage
+    from airflow_lake_provider.lake.table.metadata.listing import check_files_partition
+
+    path, source = _v6_with_mdt_and_a_row_of_it(hudi_table_zip, tmp_path)
     before = tree_digest(path)
     monkeypatch.setenv(
         "AIRFLOW_CONN_LAKE_REFUSE",
@@ -391,19 +399,11 @@ def test_the_write_hook_refuses_a_bad_batch_before_the_drop_its_options_ask_for(
 ) -> None:
     """The hook drops the MDT ahead of the rollback of an earlier attempt, so it checks the batch
     first, as the core's write does: a refused write leaves the table, MDT included, as it was."""
-    from mdt_v6_tables import add_v6_metadata_table
-
     from airflow_lake_provider.hooks.errors import LakeConfigError
     from airflow_lake_provider.hooks.lake import LakeHook
-    from airflow_lake_provider.lake.table.reader import read_snapshot
     from airflow_lake_provider.lake.table.table import LakeTable
 
-    path = hudi_table_zip(COW)
-    add_v6_metadata_table(path)
-    rows = read_snapshot(LakeTable.open(path))
-    batch = rows.drop_columns([c for c in rows.column_names if c.startswith("_hoodie_")]).slice(0, 1)
-    source = tmp_path / "in.parquet"
-    pq.write_table(batch, source)
+    path, source = _v6_with_mdt_and_a_row_of_it(hudi_table_zip, tmp_path)
     before = tree_digest(path)
     drop = {"hoodie.metadata.enable": "false", "hoodie.payload.event.time.field": "nope"}
     with pytest.raises(LakeConfigError) as refused:

@@ -18,10 +18,9 @@ Parser = Callable[[str, str, type[ConfigError]], T]
 # Hudi reads its integer options as Java ints (a few as longs): a larger value is refused there, and here.
 JAVA_INT_MAX = 2**31 - 1
 JAVA_LONG_MAX = 2**63 - 1
-# What Java's Integer.parseInt reads: a sign and digits (Python's int() also takes ``1_000``).
-
-
-_WHOLE = re.compile(r"[+-]?[0-9]{1,40}")  # ASCII digits only; 40 is far past a Java long
+# What Java's Integer.parseInt reads: a sign and ASCII digits (Python's int() also takes ``1_000``
+# and other scripts' digits, and refuses over 4,300 digits with its own error); 40 is past any Java type.
+_WHOLE = re.compile(r"[+-]?[0-9]{1,40}")
 
 
 def whole_number(raw: str) -> int | None:
